@@ -1,0 +1,178 @@
+//! Model providers: request bodies, streaming answers, retries.
+//!
+//! A [`Provider`] turns a [`Request`] into the exact body bytes sent ([`Provider::body`]) and sends
+//! one body, streaming the answer into a [`Completion`] ([`Provider::complete`]). Retries live in
+//! [`retry`], above a single attempt. The runtime keeps the previous body to measure prefix reuse.
+
+pub mod anthropic;
+pub mod http;
+pub mod openai;
+pub mod replay;
+pub mod retry;
+pub mod sse;
+
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::message::Message;
+use crate::tools::ToolSpec;
+
+/// Everything one model request is built from. The prefix is `tools` + `system` + `messages`;
+/// `tail` (the work-state block) is appended to the latest message only and never stored.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// Model name sent to the server.
+    pub model: &'a str,
+    /// The pinned system prompt (exact bytes of `system.txt`).
+    pub system: &'a str,
+    /// Tool schemas in their fixed order.
+    pub tools: &'a [ToolSpec],
+    /// The stored history; never empty when sent (the last message is a user or tool message).
+    pub messages: &'a [Message],
+    /// Transient text appended to the latest message of this request only.
+    pub tail: Option<&'a str>,
+    /// OpenAI `prompt_cache_key` (the session id), sent only where the server is OpenAI's.
+    pub cache_key: Option<&'a str>,
+    /// Upper bound on output tokens (`max_tokens`; Anthropic requires it).
+    pub max_output_tokens: u32,
+}
+
+/// Token usage of one request, normalised across providers (DESIGN.md §4).
+///
+/// Sources: OpenAI `usage.prompt_tokens` / `prompt_tokens_details.cached_tokens`; DeepSeek
+/// `prompt_cache_hit_tokens`; Anthropic `input_tokens + cache_read_input_tokens +
+/// cache_creation_input_tokens`; llama.cpp `timings.cache_n`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// All prompt tokens of the request, cached or not.
+    pub input_tokens: u64,
+    /// Prompt tokens served from the provider's prefix cache.
+    pub cached_tokens: u64,
+    /// Prompt tokens written to the cache (Anthropic `cache_creation_input_tokens`).
+    pub cache_write_tokens: u64,
+    /// Generated tokens.
+    pub output_tokens: u64,
+}
+
+impl Usage {
+    /// Adds another request's usage to this running total.
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.cached_tokens += other.cached_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+        self.output_tokens += other.output_tokens;
+    }
+}
+
+/// A tool call as streamed: arguments are the joined fragments, not yet parsed (case C11: the
+/// runtime parses them once, at the end).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RawToolCall {
+    /// Provider id; may be empty if the server sent none (the runtime then makes one up).
+    pub id: String,
+    /// Tool name.
+    pub name: String,
+    /// Concatenated argument fragments, exactly as received.
+    pub arguments: String,
+}
+
+/// One complete model answer. Only produced when the stream really completed: `[DONE]` or a
+/// non-null `finish_reason` (OpenAI), `message_stop` (Anthropic). An early end is an error.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Completion {
+    /// The assistant text, concatenated.
+    pub text: String,
+    /// Tool calls in index order.
+    pub tool_calls: Vec<RawToolCall>,
+    /// `stop`, `tool_calls`, `length`, `end_turn`, `tool_use`, `max_tokens`…; None if the stream
+    /// ended with `[DONE]` without one.
+    pub finish_reason: Option<String>,
+    /// Usage as reported (zeros when the server reported none).
+    pub usage: Usage,
+}
+
+/// What went wrong with one attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Could not connect, or the connection broke before a response status.
+    Connect,
+    /// No byte arrived within the idle-read timeout, or connect timed out.
+    Timeout,
+    /// The server answered with a non-success HTTP status.
+    Status(u16),
+    /// An overload or rate-limit error frame inside a 200 stream (e.g. Anthropic `event: error`
+    /// with `overloaded_error`).
+    Overloaded,
+    /// The stream ended before `[DONE]` / a `finish_reason` / `message_stop` (case C10).
+    EarlyEnd,
+    /// The prompt is longer than the model's context window (recognised from the error body).
+    ContextOverflow,
+    /// The person interrupted (Ctrl-C) while the request was streaming.
+    Cancelled,
+    /// The server sent something that is not the protocol (bad JSON in a data line, etc.).
+    BadResponse,
+}
+
+/// An error from one provider attempt. The message never contains the API key (redacted by the
+/// transport before it is built).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderError {
+    /// Classification used by [`retry`] and by the runtime (overflow → compaction).
+    pub kind: ErrorKind,
+    /// Human-readable text, including a short snippet of the server's error body when there is one.
+    pub message: String,
+    /// The server's `Retry-After` (seconds or HTTP date), already converted to a duration.
+    pub retry_after: Option<Duration>,
+}
+
+impl ProviderError {
+    /// Builds an error of `kind` with `message` and no Retry-After.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        ProviderError {
+            kind,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    /// Whether a new attempt may succeed: connection errors, timeouts, early ends, overload frames
+    /// and HTTP 408, 409, 429, 5xx and 529. Never 400, 401, 403, 404, 413, 422 (case C13).
+    pub fn retryable(&self) -> bool {
+        match self.kind {
+            ErrorKind::Connect | ErrorKind::Timeout | ErrorKind::EarlyEnd | ErrorKind::Overloaded => true,
+            ErrorKind::Status(s) => matches!(s, 408 | 409 | 429 | 500..=599),
+            ErrorKind::ContextOverflow | ErrorKind::Cancelled | ErrorKind::BadResponse => false,
+        }
+    }
+}
+
+impl std::fmt::Display for ProviderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ProviderError {}
+
+/// A model provider. `body` is pure and deterministic (same request, same bytes); `complete`
+/// makes exactly one attempt.
+pub trait Provider {
+    /// Short name for events and `meta.json`: `openai`, `anthropic`, `replay`.
+    fn name(&self) -> &'static str;
+
+    /// The exact request body bytes for `req`. Deterministic: field order fixed, `tools` first and
+    /// `messages` last, so consecutive bodies share the longest byte prefix.
+    fn body(&self, req: &Request<'_>) -> Vec<u8>;
+
+    /// Sends one body and streams the answer. `on_text` receives assistant text deltas as they
+    /// arrive (for display). Returns when the stream completed, failed, or `cancel` became true
+    /// (then [`ErrorKind::Cancelled`], within about 100 ms).
+    fn complete(
+        &mut self,
+        body: &[u8],
+        on_text: &mut dyn FnMut(&str),
+        cancel: &AtomicBool,
+    ) -> Result<Completion, ProviderError>;
+}

@@ -1,0 +1,1 @@
+//! sse (being written).

@@ -1,0 +1,1 @@
+//! The `tern status` sidebar view. (Being written.)

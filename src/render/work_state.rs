@@ -1,0 +1,1 @@
+//! The `<tern:work_state>` block. (Being written.)

@@ -1,0 +1,1 @@
+//! The `bash` tool. (Being written: see the helper's brief.)

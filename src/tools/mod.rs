@@ -1,0 +1,23 @@
+//! The model's tools: their schemas (fixed order, deterministic JSON) and implementations.
+//!
+//! `bash` is the main tool; the plan tools drive the lifecycle; `work_update` is the one progress
+//! tool; `update_plan` carries strategy only.
+
+pub mod bash;
+pub mod output;
+pub mod work;
+
+use serde::Serialize;
+
+/// One tool as advertised to the model. Serializes deterministically: `parameters` is a
+/// `serde_json::Value` whose object keys are sorted (serde_json's default map), so the same
+/// binary produces the same bytes in every process (case C19).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolSpec {
+    /// Tool name, `[a-z_]+`.
+    pub name: &'static str,
+    /// What the model reads about the tool, limits included.
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub parameters: serde_json::Value,
+}

@@ -1,0 +1,1 @@
+//! Tool output shaping: sanitising and bounding what the model reads. (Being written.)
