@@ -5,6 +5,7 @@
 
 pub mod bash;
 pub mod output;
+pub mod plan;
 pub mod work;
 
 use serde::Serialize;

@@ -1,0 +1,198 @@
+//! Which provider to talk to, from flags and environment: `--provider`, `--base-url`, `--model`,
+//! OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, TERN_MODEL.
+
+use std::time::Duration;
+
+use crate::provider::Provider;
+use crate::provider::anthropic::Anthropic;
+use crate::provider::http::HttpConfig;
+use crate::provider::openai::OpenAi;
+
+/// The wire format to speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProviderKind {
+    /// OpenAI-compatible Chat Completions (OpenAI, DeepSeek, OpenRouter, vLLM, llama.cpp, Ollama).
+    Openai,
+    /// Anthropic Messages API.
+    Anthropic,
+}
+
+/// Environment variables holding API keys: removed from the bash tool's environment and redacted
+/// from everything tern writes.
+pub const SECRET_ENV: &[&str] = &["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "TERN_API_KEY"];
+
+/// Default model per provider when neither `--model` nor TERN_MODEL is set.
+pub const DEFAULT_OPENAI_MODEL: &str = "gpt-4.1-mini";
+/// Default Anthropic model.
+pub const DEFAULT_ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
+
+/// A resolved provider choice.
+#[derive(Debug, Clone)]
+pub struct ProviderChoice {
+    /// Wire format.
+    pub kind: ProviderKind,
+    /// Base URL (`https://api.openai.com/v1`, `http://127.0.0.1:8080/v1`, `https://api.anthropic.com`).
+    pub base_url: String,
+    /// API key, if any (local servers need none).
+    pub api_key: Option<String>,
+    /// Model name.
+    pub model: String,
+}
+
+/// What the person asked for on the command line (each None when not given).
+#[derive(Debug, Clone, Default)]
+pub struct ProviderFlags {
+    /// `--provider`.
+    pub provider: Option<ProviderKind>,
+    /// `--base-url`.
+    pub base_url: Option<String>,
+    /// `--model`.
+    pub model: Option<String>,
+}
+
+/// The message shown when no provider is configured.
+pub const NO_PROVIDER: &str = "no model provider configured.
+Set one of:
+  OPENAI_API_KEY (and optionally OPENAI_BASE_URL) for OpenAI or any OpenAI-compatible server
+    (DeepSeek, OpenRouter, vLLM, llama.cpp, Ollama: OPENAI_BASE_URL=http://127.0.0.1:8080/v1 needs no key)
+  ANTHROPIC_API_KEY (and optionally ANTHROPIC_BASE_URL) for Anthropic
+and TERN_MODEL (or --model) for the model name.
+To see tern work without a model, run `tern demo`.";
+
+/// Resolves the provider from `flags` and the environment read through `env`.
+///
+/// Order: `--provider`, else OpenAI when OPENAI_API_KEY or OPENAI_BASE_URL (or `--base-url`) is
+/// set, else Anthropic when ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL is set. Errors with
+/// [`NO_PROVIDER`] when none is configured, or when a base URL is not http(s).
+pub fn resolve(
+    flags: &ProviderFlags,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<ProviderChoice, String> {
+    let get = |k: &str| env(k).filter(|v| !v.trim().is_empty());
+    let kind = match flags.provider {
+        Some(k) => k,
+        None if get("OPENAI_API_KEY").is_some()
+            || get("OPENAI_BASE_URL").is_some()
+            || flags.base_url.is_some() =>
+        {
+            ProviderKind::Openai
+        }
+        None if get("ANTHROPIC_API_KEY").is_some() || get("ANTHROPIC_BASE_URL").is_some() => {
+            ProviderKind::Anthropic
+        }
+        None => return Err(NO_PROVIDER.into()),
+    };
+    let (key_var, url_var, default_url, default_model) = match kind {
+        ProviderKind::Openai => (
+            "OPENAI_API_KEY",
+            "OPENAI_BASE_URL",
+            "https://api.openai.com/v1",
+            DEFAULT_OPENAI_MODEL,
+        ),
+        ProviderKind::Anthropic => (
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_BASE_URL",
+            "https://api.anthropic.com",
+            DEFAULT_ANTHROPIC_MODEL,
+        ),
+    };
+    let api_key = get(key_var);
+    let base_url = flags
+        .base_url
+        .clone()
+        .or_else(|| get(url_var))
+        .unwrap_or_else(|| default_url.to_string());
+    let base_url = base_url.trim().trim_end_matches('/').to_string();
+    if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+        return Err(format!(
+            "the base URL {:?} is not an http:// or https:// URL",
+            crate::store::redact::redact(&base_url)
+        ));
+    }
+    if api_key.is_none() && base_url == default_url {
+        return Err(format!(
+            "{key_var} is not set: {default_url} needs an API key.\n\n{NO_PROVIDER}"
+        ));
+    }
+    let model = flags
+        .model
+        .clone()
+        .or_else(|| get("TERN_MODEL"))
+        .unwrap_or_else(|| default_model.to_string());
+    if model.trim().is_empty() {
+        return Err("the model name is empty (--model / TERN_MODEL)".into());
+    }
+    if let Some(k) = &api_key {
+        crate::store::redact::register(k);
+    }
+    Ok(ProviderChoice {
+        kind,
+        base_url,
+        api_key,
+        model,
+    })
+}
+
+/// True when `base_url` is OpenAI's own API (where `prompt_cache_key` is accepted).
+pub fn is_openai_host(base_url: &str) -> bool {
+    let rest = base_url
+        .strip_prefix("https://")
+        .or_else(|| base_url.strip_prefix("http://"))
+        .unwrap_or(base_url);
+    let host = rest.split(['/', ':']).next().unwrap_or("");
+    host == "api.openai.com"
+}
+
+/// Builds the provider for `choice` with the given idle timeout.
+pub fn build(choice: &ProviderChoice, idle_timeout: Duration) -> Box<dyn Provider> {
+    let http = HttpConfig {
+        idle_timeout,
+        ..HttpConfig::default()
+    };
+    match choice.kind {
+        ProviderKind::Openai => Box::new(OpenAi::new(http, &choice.base_url, choice.api_key.clone())),
+        ProviderKind::Anthropic => {
+            Box::new(Anthropic::new(http, &choice.base_url, choice.api_key.clone()))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |k| pairs.iter().find(|(a, _)| *a == k).map(|(_, v)| v.to_string())
+    }
+
+    #[test]
+    fn no_provider_names_the_variables_and_the_demo() {
+        let e = resolve(&ProviderFlags::default(), &env_of(&[])).unwrap_err();
+        assert!(e.contains("OPENAI_API_KEY") && e.contains("ANTHROPIC_API_KEY"));
+        assert!(e.contains("tern demo"));
+    }
+
+    #[test]
+    fn local_server_needs_no_key() {
+        let c = resolve(
+            &ProviderFlags::default(),
+            &env_of(&[("OPENAI_BASE_URL", "http://127.0.0.1:8088/v1/"), ("TERN_MODEL", "qwen")]),
+        )
+        .unwrap();
+        assert_eq!(c.kind, ProviderKind::Openai);
+        assert_eq!(c.base_url, "http://127.0.0.1:8088/v1");
+        assert_eq!(c.model, "qwen");
+        assert!(!is_openai_host(&c.base_url));
+        assert!(is_openai_host("https://api.openai.com/v1"));
+    }
+
+    #[test]
+    fn bad_url_and_missing_key_rejected() {
+        assert!(resolve(&ProviderFlags::default(), &env_of(&[("OPENAI_BASE_URL", "ftp://x")])).is_err());
+        let flags = ProviderFlags {
+            provider: Some(ProviderKind::Anthropic),
+            ..ProviderFlags::default()
+        };
+        assert!(resolve(&flags, &env_of(&[])).unwrap_err().contains("ANTHROPIC_API_KEY"));
+    }
+}

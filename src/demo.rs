@@ -1,0 +1,162 @@
+//! `tern demo`: the bundled lesson. A replay provider plays scripted model answers while every
+//! tool call runs for real in a fresh workspace and a real session folder is written; between
+//! turns the lesson narrates and acts as the person (confirming the plan).
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::output::{Human, Json};
+use crate::provider::replay::{Replay, ScriptedAnswer};
+use crate::runtime::{Config, Runtime, Surface};
+use crate::store::{StateDir, files};
+
+/// One step of the lesson.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Step {
+    /// Narration for the person.
+    Say(String),
+    /// A prompt the person types: runs one turn.
+    Prompt(String),
+    /// An operation the person runs (`plan_confirm`, `plan_cancel`, `plan_clear`, `compact`).
+    Op(String),
+    /// Show a session file (the locked-plan part of `system.txt`).
+    Show(String),
+    /// Show `tern status` for the session.
+    Status(Option<()>),
+    /// Show `tern stats` for the session.
+    Stats(Option<()>),
+}
+
+/// The lesson file `prompts/demo/lesson.json`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Lesson {
+    /// What happens, in order.
+    pub steps: Vec<Step>,
+    /// The scripted model answers, consumed by turn requests in order.
+    pub answers: Vec<ScriptedAnswer>,
+    /// The scripted summaries, consumed by compaction requests in order.
+    pub summaries: Vec<String>,
+}
+
+/// The bundled lesson.
+pub fn lesson() -> Result<Lesson, String> {
+    serde_json::from_str(include_str!("../prompts/demo/lesson.json"))
+        .map_err(|e| format!("the bundled lesson does not parse: {e}"))
+}
+
+/// Runs the demo in `workspace` (a fresh temporary folder when None, kept afterwards so the person
+/// can look around). Returns the exit code.
+pub fn run(workspace: Option<PathBuf>, json: bool) -> i32 {
+    match run_inner(workspace, json) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("tern demo: {e}");
+            1
+        }
+    }
+}
+
+fn run_inner(workspace: Option<PathBuf>, json: bool) -> Result<i32, String> {
+    let lesson = lesson()?;
+    let workspace = match workspace {
+        Some(w) => {
+            std::fs::create_dir_all(&w).map_err(|e| format!("{}: {e}", w.display()))?;
+            w.canonicalize().map_err(|e| format!("{}: {e}", w.display()))?
+        }
+        None => tempfile::Builder::new()
+            .prefix("tern-demo-")
+            .tempdir()
+            .map_err(|e| format!("could not create a temporary workspace: {e}"))?
+            .keep(),
+    };
+    if !workspace.is_dir() {
+        return Err(format!("{} is not a folder", workspace.display()));
+    }
+    let state = StateDir {
+        root: workspace.join(".tern"),
+        workspace: workspace.clone(),
+    };
+    let mut json_ui = Json;
+    let mut human = Human::new();
+    let ui: &mut dyn Surface = if json { &mut json_ui } else { &mut human };
+    let say = |text: &str| {
+        if !json {
+            println!("\n── {text}");
+        }
+    };
+    say(&format!("tern demo in {}", workspace.display()));
+
+    let provider = Box::new(Replay::new(lesson.answers, lesson.summaries));
+    let mut cfg = Config::new("demo-replay");
+    cfg.base_url = "replay:prompts/demo/lesson.json".into();
+    let mut rt = Runtime::create(&state, provider, cfg, "tern demo", ui).map_err(|e| e.to_string())?;
+    crate::exec::install_signals(&rt.cancel);
+    for step in lesson.steps {
+        match step {
+            Step::Say(text) => say(&text),
+            Step::Prompt(p) => {
+                if !json {
+                    println!("\n> {p}");
+                }
+                if let Err(e) = rt.run_turn(&p, ui) {
+                    let code = e.exit_code();
+                    return Ok(crate::exec::finish(&mut rt, Err(e), ui, json).max(code));
+                }
+            }
+            Step::Op(op) => {
+                if !json {
+                    println!("\n$ tern plan {}", op.trim_start_matches("plan_"));
+                }
+                let r = match op.as_str() {
+                    "plan_confirm" => rt.plan_confirm(None, ui),
+                    "plan_cancel" => crate::runtime::plan::cancel(&rt.session, ui),
+                    "plan_clear" => rt.plan_clear(None, ui),
+                    other => Err(format!("unknown lesson op {other:?}")),
+                };
+                match r {
+                    Ok(m) if !json => println!("{m}"),
+                    Ok(_) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Step::Show(name) if !json => show(&rt, &name),
+            Step::Status(_) if !json => {
+                println!("\n$ tern status");
+                print!("{}", crate::status::render_text(&rt.session, None));
+            }
+            Step::Stats(_) if !json => {
+                println!("\n$ tern stats");
+                let reqs = crate::stats::requests(&rt.session).map_err(|e| e.to_string())?;
+                print!("{}", crate::stats::render(&rt.session.id, &reqs));
+            }
+            _ => {}
+        }
+    }
+    let code = crate::exec::finish(&mut rt, Ok("demo complete".into()), ui, json);
+    if !json {
+        tour(&workspace, &rt.session.dir);
+    }
+    Ok(code)
+}
+
+/// Prints the locked-plan section of a session file (the whole file when there is none).
+fn show(rt: &Runtime, name: &str) {
+    let text = rt.session.read_text(name).ok().flatten().unwrap_or_default();
+    let part = match text.find("<locked_plan>") {
+        Some(i) => &text[i..],
+        None => &text,
+    };
+    println!("\n$ tail {name}   # the plan is now part of the system prompt\n{}", part.trim_end());
+}
+
+fn tour(workspace: &Path, session: &Path) {
+    println!(
+        "\n── Look around:\n   ls {ws}                 # hello.txt, wc.sh, test_wc.sh\n   ls {s}\n   cat {s}/{conv}     # the history, one message a line\n   cat {s}/{ev} | head  # every event, as `tern exec --json` prints them\n   ls {s}/archive       # the conversations before each compaction, the cleared plan\n   (cd {ws} && tern status && tern stats)",
+        ws = workspace.display(),
+        s = session.display(),
+        conv = files::CONVERSATION,
+        ev = files::EVENTS,
+    );
+}

@@ -1,0 +1,176 @@
+//! How a surface shows runtime events: [`Json`] prints every event as one compact JSON line
+//! (`--json`, DESIGN.md §7); [`Human`] streams assistant text to stdout and tool activity to stderr.
+
+use std::io::Write;
+
+use serde_json::Value;
+
+use crate::runtime::Surface;
+use crate::store::fsutil::to_jsonl;
+
+/// `--json`: stdout carries only events, one compact object per line, flushed per event.
+pub struct Json;
+
+impl Surface for Json {
+    fn event(&mut self, ev: &Value) {
+        print_json_line(ev);
+    }
+}
+
+/// Prints one event line to stdout and flushes. A closed stdout (`| head`) is ignored.
+pub fn print_json_line(ev: &Value) {
+    if let Ok(line) = to_jsonl(ev) {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    }
+}
+
+/// Lines of a tool result shown to the person (the model sees the whole result).
+pub const PREVIEW_LINES: usize = 6;
+
+/// Human output: assistant text on stdout as it streams; tool calls, short result views, plan,
+/// to-do and retry notes on stderr.
+#[derive(Default)]
+pub struct Human {
+    /// Text was printed without a final newline yet.
+    open_line: bool,
+}
+
+impl Human {
+    /// A new human surface.
+    pub fn new() -> Human {
+        Human::default()
+    }
+
+    fn end_text_line(&mut self) {
+        if self.open_line {
+            println!();
+            self.open_line = false;
+        }
+    }
+}
+
+impl Surface for Human {
+    fn text_delta(&mut self, text: &str) {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(text.as_bytes());
+        let _ = out.flush();
+        self.open_line = !text.ends_with('\n');
+    }
+
+    fn event(&mut self, ev: &Value) {
+        if let Some(line) = describe(ev) {
+            self.end_text_line();
+            eprintln!("{line}");
+        } else if ev["type"] == "assistant" {
+            self.end_text_line();
+        }
+    }
+}
+
+/// The stderr line(s) a person sees for an event; None for events shown otherwise or not at all.
+pub fn describe(ev: &Value) -> Option<String> {
+    let s = |k: &str| ev[k].as_str().unwrap_or("").to_string();
+    let n = |k: &str| ev[k].as_u64().unwrap_or(0);
+    Some(match ev["type"].as_str()? {
+        "tool_call" => {
+            let args = &ev["arguments"];
+            match ev["name"].as_str()? {
+                "bash" => {
+                    let cmd = args["command"].as_str().unwrap_or("");
+                    let mut lines = cmd.lines();
+                    let first = lines.next().unwrap_or("");
+                    let more = lines.count();
+                    if more > 0 {
+                        format!("$ {first}  [+{more} lines]")
+                    } else {
+                        format!("$ {first}")
+                    }
+                }
+                name => format!("• {name} {}", preview_args(args)),
+            }
+        }
+        "tool_result" => preview(&s("content"), ev["is_error"].as_bool() == Some(true)),
+        "retry" => format!(
+            "retry {} in {:.1} s: {}",
+            n("attempt"),
+            n("delay_ms") as f64 / 1000.0,
+            s("error")
+        ),
+        "plan_state" => format!("plan: {} → {} ({})", s("from"), s("to"), s("trigger")),
+        "compaction" => format!(
+            "compaction ({}): {} messages summarised, archived in {}",
+            s("trigger"),
+            n("archived_messages"),
+            s("archive")
+        ),
+        "work_update" => {
+            let now = ev["in_progress"]["content"].as_str();
+            match now {
+                Some(c) => format!("to-do: {}/{} settled; now: {c}", n("settled"), n("total")),
+                None => format!("to-do: {}/{} settled", n("settled"), n("total")),
+            }
+        }
+        "warning" => format!("warning: {}", s("message")),
+        "repair" => format!(
+            "repaired the history: {} dropped lines, {} unanswered tool calls closed, {} messages dropped, {} merged",
+            ev["dropped_lines"].as_array().map_or(0, Vec::len),
+            ev["answered_calls"].as_array().map_or(0, Vec::len),
+            n("dropped_messages"),
+            n("merged")
+        ),
+        "turn_interrupted" => "the previous turn was interrupted (its process is gone)".into(),
+        "boundary" => format!("{}: {} → {}", s("kind"), s("from"), s("to")),
+        _ => return None,
+    })
+}
+
+fn preview_args(args: &Value) -> String {
+    let text = args.to_string();
+    if text == "{}" {
+        return String::new();
+    }
+    let cut = crate::runtime::system::cut(&text, 120);
+    if cut.len() < text.len() {
+        format!("{cut}…")
+    } else {
+        cut.to_string()
+    }
+}
+
+/// A short view of a tool result: the first lines and the last (the exit line), indented.
+pub fn preview(content: &str, is_error: bool) -> String {
+    let lines: Vec<&str> = content.lines().collect();
+    let mut out = Vec::new();
+    if lines.len() <= PREVIEW_LINES + 1 {
+        out.extend(lines.iter().copied());
+    } else {
+        out.extend(lines[..PREVIEW_LINES].iter().copied());
+        let hidden = format!("… {} more lines", lines.len() - PREVIEW_LINES - 1);
+        let last = lines[lines.len() - 1];
+        return indent(&out, is_error) + "\n  " + &hidden + "\n  " + &clip(last);
+    }
+    indent(&out, is_error)
+}
+
+fn indent(lines: &[&str], is_error: bool) -> String {
+    let mut s = String::new();
+    for (i, l) in lines.iter().enumerate() {
+        if i > 0 {
+            s.push('\n');
+        }
+        s.push_str(if is_error && i == 0 { "! " } else { "  " });
+        s.push_str(&clip(l));
+    }
+    s
+}
+
+fn clip(line: &str) -> String {
+    let c = crate::runtime::system::cut(line, 200);
+    if c.len() < line.len() {
+        format!("{c}…")
+    } else {
+        c.to_string()
+    }
+}

@@ -1,0 +1,143 @@
+//! Compaction: the model summarises the history, the old conversation moves to `archive/`, and the
+//! new history opens with the summary. One of the declared cache boundaries.
+//!
+//! The summary request reuses the same tools and system prompt and the history as stored, with the
+//! instruction (`prompts/compact.md`) appended as a user message, so it reads the prefix cache.
+//! Nothing is written until a usable summary exists: a failed compaction changes no file.
+
+use serde_json::json;
+
+use super::{Failure, Runtime, Surface};
+use crate::message::Message;
+use crate::store::files;
+
+/// The instruction sent to the model to write the summary.
+pub const INSTRUCTION: &str = include_str!("../../prompts/compact.md");
+
+/// How the summary opens the new history.
+const SUMMARY_HEADER: &str = "[This session was compacted. Summary of the work so far:]";
+
+impl Runtime {
+    /// Compacts the history. `trigger` names the cause for the event (`manual`, `auto`,
+    /// `context_overflow`, `plan_confirm`, `plan_clear`). Messages from index `keep_from` on (the
+    /// assistant message whose tool call asked for this, and its results so far) are kept after
+    /// the summary, so the history stays valid: every tool call keeps its result.
+    ///
+    /// Errors (nothing changed): the provider failed, the summary was empty or a placeholder twice,
+    /// the person interrupted, a file could not be written.
+    pub fn compact(
+        &mut self,
+        trigger: &str,
+        keep_from: Option<usize>,
+        ui: &mut dyn Surface,
+    ) -> Result<(), Failure> {
+        let cut = keep_from.unwrap_or(self.history.len()).min(self.history.len());
+        let old = &self.history[..cut];
+        if old.is_empty() {
+            self.emit(
+                ui,
+                "compaction",
+                json!({"trigger": trigger, "archived_messages": 0, "kept_messages": self.history.len(), "note": "nothing to summarise"}),
+            );
+            return Ok(());
+        }
+        let summary = self.summarize(cut, ui)?;
+        let kept = self.history[cut..].to_vec();
+        let archived = cut;
+
+        let mut new_history = vec![Message::user(format!("{SUMMARY_HEADER}\n\n{summary}"))];
+        new_history.extend(kept);
+        let mut text = String::new();
+        for m in &new_history {
+            text.push_str(&crate::store::fsutil::to_jsonl(m)?);
+            text.push('\n');
+        }
+        let archive_name;
+        {
+            let lock = self.session.lock()?;
+            let archive = self.session.next_archive_path("conversation", "jsonl")?;
+            archive_name = archive
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let conv = self.session.path(files::CONVERSATION);
+            if conv.exists() {
+                // A hard link keeps the old history readable under archive/ while the rename below
+                // swaps in the new one atomically: a crash leaves one or the other, never neither.
+                if std::fs::hard_link(&conv, &archive).is_err() {
+                    std::fs::copy(&conv, &archive)?;
+                }
+            }
+            self.session
+                .write_text_locked(&lock, files::SUMMARY, &format!("{summary}\n"))?;
+            self.session
+                .write_text_locked(&lock, files::CONVERSATION, &text)?;
+        }
+        self.history = new_history;
+        self.emit(
+            ui,
+            "compaction",
+            json!({
+                "trigger": trigger,
+                "archived_messages": archived,
+                "kept_messages": self.history.len() - 1,
+                "summary_bytes": summary.len(),
+                "archive": format!("archive/{archive_name}"),
+            }),
+        );
+        Ok(())
+    }
+
+    /// Asks the model for a summary of `history[..cut]`; retries once when the answer is empty or
+    /// a placeholder.
+    fn summarize(&mut self, cut: usize, ui: &mut dyn Surface) -> Result<String, Failure> {
+        let mut messages = self.history[..cut].to_vec();
+        messages.push(Message::user(INSTRUCTION.trim()));
+        let mut last_problem = String::new();
+        for _ in 0..2 {
+            let body = self.body_for(&messages, None);
+            let answer = self
+                .send(body, "compaction", false, ui)
+                .map_err(|e| match super::request::provider_failure(e) {
+                    Failure::Interrupted => Failure::Interrupted,
+                    f => Failure::Failed(format!("compaction failed, nothing was changed: {f}")),
+                })?;
+            let text = answer.text.trim();
+            if !is_placeholder(text) {
+                return Ok(text.to_string());
+            }
+            last_problem = if text.is_empty() {
+                "an empty summary".into()
+            } else {
+                format!("a placeholder summary ({text:?})")
+            };
+        }
+        Err(Failure::Failed(format!(
+            "compaction failed, nothing was changed: the model returned {last_problem} twice"
+        )))
+    }
+}
+
+/// True for summaries that carry nothing: empty, very short, or a stock placeholder.
+pub fn is_placeholder(text: &str) -> bool {
+    let t = text.trim().trim_matches(|c: char| c == '[' || c == ']' || c == '.' || c == '…');
+    let lower = t.to_lowercase();
+    t.chars().count() < 16
+        || matches!(
+            lower.as_str(),
+            "summary" | "no summary" | "todo" | "n/a" | "none" | "placeholder" | "summary goes here"
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_placeholder;
+
+    #[test]
+    fn placeholders() {
+        assert!(is_placeholder(""));
+        assert!(is_placeholder("  ...  "));
+        assert!(is_placeholder("[summary]"));
+        assert!(!is_placeholder("The person asked for hello.txt; it was created and shown."));
+    }
+}

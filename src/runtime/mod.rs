@@ -1,0 +1,458 @@
+//! The runtime: one session, one provider, the tools, and the turn loop ([`turn`]). Every surface
+//! (`tern exec`, the REPL, the CLI verbs, the demo) drives this same type; none has a loop of its
+//! own.
+
+pub mod compact;
+pub mod plan;
+mod dispatch;
+pub mod repair;
+mod request;
+pub mod system;
+mod turn;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use serde_json::{Map, Value, json};
+
+use crate::message::Message;
+use crate::provider::retry::RetryPolicy;
+use crate::provider::{Provider, Usage};
+use crate::store::{Meta, Session, StateDir, Status, files};
+use crate::tools::ToolSpec;
+
+pub use turn::TurnOutcome;
+
+/// When the bash tool may run (`--approval`, `TERN_APPROVAL`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Approval {
+    /// Ask the person before each command (the REPL's default).
+    Ask,
+    /// Run every command (the default of `exec`).
+    Auto,
+    /// Refuse every command with an error tool result: the model can only plan.
+    Never,
+}
+
+/// A person's answer to an approval question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// Run this command.
+    Yes,
+    /// Do not run it; the model gets an error tool result.
+    No,
+    /// Run it and every later command of this session.
+    Always,
+}
+
+/// What a surface (exec output, REPL, demo) receives from the runtime. Events arrive after they
+/// were written to `events.jsonl`, so what the person sees is what the file says.
+pub trait Surface {
+    /// One event (a JSON object with `type`, `seq`, `ts`, `session`, …).
+    fn event(&mut self, ev: &Value);
+    /// Assistant text as it streams; display only (the `assistant` event carries the whole text).
+    fn text_delta(&mut self, _text: &str) {}
+    /// Asked before a bash command runs under [`Approval::Ask`].
+    fn approve(&mut self, _command: &str) -> Answer {
+        Answer::Yes
+    }
+}
+
+/// A surface that shows nothing (verbs that print their own receipt).
+pub struct Quiet;
+
+impl Surface for Quiet {
+    fn event(&mut self, _ev: &Value) {}
+}
+
+/// Runtime settings, from flags and environment.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Model name sent to the provider.
+    pub model: String,
+    /// Model requests allowed in one turn before it stops with exit code 3 (`--max-turns`).
+    pub max_turns: u32,
+    /// The model's context window in tokens (`--context-window`).
+    pub context_window: u64,
+    /// Fraction of the context window at which a request triggers an automatic compaction.
+    pub compact_threshold: f64,
+    /// Retry policy for provider errors.
+    pub retry: RetryPolicy,
+    /// When bash may run.
+    pub approval: Approval,
+    /// `max_tokens` for providers that require it (Anthropic).
+    pub max_output_tokens: u32,
+    /// Send `prompt_cache_key` = session id (only where the server is OpenAI's).
+    pub send_cache_key: bool,
+    /// Environment variables removed from the bash tool's environment (the API keys).
+    pub secret_env: Vec<String>,
+    /// The provider's base URL, recorded in `meta.json` for verbs run from another pane.
+    pub base_url: String,
+}
+
+impl Config {
+    /// Defaults for `model`: 50 turns, a 128k window compacted at 80 %, default retries, auto
+    /// approval, 8192 output tokens.
+    pub fn new(model: &str) -> Config {
+        Config {
+            model: model.to_string(),
+            max_turns: 50,
+            context_window: 128_000,
+            compact_threshold: 0.8,
+            retry: RetryPolicy::default(),
+            approval: Approval::Auto,
+            max_output_tokens: 8192,
+            send_cache_key: false,
+            secret_env: Vec::new(),
+            base_url: String::new(),
+        }
+    }
+}
+
+/// Running totals of this process's requests, for `usage` and `result` events.
+#[derive(Debug, Clone, Default)]
+pub struct Totals {
+    /// Usage summed over requests.
+    pub usage: Usage,
+    /// Model requests sent (compactions included).
+    pub requests: u64,
+    /// Sum of the common byte prefix of each request body with the previous one.
+    pub prefix_reuse_bytes: u64,
+    /// Sum of request body sizes in bytes.
+    pub request_bytes: u64,
+}
+
+impl Totals {
+    /// Cached over input tokens (0 when nothing was sent).
+    pub fn cache_hit_ratio(&self) -> f64 {
+        ratio(self.usage.cached_tokens, self.usage.input_tokens)
+    }
+    /// Reused over sent request bytes.
+    pub fn prefix_reuse_ratio(&self) -> f64 {
+        ratio(self.prefix_reuse_bytes, self.request_bytes)
+    }
+}
+
+/// `a / b` rounded to 4 decimals, 0 when `b` is 0.
+pub fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        return 0.0;
+    }
+    (a as f64 / b as f64 * 10_000.0).round() / 10_000.0
+}
+
+/// An error that ends a turn or an operation, with the exit code it maps to (DESIGN.md §8).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Failure {
+    /// Ctrl-C or SIGTERM (exit 130).
+    Interrupted,
+    /// `--max-turns` reached (exit 3).
+    MaxTurns(u32),
+    /// The provider stayed unavailable after retries (exit 75).
+    ProviderUnavailable(String),
+    /// Anything else (exit 1).
+    Failed(String),
+}
+
+impl Failure {
+    /// The process exit code for this failure.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Failure::Interrupted => 130,
+            Failure::MaxTurns(_) => 3,
+            Failure::ProviderUnavailable(_) => 75,
+            Failure::Failed(_) => 1,
+        }
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Interrupted => f.write_str("interrupted"),
+            Failure::MaxTurns(n) => write!(f, "stopped after --max-turns {n} model requests"),
+            Failure::ProviderUnavailable(m) => write!(f, "provider unavailable: {m}"),
+            Failure::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Self {
+        Failure::Failed(crate::store::redact::redact(&e.to_string()).into_owned())
+    }
+}
+
+/// The one runtime of a session.
+pub struct Runtime {
+    /// The session folder.
+    pub session: Session,
+    /// Where bash runs and `AGENTS.md` is read.
+    pub workspace: PathBuf,
+    /// Settings.
+    pub cfg: Config,
+    /// Set by Ctrl-C / SIGTERM handlers; checked by streaming, bash and the loop.
+    pub cancel: Arc<AtomicBool>,
+    /// Totals of this process's requests.
+    pub totals: Totals,
+    provider: Box<dyn Provider>,
+    history: Vec<Message>,
+    system: String,
+    tools: Vec<ToolSpec>,
+    last_body: Vec<u8>,
+    approved_always: bool,
+    warned_plan_md: bool,
+    started: Instant,
+}
+
+/// The tools in their fixed order: `bash`, the plan tools, `work_update`, `update_plan`.
+pub fn tool_specs() -> Vec<ToolSpec> {
+    let mut tools = vec![crate::tools::bash::spec()];
+    tools.extend(crate::tools::plan::specs());
+    tools.push(crate::tools::work::work_update_spec());
+    tools.push(crate::tools::work::update_plan_spec());
+    tools
+}
+
+impl Runtime {
+    /// Starts a new session in `state`: pins `system.txt` (system prompt + the project's
+    /// `AGENTS.md`), writes `meta.json`, points `.tern/current` at it, emits `session_start`.
+    pub fn create(
+        state: &StateDir,
+        provider: Box<dyn Provider>,
+        cfg: Config,
+        title: &str,
+        ui: &mut dyn Surface,
+    ) -> Result<Runtime, Failure> {
+        let meta = Meta {
+            cwd: state.workspace.display().to_string(),
+            provider: provider.name().to_string(),
+            model: cfg.model.clone(),
+            base_url: crate::store::redact::redact(&cfg.base_url).into_owned(),
+            title: title.chars().take(80).collect(),
+            ..Meta::default()
+        };
+        let session = state.create_session(meta)?;
+        let system = system::base(&state.workspace);
+        {
+            let lock = session.lock()?;
+            session.write_text_locked(&lock, files::SYSTEM, &system)?;
+            session.write_text_locked(&lock, files::DRAFT, "")?;
+        }
+        let mut rt = Runtime::new(session, state.workspace.clone(), provider, cfg, system);
+        let model = rt.cfg.model.clone();
+        let provider = rt.provider.name();
+        rt.emit(
+            ui,
+            "session_start",
+            json!({"provider": provider, "model": model, "resumed": false}),
+        );
+        Ok(rt)
+    }
+
+    /// Reopens `session`: reuses the pinned `system.txt`, marks a turn whose process died as
+    /// interrupted, repairs the history (torn line, dangling tool calls, merged roles) and saves
+    /// the repair, and records a model switch as a declared boundary.
+    ///
+    /// Errors: a turn of this session is running in another live process.
+    pub fn resume(
+        state: &StateDir,
+        session: Session,
+        provider: Box<dyn Provider>,
+        cfg: Config,
+        ui: &mut dyn Surface,
+    ) -> Result<Runtime, Failure> {
+        let meta = session.read_meta()?;
+        if let Some(pid) = running_elsewhere(&meta) {
+            return Err(Failure::Failed(format!(
+                "session {} is running a turn in process {pid}; wait for it to finish (or interrupt it) first",
+                session.id
+            )));
+        }
+        let system = match session.read_text(files::SYSTEM)? {
+            Some(s) => s,
+            None => {
+                let plan: crate::tools::plan::PlanFile =
+                    session.read_json(files::PLAN_STATE)?.unwrap_or_default();
+                let s = system::with_plan(&system::base(&state.workspace), plan.locked.as_deref());
+                let lock = session.lock()?;
+                session.write_text_locked(&lock, files::SYSTEM, &s)?;
+                s
+            }
+        };
+        let mut rt = Runtime::new(session, state.workspace.clone(), provider, cfg, system);
+        let (provider, model) = (rt.provider.name(), rt.cfg.model.clone());
+        rt.emit(
+            ui,
+            "session_start",
+            json!({"provider": provider, "model": model, "resumed": true}),
+        );
+        if meta.status == Status::Running {
+            rt.emit(
+                ui,
+                "turn_interrupted",
+                json!({"pid": meta.pid, "reason": "the process running this turn is gone"}),
+            );
+            rt.session.update_meta(|m| {
+                m.status = Status::Interrupted;
+                m.pid = None;
+            })?;
+        }
+        rt.load_history(ui)?;
+        if meta.model != rt.cfg.model || meta.provider != provider {
+            rt.emit(
+                ui,
+                "boundary",
+                json!({"kind": "model_switch", "from": format!("{}/{}", meta.provider, meta.model), "to": format!("{provider}/{model}")}),
+            );
+            let base_url = crate::store::redact::redact(&rt.cfg.base_url).into_owned();
+            rt.session.update_meta(|m| {
+                m.model = model;
+                m.provider = provider.to_string();
+                m.base_url = base_url;
+            })?;
+        }
+        Ok(rt)
+    }
+
+    fn new(
+        session: Session,
+        workspace: PathBuf,
+        provider: Box<dyn Provider>,
+        cfg: Config,
+        system: String,
+    ) -> Runtime {
+        Runtime {
+            session,
+            workspace,
+            cfg,
+            cancel: Arc::new(AtomicBool::new(false)),
+            totals: Totals::default(),
+            provider,
+            history: Vec::new(),
+            system,
+            tools: tool_specs(),
+            last_body: Vec::new(),
+            approved_always: false,
+            warned_plan_md: false,
+            started: Instant::now(),
+        }
+    }
+
+    /// Reads `conversation.jsonl` into memory, repairing and saving it when needed.
+    fn load_history(&mut self, ui: &mut dyn Surface) -> Result<(), Failure> {
+        let lock = self.session.lock()?;
+        let read = self.session.read_conversation()?;
+        let (history, report) = repair::repair(read.items, &read.skipped);
+        if report.changed() {
+            let mut text = String::new();
+            for m in &history {
+                text.push_str(&crate::store::fsutil::to_jsonl(m)?);
+                text.push('\n');
+            }
+            self.session
+                .write_text_locked(&lock, files::CONVERSATION, &text)?;
+            drop(lock);
+            self.emit(ui, "repair", report.to_json());
+        }
+        self.history = history;
+        Ok(())
+    }
+
+    /// The stored history (what the next request's messages start with).
+    pub fn history(&self) -> &[Message] {
+        &self.history
+    }
+
+    /// The pinned system prompt.
+    pub fn system(&self) -> &str {
+        &self.system
+    }
+
+    /// The tools as advertised.
+    pub fn tools(&self) -> &[ToolSpec] {
+        &self.tools
+    }
+
+    /// True when Ctrl-C / SIGTERM was requested.
+    pub fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::SeqCst)
+    }
+
+    /// Writes an event to `events.jsonl` (adding `type`, `seq`, `ts`, `session`) and shows it to
+    /// the surface. A failed write is reported on stderr but never loses the event for the surface.
+    pub fn emit(&mut self, ui: &mut dyn Surface, kind: &str, fields: Value) -> Value {
+        emit_to(&self.session, ui, kind, fields)
+    }
+
+    /// Appends messages to the history, on disk first, in one write.
+    fn store(&mut self, msgs: Vec<Message>) -> Result<(), Failure> {
+        self.session.append_messages(&msgs)?;
+        self.history.extend(msgs);
+        Ok(())
+    }
+
+    /// The `result` fields shared by every surface: totals, ratios, duration.
+    pub fn result_fields(&self) -> Value {
+        json!({
+            "turns": self.totals.requests,
+            "usage": self.totals.usage,
+            "cache_hit_ratio": self.totals.cache_hit_ratio(),
+            "prefix_reuse_bytes": self.totals.prefix_reuse_bytes,
+            "prefix_reuse_ratio": self.totals.prefix_reuse_ratio(),
+            "duration_ms": self.started.elapsed().as_millis() as u64,
+        })
+    }
+}
+
+/// Writes an event of `session` to its `events.jsonl` and shows it to `ui` (see
+/// [`Runtime::emit`]); for verbs that have a session but no runtime.
+pub fn emit_to(session: &Session, ui: &mut dyn Surface, kind: &str, fields: Value) -> Value {
+    let ev = make_event(kind, &session.id, fields);
+    let ev = match session.append_event(ev.clone()) {
+        Ok(ev) => ev,
+        Err(e) => {
+            eprintln!("tern: could not write events.jsonl: {e}");
+            ev
+        }
+    };
+    ui.event(&ev);
+    ev
+}
+
+/// Builds an event object: `type`, `seq` (filled when written), `ts`, `session`, then `fields`.
+pub fn make_event(kind: &str, session: &str, fields: Value) -> Value {
+    let mut ev = Map::new();
+    ev.insert("type".into(), Value::from(kind));
+    ev.insert("seq".into(), Value::from(0));
+    ev.insert("ts".into(), Value::from(crate::clock::now_rfc3339_millis()));
+    ev.insert("session".into(), Value::from(session));
+    if let Value::Object(f) = fields {
+        ev.extend(f);
+    }
+    Value::Object(ev)
+}
+
+/// The pid of another live process running a turn of this session, if any.
+pub fn running_elsewhere(meta: &Meta) -> Option<u32> {
+    let pid = meta.pid?;
+    if meta.status != Status::Running || pid == std::process::id() {
+        return None;
+    }
+    pid_alive(pid).then_some(pid)
+}
+
+/// True when a process with `pid` exists (signal 0 delivered or refused for permission).
+pub fn pid_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: kill with signal 0 only checks that the process exists; it sends nothing.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}

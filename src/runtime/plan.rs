@@ -1,0 +1,204 @@
+//! The plan lifecycle's file work around the pure state machine in `tools::plan`: drafts, the
+//! PlanConfirm boundary (compact → move the draft into `plan.md` → pin the new `system.txt` →
+//! event), cancel, and PlanClear. Used by the plan tools and by the `tern plan …` verbs alike;
+//! draft and cancel never touch the conversation, so they need no runtime.
+
+use serde_json::json;
+
+use super::{Failure, Runtime, Surface, emit_to, system};
+use crate::store::{Session, files, fsutil};
+use crate::tools::plan::{PlanFile, Transition};
+
+/// The session's `plan.json` (default when absent).
+pub fn plan_file(session: &Session) -> Result<PlanFile, Failure> {
+    Ok(session.read_json(files::PLAN_STATE)?.unwrap_or_default())
+}
+
+fn draft_text(session: &Session) -> Result<String, Failure> {
+    Ok(session.read_text(files::DRAFT)?.unwrap_or_default())
+}
+
+fn emit_transition(session: &Session, t: &Transition, ui: &mut dyn Surface) {
+    emit_to(
+        session,
+        ui,
+        "plan_state",
+        json!({"from": t.from.as_str(), "to": t.to.as_str(), "trigger": t.trigger, "revision": t.revision}),
+    );
+}
+
+/// Notices a draft written outside the plan tools (bash, a person, another pane): updates
+/// `plan.json` and emits `plan_state` when it changed. Returns the plan state after.
+pub fn observe_draft(session: &Session, ui: &mut dyn Surface) -> Result<PlanFile, Failure> {
+    let (transition, plan) = {
+        let lock = session.lock()?;
+        let mut plan = plan_file(session)?;
+        let t = plan.observe_draft(&draft_text(session)?);
+        if t.is_some() {
+            session.write_json_locked(&lock, files::PLAN_STATE, &plan)?;
+        }
+        (t, plan)
+    };
+    if let Some(t) = transition {
+        emit_transition(session, &t, ui);
+    }
+    Ok(plan)
+}
+
+/// Replaces the draft with `content` (the `plan_draft` tool, `tern plan draft`).
+///
+/// Errors: empty content (use cancel to discard a draft); a file that cannot be written.
+pub fn draft(session: &Session, content: &str, ui: &mut dyn Surface) -> Result<String, String> {
+    if content.trim().is_empty() {
+        return Err("Error: the draft content is empty. To discard a draft use plan_cancel.".into());
+    }
+    let result = (|| -> Result<(Option<Transition>, PlanFile), Failure> {
+        let lock = session.lock()?;
+        session.write_text_locked(&lock, files::DRAFT, content)?;
+        let mut plan = plan_file(session)?;
+        let t = plan.observe_draft(content);
+        session.write_json_locked(&lock, files::PLAN_STATE, &plan)?;
+        Ok((t, plan))
+    })();
+    let (t, plan) = result.map_err(|e| format!("Error: {e}"))?;
+    if let Some(t) = &t {
+        emit_transition(session, t, ui);
+    }
+    Ok(format!(
+        "Draft saved (revision {}, {}). It is not in the prompt; confirm it when it is ready.",
+        plan.revision,
+        plan.state.as_str()
+    ))
+}
+
+/// Cancels the pending draft: archives it (`archive/draft-NNNN.md`) and empties it; the state
+/// returns to idle (or to the locked plan's state).
+///
+/// Errors (nothing changed): no draft.
+pub fn cancel(session: &Session, ui: &mut dyn Surface) -> Result<String, String> {
+    let result = (|| -> Result<Result<Transition, String>, Failure> {
+        let lock = session.lock()?;
+        let mut plan = plan_file(session)?;
+        let draft = draft_text(session)?;
+        plan.observe_draft(&draft);
+        let t = match plan.cancel(&draft) {
+            Ok(t) => t,
+            Err(e) => return Ok(Err(e)),
+        };
+        let path = session.next_archive_path("draft", "md")?;
+        fsutil::atomic_write(&path, draft.as_bytes())?;
+        session.write_text_locked(&lock, files::DRAFT, "")?;
+        session.write_json_locked(&lock, files::PLAN_STATE, &plan)?;
+        Ok(Ok(t))
+    })();
+    let t = result.map_err(|e| format!("Error: {e}"))??;
+    emit_transition(session, &t, ui);
+    Ok(format!("Draft discarded (archived); plan state is {}.", t.to.as_str()))
+}
+
+impl Runtime {
+    /// Notices a changed draft, and a `plan.md` edited outside PlanConfirm (refused: the locked
+    /// copy in `plan.json` stays in use; reported once per process).
+    pub(super) fn observe_plan_files(&mut self, ui: &mut dyn Surface) -> Result<(), Failure> {
+        let plan = observe_draft(&self.session, ui)?;
+        if !self.warned_plan_md {
+            let on_disk = self.session.read_text(files::PLAN)?.unwrap_or_default();
+            if on_disk != plan.locked.clone().unwrap_or_default() {
+                self.warned_plan_md = true;
+                self.emit(
+                    ui,
+                    "warning",
+                    json!({"message": "plan.md was edited outside PlanConfirm: tern does not use it; the locked plan in the system prompt is the copy in plan.json. Put changes in the draft and confirm it."}),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// PlanConfirm, exactly in this order: compact (keeping `history[keep_from..]`, the assistant
+    /// message that called `plan_confirm`) → move the draft into `plan.md` and empty the draft →
+    /// rebuild and pin `system.txt` with `<locked_plan>` → `plan_state` event.
+    ///
+    /// Errors (nothing changed): no draft; the compaction failed.
+    pub fn plan_confirm(
+        &mut self,
+        keep_from: Option<usize>,
+        ui: &mut dyn Surface,
+    ) -> Result<String, String> {
+        self.observe_plan_files(ui).map_err(|e| format!("Error: {e}"))?;
+        let draft = draft_text(&self.session).map_err(|e| format!("Error: {e}"))?;
+        plan_file(&self.session)
+            .map_err(|e| format!("Error: {e}"))?
+            .check_confirm(&draft)?;
+        self.compact("plan_confirm", keep_from, ui)
+            .map_err(|e| format!("Error: plan not confirmed: {e}"))?;
+        let t = self.lock_draft(ui).map_err(|e| format!("Error: {e}"))?;
+        Ok(format!(
+            "Plan confirmed and locked into the system prompt (revision {}). Track the work with work_update.",
+            t.revision
+        ))
+    }
+
+    /// Moves the draft into `plan.md` and the system prompt (PlanConfirm after the compaction).
+    fn lock_draft(&mut self, ui: &mut dyn Surface) -> Result<Transition, Failure> {
+        let t = {
+            let lock = self.session.lock()?;
+            let mut plan = plan_file(&self.session)?;
+            let draft = draft_text(&self.session)?;
+            plan.check_confirm(&draft).map_err(Failure::Failed)?;
+            if let Some(old) = &plan.locked {
+                let path = self.session.next_archive_path("plan", "md")?;
+                fsutil::atomic_write(&path, old.as_bytes())?;
+            }
+            let base = system::without_plan(&self.system, plan.locked.as_deref()).to_string();
+            let new_system = system::with_plan(&base, Some(&draft));
+            self.session.write_text_locked(&lock, files::PLAN, &draft)?;
+            self.session.write_text_locked(&lock, files::DRAFT, "")?;
+            self.session
+                .write_text_locked(&lock, files::SYSTEM, &new_system)?;
+            let t = plan.confirm(&draft, &crate::clock::now_rfc3339());
+            self.session.write_json_locked(&lock, files::PLAN_STATE, &plan)?;
+            self.system = new_system;
+            t
+        };
+        self.warned_plan_md = false;
+        emit_transition(&self.session, &t, ui);
+        Ok(t)
+    }
+
+    /// PlanClear: compact (keeping `history[keep_from..]`) → archive `plan.md` → remove the plan
+    /// from the pinned system prompt → `plan_state` event.
+    ///
+    /// Errors (nothing changed): no locked plan; the compaction failed.
+    pub fn plan_clear(
+        &mut self,
+        keep_from: Option<usize>,
+        ui: &mut dyn Surface,
+    ) -> Result<String, String> {
+        plan_file(&self.session)
+            .map_err(|e| format!("Error: {e}"))?
+            .check_clear()?;
+        self.compact("plan_clear", keep_from, ui)
+            .map_err(|e| format!("Error: plan not cleared: {e}"))?;
+        let result = (|| -> Result<Transition, Failure> {
+            let lock = self.session.lock()?;
+            let mut plan = plan_file(&self.session)?;
+            plan.check_clear().map_err(Failure::Failed)?;
+            let locked = plan.locked.clone().unwrap_or_default();
+            let path = self.session.next_archive_path("plan", "md")?;
+            fsutil::atomic_write(&path, locked.as_bytes())?;
+            let new_system = system::without_plan(&self.system, Some(&locked)).to_string();
+            self.session.write_text_locked(&lock, files::PLAN, "")?;
+            self.session
+                .write_text_locked(&lock, files::SYSTEM, &new_system)?;
+            let t = plan.clear();
+            self.session.write_json_locked(&lock, files::PLAN_STATE, &plan)?;
+            self.system = new_system;
+            Ok(t)
+        })();
+        let t = result.map_err(|e| format!("Error: {e}"))?;
+        self.warned_plan_md = false;
+        emit_transition(&self.session, &t, ui);
+        Ok("Plan cleared: removed from the system prompt and archived.".into())
+    }
+}

@@ -1,0 +1,213 @@
+//! History repair after a crash or an interrupt: makes a stored history valid for every provider
+//! again before any request is sent.
+//!
+//! Providers reject histories where an assistant tool call has no result (llama.cpp: "Cannot
+//! continue an assistant message that contains tool calls"; OpenAI: "tool_calls must be followed
+//! by tool messages"), and empty text blocks (Anthropic). A process killed mid-tool leaves exactly
+//! that, so a resumed session repairs first.
+
+use std::collections::HashSet;
+
+use serde_json::{Value, json};
+
+use crate::message::Message;
+
+/// The text stored as the result of a tool call whose process died before answering.
+pub const LOST_RESULT: &str =
+    "Error: no result was recorded: the tern process running this tool call ended (killed or crashed). Check the state before retrying.";
+
+/// What a repair changed; empty when the history was already valid.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct RepairReport {
+    /// 1-based line numbers of `conversation.jsonl` that did not parse and were dropped.
+    pub dropped_lines: Vec<usize>,
+    /// Ids of tool calls that got an error result because none was stored.
+    pub answered_calls: Vec<String>,
+    /// Empty messages and tool results that answered no call, dropped.
+    pub dropped_messages: usize,
+    /// Pairs of adjacent same-role messages merged into one.
+    pub merged: usize,
+}
+
+impl RepairReport {
+    /// True when the history was changed and must be saved.
+    pub fn changed(&self) -> bool {
+        !self.dropped_lines.is_empty()
+            || !self.answered_calls.is_empty()
+            || self.dropped_messages > 0
+            || self.merged > 0
+    }
+
+    /// The `repair` event fields.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "dropped_lines": self.dropped_lines,
+            "answered_calls": self.answered_calls,
+            "dropped_messages": self.dropped_messages,
+            "merged": self.merged,
+        })
+    }
+}
+
+/// Repairs `msgs` (the lines that parsed; `skipped` are the line numbers that did not). Returns the
+/// repaired history and what changed. Adjacent user messages are valid for every provider, so they
+/// are only merged when the history needs saving anyway (a valid history is never rewritten: that
+/// would move the cached prefix).
+pub fn repair(msgs: Vec<Message>, skipped: &[usize]) -> (Vec<Message>, RepairReport) {
+    let mut report = RepairReport {
+        dropped_lines: skipped.to_vec(),
+        ..RepairReport::default()
+    };
+    let mut out: Vec<Message> = Vec::with_capacity(msgs.len());
+    // Tool calls of the latest assistant message still waiting for a result.
+    let mut open: Vec<(String, String)> = Vec::new();
+    let mut answered: HashSet<String> = HashSet::new();
+
+    for m in msgs {
+        match &m {
+            Message::Tool { tool_call_id, .. } => {
+                if open.iter().any(|(id, _)| id == tool_call_id) && !answered.contains(tool_call_id)
+                {
+                    answered.insert(tool_call_id.clone());
+                    out.push(m);
+                } else {
+                    report.dropped_messages += 1;
+                }
+                continue;
+            }
+            Message::User { content } if content.trim().is_empty() => {
+                report.dropped_messages += 1;
+                continue;
+            }
+            Message::Assistant { text, tool_calls } if text.trim().is_empty() && tool_calls.is_empty() => {
+                report.dropped_messages += 1;
+                continue;
+            }
+            _ => {}
+        }
+        close_open(&mut out, &mut open, &answered, &mut report);
+        answered.clear();
+        if let Message::Assistant { tool_calls, .. } = &m {
+            open = tool_calls
+                .iter()
+                .map(|c| (c.id.clone(), c.name.clone()))
+                .collect();
+        }
+        // Two assistant messages in a row: the first had no tool calls (else results sit between).
+        if let (Some(Message::Assistant { text: t1, tool_calls: c1 }), Message::Assistant { text: t2, tool_calls: c2 }) =
+            (out.last_mut(), &m)
+        {
+            if c1.is_empty() {
+                join_text(t1, t2);
+                c1.extend(c2.iter().cloned());
+                report.merged += 1;
+                continue;
+            }
+        }
+        out.push(m);
+    }
+    close_open(&mut out, &mut open, &answered, &mut report);
+
+    if report.changed() {
+        let mut merged: Vec<Message> = Vec::with_capacity(out.len());
+        for m in out {
+            if let (Some(Message::User { content: a }), Message::User { content: b }) = (merged.last_mut(), &m) {
+                join_text(a, b);
+                report.merged += 1;
+                continue;
+            }
+            merged.push(m);
+        }
+        return (merged, report);
+    }
+    (out, report)
+}
+
+fn join_text(a: &mut String, b: &str) {
+    if b.trim().is_empty() {
+        return;
+    }
+    if !a.trim().is_empty() {
+        a.push_str("\n\n");
+    }
+    a.push_str(b);
+}
+
+/// Adds an error result for every call of the latest assistant message that has none.
+fn close_open(
+    out: &mut Vec<Message>,
+    open: &mut Vec<(String, String)>,
+    answered: &HashSet<String>,
+    report: &mut RepairReport,
+) {
+    for (id, name) in open.drain(..) {
+        if !answered.contains(&id) {
+            out.push(Message::Tool {
+                tool_call_id: id.clone(),
+                name,
+                content: LOST_RESULT.into(),
+                is_error: true,
+            });
+            report.answered_calls.push(id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::ToolCall;
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "bash".into(),
+            arguments: json!({"command": "sleep 60"}),
+        }
+    }
+
+    #[test]
+    fn valid_history_untouched() {
+        let h = vec![
+            Message::user("a"),
+            Message::user("b"),
+            Message::Assistant { text: "x".into(), tool_calls: vec![call("1")] },
+            Message::tool(&call("1"), "ok", false),
+            Message::Assistant { text: "done".into(), tool_calls: vec![] },
+        ];
+        let (r, rep) = repair(h.clone(), &[]);
+        assert_eq!(r, h);
+        assert!(!rep.changed());
+    }
+
+    #[test]
+    fn dangling_calls_answered_and_users_merged() {
+        let h = vec![
+            Message::user("a"),
+            Message::Assistant { text: String::new(), tool_calls: vec![call("1"), call("2")] },
+            Message::tool(&call("1"), "ok", false),
+            Message::user("continue"),
+        ];
+        let (r, rep) = repair(h, &[5]);
+        assert_eq!(rep.answered_calls, vec!["2".to_string()]);
+        assert_eq!(r.len(), 4);
+        assert!(matches!(&r[3], Message::Tool { tool_call_id, is_error: true, .. } if tool_call_id == "2"));
+    }
+
+    #[test]
+    fn orphans_and_empties_dropped_and_assistants_merged() {
+        let h = vec![
+            Message::user("a"),
+            Message::tool(&call("9"), "orphan", false),
+            Message::Assistant { text: "  ".into(), tool_calls: vec![] },
+            Message::Assistant { text: "one".into(), tool_calls: vec![] },
+            Message::Assistant { text: "two".into(), tool_calls: vec![] },
+            Message::user(" "),
+            Message::user("b"),
+        ];
+        let (r, rep) = repair(h, &[]);
+        assert_eq!(rep.dropped_messages, 3);
+        assert_eq!(r.len(), 3);
+        assert!(matches!(&r[1], Message::Assistant { text, .. } if text == "one\n\ntwo"));
+    }
+}

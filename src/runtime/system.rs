@@ -1,0 +1,79 @@
+//! The system prompt: `prompts/system.md`, then the project's `AGENTS.md`, then the locked plan.
+//! No time, session id, absolute path or random value goes in (case C18), so every session of a
+//! project starts with the same bytes and shares the provider's prefix cache.
+
+use std::path::Path;
+
+/// Largest `AGENTS.md` taken into the prompt, in bytes; the rest is cut with a note.
+pub const MAX_AGENTS_MD_BYTES: usize = 32 * 1024;
+
+const OPEN_PLAN: &str = "\n\n<locked_plan>\n";
+const CLOSE_PLAN: &str = "\n</locked_plan>\n";
+
+/// The system prompt without a plan: the bundled instructions plus the workspace's `AGENTS.md`
+/// (read now; the result is pinned in `system.txt` so later edits do not move the prefix).
+pub fn base(workspace: &Path) -> String {
+    let mut s = include_str!("../../prompts/system.md").trim_end().to_string();
+    s.push('\n');
+    if let Ok(bytes) = std::fs::read(workspace.join("AGENTS.md")) {
+        let text = String::from_utf8_lossy(&bytes);
+        let text = text.trim();
+        if !text.is_empty() {
+            s.push_str("\n<project_instructions source=\"AGENTS.md\">\n");
+            s.push_str(cut(text, MAX_AGENTS_MD_BYTES));
+            if text.len() > MAX_AGENTS_MD_BYTES {
+                s.push_str("\n[AGENTS.md cut here: longer than 32 KiB]");
+            }
+            s.push_str("\n</project_instructions>\n");
+        }
+    }
+    s
+}
+
+/// `base` with the locked plan appended as the last section (or `base` itself when None).
+pub fn with_plan(base: &str, plan: Option<&str>) -> String {
+    match plan {
+        None => base.to_string(),
+        Some(p) => format!("{base}{OPEN_PLAN}{}{CLOSE_PLAN}", p.trim_end()),
+    }
+}
+
+/// Recovers the base from a pinned system prompt that carries `plan` (the exact locked text from
+/// `plan.json`). Falls back to the whole prompt when it does not end with that plan section.
+pub fn without_plan<'a>(system: &'a str, plan: Option<&str>) -> &'a str {
+    let Some(p) = plan else { return system };
+    let section = format!("{OPEN_PLAN}{}{CLOSE_PLAN}", p.trim_end());
+    system.strip_suffix(section.as_str()).unwrap_or(system)
+}
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
+pub fn cut(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_round_trips() {
+        let b = "base\n";
+        let s = with_plan(b, Some("1. do it\n"));
+        assert!(s.contains("<locked_plan>\n1. do it\n</locked_plan>"));
+        assert_eq!(without_plan(&s, Some("1. do it\n")), b);
+        assert_eq!(with_plan(b, None), b);
+    }
+
+    #[test]
+    fn cut_on_char_boundary() {
+        assert_eq!(cut("aé", 2), "a");
+        assert_eq!(cut("abc", 5), "abc");
+    }
+}

@@ -1,0 +1,242 @@
+//! The turn loop: what tern does with one prompt.
+//!
+//! 1. Store the prompt and mark the session running (`meta.json`, with our pid).
+//! 2. Ask the model ([`Runtime::ask_model`], request.rs): tools + pinned system prompt +
+//!    append-only history, with the work-state block as a transient tail.
+//! 3. Store the assistant message *before* running any tool, so a crash mid-tool leaves a history
+//!    that repair can close (it answers the dangling calls).
+//! 4. Run its tool calls in order, storing each result. Ctrl-C kills the running tool and stores
+//!    an error result for every unanswered call, in one write (case C17).
+//! 5. Repeat until the model answers without tool calls, or `--max-turns` requests were made.
+
+use serde_json::{Value, json};
+
+use super::{Failure, Runtime, Surface};
+use crate::message::{Message, ToolCall};
+use crate::provider::Completion;
+use crate::store::Status;
+
+/// How a turn ended: the final assistant text, or why it stopped.
+pub type TurnOutcome = Result<String, Failure>;
+
+/// A tool call the model asked for, with the reason it must not run when its arguments were not
+/// one valid JSON object (case C11).
+pub(super) struct Call {
+    pub call: ToolCall,
+    pub bad_arguments: Option<String>,
+}
+
+impl Runtime {
+    /// Runs one turn for `prompt` (empty: continue from the stored history, e.g. after resume).
+    pub fn run_turn(&mut self, prompt: &str, ui: &mut dyn Surface) -> TurnOutcome {
+        let requests_before = self.totals.requests;
+        let usage_before = self.totals.usage;
+        self.begin_turn(prompt, ui)?;
+        let outcome = self.steps(ui);
+        self.end_turn(&outcome, requests_before, usage_before, ui);
+        outcome
+    }
+
+    fn steps(&mut self, ui: &mut dyn Surface) -> TurnOutcome {
+        for _ in 0..self.cfg.max_turns {
+            if self.cancelled() {
+                return Err(Failure::Interrupted);
+            }
+            let answer = self.ask_model(ui)?;
+            let (message, calls) = self.assistant_message(answer);
+            let Some(message) = message else {
+                // No text and no tool calls: nothing a provider would accept later (case C12).
+                return Ok(String::new());
+            };
+            let text = match &message {
+                Message::Assistant { text, .. } => text.clone(),
+                _ => String::new(),
+            };
+            self.store(vec![message])?;
+            let listed: Vec<Value> = calls
+                .iter()
+                .map(|c| json!({"id": c.call.id, "name": c.call.name, "arguments": c.call.arguments}))
+                .collect();
+            self.emit(ui, "assistant", json!({"text": text, "tool_calls": listed}));
+            if calls.is_empty() {
+                return Ok(text);
+            }
+            self.run_calls(calls, ui)?;
+        }
+        Err(Failure::MaxTurns(self.cfg.max_turns))
+    }
+
+    /// Runs the tool calls of the stored assistant message in order, storing each result. On
+    /// interrupt, the interrupted call's result and a "not run" result for each later call are
+    /// stored together, then the turn ends.
+    fn run_calls(&mut self, calls: Vec<Call>, ui: &mut dyn Surface) -> Result<(), Failure> {
+        let mut pending = calls.into_iter();
+        while let Some(c) = pending.next() {
+            let mut results = Vec::new();
+            let interrupted = if self.cancelled() {
+                results.push(Message::tool(&c.call, "Error: not run: interrupted by the user.", true));
+                true
+            } else {
+                let r = self.run_tool(&c, ui);
+                results.push(Message::tool(&c.call, r.content, r.is_error));
+                r.interrupted || self.cancelled()
+            };
+            if interrupted {
+                for rest in pending.by_ref() {
+                    results.push(Message::tool(
+                        &rest.call,
+                        "Error: not run: interrupted by the user.",
+                        true,
+                    ));
+                }
+            }
+            self.store(results)?;
+            if interrupted {
+                return Err(Failure::Interrupted);
+            }
+        }
+        Ok(())
+    }
+
+    /// Turns a completion into the message to store and the calls to run. Whitespace-only text is
+    /// dropped (C12); arguments are parsed once, here (C11): a call whose arguments are not one
+    /// JSON object is stored with `{}` and answered with an error instead of running.
+    fn assistant_message(&self, answer: Completion) -> (Option<Message>, Vec<Call>) {
+        let text = if answer.text.trim().is_empty() {
+            String::new()
+        } else {
+            answer.text
+        };
+        let cut_off = matches!(answer.finish_reason.as_deref(), Some("length" | "max_tokens"));
+        let mut calls: Vec<Call> = Vec::new();
+        for (i, raw) in answer.tool_calls.into_iter().enumerate() {
+            let id = if raw.id.trim().is_empty() || calls.iter().any(|c| c.call.id == raw.id) {
+                format!("call_tern_{}_{i}", self.history.len())
+            } else {
+                raw.id
+            };
+            let (arguments, bad_arguments) = match parse_arguments(&raw.arguments) {
+                Ok(v) => (v, None),
+                Err(why) => {
+                    let hint = if cut_off {
+                        " Your output was cut off by the token limit; send a shorter call."
+                    } else {
+                        ""
+                    };
+                    let snippet = super::system::cut(&raw.arguments, 200);
+                    let msg = format!(
+                        "Error: the arguments of this {} call are not one valid JSON object ({why}), so it did not run. Received: `{snippet}`{}.{hint} Send the call again with valid JSON arguments.",
+                        raw.name,
+                        if snippet.len() < raw.arguments.len() { "…" } else { "" },
+                    );
+                    (json!({}), Some(msg))
+                }
+            };
+            calls.push(Call {
+                call: ToolCall {
+                    id,
+                    name: raw.name,
+                    arguments,
+                },
+                bad_arguments,
+            });
+        }
+        if text.is_empty() && calls.is_empty() {
+            return (None, calls);
+        }
+        let message = Message::Assistant {
+            text,
+            tool_calls: calls.iter().map(|c| c.call.clone()).collect(),
+        };
+        (Some(message), calls)
+    }
+
+    /// Marks the session running with our pid, stores the prompt, emits `turn_start`.
+    fn begin_turn(&mut self, prompt: &str, ui: &mut dyn Surface) -> Result<(), Failure> {
+        let meta = self.session.read_meta()?;
+        if let Some(pid) = super::running_elsewhere(&meta) {
+            return Err(Failure::Failed(format!(
+                "session {} is running a turn in process {pid}; wait for it to finish first",
+                self.session.id
+            )));
+        }
+        let title: String = prompt.trim().chars().take(80).collect();
+        self.session.update_meta(|m| {
+            m.status = Status::Running;
+            m.pid = Some(std::process::id());
+            if m.title.is_empty() {
+                m.title = title;
+            }
+        })?;
+        if !prompt.trim().is_empty() {
+            self.store(vec![Message::user(prompt)])?;
+        }
+        self.emit(ui, "turn_start", json!({"prompt": prompt}));
+        Ok(())
+    }
+
+    /// Records how the turn ended in `meta.json` and emits `turn_end`.
+    fn end_turn(
+        &mut self,
+        outcome: &TurnOutcome,
+        requests_before: u64,
+        usage_before: crate::provider::Usage,
+        ui: &mut dyn Surface,
+    ) {
+        let status = match outcome {
+            Ok(_) => Status::Completed,
+            Err(Failure::Interrupted) => Status::Interrupted,
+            Err(_) => Status::Failed,
+        };
+        let requests = self.totals.requests - requests_before;
+        let mut usage = self.totals.usage;
+        usage.input_tokens -= usage_before.input_tokens;
+        usage.cached_tokens -= usage_before.cached_tokens;
+        usage.cache_write_tokens -= usage_before.cache_write_tokens;
+        usage.output_tokens -= usage_before.output_tokens;
+        if let Err(e) = self.session.update_meta(|m| {
+            m.status = status;
+            m.pid = None;
+            m.turns += requests;
+            m.usage.add(&usage);
+        }) {
+            eprintln!("tern: could not update meta.json: {e}");
+        }
+        let error = outcome.as_ref().err().map(|e| e.to_string());
+        self.emit(
+            ui,
+            "turn_end",
+            json!({"status": status.as_str(), "requests": requests, "error": error}),
+        );
+    }
+}
+
+/// Parses joined tool-call argument fragments: one JSON object (empty text counts as `{}`, which
+/// some servers send for tools without parameters).
+fn parse_arguments(raw: &str) -> Result<Value, String> {
+    let t = raw.trim();
+    if t.is_empty() {
+        return Ok(json!({}));
+    }
+    match serde_json::from_str::<Value>(t) {
+        Ok(v @ Value::Object(_)) => Ok(v),
+        Ok(_) => Err("not an object".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_arguments;
+
+    #[test]
+    fn c11_arguments_parsed_once_and_checked() {
+        assert!(parse_arguments("{\"command\": \"ls").is_err());
+        assert!(parse_arguments("{\"command\":\"echo \"hi\"\"}").is_err());
+        assert!(parse_arguments("[1]").is_err());
+        assert_eq!(parse_arguments("  ").unwrap(), serde_json::json!({}));
+        // C21: pretty-printed arguments from llama.cpp
+        let v = parse_arguments("{\n  \"command\": \"echo hi > hello.txt\"\n}").unwrap();
+        assert_eq!(v["command"], "echo hi > hello.txt");
+    }
+}

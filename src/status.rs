@@ -1,0 +1,145 @@
+//! `tern status`: the sidebar view of a session (the To-do ledger in the seed's terminal format),
+//! with the plan state and the cache figures below. A pure function of the session's files, so
+//! `tern status`, `tern watch` and `/status` show the same thing.
+
+use serde_json::{Value, json};
+
+use crate::render::sidebar::{self, SidebarInput};
+use crate::runtime::plan::plan_file;
+use crate::runtime::ratio;
+use crate::stats;
+use crate::store::{Session, files};
+use crate::tools::work::Ledger;
+
+/// Everything the view is built from, read once.
+pub struct Snapshot {
+    /// The ledger (empty when absent; an unreadable ledger is reported in `problems`).
+    pub ledger: Ledger,
+    /// `meta.json`, when readable.
+    pub meta: Option<crate::store::Meta>,
+    /// The plan state.
+    pub plan: crate::tools::plan::PlanFile,
+    /// Per-request figures.
+    pub requests: Vec<stats::RequestStats>,
+    /// Tokens (input + output) of requests since the goal started (all requests without a goal).
+    pub tokens_since_goal: u64,
+    /// Files that could not be read, with the reason.
+    pub problems: Vec<String>,
+}
+
+/// Reads a snapshot of `session`. Damaged files do not fail the view: they are listed in
+/// `problems` and shown.
+pub fn snapshot(session: &Session) -> Snapshot {
+    let mut problems = Vec::new();
+    let ledger: Ledger = match session.read_json(files::LEDGER) {
+        Ok(l) => l.unwrap_or_default(),
+        Err(e) => {
+            problems.push(e.to_string());
+            Ledger::default()
+        }
+    };
+    let meta = session.read_meta().map_err(|e| problems.push(e.to_string())).ok();
+    let plan = plan_file(session)
+        .map_err(|e| problems.push(e.to_string()))
+        .unwrap_or_default();
+    let since = ledger.goal.as_ref().and_then(|g| g.started_at).unwrap_or(0);
+    let mut requests = Vec::new();
+    let mut tokens = 0;
+    match session.read_events() {
+        Ok(events) => {
+            for e in events.items.iter().filter(|e| e["type"] == "usage") {
+                let n = |k: &str| e[k].as_u64().unwrap_or(0);
+                let ts = e["ts"].as_str().and_then(crate::clock::parse_rfc3339).unwrap_or(0);
+                if ts >= since {
+                    tokens += n("input_tokens") + n("output_tokens");
+                }
+            }
+            requests = stats::requests(session).unwrap_or_default();
+        }
+        Err(e) => problems.push(e.to_string()),
+    }
+    Snapshot {
+        ledger,
+        meta,
+        plan,
+        requests,
+        tokens_since_goal: tokens,
+        problems,
+    }
+}
+
+/// The footer lines: plan state, cache figures, session status, problems.
+pub fn footer(session: &Session, snap: &Snapshot) -> Vec<String> {
+    let mut lines = vec![String::new()];
+    let plan = &snap.plan;
+    let mut p = format!("Plan: {}", plan.state.as_str());
+    if plan.revision > 0 {
+        p.push_str(&format!(" (revision {})", plan.revision));
+    }
+    lines.push(p);
+    let t = stats::total(&snap.requests);
+    if !snap.requests.is_empty() {
+        lines.push(format!(
+            "Cache: {:.1}% hit ({} of {} tokens) over {} requests; prefix reuse {:.1}%",
+            ratio(t.cached_tokens, t.input_tokens) * 100.0,
+            t.cached_tokens,
+            t.input_tokens,
+            snap.requests.len(),
+            ratio(t.prefix_reuse_bytes, t.request_bytes) * 100.0
+        ));
+    }
+    if let Some(m) = &snap.meta {
+        let running = match m.pid {
+            Some(pid) if m.status == crate::store::Status::Running => format!(" (pid {pid})"),
+            _ => String::new(),
+        };
+        lines.push(format!("Session {}: {}{running}", session.id, m.status.as_str()));
+    }
+    for p in &snap.problems {
+        lines.push(format!("! {p}"));
+    }
+    lines
+}
+
+/// The whole view as text, every line ending in `\n`; `height` limits the lines (windowing the
+/// To-do around the item in progress).
+pub fn render_text(session: &Session, height: Option<usize>) -> String {
+    let snap = snapshot(session);
+    render_snapshot(session, &snap, height, crate::clock::now_unix())
+}
+
+/// [`render_text`] from an already read snapshot and a given clock.
+pub fn render_snapshot(session: &Session, snap: &Snapshot, height: Option<usize>, now: u64) -> String {
+    let footer = footer(session, snap);
+    sidebar::render(&SidebarInput {
+        ledger: &snap.ledger,
+        now_unix: now,
+        tokens_used: Some(snap.tokens_since_goal),
+        height,
+        footer: &footer,
+    })
+}
+
+/// The view as JSON for scripts: `{session, status, plan, ledger, cache}`.
+pub fn to_json(session: &Session) -> Value {
+    let snap = snapshot(session);
+    let t = stats::total(&snap.requests);
+    json!({
+        "session": session.id,
+        "status": snap.meta.as_ref().map(|m| m.status.as_str()),
+        "pid": snap.meta.as_ref().and_then(|m| m.pid),
+        "plan": {"state": snap.plan.state.as_str(), "revision": snap.plan.revision, "locked": snap.plan.locked.is_some()},
+        "ledger": snap.ledger,
+        "settled": snap.ledger.settled(),
+        "total": snap.ledger.items.len(),
+        "tokens_since_goal": snap.tokens_since_goal,
+        "cache": {
+            "requests": snap.requests.len(),
+            "input_tokens": t.input_tokens,
+            "cached_tokens": t.cached_tokens,
+            "cache_hit_ratio": ratio(t.cached_tokens, t.input_tokens),
+            "prefix_reuse_ratio": ratio(t.prefix_reuse_bytes, t.request_bytes),
+        },
+        "problems": snap.problems,
+    })
+}

@@ -1,0 +1,213 @@
+//! File primitives every state file goes through: atomic whole-file writes, whole-line JSONL
+//! appends, tolerant JSONL reads, and refusal to follow planted symlinks.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+
+/// Errors unless `path` is absent or a real (non-symlink) file or directory. Used on every folder
+/// and file tern writes inside `.tern/`, so a symlink planted there is never written through.
+pub fn refuse_symlink(path: &Path) -> io::Result<()> {
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => Err(io::Error::other(format!(
+            "refusing to use {}: it is a symbolic link (tern never writes through links in its state folder)",
+            path.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Creates `dir` (and parents) unless present, refusing a symlink in its place.
+pub fn ensure_dir(dir: &Path) -> io::Result<()> {
+    refuse_symlink(dir)?;
+    fs::create_dir_all(dir)?;
+    refuse_symlink(dir)
+}
+
+/// Writes `bytes` to `path` atomically: a uniquely named tempfile in the same folder, fsync,
+/// rename over `path`. A symlink at `path` is replaced, never followed. Concurrent writers each
+/// use their own tempfile, so no write is torn and no stray file is left on success or failure.
+pub fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path
+        .parent()
+        .ok_or_else(|| io::Error::other(format!("{} has no parent folder", path.display())))?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Opens `path` for appending without following a symlink (O_NOFOLLOW), creating it if absent.
+pub fn open_append(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| with_path(e, path))
+}
+
+/// Appends one JSON line (`line` must not contain a newline) in a single write. If the file ends
+/// in a torn line (no final newline, e.g. after a crash), a newline is written first so the new
+/// line stays whole and the torn fragment remains its own skippable line. Callers hold the
+/// session lock so lines from several processes never interleave.
+pub fn append_line(path: &Path, line: &str) -> io::Result<()> {
+    let mut f = open_append(path)?;
+    let len = f.metadata()?.len();
+    let mut buf = Vec::with_capacity(line.len() + 2);
+    if len > 0 {
+        let mut last = [0u8; 1];
+        f.seek(SeekFrom::Start(len - 1))?;
+        f.read_exact(&mut last)?;
+        if last[0] != b'\n' {
+            buf.push(b'\n');
+        }
+    }
+    buf.extend_from_slice(line.as_bytes());
+    buf.push(b'\n');
+    f.write_all(&buf)
+}
+
+/// Serializes `value` as one compact JSON line (no newline). U+2028 and U+2029 are escaped too:
+/// they are valid inside JSON strings, but some line splitters treat them as line ends (case C20).
+pub fn to_jsonl<T: serde::Serialize + ?Sized>(value: &T) -> io::Result<String> {
+    let s = serde_json::to_string(value).map_err(io::Error::other)?;
+    if s.contains(['\u{2028}', '\u{2029}']) {
+        return Ok(s.replace('\u{2028}', "\\u2028").replace('\u{2029}', "\\u2029"));
+    }
+    Ok(s)
+}
+
+/// Reads a whole small file as UTF-8 text (None when absent), refusing symlinks.
+pub fn read_text(path: &Path) -> io::Result<Option<String>> {
+    refuse_symlink(path)?;
+    match fs::read(path) {
+        Ok(b) => String::from_utf8(b)
+            .map(Some)
+            .map_err(|_| io::Error::other(format!("{} is not valid UTF-8", path.display()))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(with_path(e, path)),
+    }
+}
+
+/// Reads and parses a JSON state file (None when absent). A file that does not parse is an error
+/// naming the file, never a panic.
+pub fn read_json<T: DeserializeOwned>(path: &Path) -> io::Result<Option<T>> {
+    match read_text(path)? {
+        None => Ok(None),
+        Some(t) => serde_json::from_str(&t)
+            .map(Some)
+            .map_err(|e| io::Error::other(format!("{} does not parse: {e}", path.display()))),
+    }
+}
+
+/// The result of reading a JSONL file: the parsed lines, and the lines that were skipped.
+#[derive(Debug)]
+pub struct JsonlRead<T> {
+    /// Every line that parsed, in file order.
+    pub items: Vec<T>,
+    /// 1-based numbers of lines that did not parse (a torn last line after a crash, or damage).
+    pub skipped: Vec<usize>,
+    /// True when the last line had no final newline and did not parse (a torn write).
+    pub torn_tail: bool,
+}
+
+/// Reads a JSONL file (empty result when absent). Lines that do not parse are skipped and
+/// reported, never fatal: a torn last line is what a crash mid-append leaves.
+pub fn read_jsonl<T: DeserializeOwned>(path: &Path) -> io::Result<JsonlRead<T>> {
+    refuse_symlink(path)?;
+    let bytes = match fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(with_path(e, path)),
+    };
+    let mut out = JsonlRead {
+        items: Vec::new(),
+        skipped: Vec::new(),
+        torn_tail: false,
+    };
+    let ends_clean = bytes.last().is_none_or(|b| *b == b'\n');
+    let lines: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
+    let n = lines.len();
+    for (i, line) in lines.into_iter().enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<T>(line) {
+            Ok(v) => out.items.push(v),
+            Err(_) => {
+                out.skipped.push(i + 1);
+                if i + 1 == n && !ends_clean {
+                    out.torn_tail = true;
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn with_path(e: io::Error, path: &Path) -> io::Error {
+    if e.raw_os_error() == Some(libc::ELOOP) {
+        return io::Error::other(format!(
+            "refusing to use {}: it is a symbolic link",
+            path.display()
+        ));
+    }
+    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn append_after_torn_line_keeps_new_line_whole() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("x.jsonl");
+        fs::write(&p, b"{\"a\":1}\n{\"a\":").unwrap();
+        append_line(&p, "{\"a\":3}").unwrap();
+        let r: JsonlRead<serde_json::Value> = read_jsonl(&p).unwrap();
+        assert_eq!(r.items.len(), 2);
+        assert_eq!(r.skipped, vec![2]);
+        assert!(!r.torn_tail);
+    }
+
+    #[test]
+    fn c20_line_separators_escaped() {
+        let line = to_jsonl(&serde_json::json!({"t": "a\u{2028}b\u{2029}c\nd"})).unwrap();
+        assert!(!line.contains('\u{2028}') && !line.contains('\n'));
+        let back: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(back["t"], "a\u{2028}b\u{2029}c\nd");
+    }
+
+    #[test]
+    fn torn_tail_reported() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("x.jsonl");
+        fs::write(&p, b"{\"a\":1}\n{\"a\":").unwrap();
+        let r: JsonlRead<serde_json::Value> = read_jsonl(&p).unwrap();
+        assert_eq!(r.items.len(), 1);
+        assert!(r.torn_tail);
+    }
+
+    #[test]
+    fn never_writes_through_symlink() {
+        let d = tempfile::tempdir().unwrap();
+        let target = d.path().join("target");
+        fs::write(&target, b"keep").unwrap();
+        let link = d.path().join("link.jsonl");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        assert!(append_line(&link, "{}").is_err());
+        atomic_write(&link, b"new").unwrap();
+        assert_eq!(fs::read(&target).unwrap(), b"keep");
+        assert_eq!(fs::read(&link).unwrap(), b"new");
+        assert!(!fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    }
+}

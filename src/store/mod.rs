@@ -1,0 +1,156 @@
+//! The state folder `.tern/` and its session folders (DESIGN.md §3).
+//!
+//! Every whole-file write is atomic (tempfile in the same folder, fsync, rename), every
+//! read-modify-write holds the session's fs2 lock, JSONL is appended in whole lines and a torn last
+//! line is skipped on read. Nothing is written through a symlink planted inside `.tern/`.
+
+pub mod fsutil;
+pub mod lock;
+pub mod redact;
+pub mod session;
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+pub use session::{Meta, Session, Status, files};
+
+/// The `.tern/` folder of a workspace.
+#[derive(Debug, Clone)]
+pub struct StateDir {
+    /// The `.tern` folder (or the `--state-dir` override).
+    pub root: PathBuf,
+    /// The workspace root: where the bash tool runs and `AGENTS.md` is read.
+    pub workspace: PathBuf,
+}
+
+impl StateDir {
+    /// Finds the workspace from `cwd`: the nearest ancestor holding `.tern/`, else the git root,
+    /// else `cwd` itself. `override_dir` (`--state-dir` / `TERN_STATE_DIR`) replaces the state
+    /// folder but not the workspace.
+    pub fn locate(cwd: &Path, override_dir: Option<&Path>) -> StateDir {
+        let workspace = cwd
+            .ancestors()
+            .find(|a| a.join(".tern").is_dir())
+            .or_else(|| cwd.ancestors().find(|a| a.join(".git").exists()))
+            .unwrap_or(cwd)
+            .to_path_buf();
+        let root = match override_dir {
+            Some(d) if d.is_absolute() => d.to_path_buf(),
+            Some(d) => cwd.join(d),
+            None => workspace.join(".tern"),
+        };
+        StateDir { root, workspace }
+    }
+
+    /// Creates `.tern/`, its `.gitignore` (`*`) and `sessions/` when absent.
+    pub fn init(&self) -> io::Result<()> {
+        fsutil::ensure_dir(&self.root)?;
+        let gi = self.root.join(".gitignore");
+        if fsutil::read_text(&gi)?.is_none() {
+            fsutil::atomic_write(&gi, b"*\n")?;
+        }
+        fsutil::ensure_dir(&self.root.join("sessions"))
+    }
+
+    /// Folder of session `id` (not checked).
+    fn session_dir(&self, id: &str) -> PathBuf {
+        self.root.join("sessions").join(id)
+    }
+
+    /// Creates a new session folder with `meta` (its id and created_at are filled in), its
+    /// `spill/` and `archive/` folders, and points `current` at it.
+    pub fn create_session(&self, mut meta: Meta) -> io::Result<Session> {
+        self.init()?;
+        let mut id = crate::clock::new_session_id();
+        while self.session_dir(&id).exists() {
+            id = crate::clock::new_session_id();
+        }
+        let dir = self.session_dir(&id);
+        fsutil::ensure_dir(&dir)?;
+        fsutil::ensure_dir(&dir.join(files::SPILL))?;
+        fsutil::ensure_dir(&dir.join(files::ARCHIVE))?;
+        let session = Session::at(&id, dir);
+        meta.id = id.clone();
+        meta.created_at = crate::clock::now_rfc3339();
+        meta.updated_at = meta.created_at.clone();
+        {
+            let lock = session.lock()?;
+            session.write_meta_locked(&lock, &meta)?;
+        }
+        self.set_current(&id)?;
+        Ok(session)
+    }
+
+    /// Opens an existing session by exact id or unique id prefix.
+    ///
+    /// Errors: no such session, an ambiguous prefix, an id with characters outside
+    /// `[A-Za-z0-9._-]` (never a path), or a session folder that is a symlink.
+    pub fn open_session(&self, id: &str) -> io::Result<Session> {
+        if id.is_empty()
+            || id.starts_with('.')
+            || !id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        {
+            return Err(io::Error::other(format!("not a session id: {id:?}")));
+        }
+        let exact = self.session_dir(id);
+        if exact.join(files::META).is_file() {
+            fsutil::refuse_symlink(&exact)?;
+            return Ok(Session::at(id, exact));
+        }
+        let matches: Vec<String> = self
+            .session_ids()?
+            .into_iter()
+            .filter(|s| s.starts_with(id))
+            .collect();
+        match matches.as_slice() {
+            [one] => {
+                let dir = self.session_dir(one);
+                fsutil::refuse_symlink(&dir)?;
+                Ok(Session::at(one, dir))
+            }
+            [] => Err(io::Error::other(format!(
+                "no session {id:?} in {} (see `tern sessions`)",
+                self.root.display()
+            ))),
+            many => Err(io::Error::other(format!(
+                "session id {id:?} is ambiguous: {}",
+                many.join(", ")
+            ))),
+        }
+    }
+
+    /// The session named by `.tern/current`, if any.
+    pub fn current(&self) -> io::Result<Option<Session>> {
+        match fsutil::read_text(&self.root.join("current"))? {
+            Some(t) if !t.trim().is_empty() => self.open_session(t.trim()).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    /// Points `.tern/current` at `id` (atomic write).
+    pub fn set_current(&self, id: &str) -> io::Result<()> {
+        fsutil::atomic_write(&self.root.join("current"), format!("{id}\n").as_bytes())
+    }
+
+    /// Every session id, sorted oldest first (ids sort by creation time).
+    pub fn session_ids(&self) -> io::Result<Vec<String>> {
+        let dir = self.root.join("sessions");
+        let mut ids = Vec::new();
+        match std::fs::read_dir(&dir) {
+            Ok(rd) => {
+                for e in rd {
+                    let e = e?;
+                    if e.file_type()?.is_dir() {
+                        ids.push(e.file_name().to_string_lossy().into_owned());
+                    }
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        ids.sort();
+        Ok(ids)
+    }
+}

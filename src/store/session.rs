@@ -1,0 +1,319 @@
+//! One session folder, `.tern/sessions/<id>/` (DESIGN.md §3): paths, `meta.json`, the
+//! conversation and event logs.
+
+use std::cell::Cell;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::fsutil::{self, JsonlRead};
+use super::lock::SessionLock;
+use super::redact::redact;
+use crate::message::Message;
+use crate::provider::Usage;
+
+/// Lifecycle status of a session's latest turn, as stored in `meta.json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Created, no turn run yet.
+    #[default]
+    Idle,
+    /// A turn is in progress in process `meta.pid`.
+    Running,
+    /// The latest turn ended with a final answer.
+    Completed,
+    /// The latest turn failed (provider error, max turns).
+    Failed,
+    /// The latest turn was interrupted (Ctrl-C, SIGTERM, or its process died).
+    Interrupted,
+}
+
+impl Status {
+    /// The lowercase name used in files and events.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Idle => "idle",
+            Status::Running => "running",
+            Status::Completed => "completed",
+            Status::Failed => "failed",
+            Status::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// `meta.json`: who the session is and what its latest turn is doing. Written atomically.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Meta {
+    /// Session id, `YYYYMMDD-HHMMSS-xxxx` (UTC).
+    pub id: String,
+    /// RFC 3339 UTC creation time.
+    pub created_at: String,
+    /// RFC 3339 UTC time of the last change.
+    #[serde(default)]
+    pub updated_at: String,
+    /// The workspace root the bash tool runs in.
+    pub cwd: String,
+    /// `openai`, `anthropic` or `replay`.
+    pub provider: String,
+    /// Model name sent to the provider.
+    pub model: String,
+    /// Provider base URL (credentials in it are redacted), so verbs in another pane can call the
+    /// same server for a compaction.
+    #[serde(default)]
+    pub base_url: String,
+    /// Status of the latest turn.
+    #[serde(default)]
+    pub status: Status,
+    /// Process id while `status` is running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// Model requests made in this session.
+    #[serde(default)]
+    pub turns: u64,
+    /// Usage totals over the session.
+    #[serde(default)]
+    pub usage: Usage,
+    /// The first prompt, cut to 80 characters, for `tern sessions`.
+    #[serde(default)]
+    pub title: String,
+}
+
+/// A handle on one session folder. Cheap; holds no open files.
+#[derive(Debug)]
+pub struct Session {
+    /// The session id (folder name).
+    pub id: String,
+    /// Absolute path of the session folder.
+    pub dir: PathBuf,
+    /// (events.jsonl length after our last append, seq of that event): lets the next append skip
+    /// re-reading the file when no other process wrote in between.
+    event_seq: Cell<(u64, u64)>,
+}
+
+/// Files of a session folder, by name (DESIGN.md §3).
+pub mod files {
+    /// Session metadata.
+    pub const META: &str = "meta.json";
+    /// The pinned system prompt.
+    pub const SYSTEM: &str = "system.txt";
+    /// The history, one message a line.
+    pub const CONVERSATION: &str = "conversation.jsonl";
+    /// Every event, one a line.
+    pub const EVENTS: &str = "events.jsonl";
+    /// PLAN_DRAFT_FILE.
+    pub const DRAFT: &str = "plan.draft.md";
+    /// PLAN_FILE, the locked plan.
+    pub const PLAN: &str = "plan.md";
+    /// Plan lifecycle state.
+    pub const PLAN_STATE: &str = "plan.json";
+    /// The To-do ledger.
+    pub const LEDGER: &str = "ledger.json";
+    /// The strategy kept by `update_plan`.
+    pub const STRATEGY: &str = "strategy.json";
+    /// The latest compaction summary.
+    pub const SUMMARY: &str = "summary.md";
+    /// The relay handoff.
+    pub const HANDOFF: &str = "handoff.md";
+    /// Archived conversations and plans.
+    pub const ARCHIVE: &str = "archive";
+    /// Full outputs of truncated tool results.
+    pub const SPILL: &str = "spill";
+    /// The fs2 lock file.
+    pub const LOCK: &str = "lock";
+}
+
+impl Session {
+    /// A handle on an existing or new session folder (nothing is read or created here).
+    pub fn at(id: &str, dir: PathBuf) -> Session {
+        Session {
+            id: id.to_string(),
+            dir,
+            event_seq: Cell::new((u64::MAX, 0)),
+        }
+    }
+
+    /// Path of a file in the session folder (see [`files`]).
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    /// Takes the session lock (blocking).
+    pub fn lock(&self) -> io::Result<SessionLock> {
+        SessionLock::acquire(&self.path(files::LOCK))
+    }
+
+    /// Reads `meta.json`.
+    pub fn read_meta(&self) -> io::Result<Meta> {
+        fsutil::read_json(&self.path(files::META))?.ok_or_else(|| {
+            io::Error::other(format!("{} is missing", self.path(files::META).display()))
+        })
+    }
+
+    /// Writes `meta.json` atomically; the caller holds the lock.
+    pub fn write_meta_locked(&self, _lock: &SessionLock, meta: &Meta) -> io::Result<()> {
+        self.write_json_locked(_lock, files::META, meta)
+    }
+
+    /// Read-modify-write of `meta.json` under the lock; sets `updated_at`. Returns the new meta.
+    pub fn update_meta(&self, f: impl FnOnce(&mut Meta)) -> io::Result<Meta> {
+        let lock = self.lock()?;
+        let mut meta = self.read_meta()?;
+        f(&mut meta);
+        meta.updated_at = crate::clock::now_rfc3339();
+        self.write_meta_locked(&lock, &meta)?;
+        Ok(meta)
+    }
+
+    /// Serializes `value` (pretty, newline-terminated) and writes `name` atomically; the caller
+    /// holds the lock. Secrets are redacted.
+    pub fn write_json_locked<T: Serialize>(
+        &self,
+        _lock: &SessionLock,
+        name: &str,
+        value: &T,
+    ) -> io::Result<()> {
+        let mut text = serde_json::to_string_pretty(value).map_err(io::Error::other)?;
+        text.push('\n');
+        fsutil::atomic_write(&self.path(name), redact(&text).as_bytes())
+    }
+
+    /// Writes a text file atomically; the caller holds the lock.
+    pub fn write_text_locked(&self, _lock: &SessionLock, name: &str, text: &str) -> io::Result<()> {
+        fsutil::atomic_write(&self.path(name), redact(text).as_bytes())
+    }
+
+    /// Reads a JSON state file of the session (None when absent).
+    pub fn read_json<T: serde::de::DeserializeOwned>(&self, name: &str) -> io::Result<Option<T>> {
+        fsutil::read_json(&self.path(name))
+    }
+
+    /// Reads a text file of the session (None when absent).
+    pub fn read_text(&self, name: &str) -> io::Result<Option<String>> {
+        fsutil::read_text(&self.path(name))
+    }
+
+    /// Appends messages to `conversation.jsonl` in one write under the lock, so a group (an
+    /// assistant message's error results after an interrupt, case C17) lands whole or not at all.
+    pub fn append_messages(&self, msgs: &[Message]) -> io::Result<()> {
+        let lock = self.lock()?;
+        self.append_messages_locked(&lock, msgs)
+    }
+
+    /// [`Session::append_messages`] for a caller that holds the lock.
+    pub fn append_messages_locked(&self, _lock: &SessionLock, msgs: &[Message]) -> io::Result<()> {
+        if msgs.is_empty() {
+            return Ok(());
+        }
+        let mut text = String::new();
+        for (i, m) in msgs.iter().enumerate() {
+            if i > 0 {
+                text.push('\n');
+            }
+            text.push_str(&fsutil::to_jsonl(m)?);
+        }
+        fsutil::append_line(&self.path(files::CONVERSATION), &redact(&text))
+    }
+
+    /// Reads the history; lines that do not parse (a torn last line) are skipped and reported.
+    pub fn read_conversation(&self) -> io::Result<JsonlRead<Message>> {
+        fsutil::read_jsonl(&self.path(files::CONVERSATION))
+    }
+
+    /// Appends an event to `events.jsonl` under the lock, giving it the next `seq`. `event` must be
+    /// a JSON object; its `seq` field is set (or added). Returns the event as written.
+    pub fn append_event(&self, mut event: Value) -> io::Result<Value> {
+        let lock = self.lock()?;
+        let path = self.path(files::EVENTS);
+        let len = std::fs::symlink_metadata(&path).map(|m| m.len()).unwrap_or(0);
+        let (known_len, known_seq) = self.event_seq.get();
+        let last = if len == known_len {
+            known_seq
+        } else {
+            last_seq(&path)?
+        };
+        let seq = last + 1;
+        if let Some(obj) = event.as_object_mut() {
+            obj.insert("seq".into(), Value::from(seq));
+        }
+        let line = fsutil::to_jsonl(&event)?;
+        let line = redact(&line);
+        fsutil::append_line(&path, &line)?;
+        let new_len = std::fs::symlink_metadata(&path).map(|m| m.len()).unwrap_or(0);
+        self.event_seq.set((new_len, seq));
+        drop(lock);
+        if let std::borrow::Cow::Owned(s) = line {
+            return serde_json::from_str(&s).map_err(io::Error::other);
+        }
+        Ok(event)
+    }
+
+    /// Reads every event (torn lines skipped).
+    pub fn read_events(&self) -> io::Result<JsonlRead<Value>> {
+        fsutil::read_jsonl(&self.path(files::EVENTS))
+    }
+
+    /// The next free number for `archive/<prefix>-NNNN.<ext>` (1-based).
+    pub fn next_archive_number(&self, prefix: &str) -> io::Result<u32> {
+        let dir = self.path(files::ARCHIVE);
+        fsutil::ensure_dir(&dir)?;
+        let mut max = 0u32;
+        for entry in std::fs::read_dir(&dir)? {
+            let name = entry?.file_name();
+            let name = name.to_string_lossy();
+            if let Some(rest) = name.strip_prefix(prefix).and_then(|r| r.strip_prefix('-'))
+                && let Some(num) = rest.split('.').next()
+                && let Ok(n) = num.parse::<u32>()
+            {
+                max = max.max(n);
+            }
+        }
+        Ok(max + 1)
+    }
+
+    /// Path of `archive/<prefix>-NNNN.<ext>` for the next free number.
+    pub fn next_archive_path(&self, prefix: &str, ext: &str) -> io::Result<PathBuf> {
+        let n = self.next_archive_number(prefix)?;
+        Ok(self.path(files::ARCHIVE).join(format!("{prefix}-{n:04}.{ext}")))
+    }
+}
+
+/// The `seq` of the last whole event line of `path` (0 when none). Reads only the file's tail.
+fn last_seq(path: &Path) -> io::Result<u64> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let len = f.metadata()?.len();
+    // Events are small; 64 KiB holds the last few whole lines. If not, fall back to reading all.
+    let start = len.saturating_sub(64 * 1024);
+    f.seek(SeekFrom::Start(start))?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf)?;
+    let mut best = None;
+    for line in buf.split(|b| *b == b'\n').rev() {
+        if let Ok(v) = serde_json::from_slice::<Value>(line)
+            && let Some(s) = v.get("seq").and_then(Value::as_u64)
+        {
+            best = Some(s);
+            break;
+        }
+    }
+    match best {
+        Some(s) => Ok(s),
+        None if start > 0 => {
+            let all: JsonlRead<Value> = fsutil::read_jsonl(path)?;
+            Ok(all
+                .items
+                .iter()
+                .filter_map(|v| v.get("seq").and_then(Value::as_u64))
+                .max()
+                .unwrap_or(0))
+        }
+        None => Ok(0),
+    }
+}

@@ -1,0 +1,2 @@
+wc.sh written
+test = cat

@@ -1,0 +1,2 @@
+the draft is not in the system prompt
+wc = cat
