@@ -1,1 +1,553 @@
-//! The `bash` tool. (Being written: see the helper's brief.)
+//! The `bash` tool: runs one command line in a fresh `bash -c` and returns what the model reads.
+//!
+//! Each call gets its own session and process group (`setsid`), so it has no controlling terminal
+//! (editors, pagers and password prompts fail fast instead of hanging) and the whole tree can be
+//! signalled at once. stdin is /dev/null (case C02); stdout and stderr share one pipe so they
+//! interleave in order. One thread polls the pipe in short slices: the call ends when the shell
+//! exits, after a short drain grace even if a background child still holds the pipe (case C01);
+//! a timeout or a cancel sends SIGTERM to the group, then SIGKILL after a grace (case C03).
+//! Output goes through [`Shaper`] (cases C04–C08).
+
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::ToolSpec;
+use super::output::{Limits, Shaper};
+
+/// Timeout of a call that gives no `timeout_s`, in seconds.
+pub const DEFAULT_TIMEOUT_S: u64 = 120;
+/// Largest `timeout_s` accepted, in seconds.
+pub const MAX_TIMEOUT_S: u64 = 600;
+/// Bytes of cleaned output the model sees at most: half from the head, half from the tail. The
+/// truncation marker and the footer line come on top (a few hundred bytes).
+pub const OUTPUT_CAP_BYTES: usize = 16_000;
+/// Raw output held in memory before it streams into a spill file.
+pub const RAW_MEMORY_BYTES: usize = 64 * 1024;
+/// Largest spill file (32 MiB); output past it is not saved and the marker says so.
+pub const SPILL_CAP_BYTES: u64 = 32 * 1024 * 1024;
+/// How long output is still read after the shell exits, for its last writes.
+pub const DRAIN_GRACE: Duration = Duration::from_millis(200);
+/// Time between SIGTERM and SIGKILL to the process group on a timeout or cancel.
+pub const KILL_GRACE: Duration = Duration::from_secs(2);
+/// Longest wait on the pipe before checking the shell, the deadline and the cancel flag.
+pub const POLL_SLICE: Duration = Duration::from_millis(50);
+/// How long the shell may stay unreaped after SIGKILL (a process stuck in the kernel) before the
+/// call returns anyway and a thread waits for it.
+pub const REAP_LIMIT: Duration = Duration::from_secs(5);
+
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// Editors fail fast with a message: there is no terminal to edit in. Git runs `$GIT_EDITOR` via
+/// `sh -c '<editor> "$@"'`, so the file name lands on `false`.
+const NO_EDITOR: &str = "echo 'no editor here: pass the text inline (git commit -m)' >&2; false";
+
+/// Environment every command gets, before the request's own additions.
+const FIXED_ENV: [(&str, &str); 8] = [
+    ("NO_COLOR", "1"),
+    ("TERM", "dumb"),
+    ("PAGER", "cat"),
+    ("GIT_PAGER", "cat"),
+    ("GIT_TERMINAL_PROMPT", "0"),
+    ("EDITOR", NO_EDITOR),
+    ("VISUAL", NO_EDITOR),
+    ("GIT_EDITOR", NO_EDITOR),
+];
+
+/// The `bash` tool as advertised to the model. The description is `prompts/tools/bash.md` with
+/// its `{DEFAULT_TIMEOUT_S}`, `{MAX_TIMEOUT_S}` and `{OUTPUT_CAP_BYTES}` placeholders filled from
+/// the constants; the schema takes `command` (string, required) and `timeout_s` (integer,
+/// optional, 1..=[`MAX_TIMEOUT_S`]).
+pub fn spec() -> ToolSpec {
+    let description = include_str!("../../prompts/tools/bash.md")
+        .trim_end()
+        .replace("{DEFAULT_TIMEOUT_S}", &DEFAULT_TIMEOUT_S.to_string())
+        .replace("{MAX_TIMEOUT_S}", &MAX_TIMEOUT_S.to_string())
+        .replace("{OUTPUT_CAP_BYTES}", &OUTPUT_CAP_BYTES.to_string());
+    ToolSpec {
+        name: "bash",
+        description,
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "The bash command line."},
+                "timeout_s": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_TIMEOUT_S,
+                    "description": format!("Seconds before the command is killed; default {DEFAULT_TIMEOUT_S}."),
+                },
+            },
+            "required": ["command"],
+        }),
+    }
+}
+
+/// Validated arguments of one `bash` tool call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BashArgs {
+    /// The command line, non-empty, without NUL bytes.
+    pub command: String,
+    /// From `timeout_s`, 1..=[`MAX_TIMEOUT_S`] s; [`DEFAULT_TIMEOUT_S`] when absent or null.
+    pub timeout: Duration,
+}
+
+/// Parses the arguments object of a `bash` tool call: `command` must be a non-empty string
+/// without NUL bytes (case C07); `timeout_s` is optional, an integer (or integral number or
+/// numeric string) from 1 to [`MAX_TIMEOUT_S`]; out of range is an error, not clamped. Unknown
+/// fields are ignored. The error is plain text for an error tool result.
+pub fn parse_args(args: &Value) -> Result<BashArgs, String> {
+    let Some(obj) = args.as_object() else {
+        return Err(format!(
+            "bash arguments must be a JSON object like {{\"command\": \"ls\"}}, got {}",
+            kind(args)
+        ));
+    };
+    let command = match obj.get("command") {
+        Some(Value::String(s)) => s,
+        None | Some(Value::Null) => {
+            return Err("missing \"command\": the bash command line, as a string".to_string());
+        }
+        Some(other) => {
+            return Err(format!("\"command\" must be a string, got {}", kind(other)));
+        }
+    };
+    if command.contains('\0') {
+        return Err(
+            "command contains a NUL byte; not run (to produce one, write \\0 in printf)"
+                .to_string(),
+        );
+    }
+    if command.trim().is_empty() {
+        return Err("\"command\" is empty; not run".to_string());
+    }
+    let timeout_s = match obj.get("timeout_s") {
+        None | Some(Value::Null) => DEFAULT_TIMEOUT_S,
+        Some(v) => parse_timeout(v)?,
+    };
+    Ok(BashArgs {
+        command: command.clone(),
+        timeout: Duration::from_secs(timeout_s),
+    })
+}
+
+fn parse_timeout(v: &Value) -> Result<u64, String> {
+    let n: Option<i128> = match v {
+        Value::Number(n) => n
+            .as_i64()
+            .map(i128::from)
+            .or_else(|| n.as_u64().map(i128::from))
+            // Bounded and integral, so the cast is exact.
+            .or_else(|| {
+                n.as_f64()
+                    .filter(|f| f.fract() == 0.0 && f.abs() < 1e15)
+                    .map(|f| f as i128)
+            }),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    };
+    match n {
+        Some(n) if (1..=i128::from(MAX_TIMEOUT_S)).contains(&n) => Ok(n as u64),
+        Some(n) => Err(format!(
+            "timeout_s must be from 1 to {MAX_TIMEOUT_S} seconds, got {n}; not run (an error, not clamped)"
+        )),
+        None => Err(format!(
+            "timeout_s must be a whole number of seconds from 1 to {MAX_TIMEOUT_S}, got {v}; not run"
+        )),
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// One command to run.
+#[derive(Debug, Clone, Copy)]
+pub struct BashRequest<'a> {
+    /// The command line, passed to `bash -c`.
+    pub command: &'a str,
+    /// Wall-clock limit from spawn; then the process group gets SIGTERM, SIGKILL after
+    /// [`KILL_GRACE`].
+    pub timeout: Duration,
+    /// Working directory of the shell.
+    pub cwd: &'a Path,
+    /// Variables added to the environment (after tern's fixed ones, so they may override them).
+    pub env: &'a [(String, String)],
+    /// Variables removed from the environment (e.g. API keys); applied last.
+    pub env_remove: &'a [String],
+    /// Folder for the spill file of a truncated output; created on demand.
+    pub spill_dir: &'a Path,
+}
+
+/// The result of one command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BashOutcome {
+    /// Exactly what the model reads: the shaped output, then one footer line of bracketed notes
+    /// ending with the exit status, e.g. `[exit 0]`, `[killed by signal 9 (SIGKILL)]`,
+    /// `[no output] [exit 0]`, `[timed out after 2 s; process group killed] [killed by signal 15
+    /// (SIGTERM)]`.
+    pub content: String,
+    /// The shell's exit code; `None` when it died of a signal or its status is unknown.
+    pub exit_code: Option<i32>,
+    /// The signal that killed the shell, if one did.
+    pub signal: Option<i32>,
+    /// The timeout passed and the process group was killed.
+    pub timed_out: bool,
+    /// The cancel flag was set and the process group was killed.
+    pub interrupted: bool,
+    /// The call returned while some process (a background child) still held the output pipe.
+    pub background_held_output: bool,
+    /// Wall-clock time from spawn to return.
+    pub duration: Duration,
+    /// File holding the full raw output when the content left part of it out.
+    pub spill_path: Option<PathBuf>,
+    /// Raw bytes read from the output pipe.
+    pub output_bytes: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Stop {
+    Timeout,
+    Interrupt(Duration),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Phase {
+    Running,
+    Terminating(Instant),
+    Killed(Instant),
+}
+
+/// Runs `req.command` with `bash -c` and waits for the shell (see the module docs). `cancel` is
+/// checked every [`POLL_SLICE`]; once set the process group is killed and the outcome is
+/// `interrupted`. Background children are left running when the shell exits normally.
+///
+/// Errors: only when the shell could not be started (missing `cwd`, no `bash`, bad environment
+/// name), as plain text for an error tool result.
+pub fn run(req: &BashRequest<'_>, cancel: &AtomicBool) -> Result<BashOutcome, String> {
+    let start = Instant::now();
+    let (mut reader, writer) =
+        io::pipe().map_err(|e| format!("could not create the output pipe: {e}"))?;
+    let writer2 = writer
+        .try_clone()
+        .map_err(|e| format!("could not create the output pipe: {e}"))?;
+
+    let mut cmd = Command::new("bash");
+    cmd.arg("-c")
+        .arg(req.command)
+        .current_dir(req.cwd)
+        .stdin(Stdio::null())
+        .stdout(writer)
+        .stderr(writer2);
+    for (k, v) in FIXED_ENV {
+        cmd.env(k, v);
+    }
+    for (k, v) in req.env {
+        cmd.env(k, v);
+    }
+    for k in req.env_remove {
+        cmd.env_remove(k);
+    }
+    // SAFETY: the closure runs in the forked child before exec and only calls setsid(2), which is
+    // async-signal-safe; it allocates nothing and touches no lock.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let spawned = cmd.spawn();
+    // The Command holds our copies of the pipe's write end; EOF needs them closed.
+    drop(cmd);
+    let mut child =
+        spawned.map_err(|e| format!("could not start bash in {}: {e}", req.cwd.display()))?;
+    // setsid made the shell the leader of a new process group whose id is its pid. Linux pids
+    // fit in pid_t; the fallback names no group, so signals to it would do nothing.
+    let pgid = libc::pid_t::try_from(child.id()).unwrap_or(libc::pid_t::MAX);
+
+    let mut shaper = Shaper::new(
+        req.spill_dir,
+        Limits {
+            head_bytes: OUTPUT_CAP_BYTES / 2,
+            tail_bytes: OUTPUT_CAP_BYTES - OUTPUT_CAP_BYTES / 2,
+            memory_bytes: RAW_MEMORY_BYTES,
+            spill_bytes: SPILL_CAP_BYTES,
+        },
+    );
+    let mut buf = vec![0u8; READ_CHUNK_BYTES];
+    let fd = reader.as_raw_fd();
+    let deadline = start + req.timeout;
+    let mut pipe_open = true;
+    let mut exited: Option<(Instant, Result<ExitStatus, String>)> = None;
+    let mut stop: Option<Stop> = None;
+    let mut phase = Phase::Running;
+    let mut unreaped = false;
+
+    loop {
+        if pipe_open {
+            match wait_readable(fd, POLL_SLICE) {
+                Ok(true) => match reader.read(&mut buf) {
+                    Ok(0) => pipe_open = false,
+                    Ok(n) => shaper.push(&buf[..n]),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => pipe_open = false,
+                },
+                Ok(false) => {}
+                Err(_) => pipe_open = false,
+            }
+        } else {
+            std::thread::sleep(POLL_SLICE / 5);
+        }
+        if exited.is_none() {
+            match child.try_wait() {
+                Ok(Some(status)) => exited = Some((Instant::now(), Ok(status))),
+                Ok(None) => {}
+                Err(e) => exited = Some((Instant::now(), Err(e.to_string()))),
+            }
+        }
+        let now = Instant::now();
+        match phase {
+            Phase::Running => {
+                if let Some((at, _)) = &exited {
+                    if !pipe_open || now.duration_since(*at) >= DRAIN_GRACE {
+                        break;
+                    }
+                } else if cancel.load(Ordering::Relaxed) {
+                    stop = Some(Stop::Interrupt(now.duration_since(start)));
+                    signal_group(pgid, libc::SIGTERM);
+                    phase = Phase::Terminating(now);
+                } else if now >= deadline {
+                    stop = Some(Stop::Timeout);
+                    signal_group(pgid, libc::SIGTERM);
+                    phase = Phase::Terminating(now);
+                }
+            }
+            Phase::Terminating(since) => {
+                if exited.is_some() && !group_alive(pgid) {
+                    phase = Phase::Killed(now);
+                } else if now.duration_since(since) >= KILL_GRACE {
+                    signal_group(pgid, libc::SIGKILL);
+                    phase = Phase::Killed(now);
+                }
+            }
+            Phase::Killed(since) => {
+                let waited = now.duration_since(since);
+                if exited.is_some() {
+                    if (!pipe_open && !group_alive(pgid)) || waited >= DRAIN_GRACE {
+                        break;
+                    }
+                } else if waited >= REAP_LIMIT {
+                    unreaped = true;
+                    break;
+                }
+            }
+        }
+    }
+
+    let shaped = shaper.finish();
+    let mut content = shaped.text;
+    if !content.is_empty() && !content.ends_with('\n') {
+        content.push('\n');
+    }
+    let mut footer: Vec<String> = Vec::new();
+    if content.is_empty() {
+        footer.push("[no output]".to_string());
+    }
+    footer.extend(shaped.notes);
+    if pipe_open {
+        footer.push(
+            match stop {
+                None => {
+                    "[a background process still holds the output; returned when the shell exited]"
+                }
+                Some(_) => "[a process outside the killed group still holds the output]",
+            }
+            .to_string(),
+        );
+    }
+    match stop {
+        Some(Stop::Timeout) => footer.push(format!(
+            "[timed out after {} s; process group killed]",
+            req.timeout.as_secs()
+        )),
+        Some(Stop::Interrupt(after)) => footer.push(format!(
+            "[interrupted by the user after {} s; process group killed]",
+            after.as_secs_f64().round()
+        )),
+        None => {}
+    }
+    let (mut exit_code, mut signal) = (None, None);
+    match exited.map(|(_, status)| status) {
+        Some(Ok(status)) => {
+            exit_code = status.code();
+            signal = status.signal();
+            footer.push(status_note(status));
+        }
+        Some(Err(e)) => footer.push(format!("[exit status unknown: {e}]")),
+        None => footer.push("[exit status unknown: the shell did not exit after SIGKILL]".into()),
+    }
+    if unreaped {
+        // Reap it whenever the kernel lets it go, so it does not stay a zombie.
+        std::thread::spawn(move || child.wait());
+    }
+    content.push_str(&footer.join(" "));
+
+    Ok(BashOutcome {
+        content,
+        exit_code,
+        signal,
+        timed_out: stop == Some(Stop::Timeout),
+        interrupted: matches!(stop, Some(Stop::Interrupt(_))),
+        background_held_output: pipe_open,
+        duration: start.elapsed(),
+        spill_path: shaped.spill_path,
+        output_bytes: shaped.raw_bytes,
+    })
+}
+
+/// Waits up to `timeout` for the pipe to be readable (data, EOF or error); false on timeout or
+/// when a signal interrupted the wait.
+fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: `pfd` is a valid pollfd for the duration of the call and the count is 1.
+    let r = unsafe { libc::poll(&mut pfd, 1, ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok(false)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(r > 0)
+}
+
+fn signal_group(pgid: libc::pid_t, sig: libc::c_int) {
+    // SAFETY: kill(2) with a negative pid signals that process group; no memory is involved.
+    // ESRCH (the group is already gone) is the only expected failure and needs no action.
+    unsafe {
+        libc::kill(-pgid, sig);
+    }
+}
+
+/// True while any process (a zombie included) is in the group. Linux does not reuse a pid while
+/// it still names a live group, so the number cannot point to someone else's group meanwhile.
+fn group_alive(pgid: libc::pid_t) -> bool {
+    // SAFETY: signal 0 only checks existence and permission.
+    let r = unsafe { libc::kill(-pgid, 0) };
+    r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+fn status_note(status: ExitStatus) -> String {
+    if let Some(code) = status.code() {
+        return format!("[exit {code}]");
+    }
+    match status.signal() {
+        Some(sig) => match signal_name(sig) {
+            Some(name) => format!("[killed by signal {sig} ({name})]"),
+            None => format!("[killed by signal {sig}]"),
+        },
+        None => format!("[{status}]"),
+    }
+}
+
+fn signal_name(sig: libc::c_int) -> Option<&'static str> {
+    Some(match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_fills_every_placeholder() {
+        let s = spec();
+        assert_eq!(s.name, "bash");
+        assert!(!s.description.contains('{'), "{}", s.description);
+        assert!(s.description.contains(&format!("{DEFAULT_TIMEOUT_S} s")));
+        assert!(s.description.contains(&MAX_TIMEOUT_S.to_string()));
+        assert!(s.description.contains(&OUTPUT_CAP_BYTES.to_string()));
+        assert_eq!(s.parameters["required"], json!(["command"]));
+        assert_eq!(
+            s.parameters["properties"]["timeout_s"]["maximum"],
+            json!(MAX_TIMEOUT_S)
+        );
+        // Deterministic bytes: the same serialization every time.
+        let a = serde_json::to_string(&spec()).unwrap();
+        assert_eq!(a, serde_json::to_string(&s).unwrap());
+    }
+
+    #[test]
+    fn parse_args_accepts_and_defaults() {
+        let a = parse_args(&json!({"command": "ls", "extra": 1})).unwrap();
+        assert_eq!(a.command, "ls");
+        assert_eq!(a.timeout, Duration::from_secs(DEFAULT_TIMEOUT_S));
+        for t in [json!(30), json!(30.0), json!("30")] {
+            let a = parse_args(&json!({"command": "ls", "timeout_s": t})).unwrap();
+            assert_eq!(a.timeout, Duration::from_secs(30));
+        }
+        let a = parse_args(&json!({"command": "ls", "timeout_s": null})).unwrap();
+        assert_eq!(a.timeout, Duration::from_secs(DEFAULT_TIMEOUT_S));
+    }
+
+    #[test]
+    fn parse_args_rejects_bad_input() {
+        let cases = [
+            (json!("ls"), "must be a JSON object"),
+            (json!({}), "missing \"command\""),
+            (json!({"command": 3}), "must be a string, got a number"),
+            (json!({"command": "  "}), "is empty"),
+            (
+                json!({"command": "echo a\u{0}b"}),
+                "command contains a NUL byte",
+            ),
+            (
+                json!({"command": "ls", "timeout_s": 0}),
+                "from 1 to 600 seconds, got 0",
+            ),
+            (json!({"command": "ls", "timeout_s": 601}), "not clamped"),
+            (json!({"command": "ls", "timeout_s": -5}), "got -5"),
+            (json!({"command": "ls", "timeout_s": 1.5}), "whole number"),
+            (json!({"command": "ls", "timeout_s": true}), "whole number"),
+            (json!({"command": "ls", "timeout_s": 1e300}), "whole number"),
+        ];
+        for (args, want) in cases {
+            let err = parse_args(&args).unwrap_err();
+            assert!(err.contains(want), "{args}: {err}");
+        }
+    }
+}
