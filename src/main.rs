@@ -17,17 +17,54 @@ use tern::runtime::{Approval, Config};
     about = "A bash-first minimal coding agent: draft → confirm → execute → clear.",
     long_about = "A bash-first minimal coding agent. The model works through a bash tool in your \
                   workspace; plans and progress live as plain files in .tern/sessions/<id>/.\n\n\
-                  Without a model configured, try `tern demo`."
+                  Without a model configured, try `tern demo`.",
+    args_conflicts_with_subcommands = true
 )]
 struct Cli {
     #[command(subcommand)]
-    cmd: Cmd,
+    cmd: Option<Cmd>,
+    #[command(flatten)]
+    chat: ChatArgs,
+}
+
+/// Flags of the REPL (`tern` alone or `tern chat`).
+#[derive(Args, Clone)]
+struct ChatArgs {
+    /// Continue the current session of this workspace.
+    #[arg(long = "continue", conflicts_with = "resume")]
+    continue_: bool,
+    /// Resume the session with this id (or unique id prefix).
+    #[arg(long)]
+    resume: Option<String>,
+    /// When bash may run: ask (default here), auto or never [env: TERN_APPROVAL].
+    #[arg(long, value_enum, env = "TERN_APPROVAL", default_value = "ask")]
+    approval: Approval,
+    /// Model requests allowed per turn.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
+    max_turns: u32,
+    #[command(flatten)]
+    model: ModelArgs,
+    #[command(flatten)]
+    state: StateArgs,
+}
+
+impl ChatArgs {
+    fn run(self) -> i32 {
+        tern::repl::run(tern::repl::ChatOptions {
+            provider: self.model.flags(),
+            config: self.model.config(self.approval, self.max_turns),
+            continue_: self.continue_,
+            resume: self.resume,
+            state_dir: self.state.state_dir,
+            idle_timeout: Duration::from_secs(self.model.idle_timeout),
+        })
+    }
 }
 
 #[derive(Args, Clone)]
 struct StateArgs {
     /// State folder to use instead of <workspace>/.tern.
-    #[arg(long, env = "TERN_STATE_DIR", global = true)]
+    #[arg(long, env = "TERN_STATE_DIR")]
     state_dir: Option<PathBuf>,
 }
 
@@ -74,6 +111,8 @@ impl ModelArgs {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// The interactive REPL (the default when no command is given).
+    Chat(ChatArgs),
     /// Run one task headless: the model works until it answers without tool calls.
     ///
     /// Bash commands run without asking (--approval auto is the default here).
@@ -247,6 +286,16 @@ fn verb(id: &str, arg: Option<&str>, target: &TargetArgs, wait: bool) -> i32 {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.cmd {
+        None => cli.chat.run(),
+        Some(Cmd::Chat(args)) => args.run(),
+        Some(cmd) => run(cmd),
+    };
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+fn run(cmd: Cmd) -> i32 {
+    match cmd {
+        Cmd::Chat(args) => args.run(),
         Cmd::Exec {
             prompt,
             json,
@@ -319,6 +368,15 @@ fn main() -> ExitCode {
             verb("sessions", None, &target, false)
         }
         Cmd::Ops { json } => tern::cli::ops(json),
-    };
-    ExitCode::from(u8::try_from(code).unwrap_or(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_valid() {
+        super::Cli::command().debug_assert();
+    }
 }
