@@ -3,9 +3,7 @@
 //! The body is compact JSON with a fixed field order and `messages` last. Prompt caching uses
 //! explicit breakpoints (Anthropic Messages API, prompt caching: `cache_control` marks the end of
 //! a cacheable prefix, at most 4 per request): one on the system prompt (which caches the tools
-//! before it too), one on the last block before the tail, and one where the previous request's
-//! last breakpoint was, so the next request hits the cache exactly even when a turn added more
-//! than the 20 blocks the cache looks back over.
+//! before it too) and one on the last block before the tail (see [`body`]).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -115,6 +113,10 @@ struct CacheControl {
     kind: &'static str,
 }
 
+/// Anthropic Messages API, prompt caching: a breakpoint finds an earlier cache entry only within
+/// the 20 blocks before it.
+const LOOKBACK_BLOCKS: usize = 20;
+
 const EPHEMERAL: CacheControl = CacheControl { kind: "ephemeral" };
 
 #[derive(Serialize)]
@@ -161,10 +163,12 @@ impl Block<'_> {
 /// (`tool_result` {tool_use_id, content, is_error only when true}, `text`); an assistant message
 /// is a `text` block (when its text is not blank) then its `tool_use` blocks. No empty or
 /// whitespace-only text block is ever sent, and a message left with no block is dropped
-/// (case C12). `cache_control` marks the last block of the last message and the last block of
-/// the user message before the latest assistant message (where the previous request's
-/// breakpoint was): three breakpoints at most, under the API's limit of four. The tail is one
-/// more `text` block after the last message's breakpoint.
+/// (case C12). `cache_control` marks the system block and the last block of the last message;
+/// the tail is one more `text` block after that breakpoint. Only when the latest turn added 20
+/// blocks or more is the previous request's breakpoint (the last block of the user message
+/// before the latest assistant message) marked as well, since the cache looks back no further:
+/// three breakpoints at most, under the API's limit of four. Otherwise every earlier message
+/// serializes to the same bytes in every later body.
 pub fn body(req: &Request<'_>) -> Vec<u8> {
     let mut messages: Vec<Msg<'_>> = Vec::new();
     for m in req.messages {
@@ -227,9 +231,13 @@ pub fn body(req: &Request<'_>) -> Vec<u8> {
     if let Some(last) = messages.last_mut().and_then(|m| m.content.last_mut()) {
         last.set_cache_control();
     }
+    // The previous request ended with the user message before the latest assistant message. The
+    // cache looks back at most 20 blocks from a breakpoint for an earlier entry; when this turn
+    // added more blocks than that, mark the previous end too, or the whole prefix is rewritten.
     if let Some(a) = messages.iter().rposition(|m| m.role == "assistant")
         && a > 0
         && messages[a - 1].role == "user"
+        && messages[a..].iter().map(|m| m.content.len()).sum::<usize>() >= LOOKBACK_BLOCKS
         && let Some(b) = messages[a - 1].content.last_mut()
     {
         b.set_cache_control();
@@ -473,5 +481,280 @@ impl StreamDecoder for Decoder {
                 output_tokens: self.output_tokens,
             },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::ToolCall;
+    use crate::provider::http::decode_chunks;
+    use crate::tools::ToolSpec;
+    use serde_json::{Value, json};
+
+    fn decode(stream: &str) -> Result<Completion, ProviderError> {
+        decode_chunks(&[stream.as_bytes()], &mut Decoder::new(None), &mut |_| {})
+    }
+
+    fn tools() -> Vec<ToolSpec> {
+        vec![ToolSpec {
+            name: "bash",
+            description: "Run a command.".into(),
+            parameters: json!({"type":"object"}),
+        }]
+    }
+
+    fn req<'a>(
+        tools: &'a [ToolSpec],
+        messages: &'a [Message],
+        tail: Option<&'a str>,
+    ) -> Request<'a> {
+        Request {
+            model: "claude",
+            system: "sys",
+            tools,
+            messages,
+            tail,
+            cache_key: Some("ignored"),
+            max_output_tokens: 4096,
+        }
+    }
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "bash".into(),
+            arguments: json!({"command": "ls"}),
+        }
+    }
+
+    /// A history of `turns` tool rounds after one user message.
+    fn history(turns: usize) -> Vec<Message> {
+        let mut m = vec![Message::user("go")];
+        for i in 0..turns {
+            let c = call(&format!("toolu_{i}"));
+            m.push(Message::Assistant {
+                text: if i % 2 == 1 {
+                    "hm".into()
+                } else {
+                    String::new()
+                },
+                tool_calls: vec![c.clone()],
+            });
+            m.push(Message::tool(&c, format!("out {i}"), false));
+        }
+        m
+    }
+
+    fn count(body: &[u8], needle: &str) -> usize {
+        String::from_utf8_lossy(body).matches(needle).count()
+    }
+
+    #[test]
+    fn body_shape() {
+        let t = tools();
+        let c = call("toolu_1");
+        let msgs = vec![
+            Message::user("hi"),
+            Message::Assistant {
+                text: "Looking.".into(),
+                tool_calls: vec![c.clone()],
+            },
+            Message::tool(&c, "", true),
+            Message::user("and?"),
+        ];
+        let body = String::from_utf8(body(&req(&t, &msgs, Some("<ws/>")))).unwrap();
+        assert_eq!(
+            body,
+            concat!(
+                r#"{"model":"claude","max_tokens":4096,"stream":true,"#,
+                r#""tools":[{"name":"bash","description":"Run a command.","input_schema":{"type":"object"}}],"#,
+                r#""system":[{"type":"text","text":"sys","cache_control":{"type":"ephemeral"}}],"#,
+                r#""messages":[{"role":"user","content":[{"type":"text","text":"hi"}]},"#,
+                r#"{"role":"assistant","content":[{"type":"text","text":"Looking."},{"type":"tool_use","id":"toolu_1","name":"bash","input":{"command":"ls"}}]},"#,
+                r#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","is_error":true},"#,
+                r#"{"type":"text","text":"and?","cache_control":{"type":"ephemeral"}},{"type":"text","text":"<ws/>"}]}]}"#
+            )
+        );
+    }
+
+    #[test]
+    fn c12_never_an_empty_text_block() {
+        let c = call("toolu_1");
+        let msgs = vec![
+            Message::user("hi"),
+            Message::Assistant {
+                text: " \n ".into(),
+                tool_calls: vec![],
+            },
+            Message::user("  "),
+            Message::Assistant {
+                text: "\t".into(),
+                tool_calls: vec![c.clone()],
+            },
+            Message::tool(&c, "x", false),
+        ];
+        let body = body(&req(&[], &msgs, Some("   ")));
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        for m in v["messages"].as_array().unwrap() {
+            let blocks = m["content"].as_array().unwrap();
+            assert!(!blocks.is_empty(), "empty message in {v}");
+            for b in blocks {
+                if b["type"] == "text" {
+                    assert!(!b["text"].as_str().unwrap().trim().is_empty(), "{v}");
+                }
+            }
+        }
+        assert_eq!(v["messages"].as_array().unwrap().len(), 3, "{v}");
+    }
+
+    #[test]
+    fn at_most_four_cache_breakpoints() {
+        let t = tools();
+        for turns in 0..30 {
+            let h = history(turns);
+            for tail in [None, Some("<ws/>")] {
+                let b = body(&req(&t, &h, tail));
+                let n = count(&b, "cache_control");
+                assert!((1..=4).contains(&n), "{turns} turns: {n} breakpoints");
+            }
+        }
+    }
+
+    /// The next body repeats the previous one up to its breakpoint marker: only the marker and
+    /// the tail move.
+    #[test]
+    fn next_body_extends_the_previous_up_to_its_breakpoint() {
+        let t = tools();
+        for turns in 0..8 {
+            let prev = body(&req(&t, &history(turns), Some("<ws>1</ws>")));
+            let next = body(&req(&t, &history(turns + 1), Some("<ws>2</ws>")));
+            let end = String::from_utf8_lossy(&prev)
+                .rfind(
+                    r#","cache_control":{"type":"ephemeral"}},{"type":"text","text":"<ws>1</ws>"}"#,
+                )
+                .unwrap();
+            assert!(next.starts_with(&prev[..end]), "turn {turns}");
+            assert_eq!(count(&next, "cache_control"), 2);
+        }
+    }
+
+    #[test]
+    fn a_turn_of_many_blocks_keeps_the_previous_breakpoint() {
+        let mut h = history(1);
+        let calls: Vec<ToolCall> = (0..10).map(|i| call(&format!("p{i}"))).collect();
+        h.push(Message::Assistant {
+            text: String::new(),
+            tool_calls: calls.clone(),
+        });
+        for c in &calls {
+            h.push(Message::tool(c, "ok", false));
+        }
+        let b = body(&req(&tools(), &h, None));
+        assert_eq!(count(&b, "cache_control"), 3);
+        let v: Value = serde_json::from_slice(&b).unwrap();
+        // The previous request's last block: the tool result of toolu_0.
+        assert_eq!(
+            v["messages"][2]["content"][0]["cache_control"]["type"],
+            "ephemeral"
+        );
+    }
+
+    #[test]
+    fn decode_text_tools_and_usage() {
+        let s = concat!(
+            "event: message_start\n",
+            r#"data: {"type":"message_start","message":{"id":"msg_1","usage":{"input_tokens":10,"cache_read_input_tokens":2000,"cache_creation_input_tokens":300,"output_tokens":1}}}"#,
+            "\n\n",
+            "event: ping\ndata: {\"type\": \"ping\"}\n\n",
+            r#"data: {"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}"#,
+            "\n\n",
+            r#"data: {"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"secret"}}"#,
+            "\n\n",
+            r#"data: {"type":"content_block_stop","index":0}"#,
+            "\n\n",
+            r#"data: {"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}"#,
+            "\n\n",
+            r#"data: {"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Hé"}}"#,
+            "\n\n",
+            r#"data: {"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"llo"}}"#,
+            "\n\n",
+            r#"data: {"type":"content_block_stop","index":1}"#,
+            "\n\n",
+            r#"data: {"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_1","name":"bash","input":{}}}"#,
+            "\n\n",
+            r#"data: {"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":""}}"#,
+            "\n\n",
+            r#"data: {"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"command\": \"l"}}"#,
+            "\n\n",
+            r#"data: {"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"s\"}"}}"#,
+            "\n\n",
+            r#"data: {"type":"content_block_stop","index":2}"#,
+            "\n\n",
+            r#"data: {"type":"content_block_start","index":3,"content_block":{"type":"tool_use","id":"toolu_2","name":"work_update","input":{}}}"#,
+            "\n\n",
+            r#"data: {"type":"content_block_stop","index":3}"#,
+            "\n\n",
+            r#"data: {"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":42}}"#,
+            "\n\n",
+            "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+        );
+        let mut seen = String::new();
+        let c = decode_chunks(&[s.as_bytes()], &mut Decoder::new(None), &mut |t| {
+            seen.push_str(t)
+        })
+        .unwrap();
+        assert_eq!(seen, "Héllo");
+        assert_eq!(c.text, "Héllo");
+        assert_eq!(c.finish_reason.as_deref(), Some("tool_use"));
+        assert_eq!(
+            c.tool_calls,
+            vec![
+                RawToolCall {
+                    id: "toolu_1".into(),
+                    name: "bash".into(),
+                    arguments: r#"{"command": "ls"}"#.into()
+                },
+                RawToolCall {
+                    id: "toolu_2".into(),
+                    name: "work_update".into(),
+                    arguments: "{}".into()
+                },
+            ]
+        );
+        assert_eq!(
+            c.usage,
+            Usage {
+                input_tokens: 2310,
+                cached_tokens: 2000,
+                cache_write_tokens: 300,
+                output_tokens: 42
+            }
+        );
+    }
+
+    #[test]
+    fn c10_eof_before_message_stop() {
+        let s = concat!(
+            r#"data: {"type":"message_start","message":{"usage":{"input_tokens":1}}}"#,
+            "\n\n",
+            r#"data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+            "\n\n",
+            r#"data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"par"}}"#,
+            "\n\n",
+        );
+        let e = decode(s).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::EarlyEnd);
+        assert!(e.retryable());
+    }
+
+    #[test]
+    fn c13_error_frames() {
+        let s = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n";
+        let e = decode(s).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Overloaded);
+        assert!(e.retryable());
+        let s = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",\"message\":\"prompt is too long: 9 tokens > 8 maximum\"}}\n\n";
+        assert_eq!(decode(s).unwrap_err().kind, ErrorKind::ContextOverflow);
     }
 }
