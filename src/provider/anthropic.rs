@@ -1,1 +1,760 @@
-//! anthropic (being written).
+//! Anthropic Messages API, streaming.
+//!
+//! The body is compact JSON with a fixed field order and `messages` last. Prompt caching uses
+//! explicit breakpoints (Anthropic Messages API, prompt caching: `cache_control` marks the end of
+//! a cacheable prefix, at most 4 per request): one on the system prompt (which caches the tools
+//! before it too) and one on the last block before the tail (see [`body`]).
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
+
+use serde::Serialize;
+
+use super::http::{HttpConfig, StreamDecoder, Transport, classify_error, redact, snippet};
+use super::sse::SseEvent;
+use super::{Completion, ErrorKind, Provider, ProviderError, RawToolCall, Request, Usage};
+use crate::message::Message;
+
+/// The Anthropic API's base URL.
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+
+/// The `anthropic-version` header value sent (Anthropic API versioning).
+pub const API_VERSION: &str = "2023-06-01";
+
+/// An Anthropic Messages API server.
+#[derive(Debug, Clone)]
+pub struct Anthropic {
+    transport: Transport,
+    url: String,
+    api_key: Option<String>,
+}
+
+impl Anthropic {
+    /// A client for the server at `base_url` (normally [`DEFAULT_BASE_URL`]; a trailing slash or
+    /// a trailing `/v1` is fine): requests go to `{base_url}/v1/messages`. `api_key` is sent as
+    /// `x-api-key` and left out when None.
+    pub fn new(config: HttpConfig, base_url: &str, api_key: Option<String>) -> Self {
+        let base = base_url.trim_end_matches('/');
+        let base = base.strip_suffix("/v1").unwrap_or(base);
+        Anthropic {
+            transport: Transport::new(config),
+            url: format!("{base}/v1/messages"),
+            api_key,
+        }
+    }
+}
+
+impl Provider for Anthropic {
+    fn name(&self) -> &'static str {
+        "anthropic"
+    }
+
+    fn body(&self, req: &Request<'_>) -> Vec<u8> {
+        body(req)
+    }
+
+    fn complete(
+        &mut self,
+        body: &[u8],
+        on_text: &mut dyn FnMut(&str),
+        cancel: &AtomicBool,
+    ) -> Result<Completion, ProviderError> {
+        let mut headers = vec![
+            ("content-type", "application/json"),
+            ("accept", "text/event-stream"),
+            ("anthropic-version", API_VERSION),
+        ];
+        if let Some(k) = &self.api_key {
+            headers.push(("x-api-key", k.as_str()));
+        }
+        let secret = self.api_key.as_deref();
+        let mut decoder = Decoder::new(secret);
+        self.transport.post_sse(
+            &self.url,
+            &headers,
+            body,
+            secret,
+            &mut decoder,
+            on_text,
+            cancel,
+        )
+    }
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    stream: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Tool<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    system: Vec<Block<'a>>,
+    messages: Vec<Msg<'a>>,
+}
+
+#[derive(Serialize)]
+struct Tool<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: &'a serde_json::Value,
+}
+
+#[derive(Serialize)]
+struct Msg<'a> {
+    role: &'static str,
+    content: Vec<Block<'a>>,
+}
+
+#[derive(Serialize, Clone, Copy)]
+struct CacheControl {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+/// Anthropic Messages API, prompt caching: a breakpoint finds an earlier cache entry only within
+/// the 20 blocks before it.
+const LOOKBACK_BLOCKS: usize = 20;
+
+const EPHEMERAL: CacheControl = CacheControl { kind: "ephemeral" };
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block<'a> {
+    Text {
+        text: Cow<'a, str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<CacheControl>,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: &'a serde_json::Value,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<CacheControl>,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        #[serde(skip_serializing_if = "str::is_empty")]
+        content: &'a str,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<CacheControl>,
+    },
+}
+
+impl Block<'_> {
+    fn set_cache_control(&mut self) {
+        let (Block::Text { cache_control, .. }
+        | Block::ToolUse { cache_control, .. }
+        | Block::ToolResult { cache_control, .. }) = self;
+        *cache_control = Some(EPHEMERAL);
+    }
+}
+
+/// The Messages API body for `req` (compact JSON): `model`, `max_tokens`
+/// (`req.max_output_tokens`, at least 1), `stream`, `tools` (`{name, description,
+/// input_schema}`, omitted when empty), `system` (one text block with `cache_control`),
+/// `messages`.
+///
+/// Consecutive user and tool messages merge into one user message whose blocks keep their order
+/// (`tool_result` {tool_use_id, content, is_error only when true}, `text`); an assistant message
+/// is a `text` block (when its text is not blank) then its `tool_use` blocks. No empty or
+/// whitespace-only text block is ever sent, and a message left with no block is dropped
+/// (case C12). `cache_control` marks the system block and the last block of the last message;
+/// the tail is one more `text` block after that breakpoint. Only when the latest turn added 20
+/// blocks or more is the previous request's breakpoint (the last block of the user message
+/// before the latest assistant message) marked as well, since the cache looks back no further:
+/// three breakpoints at most, under the API's limit of four. Otherwise every earlier message
+/// serializes to the same bytes in every later body.
+pub fn body(req: &Request<'_>) -> Vec<u8> {
+    let mut messages: Vec<Msg<'_>> = Vec::new();
+    for m in req.messages {
+        let role = if matches!(m, Message::Assistant { .. }) {
+            "assistant"
+        } else {
+            "user"
+        };
+        let merge = role == "user" && messages.last().is_some_and(|l| l.role == "user");
+        if !merge {
+            messages.push(Msg {
+                role,
+                content: Vec::new(),
+            });
+        }
+        // The push above guarantees a last message.
+        let Some(content) = messages.last_mut().map(|l| &mut l.content) else {
+            continue;
+        };
+        match m {
+            Message::User { content: text } => {
+                if !text.trim().is_empty() {
+                    content.push(Block::Text {
+                        text: Cow::Borrowed(text),
+                        cache_control: None,
+                    });
+                }
+            }
+            Message::Tool {
+                tool_call_id,
+                content: text,
+                is_error,
+                ..
+            } => content.push(Block::ToolResult {
+                tool_use_id: tool_call_id,
+                content: text,
+                is_error: *is_error,
+                cache_control: None,
+            }),
+            Message::Assistant { text, tool_calls } => {
+                if !text.trim().is_empty() {
+                    content.push(Block::Text {
+                        text: Cow::Borrowed(text),
+                        cache_control: None,
+                    });
+                }
+                for c in tool_calls {
+                    content.push(Block::ToolUse {
+                        id: &c.id,
+                        name: &c.name,
+                        input: &c.arguments,
+                        cache_control: None,
+                    });
+                }
+            }
+        }
+    }
+    messages.retain(|m| !m.content.is_empty());
+
+    if let Some(last) = messages.last_mut().and_then(|m| m.content.last_mut()) {
+        last.set_cache_control();
+    }
+    // The previous request ended with the user message before the latest assistant message. The
+    // cache looks back at most 20 blocks from a breakpoint for an earlier entry; when this turn
+    // added more blocks than that, mark the previous end too, or the whole prefix is rewritten.
+    if let Some(a) = messages.iter().rposition(|m| m.role == "assistant")
+        && a > 0
+        && messages[a - 1].role == "user"
+        && messages[a..].iter().map(|m| m.content.len()).sum::<usize>() >= LOOKBACK_BLOCKS
+        && let Some(b) = messages[a - 1].content.last_mut()
+    {
+        b.set_cache_control();
+    }
+    if let Some(tail) = req.tail.filter(|t| !t.trim().is_empty()) {
+        let block = Block::Text {
+            text: Cow::Borrowed(tail),
+            cache_control: None,
+        };
+        match messages.last_mut() {
+            Some(m) => m.content.push(block),
+            None => messages.push(Msg {
+                role: "user",
+                content: vec![block],
+            }),
+        }
+    }
+
+    let system = if req.system.trim().is_empty() {
+        Vec::new()
+    } else {
+        vec![Block::Text {
+            text: Cow::Borrowed(req.system),
+            cache_control: Some(EPHEMERAL),
+        }]
+    };
+    let body = Body {
+        model: req.model,
+        max_tokens: req.max_output_tokens.max(1),
+        stream: true,
+        tools: req
+            .tools
+            .iter()
+            .map(|t| Tool {
+                name: t.name,
+                description: &t.description,
+                input_schema: &t.parameters,
+            })
+            .collect(),
+        system,
+        messages,
+    };
+    // Serializing plain structs of strings and Values cannot fail.
+    serde_json::to_vec(&body).unwrap_or_default()
+}
+
+/// Decoder of a Messages API stream (Anthropic Messages API, streaming): `message_start`
+/// (usage), `content_block_start` / `_delta` / `_stop` (text, `tool_use` with
+/// `input_json_delta.partial_json` joined; thinking blocks ignored), `message_delta`
+/// (`stop_reason`, output tokens), `message_stop` (complete), `ping` (ignored), `error`
+/// (classified: `overloaded_error` / `rate_limit_error` → [`ErrorKind::Overloaded`]).
+///
+/// Usage: input = `input_tokens + cache_read_input_tokens + cache_creation_input_tokens`,
+/// cached = `cache_read_input_tokens`, cache write = `cache_creation_input_tokens`.
+/// End of stream before `message_stop` → [`ErrorKind::EarlyEnd`] (case C10).
+#[derive(Debug, Default)]
+pub struct Decoder {
+    secret: Option<String>,
+    text: String,
+    calls: Vec<RawToolCall>,
+    /// Content block index → position in `calls`, for `tool_use` blocks only.
+    tool_blocks: HashMap<u64, usize>,
+    /// A tool_use block's `input` from its start event, used when no `partial_json` came.
+    start_inputs: HashMap<u64, String>,
+    stop_reason: Option<String>,
+    input_tokens: u64,
+    cache_read: u64,
+    cache_creation: u64,
+    output_tokens: u64,
+    done: bool,
+}
+
+impl Decoder {
+    /// A decoder; `secret` (the API key) is redacted from error frames it quotes.
+    pub fn new(secret: Option<&str>) -> Self {
+        Decoder {
+            secret: secret.map(str::to_string),
+            ..Decoder::default()
+        }
+    }
+
+    fn usage(&mut self, u: Option<&serde_json::Value>) {
+        let Some(u) = u else { return };
+        let num = |k: &str| u.get(k).and_then(serde_json::Value::as_u64);
+        if let Some(n) = num("input_tokens") {
+            self.input_tokens = n;
+        }
+        if let Some(n) = num("cache_read_input_tokens") {
+            self.cache_read = n;
+        }
+        if let Some(n) = num("cache_creation_input_tokens") {
+            self.cache_creation = n;
+        }
+        if let Some(n) = num("output_tokens") {
+            self.output_tokens = n;
+        }
+    }
+
+    fn bad(&self, what: &str, data: &str) -> ProviderError {
+        ProviderError::new(
+            ErrorKind::BadResponse,
+            format!(
+                "{what}: {}",
+                snippet(&redact(data, self.secret.as_deref()), 200)
+            ),
+        )
+    }
+}
+
+impl StreamDecoder for Decoder {
+    fn event(&mut self, ev: &SseEvent, on_text: &mut dyn FnMut(&str)) -> Result<(), ProviderError> {
+        let data = ev.data.trim();
+        if ev.event.as_deref() == Some("error") {
+            return Err(classify_error(None, data, self.secret.as_deref()));
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        let v: serde_json::Value = serde_json::from_str(data)
+            .map_err(|e| self.bad(&format!("a stream event is not valid JSON ({e})"), data))?;
+        let ty = v
+            .get("type")
+            .and_then(|t| t.as_str())
+            .or(ev.event.as_deref())
+            .unwrap_or("");
+        let index = v.get("index").and_then(serde_json::Value::as_u64);
+        match ty {
+            "message_start" => {
+                let u = v.pointer("/message/usage").cloned();
+                self.usage(u.as_ref());
+            }
+            "content_block_start" => {
+                let block = v.get("content_block");
+                let kind = block.and_then(|b| b.get("type")).and_then(|t| t.as_str());
+                match (kind, index) {
+                    (Some("text"), _) => {
+                        let t = block.and_then(|b| b.get("text")).and_then(|t| t.as_str());
+                        if let Some(t) = t.filter(|t| !t.is_empty()) {
+                            on_text(t);
+                            self.text.push_str(t);
+                        }
+                    }
+                    (Some("tool_use"), Some(i)) => {
+                        let s = |k: &str| {
+                            block
+                                .and_then(|b| b.get(k))
+                                .and_then(|t| t.as_str())
+                                .unwrap_or("")
+                                .to_string()
+                        };
+                        self.tool_blocks.insert(i, self.calls.len());
+                        self.calls.push(RawToolCall {
+                            id: s("id"),
+                            name: s("name"),
+                            arguments: String::new(),
+                        });
+                        if let Some(input) = block.and_then(|b| b.get("input")) {
+                            self.start_inputs.insert(i, input.to_string());
+                        }
+                    }
+                    (Some("tool_use"), None) => {
+                        return Err(self.bad("a tool_use block without an index", data));
+                    }
+                    // thinking, redacted_thinking, server tools: not part of tern's answer.
+                    _ => {}
+                }
+            }
+            "content_block_delta" => {
+                let delta = v.get("delta");
+                let s = |k: &str| delta.and_then(|d| d.get(k)).and_then(|t| t.as_str());
+                match s("type") {
+                    Some("text_delta") => {
+                        if let Some(t) = s("text").filter(|t| !t.is_empty()) {
+                            on_text(t);
+                            self.text.push_str(t);
+                        }
+                    }
+                    Some("input_json_delta") => {
+                        let pos = index.and_then(|i| self.tool_blocks.get(&i).copied());
+                        let Some(pos) = pos else {
+                            return Err(self.bad("input_json_delta for no tool_use block", data));
+                        };
+                        if let Some(p) = s("partial_json") {
+                            self.calls[pos].arguments.push_str(p);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            "content_block_stop" => {
+                if let Some(i) = index
+                    && let Some(&pos) = self.tool_blocks.get(&i)
+                    && self.calls[pos].arguments.trim().is_empty()
+                {
+                    // A tool without parameters streams no partial_json at all.
+                    self.calls[pos].arguments =
+                        self.start_inputs.remove(&i).unwrap_or_else(|| "{}".into());
+                }
+            }
+            "message_delta" => {
+                if let Some(r) = v.pointer("/delta/stop_reason").and_then(|r| r.as_str()) {
+                    self.stop_reason = Some(r.to_string());
+                }
+                let u = v.get("usage").cloned();
+                self.usage(u.as_ref());
+            }
+            "message_stop" => self.done = true,
+            "error" => return Err(classify_error(None, data, self.secret.as_deref())),
+            // `ping` and event types added later.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn done(&self) -> bool {
+        self.done
+    }
+
+    fn finish(&mut self) -> Result<Completion, ProviderError> {
+        if !self.done {
+            return Err(ProviderError::new(
+                ErrorKind::EarlyEnd,
+                format!(
+                    "the stream ended before message_stop after {} bytes of text and {} tool call(s)",
+                    self.text.len(),
+                    self.calls.len()
+                ),
+            ));
+        }
+        Ok(Completion {
+            text: std::mem::take(&mut self.text),
+            tool_calls: std::mem::take(&mut self.calls),
+            finish_reason: self.stop_reason.take(),
+            usage: Usage {
+                input_tokens: self
+                    .input_tokens
+                    .saturating_add(self.cache_read)
+                    .saturating_add(self.cache_creation),
+                cached_tokens: self.cache_read,
+                cache_write_tokens: self.cache_creation,
+                output_tokens: self.output_tokens,
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::ToolCall;
+    use crate::provider::http::decode_chunks;
+    use crate::tools::ToolSpec;
+    use serde_json::{Value, json};
+
+    fn decode(stream: &str) -> Result<Completion, ProviderError> {
+        decode_chunks(&[stream.as_bytes()], &mut Decoder::new(None), &mut |_| {})
+    }
+
+    fn tools() -> Vec<ToolSpec> {
+        vec![ToolSpec {
+            name: "bash",
+            description: "Run a command.".into(),
+            parameters: json!({"type":"object"}),
+        }]
+    }
+
+    fn req<'a>(
+        tools: &'a [ToolSpec],
+        messages: &'a [Message],
+        tail: Option<&'a str>,
+    ) -> Request<'a> {
+        Request {
+            model: "claude",
+            system: "sys",
+            tools,
+            messages,
+            tail,
+            cache_key: Some("ignored"),
+            max_output_tokens: 4096,
+        }
+    }
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "bash".into(),
+            arguments: json!({"command": "ls"}),
+        }
+    }
+
+    /// A history of `turns` tool rounds after one user message.
+    fn history(turns: usize) -> Vec<Message> {
+        let mut m = vec![Message::user("go")];
+        for i in 0..turns {
+            let c = call(&format!("toolu_{i}"));
+            m.push(Message::Assistant {
+                text: if i % 2 == 1 {
+                    "hm".into()
+                } else {
+                    String::new()
+                },
+                tool_calls: vec![c.clone()],
+            });
+            m.push(Message::tool(&c, format!("out {i}"), false));
+        }
+        m
+    }
+
+    fn count(body: &[u8], needle: &str) -> usize {
+        String::from_utf8_lossy(body).matches(needle).count()
+    }
+
+    #[test]
+    fn body_shape() {
+        let t = tools();
+        let c = call("toolu_1");
+        let msgs = vec![
+            Message::user("hi"),
+            Message::Assistant {
+                text: "Looking.".into(),
+                tool_calls: vec![c.clone()],
+            },
+            Message::tool(&c, "", true),
+            Message::user("and?"),
+        ];
+        let body = String::from_utf8(body(&req(&t, &msgs, Some("<ws/>")))).unwrap();
+        assert_eq!(
+            body,
+            concat!(
+                r#"{"model":"claude","max_tokens":4096,"stream":true,"#,
+                r#""tools":[{"name":"bash","description":"Run a command.","input_schema":{"type":"object"}}],"#,
+                r#""system":[{"type":"text","text":"sys","cache_control":{"type":"ephemeral"}}],"#,
+                r#""messages":[{"role":"user","content":[{"type":"text","text":"hi"}]},"#,
+                r#"{"role":"assistant","content":[{"type":"text","text":"Looking."},{"type":"tool_use","id":"toolu_1","name":"bash","input":{"command":"ls"}}]},"#,
+                r#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","is_error":true},"#,
+                r#"{"type":"text","text":"and?","cache_control":{"type":"ephemeral"}},{"type":"text","text":"<ws/>"}]}]}"#
+            )
+        );
+    }
+
+    #[test]
+    fn c12_never_an_empty_text_block() {
+        let c = call("toolu_1");
+        let msgs = vec![
+            Message::user("hi"),
+            Message::Assistant {
+                text: " \n ".into(),
+                tool_calls: vec![],
+            },
+            Message::user("  "),
+            Message::Assistant {
+                text: "\t".into(),
+                tool_calls: vec![c.clone()],
+            },
+            Message::tool(&c, "x", false),
+        ];
+        let body = body(&req(&[], &msgs, Some("   ")));
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        for m in v["messages"].as_array().unwrap() {
+            let blocks = m["content"].as_array().unwrap();
+            assert!(!blocks.is_empty(), "empty message in {v}");
+            for b in blocks {
+                if b["type"] == "text" {
+                    assert!(!b["text"].as_str().unwrap().trim().is_empty(), "{v}");
+                }
+            }
+        }
+        assert_eq!(v["messages"].as_array().unwrap().len(), 3, "{v}");
+    }
+
+    #[test]
+    fn at_most_four_cache_breakpoints() {
+        let t = tools();
+        for turns in 0..30 {
+            let h = history(turns);
+            for tail in [None, Some("<ws/>")] {
+                let b = body(&req(&t, &h, tail));
+                let n = count(&b, "cache_control");
+                assert!((1..=4).contains(&n), "{turns} turns: {n} breakpoints");
+            }
+        }
+    }
+
+    /// The next body repeats the previous one up to its breakpoint marker: only the marker and
+    /// the tail move.
+    #[test]
+    fn next_body_extends_the_previous_up_to_its_breakpoint() {
+        let t = tools();
+        for turns in 0..8 {
+            let prev = body(&req(&t, &history(turns), Some("<ws>1</ws>")));
+            let next = body(&req(&t, &history(turns + 1), Some("<ws>2</ws>")));
+            let end = String::from_utf8_lossy(&prev)
+                .rfind(
+                    r#","cache_control":{"type":"ephemeral"}},{"type":"text","text":"<ws>1</ws>"}"#,
+                )
+                .unwrap();
+            assert!(next.starts_with(&prev[..end]), "turn {turns}");
+            assert_eq!(count(&next, "cache_control"), 2);
+        }
+    }
+
+    #[test]
+    fn a_turn_of_many_blocks_keeps_the_previous_breakpoint() {
+        let mut h = history(1);
+        let calls: Vec<ToolCall> = (0..10).map(|i| call(&format!("p{i}"))).collect();
+        h.push(Message::Assistant {
+            text: String::new(),
+            tool_calls: calls.clone(),
+        });
+        for c in &calls {
+            h.push(Message::tool(c, "ok", false));
+        }
+        let b = body(&req(&tools(), &h, None));
+        assert_eq!(count(&b, "cache_control"), 3);
+        let v: Value = serde_json::from_slice(&b).unwrap();
+        // The previous request's last block: the tool result of toolu_0.
+        assert_eq!(
+            v["messages"][2]["content"][0]["cache_control"]["type"],
+            "ephemeral"
+        );
+    }
+
+    #[test]
+    fn decode_text_tools_and_usage() {
+        let s = concat!(
+            "event: message_start\n",
+            r#"data: {"type":"message_start","message":{"id":"msg_1","usage":{"input_tokens":10,"cache_read_input_tokens":2000,"cache_creation_input_tokens":300,"output_tokens":1}}}"#,
+            "\n\n",
+            "event: ping\ndata: {\"type\": \"ping\"}\n\n",
+            r#"data: {"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}"#,
+            "\n\n",
+            r#"data: {"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"secret"}}"#,
+            "\n\n",
+            r#"data: {"type":"content_block_stop","index":0}"#,
+            "\n\n",
+            r#"data: {"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}"#,
+            "\n\n",
+            r#"data: {"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Hé"}}"#,
+            "\n\n",
+            r#"data: {"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"llo"}}"#,
+            "\n\n",
+            r#"data: {"type":"content_block_stop","index":1}"#,
+            "\n\n",
+            r#"data: {"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_1","name":"bash","input":{}}}"#,
+            "\n\n",
+            r#"data: {"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":""}}"#,
+            "\n\n",
+            r#"data: {"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"command\": \"l"}}"#,
+            "\n\n",
+            r#"data: {"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"s\"}"}}"#,
+            "\n\n",
+            r#"data: {"type":"content_block_stop","index":2}"#,
+            "\n\n",
+            r#"data: {"type":"content_block_start","index":3,"content_block":{"type":"tool_use","id":"toolu_2","name":"work_update","input":{}}}"#,
+            "\n\n",
+            r#"data: {"type":"content_block_stop","index":3}"#,
+            "\n\n",
+            r#"data: {"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":42}}"#,
+            "\n\n",
+            "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+        );
+        let mut seen = String::new();
+        let c = decode_chunks(&[s.as_bytes()], &mut Decoder::new(None), &mut |t| {
+            seen.push_str(t)
+        })
+        .unwrap();
+        assert_eq!(seen, "Héllo");
+        assert_eq!(c.text, "Héllo");
+        assert_eq!(c.finish_reason.as_deref(), Some("tool_use"));
+        assert_eq!(
+            c.tool_calls,
+            vec![
+                RawToolCall {
+                    id: "toolu_1".into(),
+                    name: "bash".into(),
+                    arguments: r#"{"command": "ls"}"#.into()
+                },
+                RawToolCall {
+                    id: "toolu_2".into(),
+                    name: "work_update".into(),
+                    arguments: "{}".into()
+                },
+            ]
+        );
+        assert_eq!(
+            c.usage,
+            Usage {
+                input_tokens: 2310,
+                cached_tokens: 2000,
+                cache_write_tokens: 300,
+                output_tokens: 42
+            }
+        );
+    }
+
+    #[test]
+    fn c10_eof_before_message_stop() {
+        let s = concat!(
+            r#"data: {"type":"message_start","message":{"usage":{"input_tokens":1}}}"#,
+            "\n\n",
+            r#"data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+            "\n\n",
+            r#"data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"par"}}"#,
+            "\n\n",
+        );
+        let e = decode(s).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::EarlyEnd);
+        assert!(e.retryable());
+    }
+
+    #[test]
+    fn c13_error_frames() {
+        let s = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n";
+        let e = decode(s).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Overloaded);
+        assert!(e.retryable());
+        let s = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",\"message\":\"prompt is too long: 9 tokens > 8 maximum\"}}\n\n";
+        assert_eq!(decode(s).unwrap_err().kind, ErrorKind::ContextOverflow);
+    }
+}

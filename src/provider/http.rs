@@ -1,1 +1,575 @@
-//! http (being written).
+//! The HTTP transport both wires share: POST a body, stream the response through the SSE parser
+//! into a wire [`StreamDecoder`], and turn failures into classified [`ProviderError`]s.
+//!
+//! The blocking read runs in a worker thread that sends chunks over a channel; the caller waits
+//! in short slices so that `cancel` is honoured within about 100 ms and a silent server hits the
+//! idle timeout. Abandoning a request just drops the receiver: the worker ends on its next send
+//! (or when its own read timeout fires).
+
+use std::io::Read;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::{Duration, Instant, SystemTime};
+
+use super::sse::{SseEvent, SseParser};
+use super::{Completion, ErrorKind, ProviderError};
+
+/// How long the caller waits per slice before looking at `cancel` again.
+const SLICE: Duration = Duration::from_millis(50);
+/// At most this much of a non-2xx response body is read (for the error message and its class).
+const ERROR_BODY_LIMIT: usize = 64 * 1024;
+/// Size of one read of the response body.
+const READ_SIZE: usize = 16 * 1024;
+/// Longest server text quoted in an error message, in bytes.
+const SNIPPET_BYTES: usize = 300;
+
+/// Transport timeouts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpConfig {
+    /// Longest wait for the TCP (and TLS) connection. Default 30 s.
+    pub connect_timeout: Duration,
+    /// Longest silence allowed while waiting for the response head or the next body bytes;
+    /// then the attempt fails with [`ErrorKind::Timeout`]. Default 300 s (a long prompt can take
+    /// minutes before the first token on a local server).
+    pub idle_timeout: Duration,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            connect_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+/// A wire format's stream decoder (OpenAI chunks, Anthropic events), fed one SSE event at a time.
+pub trait StreamDecoder {
+    /// Takes one SSE event; text deltas go to `on_text`. An error frame or a malformed event is
+    /// an error and ends the attempt.
+    fn event(&mut self, ev: &SseEvent, on_text: &mut dyn FnMut(&str)) -> Result<(), ProviderError>;
+
+    /// True once the stream's explicit end marker arrived (OpenAI `[DONE]`, Anthropic
+    /// `message_stop`): the transport stops reading and calls [`StreamDecoder::finish`].
+    fn done(&self) -> bool;
+
+    /// The completion, at the end marker or at end of stream. Errors with
+    /// [`ErrorKind::EarlyEnd`] when the stream had not really completed (case C10).
+    fn finish(&mut self) -> Result<Completion, ProviderError>;
+}
+
+/// A connection-pooling HTTP client with the timeouts of one [`HttpConfig`].
+#[derive(Debug, Clone)]
+pub struct Transport {
+    agent: ureq::Agent,
+    config: HttpConfig,
+}
+
+enum Msg {
+    Head {
+        status: u16,
+        retry_after: Option<Duration>,
+    },
+    Data(Vec<u8>),
+    End,
+    /// The request failed before a response head.
+    Failed(ProviderError),
+    /// Reading the body failed after the head.
+    ReadError(String),
+}
+
+impl Transport {
+    /// A client with `config`'s timeouts. Non-2xx statuses are answers, not transport errors,
+    /// so their bodies can be read and classified.
+    pub fn new(config: HttpConfig) -> Self {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_connect(Some(config.connect_timeout))
+            // Only so an abandoned worker thread ends one day; the caller's idle timeout is
+            // what the user sees.
+            .timeout_per_read(Some(config.idle_timeout + Duration::from_secs(5)))
+            .build()
+            .into();
+        Transport { agent, config }
+    }
+
+    /// POSTs `body` to `url` with `headers` and streams the SSE answer into `decoder`.
+    ///
+    /// Errors: [`ErrorKind::Connect`] / [`ErrorKind::Timeout`] before a response;
+    /// [`ErrorKind::Timeout`] after `idle_timeout` without a byte; non-2xx → [`classify_error`]
+    /// on up to 64 KiB of the body, with `Retry-After` (or `retry-after-ms`) parsed;
+    /// a broken body → [`ErrorKind::EarlyEnd`]; `cancel` → [`ErrorKind::Cancelled`] within about
+    /// 100 ms. `secret` (the API key) is redacted from every error message.
+    #[allow(clippy::too_many_arguments)]
+    pub fn post_sse(
+        &self,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+        secret: Option<&str>,
+        decoder: &mut dyn StreamDecoder,
+        on_text: &mut dyn FnMut(&str),
+        cancel: &AtomicBool,
+    ) -> Result<Completion, ProviderError> {
+        let rx = self.spawn(url, headers, body);
+        let result = self.pump(&rx, secret, decoder, on_text, cancel);
+        // Dropping `rx` here is the abandon signal for the worker.
+        drop(rx);
+        result.map_err(|mut e| {
+            e.message = redact(&e.message, secret);
+            e
+        })
+    }
+
+    fn spawn(&self, url: &str, headers: &[(&str, &str)], body: &[u8]) -> mpsc::Receiver<Msg> {
+        // Bounded, so a fast server and a slow consumer cannot grow memory without limit.
+        let (tx, rx) = mpsc::sync_channel::<Msg>(32);
+        let mut req = self.agent.post(url);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let body = body.to_vec();
+        std::thread::spawn(move || {
+            let resp = match req.send(&body[..]) {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = tx.send(Msg::Failed(transport_error(e)));
+                    return;
+                }
+            };
+            let status = resp.status().as_u16();
+            let retry_after = retry_after(resp.headers(), SystemTime::now());
+            if tx
+                .send(Msg::Head {
+                    status,
+                    retry_after,
+                })
+                .is_err()
+            {
+                return;
+            }
+            let mut reader = resp.into_body().into_reader();
+            let mut buf = vec![0u8; READ_SIZE];
+            loop {
+                let msg = match reader.read(&mut buf) {
+                    Ok(0) => Msg::End,
+                    Ok(n) => Msg::Data(buf[..n].to_vec()),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => Msg::ReadError(e.to_string()),
+                };
+                let last = !matches!(msg, Msg::Data(_));
+                if tx.send(msg).is_err() || last {
+                    return;
+                }
+            }
+        });
+        rx
+    }
+
+    fn pump(
+        &self,
+        rx: &mpsc::Receiver<Msg>,
+        secret: Option<&str>,
+        decoder: &mut dyn StreamDecoder,
+        on_text: &mut dyn FnMut(&str),
+        cancel: &AtomicBool,
+    ) -> Result<Completion, ProviderError> {
+        let idle = self.config.idle_timeout;
+        let mut last_byte = Instant::now();
+        // None until the head arrives; then Some(error status) or None for success.
+        let mut head: Option<(u16, Option<Duration>)> = None;
+        let mut error_body: Vec<u8> = Vec::new();
+        let mut parser = SseParser::new();
+        loop {
+            if cancel.load(Ordering::Relaxed) {
+                return Err(ProviderError::new(
+                    ErrorKind::Cancelled,
+                    "request cancelled while streaming",
+                ));
+            }
+            let wait = SLICE.min(idle.saturating_sub(last_byte.elapsed()));
+            let msg = match rx.recv_timeout(wait) {
+                Ok(m) => m,
+                Err(RecvTimeoutError::Timeout) => {
+                    if last_byte.elapsed() >= idle {
+                        let what = if head.is_none() {
+                            "no response"
+                        } else {
+                            "no data"
+                        };
+                        return Err(ProviderError::new(
+                            ErrorKind::Timeout,
+                            format!("{what} from the server for {} s", idle.as_secs_f64()),
+                        ));
+                    }
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(ProviderError::new(
+                        ErrorKind::EarlyEnd,
+                        "the HTTP reader stopped without a result",
+                    ));
+                }
+            };
+            last_byte = Instant::now();
+            match msg {
+                Msg::Failed(e) => return Err(e),
+                Msg::Head {
+                    status,
+                    retry_after,
+                } => head = Some((status, retry_after)),
+                Msg::Data(bytes) => match head {
+                    Some((status, _)) if !(200..300).contains(&status) => {
+                        let room = ERROR_BODY_LIMIT - error_body.len();
+                        error_body.extend_from_slice(&bytes[..bytes.len().min(room)]);
+                        if error_body.len() >= ERROR_BODY_LIMIT {
+                            return Err(status_error(status, &error_body, head, secret));
+                        }
+                    }
+                    _ => {
+                        if let Some(c) = feed(&mut parser, &bytes, decoder, on_text)? {
+                            return Ok(c);
+                        }
+                    }
+                },
+                Msg::End => match head {
+                    Some((status, _)) if !(200..300).contains(&status) => {
+                        return Err(status_error(status, &error_body, head, secret));
+                    }
+                    _ => return end(&mut parser, decoder, on_text),
+                },
+                Msg::ReadError(text) => match head {
+                    Some((status, _)) if !(200..300).contains(&status) => {
+                        return Err(status_error(status, &error_body, head, secret));
+                    }
+                    _ => {
+                        return Err(ProviderError::new(
+                            ErrorKind::EarlyEnd,
+                            format!("the response stream broke before it completed: {text}"),
+                        ));
+                    }
+                },
+            }
+        }
+    }
+}
+
+/// Feeds one read to the parser and its events to the decoder: the completion once the decoder
+/// saw the end marker.
+fn feed(
+    parser: &mut SseParser,
+    bytes: &[u8],
+    decoder: &mut dyn StreamDecoder,
+    on_text: &mut dyn FnMut(&str),
+) -> Result<Option<Completion>, ProviderError> {
+    let mut events = Vec::new();
+    parser.push(bytes, &mut events)?;
+    for ev in &events {
+        decoder.event(ev, on_text)?;
+        if decoder.done() {
+            return decoder.finish().map(Some);
+        }
+    }
+    Ok(None)
+}
+
+/// End of stream: the parser's last event, then the decoder's verdict.
+fn end(
+    parser: &mut SseParser,
+    decoder: &mut dyn StreamDecoder,
+    on_text: &mut dyn FnMut(&str),
+) -> Result<Completion, ProviderError> {
+    let mut events = Vec::new();
+    parser.finish(&mut events);
+    for ev in &events {
+        if decoder.done() {
+            break;
+        }
+        decoder.event(ev, on_text)?;
+    }
+    decoder.finish()
+}
+
+/// Decodes a whole response delivered as `chunks` (the reads), exactly as [`Transport::post_sse`]
+/// would; for tests of the wire decoders without a server.
+#[cfg(test)]
+pub(crate) fn decode_chunks(
+    chunks: &[&[u8]],
+    decoder: &mut dyn StreamDecoder,
+    on_text: &mut dyn FnMut(&str),
+) -> Result<Completion, ProviderError> {
+    let mut parser = SseParser::new();
+    for c in chunks {
+        if let Some(done) = feed(&mut parser, c, decoder, on_text)? {
+            return Ok(done);
+        }
+    }
+    end(&mut parser, decoder, on_text)
+}
+
+fn status_error(
+    status: u16,
+    body: &[u8],
+    head: Option<(u16, Option<Duration>)>,
+    secret: Option<&str>,
+) -> ProviderError {
+    let mut e = classify_error(Some(status), &String::from_utf8_lossy(body), secret);
+    e.retry_after = head.and_then(|h| h.1);
+    e
+}
+
+fn transport_error(e: ureq::Error) -> ProviderError {
+    let kind = match &e {
+        ureq::Error::Timeout(_) => ErrorKind::Timeout,
+        ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => ErrorKind::Timeout,
+        // A URL that cannot work will not work on a retry either.
+        ureq::Error::BadUri(_) | ureq::Error::Http(_) | ureq::Error::RequireHttpsOnly(_) => {
+            ErrorKind::BadResponse
+        }
+        _ => ErrorKind::Connect,
+    };
+    ProviderError::new(kind, format!("request failed: {e}"))
+}
+
+fn retry_after(headers: &ureq::http::HeaderMap, now: SystemTime) -> Option<Duration> {
+    // OpenAI sends `retry-after-ms` beside `retry-after`; it is the more precise of the two.
+    if let Some(ms) = headers
+        .get("retry-after-ms")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|v| v.is_finite() && *v >= 0.0)
+    {
+        return Some(Duration::from_secs_f64((ms / 1000.0).min(1e9)));
+    }
+    let v = headers.get("retry-after")?.to_str().ok()?;
+    parse_retry_after(v, now)
+}
+
+/// Parses a `Retry-After` value (RFC 9110 §10.2.3): delay-seconds, or an HTTP date (any of the
+/// three formats of RFC 9110 §5.6.7) turned into the time left from `now` (zero when past).
+/// None when the value is neither.
+pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    let v = value.trim();
+    if let Ok(secs) = v.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    // Not in the RFC, but some servers send fractional seconds.
+    if let Ok(secs) = v.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(1e9)));
+    }
+    let at = httpdate::parse_http_date(v).ok()?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// Error-body wording that means the prompt does not fit the model's context window, lowercase.
+/// Sources: OpenAI (`context_length_exceeded`, "This model's maximum context length is …",
+/// "reduce the length of the messages", "exceeds the context window"), DeepSeek and OpenRouter
+/// (OpenAI's wording), Anthropic ("prompt is too long: N tokens > M maximum"), llama.cpp server
+/// (`exceed_context_size_error`, "the request exceeds the available context size"), vLLM
+/// ("maximum context length", "is longer than the model's …", "longer than the maximum model
+/// length").
+const OVERFLOW_MARKERS: &[&str] = &[
+    "context_length_exceeded",
+    "maximum context length",
+    "reduce the length of the messages",
+    "context window",
+    "prompt is too long",
+    "exceed_context_size_error",
+    "exceeds the available context size",
+    "context size",
+    "is longer than the model's",
+    "longer than the maximum model length",
+];
+
+/// Classifies a provider error from its HTTP status (None for an error frame inside a 200
+/// stream) and body text. One function for both wires.
+///
+/// - Context overflow wording (see the marker list in the source) → [`ErrorKind::ContextOverflow`].
+/// - Otherwise an HTTP status → [`ErrorKind::Status`] (its retryability is the status's).
+/// - An in-stream frame: Anthropic `overloaded_error` / `rate_limit_error`, OpenAI-style
+///   `rate_limit_exceeded` or a message saying "overloaded" / "rate limit" →
+///   [`ErrorKind::Overloaded`]; a numeric `code` (OpenRouter, llama.cpp) or an Anthropic error
+///   type with a documented status (`api_error` 500, `invalid_request_error` 400, …) →
+///   [`ErrorKind::Status`]; anything else → [`ErrorKind::BadResponse`].
+///
+/// The message holds a short snippet of the body, cut at a char boundary, with `secret`
+/// redacted before cutting (so no part of it can survive).
+pub fn classify_error(status: Option<u16>, body: &str, secret: Option<&str>) -> ProviderError {
+    let body = redact(body, secret);
+    let lower = body.to_lowercase();
+    let snip = snippet(&body, SNIPPET_BYTES);
+    let prefix = match status {
+        Some(s) => format!("HTTP {s}"),
+        None => "error in the response stream".to_string(),
+    };
+    if OVERFLOW_MARKERS.iter().any(|m| lower.contains(m)) {
+        return ProviderError::new(
+            ErrorKind::ContextOverflow,
+            format!("{prefix}: the prompt is longer than the model's context window: {snip}"),
+        );
+    }
+    let kind = match status {
+        Some(s) => ErrorKind::Status(s),
+        None => stream_error_kind(&body, &lower),
+    };
+    ProviderError::new(kind, format!("{prefix}: {snip}"))
+}
+
+fn stream_error_kind(body: &str, lower: &str) -> ErrorKind {
+    let v: serde_json::Value = serde_json::from_str(body).unwrap_or(serde_json::Value::Null);
+    // Anthropic: {"type":"error","error":{"type":…}}; OpenAI-style: {"error":{"type","code"}}.
+    let err = v.get("error").unwrap_or(&v);
+    let ty = err.get("type").and_then(|t| t.as_str()).unwrap_or("");
+    let code = err.get("code");
+    let code_str = code.and_then(|c| c.as_str()).unwrap_or("");
+    if matches!(ty, "overloaded_error" | "rate_limit_error")
+        || matches!(code_str, "rate_limit_exceeded" | "overloaded")
+        || lower.contains("overloaded")
+        || lower.contains("rate limit")
+    {
+        return ErrorKind::Overloaded;
+    }
+    if let Some(n) = code.and_then(|c| c.as_u64())
+        && (400..600).contains(&n)
+    {
+        return match n {
+            429 | 529 => ErrorKind::Overloaded,
+            // Proven by the range check on the line above.
+            _ => ErrorKind::Status(n as u16),
+        };
+    }
+    // Anthropic Messages API, errors: the documented status of each error type.
+    match ty {
+        "invalid_request_error" => ErrorKind::Status(400),
+        "authentication_error" => ErrorKind::Status(401),
+        "permission_error" => ErrorKind::Status(403),
+        "not_found_error" => ErrorKind::Status(404),
+        "request_too_large" => ErrorKind::Status(413),
+        "api_error" | "server_error" => ErrorKind::Status(500),
+        _ => ErrorKind::BadResponse,
+    }
+}
+
+/// `text` with every occurrence of `secret` replaced by `[redacted]` (no-op for None or "").
+pub fn redact(text: &str, secret: Option<&str>) -> String {
+    match secret {
+        Some(s) if !s.is_empty() => text.replace(s, "[redacted]"),
+        _ => text.to_string(),
+    }
+}
+
+/// The first `max` bytes of `text` (cut back to a char boundary) with runs of whitespace
+/// collapsed to one space, and `…` when something was cut.
+pub fn snippet(text: &str, max: usize) -> String {
+    let collapsed = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if collapsed.len() <= max {
+        return collapsed;
+    }
+    let mut end = max;
+    while !collapsed.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &collapsed[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_seconds_and_dates() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(784_111_770);
+        assert_eq!(parse_retry_after(" 7 ", now), Some(Duration::from_secs(7)));
+        // 784111777 = Sun, 06 Nov 1994 08:49:37 GMT, in all three RFC 9110 formats.
+        for v in [
+            "Sun, 06 Nov 1994 08:49:37 GMT",
+            "Sunday, 06-Nov-94 08:49:37 GMT",
+            "Sun Nov  6 08:49:37 1994",
+        ] {
+            assert_eq!(
+                parse_retry_after(v, now),
+                Some(Duration::from_secs(7)),
+                "{v}"
+            );
+        }
+        let later = now + Duration::from_secs(100);
+        assert_eq!(
+            parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", later),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(parse_retry_after("soon", now), None);
+        assert_eq!(parse_retry_after("-3", now), None);
+    }
+
+    #[test]
+    fn snippet_cuts_at_char_boundary() {
+        let s = "é".repeat(400);
+        let sn = snippet(&s, 301);
+        assert!(sn.ends_with('…'));
+        assert_eq!(sn.len(), 300 + '…'.len_utf8());
+        assert_eq!(snippet("a \n\t b", 10), "a b");
+    }
+
+    #[test]
+    fn secret_never_survives_even_at_the_cut() {
+        let key = "sk-SECRET-0123456789";
+        let body = format!("{}{key}{}", "x".repeat(SNIPPET_BYTES - 5), "y".repeat(50));
+        let e = classify_error(Some(401), &body, Some(key));
+        assert!(!e.message.contains("sk-SE"), "{}", e.message);
+        let e = classify_error(Some(401), &format!("bad key {key}"), Some(key));
+        assert!(e.message.contains("[redacted]") && !e.message.contains(key));
+    }
+
+    #[test]
+    fn context_overflow_wording_of_each_provider() {
+        let bodies = [
+            // OpenAI
+            r#"{"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#,
+            // DeepSeek
+            r#"{"error":{"message":"This model's maximum context length is 65536 tokens. However, you requested 70000 tokens (70000 in the messages, 0 in the completion). Please reduce the length of the messages or completion.","type":"invalid_request_error","param":null,"code":"invalid_request_error"}}"#,
+            // Anthropic
+            r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}"#,
+            // llama.cpp
+            r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":9000,"n_ctx":8192}}"#,
+            // vLLM
+            r#"{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens in the messages, Please reduce the length of the messages.","type":"BadRequestError","param":null,"code":400}"#,
+            r#"{"object":"error","message":"The decoder prompt (length 5000) is longer than the maximum model length of 4096. Make sure that `max_model_len` is no smaller than the number of text tokens.","type":"BadRequestError","code":400}"#,
+        ];
+        for b in bodies {
+            let e = classify_error(Some(400), b, None);
+            assert_eq!(e.kind, ErrorKind::ContextOverflow, "{b}");
+            assert!(!e.retryable());
+        }
+        assert_eq!(
+            classify_error(
+                Some(400),
+                r#"{"error":{"message":"bad tool schema"}}"#,
+                None
+            )
+            .kind,
+            ErrorKind::Status(400)
+        );
+    }
+
+    #[test]
+    fn stream_error_frames() {
+        let k = |b: &str| classify_error(None, b, None).kind;
+        assert_eq!(
+            k(r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#),
+            ErrorKind::Overloaded
+        );
+        assert_eq!(
+            k(r#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#),
+            ErrorKind::Overloaded
+        );
+        assert_eq!(
+            k(r#"{"error":{"code":502,"message":"Provider returned error"}}"#),
+            ErrorKind::Status(502)
+        );
+        assert_eq!(
+            k(r#"{"type":"error","error":{"type":"api_error","message":"Internal"}}"#),
+            ErrorKind::Status(500)
+        );
+        assert_eq!(k(r#"{"error":"something odd"}"#), ErrorKind::BadResponse);
+    }
+}

@@ -59,10 +59,13 @@ pub struct Usage {
 impl Usage {
     /// Adds another request's usage to this running total.
     pub fn add(&mut self, other: &Usage) {
-        self.input_tokens += other.input_tokens;
-        self.cached_tokens += other.cached_tokens;
-        self.cache_write_tokens += other.cache_write_tokens;
-        self.output_tokens += other.output_tokens;
+        // Saturating: the figures come from the server.
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.cached_tokens = self.cached_tokens.saturating_add(other.cached_tokens);
+        self.cache_write_tokens = self
+            .cache_write_tokens
+            .saturating_add(other.cache_write_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
     }
 }
 
@@ -141,7 +144,10 @@ impl ProviderError {
     /// and HTTP 408, 409, 429, 5xx and 529. Never 400, 401, 403, 404, 413, 422 (case C13).
     pub fn retryable(&self) -> bool {
         match self.kind {
-            ErrorKind::Connect | ErrorKind::Timeout | ErrorKind::EarlyEnd | ErrorKind::Overloaded => true,
+            ErrorKind::Connect
+            | ErrorKind::Timeout
+            | ErrorKind::EarlyEnd
+            | ErrorKind::Overloaded => true,
             ErrorKind::Status(s) => matches!(s, 408 | 409 | 429 | 500..=599),
             ErrorKind::ContextOverflow | ErrorKind::Cancelled | ErrorKind::BadResponse => false,
         }

@@ -1,1 +1,709 @@
-//! openai (being written).
+//! OpenAI-compatible Chat Completions, streaming (OpenAI, DeepSeek, OpenRouter, vLLM, llama.cpp,
+//! Ollama).
+//!
+//! The body is compact JSON with a fixed field order and `messages` last, and every message
+//! serializes to the same bytes wherever it sits, so consecutive bodies share the longest byte
+//! prefix (the servers' prefix caches match on it). The tail is `"\n\n" + tail` on the latest
+//! message's string content only.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
+
+use serde::{Deserialize, Serialize};
+
+use super::http::{HttpConfig, StreamDecoder, Transport, classify_error, snippet};
+use super::sse::SseEvent;
+use super::{Completion, ErrorKind, Provider, ProviderError, RawToolCall, Request, Usage};
+use crate::message::Message;
+
+/// An OpenAI-compatible Chat Completions server.
+#[derive(Debug, Clone)]
+pub struct OpenAi {
+    transport: Transport,
+    url: String,
+    api_key: Option<String>,
+}
+
+impl OpenAi {
+    /// A client for the server at `base_url` (e.g. `https://api.openai.com/v1`,
+    /// `http://127.0.0.1:8080/v1`; a trailing slash is fine): requests go to
+    /// `{base_url}/chat/completions`. `api_key` is sent as `Authorization: Bearer …` and left out
+    /// when None (local servers).
+    pub fn new(config: HttpConfig, base_url: &str, api_key: Option<String>) -> Self {
+        OpenAi {
+            transport: Transport::new(config),
+            url: format!("{}/chat/completions", base_url.trim_end_matches('/')),
+            api_key,
+        }
+    }
+}
+
+impl Provider for OpenAi {
+    fn name(&self) -> &'static str {
+        "openai"
+    }
+
+    fn body(&self, req: &Request<'_>) -> Vec<u8> {
+        body(req)
+    }
+
+    fn complete(
+        &mut self,
+        body: &[u8],
+        on_text: &mut dyn FnMut(&str),
+        cancel: &AtomicBool,
+    ) -> Result<Completion, ProviderError> {
+        let auth = self.api_key.as_ref().map(|k| format!("Bearer {k}"));
+        let mut headers = vec![
+            ("content-type", "application/json"),
+            ("accept", "text/event-stream"),
+        ];
+        if let Some(a) = &auth {
+            headers.push(("authorization", a.as_str()));
+        }
+        let secret = self.api_key.as_deref();
+        let mut decoder = Decoder::new(secret);
+        self.transport.post_sse(
+            &self.url,
+            &headers,
+            body,
+            secret,
+            &mut decoder,
+            on_text,
+            cancel,
+        )
+    }
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    stream: bool,
+    stream_options: StreamOptions,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Tool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_key: Option<&'a str>,
+    messages: Vec<Msg<'a>>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Serialize)]
+struct Tool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: Function<'a>,
+}
+
+#[derive(Serialize)]
+struct Function<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a serde_json::Value,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum Msg<'a> {
+    System {
+        content: &'a str,
+    },
+    User {
+        content: Cow<'a, str>,
+    },
+    Assistant {
+        content: Option<Cow<'a, str>>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<Call<'a>>,
+    },
+    Tool {
+        tool_call_id: &'a str,
+        content: Cow<'a, str>,
+    },
+}
+
+#[derive(Serialize)]
+struct Call<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: CallFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct CallFunction<'a> {
+    name: &'a str,
+    arguments: String,
+}
+
+/// The Chat Completions body for `req` (compact JSON): `model`, `stream`, `stream_options`,
+/// `tools` (omitted when empty), `prompt_cache_key` (when `req.cache_key` is Some), `messages`.
+/// No `max_tokens`: several OpenAI models reject it and the others have sane defaults.
+///
+/// Messages: the system prompt first; an assistant message has `content` null only when its
+/// text is empty or whitespace, and `tool_calls` with the arguments as compact JSON strings; an
+/// assistant message with neither text nor tool calls is left out (case C12). The tail is
+/// appended to the latest message's content as `"\n\n" + tail`.
+pub fn body(req: &Request<'_>) -> Vec<u8> {
+    let mut messages = Vec::with_capacity(req.messages.len() + 1);
+    if !req.system.is_empty() {
+        messages.push(Msg::System {
+            content: req.system,
+        });
+    }
+    let last = req.messages.len().saturating_sub(1);
+    for (i, m) in req.messages.iter().enumerate() {
+        let tail = if i == last {
+            req.tail.filter(|t| !t.trim().is_empty())
+        } else {
+            None
+        };
+        match m {
+            Message::User { content } => messages.push(Msg::User {
+                content: append_tail(content, tail),
+            }),
+            Message::Assistant { text, tool_calls } => {
+                let text = if text.trim().is_empty() { "" } else { text };
+                if text.is_empty() && tool_calls.is_empty() && tail.is_none() {
+                    continue;
+                }
+                let content = match (text.is_empty(), tail) {
+                    (true, None) => None,
+                    (true, Some(t)) => Some(Cow::Borrowed(t)),
+                    (false, t) => Some(append_tail(text, t)),
+                };
+                let tool_calls = tool_calls
+                    .iter()
+                    .map(|c| Call {
+                        id: &c.id,
+                        kind: "function",
+                        function: CallFunction {
+                            name: &c.name,
+                            // Serializing a Value cannot fail (its map keys are strings).
+                            arguments: serde_json::to_string(&c.arguments).unwrap_or_default(),
+                        },
+                    })
+                    .collect();
+                messages.push(Msg::Assistant {
+                    content,
+                    tool_calls,
+                });
+            }
+            Message::Tool {
+                tool_call_id,
+                content,
+                ..
+            } => messages.push(Msg::Tool {
+                tool_call_id,
+                content: append_tail(content, tail),
+            }),
+        }
+    }
+    let body = Body {
+        model: req.model,
+        stream: true,
+        stream_options: StreamOptions {
+            include_usage: true,
+        },
+        tools: req
+            .tools
+            .iter()
+            .map(|t| Tool {
+                kind: "function",
+                function: Function {
+                    name: t.name,
+                    description: &t.description,
+                    parameters: &t.parameters,
+                },
+            })
+            .collect(),
+        prompt_cache_key: req.cache_key,
+        messages,
+    };
+    // Serializing plain structs of strings and Values cannot fail.
+    serde_json::to_vec(&body).unwrap_or_default()
+}
+
+fn append_tail<'a>(content: &'a str, tail: Option<&str>) -> Cow<'a, str> {
+    match tail {
+        Some(t) => Cow::Owned(format!("{content}\n\n{t}")),
+        None => Cow::Borrowed(content),
+    }
+}
+
+/// Decoder of a Chat Completions stream: `data:` chunks of `choices[0].delta` (`content`,
+/// `tool_calls` fragments joined per `index`), `finish_reason`, a usage chunk, `[DONE]`.
+///
+/// Complete on `[DONE]`, or at end of stream after a non-null `finish_reason` (some servers
+/// omit `[DONE]`); otherwise [`ErrorKind::EarlyEnd`] (case C10). `reasoning_content` and unknown
+/// fields are ignored; an `{"error":…}` chunk is classified by
+/// [`classify_error`](super::http::classify_error).
+#[derive(Debug, Default)]
+pub struct Decoder {
+    secret: Option<String>,
+    text: String,
+    /// Tool calls by the stream's `index`, so fragments of parallel calls join correctly.
+    calls: BTreeMap<u64, RawToolCall>,
+    last_index: Option<u64>,
+    finish_reason: Option<String>,
+    usage: Usage,
+    done: bool,
+}
+
+#[derive(Deserialize)]
+struct Chunk {
+    #[serde(default)]
+    choices: Option<Vec<Choice>>,
+    #[serde(default)]
+    usage: Option<serde_json::Value>,
+    /// llama.cpp server: `timings.cache_n` are the prompt tokens it reused from its cache.
+    #[serde(default)]
+    timings: Option<serde_json::Value>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(default)]
+    delta: Option<Delta>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Delta {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<DeltaCall>>,
+}
+
+#[derive(Deserialize)]
+struct DeltaCall {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<DeltaFunction>,
+}
+
+#[derive(Deserialize)]
+struct DeltaFunction {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<String>,
+}
+
+impl Decoder {
+    /// A decoder; `secret` (the API key) is redacted from error frames it quotes.
+    pub fn new(secret: Option<&str>) -> Self {
+        Decoder {
+            secret: secret.map(str::to_string),
+            ..Decoder::default()
+        }
+    }
+
+    fn tool_delta(&mut self, d: DeltaCall) {
+        let id = d.id.filter(|s| !s.is_empty());
+        // Servers that omit `index` send one call at a time: a new id starts the next call.
+        let index = match (d.index, self.last_index) {
+            (Some(i), _) => i,
+            (None, None) => 0,
+            (None, Some(last)) => match (&id, self.calls.get(&last)) {
+                (Some(id), Some(c)) if !c.id.is_empty() && &c.id != id => last + 1,
+                _ => last,
+            },
+        };
+        self.last_index = Some(index);
+        let call = self.calls.entry(index).or_default();
+        if let Some(id) = id
+            && call.id.is_empty()
+        {
+            call.id = id;
+        }
+        if let Some(f) = d.function {
+            if let Some(name) = f.name.filter(|n| !n.is_empty())
+                && call.name.is_empty()
+            {
+                call.name = name;
+            }
+            if let Some(a) = f.arguments {
+                call.arguments.push_str(&a);
+            }
+        }
+    }
+}
+
+impl StreamDecoder for Decoder {
+    fn event(&mut self, ev: &SseEvent, on_text: &mut dyn FnMut(&str)) -> Result<(), ProviderError> {
+        let secret = self.secret.as_deref();
+        match ev.event.as_deref() {
+            None | Some("message") => {}
+            Some("error") => return Err(classify_error(None, &ev.data, secret)),
+            // Pings and other named events are not part of the Chat Completions stream.
+            Some(_) => return Ok(()),
+        }
+        let data = ev.data.trim();
+        if data == "[DONE]" {
+            self.done = true;
+            return Ok(());
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
+            ProviderError::new(
+                ErrorKind::BadResponse,
+                format!(
+                    "a stream chunk is not valid JSON ({e}): {}",
+                    snippet(&super::http::redact(data, secret), 200)
+                ),
+            )
+        })?;
+        if chunk.error.as_ref().is_some_and(|e| !e.is_null()) {
+            return Err(classify_error(None, data, secret));
+        }
+        if let Some(u) = &chunk.usage {
+            apply_usage(&mut self.usage, u, chunk.timings.as_ref());
+        } else if let Some(t) = &chunk.timings {
+            apply_usage(&mut self.usage, &serde_json::Value::Null, Some(t));
+        }
+        let choices = chunk.choices.unwrap_or_default();
+        // One completion was asked for (no `n`): choice 0.
+        let Some(choice) = choices.into_iter().find(|c| c.index.unwrap_or(0) == 0) else {
+            return Ok(());
+        };
+        if let Some(delta) = choice.delta {
+            if let Some(t) = delta.content.filter(|t| !t.is_empty()) {
+                on_text(&t);
+                self.text.push_str(&t);
+            }
+            for d in delta.tool_calls.unwrap_or_default() {
+                self.tool_delta(d);
+            }
+        }
+        if let Some(r) = choice.finish_reason.filter(|r| !r.is_empty()) {
+            self.finish_reason = Some(r);
+        }
+        Ok(())
+    }
+
+    fn done(&self) -> bool {
+        self.done
+    }
+
+    fn finish(&mut self) -> Result<Completion, ProviderError> {
+        if !self.done && self.finish_reason.is_none() {
+            return Err(ProviderError::new(
+                ErrorKind::EarlyEnd,
+                format!(
+                    "the stream ended without finish_reason or [DONE] after {} bytes of text and {} tool call(s)",
+                    self.text.len(),
+                    self.calls.len()
+                ),
+            ));
+        }
+        Ok(Completion {
+            text: std::mem::take(&mut self.text),
+            tool_calls: std::mem::take(&mut self.calls).into_values().collect(),
+            finish_reason: self.finish_reason.take(),
+            usage: self.usage,
+        })
+    }
+}
+
+/// Normalises Chat Completions usage (see [`Usage`]): input = `prompt_tokens`; cached =
+/// `prompt_tokens_details.cached_tokens` (OpenAI), else `prompt_cache_hit_tokens` (DeepSeek),
+/// else llama.cpp `timings.cache_n`; output = `completion_tokens`. Without `usage`, llama.cpp
+/// `timings` alone give input = `prompt_n + cache_n`, output = `predicted_n`.
+fn apply_usage(usage: &mut Usage, u: &serde_json::Value, timings: Option<&serde_json::Value>) {
+    let num = |v: Option<&serde_json::Value>| {
+        v.and_then(|v| v.as_u64().or_else(|| v.as_f64().map(|f| f.max(0.0) as u64)))
+    };
+    let t = |k: &str| num(timings.and_then(|t| t.get(k)));
+    let input = num(u.get("prompt_tokens"))
+        .or_else(|| Some(t("prompt_n")?.saturating_add(t("cache_n").unwrap_or(0))));
+    let cached = num(u.pointer("/prompt_tokens_details/cached_tokens"))
+        .or_else(|| num(u.get("prompt_cache_hit_tokens")))
+        .or_else(|| t("cache_n"));
+    let output = num(u.get("completion_tokens")).or_else(|| t("predicted_n"));
+    if let Some(i) = input {
+        usage.input_tokens = i;
+    }
+    if let Some(c) = cached {
+        usage.cached_tokens = c;
+    }
+    if let Some(o) = output {
+        usage.output_tokens = o;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::ToolCall;
+    use crate::provider::http::decode_chunks;
+    use crate::tools::ToolSpec;
+    use serde_json::json;
+
+    fn decode(stream: &str) -> Result<Completion, ProviderError> {
+        decode_chunks(&[stream.as_bytes()], &mut Decoder::new(None), &mut |_| {})
+    }
+
+    fn tools() -> Vec<ToolSpec> {
+        vec![ToolSpec {
+            name: "bash",
+            description: "Run a command.".into(),
+            parameters: json!({"type":"object","properties":{"command":{"type":"string"}}}),
+        }]
+    }
+
+    fn req<'a>(
+        tools: &'a [ToolSpec],
+        messages: &'a [Message],
+        tail: Option<&'a str>,
+    ) -> Request<'a> {
+        Request {
+            model: "m",
+            system: "sys",
+            tools,
+            messages,
+            tail,
+            cache_key: None,
+            max_output_tokens: 100,
+        }
+    }
+
+    fn call(id: &str, cmd: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "bash".into(),
+            arguments: json!({"command": cmd}),
+        }
+    }
+
+    #[test]
+    fn body_shape() {
+        let t = tools();
+        let c = call("call_1", "ls");
+        let msgs = vec![
+            Message::user("hi"),
+            Message::Assistant {
+                text: String::new(),
+                tool_calls: vec![c.clone()],
+            },
+            Message::tool(&c, "a.txt", false),
+        ];
+        let mut r = req(&t, &msgs, Some("<tern:work_state/>"));
+        r.cache_key = Some("sess-1");
+        let body = String::from_utf8(body(&r)).unwrap();
+        assert_eq!(
+            body,
+            concat!(
+                r#"{"model":"m","stream":true,"stream_options":{"include_usage":true},"#,
+                r#""tools":[{"type":"function","function":{"name":"bash","description":"Run a command.","parameters":{"properties":{"command":{"type":"string"}},"type":"object"}}}],"#,
+                r#""prompt_cache_key":"sess-1","#,
+                r#""messages":[{"role":"system","content":"sys"},{"role":"user","content":"hi"},"#,
+                r#"{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"bash","arguments":"{\"command\":\"ls\"}"}}]},"#,
+                r#"{"role":"tool","tool_call_id":"call_1","content":"a.txt\n\n<tern:work_state/>"}]}"#
+            )
+        );
+        assert!(!body.contains("max_tokens"));
+        // No tools: the field is left out.
+        let body = String::from_utf8(super::body(&req(&[], &msgs, None))).unwrap();
+        assert!(!body.contains("\"tools\""));
+    }
+
+    #[test]
+    fn c12_no_empty_assistant_messages() {
+        let msgs = vec![
+            Message::user("hi"),
+            Message::Assistant {
+                text: "  \n".into(),
+                tool_calls: vec![],
+            },
+            Message::user("again"),
+        ];
+        let body = String::from_utf8(super::body(&req(&[], &msgs, None))).unwrap();
+        assert!(!body.contains("assistant"), "{body}");
+        let c = call("c1", "ls");
+        let msgs = vec![
+            Message::user("hi"),
+            Message::Assistant {
+                text: " ".into(),
+                tool_calls: vec![c.clone()],
+            },
+            Message::tool(&c, "x", false),
+        ];
+        let body = String::from_utf8(super::body(&req(&[], &msgs, None))).unwrap();
+        assert!(
+            body.contains(r#"{"role":"assistant","content":null,"tool_calls""#),
+            "{body}"
+        );
+    }
+
+    /// The previous body without its tail, minus the closing `]}`, is a byte prefix of the next
+    /// body: every message serializes to the same bytes wherever it sits.
+    #[test]
+    fn consecutive_bodies_share_the_prefix() {
+        let t = tools();
+        let mut msgs = vec![Message::user("build it")];
+        for i in 0..6 {
+            let before = body(&req(&t, &msgs, None));
+            let c = call(&format!("call_{i}"), &format!("echo {i} é"));
+            msgs.push(Message::Assistant {
+                text: if i % 2 == 0 {
+                    format!("step {i}")
+                } else {
+                    String::new()
+                },
+                tool_calls: vec![c.clone()],
+            });
+            msgs.push(Message::tool(&c, format!("out {i}\n"), i == 3));
+            let next = body(&req(
+                &t,
+                &msgs,
+                Some("<tern:work_state>\n- [ ] x\n</tern:work_state>"),
+            ));
+            let prefix = &before[..before.len() - 2];
+            assert!(
+                next.starts_with(prefix),
+                "request {i} does not extend the previous one"
+            );
+        }
+    }
+
+    #[test]
+    fn c09_comments_pings_and_spacing() {
+        let c = decode(":\n\n: PROCESSING\n\nevent: ping\ndata: {}\n\ndata:{\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n").unwrap();
+        assert_eq!(c.text, "hi");
+        assert_eq!(c.finish_reason, None);
+    }
+
+    #[test]
+    fn c21_pretty_printed_arguments_split_over_deltas() {
+        let frags = ["{\n", "  \"command\": ", "\"echo hi > hello.txt\"", "\n}"];
+        let mut s = String::from(
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"index\":0,\"id\":\"call_a\",\"type\":\"function\",\"function\":{\"name\":\"bash\",\"arguments\":\"\"}}]}}]}\n\n",
+        );
+        for f in frags {
+            let chunk = json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":f}}]}}]});
+            s.push_str(&format!("data: {chunk}\n\n"));
+        }
+        s.push_str("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}],\"timings\":{\"cache_n\":512,\"prompt_n\":100,\"predicted_n\":20}}\n\ndata: [DONE]\n\n");
+        let c = decode(&s).unwrap();
+        assert_eq!(c.tool_calls.len(), 1);
+        assert_eq!(c.tool_calls[0].id, "call_a");
+        assert_eq!(c.tool_calls[0].name, "bash");
+        assert_eq!(c.tool_calls[0].arguments, frags.concat());
+        let v: serde_json::Value = serde_json::from_str(&c.tool_calls[0].arguments).unwrap();
+        assert_eq!(v["command"], "echo hi > hello.txt");
+        assert_eq!(c.finish_reason.as_deref(), Some("tool_calls"));
+        assert_eq!(c.usage.cached_tokens, 512);
+        assert_eq!(c.usage.input_tokens, 612);
+        assert_eq!(c.usage.output_tokens, 20);
+    }
+
+    #[test]
+    fn parallel_tool_calls_join_by_index() {
+        let s = concat!(
+            r#"data: {"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"bash","arguments":"{\"co"}}]}}]}"#,
+            "\n\n",
+            r#"data: {"choices":[{"delta":{"tool_calls":[{"index":1,"id":"b","function":{"name":"work_update","arguments":"{}"}}]}}]}"#,
+            "\n\n",
+            r#"data: {"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"mmand\":\"ls\"}"}}]}}]}"#,
+            "\n\n",
+            r#"data: {"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
+            "\n\n",
+        );
+        // No [DONE]: EOF after a finish_reason completes.
+        let c = decode(s).unwrap();
+        assert_eq!(
+            c.tool_calls,
+            vec![
+                RawToolCall {
+                    id: "a".into(),
+                    name: "bash".into(),
+                    arguments: r#"{"command":"ls"}"#.into()
+                },
+                RawToolCall {
+                    id: "b".into(),
+                    name: "work_update".into(),
+                    arguments: "{}".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn c11_truncated_arguments_come_through_raw() {
+        let s = concat!(
+            r#"data: {"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"bash","arguments":"{\"command\": \"ls"}}]}}]}"#,
+            "\n\n",
+            r#"data: {"choices":[{"delta":{},"finish_reason":"length"}]}"#,
+            "\n\n",
+            "data: [DONE]\n\n",
+        );
+        let c = decode(s).unwrap();
+        assert_eq!(c.finish_reason.as_deref(), Some("length"));
+        assert_eq!(c.tool_calls[0].arguments, r#"{"command": "ls"#);
+    }
+
+    #[test]
+    fn usage_of_each_server() {
+        let openai = r#"data: {"choices":[],"usage":{"prompt_tokens":2000,"completion_tokens":9,"prompt_tokens_details":{"cached_tokens":1920}}}"#;
+        let deepseek = r#"data: {"choices":[],"usage":{"prompt_tokens":2000,"completion_tokens":9,"prompt_cache_hit_tokens":1920,"prompt_cache_miss_tokens":80}}"#;
+        for u in [openai, deepseek] {
+            let s = format!(
+                "data: {{\"choices\":[{{\"delta\":{{\"reasoning_content\":\"hmm\",\"content\":\"ok\"}},\"finish_reason\":\"stop\"}}]}}\n\n{u}\n\ndata: [DONE]\n\n"
+            );
+            let c = decode(&s).unwrap();
+            assert_eq!(c.text, "ok");
+            assert_eq!(
+                c.usage,
+                Usage {
+                    input_tokens: 2000,
+                    cached_tokens: 1920,
+                    cache_write_tokens: 0,
+                    output_tokens: 9
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn c10_early_end_is_an_error() {
+        let s = "data: {\"choices\":[{\"delta\":{\"content\":\"hel\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"lo\"}}]}\n\n";
+        let mut seen = String::new();
+        let e = decode_chunks(&[s.as_bytes()], &mut Decoder::new(None), &mut |t| {
+            seen.push_str(t)
+        })
+        .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::EarlyEnd);
+        assert!(e.retryable());
+        assert_eq!(seen, "hello");
+        // finish_reason: null is not a finish.
+        let s = "data: {\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":null}]}\n\n";
+        assert_eq!(decode(s).unwrap_err().kind, ErrorKind::EarlyEnd);
+    }
+
+    #[test]
+    fn error_frames_are_classified() {
+        let s = "data: {\"error\":{\"message\":\"Provider overloaded\",\"code\":529}}\n\n";
+        assert_eq!(decode(s).unwrap_err().kind, ErrorKind::Overloaded);
+        let s = "event: error\ndata: {\"error\":{\"message\":\"This model's maximum context length is 8192 tokens\"}}\n\n";
+        assert_eq!(decode(s).unwrap_err().kind, ErrorKind::ContextOverflow);
+        let s = "data: {not json\n\n";
+        assert_eq!(decode(s).unwrap_err().kind, ErrorKind::BadResponse);
+    }
+}

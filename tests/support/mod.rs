@@ -1,0 +1,869 @@
+//! The fake model provider for integration tests and benchmarks: a real HTTP/1.1 server on
+//! 127.0.0.1, port 0, in background threads, answering from a script of [`Reply`]s.
+//!
+//! Self-contained: std and serde_json only (both available to every target of this package), no
+//! tern types, so a test includes it with `mod support;` and a bench with
+//! `#[path = "../tests/support/mod.rs"] mod support;`.
+//!
+//! What it offers:
+//! - scripted SSE answers in both wires ([`openai_text`], [`openai_tool_calls`],
+//!   [`anthropic_text`], [`anthropic_tool_calls`]), raw bytes ([`Reply::sse`]), error statuses
+//!   with headers ([`Reply::status`]);
+//! - delivery faults: delays before and between chunks, re-chunking at chosen byte offsets (each
+//!   chunk its own HTTP chunk, flushed), an early close after N bytes, a close-delimited body;
+//! - a strict mode that answers 400 like llama.cpp / Anthropic do when a request's messages are
+//!   invalid (tool calls without results, empty content, bad tool-call arguments);
+//! - a simulated prefix cache: with [`Reply::auto_usage`], usage reports input = body bytes / 4
+//!   and cached = the common byte prefix with the previous request, in 128-token blocks, nothing
+//!   under 1024 tokens.
+//!
+//! Every request is recorded ([`FakeServer::requests`]); each connection is answered and closed
+//! (`Connection: close`).
+#![allow(dead_code)]
+
+use std::collections::{HashSet, VecDeque};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+/// Bytes per simulated token.
+pub const BYTES_PER_TOKEN: usize = 4;
+/// The simulated cache reuses whole blocks of this many tokens.
+pub const CACHE_BLOCK_TOKENS: u64 = 128;
+/// The simulated cache reports nothing below this many tokens.
+pub const CACHE_MIN_TOKENS: u64 = 1024;
+
+/// One recorded HTTP request.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// `POST`, `GET`…
+    pub method: String,
+    /// The request target, e.g. `/v1/chat/completions`.
+    pub path: String,
+    /// Header names lowercased, values as sent, in order.
+    pub headers: Vec<(String, String)>,
+    /// The raw body bytes.
+    pub body: Vec<u8>,
+}
+
+impl Recorded {
+    /// The first header named `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body as text (lossy).
+    pub fn body_str(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// The body parsed as JSON (Null when it is not JSON).
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+/// Which wire a request or scripted answer speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
+    /// OpenAI Chat Completions.
+    OpenAi,
+    /// Anthropic Messages.
+    Anthropic,
+}
+
+impl Wire {
+    /// Anthropic for paths ending in `/messages`, else OpenAI.
+    pub fn of_path(path: &str) -> Wire {
+        if path.trim_end_matches('/').ends_with("/messages") {
+            Wire::Anthropic
+        } else {
+            Wire::OpenAi
+        }
+    }
+}
+
+/// What a reply's body is made of. Scripted answers are rendered when served, so their usage can
+/// come from the simulated cache.
+#[derive(Debug, Clone)]
+pub enum Content {
+    /// These exact bytes.
+    Raw(Vec<u8>),
+    /// A streamed answer: text, then tool calls `(id, name, arguments)`, in `wire`'s format.
+    Answer {
+        /// The wire format.
+        wire: Wire,
+        /// Assistant text (may be empty).
+        text: String,
+        /// Tool calls: id, name, arguments text exactly as streamed.
+        calls: Vec<(String, String, String)>,
+    },
+}
+
+/// One scripted HTTP answer. Build with the helpers and the `with_`/builder methods.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    /// HTTP status code.
+    pub status: u16,
+    /// Extra response headers (e.g. `Retry-After`).
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub content: Content,
+    /// Byte offsets at which the body is cut into separately written and flushed chunks.
+    pub split_at: Vec<usize>,
+    /// Sleep before the response head.
+    pub delay_before: Duration,
+    /// Sleep before each chunk after the first.
+    pub delay_between: Duration,
+    /// Close the connection after this many body bytes, without ending the body properly.
+    pub close_after: Option<usize>,
+    /// Chunked transfer encoding (true for streams) or a body ended by closing the connection.
+    pub chunked: bool,
+    /// Fill in usage from the simulated prefix cache.
+    pub auto_usage: bool,
+    content_type: String,
+}
+
+impl Reply {
+    fn stream(content: Content) -> Reply {
+        Reply {
+            status: 200,
+            headers: Vec::new(),
+            content,
+            split_at: Vec::new(),
+            delay_before: Duration::ZERO,
+            delay_between: Duration::ZERO,
+            close_after: None,
+            chunked: true,
+            auto_usage: false,
+            content_type: "text/event-stream".into(),
+        }
+    }
+
+    /// A 200 SSE stream of exactly these bytes.
+    pub fn sse(bytes: impl Into<Vec<u8>>) -> Reply {
+        Reply::stream(Content::Raw(bytes.into()))
+    }
+
+    /// A non-streamed answer: `status` with a JSON (or any) `body` and a Content-Length.
+    pub fn status(status: u16, body: &str) -> Reply {
+        Reply {
+            status,
+            chunked: false,
+            content_type: "application/json".into(),
+            ..Reply::stream(Content::Raw(body.as_bytes().to_vec()))
+        }
+    }
+
+    /// Adds a response header.
+    pub fn header(mut self, name: &str, value: &str) -> Reply {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Cuts the body into chunks at these byte offsets (each written and flushed separately).
+    pub fn split_at(mut self, offsets: &[usize]) -> Reply {
+        self.split_at = offsets.to_vec();
+        self
+    }
+
+    /// Cuts the body every `n` bytes.
+    pub fn split_every(mut self, n: usize, body_len_hint: usize) -> Reply {
+        self.split_at = (1..=body_len_hint / n.max(1))
+            .map(|i| i * n.max(1))
+            .collect();
+        self
+    }
+
+    /// Sleeps `d` before answering at all.
+    pub fn delay_before(mut self, d: Duration) -> Reply {
+        self.delay_before = d;
+        self
+    }
+
+    /// Sleeps `d` before each chunk after the first.
+    pub fn delay_between(mut self, d: Duration) -> Reply {
+        self.delay_between = d;
+        self
+    }
+
+    /// Closes the connection after `n` body bytes (no terminating chunk).
+    pub fn close_after(mut self, n: usize) -> Reply {
+        self.close_after = Some(n);
+        self
+    }
+
+    /// Sends the body without chunked encoding, ended by closing the connection.
+    pub fn close_delimited(mut self) -> Reply {
+        self.chunked = false;
+        self
+    }
+
+    /// Reports usage from the simulated prefix cache.
+    pub fn auto_usage(mut self) -> Reply {
+        self.auto_usage = true;
+        self
+    }
+
+    /// The body bytes as they would be served with `usage` (input, cached) tokens.
+    pub fn render(&self, usage: (u64, u64)) -> Vec<u8> {
+        match &self.content {
+            Content::Raw(b) => b.clone(),
+            Content::Answer { wire, text, calls } => {
+                let usage = self.auto_usage.then_some(usage);
+                match wire {
+                    Wire::OpenAi => render_openai(text, calls, usage),
+                    Wire::Anthropic => render_anthropic(text, calls, usage),
+                }
+            }
+        }
+    }
+}
+
+/// An OpenAI stream answering `text` (split into several deltas), `finish_reason: "stop"`,
+/// `[DONE]`.
+pub fn openai_text(text: &str) -> Reply {
+    Reply::stream(Content::Answer {
+        wire: Wire::OpenAi,
+        text: text.into(),
+        calls: Vec::new(),
+    })
+}
+
+/// An OpenAI stream of tool calls `(id, name, arguments)`; arguments are streamed in several
+/// fragments exactly as given; `finish_reason: "tool_calls"`.
+pub fn openai_tool_calls(calls: &[(&str, &str, &str)]) -> Reply {
+    Reply::stream(Content::Answer {
+        wire: Wire::OpenAi,
+        text: String::new(),
+        calls: owned(calls),
+    })
+}
+
+/// An Anthropic stream answering `text`, `stop_reason: "end_turn"`, `message_stop`.
+pub fn anthropic_text(text: &str) -> Reply {
+    Reply::stream(Content::Answer {
+        wire: Wire::Anthropic,
+        text: text.into(),
+        calls: Vec::new(),
+    })
+}
+
+/// An Anthropic stream of `tool_use` blocks `(id, name, input JSON text)` streamed as
+/// `input_json_delta` fragments; `stop_reason: "tool_use"`.
+pub fn anthropic_tool_calls(calls: &[(&str, &str, &str)]) -> Reply {
+    Reply::stream(Content::Answer {
+        wire: Wire::Anthropic,
+        text: String::new(),
+        calls: owned(calls),
+    })
+}
+
+/// The default answer of `wire` when the script is exhausted: a final text answer.
+pub fn default_answer(wire: Wire) -> Reply {
+    match wire {
+        Wire::OpenAi => openai_text("Done."),
+        Wire::Anthropic => anthropic_text("Done."),
+    }
+}
+
+fn owned(calls: &[(&str, &str, &str)]) -> Vec<(String, String, String)> {
+    calls
+        .iter()
+        .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+        .collect()
+}
+
+/// Splits `s` into pieces of about `n` bytes at char boundaries.
+fn pieces(s: &str, n: usize) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < s.len() {
+        let mut end = (start + n).min(s.len());
+        while !s.is_char_boundary(end) {
+            end += 1;
+        }
+        out.push(&s[start..end]);
+        start = end;
+    }
+    out
+}
+
+fn data(out: &mut Vec<u8>, v: &Value) {
+    out.extend_from_slice(format!("data: {v}\n\n").as_bytes());
+}
+
+fn output_tokens(text: &str, calls: &[(String, String, String)]) -> u64 {
+    let bytes = text.len() + calls.iter().map(|c| c.2.len() + c.1.len()).sum::<usize>();
+    (bytes / BYTES_PER_TOKEN + 1) as u64
+}
+
+fn render_openai(
+    text: &str,
+    calls: &[(String, String, String)],
+    usage: Option<(u64, u64)>,
+) -> Vec<u8> {
+    let mut out = Vec::new();
+    let chunk = |delta: Value, finish: Value| {
+        json!({"id":"chatcmpl-fake","object":"chat.completion.chunk","model":"fake",
+               "choices":[{"index":0,"delta":delta,"finish_reason":finish}]})
+    };
+    data(
+        &mut out,
+        &chunk(json!({"role":"assistant","content":""}), Value::Null),
+    );
+    for p in pieces(text, 8) {
+        data(&mut out, &chunk(json!({"content":p}), Value::Null));
+    }
+    for (i, (id, name, args)) in calls.iter().enumerate() {
+        data(
+            &mut out,
+            &chunk(
+                json!({"tool_calls":[{"index":i,"id":id,"type":"function","function":{"name":name,"arguments":""}}]}),
+                Value::Null,
+            ),
+        );
+        for p in pieces(args, 7) {
+            data(
+                &mut out,
+                &chunk(
+                    json!({"tool_calls":[{"index":i,"function":{"arguments":p}}]}),
+                    Value::Null,
+                ),
+            );
+        }
+    }
+    let finish = if calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
+    data(&mut out, &chunk(json!({}), json!(finish)));
+    if let Some((input, cached)) = usage {
+        let output = output_tokens(text, calls);
+        data(
+            &mut out,
+            &json!({"id":"chatcmpl-fake","object":"chat.completion.chunk","choices":[],
+                    "usage":{"prompt_tokens":input,"completion_tokens":output,"total_tokens":input+output,
+                             "prompt_tokens_details":{"cached_tokens":cached}}}),
+        );
+    }
+    out.extend_from_slice(b"data: [DONE]\n\n");
+    out
+}
+
+fn render_anthropic(
+    text: &str,
+    calls: &[(String, String, String)],
+    usage: Option<(u64, u64)>,
+) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut ev = |name: &str, v: Value| {
+        out.extend_from_slice(format!("event: {name}\ndata: {v}\n\n").as_bytes());
+    };
+    let (input, cached) = usage.unwrap_or((0, 0));
+    ev(
+        "message_start",
+        json!({"type":"message_start","message":{"id":"msg_fake","type":"message","role":"assistant",
+               "content":[],"model":"fake","stop_reason":null,"stop_sequence":null,
+               "usage":{"input_tokens":input - cached,"cache_creation_input_tokens":0,
+                        "cache_read_input_tokens":cached,"output_tokens":1}}}),
+    );
+    ev("ping", json!({"type":"ping"}));
+    let mut index = 0;
+    if !text.is_empty() {
+        ev(
+            "content_block_start",
+            json!({"type":"content_block_start","index":index,"content_block":{"type":"text","text":""}}),
+        );
+        for p in pieces(text, 8) {
+            ev(
+                "content_block_delta",
+                json!({"type":"content_block_delta","index":index,"delta":{"type":"text_delta","text":p}}),
+            );
+        }
+        ev(
+            "content_block_stop",
+            json!({"type":"content_block_stop","index":index}),
+        );
+        index += 1;
+    }
+    for (id, name, args) in calls {
+        ev(
+            "content_block_start",
+            json!({"type":"content_block_start","index":index,
+                   "content_block":{"type":"tool_use","id":id,"name":name,"input":{}}}),
+        );
+        for p in pieces(args, 7) {
+            ev(
+                "content_block_delta",
+                json!({"type":"content_block_delta","index":index,
+                       "delta":{"type":"input_json_delta","partial_json":p}}),
+            );
+        }
+        ev(
+            "content_block_stop",
+            json!({"type":"content_block_stop","index":index}),
+        );
+        index += 1;
+    }
+    let stop = if calls.is_empty() {
+        "end_turn"
+    } else {
+        "tool_use"
+    };
+    ev(
+        "message_delta",
+        json!({"type":"message_delta","delta":{"stop_reason":stop,"stop_sequence":null},
+               "usage":{"output_tokens":output_tokens(text, calls)}}),
+    );
+    ev("message_stop", json!({"type":"message_stop"}));
+    out
+}
+
+/// The simulated prefix cache's usage for `body` after `prev`: (input tokens, cached tokens).
+pub fn simulated_usage(prev: Option<&[u8]>, body: &[u8]) -> (u64, u64) {
+    let input = (body.len() / BYTES_PER_TOKEN) as u64;
+    let common = prev.map_or(0, |p| {
+        p.iter().zip(body).take_while(|(a, b)| a == b).count()
+    });
+    let tokens = (common / BYTES_PER_TOKEN) as u64;
+    let cached = tokens / CACHE_BLOCK_TOKENS * CACHE_BLOCK_TOKENS;
+    (input, if cached < CACHE_MIN_TOKENS { 0 } else { cached })
+}
+
+struct State {
+    script: VecDeque<Reply>,
+    default: Option<Reply>,
+    requests: Vec<Recorded>,
+    strict: bool,
+    prev_body: Option<Vec<u8>>,
+}
+
+/// A running fake provider. Stops accepting connections when dropped.
+pub struct FakeServer {
+    port: u16,
+    state: Arc<Mutex<State>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl FakeServer {
+    /// Starts a server answering requests with `script` in order, then with the default answer
+    /// (a final text answer in the request's wire, see [`FakeServer::set_default`]).
+    pub fn start(script: Vec<Reply>) -> FakeServer {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        let port = listener.local_addr().expect("local addr").port();
+        let state = Arc::new(Mutex::new(State {
+            script: script.into(),
+            default: None,
+            requests: Vec::new(),
+            strict: false,
+            prev_body: None,
+        }));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (st, sp) = (state.clone(), stop.clone());
+        thread::spawn(move || {
+            for conn in listener.incoming() {
+                if sp.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(conn) = conn else { continue };
+                let st = st.clone();
+                thread::spawn(move || {
+                    let _ = serve(conn, &st);
+                });
+            }
+        });
+        FakeServer { port, state, stop }
+    }
+
+    /// Like [`FakeServer::start`], in strict mode (see [`FakeServer::set_strict`]).
+    pub fn strict(script: Vec<Reply>) -> FakeServer {
+        let s = FakeServer::start(script);
+        s.set_strict(true);
+        s
+    }
+
+    /// Strict mode: a request whose messages are invalid gets a 400 (and does not use up a
+    /// scripted reply), worded like llama.cpp's server for `/chat/completions` and like
+    /// Anthropic for `/messages`. Invalid: a tool call not answered by a tool result before the
+    /// next non-tool message or at the end, a tool result for no pending call, empty or
+    /// whitespace-only content or text blocks, tool-call arguments that are not a JSON object,
+    /// more than 4 `cache_control` breakpoints.
+    pub fn set_strict(&self, on: bool) {
+        self.lock().strict = on;
+    }
+
+    /// Appends replies to the script.
+    pub fn push(&self, reply: Reply) {
+        self.lock().script.push_back(reply);
+    }
+
+    /// The reply used once the script is exhausted (instead of a final text answer).
+    pub fn set_default(&self, reply: Reply) {
+        self.lock().default = Some(reply);
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// `http://127.0.0.1:PORT/v1`, the OpenAI-style base URL.
+    pub fn openai_base(&self) -> String {
+        format!("{}/v1", self.base_url())
+    }
+
+    /// The port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Every request received so far, in order.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.lock().requests.clone()
+    }
+
+    /// How many scripted replies are left.
+    pub fn remaining(&self) -> usize {
+        self.lock().script.len()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Drop for FakeServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wakes the accept loop so it sees the flag.
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+    }
+}
+
+fn read_request(conn: &TcpStream) -> std::io::Result<Recorded> {
+    let mut r = BufReader::new(conn);
+    let mut line = String::new();
+    r.read_line(&mut line)?;
+    let mut parts = line.split_whitespace();
+    let method = parts.next().unwrap_or("").to_string();
+    let path = parts.next().unwrap_or("").to_string();
+    let mut headers = Vec::new();
+    loop {
+        let mut h = String::new();
+        if r.read_line(&mut h)? == 0 {
+            break;
+        }
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = h.split_once(':') {
+            headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+        }
+    }
+    let get = |n: &str| headers.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+    let mut body = Vec::new();
+    if get("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
+        loop {
+            let mut size = String::new();
+            r.read_line(&mut size)?;
+            let n = usize::from_str_radix(size.trim().split(';').next().unwrap_or("0"), 16)
+                .unwrap_or(0);
+            if n == 0 {
+                let mut end = String::new();
+                r.read_line(&mut end)?;
+                break;
+            }
+            let mut chunk = vec![0; n + 2];
+            r.read_exact(&mut chunk)?;
+            body.extend_from_slice(&chunk[..n]);
+        }
+    } else if let Some(n) = get("content-length").and_then(|v| v.parse::<usize>().ok()) {
+        body.resize(n, 0);
+        r.read_exact(&mut body)?;
+    }
+    Ok(Recorded {
+        method,
+        path,
+        headers,
+        body,
+    })
+}
+
+fn serve(mut conn: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
+    let req = read_request(&conn)?;
+    let wire = Wire::of_path(&req.path);
+    let (reply, usage) = {
+        let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
+        let usage = simulated_usage(st.prev_body.as_deref(), &req.body);
+        st.prev_body = Some(req.body.clone());
+        let invalid = if st.strict {
+            validate(wire, &req.json()).err()
+        } else {
+            None
+        };
+        st.requests.push(req);
+        let reply = match invalid {
+            Some(msg) => strict_error(wire, &msg),
+            None => match st.script.pop_front() {
+                Some(r) => r,
+                None => st.default.clone().unwrap_or_else(|| default_answer(wire)),
+            },
+        };
+        (reply, usage)
+    };
+    conn.set_nodelay(true)?;
+    thread::sleep(reply.delay_before);
+    let mut body = reply.render(usage);
+    let cut = reply.close_after.is_some_and(|n| n < body.len());
+    if let Some(n) = reply.close_after {
+        body.truncate(n);
+    }
+
+    let mut head = format!(
+        "HTTP/1.1 {} {}\r\ncontent-type: {}\r\nconnection: close\r\n",
+        reply.status,
+        reason(reply.status),
+        reply.content_type
+    );
+    for (k, v) in &reply.headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if reply.chunked {
+        head.push_str("transfer-encoding: chunked\r\n");
+    } else if reply.close_after.is_none() && !reply.content_type.starts_with("text/event-stream") {
+        head.push_str(&format!("content-length: {}\r\n", body.len()));
+    }
+    head.push_str("\r\n");
+    conn.write_all(head.as_bytes())?;
+    conn.flush()?;
+
+    let mut offsets: Vec<usize> = reply
+        .split_at
+        .iter()
+        .copied()
+        .filter(|&o| o > 0 && o < body.len())
+        .collect();
+    offsets.sort_unstable();
+    offsets.dedup();
+    let mut start = 0;
+    let ends = offsets.into_iter().chain([body.len()]);
+    for (i, end) in ends.enumerate() {
+        if i > 0 {
+            thread::sleep(reply.delay_between);
+        }
+        let piece = &body[start..end];
+        start = end;
+        if piece.is_empty() {
+            continue;
+        }
+        if reply.chunked {
+            conn.write_all(format!("{:x}\r\n", piece.len()).as_bytes())?;
+            conn.write_all(piece)?;
+            conn.write_all(b"\r\n")?;
+        } else {
+            conn.write_all(piece)?;
+        }
+        conn.flush()?;
+    }
+    if reply.chunked && !cut {
+        conn.write_all(b"0\r\n\r\n")?;
+        conn.flush()?;
+    }
+    let _ = conn.shutdown(Shutdown::Both);
+    Ok(())
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        408 => "Request Timeout",
+        413 => "Payload Too Large",
+        422 => "Unprocessable Entity",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        529 => "Overloaded",
+        _ => "Status",
+    }
+}
+
+fn strict_error(wire: Wire, msg: &str) -> Reply {
+    let body = match wire {
+        Wire::OpenAi => json!({"error":{"code":400,"message":msg,"type":"invalid_request_error"}}),
+        Wire::Anthropic => {
+            json!({"type":"error","error":{"type":"invalid_request_error","message":msg}})
+        }
+    };
+    Reply::status(400, &body.to_string())
+}
+
+fn blank(v: &Value) -> bool {
+    v.as_str().is_none_or(|s| s.trim().is_empty())
+}
+
+/// Checks a request body's messages like a strict server; Err(message) when it would be refused.
+pub fn validate(wire: Wire, body: &Value) -> Result<(), String> {
+    let Some(messages) = body.get("messages").and_then(Value::as_array) else {
+        return Err("'messages' is required".into());
+    };
+    match wire {
+        Wire::OpenAi => validate_openai(messages),
+        Wire::Anthropic => validate_anthropic(body, messages),
+    }
+}
+
+fn validate_openai(messages: &[Value]) -> Result<(), String> {
+    const PENDING: &str = "Cannot continue an assistant message that contains tool calls";
+    let mut pending: HashSet<String> = HashSet::new();
+    for (i, m) in messages.iter().enumerate() {
+        let role = m.get("role").and_then(Value::as_str).unwrap_or("");
+        if role != "tool" && !pending.is_empty() {
+            return Err(format!(
+                "{PENDING} (message {i}: tool calls without results)"
+            ));
+        }
+        match role {
+            "system" | "user" => {
+                if blank(&m["content"]) {
+                    return Err(format!("message {i} ({role}) has empty content"));
+                }
+            }
+            "assistant" => {
+                let calls = m.get("tool_calls").and_then(Value::as_array);
+                let content = m.get("content").unwrap_or(&Value::Null);
+                if !content.is_null() && blank(content) {
+                    return Err(format!("message {i} (assistant) has empty content"));
+                }
+                if content.is_null() && calls.is_none_or(|c| c.is_empty()) {
+                    return Err(
+                        "Assistant message must contain either 'content' or 'tool_calls'!".into(),
+                    );
+                }
+                for c in calls.into_iter().flatten() {
+                    let id = c.get("id").and_then(Value::as_str).unwrap_or("");
+                    let args = c
+                        .pointer("/function/arguments")
+                        .and_then(Value::as_str)
+                        .unwrap_or("");
+                    if !serde_json::from_str::<Value>(args).is_ok_and(|v| v.is_object()) {
+                        return Err(format!(
+                            "Failed to parse tool call arguments as JSON (message {i}): {args}"
+                        ));
+                    }
+                    pending.insert(id.to_string());
+                }
+            }
+            "tool" => {
+                let id = m.get("tool_call_id").and_then(Value::as_str).unwrap_or("");
+                if !pending.remove(id) {
+                    return Err(format!(
+                        "message {i}: tool result for unknown tool call '{id}'"
+                    ));
+                }
+                if blank(&m["content"]) {
+                    return Err(format!("message {i} (tool) has empty content"));
+                }
+            }
+            other => return Err(format!("message {i}: unknown role '{other}'")),
+        }
+    }
+    if !pending.is_empty() {
+        return Err(format!(
+            "{PENDING} (the request ends with tool calls without results)"
+        ));
+    }
+    Ok(())
+}
+
+fn validate_anthropic(body: &Value, messages: &[Value]) -> Result<(), String> {
+    let breakpoints = body.to_string().matches("\"cache_control\"").count();
+    if breakpoints > 4 {
+        return Err(format!(
+            "A maximum of 4 blocks with cache_control may be provided. Found {breakpoints}."
+        ));
+    }
+    for b in body
+        .get("system")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if blank(&b["text"]) {
+            return Err("system: text content blocks must contain non-whitespace text".into());
+        }
+    }
+    let mut pending: HashSet<String> = HashSet::new();
+    for (i, m) in messages.iter().enumerate() {
+        let role = m.get("role").and_then(Value::as_str).unwrap_or("");
+        let blocks: Vec<Value> = match &m["content"] {
+            Value::String(s) => vec![json!({"type":"text","text":s})],
+            Value::Array(a) => a.clone(),
+            _ => Vec::new(),
+        };
+        if blocks.is_empty() {
+            return Err(format!(
+                "messages.{i}: all messages must have non-empty content"
+            ));
+        }
+        let mut answered = HashSet::new();
+        for b in &blocks {
+            match b.get("type").and_then(Value::as_str).unwrap_or("") {
+                "text" if blank(&b["text"]) => {
+                    return Err(format!(
+                        "messages.{i}: text content blocks must contain non-whitespace text"
+                    ));
+                }
+                "tool_use" => {
+                    if role != "assistant" {
+                        return Err(format!("messages.{i}: tool_use in a {role} message"));
+                    }
+                    if !b["input"].is_object() {
+                        return Err(format!(
+                            "messages.{i}: tool_use.input: Input should be a valid dictionary"
+                        ));
+                    }
+                    answered.insert(b["id"].as_str().unwrap_or("").to_string());
+                }
+                "tool_result" => {
+                    let id = b["tool_use_id"].as_str().unwrap_or("");
+                    if !pending.remove(id) {
+                        return Err(format!(
+                            "messages.{i}: unexpected `tool_use_id` found in `tool_result` blocks: {id}. Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
+                        ));
+                    }
+                }
+                _ => {}
+            }
+        }
+        if !pending.is_empty() {
+            return Err(format!(
+                "messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: {}",
+                pending.iter().cloned().collect::<Vec<_>>().join(", ")
+            ));
+        }
+        pending = answered;
+    }
+    if !pending.is_empty() {
+        return Err(
+            "`tool_use` ids were found without `tool_result` blocks immediately after".into(),
+        );
+    }
+    Ok(())
+}
