@@ -734,7 +734,7 @@ fn update_plan_keeps_strategy_only() {
         kept,
         json!({"title": "Docs", "approach": "one page at a time", "steps": ["read", "write"]})
     );
-    assert!(ack.contains("approach, steps, title"), "{ack}");
+    assert!(ack.contains("title, approach, steps"), "{ack}");
     assert!(ack.contains("work_update"), "{ack}");
 
     // A progress-list shape is refused and pointed at work_update.

@@ -511,7 +511,7 @@ mod tests {
             body,
             concat!(
                 r#"{"model":"m","stream":true,"stream_options":{"include_usage":true},"#,
-                r#""tools":[{"type":"function","function":{"name":"bash","description":"Run a command.","parameters":{"properties":{"command":{"type":"string"}},"type":"object"}}}],"#,
+                r#""tools":[{"type":"function","function":{"name":"bash","description":"Run a command.","parameters":{"type":"object","properties":{"command":{"type":"string"}}}}}],"#,
                 r#""prompt_cache_key":"sess-1","#,
                 r#""messages":[{"role":"system","content":"sys"},{"role":"user","content":"hi"},"#,
                 r#"{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"bash","arguments":"{\"command\":\"ls\"}"}}]},"#,

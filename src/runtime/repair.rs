@@ -190,7 +190,8 @@ mod tests {
         ];
         let (r, rep) = repair(h, &[5]);
         assert_eq!(rep.answered_calls, vec!["2".to_string()]);
-        assert_eq!(r.len(), 4);
+        assert_eq!(r.len(), 5);
+        assert!(matches!(&r[4], Message::User { content } if content == "continue"));
         assert!(matches!(&r[3], Message::Tool { tool_call_id, is_error: true, .. } if tool_call_id == "2"));
     }
 

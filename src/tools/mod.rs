@@ -11,8 +11,9 @@ pub mod work;
 use serde::Serialize;
 
 /// One tool as advertised to the model. Serializes deterministically: `parameters` is a
-/// `serde_json::Value` whose object keys are sorted (serde_json's default map), so the same
-/// binary produces the same bytes in every process (case C19).
+/// `serde_json::Value` built from `json!` literals, whose keys keep their written order
+/// (serde_json `preserve_order`), so the same binary produces the same bytes in every process
+/// (case C19).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolSpec {
     /// Tool name, `[a-z_]+`.

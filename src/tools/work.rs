@@ -864,11 +864,12 @@ pub fn apply_strategy(args: &Value) -> Result<(Value, String), String> {
         ));
     };
     let mut problems = Vec::new();
-    let unknown: Vec<&str> = m
+    let mut unknown: Vec<&str> = m
         .keys()
         .map(String::as_str)
         .filter(|k| !STRATEGY_TEXT.contains(k) && !STRATEGY_LISTS.contains(k))
         .collect();
+    unknown.sort_unstable();
     if !unknown.is_empty() {
         problems.push(format!(
             "unknown field(s) {}; the fields are title, objective, approach, constraints, risks, \
