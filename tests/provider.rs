@@ -605,8 +605,7 @@ fn rechunking_at_every_byte_offset_gives_the_same_completion() {
             let c = once(p.as_mut(), &body).unwrap_or_else(|e| panic!("split at {i}: {e}"));
             assert_eq!(c, whole, "split at {i}");
         }
-        let every: Vec<usize> = (1..stream.len()).collect();
-        s.push(Reply::sse(stream).split_at(&every));
+        s.push(Reply::sse(stream).split_every(1));
         assert_eq!(once(p.as_mut(), &body).unwrap(), whole);
     }
 }
@@ -758,4 +757,55 @@ fn prefix_cache_usage_is_reported_for_consecutive_requests() {
             history.push(Message::user(format!("next {turn}")));
         }
     }
+}
+
+/// A server that ignores `stream: true` answers plain JSON: a clear error, not an early end
+/// retried for minutes; a JSON error object with status 200 is still classified.
+#[test]
+fn json_instead_of_a_stream() {
+    let plain = r#"{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"the service is overloaded with joy"},"finish_reason":"stop"}]}"#;
+    let s = FakeServer::start(vec![
+        Reply::status(200, plain),
+        Reply::status(
+            200,
+            r#"{"error":{"message":"Rate limit exceeded","code":429}}"#,
+        ),
+        openai_text("streamed"),
+    ]);
+    let mut p = openai(&s);
+    let body = hello_body(&p);
+    let (r, retries) = with_retry(&mut p, &body, &fast());
+    let e = r.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::BadResponse, "{e}");
+    assert!(e.message.contains("stream"), "{e}");
+    assert!(retries.is_empty());
+    let (r, retries) = with_retry(&mut p, &body, &fast());
+    assert_eq!(r.unwrap().text, "streamed");
+    assert_eq!(retries.len(), 1);
+    assert_eq!(retries[0].2, ErrorKind::Overloaded);
+}
+
+/// EOF or a broken connection after a non-null finish_reason is a complete answer (only the
+/// `[DONE]` line was lost); Anthropic needs `message_stop`.
+#[test]
+fn c10_a_break_after_finish_reason_is_complete() {
+    let full = openai_text("Hello").render((0, 0));
+    let s = FakeServer::start(vec![
+        openai_text("Hello").close_after(full.len() - 5),
+        openai_text("Hello")
+            .close_after(full.len() - 5)
+            .close_delimited(),
+    ]);
+    let mut p = openai(&s);
+    let body = hello_body(&p);
+    for _ in 0..2 {
+        let c = once(&mut p, &body).unwrap();
+        assert_eq!(c.text, "Hello");
+        assert_eq!(c.finish_reason.as_deref(), Some("stop"));
+    }
+    let full = anthropic_text("Hello").render((0, 0));
+    let s = FakeServer::start(vec![anthropic_text("Hello").close_after(full.len() - 5)]);
+    let mut a = anthropic(&s);
+    let body = hello_body(&a);
+    assert_eq!(once(&mut a, &body).unwrap_err().kind, ErrorKind::EarlyEnd);
 }

@@ -611,12 +611,23 @@ mod tests {
     #[test]
     fn at_most_four_cache_breakpoints() {
         let t = tools();
-        for turns in 0..30 {
-            let h = history(turns);
-            for tail in [None, Some("<ws/>")] {
-                let b = body(&req(&t, &h, tail));
-                let n = count(&b, "cache_control");
-                assert!((1..=4).contains(&n), "{turns} turns: {n} breakpoints");
+        for parallel in [1, 3, 12] {
+            for turns in 0..30 {
+                let mut h = vec![Message::user("go")];
+                for i in 0..turns {
+                    let calls: Vec<ToolCall> =
+                        (0..parallel).map(|j| call(&format!("t{i}_{j}"))).collect();
+                    h.push(Message::Assistant {
+                        text: "ok".into(),
+                        tool_calls: calls.clone(),
+                    });
+                    h.extend(calls.iter().map(|c| Message::tool(c, "out", false)));
+                }
+                for tail in [None, Some("<ws/>")] {
+                    let b = body(&req(&t, &h, tail));
+                    let n = count(&b, "cache_control");
+                    assert!((2..=4).contains(&n), "{turns}x{parallel}: {n} breakpoints");
+                }
             }
         }
     }

@@ -65,11 +65,24 @@ pub struct Transport {
     config: HttpConfig,
 }
 
+/// The parts of a response head the transport uses.
+#[derive(Debug, Clone, Copy)]
+struct Head {
+    status: u16,
+    retry_after: Option<Duration>,
+    /// `Content-Type: application/json`: an answer, not a stream.
+    json: bool,
+}
+
+impl Head {
+    /// The body is an error or a non-streamed answer to collect, not an SSE stream to decode.
+    fn collect(&self) -> bool {
+        !(200..300).contains(&self.status) || self.json
+    }
+}
+
 enum Msg {
-    Head {
-        status: u16,
-        retry_after: Option<Duration>,
-    },
+    Head(Head),
     Data(Vec<u8>),
     End,
     /// The request failed before a response head.
@@ -137,15 +150,16 @@ impl Transport {
                     return;
                 }
             };
-            let status = resp.status().as_u16();
-            let retry_after = retry_after(resp.headers(), SystemTime::now());
-            if tx
-                .send(Msg::Head {
-                    status,
-                    retry_after,
-                })
-                .is_err()
-            {
+            let head = Head {
+                status: resp.status().as_u16(),
+                retry_after: retry_after(resp.headers(), SystemTime::now()),
+                json: resp
+                    .headers()
+                    .get("content-type")
+                    .and_then(|v| v.to_str().ok())
+                    .is_some_and(|v| v.trim_start().starts_with("application/json")),
+            };
+            if tx.send(Msg::Head(head)).is_err() {
                 return;
             }
             let mut reader = resp.into_body().into_reader();
@@ -176,8 +190,7 @@ impl Transport {
     ) -> Result<Completion, ProviderError> {
         let idle = self.config.idle_timeout;
         let mut last_byte = Instant::now();
-        // None until the head arrives; then Some(error status) or None for success.
-        let mut head: Option<(u16, Option<Duration>)> = None;
+        let mut head: Option<Head> = None;
         let mut error_body: Vec<u8> = Vec::new();
         let mut parser = SseParser::new();
         loop {
@@ -214,16 +227,13 @@ impl Transport {
             last_byte = Instant::now();
             match msg {
                 Msg::Failed(e) => return Err(e),
-                Msg::Head {
-                    status,
-                    retry_after,
-                } => head = Some((status, retry_after)),
+                Msg::Head(h) => head = Some(h),
                 Msg::Data(bytes) => match head {
-                    Some((status, _)) if !(200..300).contains(&status) => {
+                    Some(h) if h.collect() => {
                         let room = ERROR_BODY_LIMIT - error_body.len();
                         error_body.extend_from_slice(&bytes[..bytes.len().min(room)]);
                         if error_body.len() >= ERROR_BODY_LIMIT {
-                            return Err(status_error(status, &error_body, head, secret));
+                            return Err(answer_error(h, &error_body, secret));
                         }
                     }
                     _ => {
@@ -233,20 +243,25 @@ impl Transport {
                     }
                 },
                 Msg::End => match head {
-                    Some((status, _)) if !(200..300).contains(&status) => {
-                        return Err(status_error(status, &error_body, head, secret));
-                    }
+                    Some(h) if h.collect() => return Err(answer_error(h, &error_body, secret)),
                     _ => return end(&mut parser, decoder, on_text),
                 },
                 Msg::ReadError(text) => match head {
-                    Some((status, _)) if !(200..300).contains(&status) => {
-                        return Err(status_error(status, &error_body, head, secret));
-                    }
+                    Some(h) if h.collect() => return Err(answer_error(h, &error_body, secret)),
+                    // What arrived may already be complete (OpenAI: a finish_reason came).
                     _ => {
-                        return Err(ProviderError::new(
-                            ErrorKind::EarlyEnd,
-                            format!("the response stream broke before it completed: {text}"),
-                        ));
+                        return end(&mut parser, decoder, on_text).map_err(|e| {
+                            if e.kind == ErrorKind::EarlyEnd {
+                                ProviderError::new(
+                                    ErrorKind::EarlyEnd,
+                                    format!(
+                                        "the response stream broke before it completed: {text}"
+                                    ),
+                                )
+                            } else {
+                                e
+                            }
+                        });
                     }
                 },
             }
@@ -307,14 +322,28 @@ pub(crate) fn decode_chunks(
     end(&mut parser, decoder, on_text)
 }
 
-fn status_error(
-    status: u16,
-    body: &[u8],
-    head: Option<(u16, Option<Duration>)>,
-    secret: Option<&str>,
-) -> ProviderError {
-    let mut e = classify_error(Some(status), &String::from_utf8_lossy(body), secret);
-    e.retry_after = head.and_then(|h| h.1);
+/// The error for a collected body: a non-2xx status, or a 2xx JSON answer where a stream was
+/// asked for (an error object some proxies send with 200, or a server ignoring `stream: true`).
+fn answer_error(head: Head, body: &[u8], secret: Option<&str>) -> ProviderError {
+    let text = String::from_utf8_lossy(body);
+    if (200..300).contains(&head.status) {
+        let has_error = serde_json::from_str::<serde_json::Value>(&text)
+            .is_ok_and(|v| v.get("error").is_some_and(|e| !e.is_null()));
+        if !has_error {
+            return ProviderError::new(
+                ErrorKind::BadResponse,
+                format!(
+                    "expected an SSE stream but the server answered with JSON (does it support \"stream\": true?): {}",
+                    snippet(&redact(&text, secret), SNIPPET_BYTES)
+                ),
+            );
+        }
+        let mut e = classify_error(None, &text, secret);
+        e.retry_after = head.retry_after;
+        return e;
+    }
+    let mut e = classify_error(Some(head.status), &text, secret);
+    e.retry_after = head.retry_after;
     e
 }
 

@@ -3,6 +3,27 @@
 //! A [`Provider`] turns a [`Request`] into the exact body bytes sent ([`Provider::body`]) and sends
 //! one body, streaming the answer into a [`Completion`] ([`Provider::complete`]). Retries live in
 //! [`retry`], above a single attempt. The runtime keeps the previous body to measure prefix reuse.
+//!
+//! The runtime's call:
+//!
+//! ```no_run
+//! # use std::sync::atomic::AtomicBool;
+//! # use tern::provider::{Provider, Request, retry::{self, RetryPolicy}};
+//! # fn turn(provider: &mut dyn Provider, req: &Request<'_>, cancel: &AtomicBool) {
+//! let body = provider.body(req);
+//! let mut on_text = |t: &str| print!("{t}");
+//! let result = retry::run(
+//!     &RetryPolicy::default(),
+//!     || provider.complete(&body, &mut on_text, cancel),
+//!     |retry, delay, err| eprintln!("retry {retry} in {delay:?}: {err}"),
+//!     cancel,
+//! );
+//! # }
+//! ```
+//!
+//! Wires: [`openai::OpenAi`] (Chat Completions) and [`anthropic::Anthropic`] (Messages), both on
+//! the shared [`http::Transport`] (SSE via [`sse::SseParser`]); errors are classified by
+//! [`http::classify_error`].
 
 pub mod anthropic;
 pub mod http;

@@ -242,7 +242,7 @@ fn append_tail<'a>(content: &'a str, tail: Option<&str>) -> Cow<'a, str> {
 /// Complete on `[DONE]`, or at end of stream after a non-null `finish_reason` (some servers
 /// omit `[DONE]`); otherwise [`ErrorKind::EarlyEnd`] (case C10). `reasoning_content` and unknown
 /// fields are ignored; an `{"error":…}` chunk is classified by
-/// [`classify_error`](super::http::classify_error).
+/// [`classify_error`].
 #[derive(Debug, Default)]
 pub struct Decoder {
     secret: Option<String>,

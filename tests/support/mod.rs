@@ -120,6 +120,8 @@ pub struct Reply {
     pub content: Content,
     /// Byte offsets at which the body is cut into separately written and flushed chunks.
     pub split_at: Vec<usize>,
+    /// Also cut the body every this many bytes.
+    pub split_every: Option<usize>,
     /// Sleep before the response head.
     pub delay_before: Duration,
     /// Sleep before each chunk after the first.
@@ -140,6 +142,7 @@ impl Reply {
             headers: Vec::new(),
             content,
             split_at: Vec::new(),
+            split_every: None,
             delay_before: Duration::ZERO,
             delay_between: Duration::ZERO,
             close_after: None,
@@ -176,11 +179,9 @@ impl Reply {
         self
     }
 
-    /// Cuts the body every `n` bytes.
-    pub fn split_every(mut self, n: usize, body_len_hint: usize) -> Reply {
-        self.split_at = (1..=body_len_hint / n.max(1))
-            .map(|i| i * n.max(1))
-            .collect();
+    /// Cuts the body every `n` bytes (in addition to any `split_at` offsets).
+    pub fn split_every(mut self, n: usize) -> Reply {
+        self.split_every = Some(n.max(1));
         self
     }
 
@@ -649,9 +650,14 @@ fn serve(mut conn: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     conn.write_all(head.as_bytes())?;
     conn.flush()?;
 
+    let every = reply
+        .split_every
+        .map(|n| (1..=body.len() / n).map(|i| i * n).collect::<Vec<_>>())
+        .unwrap_or_default();
     let mut offsets: Vec<usize> = reply
         .split_at
         .iter()
+        .chain(&every)
         .copied()
         .filter(|&o| o > 0 && o < body.len())
         .collect();
