@@ -9,7 +9,6 @@ use std::time::{Duration, SystemTime};
 
 use crate::config::ProviderFlags;
 use crate::ops::{self, Target as OpTarget};
-use crate::runtime::Quiet;
 use crate::store::{Session, StateDir, files};
 
 /// The session and output choice of a verb.
@@ -97,7 +96,10 @@ pub fn status(t: &Target, height: Option<usize>) -> i32 {
     if t.json {
         crate::output::print_json_line(&crate::status::to_json(&s));
     } else {
-        print!("{}", crate::status::render_text(&s, height.or_else(terminal_height)));
+        print!(
+            "{}",
+            crate::status::render_text(&s, height.or_else(terminal_height))
+        );
     }
     0
 }
@@ -183,11 +185,16 @@ pub fn watch(t: &Target, height: Option<usize>) -> i32 {
         let h = height.or_else(terminal_height);
         let frame_key = match session(t) {
             Ok(s) => {
-                let stamps: Vec<Option<SystemTime>> =
-                    [files::LEDGER, files::PLAN_STATE, files::META, files::EVENTS, files::DRAFT]
-                        .iter()
-                        .map(|f| std::fs::metadata(s.path(f)).and_then(|m| m.modified()).ok())
-                        .collect();
+                let stamps: Vec<Option<SystemTime>> = [
+                    files::LEDGER,
+                    files::PLAN_STATE,
+                    files::META,
+                    files::EVENTS,
+                    files::DRAFT,
+                ]
+                .iter()
+                .map(|f| std::fs::metadata(s.path(f)).and_then(|m| m.modified()).ok())
+                .collect();
                 (s.id.clone(), stamps, h)
             }
             Err(e) => (format!("! {e}"), Vec::new(), h),
@@ -215,9 +222,8 @@ pub fn watch(t: &Target, height: Option<usize>) -> i32 {
         std::thread::sleep(WATCH_POLL);
     }
     if tty {
-        let _ = write!(out, "\x1b[?25h\n");
+        let _ = writeln!(out, "\x1b[?25h");
         let _ = out.flush();
     }
-    let _ = Quiet;
     0
 }

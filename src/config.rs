@@ -150,10 +150,14 @@ pub fn build(choice: &ProviderChoice, idle_timeout: Duration) -> Box<dyn Provide
         ..HttpConfig::default()
     };
     match choice.kind {
-        ProviderKind::Openai => Box::new(OpenAi::new(http, &choice.base_url, choice.api_key.clone())),
-        ProviderKind::Anthropic => {
-            Box::new(Anthropic::new(http, &choice.base_url, choice.api_key.clone()))
+        ProviderKind::Openai => {
+            Box::new(OpenAi::new(http, &choice.base_url, choice.api_key.clone()))
         }
+        ProviderKind::Anthropic => Box::new(Anthropic::new(
+            http,
+            &choice.base_url,
+            choice.api_key.clone(),
+        )),
     }
 }
 
@@ -162,7 +166,12 @@ mod tests {
     use super::*;
 
     fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
-        move |k| pairs.iter().find(|(a, _)| *a == k).map(|(_, v)| v.to_string())
+        move |k| {
+            pairs
+                .iter()
+                .find(|(a, _)| *a == k)
+                .map(|(_, v)| v.to_string())
+        }
     }
 
     #[test]
@@ -176,7 +185,10 @@ mod tests {
     fn local_server_needs_no_key() {
         let c = resolve(
             &ProviderFlags::default(),
-            &env_of(&[("OPENAI_BASE_URL", "http://127.0.0.1:8088/v1/"), ("TERN_MODEL", "qwen")]),
+            &env_of(&[
+                ("OPENAI_BASE_URL", "http://127.0.0.1:8088/v1/"),
+                ("TERN_MODEL", "qwen"),
+            ]),
         )
         .unwrap();
         assert_eq!(c.kind, ProviderKind::Openai);
@@ -188,11 +200,21 @@ mod tests {
 
     #[test]
     fn bad_url_and_missing_key_rejected() {
-        assert!(resolve(&ProviderFlags::default(), &env_of(&[("OPENAI_BASE_URL", "ftp://x")])).is_err());
+        assert!(
+            resolve(
+                &ProviderFlags::default(),
+                &env_of(&[("OPENAI_BASE_URL", "ftp://x")])
+            )
+            .is_err()
+        );
         let flags = ProviderFlags {
             provider: Some(ProviderKind::Anthropic),
             ..ProviderFlags::default()
         };
-        assert!(resolve(&flags, &env_of(&[])).unwrap_err().contains("ANTHROPIC_API_KEY"));
+        assert!(
+            resolve(&flags, &env_of(&[]))
+                .unwrap_err()
+                .contains("ANTHROPIC_API_KEY")
+        );
     }
 }

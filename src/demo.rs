@@ -63,7 +63,8 @@ fn run_inner(workspace: Option<PathBuf>, json: bool) -> Result<i32, String> {
     let workspace = match workspace {
         Some(w) => {
             std::fs::create_dir_all(&w).map_err(|e| format!("{}: {e}", w.display()))?;
-            w.canonicalize().map_err(|e| format!("{}: {e}", w.display()))?
+            w.canonicalize()
+                .map_err(|e| format!("{}: {e}", w.display()))?
         }
         None => tempfile::Builder::new()
             .prefix("tern-demo-")
@@ -91,7 +92,8 @@ fn run_inner(workspace: Option<PathBuf>, json: bool) -> Result<i32, String> {
     let provider = Box::new(Replay::new(lesson.answers, lesson.summaries));
     let mut cfg = Config::new("demo-replay");
     cfg.base_url = "replay:prompts/demo/lesson.json".into();
-    let mut rt = Runtime::create(&state, provider, cfg, "tern demo", ui).map_err(|e| e.to_string())?;
+    let mut rt =
+        Runtime::create(&state, provider, cfg, "tern demo", ui).map_err(|e| e.to_string())?;
     crate::exec::install_signals(&rt.cancel);
     for step in lesson.steps {
         match step {
@@ -143,12 +145,20 @@ fn run_inner(workspace: Option<PathBuf>, json: bool) -> Result<i32, String> {
 
 /// Prints the locked-plan section of a session file (the whole file when there is none).
 fn show(rt: &Runtime, name: &str) {
-    let text = rt.session.read_text(name).ok().flatten().unwrap_or_default();
-    let part = match text.find("<locked_plan>") {
-        Some(i) => &text[i..],
+    let text = rt
+        .session
+        .read_text(name)
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    let part = match text.rfind("\n<locked_plan>\n") {
+        Some(i) => &text[i + 1..],
         None => &text,
     };
-    println!("\n$ tail {name}   # the plan is now part of the system prompt\n{}", part.trim_end());
+    println!(
+        "\n$ tail {name}   # the plan is now part of the system prompt\n{}",
+        part.trim_end()
+    );
 }
 
 fn tour(workspace: &Path, session: &Path) {

@@ -73,10 +73,11 @@ pub fn run(opts: ExecOptions) -> i32 {
     let opened = if opts.continue_ || opts.resume.is_some() {
         let session = match &opts.resume {
             Some(id) => state.open_session(id).map_err(|e| e.to_string()),
-            None => state
-                .current()
-                .map_err(|e| e.to_string())
-                .and_then(|s| s.ok_or_else(|| "no session to continue here (start one with `tern exec PROMPT`)".to_string())),
+            None => state.current().map_err(|e| e.to_string()).and_then(|s| {
+                s.ok_or_else(|| {
+                    "no session to continue here (start one with `tern exec PROMPT`)".to_string()
+                })
+            }),
         };
         match session {
             Ok(s) => Runtime::resume(&state, s, provider, cfg, ui),

@@ -335,7 +335,9 @@ fn run(cmd: Cmd) -> i32 {
         Cmd::Status { target, height } => {
             tern::cli::status(&target.as_cli(), height.map(usize::from))
         }
-        Cmd::Watch { target, height } => tern::cli::watch(&target.as_cli(), height.map(usize::from)),
+        Cmd::Watch { target, height } => {
+            tern::cli::watch(&target.as_cli(), height.map(usize::from))
+        }
         Cmd::Plan { cmd } => match cmd {
             PlanCmd::Show { target } => verb("plan.show", None, &target, false),
             PlanCmd::Path { target } => verb("plan.path", None, &target, false),

@@ -56,21 +56,141 @@ const fn op(
 
 /// Every op, in the order `tern ops` and `/help` list them.
 pub const OPS: &[Op] = &[
-    op("plan.show", "plan show", "/plan", false, false, "plan state, draft and locked plan", "show the plan state, the draft and the locked plan"),
-    op("plan.path", "plan path", "/path", false, false, "the two plan file paths", "print PLAN_DRAFT_FILE and PLAN_FILE"),
-    op("plan.draft", "plan draft", "/draft", true, false, "draft revision and state", "replace the draft (CLI: stdin or --file; REPL: /draft TEXT)"),
-    op("plan.edit", "plan edit", "/edit", true, false, "draft revision and state", "edit the draft in $EDITOR"),
-    op("plan.confirm", "plan confirm", "/confirm", true, true, "locked plan revision", "compact, then lock the draft into the system prompt"),
-    op("plan.cancel", "plan cancel", "/cancel", true, false, "state returned to", "discard the draft (archived)"),
-    op("plan.clear", "plan clear", "/clear", true, true, "archived plan", "compact, then remove the locked plan from the system prompt"),
-    op("compact", "compact", "/compact", true, true, "messages summarised", "summarise the conversation and archive it"),
-    op("status", "status", "/status", false, false, "the sidebar view", "show the To-do ledger, plan state and cache figures"),
-    op("relay", "relay", "/relay", true, false, "handoff.md path and text", "write handoff.md for the next thread"),
-    op("stats", "stats", "/stats", false, false, "per-request cache figures", "show cache figures per request"),
-    op("sessions", "sessions", "/sessions", false, false, "session list", "list sessions with status, turns, tokens"),
-    op("resume", "chat --resume", "/resume", false, false, "session switched to", "switch to another session"),
-    op("help", "ops", "/help", false, false, "the op table", "list these operations"),
-    op("quit", "", "/quit", false, false, "nothing", "leave the REPL"),
+    op(
+        "plan.show",
+        "plan show",
+        "/plan",
+        false,
+        false,
+        "plan state, draft and locked plan",
+        "show the plan state, the draft and the locked plan",
+    ),
+    op(
+        "plan.path",
+        "plan path",
+        "/path",
+        false,
+        false,
+        "the two plan file paths",
+        "print PLAN_DRAFT_FILE and PLAN_FILE",
+    ),
+    op(
+        "plan.draft",
+        "plan draft",
+        "/draft",
+        true,
+        false,
+        "draft revision and state",
+        "replace the draft (CLI: stdin or --file; REPL: /draft TEXT)",
+    ),
+    op(
+        "plan.edit",
+        "plan edit",
+        "/edit",
+        true,
+        false,
+        "draft revision and state",
+        "edit the draft in $EDITOR",
+    ),
+    op(
+        "plan.confirm",
+        "plan confirm",
+        "/confirm",
+        true,
+        true,
+        "locked plan revision",
+        "compact, then lock the draft into the system prompt",
+    ),
+    op(
+        "plan.cancel",
+        "plan cancel",
+        "/cancel",
+        true,
+        false,
+        "state returned to",
+        "discard the draft (archived)",
+    ),
+    op(
+        "plan.clear",
+        "plan clear",
+        "/clear",
+        true,
+        true,
+        "archived plan",
+        "compact, then remove the locked plan from the system prompt",
+    ),
+    op(
+        "compact",
+        "compact",
+        "/compact",
+        true,
+        true,
+        "messages summarised",
+        "summarise the conversation and archive it",
+    ),
+    op(
+        "status",
+        "status",
+        "/status",
+        false,
+        false,
+        "the sidebar view",
+        "show the To-do ledger, plan state and cache figures",
+    ),
+    op(
+        "relay",
+        "relay",
+        "/relay",
+        true,
+        false,
+        "handoff.md path and text",
+        "write handoff.md for the next thread",
+    ),
+    op(
+        "stats",
+        "stats",
+        "/stats",
+        false,
+        false,
+        "per-request cache figures",
+        "show cache figures per request",
+    ),
+    op(
+        "sessions",
+        "sessions",
+        "/sessions",
+        false,
+        false,
+        "session list",
+        "list sessions with status, turns, tokens",
+    ),
+    op(
+        "resume",
+        "chat --resume",
+        "/resume",
+        false,
+        false,
+        "session switched to",
+        "switch to another session",
+    ),
+    op(
+        "help",
+        "ops",
+        "/help",
+        false,
+        false,
+        "the op table",
+        "list these operations",
+    ),
+    op(
+        "quit",
+        "",
+        "/quit",
+        false,
+        false,
+        "nothing",
+        "leave the REPL",
+    ),
 ];
 
 /// Looks an op up by id.
@@ -136,7 +256,13 @@ pub fn run(op: &Op, arg: Option<&str>, target: &mut Target<'_>, ui: &mut dyn Sur
         .and_then(|s| plan::plan_file(s).ok())
         .map(|p| p.state.as_str().to_string())
         .unwrap_or_default();
-    let r = receipt(op, session.as_ref().map(|s| s.id.clone()), result, &before, &after);
+    let r = receipt(
+        op,
+        session.as_ref().map(|s| s.id.clone()),
+        result,
+        &before,
+        &after,
+    );
     if let Some(s) = &session
         && op.id != "status"
         && op.id != "stats"
@@ -230,7 +356,8 @@ fn dispatch(
             let reqs = crate::stats::requests(s).map_err(|e| e.to_string())?;
             Ok(crate::stats::render(&s.id, &reqs))
         }
-        "relay" => crate::relay::write(need()?).map(|(path, text)| format!("{text}\n(written to {})", path.display())),
+        "relay" => crate::relay::write(need()?)
+            .map(|(path, text)| format!("{text}\n(written to {})", path.display())),
         "sessions" => sessions(target.state),
         "help" => Ok(help()),
         "resume" | "quit" => Err(format!("{} is a REPL command", op.slash)),
@@ -240,13 +367,24 @@ fn dispatch(
 
 fn plan_show(s: &Session) -> Result<String, String> {
     let p = plan::plan_file(s).map_err(|e| e.to_string())?;
-    let draft = s.read_text(files::DRAFT).map_err(|e| e.to_string())?.unwrap_or_default();
-    let mut out = format!("plan state: {} (revision {})\n", p.state.as_str(), p.revision);
+    let draft = s
+        .read_text(files::DRAFT)
+        .map_err(|e| e.to_string())?
+        .unwrap_or_default();
+    let mut out = format!(
+        "plan state: {} (revision {})\n",
+        p.state.as_str(),
+        p.revision
+    );
     if let Some(at) = &p.confirmed_at {
         out.push_str(&format!("last confirmed: {at}\n"));
     }
     out.push_str("\n# draft ($PLAN_DRAFT_FILE, not in the prompt)\n");
-    out.push_str(if draft.trim().is_empty() { "(empty)\n" } else { &draft });
+    out.push_str(if draft.trim().is_empty() {
+        "(empty)\n"
+    } else {
+        &draft
+    });
     if !draft.ends_with('\n') && !draft.trim().is_empty() {
         out.push('\n');
     }
@@ -254,7 +392,10 @@ fn plan_show(s: &Session) -> Result<String, String> {
     match &p.locked {
         Some(l) => {
             out.push_str(l);
-            let on_disk = s.read_text(files::PLAN).map_err(|e| e.to_string())?.unwrap_or_default();
+            let on_disk = s
+                .read_text(files::PLAN)
+                .map_err(|e| e.to_string())?
+                .unwrap_or_default();
             if &on_disk != l {
                 out.push_str("\n! plan.md was edited outside PlanConfirm; tern uses the copy above. Put changes in the draft and confirm.");
             }
@@ -269,9 +410,13 @@ fn plan_edit(s: &Session, ui: &mut dyn Surface) -> Result<String, String> {
         .or_else(|_| std::env::var("EDITOR"))
         .unwrap_or_else(|_| "vi".into());
     let path = s.path(files::DRAFT);
-    if s.read_text(files::DRAFT).map_err(|e| e.to_string())?.is_none() {
+    if s.read_text(files::DRAFT)
+        .map_err(|e| e.to_string())?
+        .is_none()
+    {
         let lock = s.lock().map_err(|e| e.to_string())?;
-        s.write_text_locked(&lock, files::DRAFT, "").map_err(|e| e.to_string())?;
+        s.write_text_locked(&lock, files::DRAFT, "")
+            .map_err(|e| e.to_string())?;
     }
     // The editor string may carry arguments (`code -w`), as git allows.
     let status = std::process::Command::new("sh")
@@ -282,10 +427,16 @@ fn plan_edit(s: &Session, ui: &mut dyn Surface) -> Result<String, String> {
         .status()
         .map_err(|e| format!("could not start the editor {editor:?}: {e}"))?;
     if !status.success() {
-        return Err(format!("the editor {editor:?} exited with {status}; the draft is as the editor left it"));
+        return Err(format!(
+            "the editor {editor:?} exited with {status}; the draft is as the editor left it"
+        ));
     }
     let p = plan::observe_draft(s, ui).map_err(|e| e.to_string())?;
-    Ok(format!("draft revision {} ({})", p.revision, p.state.as_str()))
+    Ok(format!(
+        "draft revision {} ({})",
+        p.revision,
+        p.state.as_str()
+    ))
 }
 
 /// Runs a model-calling op on the live runtime, or on a runtime opened for the verb.
@@ -320,7 +471,9 @@ fn model_op(op: &Op, rt: &mut Runtime, ui: &mut dyn Surface) -> Result<String, S
         _ => {
             let before = rt.history().len();
             rt.compact("manual", None, ui).map_err(|e| e.to_string())?;
-            Ok(format!("{before} messages summarised; the history now opens with the summary"))
+            Ok(format!(
+                "{before} messages summarised; the history now opens with the summary"
+            ))
         }
     }
 }
@@ -344,7 +497,10 @@ fn wait_or_refuse(op: &Op, session: &Session, wait: bool) -> Result<(), String> 
 
 /// The provider a verb uses for its model call: the session's own (kind, base URL, model from
 /// `meta.json`, key from the environment), or the flags / environment for demo sessions.
-fn provider_for(meta: &crate::store::Meta, flags: &ProviderFlags) -> Result<config::ProviderChoice, String> {
+fn provider_for(
+    meta: &crate::store::Meta,
+    flags: &ProviderFlags,
+) -> Result<config::ProviderChoice, String> {
     let env = |k: &str| std::env::var(k).ok();
     let kind = match meta.provider.as_str() {
         "openai" => Some(ProviderKind::Openai),
@@ -361,7 +517,9 @@ fn provider_for(meta: &crate::store::Meta, flags: &ProviderFlags) -> Result<conf
     }
     config::resolve(&f, &env).map_err(|e| {
         if kind.is_none() {
-            format!("this session's model was the demo's replay; a compaction needs a real model.\n{e}")
+            format!(
+                "this session's model was the demo's replay; a compaction needs a real model.\n{e}"
+            )
         } else {
             e
         }
@@ -379,7 +537,11 @@ fn sessions(state: &StateDir) -> Result<String, String> {
         "id", "status", "turns", "tokens", "last activity", "title"
     );
     for id in ids.iter().rev() {
-        let mark = if current.as_deref() == Some(id) { "*" } else { " " };
+        let mark = if current.as_deref() == Some(id) {
+            "*"
+        } else {
+            " "
+        };
         match state.open_session(id).and_then(|s| s.read_meta()) {
             Ok(m) => {
                 let mut status = m.status.as_str().to_string();
@@ -406,9 +568,16 @@ fn sessions(state: &StateDir) -> Result<String, String> {
 
 /// The op table as text (`tern ops`, `/help`).
 pub fn help() -> String {
-    let mut out = format!("{:<14} {:<16} {:<10} {:<6} {:<6} {}\n", "op", "cli", "slash", "writes", "model", "what");
+    let mut out = format!(
+        "{:<14} {:<16} {:<10} {:<6} {:<6} {}\n",
+        "op", "cli", "slash", "writes", "model", "what"
+    );
     for o in OPS {
-        let cli = if o.cli.is_empty() { "-".to_string() } else { format!("tern {}", o.cli) };
+        let cli = if o.cli.is_empty() {
+            "-".to_string()
+        } else {
+            format!("tern {}", o.cli)
+        };
         out.push_str(&format!(
             "{:<14} {:<16} {:<10} {:<6} {:<6} {}\n",
             o.id,

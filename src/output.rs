@@ -88,10 +88,19 @@ pub fn describe(ev: &Value) -> Option<String> {
                         format!("$ {first}")
                     }
                 }
-                name => format!("• {name} {}", preview_args(args)),
+                // Other tools are shown by their result line.
+                _ => return None,
             }
         }
-        "tool_result" => preview(&s("content"), ev["is_error"].as_bool() == Some(true)),
+        "tool_result" if ev["name"] == "bash" => {
+            preview(&s("content"), ev["is_error"].as_bool() == Some(true))
+        }
+        "tool_result" => {
+            let content = s("content");
+            let first = content.lines().next().unwrap_or("");
+            let mark = if ev["is_error"].as_bool() == Some(true) { "!" } else { "•" };
+            format!("{mark} {}: {}", s("name"), clip(first))
+        }
         "retry" => format!(
             "retry {} in {:.1} s: {}",
             n("attempt"),
@@ -105,13 +114,6 @@ pub fn describe(ev: &Value) -> Option<String> {
             n("archived_messages"),
             s("archive")
         ),
-        "work_update" => {
-            let now = ev["in_progress"]["content"].as_str();
-            match now {
-                Some(c) => format!("to-do: {}/{} settled; now: {c}", n("settled"), n("total")),
-                None => format!("to-do: {}/{} settled", n("settled"), n("total")),
-            }
-        }
         "warning" => format!("warning: {}", s("message")),
         "repair" => format!(
             "repaired the history: {} dropped lines, {} unanswered tool calls closed, {} messages dropped, {} merged",
@@ -126,18 +128,6 @@ pub fn describe(ev: &Value) -> Option<String> {
     })
 }
 
-fn preview_args(args: &Value) -> String {
-    let text = args.to_string();
-    if text == "{}" {
-        return String::new();
-    }
-    let cut = crate::runtime::system::cut(&text, 120);
-    if cut.len() < text.len() {
-        format!("{cut}…")
-    } else {
-        cut.to_string()
-    }
-}
 
 /// A short view of a tool result: the first lines and the last (the exit line), indented.
 pub fn preview(content: &str, is_error: bool) -> String {

@@ -15,7 +15,10 @@ use crate::tools::work::{Ledger, Status};
 /// Builds the handoff text of `session`.
 pub fn handoff(session: &Session) -> Result<String, String> {
     let e = |e: std::io::Error| e.to_string();
-    let ledger: Ledger = session.read_json(files::LEDGER).map_err(e)?.unwrap_or_default();
+    let ledger: Ledger = session
+        .read_json(files::LEDGER)
+        .map_err(e)?
+        .unwrap_or_default();
     let plan = plan::plan_file(session).map_err(|e| e.to_string())?;
     let strategy: Option<Value> = session.read_json(files::STRATEGY).map_err(e)?;
     let summary = session.read_text(files::SUMMARY).map_err(e)?;
@@ -27,7 +30,12 @@ pub fn handoff(session: &Session) -> Result<String, String> {
         None => out.push_str("(none set)"),
     }
     out.push_str("\n\n## Locked plan\n");
-    out.push_str(plan.locked.as_deref().map(str::trim_end).unwrap_or("(none)"));
+    out.push_str(
+        plan.locked
+            .as_deref()
+            .map(str::trim_end)
+            .unwrap_or("(none)"),
+    );
     out.push_str("\n\n## To-do\n");
     match work_state::body(&ledger) {
         Some(body) => out.push_str(&body),
@@ -52,7 +60,13 @@ pub fn handoff(session: &Session) -> Result<String, String> {
         _ => out.push_str("(none)"),
     }
     out.push_str("\n\n## Latest summary\n");
-    out.push_str(summary.as_deref().map(str::trim).filter(|s| !s.is_empty()).unwrap_or("(no compaction yet)"));
+    out.push_str(
+        summary
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .unwrap_or("(no compaction yet)"),
+    );
     out.push_str("\n\n## Next action\n");
     let next = ledger
         .items
@@ -104,10 +118,12 @@ pub fn start(state: &StateDir, from: &Session) -> Result<Session, String> {
     let new = state.create_session(meta).map_err(e)?;
     let lock = new.lock().map_err(e)?;
     let sys = system::with_plan(&system::base(&state.workspace), plan.locked.as_deref());
-    new.write_text_locked(&lock, files::SYSTEM, &sys).map_err(e)?;
+    new.write_text_locked(&lock, files::SYSTEM, &sys)
+        .map_err(e)?;
     new.write_text_locked(&lock, files::DRAFT, "").map_err(e)?;
     if let Some(locked) = &plan.locked {
-        new.write_text_locked(&lock, files::PLAN, locked).map_err(e)?;
+        new.write_text_locked(&lock, files::PLAN, locked)
+            .map_err(e)?;
         let carried = crate::tools::plan::PlanFile {
             state: plan.state,
             revision: plan.revision,
@@ -116,7 +132,8 @@ pub fn start(state: &StateDir, from: &Session) -> Result<Session, String> {
             executing: plan.executing,
             draft_fingerprint: None,
         };
-        new.write_json_locked(&lock, files::PLAN_STATE, &carried).map_err(e)?;
+        new.write_json_locked(&lock, files::PLAN_STATE, &carried)
+            .map_err(e)?;
     }
     if let Some(l) = ledger {
         new.write_json_locked(&lock, files::LEDGER, &l).map_err(e)?;

@@ -127,7 +127,10 @@ impl Surface for ReplSurface<'_> {
     fn approve(&mut self, command: &str) -> Answer {
         eprintln!("tern wants to run:\n  {}", command.replace('\n', "\n  "));
         loop {
-            match self.input.read("run it? [y]es / [n]o / [a]lways this session: ") {
+            match self
+                .input
+                .read("run it? [y]es / [n]o / [a]lways this session: ")
+            {
                 Line::Text(a) => match a.trim().to_lowercase().as_str() {
                     "y" | "yes" => return Answer::Yes,
                     "n" | "no" => return Answer::No,
@@ -258,7 +261,9 @@ impl Repl<'_> {
         let mut rt = Runtime::resume(self.state, session, provider, self.cfg.clone(), &mut ui)
             .map_err(|e| e.to_string())?;
         rt.cancel = self.cancel.clone();
-        self.state.set_current(&rt.session.id).map_err(|e| e.to_string())?;
+        self.state
+            .set_current(&rt.session.id)
+            .map_err(|e| e.to_string())?;
         eprintln!("resumed session {}", rt.session.id);
         self.rt = Some(rt);
         Ok(())
@@ -326,11 +331,12 @@ impl Repl<'_> {
             _ => {}
         }
         // Ops on a session need one: create it on first use, as a prompt would.
-        if !matches!(op.id, "help" | "sessions") && self.rt.is_none() {
-            if let Err(e) = self.runtime("", input) {
-                eprintln!("tern: {e}");
-                return false;
-            }
+        if !matches!(op.id, "help" | "sessions")
+            && self.rt.is_none()
+            && let Err(e) = self.runtime("", input)
+        {
+            eprintln!("tern: {e}");
+            return false;
         }
         let mut target = Target {
             state: self.state,

@@ -38,7 +38,10 @@ pub fn snapshot(session: &Session) -> Snapshot {
             Ledger::default()
         }
     };
-    let meta = session.read_meta().map_err(|e| problems.push(e.to_string())).ok();
+    let meta = session
+        .read_meta()
+        .map_err(|e| problems.push(e.to_string()))
+        .ok();
     let plan = plan_file(session)
         .map_err(|e| problems.push(e.to_string()))
         .unwrap_or_default();
@@ -49,7 +52,10 @@ pub fn snapshot(session: &Session) -> Snapshot {
         Ok(events) => {
             for e in events.items.iter().filter(|e| e["type"] == "usage") {
                 let n = |k: &str| e[k].as_u64().unwrap_or(0);
-                let ts = e["ts"].as_str().and_then(crate::clock::parse_rfc3339).unwrap_or(0);
+                let ts = e["ts"]
+                    .as_str()
+                    .and_then(crate::clock::parse_rfc3339)
+                    .unwrap_or(0);
                 if ts >= since {
                     tokens += n("input_tokens") + n("output_tokens");
                 }
@@ -93,7 +99,11 @@ pub fn footer(session: &Session, snap: &Snapshot) -> Vec<String> {
             Some(pid) if m.status == crate::store::Status::Running => format!(" (pid {pid})"),
             _ => String::new(),
         };
-        lines.push(format!("Session {}: {}{running}", session.id, m.status.as_str()));
+        lines.push(format!(
+            "Session {}: {}{running}",
+            session.id,
+            m.status.as_str()
+        ));
     }
     for p in &snap.problems {
         lines.push(format!("! {p}"));
@@ -109,7 +119,12 @@ pub fn render_text(session: &Session, height: Option<usize>) -> String {
 }
 
 /// [`render_text`] from an already read snapshot and a given clock.
-pub fn render_snapshot(session: &Session, snap: &Snapshot, height: Option<usize>, now: u64) -> String {
+pub fn render_snapshot(
+    session: &Session,
+    snap: &Snapshot,
+    height: Option<usize>,
+    now: u64,
+) -> String {
     let footer = footer(session, snap);
     sidebar::render(&SidebarInput {
         ledger: &snap.ledger,

@@ -25,7 +25,11 @@ pub fn simulate_usage(prev: &[u8], body: &[u8], output_bytes: usize) -> Usage {
     let common = prev.iter().zip(body).take_while(|(a, b)| a == b).count();
     let common_tokens = common / SIM_BYTES_PER_TOKEN;
     let blocks = common_tokens / SIM_BLOCK_TOKENS * SIM_BLOCK_TOKENS;
-    let cached = if blocks >= SIM_MIN_CACHED_TOKENS { blocks } else { 0 };
+    let cached = if blocks >= SIM_MIN_CACHED_TOKENS {
+        blocks
+    } else {
+        0
+    };
     Usage {
         input_tokens: body.len().div_ceil(SIM_BYTES_PER_TOKEN) as u64,
         cached_tokens: cached as u64,
@@ -96,13 +100,19 @@ impl Provider for Replay {
             .any(|w| w == COMPACTION_MARK.as_bytes());
         let (text, calls) = if is_compaction {
             let s = self.summaries.next().ok_or_else(|| {
-                ProviderError::new(ErrorKind::BadResponse, "the demo script has no summary left")
+                ProviderError::new(
+                    ErrorKind::BadResponse,
+                    "the demo script has no summary left",
+                )
             })?;
             (s, Vec::new())
         } else {
             match self.answers.next() {
                 Some(a) => (a.text, a.tool_calls),
-                None => ("(The demo script has no more model answers.)".to_string(), Vec::new()),
+                None => (
+                    "(The demo script has no more model answers.)".to_string(),
+                    Vec::new(),
+                ),
             }
         };
         // Stream word by word, as a model would.
@@ -121,7 +131,14 @@ impl Provider for Replay {
         let usage = simulate_usage(&self.prev_body, body, text.len());
         self.prev_body = body.to_vec();
         Ok(Completion {
-            finish_reason: Some(if tool_calls.is_empty() { "stop" } else { "tool_calls" }.into()),
+            finish_reason: Some(
+                if tool_calls.is_empty() {
+                    "stop"
+                } else {
+                    "tool_calls"
+                }
+                .into(),
+            ),
             text,
             tool_calls,
             usage,

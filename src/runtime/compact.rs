@@ -31,7 +31,9 @@ impl Runtime {
         keep_from: Option<usize>,
         ui: &mut dyn Surface,
     ) -> Result<(), Failure> {
-        let cut = keep_from.unwrap_or(self.history.len()).min(self.history.len());
+        let cut = keep_from
+            .unwrap_or(self.history.len())
+            .min(self.history.len());
         let old = &self.history[..cut];
         if old.is_empty() {
             self.emit(
@@ -96,12 +98,12 @@ impl Runtime {
         let mut last_problem = String::new();
         for _ in 0..2 {
             let body = self.body_for(&messages, None);
-            let answer = self
-                .send(body, "compaction", false, ui)
-                .map_err(|e| match super::request::provider_failure(e) {
+            let answer = self.send(body, "compaction", false, ui).map_err(|e| {
+                match super::request::provider_failure(e) {
                     Failure::Interrupted => Failure::Interrupted,
                     f => Failure::Failed(format!("compaction failed, nothing was changed: {f}")),
-                })?;
+                }
+            })?;
             let text = answer.text.trim();
             if !is_placeholder(text) {
                 return Ok(text.to_string());
@@ -120,12 +122,20 @@ impl Runtime {
 
 /// True for summaries that carry nothing: empty, very short, or a stock placeholder.
 pub fn is_placeholder(text: &str) -> bool {
-    let t = text.trim().trim_matches(|c: char| c == '[' || c == ']' || c == '.' || c == '…');
+    let t = text
+        .trim()
+        .trim_matches(|c: char| c == '[' || c == ']' || c == '.' || c == '…');
     let lower = t.to_lowercase();
     t.chars().count() < 16
         || matches!(
             lower.as_str(),
-            "summary" | "no summary" | "todo" | "n/a" | "none" | "placeholder" | "summary goes here"
+            "summary"
+                | "no summary"
+                | "todo"
+                | "n/a"
+                | "none"
+                | "placeholder"
+                | "summary goes here"
         )
 }
 
@@ -138,6 +148,8 @@ mod tests {
         assert!(is_placeholder(""));
         assert!(is_placeholder("  ...  "));
         assert!(is_placeholder("[summary]"));
-        assert!(!is_placeholder("The person asked for hello.txt; it was created and shown."));
+        assert!(!is_placeholder(
+            "The person asked for hello.txt; it was created and shown."
+        ));
     }
 }

@@ -73,10 +73,16 @@ impl Runtime {
                 self.plan_clear(keep, ui).into()
             }
             (None, "update_plan") => self.tool_strategy(&call.arguments).into(),
-            (None, name) if work::is_work_tool(name) => self.tool_work(name, &call.arguments, ui).into(),
+            (None, name) if work::is_work_tool(name) => {
+                self.tool_work(name, &call.arguments, ui).into()
+            }
             (None, name) => ToolResult::err(format!(
                 "Error: there is no tool named {name:?}. The tools are: {}.",
-                self.tools.iter().map(|t| t.name).collect::<Vec<_>>().join(", ")
+                self.tools
+                    .iter()
+                    .map(|t| t.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )),
         };
         let mut fields = json!({
@@ -90,6 +96,13 @@ impl Runtime {
             f.extend(e.clone());
         }
         self.emit(ui, "tool_result", fields);
+        if call.name == "bash"
+            && let Err(e) = self.observe_plan_files(ui)
+        {
+            // The command may have written the draft through $PLAN_DRAFT_FILE; a file that
+            // cannot be read now is reported again before the next request.
+            eprintln!("tern: {e}");
+        }
         result
     }
 
@@ -126,9 +139,18 @@ impl Runtime {
             _ => {}
         }
         let env = vec![
-            ("PLAN_DRAFT_FILE".to_string(), self.session.path(files::DRAFT).display().to_string()),
-            ("PLAN_FILE".to_string(), self.session.path(files::PLAN).display().to_string()),
-            ("TERN_SESSION_DIR".to_string(), self.session.dir.display().to_string()),
+            (
+                "PLAN_DRAFT_FILE".to_string(),
+                self.session.path(files::DRAFT).display().to_string(),
+            ),
+            (
+                "PLAN_FILE".to_string(),
+                self.session.path(files::PLAN).display().to_string(),
+            ),
+            (
+                "TERN_SESSION_DIR".to_string(),
+                self.session.dir.display().to_string(),
+            ),
         ];
         let spill = self.session.path(files::SPILL);
         let req = bash::BashRequest {
@@ -156,10 +178,6 @@ impl Runtime {
             }
             Err(e) => ToolResult::err(format!("Error: could not run bash: {e}")),
         };
-        // The command may have written the draft through $PLAN_DRAFT_FILE.
-        if let Err(e) = self.observe_plan_files(ui) {
-            eprintln!("tern: {e}");
-        }
         result
     }
 
@@ -173,7 +191,9 @@ impl Runtime {
         let ledger: work::Ledger = self
             .session
             .read_json(files::LEDGER)
-            .map_err(|e| format!("Error: the ledger cannot be read ({e}); fix or delete ledger.json"))?
+            .map_err(|e| {
+                format!("Error: the ledger cannot be read ({e}); fix or delete ledger.json")
+            })?
             .unwrap_or_default();
         let mut plan = super::plan::plan_file(&self.session).map_err(|e| format!("Error: {e}"))?;
         let applied = work::apply(

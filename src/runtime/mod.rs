@@ -3,8 +3,8 @@
 //! own.
 
 pub mod compact;
-pub mod plan;
 mod dispatch;
+pub mod plan;
 pub mod repair;
 mod request;
 pub mod system;

@@ -50,7 +50,9 @@ pub fn observe_draft(session: &Session, ui: &mut dyn Surface) -> Result<PlanFile
 /// Errors: empty content (use cancel to discard a draft); a file that cannot be written.
 pub fn draft(session: &Session, content: &str, ui: &mut dyn Surface) -> Result<String, String> {
     if content.trim().is_empty() {
-        return Err("Error: the draft content is empty. To discard a draft use plan_cancel.".into());
+        return Err(
+            "Error: the draft content is empty. To discard a draft use plan_cancel.".into(),
+        );
     }
     let result = (|| -> Result<(Option<Transition>, PlanFile), Failure> {
         let lock = session.lock()?;
@@ -93,7 +95,10 @@ pub fn cancel(session: &Session, ui: &mut dyn Surface) -> Result<String, String>
     })();
     let t = result.map_err(|e| format!("Error: {e}"))??;
     emit_transition(session, &t, ui);
-    Ok(format!("Draft discarded (archived); plan state is {}.", t.to.as_str()))
+    Ok(format!(
+        "Draft discarded (archived); plan state is {}.",
+        t.to.as_str()
+    ))
 }
 
 impl Runtime {
@@ -125,7 +130,8 @@ impl Runtime {
         keep_from: Option<usize>,
         ui: &mut dyn Surface,
     ) -> Result<String, String> {
-        self.observe_plan_files(ui).map_err(|e| format!("Error: {e}"))?;
+        self.observe_plan_files(ui)
+            .map_err(|e| format!("Error: {e}"))?;
         let draft = draft_text(&self.session).map_err(|e| format!("Error: {e}"))?;
         plan_file(&self.session)
             .map_err(|e| format!("Error: {e}"))?
@@ -157,7 +163,8 @@ impl Runtime {
             self.session
                 .write_text_locked(&lock, files::SYSTEM, &new_system)?;
             let t = plan.confirm(&draft, &crate::clock::now_rfc3339());
-            self.session.write_json_locked(&lock, files::PLAN_STATE, &plan)?;
+            self.session
+                .write_json_locked(&lock, files::PLAN_STATE, &plan)?;
             self.system = new_system;
             t
         };
@@ -192,7 +199,8 @@ impl Runtime {
             self.session
                 .write_text_locked(&lock, files::SYSTEM, &new_system)?;
             let t = plan.clear();
-            self.session.write_json_locked(&lock, files::PLAN_STATE, &plan)?;
+            self.session
+                .write_json_locked(&lock, files::PLAN_STATE, &plan)?;
             self.system = new_system;
             Ok(t)
         })();

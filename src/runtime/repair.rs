@@ -13,8 +13,7 @@ use serde_json::{Value, json};
 use crate::message::Message;
 
 /// The text stored as the result of a tool call whose process died before answering.
-pub const LOST_RESULT: &str =
-    "Error: no result was recorded: the tern process running this tool call ended (killed or crashed). Check the state before retrying.";
+pub const LOST_RESULT: &str = "Error: no result was recorded: the tern process running this tool call ended (killed or crashed). Check the state before retrying.";
 
 /// What a repair changed; empty when the history was already valid.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -79,7 +78,9 @@ pub fn repair(msgs: Vec<Message>, skipped: &[usize]) -> (Vec<Message>, RepairRep
                 report.dropped_messages += 1;
                 continue;
             }
-            Message::Assistant { text, tool_calls } if text.trim().is_empty() && tool_calls.is_empty() => {
+            Message::Assistant { text, tool_calls }
+                if text.trim().is_empty() && tool_calls.is_empty() =>
+            {
                 report.dropped_messages += 1;
                 continue;
             }
@@ -94,15 +95,22 @@ pub fn repair(msgs: Vec<Message>, skipped: &[usize]) -> (Vec<Message>, RepairRep
                 .collect();
         }
         // Two assistant messages in a row: the first had no tool calls (else results sit between).
-        if let (Some(Message::Assistant { text: t1, tool_calls: c1 }), Message::Assistant { text: t2, tool_calls: c2 }) =
-            (out.last_mut(), &m)
+        if let (
+            Some(Message::Assistant {
+                text: t1,
+                tool_calls: c1,
+            }),
+            Message::Assistant {
+                text: t2,
+                tool_calls: c2,
+            },
+        ) = (out.last_mut(), &m)
+            && c1.is_empty()
         {
-            if c1.is_empty() {
-                join_text(t1, t2);
-                c1.extend(c2.iter().cloned());
-                report.merged += 1;
-                continue;
-            }
+            join_text(t1, t2);
+            c1.extend(c2.iter().cloned());
+            report.merged += 1;
+            continue;
         }
         out.push(m);
     }
@@ -111,7 +119,9 @@ pub fn repair(msgs: Vec<Message>, skipped: &[usize]) -> (Vec<Message>, RepairRep
     if report.changed() {
         let mut merged: Vec<Message> = Vec::with_capacity(out.len());
         for m in out {
-            if let (Some(Message::User { content: a }), Message::User { content: b }) = (merged.last_mut(), &m) {
+            if let (Some(Message::User { content: a }), Message::User { content: b }) =
+                (merged.last_mut(), &m)
+            {
                 join_text(a, b);
                 report.merged += 1;
                 continue;
@@ -171,9 +181,15 @@ mod tests {
         let h = vec![
             Message::user("a"),
             Message::user("b"),
-            Message::Assistant { text: "x".into(), tool_calls: vec![call("1")] },
+            Message::Assistant {
+                text: "x".into(),
+                tool_calls: vec![call("1")],
+            },
             Message::tool(&call("1"), "ok", false),
-            Message::Assistant { text: "done".into(), tool_calls: vec![] },
+            Message::Assistant {
+                text: "done".into(),
+                tool_calls: vec![],
+            },
         ];
         let (r, rep) = repair(h.clone(), &[]);
         assert_eq!(r, h);
@@ -184,7 +200,10 @@ mod tests {
     fn dangling_calls_answered_and_users_merged() {
         let h = vec![
             Message::user("a"),
-            Message::Assistant { text: String::new(), tool_calls: vec![call("1"), call("2")] },
+            Message::Assistant {
+                text: String::new(),
+                tool_calls: vec![call("1"), call("2")],
+            },
             Message::tool(&call("1"), "ok", false),
             Message::user("continue"),
         ];
@@ -192,7 +211,9 @@ mod tests {
         assert_eq!(rep.answered_calls, vec!["2".to_string()]);
         assert_eq!(r.len(), 5);
         assert!(matches!(&r[4], Message::User { content } if content == "continue"));
-        assert!(matches!(&r[3], Message::Tool { tool_call_id, is_error: true, .. } if tool_call_id == "2"));
+        assert!(
+            matches!(&r[3], Message::Tool { tool_call_id, is_error: true, .. } if tool_call_id == "2")
+        );
     }
 
     #[test]
@@ -200,9 +221,18 @@ mod tests {
         let h = vec![
             Message::user("a"),
             Message::tool(&call("9"), "orphan", false),
-            Message::Assistant { text: "  ".into(), tool_calls: vec![] },
-            Message::Assistant { text: "one".into(), tool_calls: vec![] },
-            Message::Assistant { text: "two".into(), tool_calls: vec![] },
+            Message::Assistant {
+                text: "  ".into(),
+                tool_calls: vec![],
+            },
+            Message::Assistant {
+                text: "one".into(),
+                tool_calls: vec![],
+            },
+            Message::Assistant {
+                text: "two".into(),
+                tool_calls: vec![],
+            },
             Message::user(" "),
             Message::user("b"),
         ];

@@ -49,7 +49,11 @@ impl Runtime {
     }
 
     /// The exact body bytes for `messages` (a compaction sends a different message list).
-    pub(super) fn body_for(&self, messages: &[crate::message::Message], tail: Option<&str>) -> Vec<u8> {
+    pub(super) fn body_for(
+        &self,
+        messages: &[crate::message::Message],
+        tail: Option<&str>,
+    ) -> Vec<u8> {
         let req = Request {
             model: &self.cfg.model,
             system: &self.system,
@@ -73,8 +77,7 @@ impl Runtime {
     /// tokens-per-byte of the last reported usage when there is one.
     fn over_threshold(&self, bytes: usize) -> bool {
         let per_byte = if self.totals.usage.input_tokens > 0 && self.totals.request_bytes > 0 {
-            (self.totals.usage.input_tokens as f64 / self.totals.request_bytes as f64)
-                .max(0.2)
+            (self.totals.usage.input_tokens as f64 / self.totals.request_bytes as f64).max(0.2)
                 * 1.1
         } else {
             DEFAULT_TOKENS_PER_BYTE

@@ -13,7 +13,9 @@ const CLOSE_PLAN: &str = "\n</locked_plan>\n";
 /// The system prompt without a plan: the bundled instructions plus the workspace's `AGENTS.md`
 /// (read now; the result is pinned in `system.txt` so later edits do not move the prefix).
 pub fn base(workspace: &Path) -> String {
-    let mut s = include_str!("../../prompts/system.md").trim_end().to_string();
+    let mut s = include_str!("../../prompts/system.md")
+        .trim_end()
+        .to_string();
     s.push('\n');
     if let Ok(bytes) = std::fs::read(workspace.join("AGENTS.md")) {
         let text = String::from_utf8_lossy(&bytes);

@@ -74,7 +74,11 @@ impl Runtime {
         while let Some(c) = pending.next() {
             let mut results = Vec::new();
             let interrupted = if self.cancelled() {
-                results.push(Message::tool(&c.call, "Error: not run: interrupted by the user.", true));
+                results.push(Message::tool(
+                    &c.call,
+                    "Error: not run: interrupted by the user.",
+                    true,
+                ));
                 true
             } else {
                 let r = self.run_tool(&c, ui);
@@ -107,7 +111,10 @@ impl Runtime {
         } else {
             answer.text
         };
-        let cut_off = matches!(answer.finish_reason.as_deref(), Some("length" | "max_tokens"));
+        let cut_off = matches!(
+            answer.finish_reason.as_deref(),
+            Some("length" | "max_tokens")
+        );
         let mut calls: Vec<Call> = Vec::new();
         for (i, raw) in answer.tool_calls.into_iter().enumerate() {
             let id = if raw.id.trim().is_empty() || calls.iter().any(|c| c.call.id == raw.id) {
@@ -127,7 +134,11 @@ impl Runtime {
                     let msg = format!(
                         "Error: the arguments of this {} call are not one valid JSON object ({why}), so it did not run. Received: `{snippet}`{}.{hint} Send the call again with valid JSON arguments.",
                         raw.name,
-                        if snippet.len() < raw.arguments.len() { "…" } else { "" },
+                        if snippet.len() < raw.arguments.len() {
+                            "…"
+                        } else {
+                            ""
+                        },
                     );
                     (json!({}), Some(msg))
                 }

@@ -34,9 +34,7 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = path
         .parent()
         .ok_or_else(|| io::Error::other(format!("{} has no parent folder", path.display())))?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".tmp-")
-        .tempfile_in(dir)?;
+    let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
     tmp.write_all(bytes)?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
@@ -80,7 +78,9 @@ pub fn append_line(path: &Path, line: &str) -> io::Result<()> {
 pub fn to_jsonl<T: serde::Serialize + ?Sized>(value: &T) -> io::Result<String> {
     let s = serde_json::to_string(value).map_err(io::Error::other)?;
     if s.contains(['\u{2028}', '\u{2029}']) {
-        return Ok(s.replace('\u{2028}', "\\u2028").replace('\u{2029}', "\\u2029"));
+        return Ok(s
+            .replace('\u{2028}', "\\u2028")
+            .replace('\u{2029}', "\\u2029"));
     }
     Ok(s)
 }
@@ -208,6 +208,11 @@ mod tests {
         atomic_write(&link, b"new").unwrap();
         assert_eq!(fs::read(&target).unwrap(), b"keep");
         assert_eq!(fs::read(&link).unwrap(), b"new");
-        assert!(!fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert!(
+            !fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
     }
 }

@@ -227,7 +227,9 @@ impl Session {
     pub fn append_event(&self, mut event: Value) -> io::Result<Value> {
         let lock = self.lock()?;
         let path = self.path(files::EVENTS);
-        let len = std::fs::symlink_metadata(&path).map(|m| m.len()).unwrap_or(0);
+        let len = std::fs::symlink_metadata(&path)
+            .map(|m| m.len())
+            .unwrap_or(0);
         let (known_len, known_seq) = self.event_seq.get();
         let last = if len == known_len {
             known_seq
@@ -241,7 +243,9 @@ impl Session {
         let line = fsutil::to_jsonl(&event)?;
         let line = redact(&line);
         fsutil::append_line(&path, &line)?;
-        let new_len = std::fs::symlink_metadata(&path).map(|m| m.len()).unwrap_or(0);
+        let new_len = std::fs::symlink_metadata(&path)
+            .map(|m| m.len())
+            .unwrap_or(0);
         self.event_seq.set((new_len, seq));
         drop(lock);
         if let std::borrow::Cow::Owned(s) = line {
@@ -276,7 +280,9 @@ impl Session {
     /// Path of `archive/<prefix>-NNNN.<ext>` for the next free number.
     pub fn next_archive_path(&self, prefix: &str, ext: &str) -> io::Result<PathBuf> {
         let n = self.next_archive_number(prefix)?;
-        Ok(self.path(files::ARCHIVE).join(format!("{prefix}-{n:04}.{ext}")))
+        Ok(self
+            .path(files::ARCHIVE)
+            .join(format!("{prefix}-{n:04}.{ext}")))
     }
 }
 

@@ -140,9 +140,11 @@ impl PlanFile {
     /// Checks that PlanConfirm may run with this draft. Errors (nothing changes): an empty draft.
     pub fn check_confirm(&self, draft: &str) -> Result<(), String> {
         if draft.trim().is_empty() {
-            return Err("Error: no plan draft to confirm. Write the plan to $PLAN_DRAFT_FILE \
+            return Err(
+                "Error: no plan draft to confirm. Write the plan to $PLAN_DRAFT_FILE \
                         (or call plan_draft) first, then call plan_confirm."
-                .into());
+                    .into(),
+            );
         }
         Ok(())
     }
@@ -169,9 +171,11 @@ impl PlanFile {
     /// Checks that PlanClear may run. Errors (nothing changes): no locked plan.
     pub fn check_clear(&self) -> Result<(), String> {
         if self.locked.is_none() {
-            return Err("Error: no locked plan to clear. Only a plan confirmed with plan_confirm \
+            return Err(
+                "Error: no locked plan to clear. Only a plan confirmed with plan_confirm \
                         can be cleared."
-                .into());
+                    .into(),
+            );
         }
         Ok(())
     }
@@ -204,7 +208,9 @@ pub fn specs() -> Vec<ToolSpec> {
     vec![
         ToolSpec {
             name: "plan_draft",
-            description: include_str!("../../prompts/tools/plan_draft.md").trim().into(),
+            description: include_str!("../../prompts/tools/plan_draft.md")
+                .trim()
+                .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {"content": {"type": "string"}},
@@ -213,17 +219,23 @@ pub fn specs() -> Vec<ToolSpec> {
         },
         ToolSpec {
             name: "plan_confirm",
-            description: include_str!("../../prompts/tools/plan_confirm.md").trim().into(),
+            description: include_str!("../../prompts/tools/plan_confirm.md")
+                .trim()
+                .into(),
             parameters: empty.clone(),
         },
         ToolSpec {
             name: "plan_cancel",
-            description: include_str!("../../prompts/tools/plan_cancel.md").trim().into(),
+            description: include_str!("../../prompts/tools/plan_cancel.md")
+                .trim()
+                .into(),
             parameters: empty.clone(),
         },
         ToolSpec {
             name: "plan_clear",
-            description: include_str!("../../prompts/tools/plan_clear.md").trim().into(),
+            description: include_str!("../../prompts/tools/plan_clear.md")
+                .trim()
+                .into(),
             parameters: empty,
         },
     ]
@@ -237,7 +249,10 @@ mod tests {
     fn full_lifecycle() {
         let mut p = PlanFile::default();
         let t = p.observe_draft("step 1").unwrap();
-        assert_eq!((t.from, t.to, t.revision), (PlanState::Idle, PlanState::Drafting, 1));
+        assert_eq!(
+            (t.from, t.to, t.revision),
+            (PlanState::Idle, PlanState::Drafting, 1)
+        );
         assert!(p.observe_draft("step 1").is_none());
         let t = p.observe_draft("step 1\nstep 2").unwrap();
         assert_eq!((t.to, t.revision), (PlanState::Revised, 2));
