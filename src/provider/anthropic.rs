@@ -89,6 +89,9 @@ struct Body<'a> {
     stream: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<Tool<'a>>,
+    /// `{"type":"none"}` only when the runtime asks for a text answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<serde_json::Value>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     system: Vec<Block<'a>>,
     messages: Vec<Msg<'a>>,
@@ -277,6 +280,7 @@ pub fn body(req: &Request<'_>) -> Vec<u8> {
                 input_schema: &t.parameters,
             })
             .collect(),
+        tool_choice: (!req.tools_allowed).then(|| serde_json::json!({"type": "none"})),
         system,
         messages,
     };
@@ -517,6 +521,7 @@ mod tests {
             tail,
             cache_key: Some("ignored"),
             max_output_tokens: 4096,
+            tools_allowed: true,
         }
     }
 

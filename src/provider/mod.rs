@@ -58,6 +58,9 @@ pub struct Request<'a> {
     pub cache_key: Option<&'a str>,
     /// Upper bound on output tokens (`max_tokens`; Anthropic requires it).
     pub max_output_tokens: u32,
+    /// False asks for a text answer only (`tool_choice` none): the tools stay in the request so
+    /// the prefix keeps its bytes up to that field. Used once to end a loop of repeated calls.
+    pub tools_allowed: bool,
 }
 
 /// Token usage of one request, normalised across providers (DESIGN.md §4).

@@ -83,6 +83,9 @@ struct Body<'a> {
     stream_options: StreamOptions,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<Tool<'a>>,
+    /// `"none"` only when the runtime asks for a text answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     prompt_cache_key: Option<&'a str>,
     messages: Vec<Msg<'a>>,
@@ -222,6 +225,7 @@ pub fn body(req: &Request<'_>) -> Vec<u8> {
                 },
             })
             .collect(),
+        tool_choice: (!req.tools_allowed).then_some("none"),
         prompt_cache_key: req.cache_key,
         messages,
     };
@@ -481,6 +485,7 @@ mod tests {
             tail,
             cache_key: None,
             max_output_tokens: 100,
+            tools_allowed: true,
         }
     }
 

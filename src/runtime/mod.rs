@@ -8,6 +8,7 @@ pub mod plan;
 pub mod repair;
 mod request;
 pub mod system;
+pub mod textcall;
 mod turn;
 
 use std::path::PathBuf;
@@ -204,6 +205,8 @@ pub struct Runtime {
     last_body: Vec<u8>,
     approved_always: bool,
     warned_plan_md: bool,
+    /// False for the one request that asks for a final text answer after a loop.
+    tools_allowed: bool,
     started: Instant,
 }
 
@@ -337,6 +340,7 @@ impl Runtime {
             last_body: Vec::new(),
             approved_always: false,
             warned_plan_md: false,
+            tools_allowed: true,
             started: Instant::now(),
         }
     }

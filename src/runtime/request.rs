@@ -62,6 +62,7 @@ impl Runtime {
             tail,
             cache_key: self.cfg.send_cache_key.then_some(self.session.id.as_str()),
             max_output_tokens: self.cfg.max_output_tokens,
+            tools_allowed: self.tools_allowed,
         };
         self.provider.body(&req)
     }

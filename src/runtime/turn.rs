@@ -16,6 +16,13 @@ use crate::message::{Message, ToolCall};
 use crate::provider::Completion;
 use crate::store::Status;
 
+/// Appended to a tool result that repeats the previous step's call and result exactly.
+pub const REPEAT_NOTE: &str = "[Same call and same result as your previous step. If the task is done, stop calling tools and answer.]";
+
+/// Identical steps (same calls, same results) in a row after which the next request asks for a
+/// final answer with tools off.
+pub const LOOP_LIMIT: usize = 3;
+
 /// How a turn ended: the final assistant text, or why it stopped.
 pub type TurnOutcome = Result<String, Failure>;
 
@@ -38,12 +45,25 @@ impl Runtime {
     }
 
     fn steps(&mut self, ui: &mut dyn Surface) -> TurnOutcome {
+        self.tools_allowed = true;
+        let mut repeats = 0;
         for _ in 0..self.cfg.max_turns {
             if self.cancelled() {
                 return Err(Failure::Interrupted);
             }
-            let answer = self.ask_model(ui)?;
-            let (message, calls) = self.assistant_message(answer);
+            let mut answer = self.ask_model(ui)?;
+            let text_only = !self.tools_allowed;
+            if text_only {
+                // The final-answer request after a loop: whatever calls came back are not run.
+                self.tools_allowed = true;
+                answer.tool_calls.clear();
+                if answer.text.trim().is_empty() {
+                    return Err(Failure::Failed(format!(
+                        "the model repeated the same tool call {LOOP_LIMIT} times with the same result and gave no final answer"
+                    )));
+                }
+            }
+            let (message, calls) = self.assistant_message(answer, text_only);
             let Some(message) = message else {
                 // No text and no tool calls: nothing a provider would accept later (case C12).
                 return Ok(String::new());
@@ -61,15 +81,27 @@ impl Runtime {
             if calls.is_empty() {
                 return Ok(text);
             }
-            self.run_calls(calls, ui)?;
+            repeats = if self.run_calls(calls, ui)? { repeats + 1 } else { 0 };
+            if repeats >= LOOP_LIMIT - 1 {
+                // Small models can loop on a finished task: ask once for the answer, tools off.
+                self.tools_allowed = false;
+                repeats = 0;
+                self.emit(
+                    ui,
+                    "warning",
+                    json!({"message": format!("the model made the same tool call with the same result {LOOP_LIMIT} times in a row; asking it for a final answer without tools")}),
+                );
+            }
         }
         Err(Failure::MaxTurns(self.cfg.max_turns))
     }
 
     /// Runs the tool calls of the stored assistant message in order, storing each result. On
     /// interrupt, the interrupted call's result and a "not run" result for each later call are
-    /// stored together, then the turn ends.
-    fn run_calls(&mut self, calls: Vec<Call>, ui: &mut dyn Surface) -> Result<(), Failure> {
+    /// stored together, then the turn ends. Returns true when every call repeated the previous
+    /// step's call and result exactly.
+    fn run_calls(&mut self, calls: Vec<Call>, ui: &mut dyn Surface) -> Result<bool, Failure> {
+        let mut all_repeated = true;
         let mut pending = calls.into_iter();
         while let Some(c) = pending.next() {
             let mut results = Vec::new();
@@ -82,7 +114,14 @@ impl Runtime {
                 true
             } else {
                 let r = self.run_tool(&c, ui);
-                results.push(Message::tool(&c.call, r.content, r.is_error));
+                let repeated = self.repeats_previous_step(&c.call, &r.content);
+                all_repeated &= repeated;
+                let content = if repeated {
+                    format!("{}\n{REPEAT_NOTE}", r.content)
+                } else {
+                    r.content
+                };
+                results.push(Message::tool(&c.call, content, r.is_error));
                 r.interrupted || self.cancelled()
             };
             if interrupted {
@@ -99,13 +138,53 @@ impl Runtime {
                 return Err(Failure::Interrupted);
             }
         }
-        Ok(())
+        Ok(all_repeated)
     }
 
-    /// Turns a completion into the message to store and the calls to run. Whitespace-only text is
+    /// True when the previous assistant message made the same tool call (name and arguments) and
+    /// got the same result: small models loop like this once the work is done.
+    fn repeats_previous_step(&self, call: &ToolCall, content: &str) -> bool {
+        let mut assistants = self
+            .history
+            .iter()
+            .enumerate()
+            .rev()
+            .filter(|(_, m)| matches!(m, Message::Assistant { .. }));
+        // The first is the message being run; the second is the previous step.
+        let (Some(_), Some((prev_at, Message::Assistant { tool_calls, .. }))) =
+            (assistants.next(), assistants.next())
+        else {
+            return false;
+        };
+        let Some(prev) = tool_calls
+            .iter()
+            .find(|p| p.name == call.name && p.arguments == call.arguments)
+        else {
+            return false;
+        };
+        self.history[prev_at..].iter().any(|m| {
+            matches!(m, Message::Tool { tool_call_id, content: c, .. }
+                if *tool_call_id == prev.id
+                    && c.strip_suffix(REPEAT_NOTE).map_or(c.as_str(), |c| c.trim_end()) == content)
+        })
+    }
+
+    /// Turns a completion into the message to store and the calls to run. A tool call written as
+    /// text by a small model is recovered (see `textcall`). Whitespace-only text is
     /// dropped (C12); arguments are parsed once, here (C11): a call whose arguments are not one
     /// JSON object is stored with `{}` and answered with an error instead of running.
-    fn assistant_message(&self, answer: Completion) -> (Option<Message>, Vec<Call>) {
+    fn assistant_message(
+        &self,
+        mut answer: Completion,
+        text_only: bool,
+    ) -> (Option<Message>, Vec<Call>) {
+        if answer.tool_calls.is_empty() && !text_only {
+            let names: Vec<&str> = self.tools.iter().map(|t| t.name).collect();
+            if let Some((calls, rest)) = super::textcall::recover(&answer.text, &names) {
+                answer.tool_calls = calls;
+                answer.text = rest;
+            }
+        }
         let text = if answer.text.trim().is_empty() {
             String::new()
         } else {
