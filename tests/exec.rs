@@ -265,10 +265,10 @@ fn run(cmd: Command) -> Out {
     spawn(cmd, None).finish()
 }
 
-fn exec(cmd: &mut Command, args: &[&str]) -> Out {
+/// Runs `tern exec ARGS…` with `cmd`'s environment and waits for it.
+fn exec(mut cmd: Command, args: &[&str]) -> Out {
     cmd.arg("exec").args(args);
-    let c = std::mem::replace(cmd, Command::new(BIN));
-    run(c)
+    run(cmd)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -537,7 +537,7 @@ fn multi_step_task_completes_and_leaves_a_complete_session_folder() {
         openai_text(final_text),
     ]);
     let ws = Ws::new();
-    let out = exec(&mut ws.openai(&server), &["create hello.txt and check it"]);
+    let out = exec(ws.openai(&server), &["create hello.txt and check it"]);
     out.expect_code(0);
     assert_eq!(
         out.stdout().trim_end(),
@@ -714,7 +714,7 @@ fn c11_invalid_tool_call_arguments_never_run_and_history_stays_valid_json() {
         openai_text("I will stop here."),
     ]);
     let ws = Ws::new();
-    let out = exec(&mut ws.openai(&server), &["touch some files"]);
+    let out = exec(ws.openai(&server), &["touch some files"]);
     out.expect_code(0);
     assert!(!ws.path("ran1.txt").exists(), "the cut-off call ran");
     assert!(
@@ -800,9 +800,9 @@ fn c12_empty_or_whitespace_answers_are_never_stored_or_sent() {
         openai_text("all good"), // run 3
     ]);
     let ws = Ws::new();
-    exec(&mut ws.openai(&server), &["first"]).expect_code(0);
-    exec(&mut ws.openai(&server), &["--continue", "second"]).expect_code(0);
-    let out = exec(&mut ws.openai(&server), &["--continue", "third"]);
+    exec(ws.openai(&server), &["first"]).expect_code(0);
+    exec(ws.openai(&server), &["--continue", "second"]).expect_code(0);
+    let out = exec(ws.openai(&server), &["--continue", "third"]);
     out.expect_code(0);
     assert_eq!(out.stdout().trim(), "all good");
 
@@ -921,7 +921,7 @@ fn c17_sigint_during_a_tool_call_kills_it_answers_every_call_and_continue_is_acc
 
     // "continue" against a server that refuses unanswered tool calls.
     server.set_strict(true);
-    let out = exec(&mut ws.openai(&server), &["--continue", "continue"]);
+    let out = exec(ws.openai(&server), &["--continue", "continue"]);
     out.expect_code(0);
     assert_eq!(out.stdout().trim(), "Done.");
     let reqs = posts(&server);
@@ -939,6 +939,110 @@ fn c17_sigint_during_a_tool_call_kills_it_answers_every_call_and_continue_is_acc
     assert_eq!(ws.meta(&id)["status"], "completed");
 }
 
+#[test]
+fn continue_refuses_a_session_whose_turn_runs_in_another_process() {
+    let needle = "sleep 63.4317";
+    let server = FakeServer::strict(vec![openai_tool_calls(&[(
+        "call_1",
+        "bash",
+        &bash_args(needle),
+    )])]);
+    let ws = Ws::new();
+    let mut cmd = ws.openai(&server);
+    cmd.args(["exec", "--json", "wait"]);
+    let mut running = spawn(cmd, None);
+    running.wait_line(Duration::from_secs(30), |l| {
+        l.contains("\"type\":\"tool_call\"")
+    });
+    let id = ws.current();
+    let meta = ws.meta(&id);
+    assert_eq!(meta["status"], "running");
+    assert_eq!(
+        meta["pid"],
+        running.pid(),
+        "meta.json names the running process"
+    );
+
+    let out = exec(ws.openai(&server), &["--continue", "me too"]);
+    out.expect_code(1);
+    assert!(
+        out.stderr.contains(&running.pid().to_string()),
+        "the refusal names the running process: {}",
+        out.stderr
+    );
+    assert_eq!(posts(&server).len(), 1, "the refused run sent nothing");
+    assert_eq!(
+        roles(&ws.conversation(&id)),
+        ["user", "assistant"],
+        "nor stored anything"
+    );
+
+    running.sigint();
+    running
+        .finish_within(Duration::from_secs(30))
+        .expect_code(130);
+}
+
+#[test]
+fn sigkilled_turn_is_marked_interrupted_and_repaired_on_continue() {
+    let needle = "sleep 64.4317";
+    let server = FakeServer::start(vec![openai_tool_calls(&[(
+        "call_1",
+        "bash",
+        &bash_args(needle),
+    )])]);
+    let ws = Ws::new();
+    let mut cmd = ws.openai(&server);
+    cmd.args(["exec", "--json", "wait"]);
+    let mut running = spawn(cmd, None);
+    running.wait_line(Duration::from_secs(30), |l| {
+        l.contains("\"type\":\"tool_call\"")
+    });
+    // SAFETY: signals the child we spawned and have not waited for.
+    assert_eq!(unsafe { libc::kill(running.pid(), libc::SIGKILL) }, 0);
+    let out = running.finish_within(Duration::from_secs(30));
+    assert_eq!(out.code, 128 + libc::SIGKILL);
+    // A SIGKILLed tern cannot kill its tool's process group; clean up after it.
+    kill_procs_with(needle);
+
+    let id = ws.current();
+    assert_eq!(
+        ws.meta(&id)["status"],
+        "running",
+        "the dead turn is still marked running"
+    );
+    server.set_strict(true);
+    let out = exec(ws.openai(&server), &["--json", "--continue", "carry on"]);
+    out.expect_code(0);
+    let events = check_jsonl(&out);
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert!(types.contains(&"turn_interrupted"), "{types:?}");
+    assert!(types.contains(&"repair"), "{types:?}");
+    let conv = ws.conversation(&id);
+    assert_eq!(
+        roles(&conv),
+        ["user", "assistant", "tool", "user", "assistant"]
+    );
+    assert_eq!(conv[2]["tool_call_id"], "call_1");
+    assert_eq!(conv[2]["is_error"], true);
+    assert_eq!(validate(Wire::OpenAi, &posts(&server)[1].json()), Ok(()));
+    assert_eq!(ws.meta(&id)["status"], "completed");
+}
+
+/// SIGKILLs every process whose command line contains `needle`.
+fn kill_procs_with(needle: &str) {
+    for p in procs_with(needle) {
+        if let Some(pid) = p
+            .split(':')
+            .next()
+            .and_then(|s| s.parse::<libc::pid_t>().ok())
+        {
+            // SAFETY: kill on a pid we found running our unique test command.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // 5. C18 / 6. C19: a stable prefix
 // ---------------------------------------------------------------------------------------------
@@ -953,17 +1057,17 @@ fn c18_tools_and_system_prompt_are_byte_identical_across_requests_sessions_and_w
     ]);
     let a = Ws::new();
     std::fs::write(a.path("AGENTS.md"), AGENTS_MD).unwrap();
-    exec(&mut a.openai(&server), &["sleep a little"]).expect_code(0);
+    exec(a.openai(&server), &["sleep a little"]).expect_code(0);
     let first_session = a.current();
     // Session ids carry the second: make sure the second session's differs.
     thread::sleep(Duration::from_millis(1100));
-    exec(&mut a.openai(&server), &["sleep a little"]).expect_code(0);
+    exec(a.openai(&server), &["sleep a little"]).expect_code(0);
     let second_session = a.current();
     assert_ne!(first_session, second_session);
 
     let b = Ws::new();
     std::fs::write(b.path("AGENTS.md"), AGENTS_MD).unwrap();
-    exec(&mut b.openai(&server), &["something else entirely"]).expect_code(0);
+    exec(b.openai(&server), &["something else entirely"]).expect_code(0);
     let third_session = b.current();
 
     let reqs = posts(&server);
@@ -1070,7 +1174,7 @@ fn c19_tools_serialize_to_the_same_bytes_in_separate_processes() {
     let mut slices = Vec::new();
     for i in 0..4 {
         let ws = Ws::new();
-        exec(&mut ws.openai(&server), &[&format!("run {i}")]).expect_code(0);
+        exec(ws.openai(&server), &[&format!("run {i}")]).expect_code(0);
         let reqs = posts(&server);
         assert_eq!(reqs.len(), i + 1);
         slices.push(raw_member(&reqs[i].body, "tools").to_vec());
@@ -1107,7 +1211,7 @@ fn c20_json_events_are_one_object_per_line_with_awkward_tool_output() {
         openai_text(final_text),
     ]);
     let ws = Ws::new();
-    let out = exec(&mut ws.openai(&server), &["--json", "print awkward things"]);
+    let out = exec(ws.openai(&server), &["--json", "print awkward things"]);
     out.expect_code(0);
     let events = check_jsonl(&out);
     let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
@@ -1159,17 +1263,15 @@ fn c20_json_result_is_last_on_auth_failure() {
         r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}"#,
     )]);
     let ws = Ws::new();
-    let out = exec(&mut ws.openai(&server), &["--json", "hi"]);
+    let out = exec(ws.openai(&server), &["--json", "hi"]);
     out.expect_code(1);
     let events = check_jsonl(&out);
     assert_eq!(last(&events)["status"], "failed");
     assert_eq!(last(&events)["exit_code"], 1);
+    let error = last(&events)["error"].as_str().unwrap();
     assert!(
-        last(&events)["error"].as_str().unwrap().contains("401")
-            || last(&events)["error"]
-                .as_str()
-                .unwrap()
-                .contains("Incorrect API key")
+        error.contains("Incorrect API key"),
+        "the server's reason is reported: {error}"
     );
     assert_eq!(posts(&server).len(), 1, "a 401 is not retried");
     assert!(!events.iter().any(|e| e["type"] == "retry"));
@@ -1187,7 +1289,7 @@ fn c20_json_result_is_last_when_the_provider_stays_unavailable() {
     // The first retry waits up to the 1 s base delay, so a 2 s bound always allows one.
     let started = Instant::now();
     let out = exec(
-        &mut ws.openai(&server),
+        ws.openai(&server),
         &["--json", "--max-retry-time", "2", "hi"],
     );
     out.expect_code(75);
@@ -1274,7 +1376,7 @@ fn c20_sigint_mid_stream_stores_no_partial_answer_and_continue_is_accepted() {
     );
 
     server.set_strict(true);
-    let out = exec(&mut ws.openai(&server), &["--continue", "go on"]);
+    let out = exec(ws.openai(&server), &["--continue", "go on"]);
     out.expect_code(0);
     assert_eq!(out.stdout().trim(), "Done.");
     assert_eq!(validate(Wire::OpenAi, &posts(&server)[1].json()), Ok(()));
@@ -1356,7 +1458,7 @@ fn c13_sigint_while_waiting_to_retry_stops_at_once() {
 #[test]
 fn c20_json_result_even_before_a_session_exists() {
     let ws = Ws::new();
-    let out = exec(&mut ws.tern(), &["--json", "hi"]);
+    let out = exec(ws.tern(), &["--json", "hi"]);
     out.expect_code(2);
     let events = check_jsonl(&out);
     assert_eq!(events.len(), 1);
@@ -1376,10 +1478,7 @@ fn exit_3_when_max_turns_is_reached() {
         .collect();
     let server = FakeServer::strict(calls);
     let ws = Ws::new();
-    let out = exec(
-        &mut ws.openai(&server),
-        &["--json", "--max-turns", "2", "loop"],
-    );
+    let out = exec(ws.openai(&server), &["--json", "--max-turns", "2", "loop"]);
     out.expect_code(3);
     let events = check_jsonl(&out);
     assert_eq!(last(&events)["status"], "max_turns");
@@ -1397,20 +1496,20 @@ fn exit_3_when_max_turns_is_reached() {
 fn exit_2_on_usage_errors() {
     let server = FakeServer::start(vec![]);
     let ws = Ws::new();
-    let out = exec(&mut ws.openai(&server), &[]);
+    let out = exec(ws.openai(&server), &[]);
     out.expect_code(2);
     assert!(out.stderr.contains("prompt"), "{}", out.stderr);
     assert!(out.stdout.is_empty());
 
-    let out = exec(&mut ws.openai(&server), &["   "]);
+    let out = exec(ws.openai(&server), &["   "]);
     out.expect_code(2);
 
     let mut cmd = ws.openai(&server);
     cmd.args(["exec", "-"]);
     spawn(cmd, Some(b"  \n")).finish().expect_code(2);
 
-    exec(&mut ws.openai(&server), &["--max-turns", "0", "x"]).expect_code(2);
-    exec(&mut ws.openai(&server), &["--no-such-flag", "x"]).expect_code(2);
+    exec(ws.openai(&server), &["--max-turns", "0", "x"]).expect_code(2);
+    exec(ws.openai(&server), &["--no-such-flag", "x"]).expect_code(2);
     assert!(posts(&server).is_empty(), "no request on a usage error");
     assert!(!ws.tern_dir().exists(), "no state written on a usage error");
 }
@@ -1418,7 +1517,7 @@ fn exit_2_on_usage_errors() {
 #[test]
 fn exit_2_when_no_provider_is_configured() {
     let ws = Ws::new();
-    let out = exec(&mut ws.tern(), &["hello"]);
+    let out = exec(ws.tern(), &["hello"]);
     out.expect_code(2);
     for needle in ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "tern demo"] {
         assert!(
@@ -1455,7 +1554,7 @@ fn api_key_never_reaches_bash_files_or_output() {
 
     let mut cmd = ws.openai(&server);
     with_key(&mut cmd);
-    let out = exec(&mut cmd, &["show me the key"]);
+    let out = exec(cmd, &["show me the key"]);
     out.expect_code(0);
     outs.push(out);
     let reqs = posts(&server);
@@ -1490,7 +1589,7 @@ fn api_key_never_reaches_bash_files_or_output() {
         server.push(Reply::status(400, &echo));
         let mut cmd = ws.openai(&server);
         with_key(&mut cmd);
-        let out = exec(&mut cmd, &args);
+        let out = exec(cmd, &args);
         out.expect_code(1);
         if json_mode {
             let events = check_jsonl(&out);
@@ -1557,16 +1656,13 @@ fn stdin_prompt_then_resume_and_continue_reuse_the_session() {
 
     // An AGENTS.md appearing later must not move the pinned system prompt.
     std::fs::write(ws.path("AGENTS.md"), "new rules\n").unwrap();
-    let out = exec(
-        &mut ws.openai(&server),
-        &["--json", "--resume", &id, "second"],
-    );
+    let out = exec(ws.openai(&server), &["--json", "--resume", &id, "second"]);
     out.expect_code(0);
     let events = check_jsonl(&out);
     assert!(events.iter().all(|e| e["session"] == id.as_str()));
     assert_eq!(last(&events)["text"], "second answer");
 
-    let out = exec(&mut ws.openai(&server), &["--continue", "third"]);
+    let out = exec(ws.openai(&server), &["--continue", "third"]);
     out.expect_code(0);
     assert_eq!(out.stdout().trim(), "third answer");
 
@@ -1627,10 +1723,7 @@ fn anthropic_wire_multi_step_task() {
     let mut cmd = ws.tern();
     cmd.env("ANTHROPIC_BASE_URL", server.base_url())
         .env("TERN_MODEL", "m");
-    let out = exec(
-        &mut cmd,
-        &["--provider", "anthropic", "write and read a.txt"],
-    );
+    let out = exec(cmd, &["--provider", "anthropic", "write and read a.txt"]);
     out.expect_code(0);
     assert_eq!(out.stdout().trim(), "a.txt says hi");
     assert_eq!(std::fs::read_to_string(ws.path("a.txt")).unwrap(), "hi\n");
