@@ -1043,6 +1043,49 @@ fn kill_procs_with(needle: &str) {
     }
 }
 
+#[test]
+fn c04_large_output_spills_into_the_session_folder() {
+    let server = FakeServer::strict(vec![
+        openai_tool_calls(&[("call_1", "bash", &bash_args("seq 1 300000"))]),
+        openai_text("counted"),
+    ]);
+    let ws = Ws::new();
+    let out = exec(ws.openai(&server), &["--json", "count"]);
+    out.expect_code(0);
+    let events = check_jsonl(&out);
+    let id = ws.current();
+    let spill_dir = ws.session(&id).join("spill");
+    let tr = events.iter().find(|e| e["type"] == "tool_result").unwrap();
+    let spill = PathBuf::from(tr["spill"].as_str().expect("a spill path"));
+    assert!(
+        spill.starts_with(&spill_dir),
+        "{} is not in spill/",
+        spill.display()
+    );
+    let full: Vec<u8> = (1..=300_000)
+        .flat_map(|n| format!("{n}\n").into_bytes())
+        .collect();
+    assert_eq!(
+        std::fs::read(&spill).unwrap(),
+        full,
+        "the spill file holds the whole output"
+    );
+
+    let conv = ws.conversation(&id);
+    let content = tool_results(&conv)[0]["content"].as_str().unwrap();
+    assert!(
+        content.len() < 20_000,
+        "the model sees a bounded result ({} bytes)",
+        content.len()
+    );
+    assert!(content.starts_with("1\n2\n3\n"), "the head is kept");
+    assert!(content.contains("300000\n"), "the tail is kept");
+    assert!(
+        content.contains(&spill.display().to_string()),
+        "the result names the spill file"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // 5. C18 / 6. C19: a stable prefix
 // ---------------------------------------------------------------------------------------------
@@ -1232,6 +1275,10 @@ fn c20_json_events_are_one_object_per_line_with_awkward_tool_output() {
     assert_eq!(result["status"], "completed");
     assert_eq!(result["text"], final_text);
     assert_eq!(result["turns"], 2);
+    assert!(
+        result["prefix_reuse_bytes"].as_u64().unwrap() > 0,
+        "the second request reuses the first one's prefix: {result}"
+    );
     for k in [
         "usage",
         "cache_hit_ratio",
@@ -1473,10 +1520,17 @@ fn c20_json_result_even_before_a_session_exists() {
 
 #[test]
 fn exit_3_when_max_turns_is_reached() {
-    let calls: Vec<Reply> = (0..5)
+    let mut script: Vec<Reply> = (0..2)
         .map(|i| openai_tool_calls(&[(&format!("call_{i}"), "bash", &bash_args("echo again"))]))
         .collect();
-    let server = FakeServer::strict(calls);
+    script.push(openai_text("finished now"));
+    let server = FakeServer::strict(script);
+    // Past the script the model would keep calling bash.
+    server.set_default(openai_tool_calls(&[(
+        "call_x",
+        "bash",
+        &bash_args("echo again"),
+    )]));
     let ws = Ws::new();
     let out = exec(ws.openai(&server), &["--json", "--max-turns", "2", "loop"]);
     out.expect_code(3);
@@ -1484,12 +1538,38 @@ fn exit_3_when_max_turns_is_reached() {
     assert_eq!(last(&events)["status"], "max_turns");
     assert_eq!(last(&events)["exit_code"], 3);
     assert_eq!(posts(&server).len(), 2, "exactly --max-turns requests");
-    let conv = ws.conversation(&ws.current());
+    let id = ws.current();
+    let conv = ws.conversation(&id);
     assert_eq!(
         roles(&conv),
         ["user", "assistant", "tool", "assistant", "tool"]
     );
-    assert_eq!(ws.meta(&ws.current())["status"], "failed");
+    assert_eq!(ws.meta(&id)["status"], "failed");
+
+    // `--continue` with no new prompt picks the work up where it stopped.
+    let out = exec(ws.openai(&server), &["--continue"]);
+    out.expect_code(0);
+    assert_eq!(out.stdout().trim(), "finished now");
+    let reqs = posts(&server);
+    assert_eq!(reqs.len(), 3);
+    let body = reqs[2].json();
+    let msgs = body["messages"].as_array().unwrap();
+    assert_eq!(
+        msgs.last().unwrap()["role"],
+        "tool",
+        "no empty user message was added"
+    );
+    assert_eq!(
+        roles(&ws.conversation(&id)),
+        [
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool",
+            "assistant"
+        ]
+    );
 }
 
 #[test]
@@ -1637,6 +1717,7 @@ fn stdin_prompt_then_resume_and_continue_reuse_the_session() {
         openai_text("first answer"),
         openai_text("second answer"),
         openai_text("third answer"),
+        openai_text("fourth answer"),
     ]);
     let ws = Ws::new();
     let mut cmd = ws.openai(&server);
@@ -1665,6 +1746,13 @@ fn stdin_prompt_then_resume_and_continue_reuse_the_session() {
     let out = exec(ws.openai(&server), &["--continue", "third"]);
     out.expect_code(0);
     assert_eq!(out.stdout().trim(), "third answer");
+    let out = exec(ws.openai(&server), &["--resume", &id[..17], "fourth"]);
+    out.expect_code(0);
+    assert_eq!(
+        out.stdout().trim(),
+        "fourth answer",
+        "--resume takes a unique id prefix"
+    );
 
     assert_eq!(ws.session_ids(), vec![id.clone()], "one session");
     assert_eq!(ws.current(), id);
@@ -1675,23 +1763,14 @@ fn stdin_prompt_then_resume_and_continue_reuse_the_session() {
     );
     let conv = ws.conversation(&id);
     assert_eq!(conv[..2], conv1[..], "history is append-only");
-    assert_eq!(
-        roles(&conv),
-        [
-            "user",
-            "assistant",
-            "user",
-            "assistant",
-            "user",
-            "assistant"
-        ]
-    );
+    assert_eq!(roles(&conv), ["user", "assistant"].repeat(4));
     assert_eq!(conv[2]["content"], "second");
     assert_eq!(conv[4]["content"], "third");
+    assert_eq!(conv[6]["content"], "fourth");
 
     // Each request replays the earlier history as the same bytes.
     let reqs = posts(&server);
-    assert_eq!(reqs.len(), 3);
+    assert_eq!(reqs.len(), 4);
     for w in reqs.windows(2) {
         let (a, b) = (w[0].json(), w[1].json());
         let (a, b) = (
@@ -1704,7 +1783,7 @@ fn stdin_prompt_then_resume_and_continue_reuse_the_session() {
         assert_eq!(b[..a.len()], a[..]);
     }
     let meta = ws.meta(&id);
-    assert_eq!(meta["turns"], 3);
+    assert_eq!(meta["turns"], 4);
     assert_eq!(meta["status"], "completed");
 }
 
