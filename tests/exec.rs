@@ -1610,6 +1610,41 @@ fn exit_2_when_no_provider_is_configured() {
     assert!(!ws.tern_dir().exists(), "no session without a provider");
 }
 
+#[test]
+fn human_output_into_a_closed_pipe_does_not_stop_the_turn() {
+    // `tern exec "…" 2>&1 | head -c 1`: both streams close early; the task must still finish
+    // and be recorded, not die in a panic with a session left "running".
+    let server = FakeServer::start(vec![
+        openai_tool_calls(&[("call_1", "bash", &bash_args("echo hi > x.txt"))]),
+        openai_text("first line\nsecond"),
+    ]);
+    let ws = Ws::new();
+    let mut cmd = ws.openai(&server);
+    cmd.args(["exec", "do it"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn tern");
+    drop(child.stdout.take());
+    drop(child.stderr.take());
+    let end = Instant::now() + HANG;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < end, "tern hung");
+        thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    assert_eq!(std::fs::read_to_string(ws.path("x.txt")).unwrap(), "hi\n");
+    let id = ws.current();
+    let meta = ws.meta(&id);
+    assert_eq!(meta["status"], "completed", "{meta}");
+    assert!(meta.get("pid").is_none());
+    let events = read_jsonl(&ws.session(&id).join("events.jsonl"));
+    assert_eq!(last(&events)["type"], "result");
+    assert_eq!(last(&events)["status"], "completed");
+}
+
 // ---------------------------------------------------------------------------------------------
 // 9. Redaction of the API key
 // ---------------------------------------------------------------------------------------------
