@@ -1884,6 +1884,108 @@ fn anthropic_wire_multi_step_task() {
     );
 }
 
+/// `tern` talking the Anthropic Messages API to `server`, model `m`.
+fn anthropic_cmd(ws: &Ws, server: &FakeServer) -> Command {
+    let mut c = ws.tern();
+    c.env("ANTHROPIC_BASE_URL", server.base_url())
+        .env("TERN_MODEL", "m");
+    c
+}
+
+#[test]
+fn c12_anthropic_whitespace_and_empty_answers_are_never_sent() {
+    let mut ws_text_and_call = anthropic_tool_calls(&[]);
+    ws_text_and_call.content = Content::Answer {
+        wire: Wire::Anthropic,
+        text: " \n ".into(),
+        calls: vec![("toolu_1".into(), "bash".into(), bash_args("echo one"))],
+    };
+    let server = FakeServer::strict(vec![
+        ws_text_and_call,
+        anthropic_text("\n\n"),
+        anthropic_text(""),
+        anthropic_text("all good"),
+    ]);
+    let ws = Ws::new();
+    exec(
+        anthropic_cmd(&ws, &server),
+        &["--provider", "anthropic", "first"],
+    )
+    .expect_code(0);
+    exec(
+        anthropic_cmd(&ws, &server),
+        &["--provider", "anthropic", "--continue", "second"],
+    )
+    .expect_code(0);
+    let out = exec(
+        anthropic_cmd(&ws, &server),
+        &["--provider", "anthropic", "--continue", "third"],
+    );
+    out.expect_code(0);
+    assert_eq!(out.stdout().trim(), "all good");
+    let reqs = posts(&server);
+    assert_eq!(reqs.len(), 4, "every request accepted by the strict server");
+    for r in &reqs {
+        assert_eq!(validate(Wire::Anthropic, &r.json()), Ok(()));
+    }
+}
+
+#[test]
+fn c17_anthropic_interrupted_calls_are_all_answered_in_the_next_message() {
+    let needle = "sleep 65.4317";
+    let server = FakeServer::start(vec![anthropic_tool_calls(&[
+        ("toolu_sleep", "bash", &bash_args(needle)),
+        ("toolu_never", "bash", &bash_args("touch never.txt")),
+    ])]);
+    let ws = Ws::new();
+    let mut cmd = anthropic_cmd(&ws, &server);
+    cmd.args(["exec", "--provider", "anthropic", "--json", "wait"]);
+    let mut running = spawn(cmd, None);
+    running.wait_line(Duration::from_secs(30), |l| {
+        l.contains("\"type\":\"tool_call\"")
+    });
+    thread::sleep(Duration::from_secs(1));
+    running.sigint();
+    running
+        .finish_within(Duration::from_secs(30))
+        .expect_code(130);
+    assert!(!ws.path("never.txt").exists());
+    let end = Instant::now() + Duration::from_secs(5);
+    while !procs_with(needle).is_empty() && Instant::now() < end {
+        thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        procs_with(needle),
+        Vec::<String>::new(),
+        "the sleep survived"
+    );
+
+    server.set_strict(true);
+    let out = exec(
+        anthropic_cmd(&ws, &server),
+        &["--provider", "anthropic", "--continue", "continue"],
+    );
+    out.expect_code(0);
+    let reqs = posts(&server);
+    assert_eq!(reqs.len(), 2);
+    let body = reqs[1].json();
+    assert_eq!(validate(Wire::Anthropic, &body), Ok(()));
+    let msgs = body["messages"].as_array().unwrap();
+    let answered: Vec<&str> = msgs[2]["content"]
+        .as_array()
+        .expect("blocks")
+        .iter()
+        .filter(|b| b["type"] == "tool_result")
+        .map(|b| b["tool_use_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        answered,
+        ["toolu_sleep", "toolu_never"],
+        "both calls answered at once"
+    );
+    assert!(body.to_string().contains("continue"));
+}
+
 // ---------------------------------------------------------------------------------------------
 // 12. A real model (opt-in)
 // ---------------------------------------------------------------------------------------------
