@@ -1834,10 +1834,10 @@ fn anthropic_wire_multi_step_task() {
         anthropic_text("a.txt says hi"),
     ]);
     let ws = Ws::new();
-    let mut cmd = ws.tern();
-    cmd.env("ANTHROPIC_BASE_URL", server.base_url())
-        .env("TERN_MODEL", "m");
-    let out = exec(cmd, &["--provider", "anthropic", "write and read a.txt"]);
+    let out = exec(
+        anthropic_cmd(&ws, &server),
+        &["--provider", "anthropic", "write and read a.txt"],
+    );
     out.expect_code(0);
     assert_eq!(out.stdout().trim(), "a.txt says hi");
     assert_eq!(std::fs::read_to_string(ws.path("a.txt")).unwrap(), "hi\n");
