@@ -121,7 +121,7 @@ pub fn finish(
     }
     rt.emit(ui, "result", fields);
     if let (false, Some(e)) = (json, &error) {
-        eprintln!("tern: {e}");
+        output::eprint_line(&format!("tern: {e}"));
     }
     code
 }
@@ -160,7 +160,7 @@ fn early_failure(opts: &ExecOptions, error: &str, code: i32) -> i32 {
         }
         output::print_json_line(&ev);
     } else {
-        eprintln!("tern: {error}");
+        output::eprint_line(&format!("tern: {error}"));
     }
     code
 }

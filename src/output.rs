@@ -45,10 +45,18 @@ impl Human {
 
     fn end_text_line(&mut self) {
         if self.open_line {
-            println!();
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out);
+            let _ = out.flush();
             self.open_line = false;
         }
     }
+}
+
+/// Writes `line` and a newline to stderr, ignoring errors: a closed stderr (`2>&1 | head`) must not
+/// stop a turn, and `eprintln!` panics on a broken pipe.
+pub fn eprint_line(line: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 impl Surface for Human {
@@ -62,7 +70,7 @@ impl Surface for Human {
     fn event(&mut self, ev: &Value) {
         if let Some(line) = describe(ev) {
             self.end_text_line();
-            eprintln!("{line}");
+            eprint_line(&line);
         } else if ev["type"] == "assistant" {
             self.end_text_line();
         }
