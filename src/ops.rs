@@ -450,6 +450,23 @@ fn with_runtime(
         return model_op(op, rt, ui);
     }
     wait_or_refuse(op, session, target.wait)?;
+    // A transition that is refused anyway must not open the session (which records a
+    // `session_start`) nor need a reachable provider: "error, nothing changed" (DESIGN.md §5).
+    match op.id {
+        "plan.confirm" => {
+            let draft = session
+                .read_text(files::DRAFT)
+                .map_err(|e| e.to_string())?
+                .unwrap_or_default();
+            plan::plan_file(session)
+                .map_err(|e| e.to_string())?
+                .check_confirm(&draft)?;
+        }
+        "plan.clear" => plan::plan_file(session)
+            .map_err(|e| e.to_string())?
+            .check_clear()?,
+        _ => {}
+    }
     let meta = session.read_meta().map_err(|e| e.to_string())?;
     let choice = provider_for(&meta, &target.provider)?;
     let mut cfg = Config::new(&choice.model);
