@@ -106,7 +106,11 @@ pub fn describe(ev: &Value) -> Option<String> {
         "tool_result" => {
             let content = s("content");
             let first = content.lines().next().unwrap_or("");
-            let mark = if ev["is_error"].as_bool() == Some(true) { "!" } else { "•" };
+            let mark = if ev["is_error"].as_bool() == Some(true) {
+                "!"
+            } else {
+                "•"
+            };
             format!("{mark} {}: {}", s("name"), clip(first))
         }
         "retry" => format!(
@@ -135,7 +139,6 @@ pub fn describe(ev: &Value) -> Option<String> {
         _ => return None,
     })
 }
-
 
 /// A short view of a tool result: the first lines and the last (the exit line), indented.
 pub fn preview(content: &str, is_error: bool) -> String {

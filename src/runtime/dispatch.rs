@@ -161,7 +161,7 @@ impl Runtime {
             env_remove: &self.cfg.secret_env,
             spill_dir: &spill,
         };
-        let result = match bash::run(&req, &self.cancel) {
+        match bash::run(&req, &self.cancel) {
             Ok(out) => {
                 *extra = json!({
                     "exit_code": out.exit_code,
@@ -177,8 +177,7 @@ impl Runtime {
                 }
             }
             Err(e) => ToolResult::err(format!("Error: could not run bash: {e}")),
-        };
-        result
+        }
     }
 
     fn tool_work(

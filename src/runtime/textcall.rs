@@ -81,8 +81,11 @@ mod tests {
 
     #[test]
     fn bare_object_with_string_arguments() {
-        let (calls, rest) =
-            recover("{\n  \"name\": \"bash\",\n  \"arguments\": \"echo hi\"\n}", TOOLS).unwrap();
+        let (calls, rest) = recover(
+            "{\n  \"name\": \"bash\",\n  \"arguments\": \"echo hi\"\n}",
+            TOOLS,
+        )
+        .unwrap();
         assert_eq!(calls[0].name, "bash");
         assert_eq!(calls[0].arguments, r#"{"command":"echo hi"}"#);
         assert!(rest.is_empty());

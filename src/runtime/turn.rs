@@ -81,7 +81,11 @@ impl Runtime {
             if calls.is_empty() {
                 return Ok(text);
             }
-            repeats = if self.run_calls(calls, ui)? { repeats + 1 } else { 0 };
+            repeats = if self.run_calls(calls, ui)? {
+                repeats + 1
+            } else {
+                0
+            };
             if repeats >= LOOP_LIMIT - 1 {
                 // Small models can loop on a finished task: ask once for the answer, tools off.
                 self.tools_allowed = false;

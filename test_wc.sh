@@ -1,2 +1,0 @@
-wc.sh written
-test = cat

@@ -1,2 +1,0 @@
-the draft is not in the system prompt
-wc = cat
