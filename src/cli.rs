@@ -43,13 +43,13 @@ fn session(t: &Target) -> Result<Session, String> {
 /// Runs op `id` as a verb and prints the receipt (JSON with `--json`). Exit 0 when ok, else 1.
 pub fn verb(id: &str, arg: Option<&str>, t: &Target, wait: bool) -> i32 {
     let Some(op) = ops::by_id(id) else {
-        eprintln!("tern: unknown op {id}");
+        crate::errln!("tern: unknown op {id}");
         return 2;
     };
     let st = match state(t) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("tern: {e}");
+            crate::errln!("tern: {e}");
             return 1;
         }
     };
@@ -89,14 +89,14 @@ pub fn status(t: &Target, height: Option<usize>) -> i32 {
     let s = match session(t) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("tern: {e}");
+            crate::errln!("tern: {e}");
             return 1;
         }
     };
     if t.json {
         crate::output::print_json_line(&crate::status::to_json(&s));
     } else {
-        print!(
+        crate::out!(
             "{}",
             crate::status::render_text(&s, height.or_else(terminal_height))
         );
@@ -116,7 +116,7 @@ pub fn stats_json(t: &Target) -> i32 {
             0
         }
         Err(e) => {
-            eprintln!("tern: {e}");
+            crate::errln!("tern: {e}");
             1
         }
     }
@@ -133,7 +133,7 @@ pub fn relay_start(t: &Target) -> i32 {
             if t.json {
                 crate::output::print_json_line(&serde_json::json!({"session": new.id}));
             } else {
-                println!(
+                crate::outln!(
                     "New session {} seeded with the handoff (now the current session).\nContinue it with: tern exec --continue   or   tern chat --continue",
                     new.id
                 );
@@ -141,7 +141,7 @@ pub fn relay_start(t: &Target) -> i32 {
             0
         }
         Err(e) => {
-            eprintln!("tern: {e}");
+            crate::errln!("tern: {e}");
             1
         }
     }
@@ -152,7 +152,7 @@ pub fn ops(json: bool) -> i32 {
     if json {
         crate::output::print_json_line(&serde_json::to_value(ops::OPS).unwrap_or_default());
     } else {
-        println!("{}", ops::help());
+        crate::outln!("{}", ops::help());
     }
     0
 }

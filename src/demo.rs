@@ -52,7 +52,7 @@ pub fn run(workspace: Option<PathBuf>, json: bool) -> i32 {
     match run_inner(workspace, json) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("tern demo: {e}");
+            crate::errln!("tern demo: {e}");
             1
         }
     }
@@ -84,7 +84,7 @@ fn run_inner(workspace: Option<PathBuf>, json: bool) -> Result<i32, String> {
     let ui: &mut dyn Surface = if json { &mut json_ui } else { &mut human };
     let say = |text: &str| {
         if !json {
-            println!("\n── {text}");
+            crate::outln!("\n── {text}");
         }
     };
     say(&format!("tern demo in {}", workspace.display()));
@@ -100,7 +100,7 @@ fn run_inner(workspace: Option<PathBuf>, json: bool) -> Result<i32, String> {
             Step::Say(text) => say(&text),
             Step::Prompt(p) => {
                 if !json {
-                    println!("\n> {p}");
+                    crate::outln!("\n> {p}");
                 }
                 if let Err(e) = rt.run_turn(&p, ui) {
                     let code = e.exit_code();
@@ -109,7 +109,7 @@ fn run_inner(workspace: Option<PathBuf>, json: bool) -> Result<i32, String> {
             }
             Step::Op(op) => {
                 if !json {
-                    println!("\n$ tern plan {}", op.trim_start_matches("plan_"));
+                    crate::outln!("\n$ tern plan {}", op.trim_start_matches("plan_"));
                 }
                 let r = match op.as_str() {
                     "plan_confirm" => rt.plan_confirm(None, ui),
@@ -118,20 +118,20 @@ fn run_inner(workspace: Option<PathBuf>, json: bool) -> Result<i32, String> {
                     other => Err(format!("unknown lesson op {other:?}")),
                 };
                 match r {
-                    Ok(m) if !json => println!("{m}"),
+                    Ok(m) if !json => crate::outln!("{m}"),
                     Ok(_) => {}
                     Err(e) => return Err(e),
                 }
             }
             Step::Show(name) if !json => show(&rt, &name),
             Step::Status(_) if !json => {
-                println!("\n$ tern status");
-                print!("{}", crate::status::render_text(&rt.session, None));
+                crate::outln!("\n$ tern status");
+                crate::out!("{}", crate::status::render_text(&rt.session, None));
             }
             Step::Stats(_) if !json => {
-                println!("\n$ tern stats");
+                crate::outln!("\n$ tern stats");
                 let reqs = crate::stats::requests(&rt.session).map_err(|e| e.to_string())?;
-                print!("{}", crate::stats::render(&rt.session.id, &reqs));
+                crate::out!("{}", crate::stats::render(&rt.session.id, &reqs));
             }
             _ => {}
         }
@@ -155,14 +155,14 @@ fn show(rt: &Runtime, name: &str) {
         Some(i) => &text[i + 1..],
         None => &text,
     };
-    println!(
+    crate::outln!(
         "\n$ tail {name}   # the plan is now part of the system prompt\n{}",
         part.trim_end()
     );
 }
 
 fn tour(workspace: &Path, session: &Path) {
-    println!(
+    crate::outln!(
         "\n── Look around:\n   ls {ws}                 # hello.txt, wc.sh, test_wc.sh\n   ls {s}\n   cat {s}/{conv}     # the history, one message a line\n   cat {s}/{ev} | head  # every event, as `tern exec --json` prints them\n   ls {s}/archive       # the conversations before each compaction, the cleared plan\n   (cd {ws} && tern status && tern stats)",
         ws = workspace.display(),
         s = session.display(),

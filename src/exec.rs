@@ -70,6 +70,9 @@ pub fn run(opts: ExecOptions) -> i32 {
         Err(e) => return early_failure(&opts, &format!("no current folder: {e}"), 1),
     };
     let state = StateDir::locate(&cwd, opts.state_dir.as_deref());
+    // Handlers first: a Ctrl-C while the session opens still ends with a `result` event.
+    let cancel = Arc::new(AtomicBool::new(false));
+    install_signals(&cancel);
     let opened = if opts.continue_ || opts.resume.is_some() {
         let session = match &opts.resume {
             Some(id) => state.open_session(id).map_err(|e| e.to_string()),
@@ -81,7 +84,8 @@ pub fn run(opts: ExecOptions) -> i32 {
         };
         match session {
             Ok(s) => Runtime::resume(&state, s, provider, cfg, ui),
-            Err(e) => return early_failure(&opts, &e, 1),
+            // Naming a session that is not there is a usage error (exit 2).
+            Err(e) => return early_failure(&opts, &e, 2),
         }
     } else {
         Runtime::create(&state, provider, cfg, &prompt, ui)
@@ -90,7 +94,7 @@ pub fn run(opts: ExecOptions) -> i32 {
         Ok(rt) => rt,
         Err(e) => return early_failure(&opts, &e.to_string(), e.exit_code()),
     };
-    install_signals(&rt.cancel);
+    rt.cancel = cancel;
     let outcome = rt.run_turn(&prompt, ui);
     finish(&mut rt, outcome, ui, opts.json)
 }

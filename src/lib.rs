@@ -8,6 +8,35 @@ pub mod clock;
 pub mod config;
 pub mod demo;
 pub mod exec;
+/// `println!` that never panics: a closed stdout (`tern … | head`) must not stop a turn.
+#[macro_export]
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+
+/// `print!` that never panics (see [`outln!`]); flushes.
+#[macro_export]
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let mut o = std::io::stdout().lock();
+        let _ = write!(o, $($t)*);
+        let _ = o.flush();
+    }};
+}
+
+/// `eprintln!` that never panics on a closed stderr.
+#[macro_export]
+macro_rules! errln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($t)*);
+    }};
+}
+
 pub mod message;
 pub mod ops;
 pub mod output;

@@ -344,7 +344,7 @@ fn run(cmd: Cmd) -> i32 {
             PlanCmd::Draft { file, target } => match tern::cli::read_draft(file.as_deref()) {
                 Ok(text) => verb("plan.draft", Some(&text), &target, false),
                 Err(e) => {
-                    eprintln!("tern: {e}");
+                    tern::errln!("tern: {e}");
                     2
                 }
             },

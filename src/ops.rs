@@ -618,6 +618,6 @@ pub fn print_receipt(r: &Receipt, json: bool) {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{}", r.detail);
     } else {
-        eprintln!("tern: {}", r.detail);
+        crate::errln!("tern: {}", r.detail);
     }
 }

@@ -53,7 +53,12 @@ pub fn handoff(session: &Session) -> Result<String, String> {
                         .collect(),
                     other => other.to_string(),
                 };
-                out.push_str(&format!("{k}: {}\n", text.trim_end()));
+                let text = text.trim_end();
+                if text.starts_with('\n') {
+                    out.push_str(&format!("{k}:{text}\n"));
+                } else {
+                    out.push_str(&format!("{k}: {text}\n"));
+                }
             }
             out.truncate(out.trim_end().len());
         }

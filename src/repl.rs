@@ -125,7 +125,7 @@ impl Surface for ReplSurface<'_> {
         self.human.text_delta(text);
     }
     fn approve(&mut self, command: &str) -> Answer {
-        eprintln!("tern wants to run:\n  {}", command.replace('\n', "\n  "));
+        crate::errln!("tern wants to run:\n  {}", command.replace('\n', "\n  "));
         loop {
             match self
                 .input
@@ -135,7 +135,7 @@ impl Surface for ReplSurface<'_> {
                     "y" | "yes" => return Answer::Yes,
                     "n" | "no" => return Answer::No,
                     "a" | "always" => return Answer::Always,
-                    _ => eprintln!("answer y, n or a"),
+                    _ => crate::errln!("answer y, n or a"),
                 },
                 Line::Interrupted | Line::Eof => return Answer::No,
             }
@@ -148,20 +148,20 @@ pub fn run(opts: ChatOptions) -> i32 {
     let choice = match config::resolve(&opts.provider, &|k| std::env::var(k).ok()) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("tern: {e}");
+            crate::errln!("tern: {e}");
             return 2;
         }
     };
     let cwd = match std::env::current_dir() {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("tern: no current folder: {e}");
+            crate::errln!("tern: no current folder: {e}");
             return 1;
         }
     };
     let state = StateDir::locate(&cwd, opts.state_dir.as_deref());
     if let Err(e) = state.init() {
-        eprintln!("tern: {e}");
+        crate::errln!("tern: {e}");
         return 1;
     }
     let mut cfg = opts.config.clone();
@@ -190,18 +190,18 @@ pub fn run(opts: ChatOptions) -> i32 {
         match id {
             Some(id) => {
                 if let Err(e) = repl.open(&id, &mut input) {
-                    eprintln!("tern: {e}");
+                    crate::errln!("tern: {e}");
                     return 1;
                 }
             }
             None => {
-                eprintln!("tern: no session to continue here");
+                crate::errln!("tern: no session to continue here");
                 return 1;
             }
         }
     }
     if tty {
-        eprintln!(
+        crate::errln!(
             "tern {} · model {} · /help for commands, Ctrl-D to leave",
             env!("CARGO_PKG_VERSION"),
             repl.cfg.model
@@ -217,7 +217,7 @@ pub fn run(opts: ChatOptions) -> i32 {
                 if interrupts >= 2 {
                     break;
                 }
-                eprintln!("(Ctrl-C again or Ctrl-D to leave)");
+                crate::errln!("(Ctrl-C again or Ctrl-D to leave)");
                 continue;
             }
             Line::Text(t) => t,
@@ -236,7 +236,7 @@ pub fn run(opts: ChatOptions) -> i32 {
         repl.turn(&text, &mut input);
     }
     if repl.rt.is_none() && tty {
-        eprintln!("bye");
+        crate::errln!("bye");
     }
     0
 }
@@ -264,7 +264,7 @@ impl Repl<'_> {
         self.state
             .set_current(&rt.session.id)
             .map_err(|e| e.to_string())?;
-        eprintln!("resumed session {}", rt.session.id);
+        crate::errln!("resumed session {}", rt.session.id);
         self.rt = Some(rt);
         Ok(())
     }
@@ -288,7 +288,7 @@ impl Repl<'_> {
         let rt = match self.runtime(text, input) {
             Ok(rt) => rt,
             Err(e) => {
-                eprintln!("tern: {e}");
+                crate::errln!("tern: {e}");
                 return;
             }
         };
@@ -298,11 +298,11 @@ impl Repl<'_> {
         };
         match rt.run_turn(text, &mut ui) {
             Ok(_) => {}
-            Err(crate::runtime::Failure::Interrupted) => eprintln!("(interrupted)"),
-            Err(e) => eprintln!("tern: {e}"),
+            Err(crate::runtime::Failure::Interrupted) => crate::errln!("(interrupted)"),
+            Err(e) => crate::errln!("tern: {e}"),
         }
         rt.cancel.store(false, Ordering::SeqCst);
-        eprintln!("{}", status_line(rt));
+        crate::errln!("{}", status_line(rt));
     }
 
     /// Runs a slash command; returns true to leave.
@@ -312,7 +312,7 @@ impl Repl<'_> {
             None => (cmd, None),
         };
         let Some(op) = ops::by_slash(name) else {
-            eprintln!("unknown command /{name}; /help lists them");
+            crate::errln!("unknown command /{name}; /help lists them");
             return false;
         };
         match op.id {
@@ -321,10 +321,10 @@ impl Repl<'_> {
                 match arg {
                     Some(id) => {
                         if let Err(e) = self.open(id, input) {
-                            eprintln!("tern: {e}");
+                            crate::errln!("tern: {e}");
                         }
                     }
-                    None => eprintln!("usage: /resume SESSION_ID (see /sessions)"),
+                    None => crate::errln!("usage: /resume SESSION_ID (see /sessions)"),
                 }
                 return false;
             }
@@ -335,7 +335,7 @@ impl Repl<'_> {
             && self.rt.is_none()
             && let Err(e) = self.runtime("", input)
         {
-            eprintln!("tern: {e}");
+            crate::errln!("tern: {e}");
             return false;
         }
         let mut target = Target {

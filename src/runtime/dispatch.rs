@@ -101,7 +101,7 @@ impl Runtime {
         {
             // The command may have written the draft through $PLAN_DRAFT_FILE; a file that
             // cannot be read now is reported again before the next request.
-            eprintln!("tern: {e}");
+            crate::errln!("tern: {e}");
         }
         result
     }

@@ -304,6 +304,9 @@ impl Runtime {
             })?;
         }
         rt.load_history(ui)?;
+        // The previous process's last request is gone; the stored prefix as it stands now is
+        // what the next request repeats, so prefix reuse is measured against it.
+        rt.last_body = rt.body(None);
         if meta.model != rt.cfg.model || meta.provider != provider {
             rt.emit(
                 ui,
@@ -418,7 +421,7 @@ pub fn emit_to(session: &Session, ui: &mut dyn Surface, kind: &str, fields: Valu
     let ev = match session.append_event(ev.clone()) {
         Ok(ev) => ev,
         Err(e) => {
-            eprintln!("tern: could not write events.jsonl: {e}");
+            crate::errln!("tern: could not write events.jsonl: {e}");
             ev
         }
     };

@@ -66,6 +66,11 @@ impl Runtime {
             let (message, calls) = self.assistant_message(answer, text_only);
             let Some(message) = message else {
                 // No text and no tool calls: nothing a provider would accept later (case C12).
+                self.emit(
+                    ui,
+                    "warning",
+                    json!({"message": "the model answered with no text and no tool call; nothing was stored"}),
+                );
                 return Ok(String::new());
             };
             let text = match &message {
@@ -247,21 +252,24 @@ impl Runtime {
 
     /// Marks the session running with our pid, stores the prompt, emits `turn_start`.
     fn begin_turn(&mut self, prompt: &str, ui: &mut dyn Surface) -> Result<(), Failure> {
-        let meta = self.session.read_meta()?;
-        if let Some(pid) = super::running_elsewhere(&meta) {
-            return Err(Failure::Failed(format!(
-                "session {} is running a turn in process {pid}; wait for it to finish first",
-                self.session.id
-            )));
-        }
-        let title: String = prompt.trim().chars().take(80).collect();
-        self.session.update_meta(|m| {
-            m.status = Status::Running;
-            m.pid = Some(std::process::id());
-            if m.title.is_empty() {
-                m.title = title;
+        {
+            // Check and claim under one lock, so two processes cannot both start a turn.
+            let lock = self.session.lock()?;
+            let mut meta = self.session.read_meta()?;
+            if let Some(pid) = super::running_elsewhere(&meta) {
+                return Err(Failure::Failed(format!(
+                    "session {} is running a turn in process {pid}; wait for it to finish first",
+                    self.session.id
+                )));
             }
-        })?;
+            meta.status = Status::Running;
+            meta.pid = Some(std::process::id());
+            meta.updated_at = crate::clock::now_rfc3339();
+            if meta.title.is_empty() {
+                meta.title = prompt.trim().chars().take(80).collect();
+            }
+            self.session.write_meta_locked(&lock, &meta)?;
+        }
         if !prompt.trim().is_empty() {
             self.store(vec![Message::user(prompt)])?;
         }
@@ -294,9 +302,19 @@ impl Runtime {
             m.turns += requests;
             m.usage.add(&usage);
         }) {
-            eprintln!("tern: could not update meta.json: {e}");
+            crate::errln!("tern: could not update meta.json: {e}");
         }
         let error = outcome.as_ref().err().map(|e| e.to_string());
+        if let Err(f) = outcome
+            && *f != Failure::Interrupted
+        {
+            let kind = match f {
+                Failure::MaxTurns(_) => "max_turns",
+                Failure::ProviderUnavailable(_) => "provider_unavailable",
+                _ => "failed",
+            };
+            self.emit(ui, "error", json!({"kind": kind, "message": f.to_string()}));
+        }
         self.emit(
             ui,
             "turn_end",
