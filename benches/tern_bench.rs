@@ -713,6 +713,8 @@ fn bench_drain() -> R<(String, String)> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut peaks = Vec::new();
     for command in DRAIN_COMMANDS {
+        // A `|` inside a table cell must be escaped, even in a code span (GitHub Markdown).
+        let cell = command.replace('|', "\\|");
         // Library, in a fresh copy of this bench binary.
         let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
         let out = Command::new(&exe)
@@ -733,7 +735,7 @@ fn bench_drain() -> R<(String, String)> {
         peaks.push(hwm);
         let _ = writeln!(
             md,
-            "| library `tools::bash::run` | `{command}` | {:.0} MB | {:.0} ms | **{:.0} MB/s** | {:.0} ms | **{}** | {} | {} bytes | {:.1} MB |",
+            "| library `tools::bash::run` | `{cell}` | {:.0} MB | {:.0} ms | **{:.0} MB/s** | {:.0} ms | **{}** | {} | {} bytes | {:.1} MB |",
             bytes as f64 / 1e6,
             wall,
             bytes as f64 / 1e6 / (wall / 1000.0),
@@ -764,7 +766,7 @@ fn bench_drain() -> R<(String, String)> {
         peaks.push(s.m.hwm_kb);
         let _ = writeln!(
             md,
-            "| release `tern exec` | `{command}` | {:.0} MB | {:.0} ms (tool call) | **{:.0} MB/s** | {:.0} ms (whole session) | **{}** | — | {} bytes | {:.1} MB |",
+            "| release `tern exec` | `{cell}` | {:.0} MB | {:.0} ms (tool call) | **{:.0} MB/s** | {:.0} ms (whole session) | **{}** | — | {} bytes | {:.1} MB |",
             bytes as f64 / 1e6,
             dur,
             bytes as f64 / 1e6 / (dur / 1000.0),
