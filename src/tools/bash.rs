@@ -297,6 +297,9 @@ pub fn run(req: &BashRequest<'_>, cancel: &AtomicBool) -> Result<BashOutcome, St
     let mut stop: Option<Stop> = None;
     let mut phase = Phase::Running;
     let mut unreaped = false;
+    // Sleep between checks once the pipe is closed. The kernel closes a dying shell's files a
+    // moment before it can be reaped, so the first checks come quickly, then back off.
+    let mut closed_wait = Duration::from_micros(100);
 
     loop {
         if pipe_open {
@@ -311,7 +314,8 @@ pub fn run(req: &BashRequest<'_>, cancel: &AtomicBool) -> Result<BashOutcome, St
                 Err(_) => pipe_open = false,
             }
         } else {
-            std::thread::sleep(POLL_SLICE / 5);
+            std::thread::sleep(closed_wait);
+            closed_wait = (closed_wait * 2).min(POLL_SLICE / 5);
         }
         if exited.is_none() {
             match child.try_wait() {
