@@ -207,6 +207,10 @@ pub struct Runtime {
     warned_plan_md: bool,
     /// False for the one request that asks for a final text answer after a loop.
     tools_allowed: bool,
+    /// Stamps of the plan files when last observed: unchanged files are not read again.
+    plan_stamps: Vec<Option<FileStamp>>,
+    /// The ledger's stamp and the work-state block rendered from it.
+    tail_cache: Option<(Option<FileStamp>, Option<String>)>,
     started: Instant,
 }
 
@@ -344,6 +348,8 @@ impl Runtime {
             approved_always: false,
             warned_plan_md: false,
             tools_allowed: true,
+            plan_stamps: Vec::new(),
+            tail_cache: None,
             started: Instant::now(),
         }
     }
@@ -427,6 +433,15 @@ pub fn emit_to(session: &Session, ui: &mut dyn Surface, kind: &str, fields: Valu
     };
     ui.event(&ev);
     ev
+}
+
+/// A file's length and modification time: a cheap test for "changed since last read".
+pub(crate) type FileStamp = (u64, std::time::SystemTime);
+
+/// The stamp of `path` (None when absent or unreadable).
+pub(crate) fn stamp(path: &std::path::Path) -> Option<FileStamp> {
+    let m = std::fs::symlink_metadata(path).ok()?;
+    Some((m.len(), m.modified().ok()?))
 }
 
 /// Builds an event object: `type`, `seq` (filled when written), `ts`, `session`, then `fields`.

@@ -105,6 +105,12 @@ impl Runtime {
     /// Notices a changed draft, and a `plan.md` edited outside PlanConfirm (refused: the locked
     /// copy in `plan.json` stays in use; reported once per process).
     pub(super) fn observe_plan_files(&mut self, ui: &mut dyn Surface) -> Result<(), Failure> {
+        let names = [files::DRAFT, files::PLAN_STATE, files::PLAN];
+        let stamps = |s: &Session| names.iter().map(|n| super::stamp(&s.path(n))).collect();
+        let before: Vec<_> = stamps(&self.session);
+        if before == self.plan_stamps {
+            return Ok(());
+        }
         let plan = observe_draft(&self.session, ui)?;
         if !self.warned_plan_md {
             let on_disk = self.session.read_text(files::PLAN)?.unwrap_or_default();
@@ -117,6 +123,8 @@ impl Runtime {
                 );
             }
         }
+        // The stamps from before reading: a change made meanwhile is seen next time.
+        self.plan_stamps = before;
         Ok(())
     }
 

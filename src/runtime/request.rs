@@ -69,9 +69,17 @@ impl Runtime {
 
     /// The `<tern:work_state>` block for the current ledger (None when the ledger is empty or
     /// unreadable: a damaged ledger must not stop the work; it is reported by `tern status`).
-    pub(super) fn work_state_tail(&self) -> Option<String> {
-        let ledger: Ledger = self.session.read_json(files::LEDGER).ok().flatten()?;
-        work_state::block(&ledger)
+    pub(super) fn work_state_tail(&mut self) -> Option<String> {
+        let now = super::stamp(&self.session.path(files::LEDGER));
+        if let Some((seen, block)) = &self.tail_cache
+            && *seen == now
+        {
+            return block.clone();
+        }
+        let ledger: Option<Ledger> = self.session.read_json(files::LEDGER).ok().flatten();
+        let block = ledger.and_then(|l| work_state::block(&l));
+        self.tail_cache = Some((now, block.clone()));
+        block
     }
 
     /// Preflight: whether a body of `bytes` would pass the compaction threshold. Uses the

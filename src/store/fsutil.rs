@@ -59,6 +59,12 @@ pub fn open_append(path: &Path) -> io::Result<File> {
 pub fn append_line(path: &Path, line: &str) -> io::Result<()> {
     let mut f = open_append(path)?;
     let len = f.metadata()?.len();
+    append_to(&mut f, len, line).map(|_| ())
+}
+
+/// [`append_line`] on a file already opened with [`open_append`] whose length is `len`; returns
+/// the new length.
+pub fn append_to(f: &mut File, len: u64, line: &str) -> io::Result<u64> {
     let mut buf = Vec::with_capacity(line.len() + 2);
     if len > 0 {
         let mut last = [0u8; 1];
@@ -70,7 +76,8 @@ pub fn append_line(path: &Path, line: &str) -> io::Result<()> {
     }
     buf.extend_from_slice(line.as_bytes());
     buf.push(b'\n');
-    f.write_all(&buf)
+    f.write_all(&buf)?;
+    Ok(len + buf.len() as u64)
 }
 
 /// Serializes `value` as one compact JSON line (no newline). U+2028 and U+2029 are escaped too:

@@ -227,9 +227,8 @@ impl Session {
     pub fn append_event(&self, mut event: Value) -> io::Result<Value> {
         let lock = self.lock()?;
         let path = self.path(files::EVENTS);
-        let len = std::fs::symlink_metadata(&path)
-            .map(|m| m.len())
-            .unwrap_or(0);
+        let mut file = fsutil::open_append(&path)?;
+        let len = file.metadata()?.len();
         let (known_len, known_seq) = self.event_seq.get();
         let last = if len == known_len {
             known_seq
@@ -242,10 +241,7 @@ impl Session {
         }
         let line = fsutil::to_jsonl(&event)?;
         let line = redact(&line);
-        fsutil::append_line(&path, &line)?;
-        let new_len = std::fs::symlink_metadata(&path)
-            .map(|m| m.len())
-            .unwrap_or(0);
+        let new_len = fsutil::append_to(&mut file, len, &line)?;
         self.event_seq.set((new_len, seq));
         drop(lock);
         if let std::borrow::Cow::Owned(s) = line {
