@@ -1,0 +1,279 @@
+//! C17 in a real terminal: `tern chat` in a detached tmux pane (its own server socket, so a
+//! person's tmux is never touched), Ctrl-C during a bash tool call, then "continue" against a
+//! strict provider. Skipped with a message when tmux is not installed (`.ci/run` installs it).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::{FakeServer, Wire, openai_text, openai_tool_calls};
+
+/// A tmux server of our own (`tmux -L <unique socket>`), killed when dropped.
+struct Tmux {
+    socket: String,
+    conf: PathBuf,
+}
+
+impl Tmux {
+    /// None when tmux is not installed.
+    fn start(dir: &Path) -> Option<Tmux> {
+        let found = Command::new("tmux")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            return None;
+        }
+        let conf = dir.join("tmux.conf");
+        // remain-on-exit keeps the pane after tern leaves, so its exit status can be read.
+        std::fs::write(
+            &conf,
+            "set -g remain-on-exit on\nset -g history-limit 5000\n",
+        )
+        .unwrap();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        Some(Tmux {
+            socket: format!("tern-test-{}-{nanos}", std::process::id()),
+            conf,
+        })
+    }
+
+    fn cmd(&self) -> Command {
+        let mut c = Command::new("tmux");
+        c.arg("-L").arg(&self.socket).arg("-f").arg(&self.conf);
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        let out = self.cmd().args(args).output().expect("run tmux");
+        assert!(
+            out.status.success(),
+            "tmux {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "t"];
+        args.extend_from_slice(keys);
+        self.run(&args);
+    }
+
+    fn capture(&self) -> String {
+        let out = self.run(&["capture-pane", "-p", "-J", "-S", "-", "-t", "t"]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn display(&self, format: &str) -> String {
+        let out = self.run(&["display-message", "-p", "-t", "t", format]);
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Waits until the pane shows `text` (20 s: a hang, not a speed check).
+    fn wait_for(&self, text: &str) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.capture();
+            if screen.contains(text) {
+                return screen;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "the pane never showed {text:?}:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd().arg("kill-server").output();
+    }
+}
+
+/// Pids of processes whose command line is exactly `argv`.
+fn pids_running(argv: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == want) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// C17: Ctrl-C 2 s into `sleep 61.37` kills its process group and stores an error result for the
+/// call; "continue" is then accepted by a strict provider, and the final answer is shown.
+#[test]
+fn c17_ctrl_c_during_a_tool_call_then_continue_in_tmux() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(tmux) = Tmux::start(dir.path()) else {
+        eprintln!(
+            "SKIPPED c17_ctrl_c_during_a_tool_call_then_continue_in_tmux: tmux is not installed (.ci/run installs it)"
+        );
+        return;
+    };
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(ws.join(".tern")).unwrap();
+    // A duration no other test or person uses, so the process can be found by its command line.
+    let sleep = ["sleep", "61.37"];
+    let args = json!({"command": sleep.join(" ")}).to_string();
+    let fake = FakeServer::strict(vec![
+        openai_tool_calls(&[("call_sleep", "bash", args.as_str())]),
+        openai_text("Picked up after the interruption: all done."),
+    ]);
+
+    let tern = env!("CARGO_BIN_EXE_tern");
+    let path = std::env::var("PATH").unwrap_or_default();
+    let home = format!("HOME={}", ws.display());
+    let base = format!("OPENAI_BASE_URL={}", fake.openai_base());
+    let path_env = format!("PATH={path}");
+    let ws_str = ws.display().to_string();
+    tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "t",
+        "-x",
+        "160",
+        "-y",
+        "40",
+        "-c",
+        &ws_str,
+        "--",
+        "env",
+        "-i",
+        &path_env,
+        &home,
+        "TERM=xterm-256color",
+        &base,
+        "TERN_MODEL=m",
+        tern,
+        "chat",
+        "--approval",
+        "auto",
+    ]);
+    tmux.wait_for("/help for commands");
+    tmux.keys(&["run the long command", "Enter"]);
+    tmux.wait_for("$ sleep 61.37");
+    let start = Instant::now();
+    while pids_running(&sleep).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "sleep never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    tmux.keys(&["C-c"]);
+    let screen = tmux.wait_for("(interrupted)");
+    assert!(screen.contains("interrupted by the user after"), "{screen}");
+    assert!(
+        screen.contains("── "),
+        "no status line after the turn:\n{screen}"
+    );
+
+    // The process group was killed: no sleep left behind.
+    let start = Instant::now();
+    while !pids_running(&sleep).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "sleep 61.37 still running after Ctrl-C: {:?}",
+            pids_running(&sleep)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    tmux.keys(&["continue", "Enter"]);
+    let screen = tmux.wait_for("Picked up after the interruption: all done.");
+    assert!(!screen.contains("provider error"), "{screen}");
+
+    // Every request was valid for the strict provider; the second carries the stored error.
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 2, "{screen}");
+    for r in &reqs {
+        support::validate(Wire::OpenAi, &r.json()).expect("a request the strict server refuses");
+    }
+    let msgs = reqs[1].json()["messages"].as_array().cloned().unwrap();
+    let roles: Vec<&str> = msgs
+        .iter()
+        .map(|m| m["role"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool", "user"]);
+    let result = msgs[3]["content"].as_str().unwrap_or("");
+    let after = result
+        .split("interrupted by the user after ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no interruption note: {result}"));
+    assert!((2..=20).contains(&after), "after {after} s: {result}");
+    assert!(
+        msgs[4]["content"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("continue")
+    );
+
+    let id = std::fs::read_to_string(ws.join(".tern/current")).unwrap();
+    let ses = ws.join(".tern/sessions").join(id.trim());
+    let conv: Vec<Value> = std::fs::read_to_string(ses.join("conversation.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let stored = conv
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == "call_sleep")
+        .expect("a stored result for the interrupted call");
+    assert_eq!(stored["is_error"], true);
+    assert!(
+        stored["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("interrupted by the user after"),
+        "{stored}"
+    );
+    let events = std::fs::read_to_string(ses.join("events.jsonl")).unwrap();
+    assert!(
+        events.contains(r#""type":"turn_end","#) && events.contains(r#""status":"interrupted""#)
+    );
+
+    // Ctrl-D leaves with exit 0.
+    tmux.keys(&["C-d"]);
+    let start = Instant::now();
+    // pane_dead turns 1 when the pty closes; the exit status follows when tmux reaps the process.
+    while tmux.display("#{pane_dead}:#{pane_dead_status}").len() < 3 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "tern did not leave on Ctrl-D:\n{}",
+            tmux.capture()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        tmux.display("#{pane_dead}:#{pane_dead_status}"),
+        "1:0",
+        "{}",
+        tmux.capture()
+    );
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(ses.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(meta["status"], "completed");
+    assert!(meta.get("pid").is_none(), "{meta}");
+}
