@@ -134,7 +134,10 @@ fn c17_ctrl_c_during_a_tool_call_then_continue_in_tmux() {
     let sleep = ["sleep", "61.37"];
     let args = json!({"command": sleep.join(" ")}).to_string();
     let fake = FakeServer::strict(vec![
-        openai_tool_calls(&[("call_sleep", "bash", args.as_str())]),
+        openai_tool_calls(&[
+            ("call_sleep", "bash", args.as_str()),
+            ("call_next", "bash", r#"{"command":"touch never.txt"}"#),
+        ]),
         openai_text("Picked up after the interruption: all done."),
     ]);
 
@@ -214,7 +217,23 @@ fn c17_ctrl_c_during_a_tool_call_then_continue_in_tmux() {
         .iter()
         .map(|m| m["role"].as_str().unwrap_or(""))
         .collect();
-    assert_eq!(roles, ["system", "user", "assistant", "tool", "user"]);
+    assert_eq!(
+        roles,
+        ["system", "user", "assistant", "tool", "tool", "user"]
+    );
+    assert_eq!(msgs[4]["tool_call_id"], "call_next");
+    assert!(
+        msgs[4]["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("not run: interrupted by the user"),
+        "{}",
+        msgs[4]
+    );
+    assert!(
+        !ws.join("never.txt").exists(),
+        "a call after the interrupted one ran"
+    );
     let result = msgs[3]["content"].as_str().unwrap_or("");
     let after = result
         .split("interrupted by the user after ")
@@ -224,7 +243,7 @@ fn c17_ctrl_c_during_a_tool_call_then_continue_in_tmux() {
         .unwrap_or_else(|| panic!("no interruption note: {result}"));
     assert!((2..=20).contains(&after), "after {after} s: {result}");
     assert!(
-        msgs[4]["content"]
+        msgs[5]["content"]
             .as_str()
             .unwrap_or("")
             .starts_with("continue")
