@@ -96,10 +96,10 @@ pub fn status(t: &Target, height: Option<usize>) -> i32 {
     if t.json {
         crate::output::print_json_line(&crate::status::to_json(&s));
     } else {
-        print!(
-            "{}",
-            crate::status::render_text(&s, height.or_else(terminal_height))
-        );
+        crate::output::print_text(&crate::status::render_text(
+            &s,
+            height.or_else(terminal_height),
+        ));
     }
     0
 }
@@ -133,10 +133,10 @@ pub fn relay_start(t: &Target) -> i32 {
             if t.json {
                 crate::output::print_json_line(&serde_json::json!({"session": new.id}));
             } else {
-                println!(
-                    "New session {} seeded with the handoff (now the current session).\nContinue it with: tern exec --continue   or   tern chat --continue",
+                crate::output::print_text(&format!(
+                    "New session {} seeded with the handoff (now the current session).\nContinue it with: tern exec --continue   or   tern chat --continue\n",
                     new.id
-                );
+                ));
             }
             0
         }
@@ -152,7 +152,7 @@ pub fn ops(json: bool) -> i32 {
     if json {
         crate::output::print_json_line(&serde_json::to_value(ops::OPS).unwrap_or_default());
     } else {
-        println!("{}", ops::help());
+        crate::output::print_text(&format!("{}\n", ops::help()));
     }
     0
 }

@@ -26,6 +26,14 @@ pub fn print_json_line(ev: &Value) {
     }
 }
 
+/// Prints `text` as is to stdout and flushes. A closed stdout (`| head`) is ignored, as in
+/// [`print_json_line`]: Rust ignores SIGPIPE, so `print!` would panic there instead.
+pub fn print_text(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+}
+
 /// Lines of a tool result shown to the person (the model sees the whole result).
 pub const PREVIEW_LINES: usize = 6;
 
@@ -45,7 +53,7 @@ impl Human {
 
     fn end_text_line(&mut self) {
         if self.open_line {
-            println!();
+            print_text("\n");
             self.open_line = false;
         }
     }
@@ -98,7 +106,11 @@ pub fn describe(ev: &Value) -> Option<String> {
         "tool_result" => {
             let content = s("content");
             let first = content.lines().next().unwrap_or("");
-            let mark = if ev["is_error"].as_bool() == Some(true) { "!" } else { "•" };
+            let mark = if ev["is_error"].as_bool() == Some(true) {
+                "!"
+            } else {
+                "•"
+            };
             format!("{mark} {}: {}", s("name"), clip(first))
         }
         "retry" => format!(
@@ -127,7 +139,6 @@ pub fn describe(ev: &Value) -> Option<String> {
         _ => return None,
     })
 }
-
 
 /// A short view of a tool result: the first lines and the last (the exit line), indented.
 pub fn preview(content: &str, is_error: bool) -> String {
