@@ -782,3 +782,50 @@ fn watch_in_a_pipe_redraws_on_ledger_change_and_exits_0_on_sigint() {
     let _ = child.stderr.take().unwrap().read_to_string(&mut err);
     assert!(err.is_empty(), "stderr: {err}");
 }
+
+// ---------------------------------------------------------------- closed stdout
+
+/// A stdout whose reader is gone (`tern status | head -1` after head left): every write fails
+/// with EPIPE at once. Built by hand so the outcome does not depend on who is faster.
+fn closed_pipe() -> Stdio {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: pipe(2) fills two fds we own; the read end is closed right away.
+    let r = unsafe { libc::pipe(fds.as_mut_ptr()) };
+    assert_eq!(r, 0, "pipe: {}", std::io::Error::last_os_error());
+    // SAFETY: fds[0] is the read end we just created and nothing else uses it.
+    unsafe { libc::close(fds[0]) };
+    // SAFETY: fds[1] is an open fd we own; the OwnedFd takes it over.
+    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fds[1]) };
+    Stdio::from(fd)
+}
+
+/// Writing to a closed stdout is outside input, not a reason to panic: `tern status`, `tern ops`,
+/// `tern relay` and `tern exec` end without a panic message (exit 101 would be a panic).
+#[test]
+fn closed_stdout_is_not_a_panic() {
+    let fake = FakeServer::start(vec![]);
+    let ws = Ws::new();
+    seed_session(&ws, &fake);
+    let cases: &[&[&str]] = &[
+        &["status"],
+        &["status", "--json"],
+        &["ops"],
+        &["relay"],
+        &["exec", "--continue", "say something"],
+    ];
+    for args in cases {
+        let mut cmd = ws.tern(&fake);
+        cmd.args(*args)
+            .stdin(Stdio::null())
+            .stdout(closed_pipe())
+            .stderr(Stdio::piped());
+        let child = cmd.spawn().expect("spawn");
+        let out = child.wait_with_output().expect("wait");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !stderr.contains("panicked"),
+            "tern {args:?} panicked on a closed stdout:\n{stderr}"
+        );
+        assert_ne!(out.status.code(), Some(101), "tern {args:?}: {stderr}");
+    }
+}
