@@ -11,6 +11,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use support::{FakeServer, Wire, openai_text, openai_tool_calls};
 
+/// Numbers the tmux servers of this test process, so parallel tests never share one.
+static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// A tmux server of our own (`tmux -L <unique socket>`), killed when dropped.
 struct Tmux {
     socket: String,
@@ -39,7 +42,11 @@ impl Tmux {
             .map(|d| d.subsec_nanos())
             .unwrap_or(0);
         Some(Tmux {
-            socket: format!("tern-test-{}-{nanos}", std::process::id()),
+            socket: format!(
+                "tern-test-{}-{}-{nanos}",
+                std::process::id(),
+                NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            ),
             conf,
         })
     }
@@ -99,6 +106,40 @@ impl Drop for Tmux {
     }
 }
 
+/// Starts `tern chat --approval auto` in pane `t`, in workspace `ws`, talking to `fake`.
+fn start_chat(tmux: &Tmux, ws: &Path, fake: &FakeServer) {
+    let tern = env!("CARGO_BIN_EXE_tern");
+    let path_env = format!("PATH={}", std::env::var("PATH").unwrap_or_default());
+    let home = format!("HOME={}", ws.display());
+    let base = format!("OPENAI_BASE_URL={}", fake.openai_base());
+    let ws_str = ws.display().to_string();
+    tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "t",
+        "-x",
+        "160",
+        "-y",
+        "40",
+        "-c",
+        &ws_str,
+        "--",
+        "env",
+        "-i",
+        &path_env,
+        &home,
+        "TERM=xterm-256color",
+        &base,
+        "TERN_MODEL=m",
+        tern,
+        "chat",
+        "--approval",
+        "auto",
+    ]);
+    tmux.wait_for("/help for commands");
+}
+
 /// Pids of processes whose command line is exactly `argv`.
 fn pids_running(argv: &[&str]) -> Vec<u32> {
     let want: Vec<u8> = argv
@@ -141,37 +182,7 @@ fn c17_ctrl_c_during_a_tool_call_then_continue_in_tmux() {
         openai_text("Picked up after the interruption: all done."),
     ]);
 
-    let tern = env!("CARGO_BIN_EXE_tern");
-    let path = std::env::var("PATH").unwrap_or_default();
-    let home = format!("HOME={}", ws.display());
-    let base = format!("OPENAI_BASE_URL={}", fake.openai_base());
-    let path_env = format!("PATH={path}");
-    let ws_str = ws.display().to_string();
-    tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "t",
-        "-x",
-        "160",
-        "-y",
-        "40",
-        "-c",
-        &ws_str,
-        "--",
-        "env",
-        "-i",
-        &path_env,
-        &home,
-        "TERM=xterm-256color",
-        &base,
-        "TERN_MODEL=m",
-        tern,
-        "chat",
-        "--approval",
-        "auto",
-    ]);
-    tmux.wait_for("/help for commands");
+    start_chat(&tmux, &ws, &fake);
     tmux.keys(&["run the long command", "Enter"]);
     tmux.wait_for("$ sleep 61.37");
     let start = Instant::now();
@@ -295,4 +306,58 @@ fn c17_ctrl_c_during_a_tool_call_then_continue_in_tmux() {
         serde_json::from_str(&std::fs::read_to_string(ses.join("meta.json")).unwrap()).unwrap();
     assert_eq!(meta["status"], "completed");
     assert!(meta.get("pid").is_none(), "{meta}");
+}
+
+/// Ctrl-C while the model's answer streams stops it within seconds (not when the slow stream
+/// ends), stores no partial answer, and the next prompt is accepted by a strict provider.
+#[test]
+fn ctrl_c_while_the_model_streams_then_continue_in_tmux() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(tmux) = Tmux::start(dir.path()) else {
+        eprintln!(
+            "SKIPPED ctrl_c_while_the_model_streams_then_continue_in_tmux: tmux is not installed (.ci/run installs it)"
+        );
+        return;
+    };
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(ws.join(".tern")).unwrap();
+    let slow: String = (1..=40).map(|i| format!("word{i} ")).collect();
+    // About one SSE chunk per second: the whole answer would take well over 30 s.
+    let fake = FakeServer::strict(vec![
+        openai_text(&slow)
+            .split_every(40)
+            .delay_between(Duration::from_millis(1000)),
+        openai_text("A short answer this time."),
+    ]);
+    start_chat(&tmux, &ws, &fake);
+    tmux.keys(&["tell me a long story", "Enter"]);
+    tmux.wait_for("word1 ");
+    let pressed = Instant::now();
+    tmux.keys(&["C-c"]);
+    let screen = tmux.wait_for("(interrupted)");
+    assert!(
+        pressed.elapsed() < Duration::from_secs(15),
+        "the stream was not cut short"
+    );
+    assert!(!screen.contains("word40"), "{screen}");
+
+    tmux.keys(&["continue", "Enter"]);
+    tmux.wait_for("A short answer this time.");
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 2);
+    for r in &reqs {
+        support::validate(Wire::OpenAi, &r.json()).expect("a request the strict server refuses");
+    }
+    let msgs = reqs[1].json()["messages"].as_array().cloned().unwrap();
+    let roles: Vec<&str> = msgs
+        .iter()
+        .map(|m| m["role"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        roles,
+        ["system", "user", "user"],
+        "no partial answer stored"
+    );
+    assert!(!reqs[1].body_str().contains("word1 "));
+    tmux.keys(&["C-d"]);
 }
