@@ -762,6 +762,12 @@ fn watch_in_a_pipe_redraws_on_ledger_change_and_exits_0_on_sigint() {
     wait_for("[~] #1 watch me");
     assert_eq!(frames(&seen.lock().unwrap()), 2, "{}", seen.lock().unwrap());
 
+    // Without --session it follows .tern/current: a relayed session gets its own frame.
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["relay", "--start"]);
+    ok(cmd, "");
+    wait_for(&format!("Session {}: idle", ws.current_id()));
+
     // SAFETY: kill(2) on the pid of our own child, which has not been reaped yet.
     let r = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
     assert_eq!(r, 0);
@@ -828,4 +834,68 @@ fn closed_stdout_is_not_a_panic() {
         );
         assert_ne!(out.status.code(), Some(101), "tern {args:?}: {stderr}");
     }
+}
+
+// ---------------------------------------------------------------- a damaged ledger
+
+/// A ledger.json that does not parse is shown as a problem by `tern status` (exit 0), sends no
+/// block, does not stop a turn, and makes `work_update` answer with an error instead of
+/// overwriting it.
+#[test]
+fn damaged_ledger_is_reported_not_fatal() {
+    let fake = FakeServer::strict(vec![
+        openai_text("Hello."),
+        tool_calls(&[call(
+            "c1",
+            "work_update",
+            json!({"todos": [{"content": "x", "status": "pending"}]}),
+        )]),
+        openai_text("Noted."),
+    ]);
+    let ws = Ws::new();
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["exec", "hello"]);
+    ok(cmd, "");
+    let path = ws.current_dir().join("ledger.json");
+    std::fs::write(&path, "{\"items\": [").unwrap();
+
+    let mut cmd = ws.tern(&fake);
+    cmd.arg("status");
+    let out = ok(cmd, "").stdout;
+    assert!(out.starts_with("To-do\nno To-do items\n"), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("! ") && l.contains("ledger.json")),
+        "the damage is not shown:\n{out}"
+    );
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["status", "--json"]);
+    let v: Value = serde_json::from_str(&ok(cmd, "").stdout).unwrap();
+    assert!(
+        v["problems"][0].as_str().unwrap().contains("ledger.json"),
+        "{v}"
+    );
+
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["exec", "--continue", "track it"]);
+    ok(cmd, "");
+    assert_eq!(
+        read(&path),
+        "{\"items\": [",
+        "the damaged ledger was overwritten"
+    );
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 3);
+    assert_eq!(tail_body(&reqs[1]), None);
+    assert_eq!(tail_body(&reqs[2]), None);
+    let conv = jsonl(&ws.current_dir().join("conversation.jsonl"));
+    let result = conv
+        .iter()
+        .find(|m| m["tool_call_id"] == "c1")
+        .expect("a result for c1");
+    assert_eq!(result["is_error"], true);
+    assert!(
+        content(result).contains("ledger cannot be read"),
+        "{result}"
+    );
 }
