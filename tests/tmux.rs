@@ -83,6 +83,25 @@ impl Tmux {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
+    /// Waits until the REPL prompt is back (a line `›` after the last occurrence of `after`):
+    /// keys sent before that reach a terminal still in cooked mode, where Ctrl-D is lost.
+    fn wait_for_prompt_after(&self, after: &str) {
+        let start = Instant::now();
+        loop {
+            let screen = self.capture();
+            if let Some(at) = screen.rfind(after)
+                && screen[at..].lines().skip(1).any(|l| l.trim_end() == "›")
+            {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "no prompt after {after:?}:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Waits until the pane shows `text` (20 s: a hang, not a speed check).
     fn wait_for(&self, text: &str) -> String {
         let start = Instant::now();
@@ -137,7 +156,7 @@ fn start_chat(tmux: &Tmux, ws: &Path, fake: &FakeServer) {
         "--approval",
         "auto",
     ]);
-    tmux.wait_for("/help for commands");
+    tmux.wait_for_prompt_after("/help for commands");
 }
 
 /// Pids of processes whose command line is exactly `argv`.
@@ -213,6 +232,7 @@ fn c17_ctrl_c_during_a_tool_call_then_continue_in_tmux() {
         std::thread::sleep(Duration::from_millis(50));
     }
 
+    tmux.wait_for_prompt_after("(interrupted)");
     tmux.keys(&["continue", "Enter"]);
     let screen = tmux.wait_for("Picked up after the interruption: all done.");
     assert!(!screen.contains("provider error"), "{screen}");
@@ -284,7 +304,8 @@ fn c17_ctrl_c_during_a_tool_call_then_continue_in_tmux() {
         events.contains(r#""type":"turn_end","#) && events.contains(r#""status":"interrupted""#)
     );
 
-    // Ctrl-D leaves with exit 0.
+    // Ctrl-D at the prompt leaves with exit 0.
+    tmux.wait_for_prompt_after("Picked up after the interruption: all done.");
     tmux.keys(&["C-d"]);
     let start = Instant::now();
     // pane_dead turns 1 when the pty closes; the exit status follows when tmux reaps the process.
@@ -341,6 +362,7 @@ fn ctrl_c_while_the_model_streams_then_continue_in_tmux() {
     );
     assert!(!screen.contains("word40"), "{screen}");
 
+    tmux.wait_for_prompt_after("(interrupted)");
     tmux.keys(&["continue", "Enter"]);
     tmux.wait_for("A short answer this time.");
     let reqs = fake.requests();
