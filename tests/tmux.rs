@@ -68,11 +68,6 @@ impl Tmux {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    fn display(&self, format: &str) -> String {
-        let out = self.run(&["display-message", "-p", "-t", "t", format]);
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
-
     /// Waits until the REPL prompt is back (a line `›` after the last occurrence of `after`):
     /// keys sent before that reach a terminal still in cooked mode, where Ctrl-D is lost.
     fn wait_for_prompt_after(&self, after: &str) {
