@@ -125,7 +125,7 @@ pub fn finish(
     }
     rt.emit(ui, "result", fields);
     if let (false, Some(e)) = (json, &error) {
-        output::eprint_line(&format!("tern: {e}"));
+        crate::errln!("tern: {e}");
     }
     code
 }
@@ -164,7 +164,7 @@ fn early_failure(opts: &ExecOptions, error: &str, code: i32) -> i32 {
         }
         output::print_json_line(&ev);
     } else {
-        output::eprint_line(&format!("tern: {error}"));
+        crate::errln!("tern: {error}");
     }
     code
 }

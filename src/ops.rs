@@ -585,20 +585,24 @@ fn sessions(state: &StateDir) -> Result<String, String> {
 
 /// The op table as text (`tern ops`, `/help`).
 pub fn help() -> String {
-    let mut out = format!(
-        "{:<14} {:<16} {:<10} {:<6} {:<6} {}\n",
-        "op", "cli", "slash", "writes", "model", "what"
-    );
-    for o in OPS {
-        let cli = if o.cli.is_empty() {
+    let cli = |o: &Op| {
+        if o.cli.is_empty() {
             "-".to_string()
         } else {
             format!("tern {}", o.cli)
-        };
+        }
+    };
+    // The CLI column is as wide as its longest entry (`tern chat --resume`), so rows stay aligned.
+    let w = OPS.iter().map(|o| cli(o).len()).max().unwrap_or(0).max(3);
+    let mut out = format!(
+        "{:<14} {:<w$} {:<10} {:<6} {:<6} {}\n",
+        "op", "cli", "slash", "writes", "model", "what"
+    );
+    for o in OPS {
         out.push_str(&format!(
-            "{:<14} {:<16} {:<10} {:<6} {:<6} {}\n",
+            "{:<14} {:<w$} {:<10} {:<6} {:<6} {}\n",
             o.id,
-            cli,
+            cli(o),
             o.slash,
             if o.writes { "yes" } else { "no" },
             if o.model_call { "yes" } else { "no" },

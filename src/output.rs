@@ -53,12 +53,6 @@ impl Human {
     }
 }
 
-/// Writes `line` and a newline to stderr, ignoring errors: a closed stderr (`2>&1 | head`) must not
-/// stop a turn, and `eprintln!` panics on a broken pipe.
-pub fn eprint_line(line: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "{line}");
-}
-
 impl Surface for Human {
     fn text_delta(&mut self, text: &str) {
         let mut out = std::io::stdout().lock();
@@ -70,7 +64,7 @@ impl Surface for Human {
     fn event(&mut self, ev: &Value) {
         if let Some(line) = describe(ev) {
             self.end_text_line();
-            eprint_line(&line);
+            crate::errln!("{line}");
         } else if ev["type"] == "assistant" {
             self.end_text_line();
         }

@@ -29,8 +29,10 @@ fn concurrent_writers_lose_nothing_and_leave_no_stray_file() {
                 // Each thread has its own handle, as separate processes would.
                 let s = tern::store::Session::at(&id, dir);
                 for i in 0..25 {
-                    s.append_event(json!({"type": "x", "t": t, "i": i})).unwrap();
-                    s.append_messages(&[Message::user(format!("{t}-{i}"))]).unwrap();
+                    s.append_event(json!({"type": "x", "t": t, "i": i}))
+                        .unwrap();
+                    s.append_messages(&[Message::user(format!("{t}-{i}"))])
+                        .unwrap();
                     s.update_meta(|m| m.turns += 1).unwrap();
                 }
             })
@@ -40,11 +42,19 @@ fn concurrent_writers_lose_nothing_and_leave_no_stray_file() {
         t.join().unwrap();
     }
     let s = st.open_session(&id).unwrap();
-    assert_eq!(s.read_meta().unwrap().turns, 200, "no read-modify-write lost");
+    assert_eq!(
+        s.read_meta().unwrap().turns,
+        200,
+        "no read-modify-write lost"
+    );
     let events = s.read_events().unwrap();
     assert_eq!(events.items.len(), 200);
     assert!(events.skipped.is_empty());
-    let seqs: HashSet<u64> = events.items.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    let seqs: HashSet<u64> = events
+        .items
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
     assert_eq!(seqs.len(), 200, "every event has its own seq");
     assert_eq!(*seqs.iter().max().unwrap(), 200);
     let conv = s.read_conversation().unwrap();

@@ -1,0 +1,442 @@
+//! Durable turns: a `tern exec` killed with SIGKILL in the middle of a tool call leaves a session
+//! that a later `tern exec --continue` marks interrupted, repairs (the dangling tool call gets an
+//! error result) and continues against a strict provider; a torn last line of conversation.jsonl
+//! is dropped and reported; `tern sessions` lists status, turns, tokens and last activity.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::{FakeServer, Wire, openai_text, openai_tool_calls};
+
+// ---------------------------------------------------------------- helpers
+
+struct Ws {
+    dir: tempfile::TempDir,
+}
+
+impl Ws {
+    fn new() -> Ws {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(dir.path().join(".tern")).expect("mkdir .tern");
+        Ws { dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn tern(&self, fake: &FakeServer) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_tern"));
+        c.current_dir(self.path())
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.path())
+            .env("OPENAI_BASE_URL", fake.openai_base())
+            .env("TERN_MODEL", "m");
+        c
+    }
+
+    fn current_id(&self) -> String {
+        std::fs::read_to_string(self.path().join(".tern/current"))
+            .expect("read .tern/current")
+            .trim()
+            .to_string()
+    }
+
+    fn session_dir(&self, id: &str) -> PathBuf {
+        self.path().join(".tern/sessions").join(id)
+    }
+}
+
+struct Out {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl std::fmt::Debug for Out {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Runs `cmd` to its end with an empty stdin, failing the test after 60 s (a hang).
+fn run(mut cmd: Command) -> Out {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().expect("spawn tern");
+    collect(child, Duration::from_secs(60))
+}
+
+fn collect(mut child: Child, limit: Duration) -> Out {
+    let mut so = child.stdout.take().expect("stdout");
+    let mut se = child.stderr.take().expect("stderr");
+    let t1 = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = so.read_to_string(&mut s);
+        s
+    });
+    let t2 = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = se.read_to_string(&mut s);
+        s
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            break st;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "tern did not finish within {limit:?}\n--- stdout\n{}\n--- stderr\n{}",
+                t1.join().unwrap_or_default(),
+                t2.join().unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Out {
+        code: status.code(),
+        stdout: t1.join().unwrap_or_default(),
+        stderr: t2.join().unwrap_or_default(),
+    }
+}
+
+fn ok(cmd: Command) -> Out {
+    let out = run(cmd);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    out
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
+}
+
+fn jsonl(p: &Path) -> Vec<Value> {
+    read(p)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad line {l:?}: {e}")))
+        .collect()
+}
+
+fn events_of(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not an event {l:?}: {e}")))
+        .collect()
+}
+
+fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == kind).collect()
+}
+
+fn meta(dir: &Path) -> Value {
+    serde_json::from_str(&read(&dir.join("meta.json"))).expect("meta.json parses")
+}
+
+/// Pids of processes whose command line is exactly `argv`.
+fn pids_running(argv: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == want) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// The process group of `pid` (field 5 of /proc/PID/stat).
+fn pgid_of(pid: u32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(2)?.parse().ok()
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "timed out: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The `tern sessions` row of `id`: (mark, status, turns, tokens, last activity, title).
+fn session_row(listing: &str, id: &str) -> (String, String, u64, u64, String, String) {
+    let line = listing
+        .lines()
+        .find(|l| l.get(2..).is_some_and(|r| r.starts_with(id)))
+        .unwrap_or_else(|| panic!("{id} not listed:\n{listing}"));
+    let mark = line[..1].to_string();
+    let mut f = line[2..].split_whitespace();
+    let _id = f.next();
+    let status = f.next().unwrap_or("").to_string();
+    let turns = f.next().and_then(|t| t.parse().ok()).expect("turns");
+    let tokens = f.next().and_then(|t| t.parse().ok()).expect("tokens");
+    let when = f.next().unwrap_or("").to_string();
+    let title = f.collect::<Vec<_>>().join(" ");
+    (mark, status, turns, tokens, when, title)
+}
+
+// ---------------------------------------------------------------- tests
+
+/// SIGKILL mid-tool: meta.json still says running with the dead pid; `tern exec --continue`
+/// against a strict server writes `turn_interrupted` and `repair`, stores an error result for the
+/// dangling call, is accepted, and completes.
+#[test]
+fn durable_sigkill_mid_tool_then_continue_repairs_and_completes() {
+    let sleep = ["sleep", "62.41"];
+    let args = json!({"command": sleep.join(" ")}).to_string();
+    let first = FakeServer::start(vec![
+        openai_tool_calls(&[
+            ("call_slow", "bash", args.as_str()),
+            ("call_next", "bash", r#"{"command":"touch never.txt"}"#),
+        ])
+        .auto_usage(),
+    ]);
+    let ws = Ws::new();
+    let mut cmd = ws.tern(&first);
+    cmd.args(["exec", "run the slow thing"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().expect("spawn tern exec");
+    let dead_pid = child.id();
+    wait_until("the bash call started", || !pids_running(&sleep).is_empty());
+    let id = ws.current_id();
+    let dir = ws.session_dir(&id);
+    let m = meta(&dir);
+    assert_eq!(m["status"], "running");
+    assert_eq!(m["pid"], dead_pid);
+
+    child.kill().expect("SIGKILL tern");
+    child.wait().expect("reap tern");
+    // tern's death does not reach the tool's own process group (setsid): end it here.
+    for pid in pids_running(&sleep) {
+        if let Some(pgid) = pgid_of(pid) {
+            assert_ne!(pgid, 0);
+            // SAFETY: kill(2) on the process group of a sleep this test started through tern.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        }
+    }
+    wait_until("the sleep is gone", || pids_running(&sleep).is_empty());
+
+    // The session still says running, with the dead pid.
+    let m = meta(&dir);
+    assert_eq!(m["status"], "running", "{m}");
+    assert_eq!(m["pid"], dead_pid, "{m}");
+    let conv = jsonl(&dir.join("conversation.jsonl"));
+    assert_eq!(
+        conv.len(),
+        2,
+        "prompt and the assistant's call, no result: {conv:?}"
+    );
+    assert_eq!(conv[1]["tool_calls"][0]["id"], "call_slow");
+    // `tern sessions` already sees that nobody runs the turn.
+    let mut cmd = ws.tern(&first);
+    cmd.arg("sessions");
+    let listing = ok(cmd).stdout;
+    assert_eq!(session_row(&listing, &id).1, "interrupted?", "{listing}");
+
+    let strict = FakeServer::strict(vec![openai_text("Resumed and finished.").auto_usage()]);
+    let mut cmd = ws.tern(&strict);
+    cmd.args(["exec", "--json", "--continue", "go on"]);
+    let out = ok(cmd);
+    let events = events_of(&out.stdout);
+    let interrupted = of_type(&events, "turn_interrupted");
+    assert_eq!(interrupted.len(), 1, "{out:?}");
+    assert_eq!(interrupted[0]["pid"], dead_pid);
+    let repair = of_type(&events, "repair");
+    assert_eq!(repair.len(), 1, "{out:?}");
+    assert_eq!(
+        repair[0]["answered_calls"],
+        json!(["call_slow", "call_next"])
+    );
+    assert_eq!(repair[0]["dropped_lines"], json!([]));
+    let pos = |k: &str| events.iter().position(|e| e["type"] == k).unwrap();
+    assert!(pos("turn_interrupted") < pos("repair") && pos("repair") < pos("turn_start"));
+    let result = events.last().unwrap();
+    assert_eq!(result["type"], "result");
+    assert_eq!(result["status"], "completed", "{result}");
+    assert_eq!(result["text"], "Resumed and finished.");
+
+    // The events file says the same.
+    let stored = jsonl(&dir.join("events.jsonl"));
+    assert_eq!(of_type(&stored, "turn_interrupted").len(), 1);
+    assert_eq!(of_type(&stored, "repair").len(), 1);
+
+    // The history now answers the dangling call, before the new prompt.
+    let conv = jsonl(&dir.join("conversation.jsonl"));
+    let roles: Vec<&str> = conv.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(
+        roles,
+        ["user", "assistant", "tool", "tool", "user", "assistant"]
+    );
+    for (i, call) in [(2, "call_slow"), (3, "call_next")] {
+        assert_eq!(conv[i]["tool_call_id"], call);
+        assert_eq!(conv[i]["is_error"], true);
+        assert!(
+            conv[i]["content"]
+                .as_str()
+                .unwrap()
+                .contains("no result was recorded"),
+            "{}",
+            conv[i]
+        );
+    }
+    assert_eq!(conv[4]["content"], "go on");
+    assert!(!ws.path().join("never.txt").exists());
+
+    // The strict server accepted the one request it got.
+    let reqs = strict.requests();
+    assert_eq!(reqs.len(), 1);
+    support::validate(Wire::OpenAi, &reqs[0].json()).expect("strict server refuses it");
+
+    let m = meta(&dir);
+    assert_eq!(m["status"], "completed", "{m}");
+    assert!(m.get("pid").is_none(), "{m}");
+    let mut cmd = ws.tern(&strict);
+    cmd.arg("sessions");
+    let listing = ok(cmd).stdout;
+    let row = session_row(&listing, &id);
+    assert_eq!(row.1, "completed", "{listing}");
+    assert_eq!(row.2, m["turns"].as_u64().unwrap());
+    // The killed process never reached its turn end, so only the continued turn's request is
+    // counted in meta.json (its usage event is in events.jsonl all the same).
+    assert!(row.2 >= 1, "{listing}");
+}
+
+/// A torn last line (a crash mid-append) is dropped, reported (event in `--json`, a line on
+/// stderr in human mode), and the continued request is accepted by a strict server.
+#[test]
+fn durable_torn_last_line_is_dropped_and_reported() {
+    let fake = FakeServer::strict(vec![
+        openai_text("Hello."),
+        openai_text("Next, done."),
+        openai_text("And again."),
+    ]);
+    let ws = Ws::new();
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["exec", "hello"]);
+    ok(cmd);
+    let dir = ws.session_dir(&ws.current_id());
+    let conv_path = dir.join("conversation.jsonl");
+    let tear = |text: &str| {
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&conv_path)
+            .unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+    };
+    tear(r#"{"role":"user","content":"half a li"#);
+
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["exec", "--json", "--continue", "next"]);
+    let out = ok(cmd);
+    let events = events_of(&out.stdout);
+    let repair = of_type(&events, "repair");
+    assert_eq!(repair.len(), 1, "{out:?}");
+    assert_eq!(repair[0]["dropped_lines"], json!([3]));
+    assert_eq!(repair[0]["answered_calls"], json!([]));
+    let text = read(&conv_path);
+    assert!(!text.contains("half a li"), "{text}");
+    assert!(text.ends_with('\n'));
+    let conv = jsonl(&conv_path);
+    let contents: Vec<&str> = conv
+        .iter()
+        .map(|m| {
+            m["content"]
+                .as_str()
+                .or_else(|| m["text"].as_str())
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(contents, ["hello", "Hello.", "next", "Next, done."]);
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 2);
+    let msgs = reqs[1].json()["messages"].as_array().cloned().unwrap();
+    assert_eq!(msgs.len(), 4, "system, hello, Hello., next: {msgs:?}");
+
+    // Human mode says so on stderr.
+    tear(r#"{"role":"assistant","te"#);
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["exec", "--continue", "again"]);
+    let out = ok(cmd);
+    assert!(
+        out.stderr.contains("repaired the history: 1 dropped lines"),
+        "{out:?}"
+    );
+    assert!(out.stdout.contains("And again."), "{out:?}");
+    assert_eq!(jsonl(&conv_path).len(), 6);
+}
+
+/// `tern sessions`: every session with its status, turns, tokens (input + output), last activity
+/// and title, newest first, the current one marked.
+#[test]
+fn sessions_lists_status_turns_tokens_and_last_activity() {
+    let fake = FakeServer::start(vec![
+        openai_text("First answer.").auto_usage(),
+        openai_tool_calls(&[("c1", "bash", r#"{"command":"true"}"#)]).auto_usage(),
+    ]);
+    let ws = Ws::new();
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["exec", "the first session"]);
+    ok(cmd);
+    let first = ws.current_id();
+    // Session ids are per second; make the second one sort after the first.
+    std::thread::sleep(Duration::from_millis(1100));
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["exec", "--max-turns", "1", "the second session"]);
+    let out = run(cmd);
+    assert_eq!(out.code, Some(3), "{out:?}");
+    let second = ws.current_id();
+    assert_ne!(first, second);
+
+    let mut cmd = ws.tern(&fake);
+    cmd.arg("sessions");
+    let listing = ok(cmd).stdout;
+    let header = listing.lines().next().unwrap();
+    for col in ["id", "status", "turns", "tokens", "last activity", "title"] {
+        assert!(header.contains(col), "{header}");
+    }
+    let pos = |id: &str| listing.find(id).unwrap();
+    assert!(pos(&second) < pos(&first), "newest first:\n{listing}");
+    for (id, status, title, mark) in [
+        (&first, "completed", "the first session", " "),
+        (&second, "failed", "the second session", "*"),
+    ] {
+        let m = meta(&ws.session_dir(id));
+        let row = session_row(&listing, id);
+        assert_eq!(row.0, mark, "{listing}");
+        assert_eq!(row.1, status, "{listing}");
+        assert_eq!(row.2, m["turns"].as_u64().unwrap());
+        assert_eq!(row.2, 1);
+        let tokens = m["usage"]["input_tokens"].as_u64().unwrap()
+            + m["usage"]["output_tokens"].as_u64().unwrap();
+        assert!(tokens > 0, "{m}");
+        assert_eq!(row.3, tokens, "{listing}");
+        assert_eq!(row.4, m["updated_at"].as_str().unwrap());
+        assert_eq!(row.5, title);
+    }
+}

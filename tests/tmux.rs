@@ -1,0 +1,361 @@
+//! C17 in a real terminal: `tern chat` in a detached tmux pane (its own server socket, so a
+//! person's tmux is never touched), Ctrl-C during a bash tool call, then "continue" against a
+//! strict provider. Skipped with a message when tmux is not installed (`.ci/run` installs it).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::{FakeServer, Wire, openai_text, openai_tool_calls};
+
+/// A tmux server of our own, its socket in the test's temporary folder (`tmux -S`): it never
+/// touches a person's server, and no socket file outlives the test. Killed when dropped.
+struct Tmux {
+    socket: PathBuf,
+    conf: PathBuf,
+}
+
+impl Tmux {
+    /// None when tmux is not installed.
+    fn start(dir: &Path) -> Option<Tmux> {
+        let found = Command::new("tmux")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            return None;
+        }
+        let conf = dir.join("tmux.conf");
+        // remain-on-exit keeps the pane after tern leaves, so its exit status can be read.
+        std::fs::write(
+            &conf,
+            "set -g remain-on-exit on\nset -g history-limit 5000\n",
+        )
+        .unwrap();
+        Some(Tmux {
+            socket: dir.join("tmux.sock"),
+            conf,
+        })
+    }
+
+    fn cmd(&self) -> Command {
+        let mut c = Command::new("tmux");
+        c.arg("-S").arg(&self.socket).arg("-f").arg(&self.conf);
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        let out = self.cmd().args(args).output().expect("run tmux");
+        assert!(
+            out.status.success(),
+            "tmux {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "t"];
+        args.extend_from_slice(keys);
+        self.run(&args);
+    }
+
+    fn capture(&self) -> String {
+        let out = self.run(&["capture-pane", "-p", "-J", "-S", "-", "-t", "t"]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Waits until the REPL prompt is back (a line `›` after the last occurrence of `after`):
+    /// keys sent before that reach a terminal still in cooked mode, where Ctrl-D is lost.
+    fn wait_for_prompt_after(&self, after: &str) {
+        let start = Instant::now();
+        loop {
+            let screen = self.capture();
+            if let Some(at) = screen.rfind(after)
+                && screen[at..].lines().skip(1).any(|l| l.trim_end() == "›")
+            {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "no prompt after {after:?}:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits until the pane shows `text` (20 s: a hang, not a speed check).
+    fn wait_for(&self, text: &str) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.capture();
+            if screen.contains(text) {
+                return screen;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "the pane never showed {text:?}:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd().arg("kill-server").output();
+    }
+}
+
+/// Starts `tern chat --approval auto` in pane `t`, in workspace `ws`, talking to `fake`.
+fn start_chat(tmux: &Tmux, ws: &Path, fake: &FakeServer) {
+    let tern = env!("CARGO_BIN_EXE_tern");
+    let path_env = format!("PATH={}", std::env::var("PATH").unwrap_or_default());
+    let home = format!("HOME={}", ws.display());
+    let base = format!("OPENAI_BASE_URL={}", fake.openai_base());
+    let ws_str = ws.display().to_string();
+    tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "t",
+        "-x",
+        "160",
+        "-y",
+        "40",
+        "-c",
+        &ws_str,
+        "--",
+        "env",
+        "-i",
+        &path_env,
+        &home,
+        "TERM=xterm-256color",
+        &base,
+        "TERN_MODEL=m",
+        // The shell reports tern's exit status in the pane: tmux's own pane_dead_status is not
+        // reliable here (with two test servers at once it sometimes never reaps the pane). It
+        // ignores SIGINT itself, so Ctrl-C reaches only tern (which installs its own handler).
+        "sh",
+        "-c",
+        "trap '' INT; \"$0\" \"$@\"; echo \"[tern exited with $?]\"",
+        tern,
+        "chat",
+        "--approval",
+        "auto",
+    ]);
+    tmux.wait_for_prompt_after("/help for commands");
+}
+
+/// Pids of processes whose command line is exactly `argv`.
+fn pids_running(argv: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == want) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// C17: Ctrl-C 2 s into `sleep 61.37` kills its process group and stores an error result for the
+/// call; "continue" is then accepted by a strict provider, and the final answer is shown.
+#[test]
+fn c17_ctrl_c_during_a_tool_call_then_continue_in_tmux() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(tmux) = Tmux::start(dir.path()) else {
+        eprintln!(
+            "SKIPPED c17_ctrl_c_during_a_tool_call_then_continue_in_tmux: tmux is not installed (.ci/run installs it)"
+        );
+        return;
+    };
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(ws.join(".tern")).unwrap();
+    // A duration no other test or person uses, so the process can be found by its command line.
+    let sleep = ["sleep", "61.37"];
+    let args = json!({"command": sleep.join(" ")}).to_string();
+    let fake = FakeServer::strict(vec![
+        openai_tool_calls(&[
+            ("call_sleep", "bash", args.as_str()),
+            ("call_next", "bash", r#"{"command":"touch never.txt"}"#),
+        ]),
+        openai_text("Picked up after the interruption: all done."),
+    ]);
+
+    start_chat(&tmux, &ws, &fake);
+    tmux.keys(&["run the long command", "Enter"]);
+    tmux.wait_for("$ sleep 61.37");
+    let start = Instant::now();
+    while pids_running(&sleep).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "sleep never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    tmux.keys(&["C-c"]);
+    let screen = tmux.wait_for("(interrupted)");
+    assert!(screen.contains("interrupted by the user after"), "{screen}");
+    assert!(
+        screen.contains("── "),
+        "no status line after the turn:\n{screen}"
+    );
+
+    // The process group was killed: no sleep left behind.
+    let start = Instant::now();
+    while !pids_running(&sleep).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "sleep 61.37 still running after Ctrl-C: {:?}",
+            pids_running(&sleep)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    tmux.wait_for_prompt_after("(interrupted)");
+    tmux.keys(&["continue", "Enter"]);
+    let screen = tmux.wait_for("Picked up after the interruption: all done.");
+    assert!(!screen.contains("provider error"), "{screen}");
+
+    // Every request was valid for the strict provider; the second carries the stored error.
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 2, "{screen}");
+    for r in &reqs {
+        support::validate(Wire::OpenAi, &r.json()).expect("a request the strict server refuses");
+    }
+    let msgs = reqs[1].json()["messages"].as_array().cloned().unwrap();
+    let roles: Vec<&str> = msgs
+        .iter()
+        .map(|m| m["role"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        roles,
+        ["system", "user", "assistant", "tool", "tool", "user"]
+    );
+    assert_eq!(msgs[4]["tool_call_id"], "call_next");
+    assert!(
+        msgs[4]["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("not run: interrupted by the user"),
+        "{}",
+        msgs[4]
+    );
+    assert!(
+        !ws.join("never.txt").exists(),
+        "a call after the interrupted one ran"
+    );
+    let result = msgs[3]["content"].as_str().unwrap_or("");
+    let after = result
+        .split("interrupted by the user after ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no interruption note: {result}"));
+    assert!((2..=20).contains(&after), "after {after} s: {result}");
+    assert!(
+        msgs[5]["content"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("continue")
+    );
+
+    let id = std::fs::read_to_string(ws.join(".tern/current")).unwrap();
+    let ses = ws.join(".tern/sessions").join(id.trim());
+    let conv: Vec<Value> = std::fs::read_to_string(ses.join("conversation.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let stored = conv
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == "call_sleep")
+        .expect("a stored result for the interrupted call");
+    assert_eq!(stored["is_error"], true);
+    assert!(
+        stored["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("interrupted by the user after"),
+        "{stored}"
+    );
+    let events = std::fs::read_to_string(ses.join("events.jsonl")).unwrap();
+    assert!(
+        events.contains(r#""type":"turn_end","#) && events.contains(r#""status":"interrupted""#)
+    );
+
+    // Ctrl-D at the prompt leaves with exit 0.
+    tmux.wait_for_prompt_after("Picked up after the interruption: all done.");
+    tmux.keys(&["C-d"]);
+    tmux.wait_for("[tern exited with 0]");
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(ses.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(meta["status"], "completed");
+    assert!(meta.get("pid").is_none(), "{meta}");
+}
+
+/// Ctrl-C while the model's answer streams stops it within seconds (not when the slow stream
+/// ends), stores no partial answer, and the next prompt is accepted by a strict provider.
+#[test]
+fn ctrl_c_while_the_model_streams_then_continue_in_tmux() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(tmux) = Tmux::start(dir.path()) else {
+        eprintln!(
+            "SKIPPED ctrl_c_while_the_model_streams_then_continue_in_tmux: tmux is not installed (.ci/run installs it)"
+        );
+        return;
+    };
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(ws.join(".tern")).unwrap();
+    let slow: String = (1..=40).map(|i| format!("word{i} ")).collect();
+    // About one SSE chunk per second: the whole answer would take well over 30 s.
+    let fake = FakeServer::strict(vec![
+        openai_text(&slow)
+            .split_every(40)
+            .delay_between(Duration::from_millis(1000)),
+        openai_text("A short answer this time."),
+    ]);
+    start_chat(&tmux, &ws, &fake);
+    tmux.keys(&["tell me a long story", "Enter"]);
+    tmux.wait_for("word1 ");
+    let pressed = Instant::now();
+    tmux.keys(&["C-c"]);
+    let screen = tmux.wait_for("(interrupted)");
+    assert!(
+        pressed.elapsed() < Duration::from_secs(15),
+        "the stream was not cut short"
+    );
+    assert!(!screen.contains("word40"), "{screen}");
+
+    tmux.wait_for_prompt_after("(interrupted)");
+    tmux.keys(&["continue", "Enter"]);
+    tmux.wait_for("A short answer this time.");
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 2);
+    for r in &reqs {
+        support::validate(Wire::OpenAi, &r.json()).expect("a request the strict server refuses");
+    }
+    let msgs = reqs[1].json()["messages"].as_array().cloned().unwrap();
+    let roles: Vec<&str> = msgs
+        .iter()
+        .map(|m| m["role"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        roles,
+        ["system", "user", "user"],
+        "no partial answer stored"
+    );
+    assert!(!reqs[1].body_str().contains("word1 "));
+    tmux.keys(&["C-d"]);
+}
