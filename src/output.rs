@@ -114,10 +114,14 @@ pub fn describe(ev: &Value) -> Option<String> {
             s("error")
         ),
         "plan_state" => format!("plan: {} → {} ({})", s("from"), s("to"), s("trigger")),
+        "compaction" if n("archived_messages") == 0 => {
+            format!("compaction ({}): nothing to summarise", s("trigger"))
+        }
         "compaction" => format!(
-            "compaction ({}): {} messages summarised, archived in {}",
+            "compaction ({}): {} message{} summarised, archived in {}",
             s("trigger"),
             n("archived_messages"),
+            if n("archived_messages") == 1 { "" } else { "s" },
             s("archive")
         ),
         "warning" => format!("warning: {}", s("message")),

@@ -4,8 +4,9 @@
 //! lines until EOF, so it can be scripted.
 
 use std::io::{IsTerminal, Write};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::Duration;
 
 use rustyline::DefaultEditor;
 use rustyline::error::ReadlineError;
@@ -34,53 +35,133 @@ pub struct ChatOptions {
     pub idle_timeout: std::time::Duration,
 }
 
-/// Reads lines for the REPL: rustyline on a terminal (editing, history), plain lines otherwise.
-struct Input {
-    editor: Option<DefaultEditor>,
-    history: std::path::PathBuf,
-}
-
+/// What one read gave.
 enum Line {
     Text(String),
+    /// Ctrl-C at the prompt (a key in the editor, SIGINT in a pipe).
     Interrupted,
+    /// Ctrl-D or end of input.
     Eof,
+    /// SIGTERM: leave now.
+    Terminated,
+}
+
+/// Reads lines for the REPL in a thread of its own (rustyline on a terminal, with editing and
+/// history; plain lines from a pipe), so the main thread can notice SIGTERM while a read blocks.
+struct Input {
+    prompts: mpsc::Sender<String>,
+    lines: mpsc::Receiver<Line>,
+    cancel: Arc<AtomicBool>,
+    term: Arc<AtomicBool>,
+    /// Whether rustyline shows the prompt itself (a real terminal); otherwise the questions that
+    /// need an answer are written to stderr.
+    editing: bool,
+    /// The terminal settings at start, restored when SIGTERM ends the REPL mid-read (the reader
+    /// thread's raw mode would otherwise stay on).
+    saved_tty: Option<libc::termios>,
 }
 
 impl Input {
-    fn new(state: &StateDir) -> Input {
+    fn new(state: &StateDir, cancel: Arc<AtomicBool>, term: Arc<AtomicBool>) -> Input {
         let history = state.root.join("history");
-        let mut editor = DefaultEditor::new().ok();
-        if let Some(ed) = editor.as_mut() {
-            let _ = ed.load_history(&history);
+        let dumb = std::env::var("TERM").is_ok_and(|t| t == "dumb");
+        let editing = std::io::stdin().is_terminal() && !dumb;
+        let saved_tty = editing.then(|| {
+            // SAFETY: tcgetattr fills a termios we own; on failure we keep nothing.
+            let mut t: libc::termios = unsafe { std::mem::zeroed() };
+            (unsafe { libc::tcgetattr(libc::STDIN_FILENO, &mut t) } == 0).then_some(t)
+        });
+        let (prompt_tx, prompt_rx) = mpsc::channel::<String>();
+        let (line_tx, line_rx) = mpsc::channel::<Line>();
+        std::thread::spawn(move || {
+            let mut editor = if editing {
+                DefaultEditor::new().ok()
+            } else {
+                None
+            };
+            if let Some(ed) = editor.as_mut() {
+                let _ = ed.load_history(&history);
+            }
+            for prompt in prompt_rx {
+                let line = match editor.as_mut() {
+                    Some(ed) => match ed.readline(&prompt) {
+                        Ok(l) => {
+                            if !l.trim().is_empty() && prompt == PROMPT {
+                                let _ = ed.add_history_entry(l.as_str());
+                                let _ = ed.append_history(&history);
+                            }
+                            Line::Text(l)
+                        }
+                        Err(ReadlineError::Interrupted) => Line::Interrupted,
+                        Err(_) => Line::Eof,
+                    },
+                    None => {
+                        let mut s = String::new();
+                        match std::io::stdin().read_line(&mut s) {
+                            Ok(0) | Err(_) => Line::Eof,
+                            Ok(_) => Line::Text(s.trim_end_matches(['\n', '\r']).to_string()),
+                        }
+                    }
+                };
+                if line_tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Input {
+            prompts: prompt_tx,
+            lines: line_rx,
+            cancel,
+            term,
+            editing,
+            saved_tty: saved_tty.flatten(),
         }
-        Input { editor, history }
     }
 
-    fn read(&mut self, prompt: &str) -> Line {
-        let Some(ed) = self.editor.as_mut() else {
-            let mut s = String::new();
-            return match std::io::stdin().read_line(&mut s) {
-                Ok(0) | Err(_) => Line::Eof,
-                Ok(_) => Line::Text(s.trim_end_matches(['\n', '\r']).to_string()),
-            };
-        };
-        match ed.readline(prompt) {
-            Ok(l) => Line::Text(l),
-            Err(ReadlineError::Interrupted) => Line::Interrupted,
-            Err(_) => Line::Eof,
+    /// Reads one line; `ask` writes the prompt to stderr when no editor shows it.
+    fn read(&mut self, prompt: &str, ask: bool) -> Line {
+        if ask && !self.editing {
+            crate::errln!("{prompt}");
+        }
+        if self.prompts.send(prompt.to_string()).is_err() {
+            return Line::Eof;
+        }
+        loop {
+            match self.lines.recv_timeout(Duration::from_millis(100)) {
+                Ok(line) => return line,
+                Err(mpsc::RecvTimeoutError::Disconnected) => return Line::Eof,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    if self.term.load(Ordering::SeqCst) {
+                        self.restore_tty();
+                        return Line::Terminated;
+                    }
+                    // SIGINT reaches us as a signal only when no editor has the terminal.
+                    if !self.editing && self.cancel.swap(false, Ordering::SeqCst) {
+                        return Line::Interrupted;
+                    }
+                }
+            }
+        }
+    }
+
+    fn restore_tty(&self) {
+        if let Some(t) = &self.saved_tty {
+            // SAFETY: restores settings read by tcgetattr at start on the same descriptor.
+            unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, t) };
+            crate::errln!();
         }
     }
 
     /// Reads one input: a line, lines joined while they end in `\`, or a `"""` block.
     fn read_input(&mut self) -> Line {
-        let first = match self.read("› ") {
+        let first = match self.read(PROMPT, false) {
             Line::Text(t) => t,
             other => return other,
         };
         let mut text = String::new();
         if first.trim() == "\"\"\"" {
             loop {
-                match self.read("… ") {
+                match self.read(MORE, false) {
                     Line::Text(t) if t.trim() == "\"\"\"" => break,
                     Line::Text(t) => {
                         text.push_str(&t);
@@ -94,22 +175,19 @@ impl Input {
             while let Some(stripped) = line.strip_suffix('\\') {
                 text.push_str(stripped);
                 text.push('\n');
-                line = match self.read("… ") {
+                line = match self.read(MORE, false) {
                     Line::Text(t) => t,
                     other => return other,
                 };
             }
             text.push_str(&line);
         }
-        if !text.trim().is_empty()
-            && let Some(ed) = self.editor.as_mut()
-        {
-            let _ = ed.add_history_entry(text.trim_end());
-            let _ = ed.save_history(&self.history);
-        }
         Line::Text(text)
     }
 }
+
+const PROMPT: &str = "› ";
+const MORE: &str = "… ";
 
 /// The REPL's surface: human output plus approval questions read from the same input.
 struct ReplSurface<'a> {
@@ -129,7 +207,7 @@ impl Surface for ReplSurface<'_> {
         loop {
             match self
                 .input
-                .read("run it? [y]es / [n]o / [a]lways this session: ")
+                .read("run it? [y]es / [n]o / [a]lways this session: ", true)
             {
                 Line::Text(a) => match a.trim().to_lowercase().as_str() {
                     "y" | "yes" => return Answer::Yes,
@@ -137,7 +215,12 @@ impl Surface for ReplSurface<'_> {
                     "a" | "always" => return Answer::Always,
                     _ => crate::errln!("answer y, n or a"),
                 },
-                Line::Interrupted | Line::Eof => return Answer::No,
+                // Ctrl-C here means what it means everywhere: stop the turn.
+                Line::Interrupted | Line::Terminated => {
+                    self.input.cancel.store(true, Ordering::SeqCst);
+                    return Answer::No;
+                }
+                Line::Eof => return Answer::No,
             }
         }
     }
@@ -170,9 +253,12 @@ pub fn run(opts: ChatOptions) -> i32 {
     cfg.send_cache_key = config::is_openai_host(&choice.base_url);
     cfg.secret_env = config::SECRET_ENV.iter().map(|s| s.to_string()).collect();
     let cancel = Arc::new(AtomicBool::new(false));
+    let term = Arc::new(AtomicBool::new(false));
     let _ = signal_hook::flag::register(signal_hook::consts::SIGINT, cancel.clone());
+    // SIGTERM interrupts a running turn (cancel) and then ends the REPL (term).
     let _ = signal_hook::flag::register(signal_hook::consts::SIGTERM, cancel.clone());
-    let mut input = Input::new(&state);
+    let _ = signal_hook::flag::register(signal_hook::consts::SIGTERM, term.clone());
+    let mut input = Input::new(&state, cancel.clone(), term.clone());
     let mut repl = Repl {
         state: &state,
         choice,
@@ -209,9 +295,13 @@ pub fn run(opts: ChatOptions) -> i32 {
     }
     let mut interrupts = 0;
     loop {
+        if term.load(Ordering::SeqCst) {
+            return 130;
+        }
         repl.cancel.store(false, Ordering::SeqCst);
         let text = match input.read_input() {
             Line::Eof => break,
+            Line::Terminated => return 130,
             Line::Interrupted => {
                 interrupts += 1;
                 if interrupts >= 2 {
@@ -234,6 +324,9 @@ pub fn run(opts: ChatOptions) -> i32 {
             continue;
         }
         repl.turn(&text, &mut input);
+        if term.load(Ordering::SeqCst) {
+            return 130;
+        }
     }
     if repl.rt.is_none() && tty {
         crate::errln!("bye");
@@ -298,7 +391,8 @@ impl Repl<'_> {
         };
         match rt.run_turn(text, &mut ui) {
             Ok(_) => {}
-            Err(crate::runtime::Failure::Interrupted) => crate::errln!("(interrupted)"),
+            // The terminal echoed ^C without a newline.
+            Err(crate::runtime::Failure::Interrupted) => crate::errln!("\n(interrupted)"),
             Err(e) => crate::errln!("tern: {e}"),
         }
         rt.cancel.store(false, Ordering::SeqCst);
@@ -330,13 +424,21 @@ impl Repl<'_> {
             }
             _ => {}
         }
-        // Ops on a session need one: create it on first use, as a prompt would.
-        if !matches!(op.id, "help" | "sessions")
-            && self.rt.is_none()
-            && let Err(e) = self.runtime("", input)
-        {
-            crate::errln!("tern: {e}");
-            return false;
+        if self.rt.is_none() && !matches!(op.id, "help" | "sessions") {
+            if !op.writes {
+                // Nothing to show yet; do not create an empty session just to show it.
+                let hint = match self.state.current().ok().flatten() {
+                    Some(s) => format!(" (the latest is {}: /resume {0})", s.id),
+                    None => String::new(),
+                };
+                crate::errln!("no session yet: type a prompt to start one, or /resume ID{hint}");
+                return false;
+            }
+            // A write (e.g. /draft before the first prompt) starts the session, as a prompt would.
+            if let Err(e) = self.runtime("", input) {
+                crate::errln!("tern: {e}");
+                return false;
+            }
         }
         let mut target = Target {
             state: self.state,
@@ -357,10 +459,15 @@ impl Repl<'_> {
     }
 }
 
-/// The one line shown after each turn: settled count, tokens, cache hit ratio, plan state.
+/// The one line shown after each turn: settled count, the session's tokens and cache hit ratio
+/// (from `meta.json`, so a resumed session keeps its totals), plan state.
 pub fn status_line(rt: &Runtime) -> String {
     let snap = crate::status::snapshot(&rt.session);
-    let t = &rt.totals;
+    let t = snap
+        .meta
+        .as_ref()
+        .map(|m| m.usage)
+        .unwrap_or(rt.totals.usage);
     let mut parts = Vec::new();
     if !snap.ledger.items.is_empty() {
         parts.push(format!(
@@ -371,9 +478,12 @@ pub fn status_line(rt: &Runtime) -> String {
     }
     parts.push(format!(
         "{} tokens in, {} out",
-        t.usage.input_tokens, t.usage.output_tokens
+        t.input_tokens, t.output_tokens
     ));
-    parts.push(format!("cache {:.0}%", t.cache_hit_ratio() * 100.0));
+    parts.push(format!(
+        "cache {:.0}%",
+        crate::runtime::ratio(t.cached_tokens, t.input_tokens) * 100.0
+    ));
     parts.push(format!("plan {}", snap.plan.state.as_str()));
     format!("── {}", parts.join(" · "))
 }

@@ -709,7 +709,6 @@ fn ops_parity_every_op_same_receipt_from_verb_and_slash() {
 /// `kill PID` (SIGTERM) ends `tern chat`: at the prompt it leaves; during a tool call it stops
 /// the call (its result stored, as for Ctrl-C) and then leaves, instead of reading on.
 #[test]
-#[ignore = "bug: tern chat ignores SIGTERM (src/repl.rs run(): SIGTERM only sets the cancel flag, which the loop clears before each read)"]
 fn repl_sigterm_ends_the_repl() {
     let fake = FakeServer::strict(vec![
         openai_text("Hello."),
