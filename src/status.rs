@@ -85,12 +85,16 @@ pub fn footer(session: &Session, snap: &Snapshot) -> Vec<String> {
     lines.push(p);
     let t = stats::total(&snap.requests);
     if !snap.requests.is_empty() {
+        let n = snap.requests.len();
         lines.push(format!(
-            "Cache: {:.1}% hit ({} of {} tokens) over {} requests; prefix reuse {:.1}%",
+            "Cache: {:.1}% hit, {} of {} tokens",
             ratio(t.cached_tokens, t.input_tokens) * 100.0,
             t.cached_tokens,
             t.input_tokens,
-            snap.requests.len(),
+        ));
+        lines.push(format!(
+            "{n} request{}; prefix reuse {:.1}%",
+            if n == 1 { "" } else { "s" },
             ratio(t.prefix_reuse_bytes, t.request_bytes) * 100.0
         ));
     }
