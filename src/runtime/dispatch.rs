@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use super::turn::Call;
+use super::answer::Call;
 use super::{Answer, Approval, Runtime, Surface};
 use crate::message::Message;
 use crate::store::files;

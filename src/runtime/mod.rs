@@ -2,6 +2,7 @@
 //! (`tern exec`, the REPL, the CLI verbs, the demo) drives this same type; none has a loop of its
 //! own.
 
+mod answer;
 pub mod compact;
 mod dispatch;
 pub mod plan;

@@ -1,0 +1,151 @@
+//! From a model's completion to the assistant message the turn loop stores: tool calls written
+//! as text are recovered (see `textcall`), whitespace-only text is dropped (case C12), arguments
+//! are parsed once (case C11), and a step that repeats the previous one is noticed.
+
+use serde_json::{Value, json};
+
+use super::Runtime;
+use crate::message::{Message, ToolCall};
+use crate::provider::Completion;
+
+/// Appended to a tool result that repeats the previous step's call and result exactly.
+pub const REPEAT_NOTE: &str = "[Same call and same result as your previous step. If the task is done, stop calling tools and answer.]";
+
+/// A tool call the model asked for, with the reason it must not run when its arguments were not
+/// one valid JSON object (case C11).
+pub(super) struct Call {
+    pub call: ToolCall,
+    pub bad_arguments: Option<String>,
+}
+
+impl Runtime {
+    /// True when the previous assistant message made the same tool call (name and arguments) and
+    /// got the same result: small models loop like this once the work is done.
+    pub(super) fn repeats_previous_step(&self, call: &ToolCall, content: &str) -> bool {
+        let mut assistants = self
+            .history
+            .iter()
+            .enumerate()
+            .rev()
+            .filter(|(_, m)| matches!(m, Message::Assistant { .. }));
+        // The first is the message being run; the second is the previous step.
+        let (Some(_), Some((prev_at, Message::Assistant { tool_calls, .. }))) =
+            (assistants.next(), assistants.next())
+        else {
+            return false;
+        };
+        let Some(prev) = tool_calls
+            .iter()
+            .find(|p| p.name == call.name && p.arguments == call.arguments)
+        else {
+            return false;
+        };
+        self.history[prev_at..].iter().any(|m| {
+            matches!(m, Message::Tool { tool_call_id, content: c, .. }
+                if *tool_call_id == prev.id
+                    && c.strip_suffix(REPEAT_NOTE).map_or(c.as_str(), |c| c.trim_end()) == content)
+        })
+    }
+
+    /// Turns a completion into the message to store and the calls to run. A tool call written as
+    /// text by a small model is recovered (see `textcall`). Whitespace-only text is
+    /// dropped (C12); arguments are parsed once, here (C11): a call whose arguments are not one
+    /// JSON object is stored with `{}` and answered with an error instead of running.
+    pub(super) fn assistant_message(
+        &self,
+        mut answer: Completion,
+        text_only: bool,
+    ) -> (Option<Message>, Vec<Call>) {
+        if answer.tool_calls.is_empty() && !text_only {
+            let names: Vec<&str> = self.tools.iter().map(|t| t.name).collect();
+            if let Some((calls, rest)) = super::textcall::recover(&answer.text, &names) {
+                answer.tool_calls = calls;
+                answer.text = rest;
+            }
+        }
+        let text = if answer.text.trim().is_empty() {
+            String::new()
+        } else {
+            answer.text
+        };
+        let cut_off = matches!(
+            answer.finish_reason.as_deref(),
+            Some("length" | "max_tokens")
+        );
+        let mut calls: Vec<Call> = Vec::new();
+        for (i, raw) in answer.tool_calls.into_iter().enumerate() {
+            let id = if raw.id.trim().is_empty() || calls.iter().any(|c| c.call.id == raw.id) {
+                format!("call_tern_{}_{i}", self.history.len())
+            } else {
+                raw.id
+            };
+            let (arguments, bad_arguments) = match parse_arguments(&raw.arguments) {
+                Ok(v) => (v, None),
+                Err(why) => {
+                    let hint = if cut_off {
+                        " Your output was cut off by the token limit; send a shorter call."
+                    } else {
+                        ""
+                    };
+                    let snippet = super::system::cut(&raw.arguments, 200);
+                    let msg = format!(
+                        "Error: the arguments of this {} call are not one valid JSON object ({why}), so it did not run. Received: `{snippet}`{}.{hint} Send the call again with valid JSON arguments.",
+                        raw.name,
+                        if snippet.len() < raw.arguments.len() {
+                            "…"
+                        } else {
+                            ""
+                        },
+                    );
+                    (json!({}), Some(msg))
+                }
+            };
+            calls.push(Call {
+                call: ToolCall {
+                    id,
+                    name: raw.name,
+                    arguments,
+                },
+                bad_arguments,
+            });
+        }
+        if text.is_empty() && calls.is_empty() {
+            return (None, calls);
+        }
+        let message = Message::Assistant {
+            text,
+            tool_calls: calls.iter().map(|c| c.call.clone()).collect(),
+        };
+        (Some(message), calls)
+    }
+}
+
+/// Parses joined tool-call argument fragments: one JSON object (empty text counts as `{}`, which
+/// some servers send for tools without parameters).
+fn parse_arguments(raw: &str) -> Result<Value, String> {
+    let t = raw.trim();
+    if t.is_empty() {
+        return Ok(json!({}));
+    }
+    match serde_json::from_str::<Value>(t) {
+        Ok(v @ Value::Object(_)) => Ok(v),
+        Ok(_) => Err("not an object".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_arguments;
+
+    #[test]
+    fn c11_arguments_parsed_once_and_checked() {
+        assert!(parse_arguments("{\"command\": \"ls").is_err());
+        assert!(parse_arguments("{\"command\":\"echo \"hi\"\"}").is_err());
+        assert!(parse_arguments("[1]").is_err());
+        assert_eq!(parse_arguments("  ").unwrap(), serde_json::json!({}));
+        // C21: pretty-printed arguments from llama.cpp
+        let v = parse_arguments("{\n  \"command\": \"echo hi > hello.txt\"\n}").unwrap();
+        assert_eq!(v["command"], "echo hi > hello.txt");
+    }
+}
