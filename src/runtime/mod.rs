@@ -1,4 +1,4 @@
-//! The runtime: one session, one provider, the tools, and the turn loop ([`turn`]). Every surface
+//! The runtime: one session, one provider, the tools, and the turn loop (`turn.rs`). Every surface
 //! (`tern exec`, the REPL, the CLI verbs, the demo) drives this same type; none has a loop of its
 //! own.
 
