@@ -493,9 +493,11 @@ fn bench_turns() -> R<(String, String)> {
         };
         for run in 0..runs {
             let s = run_session(
-                script(requests, |k| bash_call(&format!("call_{k}"), "true")),
+                script(requests, |k| {
+                    bash_call(&format!("call_{k}"), &format!("true {k}"))
+                }),
                 requests,
-                "Run true until told to stop.",
+                "Run true until told to stop (each call numbered, so no two steps repeat).",
             )?;
             let (lo, hi) = s.m.own_bounds();
             row.own.push(s.m.own_ms());
@@ -1234,7 +1236,7 @@ fn wire_bytes(r: &Recorded) -> usize {
 fn count_tasks(steps: usize) -> R<Option<(u64, u64)>> {
     let requests = steps + 1;
     let server = FakeServer::start(script(requests, |k| {
-        bash_call(&format!("call_{k}"), "echo x")
+        bash_call(&format!("call_{k}"), &format!("echo x{k}"))
     }));
     let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
     let trace = tmp.path().join("strace.txt");
@@ -1308,7 +1310,9 @@ fn bench_peers() -> R<String> {
     let mut wall = Vec::new();
     for _ in 0..PEER_RUNS {
         let s = run_session(
-            script(requests, |k| bash_call(&format!("call_{k}"), "echo x")),
+            script(requests, |k| {
+                bash_call(&format!("call_{k}"), &format!("echo x{k}"))
+            }),
             requests,
             "Say x, forty times.",
         )?;
@@ -1320,7 +1324,9 @@ fn bench_peers() -> R<String> {
         wire = s.requests.iter().map(wire_bytes).sum::<usize>();
         if shm.is_dir() {
             let s = run_session_in(
-                script(requests, |k| bash_call(&format!("call_{k}"), "echo x")),
+                script(requests, |k| {
+                    bash_call(&format!("call_{k}"), &format!("echo x{k}"))
+                }),
                 requests,
                 "Say x, forty times.",
                 shm,

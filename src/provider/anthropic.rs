@@ -23,7 +23,7 @@ pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 pub const API_VERSION: &str = "2023-06-01";
 
 /// An Anthropic Messages API server.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Anthropic {
     transport: Transport,
     url: String,

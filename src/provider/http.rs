@@ -58,11 +58,34 @@ pub trait StreamDecoder {
     fn finish(&mut self) -> Result<Completion, ProviderError>;
 }
 
-/// A connection-pooling HTTP client with the timeouts of one [`HttpConfig`].
-#[derive(Debug, Clone)]
+/// A connection-pooling HTTP client with the timeouts of one [`HttpConfig`]. Responses are read
+/// by one long-lived worker thread (a thread per request cost about half of tern's CPU per turn);
+/// a worker still busy with an abandoned response is left to finish and a new one takes over.
+#[derive(Debug)]
 pub struct Transport {
     agent: ureq::Agent,
     config: HttpConfig,
+    worker: std::sync::Mutex<Option<Worker>>,
+}
+
+/// The reader thread: takes one job at a time; `idle` is true between jobs.
+#[derive(Debug)]
+struct Worker {
+    jobs: mpsc::Sender<Job>,
+    idle: std::sync::Arc<AtomicBool>,
+}
+
+/// One request for the worker: send it, stream the response into `tx` until done or abandoned.
+struct Job {
+    req: ureq::RequestBuilder<ureq::typestate::WithBody>,
+    body: Vec<u8>,
+    tx: mpsc::SyncSender<Msg>,
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Job")
+    }
 }
 
 /// The parts of a response head the transport uses.
@@ -103,7 +126,11 @@ impl Transport {
             .timeout_per_read(Some(config.idle_timeout + Duration::from_secs(5)))
             .build()
             .into();
-        Transport { agent, config }
+        Transport {
+            agent,
+            config,
+            worker: std::sync::Mutex::new(None),
+        }
     }
 
     /// POSTs `body` to `url` with `headers` and streams the SSE answer into `decoder`.
@@ -141,42 +168,37 @@ impl Transport {
         for (k, v) in headers {
             req = req.header(*k, *v);
         }
-        let body = body.to_vec();
-        std::thread::spawn(move || {
-            let resp = match req.send(&body[..]) {
-                Ok(r) => r,
-                Err(e) => {
-                    let _ = tx.send(Msg::Failed(transport_error(e)));
-                    return;
-                }
-            };
-            let head = Head {
-                status: resp.status().as_u16(),
-                retry_after: retry_after(resp.headers(), SystemTime::now()),
-                json: resp
-                    .headers()
-                    .get("content-type")
-                    .and_then(|v| v.to_str().ok())
-                    .is_some_and(|v| v.trim_start().starts_with("application/json")),
-            };
-            if tx.send(Msg::Head(head)).is_err() {
-                return;
+        let mut job = Job {
+            req,
+            body: body.to_vec(),
+            tx,
+        };
+        let Ok(mut slot) = self.worker.lock() else {
+            // A poisoned lock only means another thread panicked holding it; run this one alone.
+            std::thread::spawn(move || run_job(job));
+            return rx;
+        };
+        if let Some(w) = slot.as_ref()
+            && w.idle.swap(false, Ordering::SeqCst)
+        {
+            match w.jobs.send(job) {
+                Ok(()) => return rx,
+                Err(mpsc::SendError(j)) => job = j,
             }
-            let mut reader = resp.into_body().into_reader();
-            let mut buf = vec![0u8; READ_SIZE];
-            loop {
-                let msg = match reader.read(&mut buf) {
-                    Ok(0) => Msg::End,
-                    Ok(n) => Msg::Data(buf[..n].to_vec()),
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(e) => Msg::ReadError(e.to_string()),
-                };
-                let last = !matches!(msg, Msg::Data(_));
-                if tx.send(msg).is_err() || last {
-                    return;
-                }
+        }
+        let idle = std::sync::Arc::new(AtomicBool::new(false));
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let flag = idle.clone();
+        std::thread::spawn(move || {
+            run_job(job);
+            flag.store(true, Ordering::SeqCst);
+            for job in queue {
+                run_job(job);
+                flag.store(true, Ordering::SeqCst);
             }
         });
+        // Replacing the old worker drops its queue: it ends after its current response.
+        *slot = Some(Worker { jobs, idle });
         rx
     }
 
@@ -345,6 +367,45 @@ fn answer_error(head: Head, body: &[u8], secret: Option<&str>) -> ProviderError 
     let mut e = classify_error(Some(head.status), &text, secret);
     e.retry_after = head.retry_after;
     e
+}
+
+/// Sends one request and streams its response into the job's channel until the body ends, fails,
+/// or the receiver is gone (the caller abandoned it).
+fn run_job(job: Job) {
+    let Job { req, body, tx } = job;
+    let resp = match req.send(&body[..]) {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = tx.send(Msg::Failed(transport_error(e)));
+            return;
+        }
+    };
+    let head = Head {
+        status: resp.status().as_u16(),
+        retry_after: retry_after(resp.headers(), SystemTime::now()),
+        json: resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim_start().starts_with("application/json")),
+    };
+    if tx.send(Msg::Head(head)).is_err() {
+        return;
+    }
+    let mut reader = resp.into_body().into_reader();
+    let mut buf = vec![0u8; READ_SIZE];
+    loop {
+        let msg = match reader.read(&mut buf) {
+            Ok(0) => Msg::End,
+            Ok(n) => Msg::Data(buf[..n].to_vec()),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => Msg::ReadError(e.to_string()),
+        };
+        let last = !matches!(msg, Msg::Data(_));
+        if tx.send(msg).is_err() || last {
+            return;
+        }
+    }
 }
 
 fn transport_error(e: ureq::Error) -> ProviderError {

@@ -18,7 +18,7 @@ use super::{Completion, ErrorKind, Provider, ProviderError, RawToolCall, Request
 use crate::message::Message;
 
 /// An OpenAI-compatible Chat Completions server.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct OpenAi {
     transport: Transport,
     url: String,
