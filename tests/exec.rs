@@ -302,6 +302,16 @@ fn interrupted(out: &Out) -> Vec<Value> {
 // Files and bodies
 // ---------------------------------------------------------------------------------------------
 
+/// The stored roles of a prompt answered after two tool calls made one after the other.
+const TWO_CALLS_THEN_ANSWER: [&str; 6] = [
+    "user",
+    "assistant",
+    "tool",
+    "assistant",
+    "tool",
+    "assistant",
+];
+
 /// Model requests (POSTs) the server received, in order.
 fn posts(server: &FakeServer) -> Vec<Recorded> {
     server
@@ -578,17 +588,7 @@ fn multi_step_task_completes_and_leaves_a_complete_session_folder() {
 
     // The conversation: user → assistant(tool_calls) → tool → … → assistant(text).
     let conv = ws.conversation(&id);
-    assert_eq!(
-        roles(&conv),
-        [
-            "user",
-            "assistant",
-            "tool",
-            "assistant",
-            "tool",
-            "assistant"
-        ]
-    );
+    assert_eq!(roles(&conv), TWO_CALLS_THEN_ANSWER);
     assert_eq!(conv[0]["content"], "create hello.txt and check it");
     for (a, t, id) in [(1, 2, "call_1"), (3, 4, "call_2")] {
         let calls = conv[a]["tool_calls"].as_array().expect("tool_calls");
@@ -698,17 +698,7 @@ fn c11_invalid_tool_call_arguments_never_run_and_history_stays_valid_json() {
 
     let id = ws.current();
     let conv = ws.conversation(&id);
-    assert_eq!(
-        roles(&conv),
-        [
-            "user",
-            "assistant",
-            "tool",
-            "assistant",
-            "tool",
-            "assistant"
-        ]
-    );
+    assert_eq!(roles(&conv), TWO_CALLS_THEN_ANSWER);
     for i in [1, 3] {
         assert_eq!(
             conv[i]["tool_calls"][0]["arguments"],
@@ -1443,17 +1433,7 @@ fn exit_3_when_max_turns_is_reached() {
         "tool",
         "no empty user message was added"
     );
-    assert_eq!(
-        roles(&ws.conversation(&id)),
-        [
-            "user",
-            "assistant",
-            "tool",
-            "assistant",
-            "tool",
-            "assistant"
-        ]
-    );
+    assert_eq!(roles(&ws.conversation(&id)), TWO_CALLS_THEN_ANSWER);
 }
 
 #[test]
@@ -1747,17 +1727,7 @@ fn anthropic_wire_multi_step_task() {
     let id = ws.current();
     assert_eq!(ws.meta(&id)["provider"], "anthropic");
     let conv = ws.conversation(&id);
-    assert_eq!(
-        roles(&conv),
-        [
-            "user",
-            "assistant",
-            "tool",
-            "assistant",
-            "tool",
-            "assistant"
-        ]
-    );
+    assert_eq!(roles(&conv), TWO_CALLS_THEN_ANSWER);
 }
 
 /// `tern` talking the Anthropic Messages API to `server`, model `m`.

@@ -13,7 +13,7 @@ use std::process::{Child, Output};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::body::{of_type, roles, system_of};
+use support::body::{error_text, of_type, result_of, roles, system_of};
 use support::cli::{WireWs, require};
 use support::files::jsonl;
 use support::procs::{eventually, wait_exit};
@@ -45,11 +45,23 @@ fn position(events: &[Value], f: impl Fn(&Value) -> bool) -> usize {
     events.iter().position(f).expect("event present")
 }
 
-fn result_of<'a>(events: &'a [Value], id: &str) -> &'a Value {
-    events
-        .iter()
-        .find(|e| e["type"] == "tool_result" && e["id"] == id)
-        .unwrap_or_else(|| panic!("no tool_result {id}"))
+/// Runs `tern ARGS`, which must be refused (exit 1) with `message` and change nothing under
+/// `.tern/` but events of the `allowed` types (see [`WireWs::unchanged_since`]); returns those.
+fn refused_unchanged(ws: &WireWs, args: &[&str], message: &str, allowed: &[&str]) -> Vec<Value> {
+    let before = ws.snapshot();
+    let err = ws.refused(args);
+    assert!(err.contains(message), "{args:?}: {err}");
+    ws.unchanged_since(&before, allowed)
+}
+
+/// Asserts that the current session archived nothing (no compaction, no cleared plan or draft).
+fn assert_nothing_archived(ws: &WireWs) {
+    assert_eq!(
+        std::fs::read_dir(ws.path("archive"))
+            .expect("archive")
+            .count(),
+        0
+    );
 }
 
 const LOCKED_SECTION_OPEN: &str = "\n\n<locked_plan>\n";
@@ -76,10 +88,7 @@ fn cli_refused_transitions_change_nothing() {
             (vec!["plan", "clear"], "no locked plan to clear"),
         ];
         for (args, message) in cases {
-            let before = ws.snapshot();
-            let err = ws.refused(&args);
-            assert!(err.contains(message), "{args:?}: {err}");
-            let appended = ws.unchanged_since(&before, &["receipt"]);
+            let appended = refused_unchanged(&ws, &args, message, &["receipt"]);
             assert_eq!(appended.len(), 1, "{args:?}: one receipt");
             assert_eq!(appended[0]["ok"], false);
             assert!(
@@ -96,10 +105,12 @@ fn cli_refused_transitions_change_nothing() {
         assert!(String::from_utf8_lossy(&out.stderr).contains("the draft is empty"));
         ws.unchanged_since(&before, &[]);
         std::fs::write(ws.path("plan.draft.md"), " \n\t\n").expect("write");
-        let before = ws.snapshot();
-        let err = ws.refused(&["plan", "confirm"]);
-        assert!(err.contains("no plan draft to confirm"), "{err}");
-        ws.unchanged_since(&before, &["receipt"]);
+        refused_unchanged(
+            &ws,
+            &["plan", "confirm"],
+            "no plan draft to confirm",
+            &["receipt"],
+        );
         assert_eq!(ws.fake.requests().len(), requests, "no request was made");
     }
 }
@@ -127,9 +138,8 @@ fn tool_refused_transitions_change_nothing() {
             ("t3", "no locked plan to clear"),
             ("t4", "draft content is empty"),
         ] {
-            let r = result_of(&events, id);
-            assert_eq!(r["is_error"], true, "{r}");
-            assert!(r["content"].as_str().unwrap_or("").contains(message), "{r}");
+            let c = error_text(&events, id);
+            assert!(c.contains(message), "{c}");
         }
         assert!(of_type(&events, "compaction").is_empty());
         assert!(of_type(&events, "plan_state").is_empty());
@@ -142,12 +152,7 @@ fn tool_refused_transitions_change_nothing() {
         assert!(!ws.path("plan.md").exists());
         assert!(!ws.path("plan.json").exists());
         assert!(!ws.path("summary.md").exists());
-        assert_eq!(
-            std::fs::read_dir(ws.path("archive"))
-                .expect("archive")
-                .count(),
-            0
-        );
+        assert_nothing_archived(&ws);
     }
 }
 
@@ -307,9 +312,7 @@ fn work_start_refused_while_draft_pending() {
     ws.ok(&["exec", "Plan, then work."]);
     let events = ws.events();
     for id in ["w3", "w4"] {
-        let r = result_of(&events, id);
-        assert_eq!(r["is_error"], true, "{r}");
-        let c = r["content"].as_str().unwrap_or("");
+        let c = error_text(&events, id);
         assert!(
             c.contains("plan draft is waiting") && c.contains("plan_confirm"),
             "{c}"
@@ -493,10 +496,12 @@ fn cli_lifecycle(wire: Wire) {
     assert_eq!(events[p]["to"], "cleared");
     assert!(c < p);
     // After the clear, clear again is refused and nothing moves.
-    let before = ws.snapshot();
-    let err = ws.refused(&["plan", "clear"]);
-    assert!(err.contains("no locked plan to clear"), "{err}");
-    ws.unchanged_since(&before, &["receipt"]);
+    refused_unchanged(
+        &ws,
+        &["plan", "clear"],
+        "no locked plan to clear",
+        &["receipt"],
+    );
 }
 
 /// PlanConfirm called by the model: compact → move → pin → event, and the new history is the
@@ -626,10 +631,12 @@ fn failed_compaction_by_empty_summary_changes_nothing() {
 
         ws.fake.push(text(wire, "[summary]"));
         ws.fake.push(text(wire, "n/a"));
-        let before = ws.snapshot();
-        let err = ws.refused(&["compact"]);
-        assert!(err.contains("placeholder summary"), "{err}");
-        ws.unchanged_since(&before, &["usage", "receipt", "session_start"]);
+        refused_unchanged(
+            &ws,
+            &["compact"],
+            "placeholder summary",
+            &["usage", "receipt", "session_start"],
+        );
     }
 }
 
@@ -696,20 +703,13 @@ fn failed_compaction_by_server_errors_changes_nothing() {
         require(&out, 75, &["exec"]);
         assert_eq!(plan_files(&ws), files);
         assert!(!ws.path("plan.md").exists());
-        let r = result_of(&ws.events(), "f1").clone();
-        assert_eq!(r["is_error"], true);
-        let c = r["content"].as_str().unwrap_or("");
+        let c = error_text(&ws.events(), "f1");
         assert!(
             c.contains("plan not confirmed")
                 && c.contains("compaction failed, nothing was changed"),
             "{c}"
         );
-        assert_eq!(
-            std::fs::read_dir(ws.path("archive"))
-                .expect("archive")
-                .count(),
-            0
-        );
+        assert_nothing_archived(&ws);
     }
 }
 

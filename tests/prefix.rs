@@ -20,7 +20,7 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::body::system_of;
+use support::body::{error_text, system_of};
 use support::cli::WireWs;
 use support::script::{bash, call, calls, text, todo, work};
 use support::{Reply, Wire};
@@ -180,10 +180,33 @@ const SUMMARY_MANUAL: &str =
 const SUMMARY_CLEAR: &str =
     "Summary three: README.md was written, every item is done, the plan is being cleared.";
 
+/// The To-do of the scripted session: `done` completed items, then items with the statuses
+/// `rest`; items 1, 2, … in the order the work comes (the plan, count.sh, its test, README.md,
+/// tidying up).
+fn items(done: usize, rest: &[&str]) -> Vec<Value> {
+    const NAMES: [&str; 5] = [
+        "Plan the work",
+        "Write count.sh",
+        "Test count.sh",
+        "Write README.md",
+        "Tidy up",
+    ];
+    let statuses: Vec<&str> = std::iter::repeat_n("completed", done)
+        .chain(rest.iter().copied())
+        .collect();
+    assert!(statuses.len() <= NAMES.len());
+    statuses
+        .iter()
+        .zip(NAMES)
+        .enumerate()
+        .map(|(i, (status, name))| todo(&(i + 1).to_string(), name, status))
+        .collect()
+}
+
 fn script(w: Wire) -> (Vec<Reply>, Vec<Reply>) {
     let first = vec![
         // 1: a pending item is fine before any plan: from request 2 on there is a tail.
-        work(w, "c01", vec![todo("1", "Plan the work", "pending")]),
+        work(w, "c01", items(0, &["pending"])),
         // 2: the draft, written with bash through $PLAN_DRAFT_FILE.
         bash(
             w,
@@ -191,7 +214,7 @@ fn script(w: Wire) -> (Vec<Reply>, Vec<Reply>) {
             r#"printf '# Plan\n1. write count.sh [%s%s]\n' QX ALPHA > "$PLAN_DRAFT_FILE" && echo drafted"#,
         ),
         // 3: starting an item while the draft is pending is refused.
-        work(w, "c03", vec![todo("1", "Plan the work", "in_progress")]),
+        work(w, "c03", items(0, &["in_progress"])),
         // 4: a revision through the tool.
         call(
             w,
@@ -209,99 +232,41 @@ fn script(w: Wire) -> (Vec<Reply>, Vec<Reply>) {
         call(w, "c06", "plan_confirm", json!({})),
         text(w, SUMMARY_CONFIRM),
         // 8: the first start after confirm: confirmed → executing.
-        work(
-            w,
-            "c08",
-            vec![
-                todo("1", "Plan the work", "completed"),
-                todo("2", "Write count.sh", "in_progress"),
-                todo("3", "Test count.sh", "pending"),
-            ],
-        ),
+        work(w, "c08", items(1, &["in_progress", "pending"])),
         bash(
             w,
             "c09",
             r#"printf 'wc -w < "$1"\n' > count.sh && echo written"#,
         ),
-        work(
-            w,
-            "c10",
-            vec![
-                todo("1", "Plan the work", "completed"),
-                todo("2", "Write count.sh", "completed"),
-                todo("3", "Test count.sh", "in_progress"),
-            ],
-        ),
+        work(w, "c10", items(2, &["in_progress"])),
         bash(w, "c11", "echo one two > s.txt && bash count.sh s.txt"),
         bash(w, "c12", "ls"),
-        work(
-            w,
-            "c13",
-            vec![
-                todo("1", "Plan the work", "completed"),
-                todo("2", "Write count.sh", "completed"),
-                todo("3", "Test count.sh", "completed"),
-            ],
-        ),
+        work(w, "c13", items(3, &[])),
         // 14: end of the first `tern exec`.
         text(w, "count.sh works: it printed 2."),
         // 15: `tern compact`.
         text(w, SUMMARY_MANUAL),
     ];
-    let done3 = || {
-        vec![
-            todo("1", "Plan the work", "completed"),
-            todo("2", "Write count.sh", "completed"),
-            todo("3", "Test count.sh", "completed"),
-        ]
-    };
-    let with = |extra: Vec<Value>| {
-        let mut v = done3();
-        v.extend(extra);
-        v
-    };
     let second = vec![
-        work(
-            w,
-            "c16",
-            with(vec![todo("4", "Write README.md", "in_progress")]),
-        ),
+        work(w, "c16", items(3, &["in_progress"])),
         bash(w, "c17", "printf '# count\\n' > README.md && echo ok"),
         bash(w, "c18", "cat README.md"),
         // 19: finish the item and clear the plan in one message; 20: the clear's compaction.
         calls(
             w,
             &[
-                (
-                    "c19a",
-                    "work_update",
-                    json!({"todos": with(vec![todo("4", "Write README.md", "completed")])}),
-                ),
+                ("c19a", "work_update", json!({"todos": items(4, &[])})),
                 ("c19b", "plan_clear", json!({})),
             ],
         ),
         text(w, SUMMARY_CLEAR),
         bash(w, "c21", "ls"),
-        work(
-            w,
-            "c22",
-            with(vec![
-                todo("4", "Write README.md", "completed"),
-                todo("5", "Tidy up", "in_progress"),
-            ]),
-        ),
+        work(w, "c22", items(4, &["in_progress"])),
         bash(w, "c23", "echo a"),
         bash(w, "c24", "echo b"),
         bash(w, "c25", "echo c"),
         bash(w, "c26", "echo d"),
-        work(
-            w,
-            "c27",
-            with(vec![
-                todo("4", "Write README.md", "completed"),
-                todo("5", "Tidy up", "completed"),
-            ]),
-        ),
+        work(w, "c27", items(5, &[])),
         bash(w, "c28", "echo e"),
         bash(w, "c29", "echo f"),
         text(w, "All done."),
@@ -527,18 +492,8 @@ fn thirty_request_session(wire: Wire) {
         );
     }
     // The refused start while the draft was pending.
-    let refused = events
-        .iter()
-        .find(|e| e["type"] == "tool_result" && e["id"] == "c03")
-        .expect("c03 result");
-    assert_eq!(refused["is_error"], true);
-    assert!(
-        refused["content"]
-            .as_str()
-            .unwrap_or("")
-            .contains("plan draft is waiting"),
-        "{refused}"
-    );
+    let refused = error_text(&events, "c03");
+    assert!(refused.contains("plan draft is waiting"), "{refused}");
     // Each draft change was noticed before the next request.
     for id in ["c02", "c04", "c05"] {
         let r = events

@@ -53,3 +53,18 @@ pub fn system_of(body: &Value) -> String {
 pub fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["type"] == kind).collect()
 }
+
+/// The `tool_result` event answering call `id`.
+pub fn result_of<'a>(events: &'a [Value], id: &str) -> &'a Value {
+    events
+        .iter()
+        .find(|e| e["type"] == "tool_result" && e["id"] == id)
+        .unwrap_or_else(|| panic!("no tool_result {id}"))
+}
+
+/// The text of the `tool_result` event answering call `id`, which must be an error.
+pub fn error_text(events: &[Value], id: &str) -> String {
+    let r = result_of(events, id);
+    assert_eq!(r["is_error"], true, "{r}");
+    r["content"].as_str().unwrap_or("").to_string()
+}
