@@ -5,131 +5,19 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::io::Write;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
 
 use serde_json::{Value, json};
+use support::body::{messages, of_type, roles};
+use support::cli::{Ws, ok_no_stdin, run_no_stdin};
+use support::files::{jsonl, read, read_json};
+use support::procs::{eventually, pgid_of, pids_running};
 use support::{FakeServer, Wire, openai_text, openai_tool_calls};
 
 // ---------------------------------------------------------------- helpers
-
-struct Ws {
-    dir: tempfile::TempDir,
-}
-
-impl Ws {
-    fn new() -> Ws {
-        let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::create_dir(dir.path().join(".tern")).expect("mkdir .tern");
-        Ws { dir }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn tern(&self, fake: &FakeServer) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_tern"));
-        c.current_dir(self.path())
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", self.path())
-            .env("OPENAI_BASE_URL", fake.openai_base())
-            .env("TERN_MODEL", "m");
-        c
-    }
-
-    fn current_id(&self) -> String {
-        std::fs::read_to_string(self.path().join(".tern/current"))
-            .expect("read .tern/current")
-            .trim()
-            .to_string()
-    }
-
-    fn session_dir(&self, id: &str) -> PathBuf {
-        self.path().join(".tern/sessions").join(id)
-    }
-}
-
-struct Out {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl std::fmt::Debug for Out {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-            self.code, self.stdout, self.stderr
-        )
-    }
-}
-
-/// Runs `cmd` to its end with an empty stdin, failing the test after 60 s (a hang).
-fn run(mut cmd: Command) -> Out {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let child = cmd.spawn().expect("spawn tern");
-    collect(child, Duration::from_secs(60))
-}
-
-fn collect(mut child: Child, limit: Duration) -> Out {
-    let mut so = child.stdout.take().expect("stdout");
-    let mut se = child.stderr.take().expect("stderr");
-    let t1 = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = so.read_to_string(&mut s);
-        s
-    });
-    let t2 = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = se.read_to_string(&mut s);
-        s
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("try_wait") {
-            break st;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "tern did not finish within {limit:?}\n--- stdout\n{}\n--- stderr\n{}",
-                t1.join().unwrap_or_default(),
-                t2.join().unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Out {
-        code: status.code(),
-        stdout: t1.join().unwrap_or_default(),
-        stderr: t2.join().unwrap_or_default(),
-    }
-}
-
-fn ok(cmd: Command) -> Out {
-    let out = run(cmd);
-    assert_eq!(out.code, Some(0), "{out:?}");
-    out
-}
-
-fn read(p: &Path) -> String {
-    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
-}
-
-fn jsonl(p: &Path) -> Vec<Value> {
-    read(p)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad line {l:?}: {e}")))
-        .collect()
-}
 
 fn events_of(stdout: &str) -> Vec<Value> {
     stdout
@@ -138,48 +26,16 @@ fn events_of(stdout: &str) -> Vec<Value> {
         .collect()
 }
 
-fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    events.iter().filter(|e| e["type"] == kind).collect()
-}
-
 fn meta(dir: &Path) -> Value {
-    serde_json::from_str(&read(&dir.join("meta.json"))).expect("meta.json parses")
+    read_json(&dir.join("meta.json"))
 }
 
-/// Pids of processes whose command line is exactly `argv`.
-fn pids_running(argv: &[&str]) -> Vec<u32> {
-    let want: Vec<u8> = argv
-        .iter()
-        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
-        .collect();
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        if std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == want) {
-            out.push(pid);
-        }
-    }
-    out
-}
-
-/// The process group of `pid` (field 5 of /proc/PID/stat).
-fn pgid_of(pid: u32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = &stat[stat.rfind(')')? + 1..];
-    after.split_whitespace().nth(2)?.parse().ok()
-}
-
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "timed out: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// Waits up to 20 s (a hang, not a speed check) until `done` holds.
+fn wait_until(what: &str, done: impl FnMut() -> bool) {
+    assert!(
+        eventually(Duration::from_secs(20), done),
+        "timed out: {what}"
+    );
 }
 
 /// The `tern sessions` row of `id`: (mark, status, turns, tokens, last activity, title).
@@ -256,13 +112,13 @@ fn durable_sigkill_mid_tool_then_continue_repairs_and_completes() {
     // `tern sessions` already sees that nobody runs the turn.
     let mut cmd = ws.tern(&first);
     cmd.arg("sessions");
-    let listing = ok(cmd).stdout;
+    let listing = ok_no_stdin(cmd).stdout;
     assert_eq!(session_row(&listing, &id).1, "interrupted?", "{listing}");
 
     let strict = FakeServer::strict(vec![openai_text("Resumed and finished.").auto_usage()]);
     let mut cmd = ws.tern(&strict);
     cmd.args(["exec", "--json", "--continue", "go on"]);
-    let out = ok(cmd);
+    let out = ok_no_stdin(cmd);
     let events = events_of(&out.stdout);
     let interrupted = of_type(&events, "turn_interrupted");
     assert_eq!(interrupted.len(), 1, "{out:?}");
@@ -288,9 +144,8 @@ fn durable_sigkill_mid_tool_then_continue_repairs_and_completes() {
 
     // The history now answers the dangling call, before the new prompt.
     let conv = jsonl(&dir.join("conversation.jsonl"));
-    let roles: Vec<&str> = conv.iter().map(|m| m["role"].as_str().unwrap()).collect();
     assert_eq!(
-        roles,
+        roles(&conv),
         ["user", "assistant", "tool", "tool", "user", "assistant"]
     );
     for (i, call) in [(2, "call_slow"), (3, "call_next")] {
@@ -318,7 +173,7 @@ fn durable_sigkill_mid_tool_then_continue_repairs_and_completes() {
     assert!(m.get("pid").is_none(), "{m}");
     let mut cmd = ws.tern(&strict);
     cmd.arg("sessions");
-    let listing = ok(cmd).stdout;
+    let listing = ok_no_stdin(cmd).stdout;
     let row = session_row(&listing, &id);
     assert_eq!(row.1, "completed", "{listing}");
     assert_eq!(row.2, m["turns"].as_u64().unwrap());
@@ -339,7 +194,7 @@ fn durable_torn_last_line_is_dropped_and_reported() {
     let ws = Ws::new();
     let mut cmd = ws.tern(&fake);
     cmd.args(["exec", "hello"]);
-    ok(cmd);
+    ok_no_stdin(cmd);
     let dir = ws.session_dir(&ws.current_id());
     let conv_path = dir.join("conversation.jsonl");
     let tear = |text: &str| {
@@ -353,7 +208,7 @@ fn durable_torn_last_line_is_dropped_and_reported() {
 
     let mut cmd = ws.tern(&fake);
     cmd.args(["exec", "--json", "--continue", "next"]);
-    let out = ok(cmd);
+    let out = ok_no_stdin(cmd);
     let events = events_of(&out.stdout);
     let repair = of_type(&events, "repair");
     assert_eq!(repair.len(), 1, "{out:?}");
@@ -375,14 +230,14 @@ fn durable_torn_last_line_is_dropped_and_reported() {
     assert_eq!(contents, ["hello", "Hello.", "next", "Next, done."]);
     let reqs = fake.requests();
     assert_eq!(reqs.len(), 2);
-    let msgs = reqs[1].json()["messages"].as_array().cloned().unwrap();
+    let msgs = messages(&reqs[1]);
     assert_eq!(msgs.len(), 4, "system, hello, Hello., next: {msgs:?}");
 
     // Human mode says so on stderr.
     tear(r#"{"role":"assistant","te"#);
     let mut cmd = ws.tern(&fake);
     cmd.args(["exec", "--continue", "again"]);
-    let out = ok(cmd);
+    let out = ok_no_stdin(cmd);
     assert!(
         out.stderr.contains("repaired the history: 1 dropped lines"),
         "{out:?}"
@@ -402,20 +257,20 @@ fn sessions_lists_status_turns_tokens_and_last_activity() {
     let ws = Ws::new();
     let mut cmd = ws.tern(&fake);
     cmd.args(["exec", "the first session"]);
-    ok(cmd);
+    ok_no_stdin(cmd);
     let first = ws.current_id();
     // Session ids are per second; make the second one sort after the first.
     std::thread::sleep(Duration::from_millis(1100));
     let mut cmd = ws.tern(&fake);
     cmd.args(["exec", "--max-turns", "1", "the second session"]);
-    let out = run(cmd);
+    let out = run_no_stdin(cmd);
     assert_eq!(out.code, Some(3), "{out:?}");
     let second = ws.current_id();
     assert_ne!(first, second);
 
     let mut cmd = ws.tern(&fake);
     cmd.arg("sessions");
-    let listing = ok(cmd).stdout;
+    let listing = ok_no_stdin(cmd).stdout;
     let header = listing.lines().next().unwrap();
     for col in ["id", "status", "turns", "tokens", "last activity", "title"] {
         assert!(header.contains(col), "{header}");

@@ -12,9 +12,13 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::body::roles;
+use support::cli::tern_clean;
+use support::files::{jsonl, read_json};
+use support::procs::{eventually, procs_with, wait_exit};
+use support::script::{bash_args, openai_bash};
 use support::*;
 
-const BIN: &str = env!("CARGO_BIN_EXE_tern");
 /// Longest any single run may take before the test calls it hung (far above a normal run).
 const HANG: Duration = Duration::from_secs(90);
 
@@ -80,7 +84,7 @@ impl Ws {
     }
 
     fn conversation(&self, id: &str) -> Vec<Value> {
-        read_jsonl(&self.session(id).join("conversation.jsonl"))
+        jsonl(&self.session(id).join("conversation.jsonl"))
     }
 
     fn meta(&self, id: &str) -> Value {
@@ -90,12 +94,8 @@ impl Ws {
     /// `tern` with a clean environment: PATH, HOME, nothing from this machine's tern/provider
     /// settings.
     fn tern(&self) -> Command {
-        let mut c = Command::new(BIN);
-        c.current_dir(&self.dir)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", &self.home)
-            .stdin(Stdio::null());
+        let mut c = tern_clean(&self.home);
+        c.current_dir(&self.dir);
         c
     }
 
@@ -216,10 +216,15 @@ impl Running {
         }
     }
 
-    fn sigint(&self) {
-        // SAFETY: sends SIGINT to the child we spawned (its pid is live: not yet waited for).
-        let r = unsafe { libc::kill(self.pid(), libc::SIGINT) };
-        assert_eq!(r, 0, "kill(SIGINT) failed");
+    /// Sends `signal` and waits (up to `within`) for the exit; returns everything and how long
+    /// the stop took after the signal.
+    fn stop(mut self, signal: libc::c_int, within: Duration) -> (Out, Duration) {
+        // SAFETY: signals the child we spawned (its pid is live: not yet waited for).
+        let r = unsafe { libc::kill(self.pid(), signal) };
+        assert_eq!(r, 0, "kill({signal}) failed");
+        let signalled = Instant::now();
+        let out = self.finish_within(within);
+        (out, signalled.elapsed())
     }
 
     /// Waits for the exit (panics after [`HANG`]) and collects everything.
@@ -228,20 +233,11 @@ impl Running {
     }
 
     fn finish_within(&mut self, within: Duration) -> Out {
-        let end = Instant::now() + within;
-        let status = loop {
-            if let Some(s) = self.child.try_wait().expect("try_wait") {
-                break s;
-            }
-            if Instant::now() > end {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!(
-                    "tern did not exit within {within:?} (ran {:?})",
-                    self.started.elapsed()
-                );
-            }
-            thread::sleep(Duration::from_millis(20));
+        let Some(status) = wait_exit(&mut self.child, within) else {
+            panic!(
+                "tern did not exit within {within:?} (ran {:?})",
+                self.started.elapsed()
+            );
         };
         // The reader thread ends at EOF; take every line it read.
         while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(10)) {
@@ -271,33 +267,50 @@ fn exec(mut cmd: Command, args: &[&str]) -> Out {
     run(cmd)
 }
 
+/// Starts `tern exec ARGS…` (`--json` among them) with `cmd`'s environment and waits up to 30 s
+/// for its first event of type `kind`; returns the run and that event's line.
+fn exec_until(mut cmd: Command, args: &[&str], kind: &str) -> (Running, String) {
+    cmd.arg("exec").args(args);
+    let mut running = spawn(cmd, None);
+    let want = format!("\"type\":\"{kind}\"");
+    let line = running.wait_line(Duration::from_secs(30), |l| l.contains(&want));
+    (running, line)
+}
+
+/// Interrupts (SIGINT) `tern exec --json hi` while it waits for the model: once the request has
+/// reached `server` and `settle` more has passed. Requires exit 130 and a last `result` saying
+/// interrupted; returns the events.
+fn interrupt_while_waiting(ws: &Ws, server: &FakeServer, settle: Duration) -> Vec<Value> {
+    let (running, _) = exec_until(ws.openai(server), &["--json", "hi"], "turn_start");
+    // Let the request reach the server before interrupting.
+    eventually(Duration::from_secs(10), || !posts(server).is_empty());
+    thread::sleep(settle);
+    let (out, _) = running.stop(libc::SIGINT, Duration::from_secs(20));
+    interrupted(&out)
+}
+
+/// Checks a `--json` run that was interrupted: exit 130, the event stream valid, its last
+/// `result` saying interrupted. Returns the events.
+fn interrupted(out: &Out) -> Vec<Value> {
+    out.expect_code(130);
+    let events = check_jsonl(out);
+    assert_eq!(last(&events)["status"], "interrupted");
+    events
+}
+
 // ---------------------------------------------------------------------------------------------
 // Files and bodies
 // ---------------------------------------------------------------------------------------------
 
-fn read_json(path: &Path) -> Value {
-    let t = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&t)
-        .unwrap_or_else(|e| panic!("{} does not parse: {e}\n{t}", path.display()))
-}
-
-/// Every line of a JSONL file, each asserted to be one JSON object; the file ends with a newline.
-fn read_jsonl(path: &Path) -> Vec<Value> {
-    let t = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert!(
-        t.is_empty() || t.ends_with('\n'),
-        "{} does not end with a newline",
-        path.display()
-    );
-    t.lines()
-        .map(|l| {
-            let v: Value = serde_json::from_str(l)
-                .unwrap_or_else(|e| panic!("{}: a line does not parse ({e}): {l}", path.display()));
-            assert!(v.is_object(), "{}: not an object: {l}", path.display());
-            v
-        })
-        .collect()
-}
+/// The stored roles of a prompt answered after two tool calls made one after the other.
+const TWO_CALLS_THEN_ANSWER: [&str; 6] = [
+    "user",
+    "assistant",
+    "tool",
+    "assistant",
+    "tool",
+    "assistant",
+];
 
 /// Model requests (POSTs) the server received, in order.
 fn posts(server: &FakeServer) -> Vec<Recorded> {
@@ -308,38 +321,9 @@ fn posts(server: &FakeServer) -> Vec<Recorded> {
         .collect()
 }
 
-/// A bash tool call's arguments text.
-fn bash_args(command: &str) -> String {
-    json!({ "command": command }).to_string()
-}
-
-fn roles(conv: &[Value]) -> Vec<&str> {
-    conv.iter()
-        .map(|m| m["role"].as_str().unwrap_or("?"))
-        .collect()
-}
-
 /// The tool results of a stored conversation.
 fn tool_results(conv: &[Value]) -> Vec<&Value> {
     conv.iter().filter(|m| m["role"] == "tool").collect()
-}
-
-/// The processes whose command line contains `needle` (zombies have an empty one).
-fn procs_with(needle: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if !name.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        if let Ok(c) = std::fs::read(e.path().join("cmdline")) {
-            let c = String::from_utf8_lossy(&c).replace('\0', " ");
-            if c.contains(needle) {
-                found.push(format!("{name}: {c}"));
-            }
-        }
-    }
-    found
 }
 
 /// Checks `tern exec --json` stdout: valid UTF-8, one compact JSON object per `\n`-ended line and
@@ -532,8 +516,8 @@ fn multi_step_task_completes_and_leaves_a_complete_session_folder() {
     let second = "cat hello.txt && test -f seen.txt && echo checked";
     let final_text = "Created hello.txt; it says hello.";
     let server = FakeServer::strict(vec![
-        openai_tool_calls(&[("call_1", "bash", &bash_args(first))]),
-        openai_tool_calls(&[("call_2", "bash", &bash_args(second))]),
+        openai_bash("call_1", first),
+        openai_bash("call_2", second),
         openai_text(final_text),
     ]);
     let ws = Ws::new();
@@ -596,7 +580,7 @@ fn multi_step_task_completes_and_leaves_a_complete_session_folder() {
     for e in walk(&dir) {
         let name = e.to_string_lossy();
         if name.ends_with(".jsonl") {
-            read_jsonl(&e);
+            jsonl(&e);
         } else if name.ends_with(".json") {
             read_json(&e);
         }
@@ -604,17 +588,7 @@ fn multi_step_task_completes_and_leaves_a_complete_session_folder() {
 
     // The conversation: user → assistant(tool_calls) → tool → … → assistant(text).
     let conv = ws.conversation(&id);
-    assert_eq!(
-        roles(&conv),
-        [
-            "user",
-            "assistant",
-            "tool",
-            "assistant",
-            "tool",
-            "assistant"
-        ]
-    );
+    assert_eq!(roles(&conv), TWO_CALLS_THEN_ANSWER);
     assert_eq!(conv[0]["content"], "create hello.txt and check it");
     for (a, t, id) in [(1, 2, "call_1"), (3, 4, "call_2")] {
         let calls = conv[a]["tool_calls"].as_array().expect("tool_calls");
@@ -637,7 +611,7 @@ fn multi_step_task_completes_and_leaves_a_complete_session_folder() {
         assert!(r.path.ends_with("/chat/completions"), "{}", r.path);
         assert_eq!(r.json()["messages"][0]["content"], system.as_str());
     }
-    let events = read_jsonl(&dir.join("events.jsonl"));
+    let events = jsonl(&dir.join("events.jsonl"));
     let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
     assert_eq!(types.first(), Some(&"session_start"));
     assert_eq!(types.iter().filter(|t| **t == "tool_result").count(), 2);
@@ -724,17 +698,7 @@ fn c11_invalid_tool_call_arguments_never_run_and_history_stays_valid_json() {
 
     let id = ws.current();
     let conv = ws.conversation(&id);
-    assert_eq!(
-        roles(&conv),
-        [
-            "user",
-            "assistant",
-            "tool",
-            "assistant",
-            "tool",
-            "assistant"
-        ]
-    );
+    assert_eq!(roles(&conv), TWO_CALLS_THEN_ANSWER);
     for i in [1, 3] {
         assert_eq!(
             conv[i]["tool_calls"][0]["arguments"],
@@ -787,7 +751,7 @@ fn c11_invalid_tool_call_arguments_never_run_and_history_stays_valid_json() {
 
 #[test]
 fn c12_empty_or_whitespace_answers_are_never_stored_or_sent() {
-    let mut ws_text_and_call = openai_tool_calls(&[("call_1", "bash", &bash_args("echo one"))]);
+    let mut ws_text_and_call = openai_bash("call_1", "echo one");
     ws_text_and_call.content = Content::Answer {
         wire: Wire::OpenAi,
         text: " \n\t ".into(),
@@ -869,36 +833,22 @@ fn c17_sigint_during_a_tool_call_kills_it_answers_every_call_and_continue_is_acc
         ("call_never", "bash", &bash_args("touch never.txt")),
     ])]);
     let ws = Ws::new();
-    let mut cmd = ws.openai(&server);
-    cmd.args(["exec", "--json", "wait a minute"]);
-    let mut running = spawn(cmd, None);
-    running.wait_line(Duration::from_secs(30), |l| {
-        l.contains("\"type\":\"tool_call\"")
-    });
-    thread::sleep(Duration::from_secs(2));
-    running.sigint();
-    let signalled = Instant::now();
-    let out = running.finish_within(Duration::from_secs(30));
-    assert!(
-        signalled.elapsed() < Duration::from_secs(20),
-        "tern took {:?} to stop after SIGINT, not the 61 s the command sleeps",
-        signalled.elapsed()
+    let (running, _) = exec_until(
+        ws.openai(&server),
+        &["--json", "wait a minute"],
+        "tool_call",
     );
-    out.expect_code(130);
-    let events = check_jsonl(&out);
-    assert_eq!(last(&events)["status"], "interrupted");
+    thread::sleep(Duration::from_secs(2));
+    let (out, took) = running.stop(libc::SIGINT, Duration::from_secs(30));
+    assert!(
+        took < Duration::from_secs(20),
+        "tern took {took:?} to stop after SIGINT, not the 61 s the command sleeps"
+    );
+    let events = interrupted(&out);
     assert_eq!(last(&events)["exit_code"], 130);
 
     // The process group is gone.
-    let end = Instant::now() + Duration::from_secs(5);
-    while !procs_with(needle).is_empty() && Instant::now() < end {
-        thread::sleep(Duration::from_millis(100));
-    }
-    assert_eq!(
-        procs_with(needle),
-        Vec::<String>::new(),
-        "the sleep survived"
-    );
+    assert_gone(needle);
     assert!(
         !ws.path("never.txt").exists(),
         "a later call ran after the interrupt"
@@ -942,18 +892,9 @@ fn c17_sigint_during_a_tool_call_kills_it_answers_every_call_and_continue_is_acc
 #[test]
 fn continue_refuses_a_session_whose_turn_runs_in_another_process() {
     let needle = "sleep 63.4317";
-    let server = FakeServer::strict(vec![openai_tool_calls(&[(
-        "call_1",
-        "bash",
-        &bash_args(needle),
-    )])]);
+    let server = FakeServer::strict(vec![openai_bash("call_1", needle)]);
     let ws = Ws::new();
-    let mut cmd = ws.openai(&server);
-    cmd.args(["exec", "--json", "wait"]);
-    let mut running = spawn(cmd, None);
-    running.wait_line(Duration::from_secs(30), |l| {
-        l.contains("\"type\":\"tool_call\"")
-    });
+    let (running, _) = exec_until(ws.openai(&server), &["--json", "wait"], "tool_call");
     let id = ws.current();
     let meta = ws.meta(&id);
     assert_eq!(meta["status"], "running");
@@ -977,30 +918,17 @@ fn continue_refuses_a_session_whose_turn_runs_in_another_process() {
         "nor stored anything"
     );
 
-    running.sigint();
-    running
-        .finish_within(Duration::from_secs(30))
-        .expect_code(130);
+    let (out, _) = running.stop(libc::SIGINT, Duration::from_secs(30));
+    out.expect_code(130);
 }
 
 #[test]
 fn sigkilled_turn_is_marked_interrupted_and_repaired_on_continue() {
     let needle = "sleep 64.4317";
-    let server = FakeServer::start(vec![openai_tool_calls(&[(
-        "call_1",
-        "bash",
-        &bash_args(needle),
-    )])]);
+    let server = FakeServer::start(vec![openai_bash("call_1", needle)]);
     let ws = Ws::new();
-    let mut cmd = ws.openai(&server);
-    cmd.args(["exec", "--json", "wait"]);
-    let mut running = spawn(cmd, None);
-    running.wait_line(Duration::from_secs(30), |l| {
-        l.contains("\"type\":\"tool_call\"")
-    });
-    // SAFETY: signals the child we spawned and have not waited for.
-    assert_eq!(unsafe { libc::kill(running.pid(), libc::SIGKILL) }, 0);
-    let out = running.finish_within(Duration::from_secs(30));
+    let (running, _) = exec_until(ws.openai(&server), &["--json", "wait"], "tool_call");
+    let (out, _) = running.stop(libc::SIGKILL, Duration::from_secs(30));
     assert_eq!(out.code, 128 + libc::SIGKILL);
     // A SIGKILLed tern cannot kill its tool's process group; clean up after it.
     kill_procs_with(needle);
@@ -1029,6 +957,17 @@ fn sigkilled_turn_is_marked_interrupted_and_repaired_on_continue() {
     assert_eq!(ws.meta(&id)["status"], "completed");
 }
 
+/// Waits up to 5 s for the kills to finish, then asserts no process with `needle` in its command
+/// line is left.
+fn assert_gone(needle: &str) {
+    eventually(Duration::from_secs(5), || procs_with(needle).is_empty());
+    assert_eq!(
+        procs_with(needle),
+        Vec::<String>::new(),
+        "the sleep survived"
+    );
+}
+
 /// SIGKILLs every process whose command line contains `needle`.
 fn kill_procs_with(needle: &str) {
     for p in procs_with(needle) {
@@ -1046,7 +985,7 @@ fn kill_procs_with(needle: &str) {
 #[test]
 fn c04_large_output_spills_into_the_session_folder() {
     let server = FakeServer::strict(vec![
-        openai_tool_calls(&[("call_1", "bash", &bash_args("seq 1 300000"))]),
+        openai_bash("call_1", "seq 1 300000"),
         openai_text("counted"),
     ]);
     let ws = Ws::new();
@@ -1094,10 +1033,7 @@ const AGENTS_MD: &str = "# Project rules\n\nAlways run the tests with `make chec
 
 #[test]
 fn c18_tools_and_system_prompt_are_byte_identical_across_requests_sessions_and_workspaces() {
-    let server = FakeServer::start(vec![
-        openai_tool_calls(&[("call_1", "bash", &bash_args("sleep 2"))]),
-        openai_text("slept"),
-    ]);
+    let server = FakeServer::start(vec![openai_bash("call_1", "sleep 2"), openai_text("slept")]);
     let a = Ws::new();
     std::fs::write(a.path("AGENTS.md"), AGENTS_MD).unwrap();
     exec(a.openai(&server), &["sleep a little"]).expect_code(0);
@@ -1250,7 +1186,7 @@ fn c20_json_events_are_one_object_per_line_with_awkward_tool_output() {
     let command = r#"printf 'line1\nline2 "quoted" back\\slash \342\200\250 sep \377 bad\n'"#;
     let final_text = "Done: \"q\" \\ \u{2028} end\nsecond line";
     let server = FakeServer::start(vec![
-        openai_tool_calls(&[("call_1", "bash", &bash_args(command))]),
+        openai_bash("call_1", command),
         openai_text(final_text),
     ]);
     let ws = Ws::new();
@@ -1299,7 +1235,7 @@ fn c20_json_events_are_one_object_per_line_with_awkward_tool_output() {
         assert!(c.contains(part), "tool output lost {part:?}: {c:?}");
     }
     // events.jsonl holds the same objects.
-    let file = read_jsonl(&ws.session(&id).join("events.jsonl"));
+    let file = jsonl(&ws.session(&id).join("events.jsonl"));
     assert_eq!(file, events, "events.jsonl differs from the --json stream");
 }
 
@@ -1362,23 +1298,7 @@ fn c20_json_result_is_last_on_sigint_while_waiting_for_the_model() {
         openai_text("too late").delay_before(Duration::from_secs(40)),
     ]);
     let ws = Ws::new();
-    let mut cmd = ws.openai(&server);
-    cmd.args(["exec", "--json", "hi"]);
-    let mut running = spawn(cmd, None);
-    running.wait_line(Duration::from_secs(30), |l| {
-        l.contains("\"type\":\"turn_start\"")
-    });
-    // Let the request reach the server before interrupting.
-    let end = Instant::now() + Duration::from_secs(10);
-    while posts(&server).is_empty() && Instant::now() < end {
-        thread::sleep(Duration::from_millis(20));
-    }
-    thread::sleep(Duration::from_millis(300));
-    running.sigint();
-    let out = running.finish_within(Duration::from_secs(20));
-    out.expect_code(130);
-    let events = check_jsonl(&out);
-    assert_eq!(last(&events)["status"], "interrupted");
+    let events = interrupt_while_waiting(&ws, &server, Duration::from_millis(300));
     assert_eq!(last(&events)["exit_code"], 130);
     assert_eq!(ws.meta(&ws.current())["status"], "interrupted");
 }
@@ -1395,22 +1315,7 @@ fn c20_sigint_mid_stream_stores_no_partial_answer_and_continue_is_accepted() {
             .delay_between(Duration::from_secs(40)),
     ]);
     let ws = Ws::new();
-    let mut cmd = ws.openai(&server);
-    cmd.args(["exec", "--json", "hi"]);
-    let mut running = spawn(cmd, None);
-    running.wait_line(Duration::from_secs(30), |l| {
-        l.contains("\"type\":\"turn_start\"")
-    });
-    let end = Instant::now() + Duration::from_secs(10);
-    while posts(&server).is_empty() && Instant::now() < end {
-        thread::sleep(Duration::from_millis(20));
-    }
-    thread::sleep(Duration::from_millis(700));
-    running.sigint();
-    let out = running.finish_within(Duration::from_secs(20));
-    out.expect_code(130);
-    let events = check_jsonl(&out);
-    assert_eq!(last(&events)["status"], "interrupted");
+    let events = interrupt_while_waiting(&ws, &server, Duration::from_millis(700));
     assert!(
         !events.iter().any(|e| e["type"] == "assistant"),
         "a cut-off answer became an assistant event"
@@ -1441,34 +1346,13 @@ fn find_nth(hay: &[u8], needle: &[u8], n: usize) -> Option<usize> {
 #[test]
 fn c20_json_result_is_last_on_sigterm_during_a_tool_call() {
     let needle = "sleep 62.4317";
-    let server = FakeServer::start(vec![openai_tool_calls(&[(
-        "call_1",
-        "bash",
-        &bash_args(needle),
-    )])]);
+    let server = FakeServer::start(vec![openai_bash("call_1", needle)]);
     let ws = Ws::new();
-    let mut cmd = ws.openai(&server);
-    cmd.args(["exec", "--json", "wait"]);
-    let mut running = spawn(cmd, None);
-    running.wait_line(Duration::from_secs(30), |l| {
-        l.contains("\"type\":\"tool_call\"")
-    });
+    let (running, _) = exec_until(ws.openai(&server), &["--json", "wait"], "tool_call");
     thread::sleep(Duration::from_millis(500));
-    // SAFETY: signals the child we spawned and have not waited for.
-    assert_eq!(unsafe { libc::kill(running.pid(), libc::SIGTERM) }, 0);
-    let out = running.finish_within(Duration::from_secs(30));
-    out.expect_code(130);
-    let events = check_jsonl(&out);
-    assert_eq!(last(&events)["status"], "interrupted");
-    let end = Instant::now() + Duration::from_secs(5);
-    while !procs_with(needle).is_empty() && Instant::now() < end {
-        thread::sleep(Duration::from_millis(100));
-    }
-    assert_eq!(
-        procs_with(needle),
-        Vec::<String>::new(),
-        "the sleep survived"
-    );
+    let (out, _) = running.stop(libc::SIGTERM, Duration::from_secs(30));
+    interrupted(&out);
+    assert_gone(needle);
     let conv = ws.conversation(&ws.current());
     assert_eq!(roles(&conv), ["user", "assistant", "tool"]);
 }
@@ -1480,25 +1364,19 @@ fn c13_sigint_while_waiting_to_retry_stops_at_once() {
         Reply::status(503, r#"{"error":{"message":"busy"}}"#).header("Retry-After", "60"),
     );
     let ws = Ws::new();
-    let mut cmd = ws.openai(&server);
-    cmd.args(["exec", "--json", "--max-retry-time", "600", "hi"]);
-    let mut running = spawn(cmd, None);
-    let retry = running.wait_line(Duration::from_secs(30), |l| {
-        l.contains("\"type\":\"retry\"")
-    });
+    let (running, retry) = exec_until(
+        ws.openai(&server),
+        &["--json", "--max-retry-time", "600", "hi"],
+        "retry",
+    );
     let retry: Value = serde_json::from_str(&retry).unwrap();
     assert_eq!(retry["delay_ms"], 60_000, "Retry-After honoured: {retry}");
-    running.sigint();
-    let signalled = Instant::now();
-    let out = running.finish_within(Duration::from_secs(30));
+    let (out, took) = running.stop(libc::SIGINT, Duration::from_secs(30));
     assert!(
-        signalled.elapsed() < Duration::from_secs(15),
-        "the retry wait was not interrupted ({:?})",
-        signalled.elapsed()
+        took < Duration::from_secs(15),
+        "the retry wait was not interrupted ({took:?})"
     );
-    out.expect_code(130);
-    let events = check_jsonl(&out);
-    assert_eq!(last(&events)["status"], "interrupted");
+    interrupted(&out);
     assert_eq!(posts(&server).len(), 1);
 }
 
@@ -1521,16 +1399,12 @@ fn c20_json_result_even_before_a_session_exists() {
 #[test]
 fn exit_3_when_max_turns_is_reached() {
     let mut script: Vec<Reply> = (0..2)
-        .map(|i| openai_tool_calls(&[(&format!("call_{i}"), "bash", &bash_args("echo again"))]))
+        .map(|i| openai_bash(&format!("call_{i}"), "echo again"))
         .collect();
     script.push(openai_text("finished now"));
     let server = FakeServer::strict(script);
     // Past the script the model would keep calling bash.
-    server.set_default(openai_tool_calls(&[(
-        "call_x",
-        "bash",
-        &bash_args("echo again"),
-    )]));
+    server.set_default(openai_bash("call_x", "echo again"));
     let ws = Ws::new();
     let out = exec(ws.openai(&server), &["--json", "--max-turns", "2", "loop"]);
     out.expect_code(3);
@@ -1559,17 +1433,7 @@ fn exit_3_when_max_turns_is_reached() {
         "tool",
         "no empty user message was added"
     );
-    assert_eq!(
-        roles(&ws.conversation(&id)),
-        [
-            "user",
-            "assistant",
-            "tool",
-            "assistant",
-            "tool",
-            "assistant"
-        ]
-    );
+    assert_eq!(roles(&ws.conversation(&id)), TWO_CALLS_THEN_ANSWER);
 }
 
 #[test]
@@ -1615,7 +1479,7 @@ fn human_output_into_a_closed_pipe_does_not_stop_the_turn() {
     // `tern exec "…" 2>&1 | head -c 1`: both streams close early; the task must still finish
     // and be recorded, not die in a panic with a session left "running".
     let server = FakeServer::start(vec![
-        openai_tool_calls(&[("call_1", "bash", &bash_args("echo hi > x.txt"))]),
+        openai_bash("call_1", "echo hi > x.txt"),
         openai_text("first line\nsecond"),
     ]);
     let ws = Ws::new();
@@ -1626,21 +1490,14 @@ fn human_output_into_a_closed_pipe_does_not_stop_the_turn() {
     let mut child = cmd.spawn().expect("spawn tern");
     drop(child.stdout.take());
     drop(child.stderr.take());
-    let end = Instant::now() + HANG;
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < end, "tern hung");
-        thread::sleep(Duration::from_millis(20));
-    };
+    let status = wait_exit(&mut child, HANG).expect("tern hung");
     assert_eq!(status.code(), Some(0), "{status:?}");
     assert_eq!(std::fs::read_to_string(ws.path("x.txt")).unwrap(), "hi\n");
     let id = ws.current();
     let meta = ws.meta(&id);
     assert_eq!(meta["status"], "completed", "{meta}");
     assert!(meta.get("pid").is_none());
-    let events = read_jsonl(&ws.session(&id).join("events.jsonl"));
+    let events = jsonl(&ws.session(&id).join("events.jsonl"));
     assert_eq!(last(&events)["type"], "result");
     assert_eq!(last(&events)["status"], "completed");
 }
@@ -1654,11 +1511,10 @@ const SECRET: &str = "sk-test-SECRET-1234567890";
 #[test]
 fn api_key_never_reaches_bash_files_or_output() {
     let server = FakeServer::start(vec![
-        openai_tool_calls(&[(
+        openai_bash(
             "call_1",
-            "bash",
-            &bash_args(r#"echo "k=$OPENAI_API_KEY" | tee leak.txt; env | grep -c SECRET; true"#),
-        )]),
+            r#"echo "k=$OPENAI_API_KEY" | tee leak.txt; env | grep -c SECRET; true"#,
+        ),
         openai_text("Looked at the environment."),
     ]);
     let ws = Ws::new();
@@ -1871,17 +1727,7 @@ fn anthropic_wire_multi_step_task() {
     let id = ws.current();
     assert_eq!(ws.meta(&id)["provider"], "anthropic");
     let conv = ws.conversation(&id);
-    assert_eq!(
-        roles(&conv),
-        [
-            "user",
-            "assistant",
-            "tool",
-            "assistant",
-            "tool",
-            "assistant"
-        ]
-    );
+    assert_eq!(roles(&conv), TWO_CALLS_THEN_ANSWER);
 }
 
 /// `tern` talking the Anthropic Messages API to `server`, model `m`.
@@ -1938,27 +1784,16 @@ fn c17_anthropic_interrupted_calls_are_all_answered_in_the_next_message() {
         ("toolu_never", "bash", &bash_args("touch never.txt")),
     ])]);
     let ws = Ws::new();
-    let mut cmd = anthropic_cmd(&ws, &server);
-    cmd.args(["exec", "--provider", "anthropic", "--json", "wait"]);
-    let mut running = spawn(cmd, None);
-    running.wait_line(Duration::from_secs(30), |l| {
-        l.contains("\"type\":\"tool_call\"")
-    });
-    thread::sleep(Duration::from_secs(1));
-    running.sigint();
-    running
-        .finish_within(Duration::from_secs(30))
-        .expect_code(130);
-    assert!(!ws.path("never.txt").exists());
-    let end = Instant::now() + Duration::from_secs(5);
-    while !procs_with(needle).is_empty() && Instant::now() < end {
-        thread::sleep(Duration::from_millis(100));
-    }
-    assert_eq!(
-        procs_with(needle),
-        Vec::<String>::new(),
-        "the sleep survived"
+    let (running, _) = exec_until(
+        anthropic_cmd(&ws, &server),
+        &["--provider", "anthropic", "--json", "wait"],
+        "tool_call",
     );
+    thread::sleep(Duration::from_secs(1));
+    let (out, _) = running.stop(libc::SIGINT, Duration::from_secs(30));
+    out.expect_code(130);
+    assert!(!ws.path("never.txt").exists());
+    assert_gone(needle);
 
     server.set_strict(true);
     let out = exec(

@@ -9,272 +9,30 @@
 
 mod support;
 
-use std::collections::BTreeMap;
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Output};
+use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::*;
+use support::body::{error_text, of_type, result_of, roles, system_of};
+use support::cli::{WireWs, require};
+use support::files::jsonl;
+use support::procs::{eventually, wait_exit};
+use support::script::{bash, call, calls, text, todo, work};
+use support::{Recorded, Reply, Wire};
 use tern::runtime::compact::INSTRUCTION;
-
-const TERN: &str = env!("CARGO_BIN_EXE_tern");
 
 // ---------------------------------------------------------------- harness
 
-/// A temporary workspace (with its own `.tern/`) and a fake provider speaking `wire`.
-struct Ws {
-    dir: tempfile::TempDir,
-    fake: FakeServer,
-    wire: Wire,
-}
-
-impl Ws {
-    fn new(wire: Wire, script: Vec<Reply>) -> Ws {
-        let dir = tempfile::tempdir().expect("tempdir");
-        // A `.tern/` here makes this folder the workspace whatever lies above it.
-        std::fs::create_dir(dir.path().join(".tern")).expect("mkdir .tern");
-        Ws {
-            dir,
-            fake: FakeServer::start(script),
-            wire,
-        }
-    }
-
-    fn root(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// `tern ARGS` in the workspace with a clean environment pointing at the fake server.
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(TERN);
-        c.args(args)
-            .current_dir(self.root())
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", self.root())
-            .env("TERN_MODEL", "m")
-            .stdin(Stdio::null());
-        match self.wire {
-            Wire::OpenAi => c.env("OPENAI_BASE_URL", self.fake.openai_base()),
-            Wire::Anthropic => c.env("ANTHROPIC_BASE_URL", self.fake.base_url()),
-        };
-        c
-    }
-
-    fn tern(&self, args: &[&str]) -> Output {
-        self.cmd(args).output().expect("run tern")
-    }
-
-    /// Runs with `input` on stdin.
-    fn tern_in(&self, args: &[&str], input: &str) -> Output {
-        let mut child = self
-            .cmd(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn tern");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(input.as_bytes())
-            .expect("write stdin");
-        child.wait_with_output().expect("wait tern")
-    }
-
-    fn spawn(&self, args: &[&str]) -> Child {
-        self.cmd(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn tern")
-    }
-
-    /// Runs and requires exit 0.
-    fn ok(&self, args: &[&str]) -> Output {
-        let out = self.tern(args);
-        require(&out, 0, args);
-        out
-    }
-
-    /// Runs and requires exit 1; returns stderr.
-    fn refused(&self, args: &[&str]) -> String {
-        let out = self.tern(args);
-        require(&out, 1, args);
-        String::from_utf8_lossy(&out.stderr).into_owned()
-    }
-
-    fn session(&self) -> PathBuf {
-        let id = std::fs::read_to_string(self.root().join(".tern/current")).expect("current");
-        self.root().join(".tern/sessions").join(id.trim())
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.session().join(name)
-    }
-
-    fn read(&self, name: &str) -> String {
-        std::fs::read_to_string(self.path(name)).unwrap_or_else(|e| panic!("read {name}: {e}"))
-    }
-
-    fn json(&self, name: &str) -> Value {
-        serde_json::from_str(&self.read(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
-    }
-
-    fn events(&self) -> Vec<Value> {
-        self.read("events.jsonl")
-            .lines()
-            .map(|l| serde_json::from_str(l).expect("event line is JSON"))
-            .collect()
-    }
-
-    fn conversation(&self) -> Vec<Value> {
-        self.read("conversation.jsonl")
-            .lines()
-            .map(|l| serde_json::from_str(l).expect("message line is JSON"))
-            .collect()
-    }
-
-    /// Every request body received so far, parsed.
-    fn bodies(&self) -> Vec<Value> {
-        self.fake.requests().iter().map(|r| r.json()).collect()
-    }
-
-    /// Every file under `.tern/`, by relative path.
-    fn snapshot(&self) -> BTreeMap<String, Vec<u8>> {
-        snapshot(&self.root().join(".tern"))
-    }
-
-    /// Asserts that nothing under `.tern/` changed since `before`, except events appended to
-    /// `events.jsonl` whose types are all in `allowed`. Returns the appended events.
-    fn unchanged_since(&self, before: &BTreeMap<String, Vec<u8>>, allowed: &[&str]) -> Vec<Value> {
-        let after = self.snapshot();
-        let names = |m: &BTreeMap<String, Vec<u8>>| m.keys().cloned().collect::<Vec<_>>();
-        assert_eq!(names(&after), names(before), "no file appeared or vanished");
-        let mut appended = Vec::new();
-        for (name, old) in before {
-            let new = &after[name];
-            if name.ends_with("events.jsonl") {
-                assert!(new.starts_with(old), "events.jsonl is append-only");
-                for line in String::from_utf8_lossy(&new[old.len()..]).lines() {
-                    let ev: Value = serde_json::from_str(line).expect("event");
-                    let t = ev["type"].as_str().unwrap_or("");
-                    assert!(allowed.contains(&t), "unexpected event {ev}");
-                    appended.push(ev);
-                }
-            } else {
-                assert!(
-                    new == old,
-                    "{name} changed:\n--- before\n{}\n--- after\n{}",
-                    String::from_utf8_lossy(old),
-                    String::from_utf8_lossy(new)
-                );
-            }
-        }
-        appended
-    }
-}
-
-fn require(out: &Output, code: i32, args: &[&str]) {
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "tern {args:?}\nstdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn snapshot(root: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                let rel = p.strip_prefix(root).expect("under root");
-                out.insert(rel.display().to_string(), std::fs::read(&p).expect("read"));
-            }
-        }
-    }
-    out
-}
-
 /// Waits for `child` at most `limit` (then kills it and fails): proves it did not hang.
 fn wait_bounded(mut child: Child, limit: Duration) -> Output {
-    let start = Instant::now();
-    loop {
-        if child.try_wait().expect("try_wait").is_some() {
-            return child.wait_with_output().expect("output");
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("output");
-            panic!(
-                "still running after {limit:?}\nstderr:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    if wait_exit(&mut child, limit).is_none() {
+        let out = child.wait_with_output().expect("output");
+        panic!(
+            "still running after {limit:?}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
-}
-
-fn text(wire: Wire, t: &str) -> Reply {
-    match wire {
-        Wire::OpenAi => openai_text(t),
-        Wire::Anthropic => anthropic_text(t),
-    }
-    .auto_usage()
-}
-
-fn calls(wire: Wire, list: &[(&str, &str, Value)]) -> Reply {
-    let owned: Vec<(String, String, String)> = list
-        .iter()
-        .map(|(id, name, args)| (id.to_string(), name.to_string(), args.to_string()))
-        .collect();
-    let borrowed: Vec<(&str, &str, &str)> = owned
-        .iter()
-        .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()))
-        .collect();
-    match wire {
-        Wire::OpenAi => openai_tool_calls(&borrowed),
-        Wire::Anthropic => anthropic_tool_calls(&borrowed),
-    }
-    .auto_usage()
-}
-
-fn call(wire: Wire, id: &str, name: &str, args: Value) -> Reply {
-    calls(wire, &[(id, name, args)])
-}
-
-fn bash(wire: Wire, id: &str, command: &str) -> Reply {
-    call(wire, id, "bash", json!({ "command": command }))
-}
-
-fn todo(id: &str, content: &str, status: &str) -> Value {
-    json!({"id": id, "content": content, "status": status})
-}
-
-fn work(wire: Wire, id: &str, todos: Vec<Value>) -> Reply {
-    call(wire, id, "work_update", json!({ "todos": todos }))
-}
-
-/// The system prompt of a request body.
-fn system_of(body: &Value) -> String {
-    if let Some(blocks) = body["system"].as_array() {
-        return blocks
-            .iter()
-            .map(|b| b["text"].as_str().unwrap_or_default())
-            .collect();
-    }
-    let first = &body["messages"][0];
-    assert_eq!(first["role"], "system");
-    first["content"].as_str().unwrap_or_default().to_string()
+    child.wait_with_output().expect("output")
 }
 
 /// Whether a request is a compaction (ends with the compaction instruction).
@@ -283,26 +41,34 @@ fn is_compaction(body: &Value) -> bool {
         .contains(&serde_json::to_string(INSTRUCTION.trim()).expect("str"))
 }
 
-fn of_type<'a>(events: &'a [Value], t: &str) -> Vec<&'a Value> {
-    events.iter().filter(|e| e["type"] == t).collect()
-}
-
 fn position(events: &[Value], f: impl Fn(&Value) -> bool) -> usize {
     events.iter().position(f).expect("event present")
 }
 
-fn result_of<'a>(events: &'a [Value], id: &str) -> &'a Value {
-    events
-        .iter()
-        .find(|e| e["type"] == "tool_result" && e["id"] == id)
-        .unwrap_or_else(|| panic!("no tool_result {id}"))
+/// Runs `tern ARGS`, which must be refused (exit 1) with `message` and change nothing under
+/// `.tern/` but events of the `allowed` types (see [`WireWs::unchanged_since`]); returns those.
+fn refused_unchanged(ws: &WireWs, args: &[&str], message: &str, allowed: &[&str]) -> Vec<Value> {
+    let before = ws.snapshot();
+    let err = ws.refused(args);
+    assert!(err.contains(message), "{args:?}: {err}");
+    ws.unchanged_since(&before, allowed)
+}
+
+/// Asserts that the current session archived nothing (no compaction, no cleared plan or draft).
+fn assert_nothing_archived(ws: &WireWs) {
+    assert_eq!(
+        std::fs::read_dir(ws.path("archive"))
+            .expect("archive")
+            .count(),
+        0
+    );
 }
 
 const LOCKED_SECTION_OPEN: &str = "\n\n<locked_plan>\n";
 
 /// A workspace whose session exists (one finished `tern exec`).
-fn started(wire: Wire) -> Ws {
-    let ws = Ws::new(wire, vec![text(wire, "Hello.")]);
+fn started(wire: Wire) -> WireWs {
+    let ws = WireWs::new(wire, vec![text(wire, "Hello.")]);
     ws.ok(&["exec", "Say hello."]);
     ws
 }
@@ -322,10 +88,7 @@ fn cli_refused_transitions_change_nothing() {
             (vec!["plan", "clear"], "no locked plan to clear"),
         ];
         for (args, message) in cases {
-            let before = ws.snapshot();
-            let err = ws.refused(&args);
-            assert!(err.contains(message), "{args:?}: {err}");
-            let appended = ws.unchanged_since(&before, &["receipt"]);
+            let appended = refused_unchanged(&ws, &args, message, &["receipt"]);
             assert_eq!(appended.len(), 1, "{args:?}: one receipt");
             assert_eq!(appended[0]["ok"], false);
             assert!(
@@ -342,10 +105,12 @@ fn cli_refused_transitions_change_nothing() {
         assert!(String::from_utf8_lossy(&out.stderr).contains("the draft is empty"));
         ws.unchanged_since(&before, &[]);
         std::fs::write(ws.path("plan.draft.md"), " \n\t\n").expect("write");
-        let before = ws.snapshot();
-        let err = ws.refused(&["plan", "confirm"]);
-        assert!(err.contains("no plan draft to confirm"), "{err}");
-        ws.unchanged_since(&before, &["receipt"]);
+        refused_unchanged(
+            &ws,
+            &["plan", "confirm"],
+            "no plan draft to confirm",
+            &["receipt"],
+        );
         assert_eq!(ws.fake.requests().len(), requests, "no request was made");
     }
 }
@@ -358,15 +123,13 @@ fn tool_refused_transitions_change_nothing() {
         let ws = started(wire);
         let system = ws.read("system.txt");
         let draft = ws.read("plan.draft.md");
-        for r in [
+        ws.push(vec![
             call(wire, "t1", "plan_confirm", json!({})),
             call(wire, "t2", "plan_cancel", json!({})),
             call(wire, "t3", "plan_clear", json!({})),
             call(wire, "t4", "plan_draft", json!({"content": "   "})),
             text(wire, "Nothing to do."),
-        ] {
-            ws.fake.push(r);
-        }
+        ]);
         ws.ok(&["exec", "--continue", "Try the plan tools."]);
         let events = ws.events();
         for (id, message) in [
@@ -375,9 +138,8 @@ fn tool_refused_transitions_change_nothing() {
             ("t3", "no locked plan to clear"),
             ("t4", "draft content is empty"),
         ] {
-            let r = result_of(&events, id);
-            assert_eq!(r["is_error"], true, "{r}");
-            assert!(r["content"].as_str().unwrap_or("").contains(message), "{r}");
+            let c = error_text(&events, id);
+            assert!(c.contains(message), "{c}");
         }
         assert!(of_type(&events, "compaction").is_empty());
         assert!(of_type(&events, "plan_state").is_empty());
@@ -390,12 +152,7 @@ fn tool_refused_transitions_change_nothing() {
         assert!(!ws.path("plan.md").exists());
         assert!(!ws.path("plan.json").exists());
         assert!(!ws.path("summary.md").exists());
-        assert_eq!(
-            std::fs::read_dir(ws.path("archive"))
-                .expect("archive")
-                .count(),
-            0
-        );
+        assert_nothing_archived(&ws);
     }
 }
 
@@ -407,7 +164,7 @@ fn tool_refused_transitions_change_nothing() {
 #[test]
 fn bash_draft_noticed_before_next_request_and_never_sent() {
     let wire = Wire::OpenAi;
-    let ws = Ws::new(
+    let ws = WireWs::new(
         wire,
         vec![
             bash(
@@ -490,8 +247,7 @@ fn bash_draft_noticed_before_next_request_and_never_sent() {
 fn cancel_archives_the_draft_cli_and_tool() {
     let wire = Wire::Anthropic;
     let ws = started(wire);
-    let out = ws.tern_in(&["plan", "draft"], "1. a plan to drop\n");
-    require(&out, 0, &["plan", "draft"]);
+    ws.ok_in(&["plan", "draft"], "1. a plan to drop\n");
     assert_eq!(ws.read("plan.draft.md"), "1. a plan to drop\n");
     assert_eq!(ws.json("plan.json")["state"], "drafting");
     ws.ok(&["plan", "cancel"]);
@@ -499,13 +255,11 @@ fn cancel_archives_the_draft_cli_and_tool() {
     assert_eq!(ws.read("archive/draft-0001.md"), "1. a plan to drop\n");
     assert_eq!(ws.json("plan.json")["state"], "idle");
 
-    for r in [
+    ws.push(vec![
         call(wire, "d1", "plan_draft", json!({"content": "1. another\n"})),
         call(wire, "d2", "plan_cancel", json!({})),
         text(wire, "Dropped."),
-    ] {
-        ws.fake.push(r);
-    }
+    ]);
     ws.ok(&["exec", "--continue", "Draft, then drop it."]);
     assert_eq!(ws.read("plan.draft.md"), "");
     assert_eq!(ws.read("archive/draft-0002.md"), "1. another\n");
@@ -540,7 +294,7 @@ fn cancel_archives_the_draft_cli_and_tool() {
 #[test]
 fn work_start_refused_while_draft_pending() {
     let wire = Wire::OpenAi;
-    let ws = Ws::new(
+    let ws = WireWs::new(
         wire,
         vec![
             work(wire, "w1", vec![todo("1", "a", "pending")]),
@@ -558,9 +312,7 @@ fn work_start_refused_while_draft_pending() {
     ws.ok(&["exec", "Plan, then work."]);
     let events = ws.events();
     for id in ["w3", "w4"] {
-        let r = result_of(&events, id);
-        assert_eq!(r["is_error"], true, "{r}");
-        let c = r["content"].as_str().unwrap_or("");
+        let c = error_text(&events, id);
         assert!(
             c.contains("plan draft is waiting") && c.contains("plan_confirm"),
             "{c}"
@@ -591,8 +343,7 @@ fn cli_lifecycle(wire: Wire) {
     let base = ws.read("system.txt");
     let history_before = ws.read("conversation.jsonl");
     let plan = "# Plan\n1. write a.txt\n2. check it\n";
-    let out = ws.tern_in(&["plan", "draft"], plan);
-    require(&out, 0, &["plan", "draft"]);
+    ws.ok_in(&["plan", "draft"], plan);
     assert_eq!(ws.json("plan.json")["state"], "drafting");
 
     ws.fake.push(text(
@@ -657,14 +408,12 @@ fn cli_lifecycle(wire: Wire) {
     assert_eq!(events[p]["to"], "confirmed");
 
     // Execute: the next request carries the locked plan; the first start → executing.
-    for r in [
+    ws.push(vec![
         work(wire, "e1", vec![todo("1", "write a.txt", "in_progress")]),
         bash(wire, "e2", "echo a > a.txt"),
         work(wire, "e3", vec![todo("1", "write a.txt", "completed")]),
         text(wire, "a.txt written."),
-    ] {
-        ws.fake.push(r);
-    }
+    ]);
     let n = ws.bodies().len();
     ws.ok(&["exec", "--continue", "Go."]);
     let bodies = ws.bodies();
@@ -747,10 +496,12 @@ fn cli_lifecycle(wire: Wire) {
     assert_eq!(events[p]["to"], "cleared");
     assert!(c < p);
     // After the clear, clear again is refused and nothing moves.
-    let before = ws.snapshot();
-    let err = ws.refused(&["plan", "clear"]);
-    assert!(err.contains("no locked plan to clear"), "{err}");
-    ws.unchanged_since(&before, &["receipt"]);
+    refused_unchanged(
+        &ws,
+        &["plan", "clear"],
+        "no locked plan to clear",
+        &["receipt"],
+    );
 }
 
 /// PlanConfirm called by the model: compact → move → pin → event, and the new history is the
@@ -758,7 +509,7 @@ fn cli_lifecycle(wire: Wire) {
 #[test]
 fn tool_confirm_keeps_the_calling_message_after_the_summary() {
     let wire = Wire::OpenAi;
-    let ws = Ws::new(
+    let ws = WireWs::new(
         wire,
         vec![
             bash(
@@ -832,11 +583,7 @@ fn tool_confirm_keeps_the_calling_message_after_the_summary() {
     );
     // The archive holds the whole history as it was when the compaction ran, the confirm's
     // assistant message included.
-    let archived: Vec<Value> = ws
-        .read("archive/conversation-0001.jsonl")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("line"))
-        .collect();
+    let archived = jsonl(&ws.path("archive/conversation-0001.jsonl"));
     assert_eq!(
         archived.len(),
         4,
@@ -850,13 +597,11 @@ fn tool_confirm_keeps_the_calling_message_after_the_summary() {
     assert_eq!(bodies.len(), 4);
     let after = &bodies[3];
     assert!(system_of(after).contains("<locked_plan>\n1. one\n2. two\n</locked_plan>"));
-    let roles: Vec<&str> = after["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .map(|m| m["role"].as_str().unwrap_or(""))
-        .collect();
-    assert_eq!(roles, vec!["system", "user", "assistant", "tool", "tool"]);
+    let msgs = after["messages"].as_array().expect("messages");
+    assert_eq!(
+        roles(msgs),
+        vec!["system", "user", "assistant", "tool", "tool"]
+    );
 }
 
 // ---------------------------------------------------------------- failed compaction
@@ -867,8 +612,7 @@ fn tool_confirm_keeps_the_calling_message_after_the_summary() {
 fn failed_compaction_by_empty_summary_changes_nothing() {
     for wire in [Wire::OpenAi, Wire::Anthropic] {
         let ws = started(wire);
-        let out = ws.tern_in(&["plan", "draft"], "1. keep me\n");
-        require(&out, 0, &["plan", "draft"]);
+        ws.ok_in(&["plan", "draft"], "1. keep me\n");
         let n = ws.fake.requests().len();
 
         ws.fake.push(text(wire, ""));
@@ -887,10 +631,12 @@ fn failed_compaction_by_empty_summary_changes_nothing() {
 
         ws.fake.push(text(wire, "[summary]"));
         ws.fake.push(text(wire, "n/a"));
-        let before = ws.snapshot();
-        let err = ws.refused(&["compact"]);
-        assert!(err.contains("placeholder summary"), "{err}");
-        ws.unchanged_since(&before, &["usage", "receipt", "session_start"]);
+        refused_unchanged(
+            &ws,
+            &["compact"],
+            "placeholder summary",
+            &["usage", "receipt", "session_start"],
+        );
     }
 }
 
@@ -904,8 +650,7 @@ fn failed_compaction_by_server_errors_changes_nothing() {
 
     for wire in [Wire::OpenAi, Wire::Anthropic] {
         let ws = started(wire);
-        let out = ws.tern_in(&["plan", "draft"], "1. keep me\n");
-        require(&out, 0, &["plan", "draft"]);
+        ws.ok_in(&["plan", "draft"], "1. keep me\n");
         let boom = r#"{"error":{"message":"internal error","type":"server_error"}}"#;
         ws.fake.set_default(Reply::status(500, boom));
 
@@ -949,7 +694,7 @@ fn failed_compaction_by_server_errors_changes_nothing() {
 
         // Through `tern exec`: the model's plan_confirm gets the refusal as its tool result; the
         // turn then fails on the same dead server (exit 75); the plan files are untouched.
-        let plan_files = |ws: &Ws| {
+        let plan_files = |ws: &WireWs| {
             ["plan.json", "plan.draft.md", "system.txt"].map(|f| std::fs::read(ws.path(f)).ok())
         };
         let files = plan_files(&ws);
@@ -958,20 +703,13 @@ fn failed_compaction_by_server_errors_changes_nothing() {
         require(&out, 75, &["exec"]);
         assert_eq!(plan_files(&ws), files);
         assert!(!ws.path("plan.md").exists());
-        let r = result_of(&ws.events(), "f1").clone();
-        assert_eq!(r["is_error"], true);
-        let c = r["content"].as_str().unwrap_or("");
+        let c = error_text(&ws.events(), "f1");
         assert!(
             c.contains("plan not confirmed")
                 && c.contains("compaction failed, nothing was changed"),
             "{c}"
         );
-        assert_eq!(
-            std::fs::read_dir(ws.path("archive"))
-                .expect("archive")
-                .count(),
-            0
-        );
+        assert_nothing_archived(&ws);
     }
 }
 
@@ -984,7 +722,7 @@ fn locked_plan_survives_three_compactions() {
     let wire = Wire::Anthropic;
     let ws = started(wire);
     let plan = "# Plan\n1. keep\n2. these bytes \u{2014} exactly\n";
-    require(&ws.tern_in(&["plan", "draft"], plan), 0, &["plan", "draft"]);
+    ws.ok_in(&["plan", "draft"], plan);
     ws.fake.push(text(
         wire,
         "Summary: hello was said, the plan is being locked.",
@@ -1031,7 +769,7 @@ fn locked_plan_survives_three_compactions() {
 #[test]
 fn c18_resume_reuses_system_txt_after_agents_md_changed() {
     for wire in [Wire::OpenAi, Wire::Anthropic] {
-        let ws = Ws::new(wire, Vec::new());
+        let ws = WireWs::new(wire, Vec::new());
         std::fs::write(ws.root().join("AGENTS.md"), "Use tabs. QXRULEONE\n").expect("write");
         ws.fake.push(text(wire, "One."));
         ws.ok(&["exec", "First."]);
@@ -1104,7 +842,7 @@ const OVERFLOWS: &[(&str, Wire, &str)] = &[
 fn context_overflow_compacts_once_and_retries_once() {
     for (name, wire, body) in OVERFLOWS {
         let wire = *wire;
-        let ws = Ws::new(
+        let ws = WireWs::new(
             wire,
             vec![
                 bash(wire, "o1", "echo step"),
@@ -1145,7 +883,7 @@ fn context_overflow_compacts_once_and_retries_once() {
 fn context_overflow_twice_fails_without_second_compaction() {
     for (name, wire, body) in OVERFLOWS.iter().take(2) {
         let wire = *wire;
-        let ws = Ws::new(
+        let ws = WireWs::new(
             wire,
             vec![
                 Reply::status(400, body),
@@ -1179,7 +917,7 @@ fn context_overflow_twice_fails_without_second_compaction() {
 #[test]
 fn automatic_compaction_at_the_threshold() {
     for wire in [Wire::OpenAi, Wire::Anthropic] {
-        let ws = Ws::new(
+        let ws = WireWs::new(
             wire,
             vec![
                 bash(wire, "a1", "echo step one"),
@@ -1204,7 +942,7 @@ fn automatic_compaction_at_the_threshold() {
         assert_eq!(c[0]["trigger"], "auto");
         assert_eq!(c[0]["archived_messages"], 3);
         // The same session with the default window does not compact.
-        let ws = Ws::new(
+        let ws = WireWs::new(
             wire,
             vec![bash(wire, "a1", "echo step one"), text(wire, "Done.")],
         );
@@ -1221,7 +959,7 @@ fn automatic_compaction_at_the_threshold() {
 #[test]
 fn verbs_refused_while_a_turn_runs_elsewhere_and_wait() {
     let wire = Wire::OpenAi;
-    let ws = Ws::new(
+    let ws = WireWs::new(
         wire,
         vec![
             bash(
@@ -1238,21 +976,16 @@ fn verbs_refused_while_a_turn_runs_elsewhere_and_wait() {
     );
     let exec = ws.spawn(&["exec", "Sleep a while."]);
     // Wait until the bash call runs (its tool_call event is written before it starts).
-    let start = Instant::now();
-    loop {
-        let running = std::fs::read_to_string(ws.root().join(".tern/current"))
+    let running = || {
+        std::fs::read_to_string(ws.root().join(".tern/current"))
             .ok()
             .and_then(|_| std::fs::read_to_string(ws.path("events.jsonl")).ok())
-            .is_some_and(|e| e.contains("\"tool_call\""));
-        if running {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "exec never started"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+            .is_some_and(|e| e.contains("\"tool_call\""))
+    };
+    assert!(
+        eventually(Duration::from_secs(30), running),
+        "exec never started"
+    );
     let meta = ws.json("meta.json");
     assert_eq!(meta["status"], "running");
     let pid = meta["pid"].as_u64().expect("pid while running");

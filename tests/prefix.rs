@@ -19,142 +19,15 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-
 use serde_json::{Value, json};
-use support::*;
+use support::body::{error_text, system_of};
+use support::cli::WireWs;
+use support::script::{bash, call, calls, text, todo, work};
+use support::{Reply, Wire};
 use tern::runtime::compact::INSTRUCTION;
 
-const TERN: &str = env!("CARGO_BIN_EXE_tern");
 const OPEN: &str = "<tern:work_state>";
 const CLOSE: &str = "</tern:work_state>";
-
-// ---------------------------------------------------------------- harness
-
-/// A temporary workspace (with its own `.tern/`) and a fake provider speaking `wire`.
-struct Ws {
-    dir: tempfile::TempDir,
-    fake: FakeServer,
-    wire: Wire,
-}
-
-impl Ws {
-    fn new(wire: Wire, script: Vec<Reply>) -> Ws {
-        let dir = tempfile::tempdir().expect("tempdir");
-        // A `.tern/` here makes this folder the workspace whatever lies above it.
-        std::fs::create_dir(dir.path().join(".tern")).expect("mkdir .tern");
-        Ws {
-            dir,
-            fake: FakeServer::start(script),
-            wire,
-        }
-    }
-
-    fn root(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// `tern ARGS` in the workspace with a clean environment pointing at the fake server.
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(TERN);
-        c.args(args)
-            .current_dir(self.root())
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", self.root())
-            .env("TERN_MODEL", "m")
-            .stdin(Stdio::null());
-        match self.wire {
-            Wire::OpenAi => c.env("OPENAI_BASE_URL", self.fake.openai_base()),
-            Wire::Anthropic => c.env("ANTHROPIC_BASE_URL", self.fake.base_url()),
-        };
-        c
-    }
-
-    fn tern(&self, args: &[&str]) -> Output {
-        self.cmd(args).output().expect("run tern")
-    }
-
-    /// Runs and requires exit 0.
-    fn ok(&self, args: &[&str]) -> Output {
-        let out = self.tern(args);
-        assert!(
-            out.status.success(),
-            "tern {args:?} failed ({:?})\nstdout:\n{}\nstderr:\n{}",
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out
-    }
-
-    fn session(&self) -> PathBuf {
-        let id = std::fs::read_to_string(self.root().join(".tern/current")).expect("current");
-        self.root().join(".tern/sessions").join(id.trim())
-    }
-
-    fn read(&self, name: &str) -> String {
-        std::fs::read_to_string(self.session().join(name))
-            .unwrap_or_else(|e| panic!("read {name}: {e}"))
-    }
-
-    fn events(&self) -> Vec<Value> {
-        self.read("events.jsonl")
-            .lines()
-            .map(|l| serde_json::from_str(l).expect("event line is JSON"))
-            .collect()
-    }
-
-    /// Raw bodies of every request the server received, in order.
-    fn bodies(&self) -> Vec<String> {
-        self.fake
-            .requests()
-            .iter()
-            .map(|r| String::from_utf8(r.body.clone()).expect("body is UTF-8"))
-            .collect()
-    }
-}
-
-fn text(wire: Wire, t: &str) -> Reply {
-    match wire {
-        Wire::OpenAi => openai_text(t),
-        Wire::Anthropic => anthropic_text(t),
-    }
-    .auto_usage()
-}
-
-fn calls(wire: Wire, list: &[(&str, &str, Value)]) -> Reply {
-    let owned: Vec<(String, String, String)> = list
-        .iter()
-        .map(|(id, name, args)| (id.to_string(), name.to_string(), args.to_string()))
-        .collect();
-    let borrowed: Vec<(&str, &str, &str)> = owned
-        .iter()
-        .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()))
-        .collect();
-    match wire {
-        Wire::OpenAi => openai_tool_calls(&borrowed),
-        Wire::Anthropic => anthropic_tool_calls(&borrowed),
-    }
-    .auto_usage()
-}
-
-fn call(wire: Wire, id: &str, name: &str, args: Value) -> Reply {
-    calls(wire, &[(id, name, args)])
-}
-
-fn bash(wire: Wire, id: &str, command: &str) -> Reply {
-    call(wire, id, "bash", json!({ "command": command }))
-}
-
-fn todo(id: &str, content: &str, status: &str) -> Value {
-    json!({"id": id, "content": content, "status": status})
-}
-
-fn work(wire: Wire, id: &str, todos: Vec<Value>) -> Reply {
-    call(wire, id, "work_update", json!({ "todos": todos }))
-}
 
 // ---------------------------------------------------------------- body anatomy
 
@@ -172,22 +45,6 @@ fn texts(m: &Value) -> Vec<String> {
             .filter_map(|b| b["text"].as_str().map(str::to_string))
             .collect(),
         _ => Vec::new(),
-    }
-}
-
-fn system_of(wire: Wire, body: &Value) -> String {
-    match wire {
-        Wire::OpenAi => {
-            let first = &messages(body)[0];
-            assert_eq!(first["role"], "system", "the system prompt comes first");
-            first["content"].as_str().expect("system text").to_string()
-        }
-        Wire::Anthropic => body["system"]
-            .as_array()
-            .expect("system blocks")
-            .iter()
-            .map(|b| b["text"].as_str().unwrap_or_default())
-            .collect(),
     }
 }
 
@@ -323,10 +180,33 @@ const SUMMARY_MANUAL: &str =
 const SUMMARY_CLEAR: &str =
     "Summary three: README.md was written, every item is done, the plan is being cleared.";
 
+/// The To-do of the scripted session: `done` completed items, then items with the statuses
+/// `rest`; items 1, 2, … in the order the work comes (the plan, count.sh, its test, README.md,
+/// tidying up).
+fn items(done: usize, rest: &[&str]) -> Vec<Value> {
+    const NAMES: [&str; 5] = [
+        "Plan the work",
+        "Write count.sh",
+        "Test count.sh",
+        "Write README.md",
+        "Tidy up",
+    ];
+    let statuses: Vec<&str> = std::iter::repeat_n("completed", done)
+        .chain(rest.iter().copied())
+        .collect();
+    assert!(statuses.len() <= NAMES.len());
+    statuses
+        .iter()
+        .zip(NAMES)
+        .enumerate()
+        .map(|(i, (status, name))| todo(&(i + 1).to_string(), name, status))
+        .collect()
+}
+
 fn script(w: Wire) -> (Vec<Reply>, Vec<Reply>) {
     let first = vec![
         // 1: a pending item is fine before any plan: from request 2 on there is a tail.
-        work(w, "c01", vec![todo("1", "Plan the work", "pending")]),
+        work(w, "c01", items(0, &["pending"])),
         // 2: the draft, written with bash through $PLAN_DRAFT_FILE.
         bash(
             w,
@@ -334,7 +214,7 @@ fn script(w: Wire) -> (Vec<Reply>, Vec<Reply>) {
             r#"printf '# Plan\n1. write count.sh [%s%s]\n' QX ALPHA > "$PLAN_DRAFT_FILE" && echo drafted"#,
         ),
         // 3: starting an item while the draft is pending is refused.
-        work(w, "c03", vec![todo("1", "Plan the work", "in_progress")]),
+        work(w, "c03", items(0, &["in_progress"])),
         // 4: a revision through the tool.
         call(
             w,
@@ -352,99 +232,41 @@ fn script(w: Wire) -> (Vec<Reply>, Vec<Reply>) {
         call(w, "c06", "plan_confirm", json!({})),
         text(w, SUMMARY_CONFIRM),
         // 8: the first start after confirm: confirmed → executing.
-        work(
-            w,
-            "c08",
-            vec![
-                todo("1", "Plan the work", "completed"),
-                todo("2", "Write count.sh", "in_progress"),
-                todo("3", "Test count.sh", "pending"),
-            ],
-        ),
+        work(w, "c08", items(1, &["in_progress", "pending"])),
         bash(
             w,
             "c09",
             r#"printf 'wc -w < "$1"\n' > count.sh && echo written"#,
         ),
-        work(
-            w,
-            "c10",
-            vec![
-                todo("1", "Plan the work", "completed"),
-                todo("2", "Write count.sh", "completed"),
-                todo("3", "Test count.sh", "in_progress"),
-            ],
-        ),
+        work(w, "c10", items(2, &["in_progress"])),
         bash(w, "c11", "echo one two > s.txt && bash count.sh s.txt"),
         bash(w, "c12", "ls"),
-        work(
-            w,
-            "c13",
-            vec![
-                todo("1", "Plan the work", "completed"),
-                todo("2", "Write count.sh", "completed"),
-                todo("3", "Test count.sh", "completed"),
-            ],
-        ),
+        work(w, "c13", items(3, &[])),
         // 14: end of the first `tern exec`.
         text(w, "count.sh works: it printed 2."),
         // 15: `tern compact`.
         text(w, SUMMARY_MANUAL),
     ];
-    let done3 = || {
-        vec![
-            todo("1", "Plan the work", "completed"),
-            todo("2", "Write count.sh", "completed"),
-            todo("3", "Test count.sh", "completed"),
-        ]
-    };
-    let with = |extra: Vec<Value>| {
-        let mut v = done3();
-        v.extend(extra);
-        v
-    };
     let second = vec![
-        work(
-            w,
-            "c16",
-            with(vec![todo("4", "Write README.md", "in_progress")]),
-        ),
+        work(w, "c16", items(3, &["in_progress"])),
         bash(w, "c17", "printf '# count\\n' > README.md && echo ok"),
         bash(w, "c18", "cat README.md"),
         // 19: finish the item and clear the plan in one message; 20: the clear's compaction.
         calls(
             w,
             &[
-                (
-                    "c19a",
-                    "work_update",
-                    json!({"todos": with(vec![todo("4", "Write README.md", "completed")])}),
-                ),
+                ("c19a", "work_update", json!({"todos": items(4, &[])})),
                 ("c19b", "plan_clear", json!({})),
             ],
         ),
         text(w, SUMMARY_CLEAR),
         bash(w, "c21", "ls"),
-        work(
-            w,
-            "c22",
-            with(vec![
-                todo("4", "Write README.md", "completed"),
-                todo("5", "Tidy up", "in_progress"),
-            ]),
-        ),
+        work(w, "c22", items(4, &["in_progress"])),
         bash(w, "c23", "echo a"),
         bash(w, "c24", "echo b"),
         bash(w, "c25", "echo c"),
         bash(w, "c26", "echo d"),
-        work(
-            w,
-            "c27",
-            with(vec![
-                todo("4", "Write README.md", "completed"),
-                todo("5", "Tidy up", "completed"),
-            ]),
-        ),
+        work(w, "c27", items(5, &[])),
         bash(w, "c28", "echo e"),
         bash(w, "c29", "echo f"),
         text(w, "All done."),
@@ -454,15 +276,13 @@ fn script(w: Wire) -> (Vec<Reply>, Vec<Reply>) {
 
 fn thirty_request_session(wire: Wire) {
     let (first, second) = script(wire);
-    let ws = Ws::new(wire, first);
+    let ws = WireWs::new(wire, first);
     ws.ok(&[
         "exec",
         "Write count.sh with a test. Plan it first, then do it.",
     ]);
     ws.ok(&["compact"]);
-    for r in second {
-        ws.fake.push(r);
-    }
+    ws.push(second);
     ws.ok(&[
         "exec",
         "--continue",
@@ -470,7 +290,7 @@ fn thirty_request_session(wire: Wire) {
     ]);
     assert_eq!(ws.fake.remaining(), 0, "every scripted answer was used");
 
-    let raws = ws.bodies();
+    let raws = ws.raw_bodies();
     assert_eq!(raws.len(), 30, "30 requests");
     let bodies: Vec<Value> = raws
         .iter()
@@ -497,7 +317,7 @@ fn thirty_request_session(wire: Wire) {
 
     // System prompt: S0 until the confirm (compaction 7 included), S0 + plan from 8 to 20,
     // exactly S0 again after the clear.
-    let sys: Vec<String> = bodies.iter().map(|b| system_of(wire, b)).collect();
+    let sys: Vec<String> = bodies.iter().map(system_of).collect();
     let locked = ws.read("archive/plan-0001.md");
     assert!(
         locked.contains(MARK_V3),
@@ -672,18 +492,8 @@ fn thirty_request_session(wire: Wire) {
         );
     }
     // The refused start while the draft was pending.
-    let refused = events
-        .iter()
-        .find(|e| e["type"] == "tool_result" && e["id"] == "c03")
-        .expect("c03 result");
-    assert_eq!(refused["is_error"], true);
-    assert!(
-        refused["content"]
-            .as_str()
-            .unwrap_or("")
-            .contains("plan draft is waiting"),
-        "{refused}"
-    );
+    let refused = error_text(&events, "c03");
+    assert!(refused.contains("plan draft is waiting"), "{refused}");
     // Each draft change was noticed before the next request.
     for id in ["c02", "c04", "c05"] {
         let r = events
@@ -719,13 +529,13 @@ fn c18_thirty_requests_prefix_discipline_anthropic() {
 fn prefix_check_catches_a_changed_earlier_message() {
     for wire in [Wire::OpenAi, Wire::Anthropic] {
         let (first, _) = script(wire);
-        let ws = Ws::new(wire, first.into_iter().take(3).collect());
+        let ws = WireWs::new(wire, first.into_iter().take(3).collect());
         ws.fake.push(text(wire, "stop"));
         ws.ok(&[
             "exec",
             "Write count.sh with a test. Plan it first, then do it.",
         ]);
-        let raws = ws.bodies();
+        let raws = ws.raw_bodies();
         assert!(raws.len() >= 3);
         let prev = core(wire, &raws[1]);
         let next = raws[2].replace(BREAKPOINT, "");

@@ -6,163 +6,20 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
-use serde_json::{Value, json};
-use support::{FakeServer, openai_text, openai_tool_calls};
+use serde_json::Value;
+use support::body::{content, messages, tool_result};
+use support::cli::{Ws, ok, run};
+use support::files::{jsonl, read, read_json};
+use support::procs::{Seen, wait_exit};
+use support::script::openai_bash;
+use support::{FakeServer, openai_text};
 
 // ---------------------------------------------------------------- helpers
-
-struct Ws {
-    dir: tempfile::TempDir,
-}
-
-impl Ws {
-    fn new() -> Ws {
-        let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::create_dir(dir.path().join(".tern")).expect("mkdir .tern");
-        Ws { dir }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn tern(&self, fake: &FakeServer) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_tern"));
-        c.current_dir(self.path())
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", self.path())
-            .env("OPENAI_BASE_URL", fake.openai_base())
-            .env("TERN_MODEL", "m");
-        c
-    }
-
-    fn current_id(&self) -> String {
-        std::fs::read_to_string(self.path().join(".tern/current"))
-            .expect("read .tern/current")
-            .trim()
-            .to_string()
-    }
-
-    fn current_dir(&self) -> PathBuf {
-        self.path().join(".tern/sessions").join(self.current_id())
-    }
-}
-
-struct Out {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl std::fmt::Debug for Out {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-            self.code, self.stdout, self.stderr
-        )
-    }
-}
-
-/// Runs `cmd` with `stdin` (then EOF), failing the test if it has not ended after 60 s (a hang).
-fn run(mut cmd: Command, stdin: &str) -> Out {
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn tern");
-    let mut input = child.stdin.take().expect("stdin");
-    let text = stdin.to_string();
-    let writer = std::thread::spawn(move || {
-        let _ = input.write_all(text.as_bytes());
-    });
-    let out = collect(child, Duration::from_secs(60));
-    let _ = writer.join();
-    out
-}
-
-fn collect(mut child: Child, limit: Duration) -> Out {
-    let mut so = child.stdout.take().expect("stdout");
-    let mut se = child.stderr.take().expect("stderr");
-    let t1 = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = so.read_to_string(&mut s);
-        s
-    });
-    let t2 = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = se.read_to_string(&mut s);
-        s
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("try_wait") {
-            break st;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "tern did not finish within {limit:?}\n--- stdout\n{}\n--- stderr\n{}",
-                t1.join().unwrap_or_default(),
-                t2.join().unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Out {
-        code: status.code(),
-        stdout: t1.join().unwrap_or_default(),
-        stderr: t2.join().unwrap_or_default(),
-    }
-}
-
-fn ok(cmd: Command, stdin: &str) -> Out {
-    let out = run(cmd, stdin);
-    assert_eq!(out.code, Some(0), "{out:?}");
-    out
-}
-
-fn read(p: &Path) -> String {
-    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
-}
-
-fn jsonl(p: &Path) -> Vec<Value> {
-    read(p)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad line {l:?}: {e}")))
-        .collect()
-}
-
-fn messages(req: &support::Recorded) -> Vec<Value> {
-    req.json()["messages"]
-        .as_array()
-        .cloned()
-        .unwrap_or_else(|| panic!("no messages in {}", req.body_str()))
-}
-
-fn content(m: &Value) -> String {
-    m["content"].as_str().unwrap_or("").to_string()
-}
-
-fn bash(id: &str, command: &str) -> support::Reply {
-    let args = json!({ "command": command }).to_string();
-    openai_tool_calls(&[(id, "bash", args.as_str())])
-}
-
-/// The stored tool result answering call `id`.
-fn tool_result(conversation: &[Value], id: &str) -> Value {
-    conversation
-        .iter()
-        .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
-        .cloned()
-        .unwrap_or_else(|| panic!("no tool result for {id}: {conversation:?}"))
-}
 
 /// A summary long enough not to count as a placeholder.
 const SUMMARY: &str =
@@ -175,14 +32,14 @@ const SUMMARY: &str =
 #[test]
 fn repl_approvals_slash_commands_and_status_lines() {
     let fake = FakeServer::strict(vec![
-        bash("c1", "touch declined.txt"),
+        openai_bash("c1", "touch declined.txt"),
         openai_text("Not run, then."),
-        bash("c2", "touch yes.txt"),
+        openai_bash("c2", "touch yes.txt"),
         openai_text("Made yes.txt."),
-        bash("c3", "touch always1.txt"),
-        bash("c4", "touch always2.txt"),
+        openai_bash("c3", "touch always1.txt"),
+        openai_bash("c4", "touch always2.txt"),
         openai_text("Made both."),
-        bash("c5", "touch always3.txt"),
+        openai_bash("c5", "touch always3.txt"),
         openai_text("Made always3."),
         openai_text(SUMMARY),
         openai_text("Following the locked plan."),
@@ -255,36 +112,24 @@ fn repl_approvals_slash_commands_and_status_lines() {
             op.slash
         );
     }
-    assert!(
-        out.stdout.contains("To-do\nno To-do items\n\nPlan: idle\n"),
-        "{out:?}"
-    );
-    assert!(
-        out.stdout.contains("plan state: idle (revision 0)\n"),
-        "{out:?}"
-    );
-    assert!(
-        out.stdout.contains("Draft saved (revision 1, drafting)"),
-        "{out:?}"
-    );
-    assert!(
-        out.stdout
-            .contains("# draft ($PLAN_DRAFT_FILE, not in the prompt)\nsome plan text\n"),
-        "{out:?}"
-    );
-    assert!(out.stdout.contains("Plan confirmed and locked"), "{out:?}");
-    assert!(
-        out.stdout.contains(&format!("session {id}: 11 requests")),
-        "{out:?}"
-    );
-    assert!(
-        out.stdout.contains(&format!("* {id}")),
-        "/sessions: {out:?}"
-    );
-    assert!(
-        out.stdout.contains("make declined.txt"),
-        "/sessions title: {out:?}"
-    );
+    for (what, shown) in [
+        (
+            "/status",
+            "To-do\nno To-do items\n\nPlan: idle\n".to_string(),
+        ),
+        ("/plan", "plan state: idle (revision 0)\n".into()),
+        ("/draft", "Draft saved (revision 1, drafting)".into()),
+        (
+            "/plan",
+            "# draft ($PLAN_DRAFT_FILE, not in the prompt)\nsome plan text\n".into(),
+        ),
+        ("/confirm", "Plan confirmed and locked".into()),
+        ("/stats", format!("session {id}: 11 requests")),
+        ("/sessions", format!("* {id}")),
+        ("/sessions title", "make declined.txt".into()),
+    ] {
+        assert!(out.stdout.contains(&shown), "{what}: {out:?}");
+    }
     assert!(
         out.stderr
             .contains("unknown command /foo; /help lists them"),
@@ -312,7 +157,7 @@ fn repl_approvals_slash_commands_and_status_lines() {
     assert!(!content(&messages(&reqs[8])[0]).contains("<locked_plan>\nsome plan text"));
     assert_eq!(read(&ses.join("plan.md")), "some plan text");
     assert_eq!(read(&ses.join("plan.draft.md")), "");
-    let plan: Value = serde_json::from_str(&read(&ses.join("plan.json"))).unwrap();
+    let plan = read_json(&ses.join("plan.json"));
     assert_eq!(plan["state"], "confirmed", "{plan}");
 
     // Receipts of the slash ops in events.jsonl.
@@ -335,7 +180,7 @@ fn repl_eof_ends_with_exit_0_and_multiline_input() {
     let fake = FakeServer::strict(vec![
         openai_text("Got the block."),
         openai_text("Got the continued line."),
-        bash("c1", "touch eof.txt"),
+        openai_bash("c1", "touch eof.txt"),
         openai_text("Not run."),
     ]);
     let ws = Ws::new();
@@ -712,7 +557,7 @@ fn ops_parity_every_op_same_receipt_from_verb_and_slash() {
 fn repl_sigterm_ends_the_repl() {
     let fake = FakeServer::strict(vec![
         openai_text("Hello."),
-        bash("c1", "sleep 63.29"),
+        openai_bash("c1", "sleep 63.29"),
         openai_text("unused"),
     ]);
     for during_turn in [false, true] {
@@ -725,59 +570,26 @@ fn repl_sigterm_ends_the_repl() {
         let mut child = cmd.spawn().expect("spawn tern chat");
         // stdin stays open: the REPL is waiting for a person, not at EOF.
         let mut stdin = child.stdin.take().unwrap();
-        let mut se = child.stderr.take().unwrap();
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-        let sink = seen.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 1024];
-            while let Ok(n) = se.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        let wait_for = |what: &str| {
-            let start = Instant::now();
-            while !seen.lock().unwrap().contains(what) {
-                assert!(
-                    start.elapsed() < Duration::from_secs(20),
-                    "no {what:?}: {}",
-                    seen.lock().unwrap()
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        };
+        let seen = Seen::start(child.stderr.take().unwrap());
         if during_turn {
             stdin.write_all(b"run the slow thing\n").unwrap();
-            wait_for("$ sleep 63.29");
+            seen.wait_for("$ sleep 63.29");
         } else {
             stdin.write_all(b"hello\n").unwrap();
-            wait_for("── ");
+            seen.wait_for("── ");
         }
         // SAFETY: kill(2) on our own child, not yet reaped.
         unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-        let start = Instant::now();
-        let status = loop {
-            if let Some(st) = child.try_wait().unwrap() {
-                break st;
-            }
-            if start.elapsed() > Duration::from_secs(10) {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!(
-                    "tern chat still running 10 s after SIGTERM (during a turn: {during_turn}):\n{}",
-                    seen.lock().unwrap()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        let Some(status) = wait_exit(&mut child, Duration::from_secs(10)) else {
+            panic!(
+                "tern chat still running 10 s after SIGTERM (during a turn: {during_turn}):\n{}",
+                seen.text()
+            );
         };
         drop(stdin);
         // Ended by tern itself (an exit code), not by the signal's default action.
         assert!(status.code().is_some(), "{status:?}");
-        let meta: Value = serde_json::from_str(&read(&ws.current_dir().join("meta.json"))).unwrap();
+        let meta = read_json(&ws.current_dir().join("meta.json"));
         assert_ne!(meta["status"], "running", "{meta}");
         if during_turn {
             let conv = jsonl(&ws.current_dir().join("conversation.jsonl"));

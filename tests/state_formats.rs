@@ -16,14 +16,14 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
-use support::*;
+use support::Wire;
+use support::cli::{WireWs, tern_clean};
+use support::files::snapshot;
+use support::script::{bash, calls, text};
 
-const TERN: &str = env!("CARGO_BIN_EXE_tern");
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 const STAGES: [&str; 5] = ["idle", "drafting", "confirmed", "executing", "cleared"];
 
@@ -257,23 +257,6 @@ fn check(shape: &Value, v: &Value, at: &str) -> Vec<String> {
     }
 }
 
-fn snapshot(root: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                let rel = p.strip_prefix(root).expect("under root");
-                out.insert(rel.display().to_string(), std::fs::read(&p).expect("read"));
-            }
-        }
-    }
-    out
-}
-
 // ---------------------------------------------------------------- the checker itself
 
 #[test]
@@ -398,24 +381,16 @@ fn every_event_type_the_source_emits_is_documented() {
 
 // ---------------------------------------------------------------- the demo
 
-fn clean<'a>(cmd: &'a mut Command, home: &Path) -> &'a mut Command {
-    cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .stdin(Stdio::null())
-}
-
 #[test]
 fn demo_files_match_the_documented_formats() {
     let docs = docs();
     let tmp = tempfile::tempdir().expect("tempdir");
     let ws = tmp.path().join("ws");
-    let out = clean(
-        Command::new(TERN).args(["demo", "--workspace"]).arg(&ws),
-        tmp.path(),
-    )
-    .output()
-    .expect("run demo");
+    let out = tern_clean(tmp.path())
+        .args(["demo", "--workspace"])
+        .arg(&ws)
+        .output()
+        .expect("run demo");
     assert!(
         out.status.success(),
         "{}",
@@ -512,72 +487,8 @@ fn examples_match_the_documented_formats() {
     }
 }
 
-/// A workspace with its own `.tern/` and a fake OpenAI-style provider.
-struct Ws {
-    dir: tempfile::TempDir,
-    fake: FakeServer,
-}
-
-impl Ws {
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(TERN);
-        clean(&mut c, self.dir.path());
-        c.args(args)
-            .current_dir(self.dir.path())
-            .env("TERN_MODEL", "m")
-            .env("OPENAI_BASE_URL", self.fake.openai_base());
-        c
-    }
-
-    fn ok(&self, args: &[&str], stdin: Option<&str>) -> Output {
-        let mut c = self.cmd(args);
-        c.stdout(Stdio::piped()).stderr(Stdio::piped());
-        if stdin.is_some() {
-            c.stdin(Stdio::piped());
-        }
-        let mut child = c.spawn().expect("spawn tern");
-        if let Some(s) = stdin {
-            child
-                .stdin
-                .take()
-                .expect("stdin")
-                .write_all(s.as_bytes())
-                .expect("write");
-        }
-        let out = child.wait_with_output().expect("wait");
-        assert!(
-            out.status.success(),
-            "tern {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out
-    }
-
-    fn session(&self) -> PathBuf {
-        let id = std::fs::read_to_string(self.dir.path().join(".tern/current")).expect("current");
-        self.dir.path().join(".tern/sessions").join(id.trim())
-    }
-}
-
-fn text(t: &str) -> Reply {
-    openai_text(t).auto_usage()
-}
-
-fn calls(list: &[(&str, &str, Value)]) -> Reply {
-    let owned: Vec<(String, String, String)> = list
-        .iter()
-        .map(|(id, name, args)| (id.to_string(), name.to_string(), args.to_string()))
-        .collect();
-    let borrowed: Vec<(&str, &str, &str)> = owned
-        .iter()
-        .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()))
-        .collect();
-    openai_tool_calls(&borrowed).auto_usage()
-}
-
-fn bash(id: &str, command: &str) -> Reply {
-    calls(&[(id, "bash", json!({ "command": command }))])
-}
+/// The wire of the generated examples.
+const W: Wire = Wire::OpenAi;
 
 fn todos(statuses: [&str; 3]) -> Value {
     let names = ["Write count.sh", "Test count.sh on a sample", "Report"];
@@ -593,101 +504,89 @@ fn todos(statuses: [&str; 3]) -> Value {
 
 /// Runs the scripted session and returns each stage's session folder, normalised.
 fn generate() -> BTreeMap<&'static str, BTreeMap<String, Vec<u8>>> {
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::create_dir(dir.path().join(".tern")).expect("mkdir");
-    let ws = Ws {
-        dir,
-        fake: FakeServer::start(Vec::new()),
-    };
+    let ws = WireWs::new(W, Vec::new());
     let mut stages = BTreeMap::new();
-    let push = |replies: Vec<Reply>| {
-        for r in replies {
-            ws.fake.push(r);
-        }
-    };
 
-    push(vec![
-        bash("call_01", "printf 'hi\\n' > hello.txt && cat hello.txt"),
-        text("Done: hello.txt contains hi."),
+    ws.push(vec![
+        bash(W, "call_01", "printf 'hi\\n' > hello.txt && cat hello.txt"),
+        text(W, "Done: hello.txt contains hi."),
     ]);
-    ws.ok(
-        &["exec", "Create hello.txt containing hi and show it."],
-        None,
-    );
+    ws.ok(&["exec", "Create hello.txt containing hi and show it."]);
     stages.insert("idle", normalise(&ws));
 
-    ws.ok(&["plan", "draft"], Some("# Plan\n1. skip the test\n"));
-    ws.ok(&["plan", "cancel"], None);
-    push(vec![
-        calls(&[(
+    ws.ok_in(&["plan", "draft"], "# Plan\n1. skip the test\n");
+    ws.ok(&["plan", "cancel"]);
+    ws.push(vec![
+        calls(W, &[(
             "call_02",
             "work_update",
             json!({"todos": todos(["pending", "pending", "pending"]),
                    "goal": {"objective": "count.sh with a passing test", "token_budget": 20000}}),
         )]),
         bash(
+            W,
             "call_03",
             "cat > \"$PLAN_DRAFT_FILE\" <<'EOF'\n# Plan: count.sh\n1. Write count.sh: print the number of words in the file given as $1.\n2. Test it on a sample file.\n3. Report.\nEOF\necho drafted",
         ),
-        calls(&[(
+        calls(W, &[(
             "call_04",
             "work_update",
             json!({"todos": todos(["in_progress", "pending", "pending"])}),
         )]),
-        calls(&[(
+        calls(W, &[(
             "call_05",
             "update_plan",
             json!({"title": "count.sh", "objective": "a word counter with a test",
                    "approach": "wc -w behind a small script",
                    "risks": ["wc pads its count with spaces"], "steps": ["write", "test"]}),
         )]),
-        text("The plan is in $PLAN_DRAFT_FILE; confirm it when you agree (`tern plan confirm`)."),
+        text(W, "The plan is in $PLAN_DRAFT_FILE; confirm it when you agree (`tern plan confirm`)."),
     ]);
-    ws.ok(
-        &[
-            "exec",
-            "--continue",
-            "Write count.sh, a word counter, with a test. Plan it first and let me confirm the plan.",
-        ],
-        None,
-    );
+    ws.ok(&[
+        "exec",
+        "--continue",
+        "Write count.sh, a word counter, with a test. Plan it first and let me confirm the plan.",
+    ]);
     stages.insert("drafting", normalise(&ws));
 
-    push(vec![text(
+    ws.push(vec![text(
+        W,
         "The person asked for hello.txt (done: it contains hi) and for count.sh, a word counter \
          with a test, planned first. The plan is drafted and is being confirmed. Next: item 1.",
     )]);
-    ws.ok(&["plan", "confirm"], None);
+    ws.ok(&["plan", "confirm"]);
     stages.insert("confirmed", normalise(&ws));
 
-    push(vec![
-        calls(&[(
+    ws.push(vec![
+        calls(W, &[(
             "call_06",
             "work_update",
             json!({"todos": todos(["in_progress", "pending", "pending"])}),
         )]),
         bash(
+            W,
             "call_07",
             "printf '#!/usr/bin/env bash\\nwc -w < \"$1\" | tr -d \" \"\\n' > count.sh && chmod +x count.sh && echo written",
         ),
-        bash("call_08", "seq 1 4000"),
-        calls(&[(
+        bash(W, "call_08", "seq 1 4000"),
+        calls(W, &[(
             "call_09",
             "work_update",
             json!({"todos": todos(["completed", "in_progress", "pending"])}),
         )]),
-        text("count.sh is written; the test is next."),
+        text(W, "count.sh is written; the test is next."),
     ]);
-    ws.ok(&["exec", "--continue", "Confirmed. Go ahead."], None);
-    ws.ok(&["relay"], None);
+    ws.ok(&["exec", "--continue", "Confirmed. Go ahead."]);
+    ws.ok(&["relay"]);
     stages.insert("executing", normalise(&ws));
 
-    push(vec![
+    ws.push(vec![
         bash(
+            W,
             "call_10",
             "printf 'one two three\\n' > sample.txt && test \"$(./count.sh sample.txt)\" = 3 && echo PASS",
         ),
-        calls(&[
+        calls(W, &[
             (
                 "call_11",
                 "work_update",
@@ -696,19 +595,17 @@ fn generate() -> BTreeMap<&'static str, BTreeMap<String, Vec<u8>>> {
             ("call_12", "plan_clear", json!({})),
         ]),
         text(
+            W,
             "count.sh and its test are done: the test printed PASS and every item is completed. \
              The plan is being cleared.",
         ),
-        text("Done: count.sh counts words and its test passes. The plan is cleared."),
+        text(W, "Done: count.sh counts words and its test passes. The plan is cleared."),
     ]);
-    ws.ok(
-        &[
-            "exec",
-            "--continue",
-            "Finish: run the test, close the To-do and clear the plan.",
-        ],
-        None,
-    );
+    ws.ok(&[
+        "exec",
+        "--continue",
+        "Finish: run the test, close the To-do and clear the plan.",
+    ]);
     stages.insert("cleared", normalise(&ws));
     assert_eq!(ws.fake.remaining(), 0, "every scripted answer was used");
     stages
@@ -719,17 +616,16 @@ const NORM_WS: &str = "/home/user/project";
 const NORM_URL: &str = "http://127.0.0.1:8080/v1";
 
 /// The session folder with its volatile values normalised (see state/README.md).
-fn normalise(ws: &Ws) -> BTreeMap<String, Vec<u8>> {
+fn normalise(ws: &WireWs) -> BTreeMap<String, Vec<u8>> {
     let session = ws.session();
     let id = session
         .file_name()
         .expect("id")
         .to_string_lossy()
         .into_owned();
-    let root = ws.dir.path().display().to_string();
+    let root = ws.root().display().to_string();
     let canonical = ws
-        .dir
-        .path()
+        .root()
         .canonicalize()
         .expect("canonical")
         .display()

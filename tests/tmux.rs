@@ -9,7 +9,10 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{FakeServer, Wire, openai_text, openai_tool_calls};
+use support::body::{messages, roles, tool_result};
+use support::files::{jsonl, read, read_json};
+use support::procs::{eventually, pids_running};
+use support::{FakeServer, Recorded, Wire, openai_text, openai_tool_calls};
 
 /// A tmux server of our own, its socket in the test's temporary folder (`tmux -S`): it never
 /// touches a person's server, and no socket file outlives the test. Killed when dropped.
@@ -150,37 +153,35 @@ fn start_chat(tmux: &Tmux, ws: &Path, fake: &FakeServer) {
     tmux.wait_for_prompt_after("/help for commands");
 }
 
-/// Pids of processes whose command line is exactly `argv`.
-fn pids_running(argv: &[&str]) -> Vec<u32> {
-    let want: Vec<u8> = argv
-        .iter()
-        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
-        .collect();
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        if std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == want) {
-            out.push(pid);
-        }
+/// A temporary folder holding the tmux server's files and a workspace `ws/` with its own
+/// `.tern/`; None (after saying so) when tmux is not installed.
+fn setup(test: &str) -> Option<(tempfile::TempDir, Tmux, PathBuf)> {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(tmux) = Tmux::start(dir.path()) else {
+        eprintln!("SKIPPED {test}: tmux is not installed (.ci/run installs it)");
+        return None;
+    };
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(ws.join(".tern")).unwrap();
+    Some((dir, tmux, ws))
+}
+
+/// Checks every request is one the strict server accepts; returns the messages of the second.
+fn second_request_messages(reqs: &[Recorded]) -> Vec<Value> {
+    for r in reqs {
+        support::validate(Wire::OpenAi, &r.json()).expect("a request the strict server refuses");
     }
-    out
+    messages(&reqs[1])
 }
 
 /// C17: Ctrl-C 2 s into `sleep 61.37` kills its process group and stores an error result for the
 /// call; "continue" is then accepted by a strict provider, and the final answer is shown.
 #[test]
 fn c17_ctrl_c_during_a_tool_call_then_continue_in_tmux() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some(tmux) = Tmux::start(dir.path()) else {
-        eprintln!(
-            "SKIPPED c17_ctrl_c_during_a_tool_call_then_continue_in_tmux: tmux is not installed (.ci/run installs it)"
-        );
+    let Some((_dir, tmux, ws)) = setup("c17_ctrl_c_during_a_tool_call_then_continue_in_tmux")
+    else {
         return;
     };
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(ws.join(".tern")).unwrap();
     // A duration no other test or person uses, so the process can be found by its command line.
     let sleep = ["sleep", "61.37"];
     let args = json!({"command": sleep.join(" ")}).to_string();
@@ -195,33 +196,24 @@ fn c17_ctrl_c_during_a_tool_call_then_continue_in_tmux() {
     start_chat(&tmux, &ws, &fake);
     tmux.keys(&["run the long command", "Enter"]);
     tmux.wait_for("$ sleep 61.37");
-    let start = Instant::now();
-    while pids_running(&sleep).is_empty() {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "sleep never started"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert!(
+        eventually(Duration::from_secs(20), || !pids_running(&sleep).is_empty()),
+        "sleep never started"
+    );
     std::thread::sleep(Duration::from_secs(2));
     tmux.keys(&["C-c"]);
-    let screen = tmux.wait_for("(interrupted)");
+    tmux.wait_for("(interrupted)");
+    // The status line is a separate write after "(interrupted)": a capture can fall between the
+    // two, so wait for it (the first turn's, so the only one) instead of expecting it at once.
+    let screen = tmux.wait_for("── ");
     assert!(screen.contains("interrupted by the user after"), "{screen}");
-    assert!(
-        screen.contains("── "),
-        "no status line after the turn:\n{screen}"
-    );
 
     // The process group was killed: no sleep left behind.
-    let start = Instant::now();
-    while !pids_running(&sleep).is_empty() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "sleep 61.37 still running after Ctrl-C: {:?}",
-            pids_running(&sleep)
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert!(
+        eventually(Duration::from_secs(10), || pids_running(&sleep).is_empty()),
+        "sleep 61.37 still running after Ctrl-C: {:?}",
+        pids_running(&sleep)
+    );
 
     tmux.wait_for_prompt_after("(interrupted)");
     tmux.keys(&["continue", "Enter"]);
@@ -231,16 +223,9 @@ fn c17_ctrl_c_during_a_tool_call_then_continue_in_tmux() {
     // Every request was valid for the strict provider; the second carries the stored error.
     let reqs = fake.requests();
     assert_eq!(reqs.len(), 2, "{screen}");
-    for r in &reqs {
-        support::validate(Wire::OpenAi, &r.json()).expect("a request the strict server refuses");
-    }
-    let msgs = reqs[1].json()["messages"].as_array().cloned().unwrap();
-    let roles: Vec<&str> = msgs
-        .iter()
-        .map(|m| m["role"].as_str().unwrap_or(""))
-        .collect();
+    let msgs = second_request_messages(&reqs);
     assert_eq!(
-        roles,
+        roles(&msgs),
         ["system", "user", "assistant", "tool", "tool", "user"]
     );
     assert_eq!(msgs[4]["tool_call_id"], "call_next");
@@ -271,17 +256,10 @@ fn c17_ctrl_c_during_a_tool_call_then_continue_in_tmux() {
             .starts_with("continue")
     );
 
-    let id = std::fs::read_to_string(ws.join(".tern/current")).unwrap();
+    let id = read(&ws.join(".tern/current"));
     let ses = ws.join(".tern/sessions").join(id.trim());
-    let conv: Vec<Value> = std::fs::read_to_string(ses.join("conversation.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let stored = conv
-        .iter()
-        .find(|m| m["role"] == "tool" && m["tool_call_id"] == "call_sleep")
-        .expect("a stored result for the interrupted call");
+    let conv = jsonl(&ses.join("conversation.jsonl"));
+    let stored = tool_result(&conv, "call_sleep");
     assert_eq!(stored["is_error"], true);
     assert!(
         stored["content"]
@@ -290,7 +268,7 @@ fn c17_ctrl_c_during_a_tool_call_then_continue_in_tmux() {
             .contains("interrupted by the user after"),
         "{stored}"
     );
-    let events = std::fs::read_to_string(ses.join("events.jsonl")).unwrap();
+    let events = read(&ses.join("events.jsonl"));
     assert!(
         events.contains(r#""type":"turn_end","#) && events.contains(r#""status":"interrupted""#)
     );
@@ -299,8 +277,7 @@ fn c17_ctrl_c_during_a_tool_call_then_continue_in_tmux() {
     tmux.wait_for_prompt_after("Picked up after the interruption: all done.");
     tmux.keys(&["C-d"]);
     tmux.wait_for("[tern exited with 0]");
-    let meta: Value =
-        serde_json::from_str(&std::fs::read_to_string(ses.join("meta.json")).unwrap()).unwrap();
+    let meta = read_json(&ses.join("meta.json"));
     assert_eq!(meta["status"], "completed");
     assert!(meta.get("pid").is_none(), "{meta}");
 }
@@ -309,15 +286,10 @@ fn c17_ctrl_c_during_a_tool_call_then_continue_in_tmux() {
 /// ends), stores no partial answer, and the next prompt is accepted by a strict provider.
 #[test]
 fn ctrl_c_while_the_model_streams_then_continue_in_tmux() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some(tmux) = Tmux::start(dir.path()) else {
-        eprintln!(
-            "SKIPPED ctrl_c_while_the_model_streams_then_continue_in_tmux: tmux is not installed (.ci/run installs it)"
-        );
+    let Some((_dir, tmux, ws)) = setup("ctrl_c_while_the_model_streams_then_continue_in_tmux")
+    else {
         return;
     };
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(ws.join(".tern")).unwrap();
     let slow: String = (1..=40).map(|i| format!("word{i} ")).collect();
     // About one SSE chunk per second: the whole answer would take well over 30 s.
     let fake = FakeServer::strict(vec![
@@ -343,16 +315,9 @@ fn ctrl_c_while_the_model_streams_then_continue_in_tmux() {
     tmux.wait_for("A short answer this time.");
     let reqs = fake.requests();
     assert_eq!(reqs.len(), 2);
-    for r in &reqs {
-        support::validate(Wire::OpenAi, &r.json()).expect("a request the strict server refuses");
-    }
-    let msgs = reqs[1].json()["messages"].as_array().cloned().unwrap();
-    let roles: Vec<&str> = msgs
-        .iter()
-        .map(|m| m["role"].as_str().unwrap_or(""))
-        .collect();
+    let msgs = second_request_messages(&reqs);
     assert_eq!(
-        roles,
+        roles(&msgs),
         ["system", "user", "user"],
         "no partial answer stored"
     );

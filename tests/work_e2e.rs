@@ -6,161 +6,22 @@ mod support;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::process::Stdio;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use support::{FakeServer, openai_text, openai_tool_calls};
+use support::body::{content, messages, tool_result};
+use support::cli::{Ws, ok};
+use support::files::{jsonl, read, read_json};
+use support::procs::{Seen, wait_exit};
+use support::script::openai_call;
+use support::seed::SEED_CAPTURE;
+use support::{FakeServer, openai_text};
 
 const OPEN: &str = "<tern:work_state>";
 const CLOSE: &str = "</tern:work_state>";
 
 // ---------------------------------------------------------------- helpers
-
-/// A temporary workspace with its own `.tern/`, so the state folder never leaks out of it.
-struct Ws {
-    dir: tempfile::TempDir,
-}
-
-impl Ws {
-    fn new() -> Ws {
-        let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::create_dir(dir.path().join(".tern")).expect("mkdir .tern");
-        Ws { dir }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// `tern` in this workspace, with a clean environment talking to `fake`.
-    fn tern(&self, fake: &FakeServer) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_tern"));
-        c.current_dir(self.path())
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", self.path())
-            .env("OPENAI_BASE_URL", fake.openai_base())
-            .env("TERN_MODEL", "m");
-        c
-    }
-
-    fn current_id(&self) -> String {
-        std::fs::read_to_string(self.path().join(".tern/current"))
-            .expect("read .tern/current")
-            .trim()
-            .to_string()
-    }
-
-    fn session_dir(&self, id: &str) -> PathBuf {
-        self.path().join(".tern/sessions").join(id)
-    }
-
-    fn current_dir(&self) -> PathBuf {
-        self.session_dir(&self.current_id())
-    }
-}
-
-struct Out {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl std::fmt::Debug for Out {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-            self.code, self.stdout, self.stderr
-        )
-    }
-}
-
-/// Runs `cmd` with `stdin`, failing the test if it has not ended after `limit` (a hang, not a
-/// speed check).
-fn run(mut cmd: Command, stdin: &str, limit: Duration) -> Out {
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn tern");
-    let mut input = child.stdin.take().expect("stdin");
-    let text = stdin.to_string();
-    let writer = std::thread::spawn(move || {
-        let _ = input.write_all(text.as_bytes());
-    });
-    let out = collect(child, limit);
-    let _ = writer.join();
-    out
-}
-
-fn collect(mut child: Child, limit: Duration) -> Out {
-    let mut so = child.stdout.take().expect("stdout");
-    let mut se = child.stderr.take().expect("stderr");
-    let t1 = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = so.read_to_string(&mut s);
-        s
-    });
-    let t2 = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = se.read_to_string(&mut s);
-        s
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("try_wait") {
-            break st;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "tern did not finish within {limit:?}\n--- stdout\n{}\n--- stderr\n{}",
-                t1.join().unwrap_or_default(),
-                t2.join().unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Out {
-        code: status.code(),
-        stdout: t1.join().unwrap_or_default(),
-        stderr: t2.join().unwrap_or_default(),
-    }
-}
-
-const LIMIT: Duration = Duration::from_secs(60);
-
-fn ok(cmd: Command, stdin: &str) -> Out {
-    let out = run(cmd, stdin, LIMIT);
-    assert_eq!(out.code, Some(0), "{out:?}");
-    out
-}
-
-fn read(p: &Path) -> String {
-    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
-}
-
-fn jsonl(p: &Path) -> Vec<Value> {
-    read(p)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad line {l:?}: {e}")))
-        .collect()
-}
-
-/// The messages of a recorded OpenAI request body.
-fn messages(req: &support::Recorded) -> Vec<Value> {
-    req.json()["messages"]
-        .as_array()
-        .cloned()
-        .unwrap_or_else(|| panic!("no messages in {}", req.body_str()))
-}
-
-fn content(m: &Value) -> String {
-    m["content"].as_str().unwrap_or("").to_string()
-}
 
 /// The work-state body a request's tail carries: checks the tail sits on the latest message only
 /// (`"\n\n" + block` at its end) and nowhere else but the system prompt's mention of the tag.
@@ -216,18 +77,6 @@ fn without_tail(req: &support::Recorded) -> Value {
     last
 }
 
-fn call(id: &str, name: &str, args: Value) -> (String, String, String) {
-    (id.to_string(), name.to_string(), args.to_string())
-}
-
-fn tool_calls(calls: &[(String, String, String)]) -> support::Reply {
-    let borrowed: Vec<(&str, &str, &str)> = calls
-        .iter()
-        .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()))
-        .collect();
-    openai_tool_calls(&borrowed)
-}
-
 fn now_unix() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -249,21 +98,21 @@ fn write_atomic(path: &Path, text: &str) {
 #[test]
 fn work_state_tail_follows_each_update_and_is_never_stored() {
     let fake = FakeServer::strict(vec![
-        tool_calls(&[call(
+        openai_call(
             "c1",
             "work_update",
             json!({"goal": {"objective": "Ship it"}, "todos": [
                 {"content": "write code", "status": "in_progress"},
                 {"content": "test code", "status": "pending"}]}),
-        )]),
-        tool_calls(&[call("c2", "bash", json!({"command": "echo step-two"}))]),
-        tool_calls(&[call(
+        ),
+        openai_call("c2", "bash", json!({"command": "echo step-two"})),
+        openai_call(
             "c3",
             "work_update",
             json!({"todos": [
                 {"id": "1", "content": "write code", "status": "completed"},
                 {"id": "2", "content": "test code", "status": "in_progress"}]}),
-        )]),
+        ),
         openai_text("All done for now."),
     ]);
     let ws = Ws::new();
@@ -315,7 +164,7 @@ fn work_state_tail_follows_each_update_and_is_never_stored() {
             "system prompt = system.txt"
         );
     }
-    let ledger: Value = serde_json::from_str(&read(&dir.join("ledger.json"))).unwrap();
+    let ledger = read_json(&dir.join("ledger.json"));
     assert_eq!(ledger["revision"], 2);
     assert_eq!(ledger["items"][1]["status"], "in_progress");
 
@@ -349,18 +198,18 @@ fn c16_dropped_items_rejected_after_compaction_ledger_untouched() {
         })
         .collect();
     let fake = FakeServer::strict(vec![
-        tool_calls(&[call("c1", "work_update", json!({"todos": ten}))]),
+        openai_call("c1", "work_update", json!({"todos": ten})),
         openai_text("The ledger is set up."),
         openai_text(
             "Summary: the person asked for a ten-step job; steps 1-3 are done, step 4 is in progress.",
         ),
-        tool_calls(&[call(
+        openai_call(
             "c2",
             "work_update",
             json!({"todos": [
                 {"id": "4", "content": "step 4 of the job", "status": "completed"},
                 {"id": "11", "content": "a new short list", "status": "in_progress"}]}),
-        )]),
+        ),
         openai_text("Understood, keeping the ledger."),
     ]);
     let ws = Ws::new();
@@ -399,12 +248,9 @@ fn c16_dropped_items_rejected_after_compaction_ledger_untouched() {
         "the rejected update changed ledger.json"
     );
     let conv = jsonl(&dir.join("conversation.jsonl"));
-    let result = conv
-        .iter()
-        .find(|m| m["role"] == "tool" && m["tool_call_id"] == "c2")
-        .expect("a tool result for c2");
+    let result = tool_result(&conv, "c2");
     assert_eq!(result["is_error"], true, "{result}");
-    let text = content(result);
+    let text = content(&result);
     assert!(text.contains("rejected; the To-do is unchanged"), "{text}");
     assert!(text.contains("6 unfinished item(s)"), "{text}");
     for n in 5..=10 {
@@ -434,19 +280,6 @@ fn c16_dropped_items_rejected_after_compaction_ledger_untouched() {
 }
 
 // ---------------------------------------------------------------- tern status
-
-/// The terminal capture of seeds/work-surface.txt, line for line.
-const SEED_CAPTURE: &str = "\
-To-do
-◆ Goal: Land the v0.9.2 website docs cluster
-elapsed: 18m
-[█████████░░░░░░░░░░░] 45%
-50% settled (2/4)
-[✓] #1 Read docs-map.ts and the Modes page pattern
-[✓] #2 Draft the Fleet and Sandbox pages
-[~] #3 Write the Work surface page
-[ ] #4 Run check:docs, tests, and the build
-";
 
 fn seed_ledger(started_at: u64) -> Value {
     json!({
@@ -694,7 +527,7 @@ fn relay_writes_handoff_and_start_seeds_the_next_session() {
         "the first request does not carry the handoff:\n{first}"
     );
     assert_eq!(tail_body(&reqs[before]).as_deref(), Some(body));
-    let meta: Value = serde_json::from_str(&read(&new_dir.join("meta.json"))).unwrap();
+    let meta = read_json(&new_dir.join("meta.json"));
     assert_eq!(meta["status"], "completed");
 }
 
@@ -724,65 +557,33 @@ fn watch_in_a_pipe_redraws_on_ledger_change_and_exits_0_on_sigint() {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("spawn tern watch");
-    let mut so = child.stdout.take().unwrap();
-    let seen = Arc::new(Mutex::new(String::new()));
-    let sink = seen.clone();
-    let reader = std::thread::spawn(move || {
-        let mut buf = [0u8; 4096];
-        loop {
-            match so.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => sink
-                    .lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n])),
-            }
-        }
-    });
-    let wait_for = |what: &str| {
-        let start = Instant::now();
-        while !seen.lock().unwrap().contains(what) {
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "no {what:?} from tern watch:\n{}",
-                seen.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    };
+    let seen = Seen::start(child.stdout.take().unwrap());
     let frames = |s: &str| s.matches("To-do\n").count();
 
-    wait_for("[ ] #1 watch me");
+    seen.wait_for("[ ] #1 watch me");
     // Nothing changes: no new frame (a watch tick is 250 ms; wait several).
     std::thread::sleep(Duration::from_millis(1200));
-    assert_eq!(frames(&seen.lock().unwrap()), 1, "{}", seen.lock().unwrap());
-    assert!(!seen.lock().unwrap().contains('\x1b'), "escapes in a pipe");
+    let text = seen.text();
+    assert_eq!(frames(&text), 1, "{text}");
+    assert!(!text.contains('\x1b'), "escapes in a pipe");
 
     write_atomic(&ledger_path, &ledger("in_progress"));
-    wait_for("[~] #1 watch me");
-    assert_eq!(frames(&seen.lock().unwrap()), 2, "{}", seen.lock().unwrap());
+    seen.wait_for("[~] #1 watch me");
+    let text = seen.text();
+    assert_eq!(frames(&text), 2, "{text}");
 
     // Without --session it follows .tern/current: a relayed session gets its own frame.
     let mut cmd = ws.tern(&fake);
     cmd.args(["relay", "--start"]);
     ok(cmd, "");
-    wait_for(&format!("Session {}: idle", ws.current_id()));
+    seen.wait_for(&format!("Session {}: idle", ws.current_id()));
 
     // SAFETY: kill(2) on the pid of our own child, which has not been reaped yet.
     let r = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
     assert_eq!(r, 0);
-    let start = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if start.elapsed() > Duration::from_secs(15) {
-            let _ = child.kill();
-            panic!("tern watch did not leave on SIGINT");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    reader.join().unwrap();
+    let status = wait_exit(&mut child, Duration::from_secs(15))
+        .unwrap_or_else(|| panic!("tern watch did not leave on SIGINT"));
+    seen.finish();
     assert_eq!(status.code(), Some(0), "{status:?}");
     let mut err = String::new();
     let _ = child.stderr.take().unwrap().read_to_string(&mut err);
@@ -845,11 +646,11 @@ fn closed_stdout_is_not_a_panic() {
 fn damaged_ledger_is_reported_not_fatal() {
     let fake = FakeServer::strict(vec![
         openai_text("Hello."),
-        tool_calls(&[call(
+        openai_call(
             "c1",
             "work_update",
             json!({"todos": [{"content": "x", "status": "pending"}]}),
-        )]),
+        ),
         openai_text("Noted."),
     ]);
     let ws = Ws::new();
@@ -889,13 +690,10 @@ fn damaged_ledger_is_reported_not_fatal() {
     assert_eq!(tail_body(&reqs[1]), None);
     assert_eq!(tail_body(&reqs[2]), None);
     let conv = jsonl(&ws.current_dir().join("conversation.jsonl"));
-    let result = conv
-        .iter()
-        .find(|m| m["tool_call_id"] == "c1")
-        .expect("a result for c1");
+    let result = tool_result(&conv, "c1");
     assert_eq!(result["is_error"], true);
     assert!(
-        content(result).contains("ledger cannot be read"),
+        content(&result).contains("ledger cannot be read"),
         "{result}"
     );
 }

@@ -1,8 +1,11 @@
 //! The Work surface: the To-do ledger (`work_update` and its aliases), `update_plan`, the
 //! `<tern:work_state>` block and the `tern status` sidebar (cases C14–C16, DESIGN.md §6).
 
+mod support;
+
 use proptest::prelude::*;
 use serde_json::{Value, json};
+use support::seed::SEED_CAPTURE;
 use tern::render::sidebar::{self, SidebarInput};
 use tern::render::work_state::{
     self, CLOSE_TAG, MAX_BODY_CHARS, MAX_LINE_CHARS, MAX_SHOWN_ITEMS, OPEN_TAG,
@@ -820,19 +823,6 @@ fn seed_ledger() -> Ledger {
         revision: 4,
     }
 }
-
-/// The terminal capture of seeds/work-surface.txt, line for line.
-const SEED_CAPTURE: &str = "\
-To-do
-◆ Goal: Land the v0.9.2 website docs cluster
-elapsed: 18m
-[█████████░░░░░░░░░░░] 45%
-50% settled (2/4)
-[✓] #1 Read docs-map.ts and the Modes page pattern
-[✓] #2 Draft the Fleet and Sandbox pages
-[~] #3 Write the Work surface page
-[ ] #4 Run check:docs, tests, and the build
-";
 
 #[test]
 fn sidebar_golden_matches_the_seed_capture() {

@@ -1,8 +1,8 @@
 //! The fake model provider for integration tests and benchmarks: a real HTTP/1.1 server on
 //! 127.0.0.1, port 0, in background threads, answering from a script of [`Reply`]s.
 //!
-//! Self-contained: std and serde_json only (both available to every target of this package), no
-//! tern types, so a test includes it with `mod support;` and a bench with
+//! Self-contained: std, serde_json and tempfile only (available to every target of this
+//! package), no tern types, so a test includes it with `mod support;` and a bench with
 //! `#[path = "../tests/support/mod.rs"] mod support;`.
 //!
 //! What it offers:
@@ -19,7 +19,19 @@
 //!
 //! Every request is recorded ([`FakeServer::requests`]); each connection is answered and closed
 //! (`Connection: close`).
+//!
+//! The submodules hold what the integration tests share on top of the server: [`cli`] runs the
+//! real binary in a temporary workspace, [`files`] reads what it leaves, [`body`] reads recorded
+//! requests and stored messages, [`script`] builds scripted tool calls, [`procs`] finds processes
+//! and waits with a bound, [`seed`] holds the seed's expected Work surface.
 #![allow(dead_code)]
+
+pub mod body;
+pub mod cli;
+pub mod files;
+pub mod procs;
+pub mod script;
+pub mod seed;
 
 use std::collections::{HashSet, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};

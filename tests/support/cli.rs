@@ -1,0 +1,378 @@
+//! Running the real `tern` binary from integration tests: a temporary workspace with its own
+//! `.tern/`, a clean environment pointed at the fake provider, runs bounded by a time limit that
+//! catches a hang (never a speed check), and what the runs leave.
+//!
+//! Two workspace shapes: [`Ws`] is only the folder (each test holds its own [`FakeServer`] and
+//! builds commands with [`Ws::tern`], then runs them with [`run`] / [`ok`]); [`WireWs`] owns a
+//! fake provider speaking one wire and runs `tern ARGS` itself ([`WireWs::ok`] and friends).
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::files::{jsonl, read, read_json, snapshot};
+use super::procs::wait_exit;
+use super::{FakeServer, Reply, Wire};
+
+/// The `tern` binary under test.
+pub const TERN: &str = env!("CARGO_BIN_EXE_tern");
+
+/// How long one run may take before the test calls it hung (far above a normal run).
+pub const LIMIT: Duration = Duration::from_secs(60);
+
+/// `tern` with a clean environment: PATH, HOME = `home` and nothing else (no provider keys, no
+/// `TERN_STATE_DIR` from this machine); stdin is /dev/null.
+pub fn tern_clean(home: &Path) -> Command {
+    let mut c = Command::new(TERN);
+    c.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .stdin(Stdio::null());
+    c
+}
+
+/// A temporary workspace holding its own `.tern/`, so the state folder never leaks out of it
+/// whatever lies above. Removed when dropped.
+pub struct Ws {
+    dir: tempfile::TempDir,
+}
+
+impl Ws {
+    /// A new empty workspace with an empty `.tern/`.
+    pub fn new() -> Ws {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(dir.path().join(".tern")).expect("mkdir .tern");
+        Ws { dir }
+    }
+
+    /// The workspace folder (also HOME of the commands built here).
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `tern` in this workspace ([`tern_clean`]) talking OpenAI Chat Completions to `fake`,
+    /// model `m`.
+    pub fn tern(&self, fake: &FakeServer) -> Command {
+        self.tern_wire(fake, Wire::OpenAi)
+    }
+
+    /// `tern` in this workspace ([`tern_clean`]) talking `wire` to `fake`, model `m`.
+    pub fn tern_wire(&self, fake: &FakeServer, wire: Wire) -> Command {
+        let mut c = tern_clean(self.path());
+        c.current_dir(self.path()).env("TERN_MODEL", "m");
+        match wire {
+            Wire::OpenAi => c.env("OPENAI_BASE_URL", fake.openai_base()),
+            Wire::Anthropic => c.env("ANTHROPIC_BASE_URL", fake.base_url()),
+        };
+        c
+    }
+
+    /// The session id named by `.tern/current`.
+    pub fn current_id(&self) -> String {
+        std::fs::read_to_string(self.path().join(".tern/current"))
+            .expect("read .tern/current")
+            .trim()
+            .to_string()
+    }
+
+    /// The folder of session `id`.
+    pub fn session_dir(&self, id: &str) -> PathBuf {
+        self.path().join(".tern/sessions").join(id)
+    }
+
+    /// The folder of the current session.
+    pub fn current_dir(&self) -> PathBuf {
+        self.session_dir(&self.current_id())
+    }
+}
+
+/// What a finished run left: its exit code (None when a signal ended it) and its output as text.
+pub struct Out {
+    /// The exit code.
+    pub code: Option<i32>,
+    /// Everything written to stdout (lossy UTF-8).
+    pub stdout: String,
+    /// Everything written to stderr (lossy UTF-8).
+    pub stderr: String,
+}
+
+impl std::fmt::Debug for Out {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Runs `cmd` with `stdin` written to a pipe (then EOF), failing the test if it has not ended
+/// within [`LIMIT`].
+pub fn run(cmd: Command, stdin: &str) -> Out {
+    run_within(cmd, Some(stdin), LIMIT)
+}
+
+/// [`run`], then requires exit 0.
+pub fn ok(cmd: Command, stdin: &str) -> Out {
+    exit_0(run(cmd, stdin))
+}
+
+/// Runs `cmd` with stdin /dev/null, failing the test if it has not ended within [`LIMIT`].
+pub fn run_no_stdin(cmd: Command) -> Out {
+    run_within(cmd, None, LIMIT)
+}
+
+/// [`run_no_stdin`], then requires exit 0.
+pub fn ok_no_stdin(cmd: Command) -> Out {
+    exit_0(run_no_stdin(cmd))
+}
+
+fn exit_0(out: Out) -> Out {
+    assert_eq!(out.code, Some(0), "{out:?}");
+    out
+}
+
+/// Runs `cmd` with `stdin` on a pipe (None: /dev/null) and collects its output; kills it and
+/// fails the test (showing what it wrote) if it has not ended within `limit`.
+pub fn run_within(mut cmd: Command, stdin: Option<&str>, limit: Duration) -> Out {
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn tern");
+    // Written from a thread: a large input must not block on a pipe the child has not read yet.
+    let writer = stdin.map(|text| {
+        let mut input = child.stdin.take().expect("stdin");
+        let text = text.to_string();
+        std::thread::spawn(move || {
+            let _ = input.write_all(text.as_bytes());
+        })
+    });
+    let out = collect(child, limit);
+    if let Some(w) = writer {
+        let _ = w.join();
+    }
+    out
+}
+
+fn collect(mut child: Child, limit: Duration) -> Out {
+    let mut so = child.stdout.take().expect("stdout");
+    let mut se = child.stderr.take().expect("stderr");
+    let t1 = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = so.read_to_string(&mut s);
+        s
+    });
+    let t2 = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = se.read_to_string(&mut s);
+        s
+    });
+    let Some(status) = wait_exit(&mut child, limit) else {
+        panic!(
+            "tern did not finish within {limit:?}\n--- stdout\n{}\n--- stderr\n{}",
+            t1.join().unwrap_or_default(),
+            t2.join().unwrap_or_default()
+        );
+    };
+    Out {
+        code: status.code(),
+        stdout: t1.join().unwrap_or_default(),
+        stderr: t2.join().unwrap_or_default(),
+    }
+}
+
+/// Asserts that `tern ARGS` (a finished [`Output`]) exited with `code`, showing its output if not.
+pub fn require(out: &Output, code: i32, args: &[&str]) {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "tern {args:?}\nstdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A temporary workspace ([`Ws`]) with its own fake provider speaking `wire`; runs `tern ARGS` in
+/// it with stdin /dev/null unless said otherwise.
+pub struct WireWs {
+    /// The workspace.
+    pub ws: Ws,
+    /// The fake provider every command talks to.
+    pub fake: FakeServer,
+    /// The wire the commands speak.
+    pub wire: Wire,
+}
+
+impl WireWs {
+    /// A new workspace whose provider answers with `script`, then with its default answer.
+    pub fn new(wire: Wire, script: Vec<Reply>) -> WireWs {
+        WireWs {
+            ws: Ws::new(),
+            fake: FakeServer::start(script),
+            wire,
+        }
+    }
+
+    /// The workspace folder.
+    pub fn root(&self) -> &Path {
+        self.ws.path()
+    }
+
+    /// Appends `replies` to the provider's script.
+    pub fn push(&self, replies: Vec<Reply>) {
+        for r in replies {
+            self.fake.push(r);
+        }
+    }
+
+    /// `tern ARGS` in the workspace with a clean environment pointing at the fake server.
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = self.ws.tern_wire(&self.fake, self.wire);
+        c.args(args);
+        c
+    }
+
+    /// Runs `tern ARGS` to its end.
+    pub fn tern(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().expect("run tern")
+    }
+
+    /// Runs `tern ARGS` with `input` on stdin.
+    pub fn tern_in(&self, args: &[&str], input: &str) -> Output {
+        let mut child = self
+            .cmd(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn tern");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write stdin");
+        child.wait_with_output().expect("wait tern")
+    }
+
+    /// Starts `tern ARGS` with stdout and stderr piped.
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        self.cmd(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn tern")
+    }
+
+    /// Runs `tern ARGS` and requires exit 0.
+    pub fn ok(&self, args: &[&str]) -> Output {
+        let out = self.tern(args);
+        require(&out, 0, args);
+        out
+    }
+
+    /// Runs `tern ARGS` with `input` on stdin and requires exit 0.
+    pub fn ok_in(&self, args: &[&str], input: &str) -> Output {
+        let out = self.tern_in(args, input);
+        require(&out, 0, args);
+        out
+    }
+
+    /// Runs `tern ARGS` and requires exit 1; returns stderr.
+    pub fn refused(&self, args: &[&str]) -> String {
+        let out = self.tern(args);
+        require(&out, 1, args);
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
+    /// The current session's folder.
+    pub fn session(&self) -> PathBuf {
+        self.ws.current_dir()
+    }
+
+    /// The file `name` of the current session.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.session().join(name)
+    }
+
+    /// The text of the current session's file `name`.
+    pub fn read(&self, name: &str) -> String {
+        read(&self.path(name))
+    }
+
+    /// The current session's file `name`, parsed as JSON.
+    pub fn json(&self, name: &str) -> Value {
+        read_json(&self.path(name))
+    }
+
+    /// The current session's events (`events.jsonl`).
+    pub fn events(&self) -> Vec<Value> {
+        jsonl(&self.path("events.jsonl"))
+    }
+
+    /// The current session's stored messages (`conversation.jsonl`).
+    pub fn conversation(&self) -> Vec<Value> {
+        jsonl(&self.path("conversation.jsonl"))
+    }
+
+    /// Every request body received so far, parsed.
+    pub fn bodies(&self) -> Vec<Value> {
+        self.fake.requests().iter().map(|r| r.json()).collect()
+    }
+
+    /// Every request body received so far, as sent (UTF-8 required).
+    pub fn raw_bodies(&self) -> Vec<String> {
+        self.fake
+            .requests()
+            .iter()
+            .map(|r| String::from_utf8(r.body.clone()).expect("body is UTF-8"))
+            .collect()
+    }
+
+    /// Every file under `.tern/`, by relative path.
+    pub fn snapshot(&self) -> BTreeMap<String, Vec<u8>> {
+        snapshot(&self.root().join(".tern"))
+    }
+
+    /// Asserts that nothing under `.tern/` changed since `before`, except events appended to
+    /// `events.jsonl` whose types are all in `allowed`. Returns the appended events.
+    pub fn unchanged_since(
+        &self,
+        before: &BTreeMap<String, Vec<u8>>,
+        allowed: &[&str],
+    ) -> Vec<Value> {
+        let after = self.snapshot();
+        let names = |m: &BTreeMap<String, Vec<u8>>| m.keys().cloned().collect::<Vec<_>>();
+        assert_eq!(names(&after), names(before), "no file appeared or vanished");
+        let mut appended = Vec::new();
+        for (name, old) in before {
+            let new = &after[name];
+            if name.ends_with("events.jsonl") {
+                assert!(new.starts_with(old), "events.jsonl is append-only");
+                for line in String::from_utf8_lossy(&new[old.len()..]).lines() {
+                    let ev: Value = serde_json::from_str(line).expect("event");
+                    let t = ev["type"].as_str().unwrap_or("");
+                    assert!(allowed.contains(&t), "unexpected event {ev}");
+                    appended.push(ev);
+                }
+            } else {
+                assert!(
+                    new == old,
+                    "{name} changed:\n--- before\n{}\n--- after\n{}",
+                    String::from_utf8_lossy(old),
+                    String::from_utf8_lossy(new)
+                );
+            }
+        }
+        appended
+    }
+}

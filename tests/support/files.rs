@@ -1,0 +1,56 @@
+//! Reading what tern leaves on disk: text, JSON and JSONL files (failing the test with the path
+//! when one is missing or malformed), and every file of a folder at once.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::Value;
+
+/// The text of `p`.
+pub fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
+}
+
+/// `p` parsed as JSON.
+pub fn read_json(p: &Path) -> Value {
+    let t = read(p);
+    serde_json::from_str(&t).unwrap_or_else(|e| panic!("{} does not parse: {e}\n{t}", p.display()))
+}
+
+/// Every line of the JSONL file `p`, each asserted to be one JSON object; the file is empty or
+/// ends with a newline (DESIGN.md §3: append-only JSONL, one object a line).
+pub fn jsonl(p: &Path) -> Vec<Value> {
+    let t = read(p);
+    assert!(
+        t.is_empty() || t.ends_with('\n'),
+        "{} does not end with a newline",
+        p.display()
+    );
+    t.lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("{}: bad line {l:?}: {e}", p.display()));
+            assert!(v.is_object(), "{}: not an object: {l}", p.display());
+            v
+        })
+        .collect()
+}
+
+/// Every file under `root` (recursively), by path relative to `root`, with its bytes.
+pub fn snapshot(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(root).expect("under root");
+                out.insert(rel.display().to_string(), std::fs::read(&p).expect("read"));
+            }
+        }
+    }
+    out
+}

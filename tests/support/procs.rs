@@ -1,0 +1,136 @@
+//! Processes and waiting: finding processes by command line in /proc, polling for a condition
+//! or a child's exit within a bound (a hang check, never a speed claim), and reading a child's
+//! pipe as it is written.
+#![allow(dead_code)]
+
+use std::io::Read;
+use std::process::{Child, ExitStatus};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How often the waits below look again.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Polls `done` until it holds (true) or `limit` has passed (false).
+pub fn eventually(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    loop {
+        if done() {
+            return true;
+        }
+        if start.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// Waits for `child` to exit within `limit`. On time-out it kills and reaps the child and
+/// returns None (the caller fails the test with what it knows).
+pub fn wait_exit(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let start = Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            return Some(st);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// Pids of processes whose command line is exactly `argv`.
+pub fn pids_running(argv: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == want) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// The processes whose command line contains `needle` (zombies have an empty one), each as
+/// `"PID: command line"`.
+pub fn procs_with(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        if let Ok(c) = std::fs::read(e.path().join("cmdline")) {
+            let c = String::from_utf8_lossy(&c).replace('\0', " ");
+            if c.contains(needle) {
+                found.push(format!("{name}: {c}"));
+            }
+        }
+    }
+    found
+}
+
+/// The process group of `pid` (field 5 of /proc/PID/stat).
+pub fn pgid_of(pid: u32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(2)?.parse().ok()
+}
+
+/// A child's pipe read by a background thread into a growing text, so a test can wait for
+/// something to appear while the child keeps running.
+pub struct Seen {
+    text: Arc<Mutex<String>>,
+    reader: JoinHandle<()>,
+}
+
+impl Seen {
+    /// Starts reading `from` (lossy UTF-8) until EOF or an error.
+    pub fn start(mut from: impl Read + Send + 'static) -> Seen {
+        let text = Arc::new(Mutex::new(String::new()));
+        let sink = text.clone();
+        let reader = std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            loop {
+                match from.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => sink
+                        .lock()
+                        .unwrap()
+                        .push_str(&String::from_utf8_lossy(&buf[..n])),
+                }
+            }
+        });
+        Seen { text, reader }
+    }
+
+    /// Everything read so far.
+    pub fn text(&self) -> String {
+        self.text.lock().unwrap().clone()
+    }
+
+    /// Waits until the text contains `what`, failing the test (showing the text) after 20 s.
+    pub fn wait_for(&self, what: &str) {
+        let found = eventually(Duration::from_secs(20), || {
+            self.text.lock().unwrap().contains(what)
+        });
+        assert!(found, "no {what:?}:\n{}", self.text());
+    }
+
+    /// Waits for EOF and returns the whole text.
+    pub fn finish(self) -> String {
+        self.reader.join().expect("reader thread");
+        let text = self.text.lock().unwrap();
+        text.clone()
+    }
+}
