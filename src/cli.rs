@@ -71,6 +71,12 @@ pub fn read_draft(file: Option<&Path>) -> Result<String, String> {
     let text = match file {
         Some(f) => std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?,
         None => {
+            use std::io::IsTerminal;
+            if std::io::stdin().is_terminal() {
+                crate::errln!(
+                    "Type the draft, then Ctrl-D on an empty line (or use --file, or `tern plan edit`):"
+                );
+            }
             let mut s = String::new();
             std::io::stdin()
                 .read_to_string(&mut s)
@@ -159,65 +165,103 @@ pub fn ops(json: bool) -> i32 {
 
 /// The terminal's height in lines (None when stdout is not a terminal).
 pub fn terminal_height() -> Option<usize> {
+    terminal_size().map(|(rows, _)| rows)
+}
+
+/// The terminal's (rows, columns) (None when stdout is not a terminal).
+pub fn terminal_size() -> Option<(usize, usize)> {
     // SAFETY: TIOCGWINSZ fills a winsize struct we own; on error we return None.
     let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
     let r = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) };
-    (r == 0 && ws.ws_row > 0).then_some(usize::from(ws.ws_row))
+    (r == 0 && ws.ws_row > 0 && ws.ws_col > 0)
+        .then_some((usize::from(ws.ws_row), usize::from(ws.ws_col)))
 }
 
 /// How often `tern watch` looks at the files (a few `stat` calls: cheap when idle).
 pub const WATCH_POLL: Duration = Duration::from_millis(250);
 
-/// `tern watch`: redraws the status view when the ledger, plan, meta or events change, in place
-/// (cursor home, each line cleared to its end, the rest of the screen cleared), so it does not
-/// flicker. Follows `.tern/current` when no `--session` is given. Ctrl-C leaves cleanly.
+/// The files whose change makes `tern watch` read the session again.
+const WATCHED: [&str; 5] = [
+    files::LEDGER,
+    files::PLAN_STATE,
+    files::META,
+    files::EVENTS,
+    files::DRAFT,
+];
+
+/// `tern watch`: the status view, redrawn in place (cursor home, each line cleared to its end,
+/// the rest of the screen cleared: no flicker) when the session's files change, when the pane is
+/// resized, and when the elapsed time ticks; lines are cut to the pane's width so nothing wraps.
+/// Follows `.tern/current` when no `--session` is given. In a pipe it prints a new frame per
+/// change; with `--json`, one status object per change. Ctrl-C leaves cleanly.
 pub fn watch(t: &Target, height: Option<usize>) -> i32 {
     let stop = Arc::new(AtomicBool::new(false));
     let _ = signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone());
     let _ = signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone());
-    let tty = terminal_height().is_some();
-    let mut last: Option<(String, Vec<Option<SystemTime>>, Option<usize>)> = None;
+    let tty = !t.json && terminal_size().is_some();
+    let mut seen: Option<(String, Vec<Option<SystemTime>>)> = None;
+    let mut snap: Option<crate::status::Snapshot> = None;
+    let mut drawn: Option<String> = None;
     let mut out = std::io::stdout();
     if tty {
         let _ = write!(out, "\x1b[?25l\x1b[2J");
     }
     while !stop.load(Ordering::SeqCst) {
-        let h = height.or_else(terminal_height);
-        let frame_key = match session(t) {
+        let size = terminal_size();
+        let rows = height.or(size.map(|(r, _)| r));
+        let (text, changed) = match session(t) {
             Ok(s) => {
-                let stamps: Vec<Option<SystemTime>> = [
-                    files::LEDGER,
-                    files::PLAN_STATE,
-                    files::META,
-                    files::EVENTS,
-                    files::DRAFT,
-                ]
-                .iter()
-                .map(|f| std::fs::metadata(s.path(f)).and_then(|m| m.modified()).ok())
-                .collect();
-                (s.id.clone(), stamps, h)
-            }
-            Err(e) => (format!("! {e}"), Vec::new(), h),
-        };
-        if last.as_ref() != Some(&frame_key) {
-            let text = match session(t) {
-                Ok(s) => crate::status::render_text(&s, h.map(|h| h.saturating_sub(1).max(1))),
-                Err(e) => format!("tern watch: {e}\n(waiting for a session…)\n"),
-            };
-            if tty {
-                let mut frame = String::from("\x1b[H");
-                for line in text.lines() {
-                    frame.push_str(line);
-                    frame.push_str("\x1b[K\n");
+                let stamps: Vec<Option<SystemTime>> = WATCHED
+                    .iter()
+                    .map(|f| std::fs::metadata(s.path(f)).and_then(|m| m.modified()).ok())
+                    .collect();
+                let key = (s.id.clone(), stamps);
+                let changed = seen.as_ref() != Some(&key);
+                if changed || snap.is_none() {
+                    snap = Some(crate::status::snapshot(&s));
+                    seen = Some(key);
                 }
-                frame.push_str("\x1b[J");
-                let _ = out.write_all(frame.as_bytes());
-            } else {
-                let _ = out.write_all(text.as_bytes());
-                let _ = out.write_all(b"\n");
+                let Some(sn) = snap.as_ref() else { continue };
+                if t.json {
+                    if changed {
+                        crate::output::print_json_line(&crate::status::snapshot_json(&s, sn));
+                    }
+                    std::thread::sleep(WATCH_POLL);
+                    continue;
+                }
+                // One line is kept free so the cursor never scrolls the frame.
+                let h = rows.map(|h| h.saturating_sub(1).max(1));
+                let text = crate::status::render_snapshot(&s, sn, h, crate::clock::now_unix());
+                (text, changed)
             }
+            Err(e) => {
+                let changed = seen.take().is_some() || drawn.is_none();
+                snap = None;
+                (
+                    format!("tern watch: {e}\n(waiting for a session…)\n"),
+                    changed,
+                )
+            }
+        };
+        if tty {
+            let cols = size.map_or(usize::MAX, |(_, c)| c);
+            let mut frame = String::from("\x1b[H");
+            for line in text.lines() {
+                frame.push_str(fit(line, cols));
+                frame.push_str("\x1b[K\n");
+            }
+            frame.push_str("\x1b[J");
+            let key = format!("{size:?}{frame}");
+            if drawn.as_ref() != Some(&key) {
+                let _ = out.write_all(frame.as_bytes());
+                let _ = out.flush();
+                drawn = Some(key);
+            }
+        } else if changed {
+            let _ = out.write_all(text.as_bytes());
+            let _ = out.write_all(b"\n");
             let _ = out.flush();
-            last = Some(frame_key);
+            drawn = Some(text);
         }
         std::thread::sleep(WATCH_POLL);
     }
@@ -226,4 +270,17 @@ pub fn watch(t: &Target, height: Option<usize>) -> i32 {
         let _ = out.flush();
     }
     0
+}
+
+/// The longest start of `line` that fits in `cols` terminal columns.
+fn fit(line: &str, cols: usize) -> &str {
+    use unicode_width::UnicodeWidthChar;
+    let mut used = 0;
+    for (i, c) in line.char_indices() {
+        used += c.width().unwrap_or(0);
+        if used > cols {
+            return &line[..i];
+        }
+    }
+    line
 }

@@ -81,7 +81,7 @@ pub const OPS: &[Op] = &[
         true,
         false,
         "draft revision and state",
-        "replace the draft (CLI: stdin or --file; REPL: /draft TEXT)",
+        "replace the draft (/draft TEXT; the verb reads stdin or --file)",
     ),
     op(
         "plan.edit",
@@ -99,7 +99,7 @@ pub const OPS: &[Op] = &[
         true,
         true,
         "locked plan revision",
-        "compact, then lock the draft into the system prompt",
+        "compact, then lock the draft into the prompt",
     ),
     op(
         "plan.cancel",
@@ -117,7 +117,7 @@ pub const OPS: &[Op] = &[
         true,
         true,
         "archived plan",
-        "compact, then remove the locked plan from the system prompt",
+        "compact, then take the locked plan out of the prompt",
     ),
     op(
         "compact",
@@ -333,6 +333,9 @@ fn dispatch(
     ui: &mut dyn Surface,
 ) -> Result<String, String> {
     let need = || session.ok_or_else(|| "no session".to_string());
+    if arg.is_some() && !matches!(op.id, "plan.draft" | "resume") {
+        return Err(format!("{} takes no argument (see /help)", op.slash));
+    }
     match op.id {
         "plan.show" => plan_show(need()?),
         "plan.path" => {
@@ -431,9 +434,15 @@ fn plan_edit(s: &Session, ui: &mut dyn Surface) -> Result<String, String> {
             "the editor {editor:?} exited with {status}; the draft is as the editor left it"
         ));
     }
+    let before = plan::plan_file(s).map_err(|e| e.to_string())?.revision;
     let p = plan::observe_draft(s, ui).map_err(|e| e.to_string())?;
+    let what = if p.revision == before {
+        "draft unchanged"
+    } else {
+        "draft saved"
+    };
     Ok(format!(
-        "draft revision {} ({})",
+        "{what} (revision {}); plan state: {}",
         p.revision,
         p.state.as_str()
     ))
@@ -447,6 +456,7 @@ fn with_runtime(
     ui: &mut dyn Surface,
 ) -> Result<String, String> {
     if let Some(rt) = target.runtime.as_deref_mut() {
+        rt.sync_from_disk(ui).map_err(|e| e.to_string())?;
         return model_op(op, rt, ui);
     }
     wait_or_refuse(op, session, target.wait)?;
@@ -487,9 +497,13 @@ fn model_op(op: &Op, rt: &mut Runtime, ui: &mut dyn Surface) -> Result<String, S
         "plan.clear" => rt.plan_clear(None, ui),
         _ => {
             let before = rt.history().len();
+            if before == 0 {
+                return Ok("nothing to summarise yet: the conversation is empty".into());
+            }
             rt.compact("manual", None, ui).map_err(|e| e.to_string())?;
+            let s = if before == 1 { "" } else { "s" };
             Ok(format!(
-                "{before} messages summarised; the history now opens with the summary"
+                "{before} message{s} summarised; the history now opens with the summary"
             ))
         }
     }
@@ -497,6 +511,7 @@ fn model_op(op: &Op, rt: &mut Runtime, ui: &mut dyn Surface) -> Result<String, S
 
 /// Refuses (or with `wait`, waits) while a turn of `session` runs in another live process.
 fn wait_or_refuse(op: &Op, session: &Session, wait: bool) -> Result<(), String> {
+    let mut announced = false;
     loop {
         let meta = session.read_meta().map_err(|e| e.to_string())?;
         let Some(pid) = runtime::running_elsewhere(&meta) else {
@@ -507,6 +522,10 @@ fn wait_or_refuse(op: &Op, session: &Session, wait: bool) -> Result<(), String> 
                 "refused: a turn of session {} is running in process {pid}, and {} rewrites the conversation. Wait for the turn to end (or interrupt it), or pass --wait.",
                 session.id, op.cli
             ));
+        }
+        if !announced {
+            crate::errln!("waiting for the turn running in process {pid} to end…");
+            announced = true;
         }
         std::thread::sleep(Duration::from_millis(250));
     }
@@ -587,29 +606,28 @@ fn sessions(state: &StateDir) -> Result<String, String> {
 pub fn help() -> String {
     let cli = |o: &Op| {
         if o.cli.is_empty() {
-            "-".to_string()
+            String::new()
         } else {
             format!("tern {}", o.cli)
         }
     };
-    // The CLI column is as wide as its longest entry (`tern chat --resume`), so rows stay aligned.
-    let w = OPS.iter().map(|o| cli(o).len()).max().unwrap_or(0).max(3);
-    let mut out = format!(
-        "{:<14} {:<w$} {:<10} {:<6} {:<6} {}\n",
-        "op", "cli", "slash", "writes", "model", "what"
-    );
+    // Columns as wide as their longest entry, so rows stay aligned; about 90 columns in all.
+    let w = OPS.iter().map(|o| cli(o).len()).max().unwrap_or(0);
+    let mut out = format!("{:<10} {:<w$}  what\n", "slash", "verb");
     for o in OPS {
+        let mark = if o.model_call { " (a model call)" } else { "" };
         out.push_str(&format!(
-            "{:<14} {:<w$} {:<10} {:<6} {:<6} {}\n",
-            o.id,
-            cli(o),
+            "{:<10} {:<w$}  {}{mark}\n",
             o.slash,
-            if o.writes { "yes" } else { "no" },
-            if o.model_call { "yes" } else { "no" },
+            cli(o),
             o.help
         ));
     }
-    out.trim_end().to_string()
+    out.push_str(
+        "\nInput: a line ending in \\ continues on the next; \"\"\" on its own line opens and closes a block.\n\
+         Ctrl-C stops the model or the running command; at an empty prompt, Ctrl-C twice or Ctrl-D leaves.",
+    );
+    out
 }
 
 /// Prints a receipt for a person: the detail on stdout when ok, `tern: …` on stderr when not.

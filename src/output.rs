@@ -95,7 +95,13 @@ pub fn describe(ev: &Value) -> Option<String> {
             }
         }
         "tool_result" if ev["name"] == "bash" => {
-            preview(&s("content"), ev["is_error"].as_bool() == Some(true))
+            let view = preview(&s("content"), ev["is_error"].as_bool() == Some(true));
+            // After Ctrl-C the terminal has echoed ^C on the current line.
+            if ev["interrupted"].as_bool() == Some(true) {
+                format!("\n{view}")
+            } else {
+                view
+            }
         }
         "tool_result" => {
             let content = s("content");
@@ -133,6 +139,7 @@ pub fn describe(ev: &Value) -> Option<String> {
             n("merged")
         ),
         "turn_interrupted" => "the previous turn was interrupted (its process is gone)".into(),
+        "boundary" if ev.get("reason").is_some() => format!("{}: {}", s("kind"), s("reason")),
         "boundary" => format!("{}: {} → {}", s("kind"), s("from"), s("to")),
         _ => return None,
     })

@@ -8,8 +8,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
-use rustyline::DefaultEditor;
 use rustyline::error::ReadlineError;
+use rustyline::{
+    Cmd, ConditionalEventHandler, DefaultEditor, Event, EventContext, EventHandler, KeyEvent,
+    Movement, RepeatCount,
+};
 use serde_json::Value;
 
 use crate::config::{self, ProviderFlags};
@@ -81,6 +84,10 @@ impl Input {
             };
             if let Some(ed) = editor.as_mut() {
                 let _ = ed.load_history(&history);
+                ed.bind_sequence(
+                    KeyEvent::ctrl('C'),
+                    EventHandler::Conditional(Box::new(ClearOrInterrupt)),
+                );
             }
             for prompt in prompt_rx {
                 let line = match editor.as_mut() {
@@ -88,7 +95,11 @@ impl Input {
                         Ok(l) => {
                             if !l.trim().is_empty() && prompt == PROMPT {
                                 let _ = ed.add_history_entry(l.as_str());
-                                let _ = ed.append_history(&history);
+                                // The state folder appears with the first session; until then
+                                // the history lives in memory only.
+                                if history.parent().is_some_and(|d| d.is_dir()) {
+                                    let _ = ed.append_history(&history);
+                                }
                             }
                             Line::Text(l)
                         }
@@ -186,6 +197,20 @@ impl Input {
     }
 }
 
+/// Ctrl-C in the editor: with text on the line it clears the line (as a shell does); on an empty
+/// line it is the interrupt that, twice in a row, leaves the REPL.
+struct ClearOrInterrupt;
+
+impl ConditionalEventHandler for ClearOrInterrupt {
+    fn handle(&self, _: &Event, _: RepeatCount, _: bool, ctx: &EventContext) -> Option<Cmd> {
+        if ctx.line().is_empty() {
+            None
+        } else {
+            Some(Cmd::Kill(Movement::WholeLine))
+        }
+    }
+}
+
 const PROMPT: &str = "› ";
 const MORE: &str = "… ";
 
@@ -207,7 +232,7 @@ impl Surface for ReplSurface<'_> {
         loop {
             match self
                 .input
-                .read("run it? [y]es / [n]o / [a]lways this session: ", true)
+                .read("run it? [y]es / [n]o / [a]lways (until tern exits): ", true)
             {
                 Line::Text(a) => match a.trim().to_lowercase().as_str() {
                     "y" | "yes" => return Answer::Yes,
@@ -243,10 +268,6 @@ pub fn run(opts: ChatOptions) -> i32 {
         }
     };
     let state = StateDir::locate(&cwd, opts.state_dir.as_deref());
-    if let Err(e) = state.init() {
-        crate::errln!("tern: {e}");
-        return 1;
-    }
     let mut cfg = opts.config.clone();
     cfg.model = choice.model.clone();
     cfg.base_url = choice.base_url.clone();
@@ -477,7 +498,7 @@ pub fn status_line(rt: &Runtime) -> String {
         ));
     }
     parts.push(format!(
-        "{} tokens in, {} out",
+        "session: {} tokens in, {} out",
         t.input_tokens, t.output_tokens
     ));
     parts.push(format!(

@@ -66,7 +66,11 @@ pub fn total(reqs: &[RequestStats]) -> RequestStats {
 /// The stats table: one row per request and a total row; hit = cached / input tokens, reuse =
 /// reused / sent request bytes.
 pub fn render(session_id: &str, reqs: &[RequestStats]) -> String {
-    let mut s = format!("session {session_id}: {} requests\n", reqs.len());
+    let n = reqs.len();
+    let mut s = format!(
+        "session {session_id}: {n} request{}\n",
+        if n == 1 { "" } else { "s" }
+    );
     s.push_str(&format!(
         "{:>4}  {:<10} {:>9} {:>9} {:>7} {:>7} {:>6} {:>10} {:>6}\n",
         "#", "purpose", "input", "cached", "write", "output", "hit", "reuse B", "reuse"

@@ -25,6 +25,9 @@ pub struct Snapshot {
     pub tokens_since_goal: u64,
     /// Files that could not be read, with the reason.
     pub problems: Vec<String>,
+    /// When every To-do item is settled: the ledger's last change (Unix s), where the elapsed
+    /// time stops.
+    pub settled_at: Option<u64>,
 }
 
 /// Reads a snapshot of `session`. Damaged files do not fail the view: they are listed in
@@ -64,6 +67,12 @@ pub fn snapshot(session: &Session) -> Snapshot {
         }
         Err(e) => problems.push(e.to_string()),
     }
+    let all_settled = !ledger.items.is_empty() && ledger.settled() == ledger.items.len();
+    let settled_at = all_settled
+        .then(|| std::fs::metadata(session.path(files::LEDGER)).and_then(|m| m.modified()))
+        .and_then(Result::ok)
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_secs());
     Snapshot {
         ledger,
         meta,
@@ -71,6 +80,7 @@ pub fn snapshot(session: &Session) -> Snapshot {
         requests,
         tokens_since_goal: tokens,
         problems,
+        settled_at,
     }
 }
 
@@ -132,7 +142,7 @@ pub fn render_snapshot(
     let footer = footer(session, snap);
     sidebar::render(&SidebarInput {
         ledger: &snap.ledger,
-        now_unix: now,
+        now_unix: snap.settled_at.map_or(now, |t| t.min(now)),
         tokens_used: Some(snap.tokens_since_goal),
         height,
         footer: &footer,
@@ -141,7 +151,11 @@ pub fn render_snapshot(
 
 /// The view as JSON for scripts: `{session, status, plan, ledger, cache}`.
 pub fn to_json(session: &Session) -> Value {
-    let snap = snapshot(session);
+    snapshot_json(session, &snapshot(session))
+}
+
+/// [`to_json`] from an already read snapshot.
+pub fn snapshot_json(session: &Session, snap: &Snapshot) -> Value {
     let t = stats::total(&snap.requests);
     json!({
         "session": session.id,

@@ -156,6 +156,10 @@ impl Transport {
         // Dropping `rx` here is the abandon signal for the worker.
         drop(rx);
         result.map_err(|mut e| {
+            if matches!(e.kind, ErrorKind::Connect | ErrorKind::Timeout) {
+                // Name the server: "connection refused" alone does not say which one.
+                e.message = format!("{} ({url})", e.message);
+            }
             e.message = redact(&e.message, secret);
             e
         })

@@ -76,6 +76,7 @@ impl Runtime {
                 .write_text_locked(&lock, files::CONVERSATION, &text)?;
         }
         self.history = new_history;
+        self.note_disk();
         self.emit(
             ui,
             "compaction",

@@ -65,7 +65,9 @@ impl Runtime {
             },
             (None, "plan_confirm") => {
                 let keep = self.inflight_index();
-                self.plan_confirm(keep, ui).into()
+                self.plan_confirm(keep, ui)
+                    .map(|m| format!("{m} Track the work with work_update."))
+                    .into()
             }
             (None, "plan_cancel") => super::plan::cancel(&self.session, ui).into(),
             (None, "plan_clear") => {

@@ -212,6 +212,9 @@ pub struct Runtime {
     plan_stamps: Vec<Option<FileStamp>>,
     /// The ledger's stamp and the work-state block rendered from it.
     tail_cache: Option<(Option<FileStamp>, Option<String>)>,
+    /// Stamps of `system.txt` and `conversation.jsonl` after our last read or write: anything
+    /// else means another process (a verb in another pane) rewrote them.
+    disk_seen: Option<(Option<FileStamp>, Option<FileStamp>)>,
     started: Instant,
 }
 
@@ -250,6 +253,7 @@ impl Runtime {
             session.write_text_locked(&lock, files::DRAFT, "")?;
         }
         let mut rt = Runtime::new(session, state.workspace.clone(), provider, cfg, system);
+        rt.note_disk();
         let model = rt.cfg.model.clone();
         let provider = rt.provider.name();
         rt.emit(
@@ -312,6 +316,7 @@ impl Runtime {
         // The previous process's last request is gone; the stored prefix as it stands now is
         // what the next request repeats, so prefix reuse is measured against it.
         rt.last_body = rt.body(None);
+        rt.note_disk();
         if meta.model != rt.cfg.model || meta.provider != provider {
             rt.emit(
                 ui,
@@ -351,6 +356,7 @@ impl Runtime {
             tools_allowed: true,
             plan_stamps: Vec::new(),
             tail_cache: None,
+            disk_seen: None,
             started: Instant::now(),
         }
     }
@@ -405,6 +411,41 @@ impl Runtime {
     fn store(&mut self, msgs: Vec<Message>) -> Result<(), Failure> {
         self.session.append_messages(&msgs)?;
         self.history.extend(msgs);
+        self.note_disk();
+        Ok(())
+    }
+
+    fn disk_stamps(&self) -> (Option<FileStamp>, Option<FileStamp>) {
+        (
+            stamp(&self.session.path(files::SYSTEM)),
+            stamp(&self.session.path(files::CONVERSATION)),
+        )
+    }
+
+    /// Records that memory and disk agree now (after our own read or write).
+    fn note_disk(&mut self) {
+        self.disk_seen = Some(self.disk_stamps());
+    }
+
+    /// Reloads the system prompt and the history when another process rewrote them since we
+    /// last looked (`tern plan confirm`, `tern plan clear` or `tern compact` in another pane while
+    /// this runtime sat idle), so the next request is what the files say.
+    pub fn sync_from_disk(&mut self, ui: &mut dyn Surface) -> Result<(), Failure> {
+        if self.disk_seen == Some(self.disk_stamps()) {
+            return Ok(());
+        }
+        if let Some(system) = self.session.read_text(files::SYSTEM)? {
+            self.system = system;
+        }
+        self.load_history(ui)?;
+        self.last_body = self.body(None);
+        self.plan_stamps.clear();
+        self.note_disk();
+        self.emit(
+            ui,
+            "warning",
+            json!({"message": "another process changed this session (a plan confirm or clear, or a compaction): reloaded the system prompt and the history"}),
+        );
         Ok(())
     }
 

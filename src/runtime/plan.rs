@@ -148,7 +148,7 @@ impl Runtime {
             .map_err(|e| format!("Error: plan not confirmed: {e}"))?;
         let t = self.lock_draft(ui).map_err(|e| format!("Error: {e}"))?;
         Ok(format!(
-            "Plan confirmed and locked into the system prompt (revision {}). Track the work with work_update.",
+            "Plan confirmed and locked into the system prompt (revision {}).",
             t.revision
         ))
     }
@@ -174,6 +174,7 @@ impl Runtime {
             self.session
                 .write_json_locked(&lock, files::PLAN_STATE, &plan)?;
             self.system = new_system;
+            self.note_disk();
             t
         };
         self.warned_plan_md = false;
@@ -210,6 +211,7 @@ impl Runtime {
             self.session
                 .write_json_locked(&lock, files::PLAN_STATE, &plan)?;
             self.system = new_system;
+            self.note_disk();
             Ok(t)
         })();
         let t = result.map_err(|e| format!("Error: {e}"))?;

@@ -89,10 +89,11 @@ impl Runtime {
                 // Small models can loop on a finished task: ask once for the answer, tools off.
                 self.tools_allowed = false;
                 repeats = 0;
+                // A declared boundary: `tool_choice` none changes this one request's prefix.
                 self.emit(
                     ui,
-                    "warning",
-                    json!({"message": format!("the model made the same tool call with the same result {LOOP_LIMIT} times in a row; asking it for a final answer without tools")}),
+                    "boundary",
+                    json!({"kind": "tools_off", "reason": format!("the model made the same tool call with the same result {LOOP_LIMIT} times in a row; asking it once for a final answer without tools")}),
                 );
             }
         }
@@ -146,6 +147,7 @@ impl Runtime {
 
     /// Marks the session running with our pid, stores the prompt, emits `turn_start`.
     fn begin_turn(&mut self, prompt: &str, ui: &mut dyn Surface) -> Result<(), Failure> {
+        self.sync_from_disk(ui)?;
         {
             // Check and claim under one lock, so two processes cannot both start a turn.
             let lock = self.session.lock()?;
@@ -163,6 +165,10 @@ impl Runtime {
                 meta.title = prompt.trim().chars().take(80).collect();
             }
             self.session.write_meta_locked(&lock, &meta)?;
+        }
+        // The session a person is working in is the one other panes should follow.
+        if let Err(e) = self.session.mark_current() {
+            crate::errln!("tern: could not update .tern/current: {e}");
         }
         if !prompt.trim().is_empty() {
             self.store(vec![Message::user(prompt)])?;

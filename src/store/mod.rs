@@ -81,7 +81,7 @@ impl StateDir {
         Ok(session)
     }
 
-    /// Opens an existing session by exact id or unique id prefix.
+    /// Opens an existing session by exact id, unique id prefix, or unique part of an id.
     ///
     /// Errors: no such session, an ambiguous prefix, an id with characters outside
     /// `[A-Za-z0-9._-]` (never a path), or a session folder that is a symlink.
@@ -99,11 +99,12 @@ impl StateDir {
             fsutil::refuse_symlink(&exact)?;
             return Ok(Session::at(id, exact));
         }
-        let matches: Vec<String> = self
-            .session_ids()?
-            .into_iter()
-            .filter(|s| s.starts_with(id))
-            .collect();
+        // A unique prefix, else a unique part (ids share their date, so the random end is handy).
+        let ids = self.session_ids()?;
+        let mut matches: Vec<String> = ids.iter().filter(|s| s.starts_with(id)).cloned().collect();
+        if matches.is_empty() {
+            matches = ids.into_iter().filter(|s| s.contains(id)).collect();
+        }
         match matches.as_slice() {
             [one] => {
                 let dir = self.session_dir(one);

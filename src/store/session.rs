@@ -145,6 +145,19 @@ impl Session {
         SessionLock::acquire(&self.path(files::LOCK))
     }
 
+    /// Points `.tern/current` (two folders up) at this session, atomically.
+    pub fn mark_current(&self) -> io::Result<()> {
+        let root =
+            self.dir.parent().and_then(Path::parent).ok_or_else(|| {
+                io::Error::other("the session folder has no state folder above it")
+            })?;
+        let current = root.join("current");
+        if fsutil::read_text(&current)?.as_deref().map(str::trim) == Some(self.id.as_str()) {
+            return Ok(());
+        }
+        fsutil::atomic_write(&current, format!("{}\n", self.id).as_bytes())
+    }
+
     /// Reads `meta.json`.
     pub fn read_meta(&self) -> io::Result<Meta> {
         fsutil::read_json(&self.path(files::META))?.ok_or_else(|| {
