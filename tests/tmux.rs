@@ -324,3 +324,49 @@ fn ctrl_c_while_the_model_streams_then_continue_in_tmux() {
     assert!(!reqs[1].body_str().contains("word1 "));
     tmux.keys(&["C-d"]);
 }
+
+/// In a real terminal: Ctrl-C with text on the line clears the line and does not count toward
+/// leaving; lines typed faster than the REPL reads them (typeahead, tmux send-keys) all arrive.
+#[test]
+fn ctrl_c_clears_a_line_and_typeahead_is_kept_in_tmux() {
+    let Some((_dir, tmux, ws)) = setup("ctrl_c_clears_a_line_and_typeahead_is_kept_in_tmux") else {
+        return;
+    };
+    let fake = FakeServer::strict(vec![openai_text("Hello there.")]);
+    start_chat(&tmux, &ws, &fake);
+
+    tmux.keys(&["some text", "C-c"]);
+    tmux.keys(&["more", "C-c"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let screen = tmux.capture();
+    assert!(
+        !screen.contains("Ctrl-C again"),
+        "a Ctrl-C that cleared text counted toward leaving:\n{screen}"
+    );
+    // Two commands and a prompt in one burst: none is lost.
+    tmux.keys(&["/help", "Enter", "/sessions", "Enter", "hi", "Enter"]);
+    let screen = tmux.wait_for("Hello there.");
+    assert!(
+        screen.contains("slash") && screen.contains("/confirm"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("no sessions in"),
+        "/sessions was lost:\n{screen}"
+    );
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 1);
+    let last = messages(&reqs[0]);
+    assert_eq!(
+        last.last().unwrap()["content"],
+        "hi",
+        "the cleared text leaked into the prompt"
+    );
+
+    // At an empty prompt, Ctrl-C twice leaves.
+    tmux.wait_for_prompt_after("Hello there.");
+    tmux.keys(&["C-c"]);
+    tmux.wait_for("Ctrl-C again");
+    tmux.keys(&["C-c"]);
+    tmux.wait_for("[tern exited with 0]");
+}
