@@ -39,7 +39,7 @@ struct ChatArgs {
     /// When bash may run: ask (default here), auto or never [env: TERN_APPROVAL].
     #[arg(long, value_enum, env = "TERN_APPROVAL", default_value = "ask")]
     approval: Approval,
-    /// Model requests allowed per turn.
+    /// Model requests (agentic turns) allowed per prompt before it stops.
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
     max_turns: u32,
     #[command(flatten)]
@@ -122,7 +122,7 @@ enum Cmd {
         /// Print events as JSON lines on stdout (the last one is always `result`).
         #[arg(long)]
         json: bool,
-        /// Model requests allowed before stopping with exit code 3.
+        /// Model requests (agentic turns) allowed before stopping with exit code 3.
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
         max_turns: u32,
         /// Continue the current session of this workspace.

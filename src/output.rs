@@ -35,12 +35,24 @@ pub const PREVIEW_LINES: usize = 6;
 pub struct Human {
     /// Text was printed without a final newline yet.
     open_line: bool,
+    /// A progress note is on stderr's current line (a terminal only), to be erased first.
+    note_shown: bool,
 }
 
 impl Human {
     /// A new human surface.
     pub fn new() -> Human {
         Human::default()
+    }
+
+    /// Erases a progress note before anything else is written.
+    fn clear_note(&mut self) {
+        if self.note_shown {
+            let mut err = std::io::stderr().lock();
+            let _ = write!(err, "\r\x1b[K");
+            let _ = err.flush();
+            self.note_shown = false;
+        }
     }
 
     fn end_text_line(&mut self) {
@@ -54,7 +66,22 @@ impl Human {
 }
 
 impl Surface for Human {
+    fn progress(&mut self, note: &str) {
+        use std::io::IsTerminal;
+        // Only on a terminal, and only at the start of a line: a note must never land in a log
+        // or in the middle of the model's text.
+        if self.open_line || !std::io::stderr().is_terminal() {
+            return;
+        }
+        self.clear_note();
+        let mut err = std::io::stderr().lock();
+        let _ = write!(err, "⋯ {note}");
+        let _ = err.flush();
+        self.note_shown = true;
+    }
+
     fn text_delta(&mut self, text: &str) {
+        self.clear_note();
         let mut out = std::io::stdout().lock();
         let _ = out.write_all(text.as_bytes());
         let _ = out.flush();
@@ -62,6 +89,7 @@ impl Surface for Human {
     }
 
     fn event(&mut self, ev: &Value) {
+        self.clear_note();
         if let Some(line) = describe(ev) {
             self.end_text_line();
             crate::errln!("{line}");

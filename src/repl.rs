@@ -227,6 +227,9 @@ impl Surface for ReplSurface<'_> {
     fn text_delta(&mut self, text: &str) {
         self.human.text_delta(text);
     }
+    fn progress(&mut self, note: &str) {
+        self.human.progress(note);
+    }
     fn approve(&mut self, command: &str) -> Answer {
         crate::errln!("tern wants to run:\n  {}", command.replace('\n', "\n  "));
         loop {

@@ -163,6 +163,7 @@ impl Runtime {
             env_remove: &self.cfg.secret_env,
             spill_dir: &spill,
         };
+        ui.progress("running… (Ctrl-C stops it)");
         match bash::run(&req, &self.cancel) {
             Ok(out) => {
                 *extra = json!({

@@ -60,6 +60,9 @@ pub trait Surface {
     fn approve(&mut self, _command: &str) -> Answer {
         Answer::Yes
     }
+    /// A wait begins (`waiting for the model…`, `running…`); the next event or text ends it.
+    /// Display only.
+    fn progress(&mut self, _note: &str) {}
 }
 
 /// A surface that shows nothing (verbs that print their own receipt).

@@ -106,6 +106,11 @@ impl Runtime {
         ui: &mut dyn Surface,
     ) -> Result<Completion, ProviderError> {
         let reuse = common_prefix(&self.last_body, &body) as u64;
+        ui.progress(if purpose == "compaction" {
+            "compacting: the model writes a summary…"
+        } else {
+            "waiting for the model…"
+        });
         let cancel = self.cancel.clone();
         let session = &self.session;
         let provider = &mut self.provider;
