@@ -162,7 +162,7 @@ pub const OPS: &[Op] = &[
         false,
         false,
         "session list",
-        "list sessions with status, requests, tokens",
+        "list sessions with status, turns, tokens",
     ),
     op(
         "resume",
@@ -570,7 +570,7 @@ fn sessions(state: &StateDir) -> Result<String, String> {
     let current = state.current().ok().flatten().map(|s| s.id);
     let mut out = format!(
         "  {:<22} {:<11} {:>5} {:>9}  {:<20}  {}\n",
-        "id", "status", "reqs", "tokens", "last activity", "title"
+        "id", "status", "turns", "tokens", "last activity", "title"
     );
     for id in ids.iter().rev() {
         let mark = if current.as_deref() == Some(id) {
