@@ -68,8 +68,16 @@ pub fn verb(id: &str, arg: Option<&str>, t: &Target, wait: bool) -> i32 {
 
 /// `tern plan draft`: the draft from `--file` or stdin.
 pub fn read_draft(file: Option<&Path>) -> Result<String, String> {
+    // Read at most one byte past the limit: `--file /dev/zero` must not fill the memory.
+    let limit = crate::tools::plan::MAX_PLAN_BYTES as u64 + 1;
     let text = match file {
-        Some(f) => std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?,
+        Some(f) => {
+            let mut s = String::new();
+            std::fs::File::open(f)
+                .and_then(|h| h.take(limit).read_to_string(&mut s))
+                .map_err(|e| format!("{}: {e}", f.display()))?;
+            s
+        }
         None => {
             use std::io::IsTerminal;
             if std::io::stdin().is_terminal() {
@@ -79,6 +87,7 @@ pub fn read_draft(file: Option<&Path>) -> Result<String, String> {
             }
             let mut s = String::new();
             std::io::stdin()
+                .take(limit)
                 .read_to_string(&mut s)
                 .map_err(|e| format!("could not read the draft from stdin: {e}"))?;
             s
@@ -86,6 +95,12 @@ pub fn read_draft(file: Option<&Path>) -> Result<String, String> {
     };
     if text.trim().is_empty() {
         return Err("the draft is empty (to discard a draft: tern plan cancel)".into());
+    }
+    if text.len() as u64 >= limit {
+        return Err(format!(
+            "the draft is longer than {} bytes, the most a plan may be",
+            crate::tools::plan::MAX_PLAN_BYTES
+        ));
     }
     Ok(text)
 }
@@ -195,6 +210,13 @@ const WATCHED: [&str; 5] = [
 /// Follows `.tern/current` when no `--session` is given. In a pipe it prints a new frame per
 /// change; with `--json`, one status object per change. Ctrl-C leaves cleanly.
 pub fn watch(t: &Target, height: Option<usize>) -> i32 {
+    // A named session that is not there will not appear: say so instead of waiting for it.
+    if t.session.is_some()
+        && let Err(e) = session(t)
+    {
+        crate::errln!("tern: {e}");
+        return 1;
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let _ = signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone());
     let _ = signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone());

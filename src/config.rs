@@ -17,9 +17,15 @@ pub enum ProviderKind {
     Anthropic,
 }
 
-/// Environment variables holding API keys: removed from the bash tool's environment and redacted
-/// from everything tern writes.
-pub const SECRET_ENV: &[&str] = &["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "TERN_API_KEY"];
+/// Environment variables holding API keys or provider URLs (which may carry credentials): removed
+/// from the bash tool's environment. The keys are also redacted from everything tern writes.
+pub const SECRET_ENV: &[&str] = &[
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "TERN_API_KEY",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_BASE_URL",
+];
 
 /// Default model per provider when neither `--model` nor TERN_MODEL is set.
 pub const DEFAULT_OPENAI_MODEL: &str = "gpt-4.1-mini";
@@ -123,14 +129,52 @@ pub fn resolve(
         return Err("the model name is empty (--model / TERN_MODEL)".into());
     }
     if let Some(k) = &api_key {
+        if !k.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(format!(
+                "{key_var} holds characters that cannot go in an HTTP header (spaces, control or non-ASCII characters)"
+            ));
+        }
         crate::store::redact::register(k);
     }
+    register_url_secrets(&base_url);
     Ok(ProviderChoice {
         kind,
         base_url,
         api_key,
         model,
     })
+}
+
+/// Registers the credentials a URL may carry (`user:password@`, the query string) for
+/// redaction, so they appear in no file, event or error.
+fn register_url_secrets(url: &str) {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if let Some((userinfo, _)) = authority.rsplit_once('@') {
+        crate::store::redact::register(userinfo);
+        if let Some((_, password)) = userinfo.split_once(':') {
+            crate::store::redact::register(password);
+        }
+    }
+    if let Some((_, query)) = rest.split_once('?') {
+        crate::store::redact::register(query.split('#').next().unwrap_or(query));
+    }
+}
+
+/// `url` without credentials and query, for `meta.json` and messages: `https://host/path`.
+pub fn display_url(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let rest = rest.split(['?', '#']).next().unwrap_or(rest);
+    let (authority, path) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if scheme.is_empty() {
+        format!("{host}{path}")
+    } else {
+        format!("{scheme}://{host}{path}")
+    }
 }
 
 /// True when `base_url` is OpenAI's own API (where `prompt_cache_key` is accepted).
@@ -196,6 +240,35 @@ mod tests {
         assert_eq!(c.model, "qwen");
         assert!(!is_openai_host(&c.base_url));
         assert!(is_openai_host("https://api.openai.com/v1"));
+    }
+
+    #[test]
+    fn url_credentials_never_kept() {
+        let url = "http://alice:hunter2secret@127.0.0.1:8902/v1?api-key=querysecret";
+        assert_eq!(display_url(url), "http://127.0.0.1:8902/v1");
+        let c = resolve(
+            &ProviderFlags {
+                base_url: Some(url.into()),
+                ..ProviderFlags::default()
+            },
+            &env_of(&[]),
+        )
+        .unwrap();
+        let shown = crate::store::redact::redact(&c.base_url);
+        assert!(
+            !shown.contains("hunter2secret") && !shown.contains("querysecret"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn keys_that_cannot_be_headers_are_refused() {
+        let e = resolve(
+            &ProviderFlags::default(),
+            &env_of(&[("OPENAI_API_KEY", "sk-ünïcødé")]),
+        )
+        .unwrap_err();
+        assert!(e.contains("OPENAI_API_KEY"), "{e}");
     }
 
     #[test]

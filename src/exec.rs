@@ -35,13 +35,15 @@ pub struct ExecOptions {
     pub idle_timeout: std::time::Duration,
 }
 
-/// Registers SIGINT and SIGTERM to set `flag`; a second SIGINT while the flag is already set exits
+/// Registers SIGINT, SIGTERM and SIGHUP to set `flag`; a second SIGINT while the flag is already set exits
 /// at once with 130 (the escape hatch if something hangs).
 pub fn install_signals(flag: &Arc<AtomicBool>) {
-    use signal_hook::consts::{SIGINT, SIGTERM};
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let _ = signal_hook::flag::register_conditional_shutdown(SIGINT, 130, flag.clone());
     let _ = signal_hook::flag::register(SIGINT, flag.clone());
     let _ = signal_hook::flag::register(SIGTERM, flag.clone());
+    // A closed terminal (SIGHUP) ends the turn the same orderly way.
+    let _ = signal_hook::flag::register(SIGHUP, flag.clone());
 }
 
 /// Runs `tern exec`; returns the process exit code (DESIGN.md §8).

@@ -82,11 +82,11 @@ struct ModelArgs {
     /// The model's context window in tokens; compaction starts at 80 % of it.
     #[arg(long, default_value_t = 128_000, value_parser = clap::value_parser!(u64).range(1024..))]
     context_window: u64,
-    /// Longest total time spent retrying a failing provider, in seconds.
-    #[arg(long, default_value_t = 300)]
+    /// Longest total time spent retrying a failing provider, in seconds (at most a day).
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(0..=86_400))]
     max_retry_time: u64,
-    /// Longest silence from the provider before an attempt fails, in seconds.
-    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Longest silence from the provider before an attempt fails, in seconds (1 s to a day).
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     idle_timeout: u64,
 }
 
@@ -284,13 +284,42 @@ fn verb(id: &str, arg: Option<&str>, target: &TargetArgs, wait: bool) -> i32 {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     let code = match cli.cmd {
         None => cli.chat.run(),
         Some(Cmd::Chat(args)) => args.run(),
         Some(cmd) => run(cmd),
     };
     ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// A command line clap refused: its message on stderr, exit 2, and for `tern exec --json` a final
+/// `result` event on stdout too (stdout then still ends with `result`, as promised).
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        e.exit();
+    }
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let json_exec = args.iter().any(|a| a == "exec") && args.iter().any(|a| a == "--json");
+    let _ = e.print();
+    if json_exec {
+        let first = e.to_string();
+        let first = first.lines().next().unwrap_or("usage error");
+        tern::output::print_json_line(&serde_json::json!({
+            "type": "result", "seq": 1, "ts": tern::clock::now_rfc3339_millis(), "session": null,
+            "status": "failed", "text": "", "error": first, "exit_code": 2
+        }));
+    }
+    ExitCode::from(2)
 }
 
 fn run(cmd: Cmd) -> i32 {

@@ -409,9 +409,11 @@ fn plan_show(s: &Session) -> Result<String, String> {
 }
 
 fn plan_edit(s: &Session, ui: &mut dyn Surface) -> Result<String, String> {
-    let editor = std::env::var("VISUAL")
-        .or_else(|_| std::env::var("EDITOR"))
-        .unwrap_or_else(|_| "vi".into());
+    // An empty variable counts as unset: `sh -c ' "$1"'` would run the draft as a program.
+    let set = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+    let editor = set("VISUAL")
+        .or_else(|| set("EDITOR"))
+        .unwrap_or_else(|| "vi".into());
     let path = s.path(files::DRAFT);
     if s.read_text(files::DRAFT)
         .map_err(|e| e.to_string())?
@@ -488,7 +490,20 @@ fn with_runtime(
     let mut rt = Runtime::resume(target.state, s, provider, cfg, &mut runtime::Quiet)
         .map_err(|e| e.to_string())?;
     crate::exec::install_signals(&rt.cancel);
-    model_op(op, &mut rt, ui)
+    // Hold the session while the conversation is rewritten: a turn started meanwhile in another
+    // pane would append to a history this op is about to replace.
+    let before = loop {
+        match rt.claim(None) {
+            Ok(b) => break b,
+            Err(_) if target.wait => std::thread::sleep(Duration::from_millis(250)),
+            Err(e) => return Err(format!("refused: {e}")),
+        }
+    };
+    let result = model_op(op, &mut rt, ui);
+    if let Err(e) = rt.release(before) {
+        crate::errln!("tern: could not release the session: {e}");
+    }
+    result
 }
 
 fn model_op(op: &Op, rt: &mut Runtime, ui: &mut dyn Surface) -> Result<String, String> {
@@ -531,8 +546,8 @@ fn wait_or_refuse(op: &Op, session: &Session, wait: bool) -> Result<(), String> 
     }
 }
 
-/// The provider a verb uses for its model call: the session's own (kind, base URL, model from
-/// `meta.json`, key from the environment), or the flags / environment for demo sessions.
+/// The provider a verb uses for its model call: server and key from the flags and environment
+/// (never a URL saved in the session), wire format and model defaulting to the session's.
 fn provider_for(
     meta: &crate::store::Meta,
     flags: &ProviderFlags,
@@ -544,12 +559,14 @@ fn provider_for(
         _ => None,
     };
     let mut f = flags.clone();
+    // The server and the key come from this environment, as for `tern exec`: a URL saved in a
+    // session (perhaps by another provider, perhaps planted) never receives this key. Only the
+    // wire format and the model name default to the session's.
     if let Some(k) = kind {
         f.provider = f.provider.or(Some(k));
-        if f.base_url.is_none() && !meta.base_url.contains(crate::store::redact::REDACTED) {
-            f.base_url = Some(meta.base_url.clone());
+        if env("TERN_MODEL").is_none_or(|m| m.trim().is_empty()) {
+            f.model = f.model.or(Some(meta.model.clone()));
         }
-        f.model = f.model.or(Some(meta.model.clone()));
     }
     config::resolve(&f, &env).map_err(|e| {
         if kind.is_none() {
@@ -582,7 +599,7 @@ fn sessions(state: &StateDir) -> Result<String, String> {
             Ok(m) => {
                 let mut status = m.status.as_str().to_string();
                 if m.status == crate::store::Status::Running
-                    && m.pid.is_some_and(|p| !runtime::pid_alive(p))
+                    && runtime::running_elsewhere(&m).is_none()
                 {
                     status = "interrupted?".into();
                 }
@@ -593,7 +610,7 @@ fn sessions(state: &StateDir) -> Result<String, String> {
                     m.turns,
                     m.usage.input_tokens + m.usage.output_tokens,
                     m.updated_at,
-                    m.title.replace(['\n', '\r'], " ")
+                    crate::output::safe(&m.title.replace(['\n', '\r'], " "))
                 ));
             }
             Err(e) => out.push_str(&format!("{mark} {id:<22} unreadable: {e}\n")),

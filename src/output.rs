@@ -5,7 +5,7 @@ use std::io::Write;
 
 use serde_json::Value;
 
-use crate::runtime::Surface;
+use crate::runtime::{Answer, Surface};
 use crate::store::fsutil::to_jsonl;
 
 /// `--json`: stdout carries only events, one compact object per line, flushed per event.
@@ -15,6 +15,59 @@ impl Surface for Json {
     fn event(&mut self, ev: &Value) {
         print_json_line(ev);
     }
+    fn approve(&mut self, command: &str) -> Answer {
+        ask_on_terminal(command)
+    }
+}
+
+/// `--approval ask` outside the REPL: the question goes to stderr and the answer comes from
+/// stdin when stdin is a terminal; with no terminal to ask on, the command is refused (the model
+/// gets an error result), never run unasked.
+pub fn ask_on_terminal(command: &str) -> Answer {
+    use std::io::{BufRead, IsTerminal};
+    if !std::io::stdin().is_terminal() {
+        crate::errln!(
+            "tern: not running (--approval ask, and no terminal to ask on): {}",
+            safe(command)
+        );
+        return Answer::No;
+    }
+    crate::errln!(
+        "tern wants to run:\n  {}",
+        safe(command).replace('\n', "\n  ")
+    );
+    loop {
+        crate::errln!("run it? [y]es / [n]o / [a]lways (until tern exits): ");
+        let mut line = String::new();
+        match std::io::stdin().lock().read_line(&mut line) {
+            Ok(0) | Err(_) => return Answer::No,
+            Ok(_) => match line.trim().to_lowercase().as_str() {
+                "y" | "yes" => return Answer::Yes,
+                "n" | "no" => return Answer::No,
+                "a" | "always" => return Answer::Always,
+                _ => crate::errln!("answer y, n or a"),
+            },
+        }
+    }
+}
+
+/// `text` made safe to print on a terminal: escape characters become `^[` and other control
+/// characters (but newline and tab) are dropped, so model output or a command cannot move the
+/// cursor, change the title or hide text.
+pub fn safe(text: &str) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| (c.is_control() && c != '\n' && c != '\t') || c == '\u{9b}';
+    if !text.contains(bad) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c == '\u{1b}' {
+            out.push_str("^[");
+        } else if !bad(c) {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// Prints one event line to stdout and flushes. A closed stdout (`| head`) is ignored.
@@ -80,8 +133,15 @@ impl Surface for Human {
         self.note_shown = true;
     }
 
+    fn approve(&mut self, command: &str) -> Answer {
+        self.clear_note();
+        self.end_text_line();
+        ask_on_terminal(command)
+    }
+
     fn text_delta(&mut self, text: &str) {
         self.clear_note();
+        let text = safe(text);
         let mut out = std::io::stdout().lock();
         let _ = out.write_all(text.as_bytes());
         let _ = out.flush();
@@ -92,7 +152,7 @@ impl Surface for Human {
         self.clear_note();
         if let Some(line) = describe(ev) {
             self.end_text_line();
-            crate::errln!("{line}");
+            crate::errln!("{}", safe(&line));
         } else if ev["type"] == "assistant" {
             self.end_text_line();
         }

@@ -67,6 +67,8 @@ struct Input {
 impl Input {
     fn new(state: &StateDir, cancel: Arc<AtomicBool>, term: Arc<AtomicBool>) -> Input {
         let history = state.root.join("history");
+        // Input history is never read or written through a link planted in its place.
+        let history_ok = crate::store::fsutil::refuse_symlink(&history).is_ok();
         let dumb = std::env::var("TERM").is_ok_and(|t| t == "dumb");
         let editing = std::io::stdin().is_terminal() && !dumb;
         let saved_tty = editing.then(|| {
@@ -83,7 +85,9 @@ impl Input {
                 None
             };
             if let Some(ed) = editor.as_mut() {
-                let _ = ed.load_history(&history);
+                if history_ok {
+                    let _ = ed.load_history(&history);
+                }
                 ed.bind_sequence(
                     KeyEvent::ctrl('C'),
                     EventHandler::Conditional(Box::new(ClearOrInterrupt)),
@@ -97,7 +101,7 @@ impl Input {
                                 let _ = ed.add_history_entry(l.as_str());
                                 // The state folder appears with the first session; until then
                                 // the history lives in memory only.
-                                if history.parent().is_some_and(|d| d.is_dir()) {
+                                if history_ok && history.parent().is_some_and(|d| d.is_dir()) {
                                     let _ = ed.append_history(&history);
                                 }
                             }
@@ -282,6 +286,9 @@ pub fn run(opts: ChatOptions) -> i32 {
     // SIGTERM interrupts a running turn (cancel) and then ends the REPL (term).
     let _ = signal_hook::flag::register(signal_hook::consts::SIGTERM, cancel.clone());
     let _ = signal_hook::flag::register(signal_hook::consts::SIGTERM, term.clone());
+    // The terminal went away (tmux pane killed, ssh dropped): leave as for SIGTERM.
+    let _ = signal_hook::flag::register(signal_hook::consts::SIGHUP, cancel.clone());
+    let _ = signal_hook::flag::register(signal_hook::consts::SIGHUP, term.clone());
     let mut input = Input::new(&state, cancel.clone(), term.clone());
     let mut repl = Repl {
         state: &state,

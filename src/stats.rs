@@ -53,12 +53,12 @@ pub fn total(reqs: &[RequestStats]) -> RequestStats {
         ..RequestStats::default()
     };
     for r in reqs {
-        t.input_tokens += r.input_tokens;
-        t.cached_tokens += r.cached_tokens;
-        t.cache_write_tokens += r.cache_write_tokens;
-        t.output_tokens += r.output_tokens;
-        t.request_bytes += r.request_bytes;
-        t.prefix_reuse_bytes += r.prefix_reuse_bytes;
+        t.input_tokens = t.input_tokens.saturating_add(r.input_tokens);
+        t.cached_tokens = t.cached_tokens.saturating_add(r.cached_tokens);
+        t.cache_write_tokens = t.cache_write_tokens.saturating_add(r.cache_write_tokens);
+        t.output_tokens = t.output_tokens.saturating_add(r.output_tokens);
+        t.request_bytes = t.request_bytes.saturating_add(r.request_bytes);
+        t.prefix_reuse_bytes = t.prefix_reuse_bytes.saturating_add(r.prefix_reuse_bytes);
     }
     t
 }

@@ -18,6 +18,9 @@ use super::{Completion, ErrorKind, ProviderError};
 const SLICE: Duration = Duration::from_millis(50);
 /// At most this much of a non-2xx response body is read (for the error message and its class).
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
+/// Largest streamed response accepted, in bytes: a model answer is far smaller, and memory must
+/// stay bounded whatever a server sends.
+const MAX_RESPONSE_BYTES: usize = 64 << 20;
 /// Size of one read of the response body.
 const READ_SIZE: usize = 16 * 1024;
 /// Longest server text quoted in an error message, in bytes.
@@ -158,7 +161,7 @@ impl Transport {
         result.map_err(|mut e| {
             if matches!(e.kind, ErrorKind::Connect | ErrorKind::Timeout) {
                 // Name the server: "connection refused" alone does not say which one.
-                e.message = format!("{} ({url})", e.message);
+                e.message = format!("{} ({})", e.message, crate::config::display_url(url));
             }
             e.message = redact(&e.message, secret);
             e
@@ -219,6 +222,7 @@ impl Transport {
         let mut head: Option<Head> = None;
         let mut error_body: Vec<u8> = Vec::new();
         let mut parser = SseParser::new();
+        let mut streamed = 0usize;
         loop {
             if cancel.load(Ordering::Relaxed) {
                 return Err(ProviderError::new(
@@ -263,6 +267,16 @@ impl Transport {
                         }
                     }
                     _ => {
+                        streamed += bytes.len();
+                        if streamed > MAX_RESPONSE_BYTES {
+                            return Err(ProviderError::new(
+                                ErrorKind::BadResponse,
+                                format!(
+                                    "the response is larger than {} MiB; not a model answer tern can keep",
+                                    MAX_RESPONSE_BYTES >> 20
+                                ),
+                            ));
+                        }
                         if let Some(c) = feed(&mut parser, &bytes, decoder, on_text)? {
                             return Ok(c);
                         }
@@ -544,10 +558,10 @@ fn stream_error_kind(body: &str, lower: &str) -> ErrorKind {
     }
 }
 
-/// `text` with every occurrence of `secret` replaced by `[redacted]` (no-op for None or "").
+/// `text` with every occurrence of `secret` replaced by `[REDACTED]` (no-op for None or "").
 pub fn redact(text: &str, secret: Option<&str>) -> String {
     match secret {
-        Some(s) if !s.is_empty() => text.replace(s, "[redacted]"),
+        Some(s) if !s.is_empty() => text.replace(s, crate::store::redact::REDACTED),
         _ => text.to_string(),
     }
 }
@@ -611,7 +625,7 @@ mod tests {
         let e = classify_error(Some(401), &body, Some(key));
         assert!(!e.message.contains("sk-SE"), "{}", e.message);
         let e = classify_error(Some(401), &format!("bad key {key}"), Some(key));
-        assert!(e.message.contains("[redacted]") && !e.message.contains(key));
+        assert!(e.message.contains(crate::store::redact::REDACTED) && !e.message.contains(key));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use serde_json::json;
 
-use super::{Failure, Runtime, Surface};
+use super::{Failure, Runtime, Surface, stamp};
 use crate::message::Message;
 use crate::store::files;
 
@@ -34,6 +34,9 @@ impl Runtime {
         let cut = keep_from
             .unwrap_or(self.history.len())
             .min(self.history.len());
+        // What the summary is written from: if the file changes before the commit (another
+        // process appended), the compaction is abandoned rather than dropping those messages.
+        let read_as = stamp(&self.session.path(files::CONVERSATION));
         let old = &self.history[..cut];
         if old.is_empty() {
             self.emit(
@@ -57,6 +60,11 @@ impl Runtime {
         let archive_name;
         {
             let lock = self.session.lock()?;
+            if stamp(&self.session.path(files::CONVERSATION)) != read_as {
+                return Err(Failure::Failed(
+                    "compaction abandoned, nothing was changed: the conversation changed while the summary was written (another process added to it); try again".into(),
+                ));
+            }
             let archive = self.session.next_archive_path("conversation", "jsonl")?;
             archive_name = archive
                 .file_name()

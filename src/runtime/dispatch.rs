@@ -155,6 +155,10 @@ impl Runtime {
             ),
         ];
         let spill = self.session.path(files::SPILL);
+        // Full outputs go to spill/: never through a link planted in its place.
+        if let Err(e) = crate::store::fsutil::ensure_dir(&spill) {
+            return ToolResult::err(format!("Error: not run: {e}"));
+        }
         let req = bash::BashRequest {
             command: &args.command,
             timeout: args.timeout,

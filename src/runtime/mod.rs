@@ -140,12 +140,13 @@ impl Totals {
     }
 }
 
-/// `a / b` rounded to 4 decimals, 0 when `b` is 0.
+/// `a / b` rounded to 4 decimals, 0 when `b` is 0, at most 1 (a server that reports more cached
+/// than prompt tokens is not believed past 100 %).
 pub fn ratio(a: u64, b: u64) -> f64 {
     if b == 0 {
         return 0.0;
     }
-    (a as f64 / b as f64 * 10_000.0).round() / 10_000.0
+    ((a as f64 / b as f64).min(1.0) * 10_000.0).round() / 10_000.0
 }
 
 /// An error that ends a turn or an operation, with the exit code it maps to (DESIGN.md §8).
@@ -244,7 +245,7 @@ impl Runtime {
             cwd: state.workspace.display().to_string(),
             provider: provider.name().to_string(),
             model: cfg.model.clone(),
-            base_url: crate::store::redact::redact(&cfg.base_url).into_owned(),
+            base_url: crate::config::display_url(&cfg.base_url),
             title: title.chars().take(80).collect(),
             ..Meta::default()
         };
@@ -326,7 +327,7 @@ impl Runtime {
                 "boundary",
                 json!({"kind": "model_switch", "from": format!("{}/{}", meta.provider, meta.model), "to": format!("{provider}/{model}")}),
             );
-            let base_url = crate::store::redact::redact(&rt.cfg.base_url).into_owned();
+            let base_url = crate::config::display_url(&rt.cfg.base_url);
             rt.session.update_meta(|m| {
                 m.model = model;
                 m.provider = provider.to_string();
@@ -375,10 +376,19 @@ impl Runtime {
                 text.push_str(&crate::store::fsutil::to_jsonl(m)?);
                 text.push('\n');
             }
+            // The file as it was goes to archive/ first: a repair drops lines, and nothing may be
+            // lost for good.
+            let archive = self.session.next_archive_path("conversation", "jsonl")?;
+            std::fs::copy(self.session.path(files::CONVERSATION), &archive)?;
             self.session
                 .write_text_locked(&lock, files::CONVERSATION, &text)?;
             drop(lock);
-            self.emit(ui, "repair", report.to_json());
+            let mut fields = report.to_json();
+            let name = archive
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned());
+            fields["archive"] = json!(name.map(|n| format!("archive/{n}")));
+            self.emit(ui, "repair", fields);
         }
         self.history = history;
         Ok(())
@@ -428,6 +438,45 @@ impl Runtime {
     /// Records that memory and disk agree now (after our own read or write).
     fn note_disk(&mut self) {
         self.disk_seen = Some(self.disk_stamps());
+    }
+
+    /// Claims the session for this process: `meta.json` says running, with our pid and its start
+    /// time, checked and written under one lock so two processes cannot both hold it. Returns the
+    /// status before (for [`Runtime::release`]). A turn claims it; so does a verb that rewrites
+    /// the conversation, so no turn can start under a compaction.
+    ///
+    /// Errors: another live process holds the session.
+    pub fn claim(&mut self, title: Option<&str>) -> Result<Status, Failure> {
+        let lock = self.session.lock()?;
+        let mut meta = self.session.read_meta()?;
+        if let Some(pid) = running_elsewhere(&meta) {
+            return Err(Failure::Failed(format!(
+                "session {} is running a turn in process {pid}; wait for it to finish first",
+                self.session.id
+            )));
+        }
+        let before = meta.status;
+        meta.status = Status::Running;
+        meta.pid = Some(std::process::id());
+        meta.pid_start = process_start(std::process::id());
+        meta.updated_at = crate::clock::now_rfc3339();
+        if let Some(t) = title
+            && meta.title.is_empty()
+        {
+            meta.title = t.trim().chars().take(80).collect();
+        }
+        self.session.write_meta_locked(&lock, &meta)?;
+        Ok(before)
+    }
+
+    /// Gives back a claim taken by a verb: the status from before, no pid.
+    pub fn release(&mut self, status: Status) -> Result<(), Failure> {
+        self.session.update_meta(|m| {
+            m.status = status;
+            m.pid = None;
+            m.pid_start = None;
+        })?;
+        Ok(())
     }
 
     /// Reloads the system prompt and the history when another process rewrote them since we
@@ -502,13 +551,26 @@ pub fn make_event(kind: &str, session: &str, fields: Value) -> Value {
     Value::Object(ev)
 }
 
-/// The pid of another live process running a turn of this session, if any.
+/// The pid of another live process running a turn of this session, if any. A pid that now
+/// belongs to a process started at another time (reused after a crash) does not count.
 pub fn running_elsewhere(meta: &Meta) -> Option<u32> {
     let pid = meta.pid?;
-    if meta.status != Status::Running || pid == std::process::id() {
+    if meta.status != Status::Running || pid == std::process::id() || !pid_alive(pid) {
         return None;
     }
-    pid_alive(pid).then_some(pid)
+    match (meta.pid_start, process_start(pid)) {
+        (Some(recorded), Some(now)) if recorded != now => None,
+        _ => Some(pid),
+    }
+}
+
+/// A process's start time in clock ticks since boot (field 22 of `/proc/<pid>/stat`); None where
+/// there is no /proc or the process is gone.
+pub fn process_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces: count after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
 }
 
 /// True when a process with `pid` exists (signal 0 delivered or refused for permission).

@@ -159,7 +159,8 @@ impl Runtime {
             let lock = self.session.lock()?;
             let mut plan = plan_file(&self.session)?;
             let draft = draft_text(&self.session)?;
-            plan.check_confirm(&draft).map_err(Failure::Failed)?;
+            plan.check_confirm(&draft)
+                .map_err(|e| Failure::Failed(e.trim_start_matches("Error: ").to_string()))?;
             if let Some(old) = &plan.locked {
                 let path = self.session.next_archive_path("plan", "md")?;
                 fsutil::atomic_write(&path, old.as_bytes())?;
@@ -199,7 +200,8 @@ impl Runtime {
         let result = (|| -> Result<Transition, Failure> {
             let lock = self.session.lock()?;
             let mut plan = plan_file(&self.session)?;
-            plan.check_clear().map_err(Failure::Failed)?;
+            plan.check_clear()
+                .map_err(|e| Failure::Failed(e.trim_start_matches("Error: ").to_string()))?;
             let locked = plan.locked.clone().unwrap_or_default();
             let path = self.session.next_archive_path("plan", "md")?;
             fsutil::atomic_write(&path, locked.as_bytes())?;

@@ -148,24 +148,7 @@ impl Runtime {
     /// Marks the session running with our pid, stores the prompt, emits `turn_start`.
     fn begin_turn(&mut self, prompt: &str, ui: &mut dyn Surface) -> Result<(), Failure> {
         self.sync_from_disk(ui)?;
-        {
-            // Check and claim under one lock, so two processes cannot both start a turn.
-            let lock = self.session.lock()?;
-            let mut meta = self.session.read_meta()?;
-            if let Some(pid) = super::running_elsewhere(&meta) {
-                return Err(Failure::Failed(format!(
-                    "session {} is running a turn in process {pid}; wait for it to finish first",
-                    self.session.id
-                )));
-            }
-            meta.status = Status::Running;
-            meta.pid = Some(std::process::id());
-            meta.updated_at = crate::clock::now_rfc3339();
-            if meta.title.is_empty() {
-                meta.title = prompt.trim().chars().take(80).collect();
-            }
-            self.session.write_meta_locked(&lock, &meta)?;
-        }
+        self.claim(Some(prompt))?;
         // The session a person is working in is the one other panes should follow.
         if let Err(e) = self.session.mark_current() {
             crate::errln!("tern: could not update .tern/current: {e}");
@@ -199,6 +182,7 @@ impl Runtime {
         if let Err(e) = self.session.update_meta(|m| {
             m.status = status;
             m.pid = None;
+            m.pid_start = None;
             m.turns += requests;
             m.usage.add(&usage);
         }) {

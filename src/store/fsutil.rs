@@ -23,7 +23,7 @@ pub fn refuse_symlink(path: &Path) -> io::Result<()> {
 /// Creates `dir` (and parents) unless present, refusing a symlink in its place.
 pub fn ensure_dir(dir: &Path) -> io::Result<()> {
     refuse_symlink(dir)?;
-    fs::create_dir_all(dir)?;
+    fs::create_dir_all(dir).map_err(|e| with_path(e, dir))?;
     refuse_symlink(dir)
 }
 

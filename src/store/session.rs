@@ -70,6 +70,10 @@ pub struct Meta {
     /// Process id while `status` is running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
+    /// That process's start time (clock ticks since boot, `/proc/<pid>/stat`), so a pid reused by
+    /// another process after a crash or a restart is not taken for the running turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_start: Option<u64>,
     /// Model requests made in this session.
     #[serde(default)]
     pub turns: u64,

@@ -7,6 +7,9 @@ use serde_json::json;
 
 use super::ToolSpec;
 
+/// Largest plan that can be confirmed, in bytes: the locked plan is part of every request.
+pub const MAX_PLAN_BYTES: usize = 64 * 1024;
+
 /// Lifecycle state of the session's plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -137,8 +140,15 @@ impl PlanFile {
         Some(self.go(to, "draft"))
     }
 
-    /// Checks that PlanConfirm may run with this draft. Errors (nothing changes): an empty draft.
+    /// Checks that PlanConfirm may run with this draft. Errors (nothing changes): an empty draft,
+    /// or one over [`MAX_PLAN_BYTES`] (it would go into every request's system prompt).
     pub fn check_confirm(&self, draft: &str) -> Result<(), String> {
+        if draft.len() > MAX_PLAN_BYTES {
+            return Err(format!(
+                "Error: the draft is {} bytes; a locked plan may be at most {MAX_PLAN_BYTES} bytes (it goes into every request). Shorten it first.",
+                draft.len()
+            ));
+        }
         if draft.trim().is_empty() {
             return Err(
                 "Error: no plan draft to confirm. Write the plan to $PLAN_DRAFT_FILE \
