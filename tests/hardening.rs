@@ -1,0 +1,309 @@
+//! What a newcomer attacking the CLI found, each kept fixed: approval under `exec`, a compaction
+//! racing a turn, secrets in URLs and keys, a repair that drops lines, reused pids, planted links,
+//! an empty EDITOR, and usage errors under `--json`.
+
+mod support;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::Value;
+use support::body::messages;
+use support::cli::{Ws, ok, ok_no_stdin, run, run_no_stdin};
+use support::files::{jsonl, read};
+use support::{FakeServer, openai_text, openai_tool_calls};
+
+fn bash(id: &str, command: &str) -> support::Reply {
+    let args = serde_json::json!({ "command": command }).to_string();
+    openai_tool_calls(&[(id, "bash", &args)])
+}
+
+/// Every file under `dir` (names and contents), for "the secret appears nowhere".
+fn all_text(dir: &std::path::Path) -> String {
+    let mut out = String::new();
+    for e in walk(dir) {
+        out.push_str(&e.display().to_string());
+        out.push_str(&String::from_utf8_lossy(
+            &std::fs::read(&e).unwrap_or_default(),
+        ));
+    }
+    out
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            files.extend(walk(&p));
+        } else {
+            files.push(p);
+        }
+    }
+    files
+}
+
+#[test]
+fn exec_approval_ask_without_a_terminal_refuses_instead_of_running() {
+    let fake = FakeServer::start(vec![bash("c1", "touch asked.txt"), openai_text("ok")]);
+    let ws = Ws::new();
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["exec", "--approval", "ask", "make the file"]);
+    let out = ok_no_stdin(cmd);
+    assert!(
+        !ws.path().join("asked.txt").exists(),
+        "ran unasked: {out:?}"
+    );
+    assert!(out.stderr.contains("no terminal to ask on"), "{out:?}");
+    let mut cmd = ws.tern(&fake);
+    cmd.env("TERN_APPROVAL", "ask").args(["exec", "again"]);
+    fake.push(bash("c2", "touch asked2.txt"));
+    fake.push(openai_text("ok"));
+    ok_no_stdin(cmd);
+    assert!(!ws.path().join("asked2.txt").exists());
+}
+
+#[test]
+fn a_turn_cannot_start_while_another_pane_compacts() {
+    let fake = FakeServer::start(vec![openai_text("one")]);
+    let ws = Ws::new();
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["exec", "msg 1"]);
+    ok_no_stdin(cmd);
+    let id = ws.current_id();
+    // A slow summary: the compaction holds the session while it waits.
+    fake.push(
+        openai_text("Summary: the person said msg 1 and got one back.")
+            .delay_before(Duration::from_secs(3)),
+    );
+    let mut compact = ws.tern(&fake);
+    compact
+        .args(["compact"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = compact.spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    let mut turn = ws.tern(&fake);
+    turn.args(["exec", "--continue", "msg 3 IMPORTANT"]);
+    let out = run_no_stdin(turn);
+    assert_eq!(
+        out.code,
+        Some(1),
+        "a turn started under a compaction: {out:?}"
+    );
+    assert!(out.stderr.contains("running"), "{out:?}");
+    assert!(child.wait().unwrap().success());
+    let conv = jsonl(&ws.session_dir(&id).join("conversation.jsonl"));
+    assert_eq!(conv.len(), 1, "{conv:?}");
+    assert!(
+        conv[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Summary: the person said msg 1")
+    );
+    let meta: Value = serde_json::from_str(&read(&ws.session_dir(&id).join("meta.json"))).unwrap();
+    assert_eq!(
+        meta["status"], "completed",
+        "the verb gave the session back: {meta}"
+    );
+    assert!(meta.get("pid").is_none());
+}
+
+#[test]
+fn url_credentials_and_keys_stay_out_of_files_and_bash() {
+    let fake = FakeServer::start(vec![
+        bash("c1", "env | grep -i -e secret -e base_url; true"),
+        openai_text("ok"),
+    ]);
+    let ws = Ws::new();
+    let base = fake
+        .openai_base()
+        .replace("http://", "http://alice:hunter2secret@")
+        + "?k=querysecret";
+    let mut cmd = ws.tern(&fake);
+    cmd.env("OPENAI_BASE_URL", &base)
+        .env("OPENAI_API_KEY", "sk-test-SECRET-1234567890")
+        .args(["exec", "--json", "show env"]);
+    let out = ok_no_stdin(cmd);
+    let files = all_text(ws.path());
+    for secret in ["hunter2secret", "querysecret", "sk-test-SECRET-1234567890"] {
+        assert!(!files.contains(secret), "{secret} written to a file");
+        assert!(
+            !out.stdout.contains(secret) && !out.stderr.contains(secret),
+            "{secret} printed"
+        );
+    }
+    let meta: Value = serde_json::from_str(&read(&ws.current_dir().join("meta.json"))).unwrap();
+    assert_eq!(meta["base_url"], fake.openai_base());
+}
+
+#[test]
+fn verbs_send_the_key_only_to_the_environments_server() {
+    let saved = FakeServer::start(vec![openai_text("one")]);
+    let ws = Ws::new();
+    let mut cmd = ws.tern(&saved);
+    cmd.args(["exec", "hello"]);
+    ok_no_stdin(cmd);
+    // Later, another provider in the environment: its key must not reach the saved server.
+    let now = FakeServer::start(vec![openai_text(
+        "A summary of the session so far: hello, one.",
+    )]);
+    let mut cmd = ws.tern(&now);
+    cmd.env("OPENAI_API_KEY", "sk-user-REALKEY-123456")
+        .args(["compact"]);
+    ok_no_stdin(cmd);
+    assert_eq!(
+        saved.requests().len(),
+        1,
+        "the saved server got the verb's request"
+    );
+    let reqs = now.requests();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(
+        reqs[0].header("authorization"),
+        Some("Bearer sk-user-REALKEY-123456")
+    );
+    assert_eq!(reqs[0].json()["model"], "m");
+}
+
+#[test]
+fn header_unsafe_key_is_a_usage_error_not_a_retry() {
+    let fake = FakeServer::start(vec![openai_text("never")]);
+    let ws = Ws::new();
+    let mut cmd = ws.tern(&fake);
+    cmd.env("OPENAI_API_KEY", "sk-ünïcødé")
+        .args(["exec", "--json", "x"]);
+    let out = run_no_stdin(cmd);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(
+        out.stdout
+            .trim_end()
+            .lines()
+            .last()
+            .unwrap()
+            .contains("\"type\":\"result\"")
+    );
+    assert!(fake.requests().is_empty());
+}
+
+#[test]
+fn huge_timeouts_and_bad_flags_are_usage_errors_with_a_result_line() {
+    let fake = FakeServer::start(vec![]);
+    let ws = Ws::new();
+    for args in [
+        vec![
+            "exec",
+            "--json",
+            "--idle-timeout",
+            "18446744073709551615",
+            "hi",
+        ],
+        vec!["exec", "--json", "--max-turns", "0", "hi"],
+        vec!["exec", "--json", "--bogus", "hi"],
+    ] {
+        let mut cmd = ws.tern(&fake);
+        cmd.args(&args);
+        let out = run_no_stdin(cmd);
+        assert_eq!(out.code, Some(2), "{args:?}: {out:?}");
+        let last: Value = serde_json::from_str(out.stdout.lines().last().unwrap()).unwrap();
+        assert_eq!(last["type"], "result");
+        assert_eq!(last["exit_code"], 2);
+    }
+}
+
+#[test]
+fn a_repair_keeps_the_damaged_file_in_the_archive() {
+    let fake = FakeServer::start(vec![openai_text("one"), openai_text("two")]);
+    let ws = Ws::new();
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["exec", "msg 1"]);
+    ok_no_stdin(cmd);
+    let conv = ws.current_dir().join("conversation.jsonl");
+    let original = format!(
+        "{}{{\"role\":\"user\",\"content\":\"msg 2\" GARBAGE\n",
+        read(&conv)
+    );
+    std::fs::write(&conv, &original).unwrap();
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["exec", "--continue", "msg 3"]);
+    ok_no_stdin(cmd);
+    let archived = read(&ws.current_dir().join("archive/conversation-0001.jsonl"));
+    assert_eq!(archived, original, "the repair lost the damaged file");
+}
+
+#[test]
+fn a_reused_pid_does_not_hold_the_session() {
+    let fake = FakeServer::start(vec![openai_text("one"), openai_text("two")]);
+    let ws = Ws::new();
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["exec", "msg 1"]);
+    ok_no_stdin(cmd);
+    // As after a restart: "running" with the pid of a live process that is not that turn.
+    let meta_path = ws.current_dir().join("meta.json");
+    let mut meta: Value = serde_json::from_str(&read(&meta_path)).unwrap();
+    meta["status"] = "running".into();
+    meta["pid"] = 1.into();
+    meta["pid_start"] = 123_456_789_u64.into();
+    std::fs::write(&meta_path, meta.to_string()).unwrap();
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["exec", "--continue", "msg 2"]);
+    let out = ok_no_stdin(cmd);
+    assert!(out.stdout.contains("two"), "{out:?}");
+}
+
+#[test]
+fn planted_links_in_the_session_are_not_written_through() {
+    let fake = FakeServer::start(vec![openai_text("one")]);
+    let ws = Ws::new();
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["exec", "msg 1"]);
+    ok_no_stdin(cmd);
+    let outside = tempfile::tempdir().unwrap();
+    let spill = ws.current_dir().join("spill");
+    std::fs::remove_dir_all(&spill).unwrap();
+    std::os::unix::fs::symlink(outside.path(), &spill).unwrap();
+    fake.push(bash("c1", "seq 1 100000"));
+    fake.push(openai_text("done"));
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["exec", "--continue", "print a lot"]);
+    ok_no_stdin(cmd);
+    assert_eq!(
+        std::fs::read_dir(outside.path()).unwrap().count(),
+        0,
+        "wrote through spill/"
+    );
+    let reqs = fake.requests();
+    let last = messages(reqs.last().unwrap());
+    assert!(
+        last.last().unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .contains("symbolic link")
+    );
+}
+
+#[test]
+fn an_empty_editor_never_runs_the_draft() {
+    let fake = FakeServer::start(vec![openai_text("one")]);
+    let ws = Ws::new();
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["exec", "msg 1"]);
+    ok_no_stdin(cmd);
+    let marker = ws.path().join("EXECUTED_DRAFT");
+    let draft = ws.current_dir().join("plan.draft.md");
+    // A shell builtin makes the marker, so it needs nothing on PATH.
+    std::fs::write(&draft, format!("#!/bin/sh\n: > {}\n", marker.display())).unwrap();
+    let mut perms = std::fs::metadata(&draft).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&draft, perms).unwrap();
+    // A PATH with sh and no vi: the edit fails, and the draft is never executed.
+    let bin = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink("/bin/sh", bin.path().join("sh")).unwrap();
+    let mut cmd = ws.tern(&fake);
+    cmd.env("EDITOR", "")
+        .env("VISUAL", " ")
+        .env("PATH", bin.path())
+        .args(["plan", "edit"]);
+    let out = run(cmd, "");
+    assert!(!marker.exists(), "the draft ran: {out:?}");
+}
