@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use support::body::messages;
-use support::cli::{Ws, ok, ok_no_stdin, run, run_no_stdin};
+use support::cli::{Ws, ok_no_stdin, run, run_no_stdin};
 use support::files::{jsonl, read};
 use support::{FakeServer, openai_text, openai_tool_calls};
 
