@@ -162,11 +162,32 @@ fn show(rt: &Runtime, name: &str) {
 }
 
 fn tour(workspace: &Path, session: &Path) {
-    crate::outln!(
-        "\n── Look around:\n   ls {ws}                 # hello.txt, wc.sh, test_wc.sh\n   ls {s}\n   cat {s}/{conv}     # the history, one message a line\n   cat {s}/{ev} | head  # every event, as `tern exec --json` prints them\n   ls {s}/archive       # the conversations before each compaction, the cleared plan\n   (cd {ws} && tern status && tern stats)",
-        ws = workspace.display(),
-        s = session.display(),
-        conv = files::CONVERSATION,
-        ev = files::EVENTS,
-    );
+    let (ws, s) = (workspace.display(), session.display());
+    // The binary that is running, so the commands work without tern on PATH (`cargo run`).
+    let tern = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "tern".into());
+    let tips = [
+        ("the files the model made", format!("ls {ws}")),
+        (
+            "the history, one message a line",
+            format!("cat {s}/{}", files::CONVERSATION),
+        ),
+        (
+            "every event, as `tern exec --json` prints them",
+            format!("head {s}/{}", files::EVENTS),
+        ),
+        (
+            "the history before each compaction, the cleared plan",
+            format!("ls {s}/archive"),
+        ),
+        (
+            "the sidebar and the cache figures",
+            format!("cd {ws} && {tern} status && {tern} stats"),
+        ),
+    ];
+    crate::outln!("\n── Look around:");
+    for (what, cmd) in tips {
+        crate::outln!("   # {what}\n   {cmd}");
+    }
 }
