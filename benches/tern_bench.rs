@@ -1388,7 +1388,7 @@ fn bench_peers() -> R<String> {
                 p as f64 / PEER_STEPS as f64
             ),
             format!(
-                "{:.2} ({t} in {requests} requests: one HTTP worker thread per request)",
+                "{:.2} ({t} in {requests} requests: the HTTP reader thread is started once and reused)",
                 t as f64 / requests as f64
             ),
         ),
