@@ -106,7 +106,7 @@ pub fn parse_args(args: &Value) -> Result<BashArgs, String> {
     let Some(obj) = args.as_object() else {
         return Err(format!(
             "bash arguments must be a JSON object like {{\"command\": \"ls\"}}, got {}",
-            kind(args)
+            super::json_kind(args)
         ));
     };
     let command = match obj.get("command") {
@@ -115,7 +115,10 @@ pub fn parse_args(args: &Value) -> Result<BashArgs, String> {
             return Err("missing \"command\": the bash command line, as a string".to_string());
         }
         Some(other) => {
-            return Err(format!("\"command\" must be a string, got {}", kind(other)));
+            return Err(format!(
+                "\"command\" must be a string, got {}",
+                super::json_kind(other)
+            ));
         }
     };
     if command.contains('\0') {
@@ -160,17 +163,6 @@ fn parse_timeout(v: &Value) -> Result<u64, String> {
         None => Err(format!(
             "timeout_s must be a whole number of seconds from 1 to {MAX_TIMEOUT_S}, got {v}; not run"
         )),
-    }
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

@@ -23,3 +23,16 @@ pub struct ToolSpec {
     /// JSON Schema of the arguments object.
     pub parameters: serde_json::Value,
 }
+
+/// How a JSON value is named in an error message the model reads ("a string", "an array"…).
+pub(crate) fn json_kind(v: &serde_json::Value) -> &'static str {
+    use serde_json::Value;
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}

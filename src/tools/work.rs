@@ -267,7 +267,7 @@ pub fn apply(
         other => {
             return Err(format!(
                 "{tool}: the arguments must be a JSON object, got {}.",
-                kind(other)
+                super::json_kind(other)
             ));
         }
     };
@@ -319,7 +319,7 @@ fn list_of(tool: &str, list: &Value) -> Result<Vec<Value>, String> {
         },
         other => Err(format!(
             "{tool}: todos must be an array of {{id?, content, status}}, got {}.",
-            kind(other)
+            super::json_kind(other)
         )),
     }
 }
@@ -406,22 +406,11 @@ fn name_list(names: &[String]) -> String {
     out
 }
 
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 fn parse_item(pos: usize, v: &Value, problems: &mut Vec<String>) -> Sent {
     let Value::Object(m) = v else {
         problems.push(format!(
             "item {pos}: must be an object {{id?, content, status}}, got {}",
-            kind(v)
+            super::json_kind(v)
         ));
         return Sent {
             pos,
@@ -449,7 +438,10 @@ fn parse_item(pos: usize, v: &Value, problems: &mut Vec<String>) -> Sent {
             None
         }
         Some(other) => {
-            mine.push(format!("content must be a string, got {}", kind(other)));
+            mine.push(format!(
+                "content must be a string, got {}",
+                super::json_kind(other)
+            ));
             None
         }
     };
@@ -469,7 +461,10 @@ fn parse_item(pos: usize, v: &Value, problems: &mut Vec<String>) -> Sent {
             None
         }
         Some(other) => {
-            mine.push(format!("status must be a string, got {}", kind(other)));
+            mine.push(format!(
+                "status must be a string, got {}",
+                super::json_kind(other)
+            ));
             None
         }
     };
@@ -492,7 +487,10 @@ fn parse_item(pos: usize, v: &Value, problems: &mut Vec<String>) -> Sent {
             }
         }
         Some(other) => {
-            mine.push(format!("id must be a string, got {}", kind(other)));
+            mine.push(format!(
+                "id must be a string, got {}",
+                super::json_kind(other)
+            ));
             SentId::Invalid
         }
     };
@@ -523,7 +521,7 @@ fn parse_goal(v: Option<&Value>, problems: &mut Vec<String>) -> Option<(String, 
         other => {
             problems.push(format!(
                 "goal must be an object {{objective, token_budget?}}, got {}",
-                kind(other)
+                super::json_kind(other)
             ));
             return None;
         }
@@ -860,7 +858,7 @@ pub fn apply_strategy(args: &Value) -> Result<(Value, String), String> {
     let Value::Object(m) = args else {
         return Err(format!(
             "update_plan: the arguments must be a JSON object, got {}.",
-            kind(args)
+            super::json_kind(args)
         ));
     };
     let mut problems = Vec::new();
@@ -891,7 +889,10 @@ pub fn apply_strategy(args: &Value) -> Result<(Value, String), String> {
                     out.insert(field.into(), Value::String(t.into()));
                 }
             }
-            Some(other) => problems.push(format!("{field} must be a string, got {}", kind(other))),
+            Some(other) => problems.push(format!(
+                "{field} must be a string, got {}",
+                super::json_kind(other)
+            )),
         }
     }
     for field in STRATEGY_LISTS {
@@ -919,7 +920,7 @@ pub fn apply_strategy(args: &Value) -> Result<(Value, String), String> {
                         Value::String(_) => {}
                         other => problems.push(format!(
                             "{field}[{i}] must be a string, got {}",
-                            kind(other)
+                            super::json_kind(other)
                         )),
                     }
                 }
@@ -929,7 +930,7 @@ pub fn apply_strategy(args: &Value) -> Result<(Value, String), String> {
             }
             Some(other) => problems.push(format!(
                 "{field} must be an array of strings, got {}",
-                kind(other)
+                super::json_kind(other)
             )),
         }
     }
