@@ -458,8 +458,7 @@ fn with_runtime(
     ui: &mut dyn Surface,
 ) -> Result<String, String> {
     if let Some(rt) = target.runtime.as_deref_mut() {
-        rt.sync_from_disk(ui).map_err(|e| e.to_string())?;
-        return model_op(op, rt, ui);
+        return holding(rt, false, ui, |rt, ui| model_op(op, rt, ui));
     }
     wait_or_refuse(op, session, target.wait)?;
     // A transition that is refused anyway must not open the session (which records a
@@ -490,16 +489,29 @@ fn with_runtime(
     let mut rt = Runtime::resume(target.state, s, provider, cfg, &mut runtime::Quiet)
         .map_err(|e| e.to_string())?;
     crate::exec::install_signals(&rt.cancel);
-    // Hold the session while the conversation is rewritten: a turn started meanwhile in another
-    // pane would append to a history this op is about to replace.
+    holding(&mut rt, target.wait, ui, |rt, ui| model_op(op, rt, ui))
+}
+
+/// Runs `f` while this process holds the session (as a turn does), after reloading what another
+/// process may have written: a turn started meanwhile in another pane would append to a history
+/// this op is about to replace. `wait`: wait for a running turn instead of refusing.
+fn holding(
+    rt: &mut Runtime,
+    wait: bool,
+    ui: &mut dyn Surface,
+    f: impl FnOnce(&mut Runtime, &mut dyn Surface) -> Result<String, String>,
+) -> Result<String, String> {
     let before = loop {
         match rt.claim(None) {
             Ok(b) => break b,
-            Err(_) if target.wait => std::thread::sleep(Duration::from_millis(250)),
+            Err(_) if wait => std::thread::sleep(Duration::from_millis(250)),
             Err(e) => return Err(format!("refused: {e}")),
         }
     };
-    let result = model_op(op, &mut rt, ui);
+    let result = rt
+        .sync_from_disk(ui)
+        .map_err(|e| e.to_string())
+        .and_then(|()| f(rt, ui));
     if let Err(e) = rt.release(before) {
         crate::errln!("tern: could not release the session: {e}");
     }
@@ -608,7 +620,7 @@ fn sessions(state: &StateDir) -> Result<String, String> {
                     id,
                     status,
                     m.turns,
-                    m.usage.input_tokens + m.usage.output_tokens,
+                    m.usage.input_tokens.saturating_add(m.usage.output_tokens),
                     m.updated_at,
                     crate::output::safe(&m.title.replace(['\n', '\r'], " "))
                 ));

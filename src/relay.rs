@@ -129,15 +129,7 @@ pub fn start(state: &StateDir, from: &Session) -> Result<Session, String> {
     if let Some(locked) = &plan.locked {
         new.write_text_locked(&lock, files::PLAN, locked)
             .map_err(e)?;
-        let carried = crate::tools::plan::PlanFile {
-            state: plan.state,
-            revision: plan.revision,
-            confirmed_at: plan.confirmed_at.clone(),
-            locked: Some(locked.clone()),
-            executing: plan.executing,
-            draft_fingerprint: None,
-        };
-        new.write_json_locked(&lock, files::PLAN_STATE, &carried)
+        new.write_json_locked(&lock, files::PLAN_STATE, &plan.carried())
             .map_err(e)?;
     }
     if let Some(l) = ledger {
@@ -148,5 +140,6 @@ pub fn start(state: &StateDir, from: &Session) -> Result<Session, String> {
         from.id
     ));
     new.append_messages_locked(&lock, &[seed]).map_err(e)?;
-    Ok(Session::at(&new.id, new.dir.clone()))
+    drop(lock);
+    Ok(new)
 }

@@ -50,7 +50,7 @@ pub fn snapshot(session: &Session) -> Snapshot {
         .unwrap_or_default();
     let since = ledger.goal.as_ref().and_then(|g| g.started_at).unwrap_or(0);
     let mut requests = Vec::new();
-    let mut tokens = 0;
+    let mut tokens: u64 = 0;
     match session.read_events() {
         Ok(events) => {
             for e in events.items.iter().filter(|e| e["type"] == "usage") {
@@ -60,7 +60,7 @@ pub fn snapshot(session: &Session) -> Snapshot {
                     .and_then(crate::clock::parse_rfc3339)
                     .unwrap_or(0);
                 if ts >= since {
-                    tokens += n("input_tokens") + n("output_tokens");
+                    tokens = tokens.saturating_add(n("input_tokens")).saturating_add(n("output_tokens"));
                 }
             }
             requests = stats::requests(session).unwrap_or_default();

@@ -1313,3 +1313,20 @@ proptest! {
         }
     }
 }
+
+/// An id of u64::MAX (the model can send one) must not make `checklist_add` search forever.
+#[test]
+fn checklist_add_after_the_largest_numeric_id_ends() {
+    let l = Ledger {
+        goal: None,
+        items: vec![Item {
+            id: u64::MAX.to_string(),
+            content: "a".into(),
+            status: Status::Pending,
+        }],
+        revision: 1,
+    };
+    let a = apply(&l, "checklist_add", &json!({"content": "b"}), false, 0).unwrap();
+    assert_eq!(a.ledger.items.len(), 2);
+    assert_eq!(a.ledger.items[1].id, "1");
+}

@@ -324,7 +324,7 @@ impl Decoder {
             (Some(i), _) => i,
             (None, None) => 0,
             (None, Some(last)) => match (&id, self.calls.get(&last)) {
-                (Some(id), Some(c)) if !c.id.is_empty() && &c.id != id => last + 1,
+                (Some(id), Some(c)) if !c.id.is_empty() && &c.id != id => last.saturating_add(1),
                 _ => last,
             },
         };

@@ -34,9 +34,10 @@ impl Runtime {
         let cut = keep_from
             .unwrap_or(self.history.len())
             .min(self.history.len());
-        // What the summary is written from: if the file changes before the commit (another
+        // What the summary is written from is the history in memory, which matched the file when
+        // it was last read or written (`disk_seen`). If the file differs at the commit (another
         // process appended), the compaction is abandoned rather than dropping those messages.
-        let read_as = stamp(&self.session.path(files::CONVERSATION));
+        let read_as = self.disk_seen.map(|(_, conversation)| conversation);
         let old = &self.history[..cut];
         if old.is_empty() {
             self.emit(
@@ -60,7 +61,7 @@ impl Runtime {
         let archive_name;
         {
             let lock = self.session.lock()?;
-            if stamp(&self.session.path(files::CONVERSATION)) != read_as {
+            if Some(stamp(&self.session.path(files::CONVERSATION))) != read_as {
                 return Err(Failure::Failed(
                     "compaction abandoned, nothing was changed: the conversation changed while the summary was written (another process added to it); try again".into(),
                 ));

@@ -209,7 +209,8 @@ impl Runtime {
             plan.draft_pending(),
             crate::clock::now_unix(),
         )?;
-        let changed = applied.ledger.items != ledger.items || applied.ledger.goal != ledger.goal;
+        // Any accepted write counts (the reply names the new revision); `todo_list` changes nothing.
+        let changed = applied.ledger != ledger;
         if changed {
             self.session
                 .write_json_locked(&lock, files::LEDGER, &applied.ledger)

@@ -280,13 +280,30 @@ impl Runtime {
         cfg: Config,
         ui: &mut dyn Surface,
     ) -> Result<Runtime, Failure> {
-        let meta = session.read_meta()?;
-        if let Some(pid) = running_elsewhere(&meta) {
-            return Err(Failure::Failed(format!(
-                "session {} is running a turn in process {pid}; wait for it to finish (or interrupt it) first",
-                session.id
-            )));
-        }
+        // Check, and mark a dead turn interrupted, under one lock: a process that claims the
+        // session in between must not have its claim overwritten.
+        let (meta, was_interrupted) = {
+            let lock = session.lock()?;
+            let mut meta = session.read_meta()?;
+            if let Some(pid) = running_elsewhere(&meta) {
+                return Err(Failure::Failed(format!(
+                    "session {} is running a turn in process {pid}; wait for it to finish (or interrupt it) first",
+                    session.id
+                )));
+            }
+            let dead = meta.status == Status::Running && meta.pid != Some(std::process::id());
+            if dead {
+                let before = meta.clone();
+                meta.status = Status::Interrupted;
+                meta.pid = None;
+                meta.pid_start = None;
+                meta.updated_at = crate::clock::now_rfc3339();
+                session.write_meta_locked(&lock, &meta)?;
+                (before, true)
+            } else {
+                (meta, false)
+            }
+        };
         let system = match session.read_text(files::SYSTEM)? {
             Some(s) => s,
             None => {
@@ -305,16 +322,12 @@ impl Runtime {
             "session_start",
             json!({"provider": provider, "model": model, "resumed": true}),
         );
-        if meta.status == Status::Running {
+        if was_interrupted {
             rt.emit(
                 ui,
                 "turn_interrupted",
                 json!({"pid": meta.pid, "reason": "the process running this turn is gone"}),
             );
-            rt.session.update_meta(|m| {
-                m.status = Status::Interrupted;
-                m.pid = None;
-            })?;
         }
         rt.load_history(ui)?;
         // The previous process's last request is gone; the stored prefix as it stands now is
@@ -369,6 +382,13 @@ impl Runtime {
     fn load_history(&mut self, ui: &mut dyn Surface) -> Result<(), Failure> {
         let lock = self.session.lock()?;
         let read = self.session.read_conversation()?;
+        // A turn running in another process has tool calls in flight that look dangling: the
+        // file is only repaired when no other process holds the session.
+        let held_elsewhere = running_elsewhere(&self.session.read_meta()?).is_some();
+        if held_elsewhere {
+            self.history = read.items;
+            return Ok(());
+        }
         let (history, report) = repair::repair(read.items, &read.skipped);
         if report.changed() {
             let mut text = String::new();

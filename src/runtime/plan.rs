@@ -6,7 +6,7 @@
 use serde_json::json;
 
 use super::{Failure, Runtime, Surface, emit_to, system};
-use crate::store::{Session, files, fsutil};
+use crate::store::{Session, files};
 use crate::tools::plan::{PlanFile, Transition};
 
 /// The session's `plan.json` (default when absent).
@@ -87,8 +87,7 @@ pub fn cancel(session: &Session, ui: &mut dyn Surface) -> Result<String, String>
             Ok(t) => t,
             Err(e) => return Ok(Err(e)),
         };
-        let path = session.next_archive_path("draft", "md")?;
-        fsutil::atomic_write(&path, draft.as_bytes())?;
+        session.write_archive_locked(&lock, "draft", "md", &draft)?;
         session.write_text_locked(&lock, files::DRAFT, "")?;
         session.write_json_locked(&lock, files::PLAN_STATE, &plan)?;
         Ok(Ok(t))
@@ -162,8 +161,7 @@ impl Runtime {
             plan.check_confirm(&draft)
                 .map_err(|e| Failure::Failed(e.trim_start_matches("Error: ").to_string()))?;
             if let Some(old) = &plan.locked {
-                let path = self.session.next_archive_path("plan", "md")?;
-                fsutil::atomic_write(&path, old.as_bytes())?;
+                self.session.write_archive_locked(&lock, "plan", "md", old)?;
             }
             let base = system::without_plan(&self.system, plan.locked.as_deref()).to_string();
             let new_system = system::with_plan(&base, Some(&draft));
@@ -203,8 +201,8 @@ impl Runtime {
             plan.check_clear()
                 .map_err(|e| Failure::Failed(e.trim_start_matches("Error: ").to_string()))?;
             let locked = plan.locked.clone().unwrap_or_default();
-            let path = self.session.next_archive_path("plan", "md")?;
-            fsutil::atomic_write(&path, locked.as_bytes())?;
+            self.session
+                .write_archive_locked(&lock, "plan", "md", &locked)?;
             let new_system = system::without_plan(&self.system, Some(&locked)).to_string();
             self.session.write_text_locked(&lock, files::PLAN, "")?;
             self.session

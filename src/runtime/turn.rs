@@ -147,14 +147,21 @@ impl Runtime {
 
     /// Marks the session running with our pid, stores the prompt, emits `turn_start`.
     fn begin_turn(&mut self, prompt: &str, ui: &mut dyn Surface) -> Result<(), Failure> {
-        self.sync_from_disk(ui)?;
-        self.claim(Some(prompt))?;
+        // Claim first: only the process holding the session may reload (and repair) it.
+        let before = self.claim(Some(prompt))?;
+        if let Err(e) = self.sync_from_disk(ui) {
+            let _ = self.release(before);
+            return Err(e);
+        }
         // The session a person is working in is the one other panes should follow.
         if let Err(e) = self.session.mark_current() {
             crate::errln!("tern: could not update .tern/current: {e}");
         }
-        if !prompt.trim().is_empty() {
-            self.store(vec![Message::user(prompt)])?;
+        if !prompt.trim().is_empty()
+            && let Err(e) = self.store(vec![Message::user(prompt)])
+        {
+            let _ = self.release(before);
+            return Err(e);
         }
         self.emit(ui, "turn_start", json!({"prompt": prompt}));
         Ok(())
@@ -175,15 +182,15 @@ impl Runtime {
         };
         let requests = self.totals.requests - requests_before;
         let mut usage = self.totals.usage;
-        usage.input_tokens -= usage_before.input_tokens;
-        usage.cached_tokens -= usage_before.cached_tokens;
-        usage.cache_write_tokens -= usage_before.cache_write_tokens;
-        usage.output_tokens -= usage_before.output_tokens;
+        usage.input_tokens = usage.input_tokens.saturating_sub(usage_before.input_tokens);
+        usage.cached_tokens = usage.cached_tokens.saturating_sub(usage_before.cached_tokens);
+        usage.cache_write_tokens = usage.cache_write_tokens.saturating_sub(usage_before.cache_write_tokens);
+        usage.output_tokens = usage.output_tokens.saturating_sub(usage_before.output_tokens);
         if let Err(e) = self.session.update_meta(|m| {
             m.status = status;
             m.pid = None;
             m.pid_start = None;
-            m.turns += requests;
+            m.turns = m.turns.saturating_add(requests);
             m.usage.add(&usage);
         }) {
             crate::errln!("tern: could not update meta.json: {e}");

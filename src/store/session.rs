@@ -290,6 +290,20 @@ impl Session {
         Ok(max + 1)
     }
 
+    /// Writes `text` (redacted, atomically) to the next free `archive/<prefix>-NNNN.<ext>`; the
+    /// caller holds the lock. Returns the path.
+    pub fn write_archive_locked(
+        &self,
+        _lock: &SessionLock,
+        prefix: &str,
+        ext: &str,
+        text: &str,
+    ) -> io::Result<PathBuf> {
+        let path = self.next_archive_path(prefix, ext)?;
+        fsutil::atomic_write(&path, redact(text).as_bytes())?;
+        Ok(path)
+    }
+
     /// Path of `archive/<prefix>-NNNN.<ext>` for the next free number.
     pub fn next_archive_path(&self, prefix: &str, ext: &str) -> io::Result<PathBuf> {
         let n = self.next_archive_number(prefix)?;

@@ -117,6 +117,19 @@ impl PlanFile {
         }
     }
 
+    /// The plan state a new session inherits (`tern relay --start`): the locked plan and its
+    /// progress, without the draft (a pending draft stays with the old session).
+    pub fn carried(&self) -> PlanFile {
+        PlanFile {
+            state: self.resting_state(),
+            revision: self.revision,
+            confirmed_at: self.confirmed_at.clone(),
+            locked: self.locked.clone(),
+            executing: self.executing,
+            draft_fingerprint: None,
+        }
+    }
+
     /// Observes the draft's current content (after a write by a tool, bash, a person or `tern plan
     /// draft`). Returns the transition when it changed: a non-empty new draft → drafting (first
     /// write) or revised (later writes), revision counted; an emptied draft → back to the resting
@@ -131,7 +144,7 @@ impl PlanFile {
             let rest = self.resting_state();
             return (self.state != rest).then(|| self.go(rest, "draft_emptied"));
         }
-        self.revision += 1;
+        self.revision = self.revision.saturating_add(1);
         let to = if self.draft_pending() {
             PlanState::Revised
         } else {
@@ -274,6 +287,19 @@ mod tests {
         assert!(p.work_started().is_none());
         assert_eq!(p.clear().to, PlanState::Cleared);
         assert!(p.check_clear().is_err());
+    }
+
+    #[test]
+    fn a_relayed_plan_leaves_its_draft_behind() {
+        let mut p = PlanFile::default();
+        p.observe_draft("a");
+        p.confirm("a", "now");
+        p.observe_draft("b");
+        assert_eq!(p.state, PlanState::Drafting);
+        let c = p.carried();
+        assert_eq!(c.state, PlanState::Confirmed);
+        assert!(!c.draft_pending());
+        assert_eq!(c.locked.as_deref(), Some("a"));
     }
 
     #[test]

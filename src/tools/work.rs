@@ -772,10 +772,16 @@ impl Cx<'_> {
                     .unwrap_or(0);
                 let taken: HashSet<&str> =
                     self.current.items.iter().map(|i| i.id.as_str()).collect();
-                let mut n = max.saturating_add(1);
-                while taken.contains(n.to_string().as_str()) {
-                    n = n.saturating_add(1);
-                }
+                // The largest numeric id + 1; when that overflows (an id of u64::MAX), the lowest
+                // free positive number. Either way the search ends: fewer ids exist than numbers.
+                let n = max
+                    .checked_add(1)
+                    .filter(|n| !taken.contains(n.to_string().as_str()))
+                    .unwrap_or_else(|| {
+                        (1..=u64::MAX)
+                            .find(|n| !taken.contains(n.to_string().as_str()))
+                            .unwrap_or(0)
+                    });
                 Value::String(n.to_string())
             }
             Some(v) => v.clone(),
