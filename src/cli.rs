@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
-use crate::config::ProviderFlags;
 use crate::ops::{self, Target as OpTarget};
 use crate::store::{Session, StateDir, files};
 
@@ -40,7 +39,8 @@ fn session(t: &Target) -> Result<Session, String> {
     }
 }
 
-/// Runs op `id` as a verb and prints the receipt (JSON with `--json`). Exit 0 when ok, else 1.
+/// Runs op `id` as a verb and prints the receipt (JSON with `--json`). Exit 0 when ok, 1 when
+/// the op failed, 2 for an unknown op id.
 pub fn verb(id: &str, arg: Option<&str>, t: &Target, wait: bool) -> i32 {
     let Some(op) = ops::by_id(id) else {
         crate::errln!("tern: unknown op {id}");
@@ -58,7 +58,6 @@ pub fn verb(id: &str, arg: Option<&str>, t: &Target, wait: bool) -> i32 {
         runtime: None,
         session: t.session.clone(),
         wait,
-        provider: ProviderFlags::default(),
     };
     let mut human = crate::output::Human::new();
     let r = ops::run(op, arg, &mut target, &mut human);
@@ -239,11 +238,13 @@ pub fn watch(t: &Target, height: Option<usize>) -> i32 {
                     .collect();
                 let key = (s.id.clone(), stamps);
                 let changed = seen.as_ref() != Some(&key);
-                if changed || snap.is_none() {
-                    snap = Some(crate::status::snapshot(&s));
-                    seen = Some(key);
-                }
-                let Some(sn) = snap.as_ref() else { continue };
+                let sn = match snap.take() {
+                    Some(sn) if !changed => snap.insert(sn),
+                    _ => {
+                        seen = Some(key);
+                        snap.insert(crate::status::snapshot(&s))
+                    }
+                };
                 if t.json {
                     if changed {
                         crate::output::print_json_line(&crate::status::snapshot_json(&s, sn));

@@ -22,7 +22,6 @@ pub enum ProviderKind {
 pub const SECRET_ENV: &[&str] = &[
     "OPENAI_API_KEY",
     "ANTHROPIC_API_KEY",
-    "TERN_API_KEY",
     "OPENAI_BASE_URL",
     "ANTHROPIC_BASE_URL",
 ];

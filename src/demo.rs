@@ -19,7 +19,7 @@ pub enum Step {
     Say(String),
     /// A prompt the person types: runs one turn.
     Prompt(String),
-    /// An operation the person runs (`plan_confirm`, `plan_cancel`, `plan_clear`, `compact`).
+    /// An operation the person runs (`plan_confirm`, `plan_cancel`, `plan_clear`).
     Op(String),
     /// Show a session file (the locked-plan part of `system.txt`).
     Show(String),

@@ -111,15 +111,7 @@ pub fn finish(
 ) -> i32 {
     let (status, text, error, code) = match &outcome {
         Ok(text) => ("completed", text.clone(), None, 0),
-        Err(f) => {
-            let status = match f {
-                Failure::Interrupted => "interrupted",
-                Failure::MaxTurns(_) => "max_turns",
-                Failure::ProviderUnavailable(_) => "provider_unavailable",
-                Failure::Failed(_) => "failed",
-            };
-            (status, String::new(), Some(f.to_string()), f.exit_code())
-        }
+        Err(f) => (f.kind(), String::new(), Some(f.to_string()), f.exit_code()),
     };
     let mut fields = json!({"status": status, "text": text, "error": error, "exit_code": code});
     if let (Some(f), Value::Object(extra)) = (fields.as_object_mut(), rt.result_fields()) {
@@ -155,18 +147,24 @@ fn read_prompt(opts: &ExecOptions) -> Result<String, String> {
 fn early_failure(opts: &ExecOptions, error: &str, code: i32) -> i32 {
     let error = crate::store::redact::redact(error).into_owned();
     if opts.json {
-        let mut ev = make_event(
-            "result",
-            "",
-            json!({"status": "failed", "text": "", "error": error, "exit_code": code}),
-        );
-        if let Some(o) = ev.as_object_mut() {
-            o.insert("session".into(), Value::Null);
-            o.insert("seq".into(), Value::from(1));
-        }
-        output::print_json_line(&ev);
+        print_sessionless_result(&error, code);
     } else {
         crate::errln!("tern: {error}");
     }
     code
+}
+
+/// The `result` event of a run that failed before any session existed (a usage error): printed
+/// on stdout with `session: null` and `seq` 1; it is in no `events.jsonl`.
+pub fn print_sessionless_result(error: &str, code: i32) {
+    let mut ev = make_event(
+        "result",
+        "",
+        json!({"status": "failed", "text": "", "error": error, "exit_code": code}),
+    );
+    if let Some(o) = ev.as_object_mut() {
+        o.insert("session".into(), Value::Null);
+        o.insert("seq".into(), Value::from(1));
+    }
+    output::print_json_line(&ev);
 }

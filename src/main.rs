@@ -290,7 +290,6 @@ fn main() -> ExitCode {
     };
     let code = match cli.cmd {
         None => cli.chat.run(),
-        Some(Cmd::Chat(args)) => args.run(),
         Some(cmd) => run(cmd),
     };
     ExitCode::from(u8::try_from(code).unwrap_or(1))
@@ -312,12 +311,8 @@ fn usage_error(e: clap::Error) -> ExitCode {
     let json_exec = args.iter().any(|a| a == "exec") && args.iter().any(|a| a == "--json");
     let _ = e.print();
     if json_exec {
-        let first = e.to_string();
-        let first = first.lines().next().unwrap_or("usage error");
-        tern::output::print_json_line(&serde_json::json!({
-            "type": "result", "seq": 1, "ts": tern::clock::now_rfc3339_millis(), "session": null,
-            "status": "failed", "text": "", "error": first, "exit_code": 2
-        }));
+        let text = e.to_string();
+        tern::exec::print_sessionless_result(text.lines().next().unwrap_or("usage error"), 2);
     }
     ExitCode::from(2)
 }

@@ -72,13 +72,4 @@ impl Message {
             is_error,
         }
     }
-
-    /// The role name as used in `conversation.jsonl` (`user`, `assistant`, `tool`).
-    pub fn role(&self) -> &'static str {
-        match self {
-            Message::User { .. } => "user",
-            Message::Assistant { .. } => "assistant",
-            Message::Tool { .. } => "tool",
-        }
-    }
 }

@@ -25,8 +25,6 @@ pub struct Op {
     pub writes: bool,
     /// Whether the op calls the model (compaction).
     pub model_call: bool,
-    /// Whether it rewrites the conversation: refused while a turn runs in another process.
-    pub rewrites_history: bool,
     /// What the receipt's `detail` holds.
     pub receipt: &'static str,
     /// One line of help.
@@ -48,7 +46,6 @@ const fn op(
         slash,
         writes,
         model_call,
-        rewrites_history: model_call,
         receipt,
         help,
     }
@@ -234,8 +231,6 @@ pub struct Target<'a> {
     pub session: Option<String>,
     /// Wait for a turn running in another process instead of refusing (`--wait`).
     pub wait: bool,
-    /// Provider flags for ops that call the model from the CLI.
-    pub provider: ProviderFlags,
 }
 
 /// Runs `op` with its argument (the draft text for `plan.draft`, a session id for `resume`).
@@ -300,10 +295,7 @@ fn receipt(
 
 /// The session an op works on (None for ops that need none).
 fn open_session(op: &Op, target: &Target<'_>) -> Result<Option<Session>, String> {
-    if matches!(op.id, "help" | "quit" | "sessions") {
-        return Ok(None);
-    }
-    if op.id == "resume" {
+    if matches!(op.id, "help" | "quit" | "sessions" | "resume") {
         return Ok(None);
     }
     if let Some(rt) = &target.runtime {
@@ -462,7 +454,7 @@ fn with_runtime(
     }
     wait_or_refuse(op, session, target.wait)?;
     // A transition that is refused anyway must not open the session (which records a
-    // `session_start`) nor need a reachable provider: "error, nothing changed" (DESIGN.md §5).
+    // `session_start`) nor need a reachable provider: "error, nothing changed" .
     match op.id {
         "plan.confirm" => {
             let draft = session
@@ -479,7 +471,7 @@ fn with_runtime(
         _ => {}
     }
     let meta = session.read_meta().map_err(|e| e.to_string())?;
-    let choice = provider_for(&meta, &target.provider)?;
+    let choice = provider_for(&meta)?;
     let mut cfg = Config::new(&choice.model);
     cfg.base_url = choice.base_url.clone();
     cfg.send_cache_key = config::is_openai_host(&choice.base_url);
@@ -558,19 +550,16 @@ fn wait_or_refuse(op: &Op, session: &Session, wait: bool) -> Result<(), String> 
     }
 }
 
-/// The provider a verb uses for its model call: server and key from the flags and environment
-/// (never a URL saved in the session), wire format and model defaulting to the session's.
-fn provider_for(
-    meta: &crate::store::Meta,
-    flags: &ProviderFlags,
-) -> Result<config::ProviderChoice, String> {
+/// The provider a verb uses for its model call: server and key from the environment (never a URL
+/// saved in the session), wire format and model defaulting to the session's.
+fn provider_for(meta: &crate::store::Meta) -> Result<config::ProviderChoice, String> {
     let env = |k: &str| std::env::var(k).ok();
     let kind = match meta.provider.as_str() {
         "openai" => Some(ProviderKind::Openai),
         "anthropic" => Some(ProviderKind::Anthropic),
         _ => None,
     };
-    let mut f = flags.clone();
+    let mut f = ProviderFlags::default();
     // The server and the key come from this environment, as for `tern exec`: a URL saved in a
     // session (perhaps by another provider, perhaps planted) never receives this key. Only the
     // wire format and the model name default to the session's.

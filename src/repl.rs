@@ -19,7 +19,7 @@ use crate::config::{self, ProviderFlags};
 use crate::ops::{self, Target};
 use crate::output::Human;
 use crate::runtime::{Answer, Config, Runtime, Surface};
-use crate::store::StateDir;
+use crate::store::{StateDir, files};
 
 /// What `tern chat` needs from its flags.
 #[derive(Debug, Clone)]
@@ -476,7 +476,6 @@ impl Repl<'_> {
             runtime: self.rt.as_mut(),
             session: None,
             wait: false,
-            provider: ProviderFlags::default(),
         };
         let mut ui = ReplSurface {
             human: Human::new(),
@@ -491,20 +490,23 @@ impl Repl<'_> {
 }
 
 /// The one line shown after each turn: settled count, the session's tokens and cache hit ratio
-/// (from `meta.json`, so a resumed session keeps its totals), plan state.
+/// (from `meta.json`, so a resumed session keeps its totals), plan state. Reads the small state
+/// files only, never the event log.
 pub fn status_line(rt: &Runtime) -> String {
-    let snap = crate::status::snapshot(&rt.session);
-    let t = snap
-        .meta
-        .as_ref()
-        .map(|m| m.usage)
-        .unwrap_or(rt.totals.usage);
+    let s = &rt.session;
+    let ledger: crate::tools::work::Ledger = s
+        .read_json(files::LEDGER)
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    let plan = crate::runtime::plan::plan_file(s).unwrap_or_default();
+    let t = s.read_meta().map(|m| m.usage).unwrap_or(rt.totals.usage);
     let mut parts = Vec::new();
-    if !snap.ledger.items.is_empty() {
+    if !ledger.items.is_empty() {
         parts.push(format!(
             "{}/{} settled",
-            snap.ledger.settled(),
-            snap.ledger.items.len()
+            ledger.settled(),
+            ledger.items.len()
         ));
     }
     parts.push(format!(
@@ -515,6 +517,6 @@ pub fn status_line(rt: &Runtime) -> String {
         "cache {:.0}%",
         crate::runtime::ratio(t.cached_tokens, t.input_tokens) * 100.0
     ));
-    parts.push(format!("plan {}", snap.plan.state.as_str()));
+    parts.push(format!("plan {}", plan.state.as_str()));
     format!("── {}", parts.join(" · "))
 }

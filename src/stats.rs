@@ -26,9 +26,12 @@ pub struct RequestStats {
 
 /// Reads the `usage` events of `session`, oldest first.
 pub fn requests(session: &Session) -> std::io::Result<Vec<RequestStats>> {
-    let events = session.read_events()?;
-    Ok(events
-        .items
+    Ok(requests_from(&session.read_events()?.items))
+}
+
+/// The figures of the `usage` events among `events`, oldest first.
+pub fn requests_from(events: &[serde_json::Value]) -> Vec<RequestStats> {
+    events
         .iter()
         .filter(|e| e["type"] == "usage")
         .map(|e| {
@@ -43,7 +46,7 @@ pub fn requests(session: &Session) -> std::io::Result<Vec<RequestStats>> {
                 prefix_reuse_bytes: n("prefix_reuse_bytes"),
             }
         })
-        .collect())
+        .collect()
 }
 
 /// Sums of `reqs`.

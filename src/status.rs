@@ -60,10 +60,12 @@ pub fn snapshot(session: &Session) -> Snapshot {
                     .and_then(crate::clock::parse_rfc3339)
                     .unwrap_or(0);
                 if ts >= since {
-                    tokens = tokens.saturating_add(n("input_tokens")).saturating_add(n("output_tokens"));
+                    tokens = tokens
+                        .saturating_add(n("input_tokens"))
+                        .saturating_add(n("output_tokens"));
                 }
             }
-            requests = stats::requests(session).unwrap_or_default();
+            requests = stats::requests_from(&events.items);
         }
         Err(e) => problems.push(e.to_string()),
     }

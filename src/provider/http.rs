@@ -1,10 +1,11 @@
 //! The HTTP transport both wires share: POST a body, stream the response through the SSE parser
 //! into a wire [`StreamDecoder`], and turn failures into classified [`ProviderError`]s.
 //!
-//! The blocking read runs in a worker thread that sends chunks over a channel; the caller waits
-//! in short slices so that `cancel` is honoured within about 100 ms and a silent server hits the
-//! idle timeout. Abandoning a request just drops the receiver: the worker ends on its next send
-//! (or when its own read timeout fires).
+//! The blocking read runs in a long-lived worker thread that sends chunks over a channel; the
+//! caller waits in short slices so that `cancel` is honoured within about 100 ms and a silent
+//! server hits the idle timeout. Abandoning a request just drops the receiver: the worker stops
+//! that response on its next send (or when its own read timeout fires), and until it has, the next
+//! request goes to a fresh worker.
 
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, Ordering};

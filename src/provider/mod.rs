@@ -186,6 +186,12 @@ impl std::fmt::Display for ProviderError {
 
 impl std::error::Error for ProviderError {}
 
+/// Length of the common byte prefix of two request bodies: the prefix reuse tern measures, and
+/// what the replay provider's simulated cache counts.
+pub fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
 /// A model provider. `body` is pure and deterministic (same request, same bytes); `complete`
 /// makes exactly one attempt.
 pub trait Provider {

@@ -22,7 +22,7 @@ pub const SIM_MIN_CACHED_TOKENS: usize = 1024;
 
 /// Simulated prompt-cache usage for `body` sent after `prev` (see the module docs).
 pub fn simulate_usage(prev: &[u8], body: &[u8], output_bytes: usize) -> Usage {
-    let common = prev.iter().zip(body).take_while(|(a, b)| a == b).count();
+    let common = super::common_prefix(prev, body);
     let common_tokens = common / SIM_BYTES_PER_TOKEN;
     let blocks = common_tokens / SIM_BLOCK_TOKENS * SIM_BLOCK_TOKENS;
     let cached = if blocks >= SIM_MIN_CACHED_TOKENS {

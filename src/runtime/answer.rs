@@ -14,7 +14,9 @@ pub const REPEAT_NOTE: &str = "[Same call and same result as your previous step.
 /// A tool call the model asked for, with the reason it must not run when its arguments were not
 /// one valid JSON object (case C11).
 pub(super) struct Call {
+    /// The call as stored (arguments `{}` when they did not parse).
     pub call: ToolCall,
+    /// Why it must not run: the error result the model gets instead.
     pub bad_arguments: Option<String>,
 }
 

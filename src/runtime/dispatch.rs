@@ -13,7 +13,9 @@ use crate::tools::{bash, work};
 
 /// One tool result before it is stored.
 pub(super) struct ToolResult {
+    /// What the model reads.
     pub content: String,
+    /// Stored as an error result.
     pub is_error: bool,
     /// The person interrupted this tool: the turn ends after storing it.
     pub interrupted: bool,
@@ -230,28 +232,17 @@ impl Runtime {
         drop(lock);
         if changed {
             let l = &applied.ledger;
-            let settled = l
-                .items
-                .iter()
-                .filter(|i| matches!(i.status, work::Status::Completed | work::Status::Cancelled))
-                .count();
             let active = l
-                .items
-                .iter()
-                .find(|i| i.status == work::Status::InProgress)
-                .map(|i| json!({"id": i.id, "content": i.content}));
+                .in_progress()
+                .map(|(_, i)| json!({"id": i.id, "content": i.content}));
             self.emit(
                 ui,
                 "work_update",
-                json!({"settled": settled, "total": l.items.len(), "in_progress": active, "revision": l.revision}),
+                json!({"settled": l.settled(), "total": l.items.len(), "in_progress": active, "revision": l.revision}),
             );
         }
         if let Some(t) = transition {
-            self.emit(
-                ui,
-                "plan_state",
-                json!({"from": t.from.as_str(), "to": t.to.as_str(), "trigger": t.trigger, "revision": t.revision}),
-            );
+            super::plan::emit_transition(&self.session, &t, ui);
         }
         Ok(applied.reply)
     }

@@ -163,6 +163,17 @@ pub enum Failure {
 }
 
 impl Failure {
+    /// The status name used in `result` and `error` events: `interrupted`, `max_turns`,
+    /// `provider_unavailable`, `failed`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Failure::Interrupted => "interrupted",
+            Failure::MaxTurns(_) => "max_turns",
+            Failure::ProviderUnavailable(_) => "provider_unavailable",
+            Failure::Failed(_) => "failed",
+        }
+    }
+
     /// The process exit code for this failure.
     pub fn exit_code(&self) -> i32 {
         match self {
@@ -417,16 +428,6 @@ impl Runtime {
     /// The stored history (what the next request's messages start with).
     pub fn history(&self) -> &[Message] {
         &self.history
-    }
-
-    /// The pinned system prompt.
-    pub fn system(&self) -> &str {
-        &self.system
-    }
-
-    /// The tools as advertised.
-    pub fn tools(&self) -> &[ToolSpec] {
-        &self.tools
     }
 
     /// True when Ctrl-C / SIGTERM was requested.

@@ -18,7 +18,8 @@ fn draft_text(session: &Session) -> Result<String, Failure> {
     Ok(session.read_text(files::DRAFT)?.unwrap_or_default())
 }
 
-fn emit_transition(session: &Session, t: &Transition, ui: &mut dyn Surface) {
+/// Emits the `plan_state` event of a transition.
+pub(super) fn emit_transition(session: &Session, t: &Transition, ui: &mut dyn Surface) {
     emit_to(
         session,
         ui,
@@ -161,7 +162,8 @@ impl Runtime {
             plan.check_confirm(&draft)
                 .map_err(|e| Failure::Failed(e.trim_start_matches("Error: ").to_string()))?;
             if let Some(old) = &plan.locked {
-                self.session.write_archive_locked(&lock, "plan", "md", old)?;
+                self.session
+                    .write_archive_locked(&lock, "plan", "md", old)?;
             }
             let base = system::without_plan(&self.system, plan.locked.as_deref()).to_string();
             let new_system = system::with_plan(&base, Some(&draft));

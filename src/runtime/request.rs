@@ -105,7 +105,7 @@ impl Runtime {
         show_text: bool,
         ui: &mut dyn Surface,
     ) -> Result<Completion, ProviderError> {
-        let reuse = common_prefix(&self.last_body, &body) as u64;
+        let reuse = crate::provider::common_prefix(&self.last_body, &body) as u64;
         ui.progress(if purpose == "compaction" {
             "compacting: the model writes a summary…"
         } else {
@@ -126,13 +126,12 @@ impl Runtime {
                 provider.complete(&body, &mut on_text, &cancel)
             },
             |attempt, delay, err| {
-                let ev = super::make_event(
+                super::emit_to(
+                    session,
+                    &mut **ui.borrow_mut(),
                     "retry",
-                    &session.id,
                     json!({"attempt": attempt, "delay_ms": delay.as_millis() as u64, "error": err.message}),
                 );
-                let ev = session.append_event(ev.clone()).unwrap_or(ev);
-                ui.borrow_mut().event(&ev);
             },
             &cancel,
         );
@@ -172,9 +171,4 @@ pub(super) fn provider_failure(e: ProviderError) -> Failure {
     } else {
         Failure::Failed(format!("provider error: {}", e.message))
     }
-}
-
-/// Length of the common byte prefix of `a` and `b`.
-pub fn common_prefix(a: &[u8], b: &[u8]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }

@@ -183,9 +183,15 @@ impl Runtime {
         let requests = self.totals.requests - requests_before;
         let mut usage = self.totals.usage;
         usage.input_tokens = usage.input_tokens.saturating_sub(usage_before.input_tokens);
-        usage.cached_tokens = usage.cached_tokens.saturating_sub(usage_before.cached_tokens);
-        usage.cache_write_tokens = usage.cache_write_tokens.saturating_sub(usage_before.cache_write_tokens);
-        usage.output_tokens = usage.output_tokens.saturating_sub(usage_before.output_tokens);
+        usage.cached_tokens = usage
+            .cached_tokens
+            .saturating_sub(usage_before.cached_tokens);
+        usage.cache_write_tokens = usage
+            .cache_write_tokens
+            .saturating_sub(usage_before.cache_write_tokens);
+        usage.output_tokens = usage
+            .output_tokens
+            .saturating_sub(usage_before.output_tokens);
         if let Err(e) = self.session.update_meta(|m| {
             m.status = status;
             m.pid = None;
@@ -199,12 +205,11 @@ impl Runtime {
         if let Err(f) = outcome
             && *f != Failure::Interrupted
         {
-            let kind = match f {
-                Failure::MaxTurns(_) => "max_turns",
-                Failure::ProviderUnavailable(_) => "provider_unavailable",
-                _ => "failed",
-            };
-            self.emit(ui, "error", json!({"kind": kind, "message": f.to_string()}));
+            self.emit(
+                ui,
+                "error",
+                json!({"kind": f.kind(), "message": f.to_string()}),
+            );
         }
         self.emit(
             ui,
