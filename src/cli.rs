@@ -260,10 +260,17 @@ pub fn watch(t: &Target, height: Option<usize>) -> i32 {
             Err(e) => {
                 let changed = seen.take().is_some() || drawn.is_none();
                 snap = None;
-                (
-                    format!("tern watch: {e}\n(waiting for a session…)\n"),
-                    changed,
-                )
+                let text = format!("tern watch: {e}\n(waiting for a session…)\n");
+                if t.json {
+                    // stdout carries only status objects.
+                    if changed {
+                        crate::errln!("{}", text.trim_end());
+                        drawn = Some(text);
+                    }
+                    std::thread::sleep(WATCH_POLL);
+                    continue;
+                }
+                (text, changed)
             }
         };
         if tty {

@@ -108,7 +108,17 @@ pub fn resolve(
         .or_else(|| get(url_var))
         .unwrap_or_else(|| default_url.to_string());
     let base_url = base_url.trim().trim_end_matches('/').to_string();
-    if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+    let scheme = base_url
+        .split("://")
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    // Schemes are case-insensitive (RFC 3986): `HTTP://…` is written `http://…`.
+    let base_url = match base_url.split_once("://") {
+        Some((_, rest)) => format!("{scheme}://{rest}"),
+        None => base_url,
+    };
+    if !base_url.contains("://") || !(scheme == "http" || scheme == "https") {
         return Err(format!(
             "the base URL {:?} is not an http:// or https:// URL",
             crate::store::redact::redact(&base_url)
@@ -156,7 +166,14 @@ fn register_url_secrets(url: &str) {
         }
     }
     if let Some((_, query)) = rest.split_once('?') {
-        crate::store::redact::register(query.split('#').next().unwrap_or(query));
+        let query = query.split('#').next().unwrap_or(query);
+        crate::store::redact::register(query);
+        // Each value too, where an error body may quote it alone (short ones are not secrets).
+        for pair in query.split('&') {
+            if let Some((_, value)) = pair.split_once('=') {
+                crate::store::redact::register(value);
+            }
+        }
     }
 }
 
@@ -173,6 +190,19 @@ pub fn display_url(url: &str) -> String {
         format!("{host}{path}")
     } else {
         format!("{scheme}://{host}{path}")
+    }
+}
+
+/// Removes the provider variables ([`SECRET_ENV`]) from this process's own environment once
+/// they have been read, so a command the model runs cannot find the key in
+/// `/proc/<tern's pid>/environ` either.
+///
+/// Call only while no other thread runs (at start-up, before the REPL's reader thread and the
+/// HTTP worker exist): changing the environment is not thread-safe.
+pub fn scrub_environment() {
+    for k in SECRET_ENV {
+        // SAFETY: the caller guarantees this process is still single-threaded.
+        unsafe { std::env::remove_var(k) };
     }
 }
 

@@ -35,11 +35,26 @@ pub struct ExecOptions {
     pub idle_timeout: std::time::Duration,
 }
 
-/// Registers SIGINT, SIGTERM and SIGHUP to set `flag`; a second SIGINT while the flag is already set exits
-/// at once with 130 (the escape hatch if something hangs).
+/// Registers SIGINT, SIGTERM and SIGHUP to set `flag` (an orderly stop: the running command is
+/// killed, results stored, a final `result` event). A third SIGINT is the escape hatch if that
+/// hangs: it kills the running command's process group and exits at once with 130.
 pub fn install_signals(flag: &Arc<AtomicBool>) {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let _ = signal_hook::flag::register_conditional_shutdown(SIGINT, 130, flag.clone());
+    static SIGINTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    // SAFETY: the handler only touches atomics and calls kill(2) and _exit(2), all
+    // async-signal-safe.
+    let _ = unsafe {
+        signal_hook::low_level::register(SIGINT, || {
+            if SIGINTS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) >= 2 {
+                let group =
+                    crate::tools::bash::RUNNING_GROUP.load(std::sync::atomic::Ordering::SeqCst);
+                if group > 0 {
+                    libc::kill(-group, libc::SIGKILL);
+                }
+                libc::_exit(130);
+            }
+        })
+    };
     let _ = signal_hook::flag::register(SIGINT, flag.clone());
     let _ = signal_hook::flag::register(SIGTERM, flag.clone());
     // A closed terminal (SIGHUP) ends the turn the same orderly way.
@@ -52,13 +67,20 @@ pub fn run(opts: ExecOptions) -> i32 {
     let mut human = Human::new();
     let ui: &mut dyn Surface = if opts.json { &mut json_ui } else { &mut human };
 
-    let prompt = match read_prompt(&opts) {
-        Ok(p) => p,
-        Err(e) => return early_failure(&opts, &e, 2),
-    };
     let choice = match config::resolve(&opts.provider, &|k| std::env::var(k).ok()) {
         Ok(c) => c,
         Err(e) => return early_failure(&opts, &e, 2),
+    };
+    // Still one thread here: the key leaves this process's environment before anything runs.
+    config::scrub_environment();
+    // Handlers next: a Ctrl-C or SIGTERM while the prompt is read or the session opens still
+    // ends with a `result` event.
+    let cancel = Arc::new(AtomicBool::new(false));
+    install_signals(&cancel);
+    let prompt = match read_prompt(&opts, &cancel) {
+        Ok(p) => p,
+        Err(None) => return early_failure(&opts, "interrupted while reading the prompt", 130),
+        Err(Some(e)) => return early_failure(&opts, &e, 2),
     };
     let mut cfg = opts.config.clone();
     cfg.model = choice.model.clone();
@@ -72,9 +94,6 @@ pub fn run(opts: ExecOptions) -> i32 {
         Err(e) => return early_failure(&opts, &format!("no current folder: {e}"), 1),
     };
     let state = StateDir::locate(&cwd, opts.state_dir.as_deref());
-    // Handlers first: a Ctrl-C while the session opens still ends with a `result` event.
-    let cancel = Arc::new(AtomicBool::new(false));
-    install_signals(&cancel);
     let opened = if opts.continue_ || opts.resume.is_some() {
         let session = match &opts.resume {
             Some(id) => state.open_session(id).map_err(|e| e.to_string()),
@@ -124,23 +143,59 @@ pub fn finish(
     code
 }
 
-fn read_prompt(opts: &ExecOptions) -> Result<String, String> {
-    match opts.prompt.as_deref() {
+/// Largest prompt accepted, in bytes: it is sent again in every later request of the session.
+pub const MAX_PROMPT_BYTES: usize = 1 << 20;
+
+/// The prompt from the argument or stdin. Err(None): interrupted while reading; Err(Some):
+/// a usage error. Stdin is read in a thread so a signal is noticed even while a writer stalls.
+fn read_prompt(opts: &ExecOptions, cancel: &AtomicBool) -> Result<String, Option<String>> {
+    let text = match opts.prompt.as_deref() {
         Some("-") => {
-            let mut s = String::new();
-            std::io::stdin()
-                .read_to_string(&mut s)
-                .map_err(|e| format!("could not read the prompt from stdin: {e}"))?;
-            if s.trim().is_empty() {
-                return Err("the prompt read from stdin is empty".into());
-            }
-            Ok(s)
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let mut bytes = Vec::new();
+                let r = std::io::stdin()
+                    .take(MAX_PROMPT_BYTES as u64 + 1)
+                    .read_to_end(&mut bytes)
+                    .map(|_| bytes);
+                let _ = tx.send(r);
+            });
+            let bytes = loop {
+                match rx.recv_timeout(std::time::Duration::from_millis(100)) {
+                    Ok(r) => {
+                        break r.map_err(|e| {
+                            Some(format!("could not read the prompt from stdin: {e}"))
+                        })?;
+                    }
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                        if cancel.load(std::sync::atomic::Ordering::SeqCst) {
+                            return Err(None);
+                        }
+                    }
+                    Err(_) => return Err(Some("could not read the prompt from stdin".into())),
+                }
+            };
+            String::from_utf8(bytes)
+                .map_err(|_| Some("the prompt read from stdin is not UTF-8 text".to_string()))?
         }
-        Some(p) if !p.trim().is_empty() => Ok(p.to_string()),
-        Some(_) => Err("the prompt is empty".into()),
-        None if opts.continue_ || opts.resume.is_some() => Ok(String::new()),
-        None => Err("no prompt: give one as an argument, or `-` to read it from stdin".into()),
+        Some(p) => p.to_string(),
+        None if opts.continue_ || opts.resume.is_some() => return Ok(String::new()),
+        None => {
+            return Err(Some(
+                "no prompt: give one as an argument, or `-` to read it from stdin".into(),
+            ));
+        }
+    };
+    if text.len() > MAX_PROMPT_BYTES {
+        return Err(Some(format!(
+            "the prompt is longer than {} KiB; put the material in a file and point the model at it",
+            MAX_PROMPT_BYTES >> 10
+        )));
     }
+    if text.trim().is_empty() {
+        return Err(Some("the prompt is empty".into()));
+    }
+    Ok(text)
 }
 
 /// A failure before any session exists: still a final `result` event in `--json` mode.

@@ -37,8 +37,8 @@ struct ChatArgs {
     #[arg(long)]
     resume: Option<String>,
     /// When bash may run: ask (default here), auto or never [env: TERN_APPROVAL].
-    #[arg(long, value_enum, env = "TERN_APPROVAL", default_value = "ask")]
-    approval: Approval,
+    #[arg(long, value_enum)]
+    approval: Option<Approval>,
     /// Model requests (agentic turns) allowed per prompt before it stops.
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
     max_turns: u32,
@@ -50,12 +50,19 @@ struct ChatArgs {
 
 impl ChatArgs {
     fn run(self) -> i32 {
+        let approval = match approval_or_env(self.approval, Approval::Ask) {
+            Ok(a) => a,
+            Err(e) => {
+                tern::errln!("tern: {e}");
+                return 2;
+            }
+        };
         tern::repl::run(tern::repl::ChatOptions {
             provider: self.model.flags(),
-            config: self.model.config(self.approval, self.max_turns),
+            config: self.model.config(approval, self.max_turns),
             continue_: self.continue_,
             resume: self.resume,
-            state_dir: self.state.state_dir,
+            state_dir: self.state.dir(),
             idle_timeout: Duration::from_secs(self.model.idle_timeout),
         })
     }
@@ -63,9 +70,35 @@ impl ChatArgs {
 
 #[derive(Args, Clone)]
 struct StateArgs {
-    /// State folder to use instead of <workspace>/.tern.
-    #[arg(long, env = "TERN_STATE_DIR")]
+    /// State folder to use instead of <workspace>/.tern [env: TERN_STATE_DIR].
+    #[arg(long)]
     state_dir: Option<PathBuf>,
+}
+
+impl StateArgs {
+    /// `--state-dir`, else a non-empty TERN_STATE_DIR. Read here rather than by clap, so an
+    /// empty or odd variable never breaks a command that has nothing to do with it.
+    fn dir(&self) -> Option<PathBuf> {
+        self.state_dir.clone().or_else(|| {
+            std::env::var_os("TERN_STATE_DIR")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        })
+    }
+}
+
+/// `--approval`, else TERN_APPROVAL (ask, auto or never), else `default`. Errors on a bad
+/// TERN_APPROVAL, but only for the commands that use it.
+fn approval_or_env(flag: Option<Approval>, default: Approval) -> Result<Approval, String> {
+    use clap::ValueEnum;
+    if let Some(a) = flag {
+        return Ok(a);
+    }
+    match std::env::var("TERN_APPROVAL") {
+        Ok(v) if !v.trim().is_empty() => Approval::from_str(v.trim(), true)
+            .map_err(|_| format!("TERN_APPROVAL={v:?}: expected ask, auto or never")),
+        _ => Ok(default),
+    }
 }
 
 #[derive(Args, Clone)]
@@ -131,9 +164,9 @@ enum Cmd {
         /// Resume the session with this id (or unique id prefix).
         #[arg(long)]
         resume: Option<String>,
-        /// When bash may run: ask, auto or never [env: TERN_APPROVAL].
-        #[arg(long, value_enum, env = "TERN_APPROVAL", default_value = "auto")]
-        approval: Approval,
+        /// When bash may run: ask, auto (default here) or never [env: TERN_APPROVAL].
+        #[arg(long, value_enum)]
+        approval: Option<Approval>,
         #[command(flatten)]
         model: ModelArgs,
         #[command(flatten)]
@@ -273,7 +306,7 @@ impl TargetArgs {
         tern::cli::Target {
             session: self.session.clone(),
             json: self.json,
-            state_dir: self.state.state_dir.clone(),
+            state_dir: self.state.dir(),
         }
     }
 }
@@ -329,16 +362,28 @@ fn run(cmd: Cmd) -> i32 {
             approval,
             model,
             state,
-        } => tern::exec::run(ExecOptions {
-            prompt,
-            json,
-            provider: model.flags(),
-            config: model.config(approval, max_turns),
-            continue_,
-            resume,
-            state_dir: state.state_dir,
-            idle_timeout: Duration::from_secs(model.idle_timeout),
-        }),
+        } => {
+            let approval = match approval_or_env(approval, Approval::Auto) {
+                Ok(a) => a,
+                Err(e) => {
+                    tern::errln!("tern: {e}");
+                    if json {
+                        tern::exec::print_sessionless_result(&e, 2);
+                    }
+                    return 2;
+                }
+            };
+            tern::exec::run(ExecOptions {
+                prompt,
+                json,
+                provider: model.flags(),
+                config: model.config(approval, max_turns),
+                continue_,
+                resume,
+                state_dir: state.dir(),
+                idle_timeout: Duration::from_secs(model.idle_timeout),
+            })
+        }
         Cmd::Demo { workspace, json } => tern::demo::run(workspace, json),
         Cmd::Stats {
             session,

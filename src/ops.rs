@@ -401,11 +401,19 @@ fn plan_show(s: &Session) -> Result<String, String> {
 }
 
 fn plan_edit(s: &Session, ui: &mut dyn Surface) -> Result<String, String> {
+    use std::io::IsTerminal;
     // An empty variable counts as unset: `sh -c ' "$1"'` would run the draft as a program.
     let set = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-    let editor = set("VISUAL")
-        .or_else(|| set("EDITOR"))
-        .unwrap_or_else(|| "vi".into());
+    let chosen = set("VISUAL").or_else(|| set("EDITOR"));
+    // The fallback `vi` needs a terminal; from a pipe it would hang or spray escape codes. An
+    // editor the person named (perhaps a script) is trusted to know where it runs.
+    let tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    if chosen.is_none() && !tty {
+        return Err(
+            "no terminal for an editor here: set EDITOR, or write the draft with `tern plan draft` (stdin or --file) or /draft TEXT".into(),
+        );
+    }
+    let editor = chosen.unwrap_or_else(|| "vi".into());
     let path = s.path(files::DRAFT);
     if s.read_text(files::DRAFT)
         .map_err(|e| e.to_string())?
@@ -472,6 +480,8 @@ fn with_runtime(
     }
     let meta = session.read_meta().map_err(|e| e.to_string())?;
     let choice = provider_for(&meta)?;
+    // A verb runs in its own process, on its main thread: no other thread exists yet.
+    config::scrub_environment();
     let mut cfg = Config::new(&choice.model);
     cfg.base_url = choice.base_url.clone();
     cfg.send_cache_key = config::is_openai_host(&choice.base_url);

@@ -20,32 +20,42 @@ impl Surface for Json {
     }
 }
 
-/// `--approval ask` outside the REPL: the question goes to stderr and the answer comes from
-/// stdin when stdin is a terminal; with no terminal to ask on, the command is refused (the model
-/// gets an error result), never run unasked.
+/// `--approval ask` outside the REPL: the question and the answer go through the controlling
+/// terminal (`/dev/tty`, so it works even when stdin carries the prompt); with no terminal to
+/// ask on, the command is not run and the model is told why, never run unasked.
 pub fn ask_on_terminal(command: &str) -> Answer {
-    use std::io::{BufRead, IsTerminal};
-    if !std::io::stdin().is_terminal() {
+    use std::io::{BufRead, BufReader};
+    let Ok(tty) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+    else {
         crate::errln!(
             "tern: not running (--approval ask, and no terminal to ask on): {}",
             safe(command)
         );
-        return Answer::No;
-    }
-    crate::errln!(
+        return Answer::Unavailable;
+    };
+    let mut out = &tty;
+    let mut input = BufReader::new(&tty);
+    let _ = writeln!(
+        out,
         "tern wants to run:\n  {}",
         safe(command).replace('\n', "\n  ")
     );
     loop {
-        crate::errln!("run it? [y]es / [n]o / [a]lways (until tern exits): ");
+        let _ = write!(out, "run it? [y]es / [n]o / [a]lways (until tern exits): ");
+        let _ = out.flush();
         let mut line = String::new();
-        match std::io::stdin().lock().read_line(&mut line) {
+        match input.read_line(&mut line) {
             Ok(0) | Err(_) => return Answer::No,
             Ok(_) => match line.trim().to_lowercase().as_str() {
                 "y" | "yes" => return Answer::Yes,
                 "n" | "no" => return Answer::No,
                 "a" | "always" => return Answer::Always,
-                _ => crate::errln!("answer y, n or a"),
+                _ => {
+                    let _ = writeln!(out, "answer y, n or a");
+                }
             },
         }
     }

@@ -111,9 +111,16 @@ impl Input {
                         Err(_) => Line::Eof,
                     },
                     None => {
+                        use std::io::{BufRead, Read};
                         let mut s = String::new();
-                        match std::io::stdin().read_line(&mut s) {
+                        let limit = crate::exec::MAX_PROMPT_BYTES as u64 + 1;
+                        match std::io::stdin().lock().take(limit).read_line(&mut s) {
                             Ok(0) | Err(_) => Line::Eof,
+                            // A line with no end in sight (`< /dev/zero`): stop reading, not grow.
+                            Ok(n) if n as u64 >= limit && !s.ends_with('\n') => {
+                                crate::errln!("tern: an input line is longer than 1 MiB; stopping");
+                                Line::Eof
+                            }
                             Ok(_) => Line::Text(s.trim_end_matches(['\n', '\r']).to_string()),
                         }
                     }
@@ -267,6 +274,8 @@ pub fn run(opts: ChatOptions) -> i32 {
             return 2;
         }
     };
+    // Still one thread here (the input reader starts below).
+    config::scrub_environment();
     let cwd = match std::env::current_dir() {
         Ok(d) => d,
         Err(e) => {

@@ -43,11 +43,25 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     files
 }
 
+/// Runs `cmd` in a new session, without a controlling terminal (else, run from a developer's
+/// terminal, tern would ask there).
+fn no_terminal(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setsid is async-signal-safe and touches nothing of the parent's state.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+}
+
 #[test]
 fn exec_approval_ask_without_a_terminal_refuses_instead_of_running() {
     let fake = FakeServer::start(vec![bash("c1", "touch asked.txt"), openai_text("ok")]);
     let ws = Ws::new();
     let mut cmd = ws.tern(&fake);
+    no_terminal(&mut cmd);
     cmd.args(["exec", "--approval", "ask", "make the file"]);
     let out = ok_no_stdin(cmd);
     assert!(
@@ -55,7 +69,16 @@ fn exec_approval_ask_without_a_terminal_refuses_instead_of_running() {
         "ran unasked: {out:?}"
     );
     assert!(out.stderr.contains("no terminal to ask on"), "{out:?}");
+    let conv = jsonl(&ws.current_dir().join("conversation.jsonl"));
+    assert!(
+        conv.iter().any(|m| m["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("no terminal to ask on")),
+        "the model was not told why: {conv:?}"
+    );
     let mut cmd = ws.tern(&fake);
+    no_terminal(&mut cmd);
     cmd.env("TERN_APPROVAL", "ask").args(["exec", "again"]);
     fake.push(bash("c2", "touch asked2.txt"));
     fake.push(openai_text("ok"));
@@ -306,4 +329,100 @@ fn an_empty_editor_never_runs_the_draft() {
         .args(["plan", "edit"]);
     let out = run(cmd, "");
     assert!(!marker.exists(), "the draft ran: {out:?}");
+}
+
+#[test]
+fn a_compaction_at_the_start_of_a_turn_keeps_the_new_prompt() {
+    let fake = FakeServer::start(vec![
+        openai_text("one"),
+        openai_text("Summary: the person said hello there and got one."),
+        openai_text("two"),
+    ]);
+    let ws = Ws::new();
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["exec", "hello there"]);
+    ok_no_stdin(cmd);
+    let mut cmd = ws.tern(&fake);
+    cmd.args([
+        "exec",
+        "--continue",
+        "--context-window",
+        "1024",
+        "second one",
+    ]);
+    ok_no_stdin(cmd);
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 3);
+    let summary_request = messages(&reqs[1]);
+    assert!(
+        !summary_request.iter().any(|m| m["content"] == "second one"),
+        "the new prompt was summarised away"
+    );
+    let after = messages(&reqs[2]);
+    assert_eq!(after.last().unwrap()["content"], "second one", "{after:?}");
+}
+
+#[test]
+fn an_endless_stdin_prompt_is_refused_not_buffered() {
+    let fake = FakeServer::start(vec![openai_text("never")]);
+    let ws = Ws::new();
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["exec", "--json", "-"]);
+    let out = run(cmd, &"x".repeat(2 << 20));
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stdout
+            .lines()
+            .last()
+            .unwrap()
+            .contains("\"type\":\"result\"")
+    );
+    assert!(fake.requests().is_empty());
+}
+
+#[test]
+fn a_bad_tern_approval_only_matters_where_approval_is_used() {
+    let fake = FakeServer::start(vec![]);
+    let ws = Ws::new();
+    for value in ["", "bogus"] {
+        let mut cmd = ws.tern(&fake);
+        cmd.env("TERN_APPROVAL", value)
+            .env("TERN_STATE_DIR", "")
+            .arg("ops");
+        ok_no_stdin(cmd);
+    }
+    let mut cmd = ws.tern(&fake);
+    cmd.env("TERN_APPROVAL", "bogus").args(["exec", "x"]);
+    let out = run_no_stdin(cmd);
+    assert_eq!(out.code, Some(2));
+    assert!(out.stderr.contains("TERN_APPROVAL"), "{out:?}");
+}
+
+/// Two Ctrl-C ask twice for the orderly stop; a third is the escape hatch, and even then the
+/// command's whole process group goes with tern.
+#[test]
+fn a_third_ctrl_c_exits_at_once_and_takes_the_command_with_it() {
+    let fake = FakeServer::start(vec![bash("c1", "trap '' TERM INT; sleep 64.91; true")]);
+    let ws = Ws::new();
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["exec", "go"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let sleeping = || !support::procs::pids_running(&["sleep", "64.91"]).is_empty();
+    assert!(support::procs::eventually(
+        Duration::from_secs(20),
+        sleeping
+    ));
+    for _ in 0..3 {
+        // SAFETY: kill(2) on our own child, not yet reaped.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let status = support::procs::wait_exit(&mut child, Duration::from_secs(10)).expect("ended");
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        support::procs::eventually(Duration::from_secs(5), || !sleeping()),
+        "the command outlived tern"
+    );
 }

@@ -35,11 +35,9 @@ impl Anthropic {
     /// a trailing `/v1` is fine): requests go to `{base_url}/v1/messages`. `api_key` is sent as
     /// `x-api-key` and left out when None.
     pub fn new(config: HttpConfig, base_url: &str, api_key: Option<String>) -> Self {
-        let base = base_url.trim_end_matches('/');
-        let base = base.strip_suffix("/v1").unwrap_or(base);
         Anthropic {
             transport: Transport::new(config),
-            url: format!("{base}/v1/messages"),
+            url: super::http::endpoint(base_url, "/v1", "/v1/messages"),
             api_key,
         }
     }

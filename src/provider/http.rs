@@ -388,6 +388,24 @@ fn answer_error(head: Head, body: &[u8], secret: Option<&str>) -> ProviderError 
     e
 }
 
+/// The URL of `path` under `base`, keeping a query string after the path (Azure-style
+/// `…/v1?api-version=…`) and dropping a fragment: `endpoint("http://h/v1/?x=1", "/chat")` is
+/// `http://h/v1/chat?x=1`. `strip` is a path suffix to remove from the base first (`/v1` for a
+/// base that already names the version the path adds).
+pub fn endpoint(base: &str, strip: &str, path: &str) -> String {
+    let base = base.split('#').next().unwrap_or(base);
+    let (base, query) = match base.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (base, None),
+    };
+    let base = base.trim_end_matches('/');
+    let base = base.strip_suffix(strip).unwrap_or(base);
+    match query {
+        Some(q) if !q.is_empty() => format!("{base}{path}?{q}"),
+        _ => format!("{base}{path}"),
+    }
+}
+
 /// Sends one request and streams its response into the job's channel until the body ends, fails,
 /// or the receiver is gone (the caller abandoned it).
 fn run_job(job: Job) {
@@ -579,6 +597,35 @@ pub fn snippet(text: &str, max: usize) -> String {
         end -= 1;
     }
     format!("{}…", &collapsed[..end])
+}
+
+#[cfg(test)]
+mod endpoint_tests {
+    use super::endpoint;
+
+    #[test]
+    fn query_kept_after_the_path_and_fragment_dropped() {
+        assert_eq!(
+            endpoint("http://h:1/v1/", "", "/chat/completions"),
+            "http://h:1/v1/chat/completions"
+        );
+        assert_eq!(
+            endpoint(
+                "https://x.openai.azure.com/v1?api-version=2024-01-01",
+                "",
+                "/chat/completions"
+            ),
+            "https://x.openai.azure.com/v1/chat/completions?api-version=2024-01-01"
+        );
+        assert_eq!(
+            endpoint("http://h/v1#frag", "", "/chat/completions"),
+            "http://h/v1/chat/completions"
+        );
+        assert_eq!(
+            endpoint("https://api.anthropic.com/v1/", "/v1", "/v1/messages"),
+            "https://api.anthropic.com/v1/messages"
+        );
+    }
 }
 
 #[cfg(test)]

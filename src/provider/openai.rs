@@ -33,7 +33,7 @@ impl OpenAi {
     pub fn new(config: HttpConfig, base_url: &str, api_key: Option<String>) -> Self {
         OpenAi {
             transport: Transport::new(config),
-            url: format!("{}/chat/completions", base_url.trim_end_matches('/')),
+            url: super::http::endpoint(base_url, "", "/chat/completions"),
             api_key,
         }
     }

@@ -60,9 +60,9 @@ impl Runtime {
     ) -> (Option<Message>, Vec<Call>) {
         if answer.tool_calls.is_empty() && !text_only {
             let names: Vec<&str> = self.tools.iter().map(|t| t.name).collect();
-            if let Some((calls, rest)) = super::textcall::recover(&answer.text, &names) {
+            if let Some(calls) = super::textcall::recover(&answer.text, &names) {
                 answer.tool_calls = calls;
-                answer.text = rest;
+                answer.text = String::new();
             }
         }
         let text = if answer.text.trim().is_empty() {

@@ -23,6 +23,8 @@ impl Runtime {
     /// assistant message whose tool call asked for this, and its results so far) are kept after
     /// the summary, so the history stays valid: every tool call keeps its result.
     ///
+    /// Returns false when there was nothing to summarise (no request was made, nothing changed).
+    ///
     /// Errors (nothing changed): the provider failed, the summary was empty or a placeholder twice,
     /// the person interrupted, a file could not be written.
     pub fn compact(
@@ -30,7 +32,7 @@ impl Runtime {
         trigger: &str,
         keep_from: Option<usize>,
         ui: &mut dyn Surface,
-    ) -> Result<(), Failure> {
+    ) -> Result<bool, Failure> {
         let cut = keep_from
             .unwrap_or(self.history.len())
             .min(self.history.len());
@@ -45,7 +47,7 @@ impl Runtime {
                 "compaction",
                 json!({"trigger": trigger, "archived_messages": 0, "kept_messages": self.history.len(), "note": "nothing to summarise"}),
             );
-            return Ok(());
+            return Ok(false);
         }
         let summary = self.summarize(cut, ui)?;
         let kept = self.history[cut..].to_vec();
@@ -97,7 +99,7 @@ impl Runtime {
                 "archive": format!("archive/{archive_name}"),
             }),
         );
-        Ok(())
+        Ok(true)
     }
 
     /// Asks the model for a summary of `history[..cut]`; retries once when the answer is empty or

@@ -139,6 +139,11 @@ impl Runtime {
                 Answer::No => {
                     return ToolResult::err("Error: the person declined to run this command.");
                 }
+                Answer::Unavailable => {
+                    return ToolResult::err(
+                        "Error: not run: commands need the person's approval (--approval ask) and there is no terminal to ask on.",
+                    );
+                }
             },
             _ => {}
         }

@@ -47,6 +47,8 @@ pub enum Answer {
     No,
     /// Run it and every later command of this session.
     Always,
+    /// There was no one to ask (no terminal): not run, and the model is told so.
+    Unavailable,
 }
 
 /// What a surface (exec output, REPL, demo) receives from the runtime. Events arrive after they
@@ -581,8 +583,22 @@ pub fn running_elsewhere(meta: &Meta) -> Option<u32> {
     }
     match (meta.pid_start, process_start(pid)) {
         (Some(recorded), Some(now)) if recorded != now => None,
+        // No start time recorded (an older meta.json, a hand edit): a process whose command is
+        // not tern's is not running this turn.
+        (None, Some(_)) if !runs_tern(pid) => None,
         _ => Some(pid),
     }
+}
+
+/// Whether process `pid` runs a program named like tern (`/proc/<pid>/cmdline`'s first word);
+/// true where that cannot be read, so an unknown case keeps the session held.
+fn runs_tern(pid: u32) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return true;
+    };
+    let argv0 = cmdline.split(|b| *b == 0).next().unwrap_or_default();
+    let name = argv0.rsplit(|b| *b == b'/').next().unwrap_or_default();
+    name.windows(4).any(|w| w == b"tern")
 }
 
 /// A process's start time in clock ticks since boot (field 22 of `/proc/<pid>/stat`); None where

@@ -146,32 +146,36 @@ impl Runtime {
             .check_confirm(&draft)?;
         self.compact("plan_confirm", keep_from, ui)
             .map_err(|e| format!("Error: plan not confirmed: {e}"))?;
-        let t = self.lock_draft(ui).map_err(|e| format!("Error: {e}"))?;
+        let t = self
+            .lock_draft(&draft, ui)
+            .map_err(|e| format!("Error: {e}"))?;
         Ok(format!(
             "Plan confirmed and locked into the system prompt (revision {}).",
             t.revision
         ))
     }
 
-    /// Moves the draft into `plan.md` and the system prompt (PlanConfirm after the compaction).
-    fn lock_draft(&mut self, ui: &mut dyn Surface) -> Result<Transition, Failure> {
+    /// Moves `draft` (the text that was confirmed) into `plan.md` and the system prompt
+    /// (PlanConfirm after the compaction). A draft rewritten meanwhile, in another pane while the
+    /// summary was being written, is not what was confirmed: it stays as the next pending draft.
+    fn lock_draft(&mut self, draft: &str, ui: &mut dyn Surface) -> Result<Transition, Failure> {
         let t = {
             let lock = self.session.lock()?;
             let mut plan = plan_file(&self.session)?;
-            let draft = draft_text(&self.session)?;
-            plan.check_confirm(&draft)
-                .map_err(|e| Failure::Failed(e.trim_start_matches("Error: ").to_string()))?;
+            let now_draft = draft_text(&self.session)?;
             if let Some(old) = &plan.locked {
                 self.session
                     .write_archive_locked(&lock, "plan", "md", old)?;
             }
             let base = system::without_plan(&self.system, plan.locked.as_deref()).to_string();
-            let new_system = system::with_plan(&base, Some(&draft));
-            self.session.write_text_locked(&lock, files::PLAN, &draft)?;
-            self.session.write_text_locked(&lock, files::DRAFT, "")?;
+            let new_system = system::with_plan(&base, Some(draft));
+            self.session.write_text_locked(&lock, files::PLAN, draft)?;
+            if now_draft == draft {
+                self.session.write_text_locked(&lock, files::DRAFT, "")?;
+            }
             self.session
                 .write_text_locked(&lock, files::SYSTEM, &new_system)?;
-            let t = plan.confirm(&draft, &crate::clock::now_rfc3339());
+            let t = plan.confirm(draft, &crate::clock::now_rfc3339());
             self.session
                 .write_json_locked(&lock, files::PLAN_STATE, &plan)?;
             self.system = new_system;

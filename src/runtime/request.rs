@@ -25,12 +25,19 @@ impl Runtime {
         let tail = self.work_state_tail();
         let mut body = self.body(tail.as_deref());
         if self.over_threshold(body.len()) && self.history.len() > 1 {
-            self.compact("auto", None, ui)?;
+            let keep = self.new_prompt_index();
+            self.compact("auto", keep, ui)?;
             body = self.body(tail.as_deref());
         }
         match self.send(body, "turn", true, ui) {
             Err(e) if e.kind == ErrorKind::ContextOverflow => {
-                self.compact("context_overflow", None, ui)?;
+                let keep = self.new_prompt_index();
+                if !self.compact("context_overflow", keep, ui)? {
+                    // Nothing could be summarised: the same request would fail the same way.
+                    return Err(Failure::Failed(format!(
+                        "the request is longer than the model's context window and there is nothing left to compact: {e}"
+                    )));
+                }
                 let body = self.body(tail.as_deref());
                 self.send(body, "turn", true, ui).map_err(|e| match e.kind {
                     ErrorKind::ContextOverflow => Failure::Failed(format!(
@@ -40,6 +47,20 @@ impl Runtime {
                 })
             }
             other => other.map_err(provider_failure),
+        }
+    }
+
+    /// When the history ends with the person's new prompt (the first request of a turn), its
+    /// index: a compaction then keeps it word for word after the summary instead of summarising
+    /// the very request it is about to answer.
+    /// When the prompt is all there is, it is summarised with the rest: there is nothing else
+    /// to make room.
+    fn new_prompt_index(&self) -> Option<usize> {
+        match self.history.last() {
+            Some(crate::message::Message::User { .. }) if self.history.len() > 1 => {
+                Some(self.history.len() - 1)
+            }
+            _ => None,
         }
     }
 
@@ -136,7 +157,9 @@ impl Runtime {
             &cancel,
         );
         let ui = ui.into_inner();
-        let answer = result?;
+        let mut answer = result?;
+        // A server that reports more cached than prompt tokens is not believed past all of them.
+        answer.usage.cached_tokens = answer.usage.cached_tokens.min(answer.usage.input_tokens);
         let u = answer.usage;
         self.totals.requests += 1;
         self.totals.usage.add(&u);

@@ -17,7 +17,7 @@ pub fn base(workspace: &Path) -> String {
         .trim_end()
         .to_string();
     s.push('\n');
-    if let Ok(bytes) = std::fs::read(workspace.join("AGENTS.md")) {
+    if let Some(bytes) = read_agents_md(workspace) {
         let text = String::from_utf8_lossy(&bytes);
         let text = text.trim();
         if !text.is_empty() {
@@ -30,6 +30,26 @@ pub fn base(workspace: &Path) -> String {
         }
     }
     s
+}
+
+/// The workspace's `AGENTS.md`: a regular file inside the workspace (a link may point only
+/// within it: a cloned repository must not send `/etc/…` or a key file to the provider), read up
+/// to one byte past the cap (a FIFO or a huge file must not hang or fill memory).
+fn read_agents_md(workspace: &Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let path = workspace.join("AGENTS.md");
+    let real = path.canonicalize().ok()?;
+    let root = workspace.canonicalize().ok()?;
+    if !real.starts_with(&root) || !std::fs::metadata(&real).ok()?.is_file() {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(&real)
+        .ok()?
+        .take(MAX_AGENTS_MD_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    Some(bytes)
 }
 
 /// `base` with the locked plan appended as the last section (or `base` itself when None).
@@ -71,6 +91,32 @@ mod tests {
         assert!(s.contains("<locked_plan>\n1. do it\n</locked_plan>"));
         assert_eq!(without_plan(&s, Some("1. do it\n")), b);
         assert_eq!(with_plan(b, None), b);
+    }
+
+    #[test]
+    fn agents_md_only_as_a_regular_file_inside_the_workspace() {
+        let d = tempfile::tempdir().unwrap();
+        let ws = d.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        let outside = d.path().join("secret.txt");
+        std::fs::write(&outside, "TOP SECRET").unwrap();
+        std::os::unix::fs::symlink(&outside, ws.join("AGENTS.md")).unwrap();
+        assert!(!base(&ws).contains("TOP SECRET"));
+        std::fs::remove_file(ws.join("AGENTS.md")).unwrap();
+        let fifo = std::ffi::CString::new(ws.join("AGENTS.md").to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        assert!(
+            !base(&ws).contains("project_instructions"),
+            "a FIFO would block"
+        );
+        std::fs::remove_file(ws.join("AGENTS.md")).unwrap();
+        std::fs::write(ws.join("real.md"), "Use tabs.").unwrap();
+        std::os::unix::fs::symlink("real.md", ws.join("AGENTS.md")).unwrap();
+        assert!(
+            base(&ws).contains("Use tabs."),
+            "a link inside the workspace is fine"
+        );
     }
 
     #[test]

@@ -10,36 +10,28 @@ use serde_json::{Value, json};
 
 use crate::provider::RawToolCall;
 
-/// Tool calls found in `text`, and the text left once they are taken out; None when `text` does
-/// not hold any. A call is a JSON object with `name` (one of `tools`) and `arguments` (or
-/// `parameters`): an object, a string holding an object, or for `bash` a plain command string or a
-/// list of command lines.
-/// The object is either the whole text or inside ```json / ``` fences.
-pub fn recover(text: &str, tools: &[&str]) -> Option<(Vec<RawToolCall>, String)> {
+/// The tool calls `text` consists of; None unless the whole answer is calls and nothing else.
+/// A call is a JSON object with `name` (one of `tools`) and `arguments` (or `parameters`): an
+/// object, a string holding an object, or for `bash` a plain command string or a list of command
+/// lines. The answer is one such object, or only ```json / ``` fenced blocks of them: any prose
+/// around a block makes it an example the model is showing, which is never run.
+pub fn recover(text: &str, tools: &[&str]) -> Option<Vec<RawToolCall>> {
     let whole = text.trim();
     if let Some(call) = parse_call(whole, tools) {
-        return Some((vec![call], String::new()));
+        return Some(vec![call]);
     }
     let mut calls = Vec::new();
-    let mut rest = String::new();
-    let mut remaining = text;
-    while let Some(start) = remaining.find("```") {
-        let after = &remaining[start + 3..];
-        let Some(end) = after.find("```") else { break };
+    let mut remaining = whole;
+    while !remaining.is_empty() {
+        let after = remaining.strip_prefix("```")?;
+        let end = after.find("```")?;
         let block = after[..end]
             .trim_start_matches("json")
             .trim_start_matches("JSON");
-        match parse_call(block.trim(), tools) {
-            Some(call) => {
-                rest.push_str(&remaining[..start]);
-                calls.push(call);
-            }
-            None => rest.push_str(&remaining[..start + 3 + end + 3]),
-        }
-        remaining = &after[end + 3..];
+        calls.push(parse_call(block.trim(), tools)?);
+        remaining = after[end + 3..].trim_start();
     }
-    rest.push_str(remaining);
-    (!calls.is_empty()).then(|| (calls, rest.trim().to_string()))
+    (!calls.is_empty()).then_some(calls)
 }
 
 fn parse_call(s: &str, tools: &[&str]) -> Option<RawToolCall> {
@@ -81,22 +73,28 @@ mod tests {
 
     #[test]
     fn bare_object_with_string_arguments() {
-        let (calls, rest) = recover(
+        let calls = recover(
             "{\n  \"name\": \"bash\",\n  \"arguments\": \"echo hi\"\n}",
             TOOLS,
         )
         .unwrap();
         assert_eq!(calls[0].name, "bash");
         assert_eq!(calls[0].arguments, r#"{"command":"echo hi"}"#);
-        assert!(rest.is_empty());
     }
 
     #[test]
-    fn fenced_blocks_with_text_around() {
-        let text = "I'll check.\n```json\n{\"name\": \"bash\", \"arguments\": {\"command\": \"ls\"}}\n```\nthen more";
-        let (calls, rest) = recover(text, TOOLS).unwrap();
-        assert_eq!(calls.len(), 1);
-        assert_eq!(rest, "I'll check.\n\nthen more");
+    fn only_fenced_calls_are_calls() {
+        let block = "```json\n{\"name\": \"bash\", \"arguments\": {\"command\": \"ls\"}}\n```";
+        assert_eq!(
+            recover(&format!("{block}\n{block}\n"), TOOLS)
+                .unwrap()
+                .len(),
+            2
+        );
+        // Prose around a block: an example being shown, never run.
+        let shown = format!("Example only, do not run:\n{block}\nThat is all.");
+        assert!(recover(&shown, TOOLS).is_none());
+        assert!(recover(&format!("{block}\nthen more"), TOOLS).is_none());
     }
 
     #[test]

@@ -223,6 +223,10 @@ enum Phase {
     Killed(Instant),
 }
 
+/// The process group of the command running now (0 when none), for the emergency exit of a
+/// third Ctrl-C (see `exec::install_signals`): it must not leave the command behind.
+pub static RUNNING_GROUP: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
 /// Runs `req.command` with `bash -c` and waits for the shell (see the module docs). `cancel` is
 /// checked every [`POLL_SLICE`]; once set the process group is killed and the outcome is
 /// `interrupted`. Background children are left running when the shell exits normally.
@@ -271,6 +275,15 @@ pub fn run(req: &BashRequest<'_>, cancel: &AtomicBool) -> Result<BashOutcome, St
     // setsid made the shell the leader of a new process group whose id is its pid. Linux pids
     // fit in pid_t; the fallback names no group, so signals to it would do nothing.
     let pgid = libc::pid_t::try_from(child.id()).unwrap_or(libc::pid_t::MAX);
+    RUNNING_GROUP.store(pgid, Ordering::SeqCst);
+    // Cleared on every way out of this function, so the emergency exit never signals a stale group.
+    struct Clear;
+    impl Drop for Clear {
+        fn drop(&mut self) {
+            RUNNING_GROUP.store(0, Ordering::SeqCst);
+        }
+    }
+    let _clear = Clear;
 
     let mut shaper = Shaper::new(
         req.spill_dir,
