@@ -55,37 +55,18 @@ impl Runtime {
 
         let mut new_history = vec![Message::user(format!("{SUMMARY_HEADER}\n\n{summary}"))];
         new_history.extend(kept);
-        let mut text = String::new();
-        for m in &new_history {
-            text.push_str(&crate::store::fsutil::to_jsonl(m)?);
-            text.push('\n');
-        }
-        let archive_name;
-        {
+        let archive = {
             let lock = self.session.lock()?;
             if Some(stamp(&self.session.path(files::CONVERSATION))) != read_as {
                 return Err(Failure::Failed(
                     "compaction abandoned, nothing was changed: the conversation changed while the summary was written (another process added to it); try again".into(),
                 ));
             }
-            let archive = self.session.next_archive_path("conversation", "jsonl")?;
-            archive_name = archive
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let conv = self.session.path(files::CONVERSATION);
-            if conv.exists() {
-                // A hard link keeps the old history readable under archive/ while the rename below
-                // swaps in the new one atomically: a crash leaves one or the other, never neither.
-                if std::fs::hard_link(&conv, &archive).is_err() {
-                    std::fs::copy(&conv, &archive)?;
-                }
-            }
             self.session
                 .write_text_locked(&lock, files::SUMMARY, &format!("{summary}\n"))?;
             self.session
-                .write_text_locked(&lock, files::CONVERSATION, &text)?;
-        }
+                .rewrite_conversation_locked(&lock, &new_history)?
+        };
         self.history = new_history;
         self.note_disk();
         self.emit(
@@ -96,7 +77,7 @@ impl Runtime {
                 "archived_messages": archived,
                 "kept_messages": self.history.len() - 1,
                 "summary_bytes": summary.len(),
-                "archive": format!("archive/{archive_name}"),
+                "archive": archive,
             }),
         );
         Ok(true)

@@ -404,23 +404,12 @@ impl Runtime {
         }
         let (history, report) = repair::repair(read.items, &read.skipped);
         if report.changed() {
-            let mut text = String::new();
-            for m in &history {
-                text.push_str(&crate::store::fsutil::to_jsonl(m)?);
-                text.push('\n');
-            }
             // The file as it was goes to archive/ first: a repair drops lines, and nothing may be
             // lost for good.
-            let archive = self.session.next_archive_path("conversation", "jsonl")?;
-            std::fs::copy(self.session.path(files::CONVERSATION), &archive)?;
-            self.session
-                .write_text_locked(&lock, files::CONVERSATION, &text)?;
+            let archive = self.session.rewrite_conversation_locked(&lock, &history)?;
             drop(lock);
             let mut fields = report.to_json();
-            let name = archive
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned());
-            fields["archive"] = json!(name.map(|n| format!("archive/{n}")));
+            fields["archive"] = json!(archive);
             self.emit(ui, "repair", fields);
         }
         self.history = history;

@@ -234,6 +234,33 @@ impl Session {
         fsutil::append_line(&self.path(files::CONVERSATION), &redact(&text))
     }
 
+    /// Replaces `conversation.jsonl` with `msgs`, the caller holding the lock: the file as it was
+    /// goes to the next free `archive/conversation-NNNN.jsonl` first (a hard link where possible),
+    /// then the new file is renamed in atomically, so a crash leaves one or the other, and the
+    /// old history is never lost. Returns the archive's name, `archive/conversation-NNNN.jsonl`.
+    pub fn rewrite_conversation_locked(
+        &self,
+        lock: &SessionLock,
+        msgs: &[Message],
+    ) -> io::Result<String> {
+        let mut text = String::new();
+        for m in msgs {
+            text.push_str(&fsutil::to_jsonl(m)?);
+            text.push('\n');
+        }
+        let archive = self.next_archive_path("conversation", "jsonl")?;
+        let conv = self.path(files::CONVERSATION);
+        if conv.exists() && std::fs::hard_link(&conv, &archive).is_err() {
+            std::fs::copy(&conv, &archive)?;
+        }
+        self.write_text_locked(lock, files::CONVERSATION, &text)?;
+        let name = archive
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Ok(format!("{}/{name}", files::ARCHIVE))
+    }
+
     /// Reads the history; lines that do not parse (a torn last line) are skipped and reported.
     pub fn read_conversation(&self) -> io::Result<JsonlRead<Message>> {
         fsutil::read_jsonl(&self.path(files::CONVERSATION))
