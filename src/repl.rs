@@ -47,6 +47,8 @@ enum Line {
     Eof,
     /// SIGTERM: leave now.
     Terminated,
+    /// Ctrl-C inside a multi-line input: what was typed is dropped.
+    Discarded,
 }
 
 /// Reads lines for the REPL in a thread of its own (rustyline on a terminal, with editing and
@@ -175,21 +177,30 @@ impl Input {
     }
 
     /// Reads one input: a line, lines joined while they end in `\`, or a `"""` block.
+    ///
+    /// Inside a block or a continuation, Ctrl-C discards what was typed so far (it does not count
+    /// toward leaving) and Ctrl-D ends the input as it stands (nothing typed is lost).
     fn read_input(&mut self) -> Line {
         let first = match self.read(PROMPT, false) {
             Line::Text(t) => t,
             other => return other,
         };
         let mut text = String::new();
+        let more = |input: &mut Input, text: &str| match input.read(MORE, false) {
+            Line::Interrupted => Err(Line::Discarded),
+            Line::Eof if !text.trim().is_empty() => Err(Line::Text(text.to_string())),
+            other => Ok(other),
+        };
         if first.trim() == "\"\"\"" {
             loop {
-                match self.read(MORE, false) {
-                    Line::Text(t) if t.trim() == "\"\"\"" => break,
-                    Line::Text(t) => {
+                match more(self, &text) {
+                    Err(done) => return done,
+                    Ok(Line::Text(t)) if t.trim() == "\"\"\"" => break,
+                    Ok(Line::Text(t)) => {
                         text.push_str(&t);
                         text.push('\n');
                     }
-                    other => return other,
+                    Ok(other) => return other,
                 }
             }
         } else {
@@ -197,9 +208,10 @@ impl Input {
             while let Some(stripped) = line.strip_suffix('\\') {
                 text.push_str(stripped);
                 text.push('\n');
-                line = match self.read(MORE, false) {
-                    Line::Text(t) => t,
-                    other => return other,
+                line = match more(self, &text) {
+                    Err(done) => return done,
+                    Ok(Line::Text(t)) => t,
+                    Ok(other) => return other,
                 };
             }
             text.push_str(&line);
@@ -223,6 +235,8 @@ impl ConditionalEventHandler for ClearOrInterrupt {
 }
 
 const PROMPT: &str = "› ";
+/// A second Ctrl-C at an empty prompt within this time leaves the REPL.
+const LEAVE_WINDOW: Duration = Duration::from_secs(3);
 const MORE: &str = "… ";
 
 /// The REPL's surface: human output plus approval questions read from the same input.
@@ -259,7 +273,7 @@ impl Surface for ReplSurface<'_> {
                     self.input.cancel.store(true, Ordering::SeqCst);
                     return Answer::No;
                 }
-                Line::Eof => return Answer::No,
+                Line::Eof | Line::Discarded => return Answer::No,
             }
         }
     }
@@ -333,7 +347,8 @@ pub fn run(opts: ChatOptions) -> i32 {
             repl.cfg.model
         );
     }
-    let mut interrupts = 0;
+    // When the last Ctrl-C at an empty prompt came: a second one soon after leaves.
+    let mut interrupted_at: Option<std::time::Instant> = None;
     loop {
         if term.load(Ordering::SeqCst) {
             return 130;
@@ -343,16 +358,20 @@ pub fn run(opts: ChatOptions) -> i32 {
             Line::Eof => break,
             Line::Terminated => return 130,
             Line::Interrupted => {
-                interrupts += 1;
-                if interrupts >= 2 {
+                if interrupted_at.is_some_and(|t| t.elapsed() < LEAVE_WINDOW) {
                     break;
                 }
+                interrupted_at = Some(std::time::Instant::now());
                 crate::errln!("(Ctrl-C again or Ctrl-D to leave)");
+                continue;
+            }
+            Line::Discarded => {
+                crate::errln!("(input discarded)");
                 continue;
             }
             Line::Text(t) => t,
         };
-        interrupts = 0;
+        interrupted_at = None;
         let trimmed = text.trim();
         if trimmed.is_empty() {
             continue;
