@@ -30,15 +30,8 @@ struct Cli {
 /// Flags of the REPL (`tern` alone or `tern chat`).
 #[derive(Args, Clone)]
 struct ChatArgs {
-    /// Continue the current session of this workspace.
-    #[arg(long = "continue", conflicts_with = "resume")]
-    continue_: bool,
-    /// Resume the session with this id (or unique id prefix).
-    #[arg(long)]
-    resume: Option<String>,
-    /// When bash may run: ask (default here), auto or never [env: TERN_APPROVAL].
-    #[arg(long, value_enum)]
-    approval: Option<Approval>,
+    #[command(flatten)]
+    session: SessionArgs,
     /// Model requests (agentic turns) allowed per prompt before it stops.
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
     max_turns: u32,
@@ -50,7 +43,7 @@ struct ChatArgs {
 
 impl ChatArgs {
     fn run(self) -> i32 {
-        let approval = match approval_or_env(self.approval, Approval::Ask) {
+        let approval = match approval_or_env(self.session.approval, Approval::Ask) {
             Ok(a) => a,
             Err(e) => {
                 tern::errln!("tern: {e}");
@@ -60,12 +53,27 @@ impl ChatArgs {
         tern::repl::run(tern::repl::ChatOptions {
             provider: self.model.flags(),
             config: self.model.config(approval, self.max_turns),
-            continue_: self.continue_,
-            resume: self.resume,
+            continue_: self.session.continue_,
+            resume: self.session.resume,
             state_dir: self.state.dir(),
             idle_timeout: Duration::from_secs(self.model.idle_timeout),
         })
     }
+}
+
+/// Flags `exec` and `chat` share: which session, and when bash may run.
+#[derive(Args, Clone)]
+struct SessionArgs {
+    /// Continue the current session of this workspace.
+    #[arg(long = "continue", conflicts_with = "resume")]
+    continue_: bool,
+    /// Resume the session with this id (or a unique part of it).
+    #[arg(long)]
+    resume: Option<String>,
+    /// When bash may run: ask, auto or never (default: ask in the REPL, auto in exec)
+    /// [env: TERN_APPROVAL].
+    #[arg(long, value_enum)]
+    approval: Option<Approval>,
 }
 
 #[derive(Args, Clone)]
@@ -158,15 +166,8 @@ enum Cmd {
         /// Model requests (agentic turns) allowed before stopping with exit code 3.
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
         max_turns: u32,
-        /// Continue the current session of this workspace.
-        #[arg(long = "continue", conflicts_with = "resume")]
-        continue_: bool,
-        /// Resume the session with this id (or unique id prefix).
-        #[arg(long)]
-        resume: Option<String>,
-        /// When bash may run: ask, auto (default here) or never [env: TERN_APPROVAL].
-        #[arg(long, value_enum)]
-        approval: Option<Approval>,
+        #[command(flatten)]
+        session: SessionArgs,
         #[command(flatten)]
         model: ModelArgs,
         #[command(flatten)]
@@ -357,13 +358,11 @@ fn run(cmd: Cmd) -> i32 {
             prompt,
             json,
             max_turns,
-            continue_,
-            resume,
-            approval,
+            session,
             model,
             state,
         } => {
-            let approval = match approval_or_env(approval, Approval::Auto) {
+            let approval = match approval_or_env(session.approval, Approval::Auto) {
                 Ok(a) => a,
                 Err(e) => {
                     tern::errln!("tern: {e}");
@@ -378,8 +377,8 @@ fn run(cmd: Cmd) -> i32 {
                 json,
                 provider: model.flags(),
                 config: model.config(approval, max_turns),
-                continue_,
-                resume,
+                continue_: session.continue_,
+                resume: session.resume,
                 state_dir: state.dir(),
                 idle_timeout: Duration::from_secs(model.idle_timeout),
             })

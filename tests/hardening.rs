@@ -18,6 +18,24 @@ fn bash(id: &str, command: &str) -> support::Reply {
     openai_tool_calls(&[(id, "bash", &args)])
 }
 
+/// A workspace whose session has one finished turn ("msg 1").
+fn one_turn(fake: &FakeServer) -> Ws {
+    let ws = Ws::new();
+    let mut cmd = ws.tern(fake);
+    cmd.args(["exec", "msg 1"]);
+    ok_no_stdin(cmd);
+    ws
+}
+
+/// A usage error under `--json`: exit 2, a `result` object last on stdout, no request sent.
+fn usage_error_with_result(out: &support::cli::Out, fake: &FakeServer) {
+    assert_eq!(out.code, Some(2), "{out:?}");
+    let last = out.stdout.trim_end().lines().last().unwrap_or("");
+    let last: Value = serde_json::from_str(last).unwrap_or_default();
+    assert_eq!(last["type"], "result", "{out:?}");
+    assert!(fake.requests().is_empty());
+}
+
 /// Every file under `dir` (names and contents), for "the secret appears nowhere".
 fn all_text(dir: &std::path::Path) -> String {
     let mut out = String::new();
@@ -89,10 +107,7 @@ fn exec_approval_ask_without_a_terminal_refuses_instead_of_running() {
 #[test]
 fn a_turn_cannot_start_while_another_pane_compacts() {
     let fake = FakeServer::start(vec![openai_text("one")]);
-    let ws = Ws::new();
-    let mut cmd = ws.tern(&fake);
-    cmd.args(["exec", "msg 1"]);
-    ok_no_stdin(cmd);
+    let ws = one_turn(&fake);
     let id = ws.current_id();
     // A slow summary: the compaction holds the session while it waits.
     fake.push(
@@ -197,16 +212,7 @@ fn header_unsafe_key_is_a_usage_error_not_a_retry() {
     cmd.env("OPENAI_API_KEY", "sk-ünïcødé")
         .args(["exec", "--json", "x"]);
     let out = run_no_stdin(cmd);
-    assert_eq!(out.code, Some(2), "{out:?}");
-    assert!(
-        out.stdout
-            .trim_end()
-            .lines()
-            .last()
-            .unwrap()
-            .contains("\"type\":\"result\"")
-    );
-    assert!(fake.requests().is_empty());
+    usage_error_with_result(&out, &fake);
 }
 
 #[test]
@@ -237,10 +243,7 @@ fn huge_timeouts_and_bad_flags_are_usage_errors_with_a_result_line() {
 #[test]
 fn a_repair_keeps_the_damaged_file_in_the_archive() {
     let fake = FakeServer::start(vec![openai_text("one"), openai_text("two")]);
-    let ws = Ws::new();
-    let mut cmd = ws.tern(&fake);
-    cmd.args(["exec", "msg 1"]);
-    ok_no_stdin(cmd);
+    let ws = one_turn(&fake);
     let conv = ws.current_dir().join("conversation.jsonl");
     let original = format!(
         "{}{{\"role\":\"user\",\"content\":\"msg 2\" GARBAGE\n",
@@ -257,10 +260,7 @@ fn a_repair_keeps_the_damaged_file_in_the_archive() {
 #[test]
 fn a_reused_pid_does_not_hold_the_session() {
     let fake = FakeServer::start(vec![openai_text("one"), openai_text("two")]);
-    let ws = Ws::new();
-    let mut cmd = ws.tern(&fake);
-    cmd.args(["exec", "msg 1"]);
-    ok_no_stdin(cmd);
+    let ws = one_turn(&fake);
     // As after a restart: "running" with the pid of a live process that is not that turn.
     let meta_path = ws.current_dir().join("meta.json");
     let mut meta: Value = serde_json::from_str(&read(&meta_path)).unwrap();
@@ -277,10 +277,7 @@ fn a_reused_pid_does_not_hold_the_session() {
 #[test]
 fn planted_links_in_the_session_are_not_written_through() {
     let fake = FakeServer::start(vec![openai_text("one")]);
-    let ws = Ws::new();
-    let mut cmd = ws.tern(&fake);
-    cmd.args(["exec", "msg 1"]);
-    ok_no_stdin(cmd);
+    let ws = one_turn(&fake);
     let outside = tempfile::tempdir().unwrap();
     let spill = ws.current_dir().join("spill");
     std::fs::remove_dir_all(&spill).unwrap();
@@ -308,10 +305,7 @@ fn planted_links_in_the_session_are_not_written_through() {
 #[test]
 fn an_empty_editor_never_runs_the_draft() {
     let fake = FakeServer::start(vec![openai_text("one")]);
-    let ws = Ws::new();
-    let mut cmd = ws.tern(&fake);
-    cmd.args(["exec", "msg 1"]);
-    ok_no_stdin(cmd);
+    let ws = one_turn(&fake);
     let marker = ws.path().join("EXECUTED_DRAFT");
     let draft = ws.current_dir().join("plan.draft.md");
     // A shell builtin makes the marker, so it needs nothing on PATH.
@@ -369,15 +363,7 @@ fn an_endless_stdin_prompt_is_refused_not_buffered() {
     let mut cmd = ws.tern(&fake);
     cmd.args(["exec", "--json", "-"]);
     let out = run(cmd, &"x".repeat(2 << 20));
-    assert_eq!(out.code, Some(2), "{}", out.stderr);
-    assert!(
-        out.stdout
-            .lines()
-            .last()
-            .unwrap()
-            .contains("\"type\":\"result\"")
-    );
-    assert!(fake.requests().is_empty());
+    usage_error_with_result(&out, &fake);
 }
 
 #[test]
