@@ -6,14 +6,13 @@
 //! the package root, with how each number was measured. Nothing here asserts a speed: goals are
 //! reported as met or not, never enforced.
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/it/support/mod.rs"]
 mod support;
 
 use std::fmt::Write as _;
 use std::fs::{self, File};
 use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
-use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -617,7 +616,8 @@ fn drain_child(args: &[String]) -> R<()> {
     let dir = Path::new(dir);
     let baseline_rss = vm_kb("VmRSS:");
     let baseline_hwm = vm_kb("VmHWM:");
-    let cancel = AtomicBool::new(false);
+    let cancel = tern::cancel::CancelToken::new();
+    let groups = tern::procs::ProcessGroups::new();
     let spill = dir.join("spill");
     let req = tern::tools::bash::BashRequest {
         command,
@@ -626,6 +626,7 @@ fn drain_child(args: &[String]) -> R<()> {
         env: &[],
         env_remove: &[],
         spill_dir: &spill,
+        groups: &groups,
     };
     let t = Instant::now();
     let out = tern::tools::bash::run(&req, &cancel)?;
@@ -672,7 +673,8 @@ fn overhead_child(args: &[String]) -> R<()> {
     };
     let dir = Path::new(dir);
     let spill = dir.join("spill");
-    let cancel = AtomicBool::new(false);
+    let cancel = tern::cancel::CancelToken::new();
+    let groups = tern::procs::ProcessGroups::new();
     let req = tern::tools::bash::BashRequest {
         command: "true",
         timeout: Duration::from_secs(60),
@@ -680,6 +682,7 @@ fn overhead_child(args: &[String]) -> R<()> {
         env: &[],
         env_remove: &[],
         spill_dir: &spill,
+        groups: &groups,
     };
     let (mut tool, mut plain) = (Vec::new(), Vec::new());
     for _ in 0..OVERHEAD_CALLS {

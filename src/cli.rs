@@ -2,13 +2,13 @@
 //! `tern status` and `tern watch` render the same view as `/status`.
 
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
+use crate::launcher::{Launcher, Process, SessionRef};
 use crate::ops::{self, Target as OpTarget};
-use crate::store::{Session, StateDir, files};
+use crate::store::{Session, files};
 
 /// The session and output choice of a verb.
 #[derive(Debug, Clone, Default)]
@@ -17,44 +17,30 @@ pub struct Target {
     pub session: Option<String>,
     /// `--json`.
     pub json: bool,
-    /// `--state-dir` / TERN_STATE_DIR.
-    pub state_dir: Option<PathBuf>,
 }
 
-fn state(t: &Target) -> Result<StateDir, String> {
-    let cwd = std::env::current_dir().map_err(|e| format!("no current folder: {e}"))?;
-    Ok(StateDir::locate(&cwd, t.state_dir.as_deref()))
-}
-
-fn session(t: &Target) -> Result<Session, String> {
-    let st = state(t)?;
-    match &t.session {
-        Some(id) => st.open_session(id).map_err(|e| e.to_string()),
-        None => st.current().map_err(|e| e.to_string())?.ok_or_else(|| {
-            format!(
-                "no session in {} yet: start one with `tern exec PROMPT` or `tern`",
-                st.root.display()
-            )
-        }),
+fn session(l: &Launcher, t: &Target) -> Result<Session, String> {
+    let r = match &t.session {
+        Some(id) => SessionRef::Id(id.clone()),
+        None => SessionRef::Current,
+    };
+    match l.find(&r) {
+        Ok(Some(s)) => Ok(s),
+        Ok(None) => Err("no session".into()),
+        Err(e) => Err(e.to_string()),
     }
 }
 
-/// Runs op `id` as a verb and prints the receipt (JSON with `--json`). Exit 0 when ok, 1 when
-/// the op failed, 2 for an unknown op id.
-pub fn verb(id: &str, arg: Option<&str>, t: &Target, wait: bool) -> i32 {
+/// Runs op `id` as a verb and prints the receipt (JSON with `--json`). Exit 0 when ok, else the
+/// failure's code (2 for a usage error such as an unknown session, 130 when interrupted, 1
+/// otherwise).
+pub fn verb(l: &Launcher, id: &str, arg: Option<&str>, t: &Target, wait: bool) -> i32 {
     let Some(op) = ops::by_id(id) else {
         crate::errln!("tern: unknown op {id}");
         return 2;
     };
-    let st = match state(t) {
-        Ok(s) => s,
-        Err(e) => {
-            crate::errln!("tern: {e}");
-            return 1;
-        }
-    };
     let mut target = OpTarget {
-        state: &st,
+        launcher: l,
         runtime: None,
         session: t.session.clone(),
         wait,
@@ -62,13 +48,13 @@ pub fn verb(id: &str, arg: Option<&str>, t: &Target, wait: bool) -> i32 {
     let mut human = crate::output::Human::new();
     let r = ops::run(op, arg, &mut target, &mut human);
     ops::print_receipt(&r, t.json);
-    if r.ok { 0 } else { 1 }
+    r.exit_code
 }
 
 /// `tern plan draft`: the draft from `--file` or stdin.
 pub fn read_draft(file: Option<&Path>) -> Result<String, String> {
     // Read at most one byte past the limit: `--file /dev/zero` must not fill the memory.
-    let limit = crate::tools::plan::MAX_PLAN_BYTES as u64 + 1;
+    let limit = crate::domain::plan::MAX_PLAN_BYTES as u64 + 1;
     let text = match file {
         Some(f) => {
             let mut s = String::new();
@@ -98,15 +84,15 @@ pub fn read_draft(file: Option<&Path>) -> Result<String, String> {
     if text.len() as u64 >= limit {
         return Err(format!(
             "the draft is longer than {} bytes, the most a plan may be",
-            crate::tools::plan::MAX_PLAN_BYTES
+            crate::domain::plan::MAX_PLAN_BYTES
         ));
     }
     Ok(text)
 }
 
 /// `tern status [--json] [--height N]`.
-pub fn status(t: &Target, height: Option<usize>) -> i32 {
-    let s = match session(t) {
+pub fn status(l: &Launcher, t: &Target, height: Option<usize>) -> i32 {
+    let s = match session(l, t) {
         Ok(s) => s,
         Err(e) => {
             crate::errln!("tern: {e}");
@@ -125,8 +111,8 @@ pub fn status(t: &Target, height: Option<usize>) -> i32 {
 }
 
 /// `tern stats --json`.
-pub fn stats_json(t: &Target) -> i32 {
-    match session(t).and_then(|s| {
+pub fn stats_json(l: &Launcher, t: &Target) -> i32 {
+    match session(l, t).and_then(|s| {
         crate::stats::requests(&s)
             .map(|r| crate::stats::to_json(&s.id, &r))
             .map_err(|e| e.to_string())
@@ -143,11 +129,8 @@ pub fn stats_json(t: &Target) -> i32 {
 }
 
 /// `tern relay --start`: writes the handoff and opens a new session seeded with it.
-pub fn relay_start(t: &Target) -> i32 {
-    let result = state(t).and_then(|st| {
-        let from = session(t)?;
-        crate::relay::start(&st, &from)
-    });
+pub fn relay_start(l: &Launcher, t: &Target) -> i32 {
+    let result = session(l, t).and_then(|from| crate::relay::start(l, &from));
     match result {
         Ok(new) => {
             if t.json {
@@ -208,17 +191,15 @@ const WATCHED: [&str; 5] = [
 /// resized, and when the elapsed time ticks; lines are cut to the pane's width so nothing wraps.
 /// Follows `.tern/current` when no `--session` is given. In a pipe it prints a new frame per
 /// change; with `--json`, one status object per change. Ctrl-C leaves cleanly.
-pub fn watch(t: &Target, height: Option<usize>) -> i32 {
+pub fn watch(l: &Launcher, process: &Process, t: &Target, height: Option<usize>) -> i32 {
     // A named session that is not there will not appear: say so instead of waiting for it.
     if t.session.is_some()
-        && let Err(e) = session(t)
+        && let Err(e) = session(l, t)
     {
         crate::errln!("tern: {e}");
         return 1;
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    let _ = signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone());
-    let _ = signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone());
+    let stopped = || process.cancel.is_cancelled() || process.term.load(Ordering::SeqCst);
     let tty = !t.json && terminal_size().is_some();
     let mut seen: Option<(String, Vec<Option<SystemTime>>)> = None;
     let mut snap: Option<crate::status::Snapshot> = None;
@@ -227,10 +208,10 @@ pub fn watch(t: &Target, height: Option<usize>) -> i32 {
     if tty {
         let _ = write!(out, "\x1b[?25l\x1b[2J");
     }
-    while !stop.load(Ordering::SeqCst) {
+    while !stopped() {
         let size = terminal_size();
         let rows = height.or(size.map(|(r, _)| r));
-        let (text, changed) = match session(t) {
+        let (text, changed) = match session(l, t) {
             Ok(s) => {
                 let stamps: Vec<Option<SystemTime>> = WATCHED
                     .iter()

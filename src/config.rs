@@ -1,12 +1,7 @@
 //! Which provider to talk to, from flags and environment: `--provider`, `--base-url`, `--model`,
 //! OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, TERN_MODEL.
 
-use std::time::Duration;
-
-use crate::provider::Provider;
-use crate::provider::anthropic::Anthropic;
-use crate::provider::http::HttpConfig;
-use crate::provider::openai::OpenAi;
+use std::collections::BTreeMap;
 
 /// The wire format to speak.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -25,6 +20,47 @@ pub const SECRET_ENV: &[&str] = &[
     "OPENAI_BASE_URL",
     "ANTHROPIC_BASE_URL",
 ];
+
+/// The variables tern reads from its environment, captured once by `main` before the secrets
+/// are scrubbed from the process: every later read goes through this snapshot.
+pub const READ_ENV: &[&str] = &[
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_BASE_URL",
+    "TERN_MODEL",
+    "TERN_APPROVAL",
+    "TERN_STATE_DIR",
+    "TERN_SANDBOX",
+];
+
+/// A snapshot of the environment variables tern reads ([`READ_ENV`]), taken before the secrets
+/// leave the process environment. Values that are empty or only whitespace count as unset.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Env(BTreeMap<String, String>);
+
+impl Env {
+    /// The snapshot of this process's environment.
+    pub fn capture() -> Env {
+        Env(READ_ENV
+            .iter()
+            .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
+            .collect())
+    }
+
+    /// A snapshot of exactly these pairs (tests, sub-agents).
+    pub fn of(pairs: &[(&str, &str)]) -> Env {
+        Env(pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect())
+    }
+
+    /// The value of `key`, None when unset or blank.
+    pub fn get(&self, key: &str) -> Option<String> {
+        self.0.get(key).filter(|v| !v.trim().is_empty()).cloned()
+    }
+}
 
 /// Default model per provider when neither `--model` nor TERN_MODEL is set.
 pub const DEFAULT_OPENAI_MODEL: &str = "gpt-4.1-mini";
@@ -177,22 +213,6 @@ fn register_url_secrets(url: &str) {
     }
 }
 
-/// `url` without credentials and query, for `meta.json` and messages: `https://host/path`.
-pub fn display_url(url: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-    let rest = rest.split(['?', '#']).next().unwrap_or(rest);
-    let (authority, path) = match rest.find('/') {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    if scheme.is_empty() {
-        format!("{host}{path}")
-    } else {
-        format!("{scheme}://{host}{path}")
-    }
-}
-
 /// Removes the provider variables ([`SECRET_ENV`]) from this process's own environment once
 /// they have been read, so a command the model runs cannot find the key in
 /// `/proc/<tern's pid>/environ` either.
@@ -214,24 +234,6 @@ pub fn is_openai_host(base_url: &str) -> bool {
         .unwrap_or(base_url);
     let host = rest.split(['/', ':']).next().unwrap_or("");
     host == "api.openai.com"
-}
-
-/// Builds the provider for `choice` with the given idle timeout.
-pub fn build(choice: &ProviderChoice, idle_timeout: Duration) -> Box<dyn Provider> {
-    let http = HttpConfig {
-        idle_timeout,
-        ..HttpConfig::default()
-    };
-    match choice.kind {
-        ProviderKind::Openai => {
-            Box::new(OpenAi::new(http, &choice.base_url, choice.api_key.clone()))
-        }
-        ProviderKind::Anthropic => Box::new(Anthropic::new(
-            http,
-            &choice.base_url,
-            choice.api_key.clone(),
-        )),
-    }
 }
 
 #[cfg(test)]
@@ -274,7 +276,10 @@ mod tests {
     #[test]
     fn url_credentials_never_kept() {
         let url = "http://alice:hunter2secret@127.0.0.1:8902/v1?api-key=querysecret";
-        assert_eq!(display_url(url), "http://127.0.0.1:8902/v1");
+        assert_eq!(
+            crate::provider::http::display_url(url),
+            "http://127.0.0.1:8902/v1"
+        );
         let c = resolve(
             &ProviderFlags {
                 base_url: Some(url.into()),

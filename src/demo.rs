@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::config::{Env, ProviderFlags};
+use crate::launcher::{Launcher, Process, SessionRef};
 use crate::output::{Human, Json};
 use crate::provider::replay::{Replay, ScriptedAnswer};
 use crate::runtime::{Config, Runtime, Surface};
@@ -48,8 +50,8 @@ pub fn lesson() -> Result<Lesson, String> {
 
 /// Runs the demo in `workspace` (a fresh temporary folder when None, kept afterwards so the person
 /// can look around). Returns the exit code.
-pub fn run(workspace: Option<PathBuf>, json: bool) -> i32 {
-    match run_inner(workspace, json) {
+pub fn run(process: &Process, workspace: Option<PathBuf>, json: bool) -> i32 {
+    match run_inner(process, workspace, json) {
         Ok(code) => code,
         Err(e) => {
             crate::errln!("tern demo: {e}");
@@ -58,7 +60,7 @@ pub fn run(workspace: Option<PathBuf>, json: bool) -> i32 {
     }
 }
 
-fn run_inner(workspace: Option<PathBuf>, json: bool) -> Result<i32, String> {
+fn run_inner(process: &Process, workspace: Option<PathBuf>, json: bool) -> Result<i32, String> {
     let lesson = lesson()?;
     let workspace = match workspace {
         Some(w) => {
@@ -92,9 +94,22 @@ fn run_inner(workspace: Option<PathBuf>, json: bool) -> Result<i32, String> {
     let provider = Box::new(Replay::new(lesson.answers, lesson.summaries));
     let mut cfg = Config::new("demo-replay");
     cfg.base_url = "replay:prompts/demo/lesson.json".into();
-    let mut rt =
-        Runtime::create(&state, provider, cfg, "tern demo", ui).map_err(|e| e.to_string())?;
-    crate::exec::install_signals(&rt.cancel);
+    let launcher = Launcher::new(
+        state,
+        Env::default(),
+        ProviderFlags::default(),
+        cfg,
+        process,
+    )
+    .with_provider(provider, "demo-replay");
+    let mut rt = launcher
+        .open(
+            &SessionRef::New {
+                title: "tern demo".into(),
+            },
+            ui,
+        )
+        .map_err(|e| e.to_string())?;
     for step in lesson.steps {
         match step {
             Step::Say(text) => say(&text),
@@ -103,8 +118,11 @@ fn run_inner(workspace: Option<PathBuf>, json: bool) -> Result<i32, String> {
                     crate::outln!("\n> {p}");
                 }
                 if let Err(e) = rt.run_turn(&p, ui) {
-                    let code = e.exit_code();
-                    return Ok(crate::exec::finish(&mut rt, Err(e), ui, json).max(code));
+                    let code = rt.finish(&Err(e.clone()), ui);
+                    if !json {
+                        crate::errln!("tern demo: {e}");
+                    }
+                    return Ok(code);
                 }
             }
             Step::Op(op) => {
@@ -113,14 +131,14 @@ fn run_inner(workspace: Option<PathBuf>, json: bool) -> Result<i32, String> {
                 }
                 let r = match op.as_str() {
                     "plan_confirm" => rt.plan_confirm(None, ui),
-                    "plan_cancel" => crate::runtime::plan::cancel(&rt.session, ui),
+                    "plan_cancel" => crate::runtime::plan::cancel(&rt.session, None, ui),
                     "plan_clear" => rt.plan_clear(None, ui),
-                    other => Err(format!("unknown lesson op {other:?}")),
+                    other => return Err(format!("unknown lesson op {other:?}")),
                 };
                 match r {
                     Ok(m) if !json => crate::outln!("{m}"),
                     Ok(_) => {}
-                    Err(e) => return Err(e),
+                    Err(e) => return Err(e.to_string()),
                 }
             }
             Step::Show(name) if !json => show(&rt, &name),
@@ -136,7 +154,7 @@ fn run_inner(workspace: Option<PathBuf>, json: bool) -> Result<i32, String> {
             _ => {}
         }
     }
-    let code = crate::exec::finish(&mut rt, Ok("demo complete".into()), ui, json);
+    let code = rt.finish(&Ok("demo complete".into()), ui);
     if !json {
         tour(&workspace, &rt.session.dir);
     }

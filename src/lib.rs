@@ -3,11 +3,15 @@
 //! Data flows one way: surface (`main.rs`, `repl`) → [`runtime`] (the turn loop) → [`provider`]
 //! and [`tools`] → [`store`] (the session folder). [`render`] holds pure views of state.
 
+pub mod cancel;
 pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod demo;
+pub mod domain;
+pub mod event;
 pub mod exec;
+pub mod launcher;
 /// `println!` that never panics: a closed stdout (`tern … | head`) must not stop a turn.
 #[macro_export]
 macro_rules! outln {
@@ -40,6 +44,7 @@ macro_rules! errln {
 pub mod message;
 pub mod ops;
 pub mod output;
+pub mod procs;
 pub mod provider;
 pub mod relay;
 pub mod render;

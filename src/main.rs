@@ -2,12 +2,14 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use tern::config::{ProviderFlags, ProviderKind};
+use tern::config::{Env, ProviderFlags, ProviderKind};
 use tern::exec::ExecOptions;
+use tern::launcher::{Launcher, Process, SessionRef};
 use tern::runtime::{Approval, Config};
 
 #[derive(Parser)]
@@ -41,26 +43,6 @@ struct ChatArgs {
     state: StateArgs,
 }
 
-impl ChatArgs {
-    fn run(self) -> i32 {
-        let approval = match approval_or_env(self.session.approval, Approval::Ask) {
-            Ok(a) => a,
-            Err(e) => {
-                tern::errln!("tern: {e}");
-                return 2;
-            }
-        };
-        tern::repl::run(tern::repl::ChatOptions {
-            provider: self.model.flags(),
-            config: self.model.config(approval, self.max_turns),
-            continue_: self.session.continue_,
-            resume: self.session.resume,
-            state_dir: self.state.dir(),
-            idle_timeout: Duration::from_secs(self.model.idle_timeout),
-        })
-    }
-}
-
 /// Flags `exec` and `chat` share: which session, and when bash may run.
 #[derive(Args, Clone)]
 struct SessionArgs {
@@ -83,29 +65,32 @@ struct StateArgs {
     state_dir: Option<PathBuf>,
 }
 
-impl StateArgs {
-    /// `--state-dir`, else a non-empty TERN_STATE_DIR. Read here rather than by clap, so an
-    /// empty or odd variable never breaks a command that has nothing to do with it.
-    fn dir(&self) -> Option<PathBuf> {
-        self.state_dir.clone().or_else(|| {
-            std::env::var_os("TERN_STATE_DIR")
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        })
-    }
-}
-
 /// `--approval`, else TERN_APPROVAL (ask, auto or never), else `default`. Errors on a bad
 /// TERN_APPROVAL, but only for the commands that use it.
-fn approval_or_env(flag: Option<Approval>, default: Approval) -> Result<Approval, String> {
+fn approval_or_env(
+    flag: Option<Approval>,
+    env: &Env,
+    default: Approval,
+) -> Result<Approval, String> {
     use clap::ValueEnum;
     if let Some(a) = flag {
         return Ok(a);
     }
-    match std::env::var("TERN_APPROVAL") {
-        Ok(v) if !v.trim().is_empty() => Approval::from_str(v.trim(), true)
+    match env.get("TERN_APPROVAL") {
+        Some(v) => Approval::from_str(v.trim(), true)
             .map_err(|_| format!("TERN_APPROVAL={v:?}: expected ask, auto or never")),
-        _ => Ok(default),
+        None => Ok(default),
+    }
+}
+
+impl SessionArgs {
+    /// `--continue` / `--resume ID` as a session reference.
+    fn continues(&self) -> Option<SessionRef> {
+        match (&self.resume, self.continue_) {
+            (Some(id), _) => Some(SessionRef::Id(id.clone())),
+            (None, true) => Some(SessionRef::Current),
+            (None, false) => None,
+        }
     }
 }
 
@@ -147,6 +132,13 @@ impl ModelArgs {
         cfg.approval = approval;
         cfg.max_turns = max_turns;
         cfg
+    }
+
+    /// The launcher for these flags in the current folder's workspace.
+    fn launcher(&self, cfg: Config, state: &StateArgs, ctx: &Ctx) -> Result<Launcher, String> {
+        let mut l = ctx.launcher(state, cfg, self.flags())?;
+        l.idle_timeout = Duration::from_secs(self.idle_timeout);
+        Ok(l)
     }
 }
 
@@ -307,14 +299,77 @@ impl TargetArgs {
         tern::cli::Target {
             session: self.session.clone(),
             json: self.json,
-            state_dir: self.state.dir(),
         }
     }
 }
 
-/// Runs op `id` as a CLI verb and prints its receipt; exit 0 when ok, 1 when not.
-fn verb(id: &str, arg: Option<&str>, target: &TargetArgs, wait: bool) -> i32 {
-    tern::cli::verb(id, arg, &target.as_cli(), wait)
+/// What every command shares: the environment snapshot (taken before the secrets left the
+/// process) and the per-process parts the signal handlers act on.
+struct Ctx {
+    env: Env,
+    process: Process,
+}
+
+impl Ctx {
+    /// A launcher for the current folder's workspace (or `--state-dir`).
+    fn launcher(
+        &self,
+        state: &StateArgs,
+        cfg: Config,
+        flags: ProviderFlags,
+    ) -> Result<Launcher, String> {
+        let cwd = std::env::current_dir().map_err(|e| format!("no current folder: {e}"))?;
+        let dir = Launcher::locate(&cwd, state.state_dir.clone(), &self.env);
+        Ok(Launcher::new(
+            dir,
+            self.env.clone(),
+            flags,
+            cfg,
+            &self.process,
+        ))
+    }
+
+    /// A launcher for a verb: the session's model unless `--model` / TERN_MODEL says otherwise.
+    fn verb_launcher(&self, state: &StateArgs) -> Result<Launcher, String> {
+        self.launcher(state, Config::new(""), ProviderFlags::default())
+    }
+}
+
+/// Runs op `id` as a CLI verb and prints its receipt.
+fn verb(ctx: &Ctx, id: &str, arg: Option<&str>, target: &TargetArgs, wait: bool) -> i32 {
+    match ctx.verb_launcher(&target.state) {
+        Ok(l) => tern::cli::verb(&l, id, arg, &target.as_cli(), wait),
+        Err(e) => {
+            tern::errln!("tern: {e}");
+            1
+        }
+    }
+}
+
+/// Installs the handlers of this process (the only place the library's process is set up):
+/// SIGINT, SIGTERM and SIGHUP cancel the running turn (the command is killed, results stored, a
+/// final `result` event); SIGTERM and SIGHUP also ask a long-lived surface to leave. A third
+/// SIGINT within one turn is the escape hatch if the orderly stop hangs: it kills every running
+/// command's process group and exits at once with 130.
+fn install_signals(p: &Process) {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let (sigints, groups) = (p.sigints.clone(), p.groups.clone());
+    // SAFETY: the handler only touches atomics and calls kill(2) and _exit(2), all
+    // async-signal-safe.
+    let _ = unsafe {
+        signal_hook::low_level::register(SIGINT, move || {
+            if sigints.fetch_add(1, Ordering::SeqCst) >= 2 {
+                groups.kill_all(libc::SIGKILL);
+                libc::_exit(130);
+            }
+        })
+    };
+    for sig in [SIGINT, SIGTERM, SIGHUP] {
+        let _ = signal_hook::flag::register(sig, p.cancel.flag());
+    }
+    for sig in [SIGTERM, SIGHUP] {
+        let _ = signal_hook::flag::register(sig, p.term.clone());
+    }
 }
 
 fn main() -> ExitCode {
@@ -322,11 +377,38 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
+    // Still one thread: read what tern needs from the environment, then take the keys out of
+    // it before anything else runs (no command the model runs may find them).
+    let env = Env::capture();
+    tern::config::scrub_environment();
+    let ctx = Ctx {
+        env,
+        process: Process::default(),
+    };
+    install_signals(&ctx.process);
     let code = match cli.cmd {
-        None => cli.chat.run(),
-        Some(cmd) => run(cmd),
+        None => chat(&ctx, cli.chat),
+        Some(cmd) => run(&ctx, cmd),
     };
     ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+fn chat(ctx: &Ctx, args: ChatArgs) -> i32 {
+    let approval = match approval_or_env(args.session.approval, &ctx.env, Approval::Ask) {
+        Ok(a) => a,
+        Err(e) => {
+            tern::errln!("tern: {e}");
+            return 2;
+        }
+    };
+    let cfg = args.model.config(approval, args.max_turns);
+    match args.model.launcher(cfg, &args.state, ctx) {
+        Ok(l) => tern::repl::run(&l, &ctx.process, args.session.continues()),
+        Err(e) => {
+            tern::errln!("tern: {e}");
+            1
+        }
+    }
 }
 
 /// A command line clap refused: its message on stderr, exit 2, and for `tern exec --json` a final
@@ -346,14 +428,14 @@ fn usage_error(e: clap::Error) -> ExitCode {
     let _ = e.print();
     if json_exec {
         let text = e.to_string();
-        tern::exec::print_sessionless_result(text.lines().next().unwrap_or("usage error"), 2);
+        tern::output::print_sessionless_result(text.lines().next().unwrap_or("usage error"), 2);
     }
     ExitCode::from(2)
 }
 
-fn run(cmd: Cmd) -> i32 {
+fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
     match cmd {
-        Cmd::Chat(args) => args.run(),
+        Cmd::Chat(args) => chat(ctx, args),
         Cmd::Exec {
             prompt,
             json,
@@ -362,28 +444,31 @@ fn run(cmd: Cmd) -> i32 {
             model,
             state,
         } => {
-            let approval = match approval_or_env(session.approval, Approval::Auto) {
-                Ok(a) => a,
-                Err(e) => {
-                    tern::errln!("tern: {e}");
-                    if json {
-                        tern::exec::print_sessionless_result(&e, 2);
-                    }
-                    return 2;
+            let fail = |e: &str, code: i32| {
+                tern::errln!("tern: {e}");
+                if json {
+                    tern::output::print_sessionless_result(e, code);
                 }
+                code
             };
-            tern::exec::run(ExecOptions {
-                prompt,
-                json,
-                provider: model.flags(),
-                config: model.config(approval, max_turns),
-                continue_: session.continue_,
-                resume: session.resume,
-                state_dir: state.dir(),
-                idle_timeout: Duration::from_secs(model.idle_timeout),
-            })
+            let approval = match approval_or_env(session.approval, &ctx.env, Approval::Auto) {
+                Ok(a) => a,
+                Err(e) => return fail(&e, 2),
+            };
+            let launcher = match model.launcher(model.config(approval, max_turns), &state, ctx) {
+                Ok(l) => l,
+                Err(e) => return fail(&e, 1),
+            };
+            tern::exec::run(
+                &launcher,
+                ExecOptions {
+                    prompt,
+                    json,
+                    continues: session.continues(),
+                },
+            )
         }
-        Cmd::Demo { workspace, json } => tern::demo::run(workspace, json),
+        Cmd::Demo { workspace, json } => tern::demo::run(&ctx.process, workspace, json),
         Cmd::Stats {
             session,
             json,
@@ -395,38 +480,58 @@ fn run(cmd: Cmd) -> i32 {
                 state,
             };
             if json {
-                tern::cli::stats_json(&target.as_cli())
+                match ctx.verb_launcher(&target.state) {
+                    Ok(l) => tern::cli::stats_json(&l, &target.as_cli()),
+                    Err(e) => {
+                        tern::errln!("tern: {e}");
+                        1
+                    }
+                }
             } else {
-                verb("stats", None, &target, false)
+                verb(ctx, "stats", None, &target, false)
             }
         }
-        Cmd::Status { target, height } => {
-            tern::cli::status(&target.as_cli(), height.map(usize::from))
-        }
-        Cmd::Watch { target, height } => {
-            tern::cli::watch(&target.as_cli(), height.map(usize::from))
-        }
+        Cmd::Status { target, height } => match ctx.verb_launcher(&target.state) {
+            Ok(l) => tern::cli::status(&l, &target.as_cli(), height.map(usize::from)),
+            Err(e) => {
+                tern::errln!("tern: {e}");
+                1
+            }
+        },
+        Cmd::Watch { target, height } => match ctx.verb_launcher(&target.state) {
+            Ok(l) => tern::cli::watch(&l, &ctx.process, &target.as_cli(), height.map(usize::from)),
+            Err(e) => {
+                tern::errln!("tern: {e}");
+                1
+            }
+        },
         Cmd::Plan { cmd } => match cmd {
-            PlanCmd::Show { target } => verb("plan.show", None, &target, false),
-            PlanCmd::Path { target } => verb("plan.path", None, &target, false),
+            PlanCmd::Show { target } => verb(ctx, "plan.show", None, &target, false),
+            PlanCmd::Path { target } => verb(ctx, "plan.path", None, &target, false),
             PlanCmd::Draft { file, target } => match tern::cli::read_draft(file.as_deref()) {
-                Ok(text) => verb("plan.draft", Some(&text), &target, false),
+                Ok(text) => verb(ctx, "plan.draft", Some(&text), &target, false),
                 Err(e) => {
                     tern::errln!("tern: {e}");
                     2
                 }
             },
-            PlanCmd::Edit { target } => verb("plan.edit", None, &target, false),
-            PlanCmd::Confirm { target, wait } => verb("plan.confirm", None, &target, wait),
-            PlanCmd::Cancel { target } => verb("plan.cancel", None, &target, false),
-            PlanCmd::Clear { target, wait } => verb("plan.clear", None, &target, wait),
+            PlanCmd::Edit { target } => verb(ctx, "plan.edit", None, &target, false),
+            PlanCmd::Confirm { target, wait } => verb(ctx, "plan.confirm", None, &target, wait),
+            PlanCmd::Cancel { target } => verb(ctx, "plan.cancel", None, &target, false),
+            PlanCmd::Clear { target, wait } => verb(ctx, "plan.clear", None, &target, wait),
         },
-        Cmd::Compact { target, wait } => verb("compact", None, &target, wait),
+        Cmd::Compact { target, wait } => verb(ctx, "compact", None, &target, wait),
         Cmd::Relay { target, start } => {
             if start {
-                tern::cli::relay_start(&target.as_cli())
+                match ctx.verb_launcher(&target.state) {
+                    Ok(l) => tern::cli::relay_start(&l, &target.as_cli()),
+                    Err(e) => {
+                        tern::errln!("tern: {e}");
+                        1
+                    }
+                }
             } else {
-                verb("relay", None, &target, false)
+                verb(ctx, "relay", None, &target, false)
             }
         }
         Cmd::Sessions { state } => {
@@ -435,7 +540,7 @@ fn run(cmd: Cmd) -> i32 {
                 json: false,
                 state,
             };
-            verb("sessions", None, &target, false)
+            verb(ctx, "sessions", None, &target, false)
         }
         Cmd::Ops { json } => tern::cli::ops(json),
     }

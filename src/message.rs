@@ -73,3 +73,45 @@ impl Message {
         }
     }
 }
+
+/// Token usage of one request, normalised across providers (DESIGN.md §4).
+///
+/// Sources: OpenAI `usage.prompt_tokens` / `prompt_tokens_details.cached_tokens`; DeepSeek
+/// `prompt_cache_hit_tokens`; Anthropic `input_tokens + cache_read_input_tokens +
+/// cache_creation_input_tokens`; llama.cpp `timings.cache_n`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// All prompt tokens of the request, cached or not.
+    pub input_tokens: u64,
+    /// Prompt tokens served from the provider's prefix cache.
+    pub cached_tokens: u64,
+    /// Prompt tokens written to the cache (Anthropic `cache_creation_input_tokens`).
+    pub cache_write_tokens: u64,
+    /// Generated tokens.
+    pub output_tokens: u64,
+}
+
+impl Usage {
+    /// Adds another request's usage to this running total.
+    pub fn add(&mut self, other: &Usage) {
+        // Saturating: the figures come from the server.
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.cached_tokens = self.cached_tokens.saturating_add(other.cached_tokens);
+        self.cache_write_tokens = self
+            .cache_write_tokens
+            .saturating_add(other.cache_write_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+    }
+
+    /// This running total minus an earlier reading of it (saturating).
+    pub fn since(&self, earlier: &Usage) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens.saturating_sub(earlier.input_tokens),
+            cached_tokens: self.cached_tokens.saturating_sub(earlier.cached_tokens),
+            cache_write_tokens: self
+                .cache_write_tokens
+                .saturating_sub(earlier.cache_write_tokens),
+            output_tokens: self.output_tokens.saturating_sub(earlier.output_tokens),
+        }
+    }
+}

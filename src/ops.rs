@@ -1,42 +1,145 @@
 //! The one op table: every operation a person can run besides talking to the model, reachable
-//! as a CLI verb (`tern plan confirm`) and as a slash command (`/confirm`), dispatched through
-//! [`run`] so both give the same receipt for the same state (DESIGN.md §1).
+//! as a CLI verb (`tern plan confirm`), a slash command (`/confirm`) and an editor command (ACP),
+//! dispatched through [`run`] so every surface gives the same receipt for the same state
+//! (DESIGN.md §1). An op returns data ([`OpOutput`]); each surface renders it ([`OpOutput::render`]
+//! is the text every surface shows today).
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Serialize;
-use serde_json::json;
 
-use crate::config::{self, ProviderFlags, ProviderKind};
-use crate::runtime::{self, Config, Runtime, Surface, plan};
-use crate::store::{Session, StateDir, files};
+use crate::launcher::{Launcher, SessionRef};
+use crate::runtime::{self, Failure, Runtime, Surface, plan};
+use crate::stats::RequestStats;
+use crate::store::{Session, StateDir, Status, files};
+use crate::tools::ToolError;
+
+/// Every op, by id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum OpId {
+    /// `plan.show`
+    PlanShow,
+    /// `plan.path`
+    PlanPath,
+    /// `plan.draft`
+    PlanDraft,
+    /// `plan.edit`
+    PlanEdit,
+    /// `plan.confirm`
+    PlanConfirm,
+    /// `plan.cancel`
+    PlanCancel,
+    /// `plan.clear`
+    PlanClear,
+    /// `compact`
+    Compact,
+    /// `status`
+    Status,
+    /// `relay`
+    Relay,
+    /// `stats`
+    Stats,
+    /// `sessions`
+    Sessions,
+    /// `resume`
+    Resume,
+    /// `help`
+    Help,
+    /// `quit`
+    Quit,
+}
+
+impl OpId {
+    /// The stable id used in receipts and events, e.g. `plan.confirm`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpId::PlanShow => "plan.show",
+            OpId::PlanPath => "plan.path",
+            OpId::PlanDraft => "plan.draft",
+            OpId::PlanEdit => "plan.edit",
+            OpId::PlanConfirm => "plan.confirm",
+            OpId::PlanCancel => "plan.cancel",
+            OpId::PlanClear => "plan.clear",
+            OpId::Compact => "compact",
+            OpId::Status => "status",
+            OpId::Relay => "relay",
+            OpId::Stats => "stats",
+            OpId::Sessions => "sessions",
+            OpId::Resume => "resume",
+            OpId::Help => "help",
+            OpId::Quit => "quit",
+        }
+    }
+}
+
+impl Serialize for OpId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// What an op may do to a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Reads only.
+    Read,
+    /// Writes session state.
+    Write,
+    /// Writes session state and calls the model (a compaction).
+    Model,
+}
 
 /// One operation's descriptor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Op {
     /// Stable id, used in receipts and events.
-    pub id: &'static str,
+    pub id: OpId,
     /// The CLI path after `tern` (empty when the op has no CLI verb).
     pub cli: &'static str,
-    /// The slash command in the REPL.
+    /// The slash command in the REPL (and the editor's command name without the `/`).
     pub slash: &'static str,
-    /// Whether the op writes session state.
-    pub writes: bool,
-    /// Whether the op calls the model (compaction).
-    pub model_call: bool,
+    /// What the op may do.
+    pub access: Access,
     /// What the receipt's `detail` holds.
     pub receipt: &'static str,
     /// One line of help.
     pub help: &'static str,
 }
 
+impl Op {
+    /// Whether the op writes session state.
+    pub fn writes(&self) -> bool {
+        self.access != Access::Read
+    }
+    /// Whether the op calls the model.
+    pub fn model_call(&self) -> bool {
+        self.access == Access::Model
+    }
+}
+
+/// `tern ops --json`: `{id, cli, slash, writes, model_call, receipt, help}` per op.
+impl Serialize for Op {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("Op", 7)?;
+        st.serialize_field("id", &self.id)?;
+        st.serialize_field("cli", self.cli)?;
+        st.serialize_field("slash", self.slash)?;
+        st.serialize_field("writes", &self.writes())?;
+        st.serialize_field("model_call", &self.model_call())?;
+        st.serialize_field("receipt", self.receipt)?;
+        st.serialize_field("help", self.help)?;
+        st.end()
+    }
+}
+
 const fn op(
-    id: &'static str,
+    id: OpId,
     cli: &'static str,
     slash: &'static str,
-    writes: bool,
-    model_call: bool,
+    access: Access,
     receipt: &'static str,
     help: &'static str,
 ) -> Op {
@@ -44,8 +147,7 @@ const fn op(
         id,
         cli,
         slash,
-        writes,
-        model_call,
+        access,
         receipt,
         help,
     }
@@ -54,145 +156,139 @@ const fn op(
 /// Every op, in the order `tern ops` and `/help` list them.
 pub const OPS: &[Op] = &[
     op(
-        "plan.show",
+        OpId::PlanShow,
         "plan show",
         "/plan",
-        false,
-        false,
+        Access::Read,
         "plan state, draft and locked plan",
         "show the plan state, the draft and the locked plan",
     ),
     op(
-        "plan.path",
+        OpId::PlanPath,
         "plan path",
         "/path",
-        false,
-        false,
+        Access::Read,
         "the two plan file paths",
         "print PLAN_DRAFT_FILE and PLAN_FILE",
     ),
     op(
-        "plan.draft",
+        OpId::PlanDraft,
         "plan draft",
         "/draft",
-        true,
-        false,
+        Access::Write,
         "draft revision and state",
         "replace the draft (/draft TEXT; the verb reads stdin or --file)",
     ),
     op(
-        "plan.edit",
+        OpId::PlanEdit,
         "plan edit",
         "/edit",
-        true,
-        false,
+        Access::Write,
         "draft revision and state",
         "edit the draft in $EDITOR",
     ),
     op(
-        "plan.confirm",
+        OpId::PlanConfirm,
         "plan confirm",
         "/confirm",
-        true,
-        true,
+        Access::Model,
         "locked plan revision",
         "compact, then lock the draft into the prompt",
     ),
     op(
-        "plan.cancel",
+        OpId::PlanCancel,
         "plan cancel",
         "/cancel",
-        true,
-        false,
+        Access::Write,
         "state returned to",
         "discard the draft (archived)",
     ),
     op(
-        "plan.clear",
+        OpId::PlanClear,
         "plan clear",
         "/clear",
-        true,
-        true,
+        Access::Model,
         "archived plan",
         "compact, then take the locked plan out of the prompt",
     ),
     op(
-        "compact",
+        OpId::Compact,
         "compact",
         "/compact",
-        true,
-        true,
+        Access::Model,
         "messages summarised",
         "summarise the conversation and archive it",
     ),
     op(
-        "status",
+        OpId::Status,
         "status",
         "/status",
-        false,
-        false,
+        Access::Read,
         "the sidebar view",
         "show the To-do ledger, plan state and cache figures",
     ),
     op(
-        "relay",
+        OpId::Relay,
         "relay",
         "/relay",
-        true,
-        false,
+        Access::Write,
         "handoff.md path and text",
         "write handoff.md for the next thread",
     ),
     op(
-        "stats",
+        OpId::Stats,
         "stats",
         "/stats",
-        false,
-        false,
+        Access::Read,
         "per-request cache figures",
         "show cache figures per request",
     ),
     op(
-        "sessions",
+        OpId::Sessions,
         "sessions",
         "/sessions",
-        false,
-        false,
+        Access::Read,
         "session list",
         "list sessions with status, turns, tokens",
     ),
     op(
-        "resume",
+        OpId::Resume,
         "chat --resume",
         "/resume",
-        false,
-        false,
+        Access::Read,
         "session switched to",
         "switch to another session",
     ),
     op(
-        "help",
+        OpId::Help,
         "ops",
         "/help",
-        false,
-        false,
+        Access::Read,
         "the op table",
         "list these operations",
     ),
     op(
-        "quit",
+        OpId::Quit,
         "",
         "/quit",
-        false,
-        false,
+        Access::Read,
         "nothing",
         "leave the REPL",
     ),
 ];
 
-/// Looks an op up by id.
+/// The descriptor of `id`.
+pub fn get(id: OpId) -> &'static Op {
+    match OPS.iter().find(|o| o.id == id) {
+        Some(op) => op,
+        // Every OpId has a row: `every_id_has_a_row` checks it.
+        None => &OPS[0],
+    }
+}
+
+/// Looks an op up by id string (`plan.confirm`).
 pub fn by_id(id: &str) -> Option<&'static Op> {
-    OPS.iter().find(|o| o.id == id)
+    OPS.iter().find(|o| o.id.as_str() == id)
 }
 
 /// Looks an op up by slash name (with or without the `/`).
@@ -201,12 +297,177 @@ pub fn by_slash(name: &str) -> Option<&'static Op> {
     OPS.iter().find(|o| o.slash.trim_start_matches('/') == name)
 }
 
+/// The plan as `/plan` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanView {
+    /// Lifecycle state.
+    pub state: String,
+    /// Draft revisions counted.
+    pub revision: u64,
+    /// The last PlanConfirm.
+    pub confirmed_at: Option<String>,
+    /// `$PLAN_DRAFT_FILE`'s text.
+    pub draft: String,
+    /// The locked plan, from `plan.json`.
+    pub locked: Option<String>,
+    /// `plan.md` differs from the locked copy (edited outside PlanConfirm).
+    pub plan_md_edited: bool,
+}
+
+/// One row of `tern sessions`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionRow {
+    /// Session id.
+    pub id: String,
+    /// `.tern/current` names it.
+    pub current: bool,
+    /// Status as shown (`interrupted?` for a running status whose process is gone), or the
+    /// reason `meta.json` could not be read.
+    pub status: Result<String, String>,
+    /// Model requests.
+    pub turns: u64,
+    /// Input + output tokens.
+    pub tokens: u64,
+    /// `meta.updated_at`.
+    pub updated_at: String,
+    /// The first prompt.
+    pub title: String,
+}
+
+/// What an op produced, for a surface to render.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum OpOutput {
+    /// `/plan`.
+    Plan(PlanView),
+    /// `/path`.
+    Paths {
+        /// `$PLAN_DRAFT_FILE`.
+        draft: PathBuf,
+        /// `$PLAN_FILE`.
+        plan: PathBuf,
+    },
+    /// A one-sentence receipt (draft, cancel, confirm, clear, compact, edit).
+    Done {
+        /// The sentence.
+        message: String,
+    },
+    /// `/status`: the sidebar text.
+    Status {
+        /// The rendered view.
+        text: String,
+    },
+    /// `/relay`.
+    Relay {
+        /// Where handoff.md was written.
+        path: PathBuf,
+        /// Its text.
+        text: String,
+    },
+    /// `/stats`.
+    Stats {
+        /// Session id.
+        session: String,
+        /// Per request.
+        requests: Vec<RequestStats>,
+    },
+    /// `/sessions`.
+    Sessions {
+        /// The state folder.
+        root: PathBuf,
+        /// Newest first.
+        rows: Vec<SessionRow>,
+    },
+    /// `/help`.
+    Help,
+}
+
+impl OpOutput {
+    /// The text every surface shows for this output (the receipt's `detail`).
+    pub fn render(&self) -> String {
+        match self {
+            OpOutput::Plan(v) => render_plan(v),
+            OpOutput::Paths { draft, plan } => format!(
+                "PLAN_DRAFT_FILE={}\nPLAN_FILE={}",
+                draft.display(),
+                plan.display()
+            ),
+            OpOutput::Done { message } => message.clone(),
+            OpOutput::Status { text } => text.clone(),
+            OpOutput::Relay { path, text } => format!("{text}\n(written to {})", path.display()),
+            OpOutput::Stats { session, requests } => crate::stats::render(session, requests),
+            OpOutput::Sessions { root, rows } => render_sessions(root, rows),
+            OpOutput::Help => help(),
+        }
+    }
+}
+
+/// Why an op failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OpError {
+    /// A bad argument or a reference to nothing (exit 2).
+    Usage(String),
+    /// Refused: the lifecycle's order, a session held elsewhere, nothing to do (exit 1).
+    Refused(String),
+    /// Something failed (exit 1).
+    Failed(String),
+    /// Interrupted (exit 130).
+    Interrupted,
+}
+
+impl OpError {
+    /// The process exit code of a verb that failed this way.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            OpError::Usage(_) => 2,
+            OpError::Interrupted => 130,
+            OpError::Refused(_) | OpError::Failed(_) => 1,
+        }
+    }
+}
+
+impl std::fmt::Display for OpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OpError::Usage(m) | OpError::Refused(m) | OpError::Failed(m) => f.write_str(m),
+            OpError::Interrupted => f.write_str("interrupted"),
+        }
+    }
+}
+
+impl From<Failure> for OpError {
+    fn from(f: Failure) -> Self {
+        match f {
+            Failure::Interrupted => OpError::Interrupted,
+            Failure::Usage(m) => OpError::Usage(m),
+            other => OpError::Failed(other.to_string()),
+        }
+    }
+}
+
+impl From<ToolError> for OpError {
+    fn from(e: ToolError) -> Self {
+        match e {
+            ToolError::Interrupted(_) => OpError::Interrupted,
+            ToolError::Refused(m) => OpError::Refused(m),
+            ToolError::Arguments(m) => OpError::Usage(m),
+            ToolError::Failed(m) => OpError::Failed(m),
+        }
+    }
+}
+
+impl From<std::io::Error> for OpError {
+    fn from(e: std::io::Error) -> Self {
+        OpError::Failed(e.to_string())
+    }
+}
+
 /// The result of one op: printed to the person and written to `events.jsonl` as a `receipt`
 /// event.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Receipt {
     /// Op id.
-    pub op: String,
+    pub op: OpId,
     /// Session id, when the op had one.
     pub session: Option<String>,
     /// Whether it succeeded.
@@ -219,15 +480,21 @@ pub struct Receipt {
     pub detail: String,
     /// RFC 3339 time.
     pub time: String,
+    /// The data, when it succeeded (not in the JSON receipt: `detail` renders it).
+    #[serde(skip)]
+    pub output: Option<OpOutput>,
+    /// The exit code a verb ends with (0 when ok).
+    #[serde(skip)]
+    pub exit_code: i32,
 }
 
 /// Where an op runs.
 pub struct Target<'a> {
-    /// The state folder.
-    pub state: &'a StateDir,
-    /// The REPL's live runtime, when there is one.
+    /// Opens sessions and runtimes.
+    pub launcher: &'a Launcher,
+    /// The surface's live runtime, when there is one (the REPL, ACP).
     pub runtime: Option<&'a mut Runtime>,
-    /// Session id for verbs (`--session`); the current session when None.
+    /// Session reference for verbs (`--session`); the current session when None.
     pub session: Option<String>,
     /// Wait for a turn running in another process instead of refusing (`--wait`).
     pub wait: bool,
@@ -240,17 +507,15 @@ pub fn run(op: &Op, arg: Option<&str>, target: &mut Target<'_>, ui: &mut dyn Sur
         Ok(s) => s,
         Err(e) => return receipt(op, None, Err(e), "", ""),
     };
-    let before = session
-        .as_ref()
-        .and_then(|s| plan::plan_file(s).ok())
-        .map(|p| p.state.as_str().to_string())
-        .unwrap_or_default();
+    let plan_state = |s: &Option<Session>| {
+        s.as_ref()
+            .and_then(|s| plan::plan_file(s).ok())
+            .map(|p| p.state.as_str().to_string())
+            .unwrap_or_default()
+    };
+    let before = plan_state(&session);
     let result = dispatch(op, arg, target, session.as_ref(), ui);
-    let after = session
-        .as_ref()
-        .and_then(|s| plan::plan_file(s).ok())
-        .map(|p| p.state.as_str().to_string())
-        .unwrap_or_default();
+    let after = plan_state(&session);
     let r = receipt(
         op,
         session.as_ref().map(|s| s.id.clone()),
@@ -259,14 +524,24 @@ pub fn run(op: &Op, arg: Option<&str>, target: &mut Target<'_>, ui: &mut dyn Sur
         &after,
     );
     if let Some(s) = &session
-        && op.id != "status"
-        && op.id != "stats"
+        && !matches!(op.id, OpId::Status | OpId::Stats)
     {
-        let mut fields = json!({"op": r.op, "ok": r.ok, "before": r.before, "after": r.after});
-        if !r.ok || op.writes {
-            fields["detail"] = json!(r.detail);
-        }
-        runtime::emit_to(s, &mut runtime::Quiet, "receipt", fields);
+        let parent = target
+            .runtime
+            .as_ref()
+            .and_then(|rt| rt.parent().map(str::to_string));
+        runtime::emit_to(
+            s,
+            parent.as_deref(),
+            &mut runtime::Quiet,
+            crate::event::Event::Receipt {
+                op: op.id.as_str().to_string(),
+                ok: r.ok,
+                before: r.before.clone(),
+                after: r.after.clone(),
+                detail: (!r.ok || op.writes()).then(|| r.detail.clone()),
+            },
+        );
     }
     r
 }
@@ -274,133 +549,154 @@ pub fn run(op: &Op, arg: Option<&str>, target: &mut Target<'_>, ui: &mut dyn Sur
 fn receipt(
     op: &Op,
     session: Option<String>,
-    result: Result<String, String>,
+    result: Result<OpOutput, OpError>,
     before: &str,
     after: &str,
 ) -> Receipt {
-    let (ok, detail) = match result {
-        Ok(d) => (true, d),
-        Err(e) => (false, e),
+    let (ok, detail, output, exit_code) = match result {
+        Ok(o) => (true, o.render(), Some(o), 0),
+        Err(e) => (false, e.to_string(), None, e.exit_code()),
     };
     Receipt {
-        op: op.id.to_string(),
+        op: op.id,
         session,
         ok,
         before: before.to_string(),
         after: after.to_string(),
         detail: crate::store::redact::redact(&detail).into_owned(),
         time: crate::clock::now_rfc3339(),
+        output,
+        exit_code,
     }
 }
 
 /// The session an op works on (None for ops that need none).
-fn open_session(op: &Op, target: &Target<'_>) -> Result<Option<Session>, String> {
-    if matches!(op.id, "help" | "quit" | "sessions" | "resume") {
+fn open_session(op: &Op, target: &Target<'_>) -> Result<Option<Session>, OpError> {
+    if matches!(
+        op.id,
+        OpId::Help | OpId::Quit | OpId::Sessions | OpId::Resume
+    ) {
         return Ok(None);
     }
     if let Some(rt) = &target.runtime {
         return Ok(Some(Session::at(&rt.session.id, rt.session.dir.clone())));
     }
-    let s = match &target.session {
-        Some(id) => target.state.open_session(id).map_err(|e| e.to_string())?,
-        None => target
-            .state
-            .current()
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| {
-                format!(
-                    "no session in {} yet: start one with `tern exec` or `tern`",
-                    target.state.root.display()
-                )
-            })?,
+    let r = match &target.session {
+        Some(id) => SessionRef::Id(id.clone()),
+        None => SessionRef::Current,
     };
-    Ok(Some(s))
+    Ok(target.launcher.find(&r)?)
 }
 
+/// The one dispatch of ops: an exhaustive match on [`OpId`].
 fn dispatch(
     op: &Op,
     arg: Option<&str>,
     target: &mut Target<'_>,
     session: Option<&Session>,
     ui: &mut dyn Surface,
-) -> Result<String, String> {
-    let need = || session.ok_or_else(|| "no session".to_string());
-    if arg.is_some() && !matches!(op.id, "plan.draft" | "resume") {
-        return Err(format!("{} takes no argument (see /help)", op.slash));
+) -> Result<OpOutput, OpError> {
+    let need = || session.ok_or_else(|| OpError::Usage("no session".to_string()));
+    if arg.is_some() && !matches!(op.id, OpId::PlanDraft | OpId::Resume) {
+        return Err(OpError::Usage(format!(
+            "{} takes no argument (see /help)",
+            op.slash
+        )));
     }
+    let parent = target
+        .runtime
+        .as_ref()
+        .and_then(|rt| rt.parent().map(str::to_string));
+    let done = |message: String| OpOutput::Done { message };
     match op.id {
-        "plan.show" => plan_show(need()?),
-        "plan.path" => {
+        OpId::PlanShow => plan_view(need()?).map(OpOutput::Plan),
+        OpId::PlanPath => {
             let s = need()?;
-            Ok(format!(
-                "PLAN_DRAFT_FILE={}\nPLAN_FILE={}",
-                s.path(files::DRAFT).display(),
-                s.path(files::PLAN).display()
-            ))
+            Ok(OpOutput::Paths {
+                draft: s.path(files::DRAFT),
+                plan: s.path(files::PLAN),
+            })
         }
-        "plan.draft" => {
-            let text = arg.ok_or("no draft text given")?;
-            plan::draft(need()?, text, ui)
+        OpId::PlanDraft => {
+            let text = arg.ok_or_else(|| OpError::Usage("no draft text given".into()))?;
+            Ok(done(plan::draft(need()?, parent.as_deref(), text, ui)?))
         }
-        "plan.edit" => plan_edit(need()?, ui),
-        "plan.cancel" => plan::cancel(need()?, ui),
-        "plan.confirm" | "plan.clear" | "compact" => with_runtime(op, target, need()?, ui),
-        "status" => Ok(crate::status::render_text(need()?, None)),
-        "stats" => {
+        OpId::PlanEdit => plan_edit(need()?, ui).map(done),
+        OpId::PlanCancel => Ok(done(plan::cancel(need()?, parent.as_deref(), ui)?)),
+        OpId::PlanConfirm | OpId::PlanClear | OpId::Compact => {
+            with_runtime(op, target, need()?, ui).map(done)
+        }
+        OpId::Status => Ok(OpOutput::Status {
+            text: crate::status::render_text(need()?, None),
+        }),
+        OpId::Stats => {
             let s = need()?;
-            let reqs = crate::stats::requests(s).map_err(|e| e.to_string())?;
-            Ok(crate::stats::render(&s.id, &reqs))
+            Ok(OpOutput::Stats {
+                session: s.id.clone(),
+                requests: crate::stats::requests(s)?,
+            })
         }
-        "relay" => crate::relay::write(need()?)
-            .map(|(path, text)| format!("{text}\n(written to {})", path.display())),
-        "sessions" => sessions(target.state),
-        "help" => Ok(help()),
-        "resume" | "quit" => Err(format!("{} is a REPL command", op.slash)),
-        other => Err(format!("unknown op {other}")),
+        OpId::Relay => {
+            let (path, text) = crate::relay::write(need()?).map_err(OpError::Failed)?;
+            Ok(OpOutput::Relay { path, text })
+        }
+        OpId::Sessions => Ok(OpOutput::Sessions {
+            root: target.launcher.state.root.clone(),
+            rows: sessions(&target.launcher.state)?,
+        }),
+        OpId::Help => Ok(OpOutput::Help),
+        OpId::Resume | OpId::Quit => Err(OpError::Usage(format!("{} is a REPL command", op.slash))),
     }
 }
 
-fn plan_show(s: &Session) -> Result<String, String> {
-    let p = plan::plan_file(s).map_err(|e| e.to_string())?;
-    let draft = s
-        .read_text(files::DRAFT)
-        .map_err(|e| e.to_string())?
-        .unwrap_or_default();
-    let mut out = format!(
-        "plan state: {} (revision {})\n",
-        p.state.as_str(),
-        p.revision
-    );
-    if let Some(at) = &p.confirmed_at {
+fn plan_view(s: &Session) -> Result<PlanView, OpError> {
+    let p = plan::plan_file(s)?;
+    let draft = s.read_text(files::DRAFT)?.unwrap_or_default();
+    let plan_md_edited = match &p.locked {
+        Some(l) => s.read_text(files::PLAN)?.unwrap_or_default() != *l,
+        None => false,
+    };
+    Ok(PlanView {
+        state: p.state.as_str().to_string(),
+        revision: p.revision,
+        confirmed_at: p.confirmed_at,
+        draft,
+        locked: p.locked,
+        plan_md_edited,
+    })
+}
+
+fn render_plan(v: &PlanView) -> String {
+    // The draft and the plan are the model's or a person's text: shown through the
+    // terminal-safe filter, so they cannot move the cursor or hide text.
+    let safe = |t: &str| crate::output::safe(t).into_owned();
+    let mut out = format!("plan state: {} (revision {})\n", v.state, v.revision);
+    if let Some(at) = &v.confirmed_at {
         out.push_str(&format!("last confirmed: {at}\n"));
     }
     out.push_str("\n# draft ($PLAN_DRAFT_FILE, not in the prompt)\n");
-    out.push_str(if draft.trim().is_empty() {
-        "(empty)\n"
+    if v.draft.trim().is_empty() {
+        out.push_str("(empty)\n");
     } else {
-        &draft
-    });
-    if !draft.ends_with('\n') && !draft.trim().is_empty() {
-        out.push('\n');
+        out.push_str(&safe(&v.draft));
+        if !v.draft.ends_with('\n') {
+            out.push('\n');
+        }
     }
     out.push_str("\n# locked plan ($PLAN_FILE, in the system prompt)\n");
-    match &p.locked {
+    match &v.locked {
         Some(l) => {
-            out.push_str(l);
-            let on_disk = s
-                .read_text(files::PLAN)
-                .map_err(|e| e.to_string())?
-                .unwrap_or_default();
-            if &on_disk != l {
+            out.push_str(&safe(l));
+            if v.plan_md_edited {
                 out.push_str("\n! plan.md was edited outside PlanConfirm; tern uses the copy above. Put changes in the draft and confirm.");
             }
         }
         None => out.push_str("(none)"),
     }
-    Ok(out.trim_end().to_string())
+    out.trim_end().to_string()
 }
 
-fn plan_edit(s: &Session, ui: &mut dyn Surface) -> Result<String, String> {
+fn plan_edit(s: &Session, ui: &mut dyn Surface) -> Result<String, OpError> {
     use std::io::IsTerminal;
     // An empty variable counts as unset: `sh -c ' "$1"'` would run the draft as a program.
     let set = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
@@ -409,19 +705,15 @@ fn plan_edit(s: &Session, ui: &mut dyn Surface) -> Result<String, String> {
     // editor the person named (perhaps a script) is trusted to know where it runs.
     let tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     if chosen.is_none() && !tty {
-        return Err(
+        return Err(OpError::Refused(
             "no terminal for an editor here: set EDITOR, or write the draft with `tern plan draft` (stdin or --file) or /draft TEXT".into(),
-        );
+        ));
     }
     let editor = chosen.unwrap_or_else(|| "vi".into());
     let path = s.path(files::DRAFT);
-    if s.read_text(files::DRAFT)
-        .map_err(|e| e.to_string())?
-        .is_none()
-    {
-        let lock = s.lock().map_err(|e| e.to_string())?;
-        s.write_text_locked(&lock, files::DRAFT, "")
-            .map_err(|e| e.to_string())?;
+    if s.read_text(files::DRAFT)?.is_none() {
+        let lock = s.lock()?;
+        s.write_text_locked(&lock, files::DRAFT, "")?;
     }
     // The editor string may carry arguments (`code -w`), as git allows.
     let status = std::process::Command::new("sh")
@@ -430,14 +722,14 @@ fn plan_edit(s: &Session, ui: &mut dyn Surface) -> Result<String, String> {
         .arg("tern-edit")
         .arg(&path)
         .status()
-        .map_err(|e| format!("could not start the editor {editor:?}: {e}"))?;
+        .map_err(|e| OpError::Failed(format!("could not start the editor {editor:?}: {e}")))?;
     if !status.success() {
-        return Err(format!(
+        return Err(OpError::Failed(format!(
             "the editor {editor:?} exited with {status}; the draft is as the editor left it"
-        ));
+        )));
     }
-    let before = plan::plan_file(s).map_err(|e| e.to_string())?.revision;
-    let p = plan::observe_draft(s, ui).map_err(|e| e.to_string())?;
+    let before = plan::plan_file(s)?.revision;
+    let p = plan::observe_draft(s, None, ui)?;
     let what = if p.revision == before {
         "draft unchanged"
     } else {
@@ -450,86 +742,75 @@ fn plan_edit(s: &Session, ui: &mut dyn Surface) -> Result<String, String> {
     ))
 }
 
-/// Runs a model-calling op on the live runtime, or on a runtime opened for the verb.
+/// Runs a model-calling op on the surface's live runtime, or on a runtime the launcher opens for
+/// the verb (the provider of this environment, the session's model).
 fn with_runtime(
     op: &Op,
     target: &mut Target<'_>,
     session: &Session,
     ui: &mut dyn Surface,
-) -> Result<String, String> {
+) -> Result<String, OpError> {
     if let Some(rt) = target.runtime.as_deref_mut() {
         return holding(rt, false, ui, |rt, ui| model_op(op, rt, ui));
     }
     wait_or_refuse(op, session, target.wait)?;
     // A transition that is refused anyway must not open the session (which records a
-    // `session_start`) nor need a reachable provider: "error, nothing changed" .
+    // `session_start`) nor need a reachable provider: "error, nothing changed".
     match op.id {
-        "plan.confirm" => {
-            let draft = session
-                .read_text(files::DRAFT)
-                .map_err(|e| e.to_string())?
-                .unwrap_or_default();
-            plan::plan_file(session)
-                .map_err(|e| e.to_string())?
-                .check_confirm(&draft)?;
+        OpId::PlanConfirm => {
+            let draft = session.read_text(files::DRAFT)?.unwrap_or_default();
+            plan::plan_file(session)?
+                .check_confirm(&draft)
+                .map_err(OpError::Refused)?;
         }
-        "plan.clear" => plan::plan_file(session)
-            .map_err(|e| e.to_string())?
-            .check_clear()?,
+        OpId::PlanClear => plan::plan_file(session)?
+            .check_clear()
+            .map_err(OpError::Refused)?,
         _ => {}
     }
-    let meta = session.read_meta().map_err(|e| e.to_string())?;
-    let choice = provider_for(&meta)?;
-    // A verb runs in its own process, on its main thread: no other thread exists yet.
-    config::scrub_environment();
-    let mut cfg = Config::new(&choice.model);
-    cfg.base_url = choice.base_url.clone();
-    cfg.send_cache_key = config::is_openai_host(&choice.base_url);
-    cfg.secret_env = config::SECRET_ENV.iter().map(|s| s.to_string()).collect();
-    let provider = config::build(&choice, Duration::from_secs(300));
     let s = Session::at(&session.id, session.dir.clone());
-    let mut rt = Runtime::resume(target.state, s, provider, cfg, &mut runtime::Quiet)
-        .map_err(|e| e.to_string())?;
-    crate::exec::install_signals(&rt.cancel);
+    let mut rt = target.launcher.resume_for_verb(s, &mut runtime::Quiet)?;
     holding(&mut rt, target.wait, ui, |rt, ui| model_op(op, rt, ui))
 }
 
-/// Runs `f` while this process holds the session (as a turn does), after reloading what another
+/// Runs `f` while this runtime holds the session (as a turn does), after reloading what another
 /// process may have written: a turn started meanwhile in another pane would append to a history
-/// this op is about to replace. `wait`: wait for a running turn instead of refusing.
+/// this op is about to replace. `wait`: wait for a running turn instead of refusing. Holding
+/// writes nothing, so a refused op changes no file.
 fn holding(
     rt: &mut Runtime,
     wait: bool,
     ui: &mut dyn Surface,
-    f: impl FnOnce(&mut Runtime, &mut dyn Surface) -> Result<String, String>,
-) -> Result<String, String> {
-    let before = loop {
-        match rt.claim(None) {
-            Ok(b) => break b,
+    f: impl FnOnce(&mut Runtime, &mut dyn Surface) -> Result<String, OpError>,
+) -> Result<String, OpError> {
+    let had = rt.held();
+    loop {
+        match rt.hold() {
+            Ok(()) => break,
             Err(_) if wait => std::thread::sleep(Duration::from_millis(250)),
-            Err(e) => return Err(format!("refused: {e}")),
+            Err(e) => return Err(OpError::Refused(format!("refused: {e}"))),
         }
-    };
+    }
     let result = rt
         .sync_from_disk(ui)
-        .map_err(|e| e.to_string())
+        .map_err(OpError::from)
         .and_then(|()| f(rt, ui));
-    if let Err(e) = rt.release(before) {
-        crate::errln!("tern: could not release the session: {e}");
+    if !had {
+        rt.release();
     }
     result
 }
 
-fn model_op(op: &Op, rt: &mut Runtime, ui: &mut dyn Surface) -> Result<String, String> {
+fn model_op(op: &Op, rt: &mut Runtime, ui: &mut dyn Surface) -> Result<String, OpError> {
     match op.id {
-        "plan.confirm" => rt.plan_confirm(None, ui),
-        "plan.clear" => rt.plan_clear(None, ui),
+        OpId::PlanConfirm => Ok(rt.plan_confirm(None, ui)?),
+        OpId::PlanClear => Ok(rt.plan_clear(None, ui)?),
         _ => {
             let before = rt.history().len();
             if before == 0 {
                 return Ok("nothing to summarise yet: the conversation is empty".into());
             }
-            rt.compact("manual", None, ui).map_err(|e| e.to_string())?;
+            rt.compact(crate::event::CompactTrigger::Manual, None, ui)?;
             let s = if before == 1 { "" } else { "s" };
             Ok(format!(
                 "{before} message{s} summarised; the history now opens with the summary"
@@ -539,18 +820,17 @@ fn model_op(op: &Op, rt: &mut Runtime, ui: &mut dyn Surface) -> Result<String, S
 }
 
 /// Refuses (or with `wait`, waits) while a turn of `session` runs in another live process.
-fn wait_or_refuse(op: &Op, session: &Session, wait: bool) -> Result<(), String> {
+fn wait_or_refuse(op: &Op, session: &Session, wait: bool) -> Result<(), OpError> {
     let mut announced = false;
     loop {
-        let meta = session.read_meta().map_err(|e| e.to_string())?;
-        let Some(pid) = runtime::running_elsewhere(&meta) else {
+        let Some(pid) = runtime::held_elsewhere(session) else {
             return Ok(());
         };
         if !wait {
-            return Err(format!(
+            return Err(OpError::Refused(format!(
                 "refused: a turn of session {} is running in process {pid}, and {} rewrites the conversation. Wait for the turn to end (or interrupt it), or pass --wait.",
                 session.id, op.cli
-            ));
+            )));
         }
         if !announced {
             crate::errln!("waiting for the turn running in process {pid} to end…");
@@ -560,74 +840,76 @@ fn wait_or_refuse(op: &Op, session: &Session, wait: bool) -> Result<(), String> 
     }
 }
 
-/// The provider a verb uses for its model call: server and key from the environment (never a URL
-/// saved in the session), wire format and model defaulting to the session's.
-fn provider_for(meta: &crate::store::Meta) -> Result<config::ProviderChoice, String> {
-    let env = |k: &str| std::env::var(k).ok();
-    let kind = match meta.provider.as_str() {
-        "openai" => Some(ProviderKind::Openai),
-        "anthropic" => Some(ProviderKind::Anthropic),
-        _ => None,
-    };
-    let mut f = ProviderFlags::default();
-    // The server and the key come from this environment, as for `tern exec`: a URL saved in a
-    // session (perhaps by another provider, perhaps planted) never receives this key. Only the
-    // wire format and the model name default to the session's.
-    if let Some(k) = kind {
-        f.provider = f.provider.or(Some(k));
-        if env("TERN_MODEL").is_none_or(|m| m.trim().is_empty()) {
-            f.model = f.model.or(Some(meta.model.clone()));
-        }
+fn sessions(state: &StateDir) -> Result<Vec<SessionRow>, OpError> {
+    let ids = state.session_ids()?;
+    let current = state.current().ok().flatten().map(|s| s.id);
+    let mut rows = Vec::new();
+    for id in ids.iter().rev() {
+        let is_current = current.as_deref() == Some(id);
+        let row = match state.open_session(id) {
+            Ok(s) => match s.read_meta() {
+                Ok(m) => {
+                    let status =
+                        if m.status == Status::Running && runtime::held_elsewhere(&s).is_none() {
+                            "interrupted?".to_string()
+                        } else {
+                            m.status.as_str().to_string()
+                        };
+                    SessionRow {
+                        id: id.clone(),
+                        current: is_current,
+                        status: Ok(status),
+                        turns: m.turns,
+                        tokens: m.usage.input_tokens.saturating_add(m.usage.output_tokens),
+                        updated_at: m.updated_at,
+                        title: m.title,
+                    }
+                }
+                Err(e) => unreadable(id, is_current, e.to_string()),
+            },
+            Err(e) => unreadable(id, is_current, e.to_string()),
+        };
+        rows.push(row);
     }
-    config::resolve(&f, &env).map_err(|e| {
-        if kind.is_none() {
-            format!(
-                "this session's model was the demo's replay; a compaction needs a real model.\n{e}"
-            )
-        } else {
-            e
-        }
-    })
+    Ok(rows)
 }
 
-fn sessions(state: &StateDir) -> Result<String, String> {
-    let ids = state.session_ids().map_err(|e| e.to_string())?;
-    if ids.is_empty() {
-        return Ok(format!("no sessions in {}", state.root.display()));
+fn unreadable(id: &str, current: bool, why: String) -> SessionRow {
+    SessionRow {
+        id: id.to_string(),
+        current,
+        status: Err(why),
+        turns: 0,
+        tokens: 0,
+        updated_at: String::new(),
+        title: String::new(),
     }
-    let current = state.current().ok().flatten().map(|s| s.id);
+}
+
+fn render_sessions(root: &std::path::Path, rows: &[SessionRow]) -> String {
+    if rows.is_empty() {
+        return format!("no sessions in {}", root.display());
+    }
     let mut out = format!(
         "  {:<22} {:<11} {:>5} {:>9}  {:<20}  {}\n",
         "id", "status", "turns", "tokens", "last activity", "title"
     );
-    for id in ids.iter().rev() {
-        let mark = if current.as_deref() == Some(id) {
-            "*"
-        } else {
-            " "
-        };
-        match state.open_session(id).and_then(|s| s.read_meta()) {
-            Ok(m) => {
-                let mut status = m.status.as_str().to_string();
-                if m.status == crate::store::Status::Running
-                    && runtime::running_elsewhere(&m).is_none()
-                {
-                    status = "interrupted?".into();
-                }
-                out.push_str(&format!(
-                    "{mark} {:<22} {:<11} {:>5} {:>9}  {:<20}  {}\n",
-                    id,
-                    status,
-                    m.turns,
-                    m.usage.input_tokens.saturating_add(m.usage.output_tokens),
-                    m.updated_at,
-                    crate::output::safe(&m.title.replace(['\n', '\r'], " "))
-                ));
-            }
-            Err(e) => out.push_str(&format!("{mark} {id:<22} unreadable: {e}\n")),
+    for r in rows {
+        let mark = if r.current { "*" } else { " " };
+        match &r.status {
+            Ok(status) => out.push_str(&format!(
+                "{mark} {:<22} {:<11} {:>5} {:>9}  {:<20}  {}\n",
+                r.id,
+                status,
+                r.turns,
+                r.tokens,
+                r.updated_at,
+                crate::output::safe(&r.title.replace(['\n', '\r'], " "))
+            )),
+            Err(e) => out.push_str(&format!("{mark} {:<22} unreadable: {e}\n", r.id)),
         }
     }
-    Ok(out.trim_end().to_string())
+    out.trim_end().to_string()
 }
 
 /// The op table as text (`tern ops`, `/help`).
@@ -643,7 +925,11 @@ pub fn help() -> String {
     let w = OPS.iter().map(|o| cli(o).len()).max().unwrap_or(0);
     let mut out = format!("{:<10} {:<w$}  what\n", "slash", "verb");
     for o in OPS {
-        let mark = if o.model_call { " (a model call)" } else { "" };
+        let mark = if o.model_call() {
+            " (a model call)"
+        } else {
+            ""
+        };
         out.push_str(&format!(
             "{:<10} {:<w$}  {}{mark}\n",
             o.slash,
@@ -669,5 +955,36 @@ pub fn print_receipt(r: &Receipt, json: bool) {
         let _ = writeln!(out, "{}", r.detail);
     } else {
         crate::errln!("tern: {}", r.detail);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_id_has_one_row() {
+        let ids = [
+            OpId::PlanShow,
+            OpId::PlanPath,
+            OpId::PlanDraft,
+            OpId::PlanEdit,
+            OpId::PlanConfirm,
+            OpId::PlanCancel,
+            OpId::PlanClear,
+            OpId::Compact,
+            OpId::Status,
+            OpId::Relay,
+            OpId::Stats,
+            OpId::Sessions,
+            OpId::Resume,
+            OpId::Help,
+            OpId::Quit,
+        ];
+        assert_eq!(ids.len(), OPS.len());
+        for id in ids {
+            assert_eq!(OPS.iter().filter(|o| o.id == id).count(), 1, "{id:?}");
+            assert_eq!(get(id).id, id);
+        }
     }
 }

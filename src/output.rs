@@ -5,6 +5,7 @@ use std::io::Write;
 
 use serde_json::Value;
 
+use crate::event::{BoundaryKind, Envelope, Event};
 use crate::runtime::{Answer, Surface};
 use crate::store::fsutil::to_jsonl;
 
@@ -12,8 +13,8 @@ use crate::store::fsutil::to_jsonl;
 pub struct Json;
 
 impl Surface for Json {
-    fn event(&mut self, ev: &Value) {
-        print_json_line(ev);
+    fn event(&mut self, ev: &Envelope) {
+        print_json_line(&ev.to_value());
     }
     fn approve(&mut self, command: &str) -> Answer {
         ask_on_terminal(command)
@@ -89,6 +90,24 @@ pub fn print_json_line(ev: &Value) {
     }
 }
 
+/// The `result` event of a run that failed before any session existed (a usage error): printed
+/// on stdout with `session: null` and `seq` 1; it is in no `events.jsonl`.
+pub fn print_sessionless_result(error: &str, code: i32) {
+    let mut env = Envelope::new(
+        "",
+        None,
+        Event::Result(crate::event::ResultFields {
+            status: "failed".into(),
+            text: String::new(),
+            error: Some(error.to_string()),
+            exit_code: code,
+            totals: None,
+        }),
+    );
+    env.seq = 1;
+    print_json_line(&env.to_value());
+}
+
 /// Lines of a tool result shown to the person (the model sees the whole result).
 pub const PREVIEW_LINES: usize = 6;
 
@@ -158,89 +177,120 @@ impl Surface for Human {
         self.open_line = !text.ends_with('\n');
     }
 
-    fn event(&mut self, ev: &Value) {
+    fn event(&mut self, ev: &Envelope) {
         self.clear_note();
         if let Some(line) = describe(ev) {
             self.end_text_line();
             crate::errln!("{}", safe(&line));
-        } else if ev["type"] == "assistant" {
+        } else if matches!(ev.event, Event::Assistant { .. }) {
             self.end_text_line();
         }
     }
 }
 
 /// The stderr line(s) a person sees for an event; None for events shown otherwise or not at all.
-pub fn describe(ev: &Value) -> Option<String> {
-    let s = |k: &str| ev[k].as_str().unwrap_or("").to_string();
-    let n = |k: &str| ev[k].as_u64().unwrap_or(0);
-    Some(match ev["type"].as_str()? {
-        "tool_call" => {
-            let args = &ev["arguments"];
-            match ev["name"].as_str()? {
-                "bash" => {
-                    let cmd = args["command"].as_str().unwrap_or("");
-                    let mut lines = cmd.lines();
-                    let first = lines.next().unwrap_or("");
-                    let more = lines.count();
-                    if more > 0 {
-                        format!("$ {first}  [+{more} lines]")
-                    } else {
-                        format!("$ {first}")
-                    }
-                }
-                // Other tools are shown by their result line.
-                _ => return None,
+pub fn describe(env: &Envelope) -> Option<String> {
+    Some(match &env.event {
+        Event::ToolCall {
+            name, arguments, ..
+        } if name == "bash" => {
+            let cmd = arguments["command"].as_str().unwrap_or("");
+            let mut lines = cmd.lines();
+            let first = lines.next().unwrap_or("");
+            let more = lines.count();
+            if more > 0 {
+                format!("$ {first}  [+{more} lines]")
+            } else {
+                format!("$ {first}")
             }
         }
-        "tool_result" if ev["name"] == "bash" => {
-            let view = preview(&s("content"), ev["is_error"].as_bool() == Some(true));
+        Event::ToolResult {
+            name,
+            content,
+            is_error,
+            bash,
+            ..
+        } if name == "bash" => {
+            let view = preview(content, *is_error);
             // After Ctrl-C the terminal has echoed ^C on the current line.
-            if ev["interrupted"].as_bool() == Some(true) {
+            if bash.as_ref().is_some_and(|b| b.interrupted) {
                 format!("\n{view}")
             } else {
                 view
             }
         }
-        "tool_result" => {
-            let content = s("content");
+        Event::ToolResult {
+            name,
+            content,
+            is_error,
+            ..
+        } => {
             let first = content.lines().next().unwrap_or("");
-            let mark = if ev["is_error"].as_bool() == Some(true) {
-                "!"
-            } else {
-                "•"
-            };
-            format!("{mark} {}: {}", s("name"), clip(first))
+            let mark = if *is_error { "!" } else { "•" };
+            format!("{mark} {name}: {}", clip(first))
         }
-        "retry" => format!(
-            "retry {} in {:.1} s: {}",
-            n("attempt"),
-            n("delay_ms") as f64 / 1000.0,
-            s("error")
+        Event::Retry {
+            attempt,
+            delay_ms,
+            error,
+        } => format!(
+            "retry {attempt} in {:.1} s: {error}",
+            *delay_ms as f64 / 1000.0
         ),
-        "plan_state" => format!("plan: {} → {} ({})", s("from"), s("to"), s("trigger")),
-        "compaction" if n("archived_messages") == 0 => {
-            format!("compaction ({}): nothing to summarise", s("trigger"))
+        Event::PlanState {
+            from, to, trigger, ..
+        } => format!("plan: {} → {} ({trigger})", from.as_str(), to.as_str()),
+        Event::Compaction {
+            trigger,
+            archived_messages: 0,
+            ..
+        } => format!("compaction ({}): nothing to summarise", trigger.as_str()),
+        Event::Compaction {
+            trigger,
+            archived_messages: n,
+            archive,
+            ..
+        } => format!(
+            "compaction ({}): {n} message{} summarised, archived in {}",
+            trigger.as_str(),
+            if *n == 1 { "" } else { "s" },
+            archive.as_deref().unwrap_or("")
+        ),
+        Event::Warning { message } => format!("warning: {message}"),
+        Event::Repair {
+            dropped_lines,
+            answered_calls,
+            dropped_messages,
+            merged,
+            ..
+        } => format!(
+            "repaired the history: {} dropped lines, {} unanswered tool calls closed, {dropped_messages} messages dropped, {merged} merged",
+            dropped_lines.len(),
+            answered_calls.len(),
+        ),
+        Event::TurnInterrupted { .. } => {
+            "the previous turn was interrupted (its process is gone)".into()
         }
-        "compaction" => format!(
-            "compaction ({}): {} message{} summarised, archived in {}",
-            s("trigger"),
-            n("archived_messages"),
-            if n("archived_messages") == 1 { "" } else { "s" },
-            s("archive")
+        Event::Boundary {
+            kind,
+            reason: Some(reason),
+            ..
+        } => format!("{}: {reason}", boundary_name(*kind)),
+        Event::Boundary { kind, from, to, .. } => format!(
+            "{}: {} → {}",
+            boundary_name(*kind),
+            from.as_deref().unwrap_or(""),
+            to.as_deref().unwrap_or("")
         ),
-        "warning" => format!("warning: {}", s("message")),
-        "repair" => format!(
-            "repaired the history: {} dropped lines, {} unanswered tool calls closed, {} messages dropped, {} merged",
-            ev["dropped_lines"].as_array().map_or(0, Vec::len),
-            ev["answered_calls"].as_array().map_or(0, Vec::len),
-            n("dropped_messages"),
-            n("merged")
-        ),
-        "turn_interrupted" => "the previous turn was interrupted (its process is gone)".into(),
-        "boundary" if ev.get("reason").is_some() => format!("{}: {}", s("kind"), s("reason")),
-        "boundary" => format!("{}: {} → {}", s("kind"), s("from"), s("to")),
         _ => return None,
     })
+}
+
+fn boundary_name(kind: BoundaryKind) -> &'static str {
+    match kind {
+        BoundaryKind::ModelSwitch => "model_switch",
+        BoundaryKind::ToolsOff => "tools_off",
+    }
 }
 
 /// A short view of a tool result: the first lines and the last (the exit line), indented.

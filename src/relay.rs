@@ -6,11 +6,12 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
+use crate::domain::ledger::{Ledger, Status};
+use crate::launcher::{Launcher, Seed};
 use crate::message::Message;
 use crate::render::work_state;
 use crate::runtime::{plan, system};
-use crate::store::{Meta, Session, StateDir, files};
-use crate::tools::work::{Ledger, Status};
+use crate::store::{Meta, Session, files};
 
 /// Builds the handoff text of `session`.
 pub fn handoff(session: &Session) -> Result<String, String> {
@@ -103,43 +104,33 @@ pub fn write(session: &Session) -> Result<(PathBuf, String), String> {
     Ok((session.path(files::HANDOFF), text))
 }
 
-/// Opens a new session seeded with the handoff of `from`: its system prompt carries the same
-/// locked plan, its ledger is a copy, its history opens with the handoff text. It becomes the
-/// current session; continue it with `tern exec --continue` or `tern chat --continue`.
-pub fn start(state: &StateDir, from: &Session) -> Result<Session, String> {
+/// Opens a new session seeded with the handoff of `from`: a fork whose system prompt is `from`'s
+/// exact pinned bytes (so it carries the same locked plan and reads the same cache), its ledger
+/// a copy, its plan state carried, and its history the handoff in place of the conversation. It
+/// becomes the current session; continue it with `tern exec --continue` or `tern chat --continue`.
+pub fn start(launcher: &Launcher, from: &Session) -> Result<Session, String> {
     let e = |e: std::io::Error| e.to_string();
     let (_, text) = write(from)?;
     let old: Meta = from.read_meta().map_err(e)?;
     let plan = plan::plan_file(from).map_err(|e| e.to_string())?;
     let ledger: Option<Ledger> = from.read_json(files::LEDGER).map_err(e)?;
-    let meta = Meta {
-        cwd: old.cwd.clone(),
-        provider: old.provider.clone(),
-        model: old.model.clone(),
-        base_url: old.base_url.clone(),
-        title: format!("relay from {}", from.id),
-        ..Meta::default()
+    let system = match from.read_text(files::SYSTEM).map_err(e)? {
+        Some(s) => s,
+        None => system::with_plan(
+            &system::base(&launcher.state.workspace),
+            plan.locked.as_deref(),
+        ),
     };
-    let new = state.create_session(meta).map_err(e)?;
-    let lock = new.lock().map_err(e)?;
-    let sys = system::with_plan(&system::base(&state.workspace), plan.locked.as_deref());
-    new.write_text_locked(&lock, files::SYSTEM, &sys)
-        .map_err(e)?;
-    new.write_text_locked(&lock, files::DRAFT, "").map_err(e)?;
-    if let Some(locked) = &plan.locked {
-        new.write_text_locked(&lock, files::PLAN, locked)
-            .map_err(e)?;
-        new.write_json_locked(&lock, files::PLAN_STATE, &plan.carried())
-            .map_err(e)?;
-    }
-    if let Some(l) = ledger {
-        new.write_json_locked(&lock, files::LEDGER, &l).map_err(e)?;
-    }
-    let seed = Message::user(format!(
-        "[This thread continues the work of tern session {}. Handoff:]\n\n{text}",
-        from.id
-    ));
-    new.append_messages_locked(&lock, &[seed]).map_err(e)?;
-    drop(lock);
-    Ok(new)
+    let seed = Seed {
+        system,
+        history: vec![Message::user(format!(
+            "[This thread continues the work of tern session {}. Handoff:]\n\n{text}",
+            from.id
+        ))],
+        title: format!("relay from {}", from.id),
+        plan: plan.locked.is_some().then(|| plan.carried()),
+        ledger,
+        route: (old.provider, old.model, old.base_url),
+    };
+    launcher.seed(&seed).map_err(|e| e.to_string())
 }

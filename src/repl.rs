@@ -13,30 +13,14 @@ use rustyline::{
     Cmd, ConditionalEventHandler, DefaultEditor, Event, EventContext, EventHandler, KeyEvent,
     Movement, RepeatCount,
 };
-use serde_json::Value;
 
-use crate::config::{self, ProviderFlags};
-use crate::ops::{self, Target};
+use crate::cancel::CancelToken;
+use crate::event::Envelope;
+use crate::launcher::{Launcher, Process, SessionRef};
+use crate::ops::{self, OpId, Target};
 use crate::output::Human;
-use crate::runtime::{Answer, Config, Runtime, Surface};
+use crate::runtime::{Answer, Runtime, Surface};
 use crate::store::{StateDir, files};
-
-/// What `tern chat` needs from its flags.
-#[derive(Debug, Clone)]
-pub struct ChatOptions {
-    /// Provider flags.
-    pub provider: ProviderFlags,
-    /// Runtime settings (approval defaults to ask here).
-    pub config: Config,
-    /// Continue the current session.
-    pub continue_: bool,
-    /// Resume this session.
-    pub resume: Option<String>,
-    /// `--state-dir`.
-    pub state_dir: Option<std::path::PathBuf>,
-    /// Provider idle timeout.
-    pub idle_timeout: std::time::Duration,
-}
 
 /// What one read gave.
 enum Line {
@@ -56,7 +40,7 @@ enum Line {
 struct Input {
     prompts: mpsc::Sender<String>,
     lines: mpsc::Receiver<Line>,
-    cancel: Arc<AtomicBool>,
+    cancel: CancelToken,
     term: Arc<AtomicBool>,
     /// Whether rustyline shows the prompt itself (a real terminal); otherwise the questions that
     /// need an answer are written to stderr.
@@ -67,7 +51,7 @@ struct Input {
 }
 
 impl Input {
-    fn new(state: &StateDir, cancel: Arc<AtomicBool>, term: Arc<AtomicBool>) -> Input {
+    fn new(state: &StateDir, cancel: CancelToken, term: Arc<AtomicBool>) -> Input {
         let history = state.root.join("history");
         // Input history is never read or written through a link planted in its place.
         let history_ok = crate::store::fsutil::refuse_symlink(&history).is_ok();
@@ -160,7 +144,7 @@ impl Input {
                         return Line::Terminated;
                     }
                     // SIGINT reaches us as a signal only when no editor has the terminal.
-                    if !self.editing && self.cancel.swap(false, Ordering::SeqCst) {
+                    if !self.editing && self.cancel.take() {
                         return Line::Interrupted;
                     }
                 }
@@ -246,7 +230,7 @@ struct ReplSurface<'a> {
 }
 
 impl Surface for ReplSurface<'_> {
-    fn event(&mut self, ev: &Value) {
+    fn event(&mut self, ev: &Envelope) {
         self.human.event(ev);
     }
     fn text_delta(&mut self, text: &str) {
@@ -270,7 +254,7 @@ impl Surface for ReplSurface<'_> {
                 },
                 // Ctrl-C here means what it means everywhere: stop the turn.
                 Line::Interrupted | Line::Terminated => {
-                    self.input.cancel.store(true, Ordering::SeqCst);
+                    self.input.cancel.cancel();
                     return Answer::No;
                 }
                 Line::Eof | Line::Discarded => return Answer::No,
@@ -279,72 +263,38 @@ impl Surface for ReplSurface<'_> {
     }
 }
 
-/// Runs the REPL; returns the exit code.
-pub fn run(opts: ChatOptions) -> i32 {
-    let choice = match config::resolve(&opts.provider, &|k| std::env::var(k).ok()) {
-        Ok(c) => c,
-        Err(e) => {
-            crate::errln!("tern: {e}");
-            return 2;
-        }
-    };
-    // Still one thread here (the input reader starts below).
-    config::scrub_environment();
-    let cwd = match std::env::current_dir() {
-        Ok(d) => d,
-        Err(e) => {
-            crate::errln!("tern: no current folder: {e}");
-            return 1;
-        }
-    };
-    let state = StateDir::locate(&cwd, opts.state_dir.as_deref());
-    let mut cfg = opts.config.clone();
-    cfg.model = choice.model.clone();
-    cfg.base_url = choice.base_url.clone();
-    cfg.send_cache_key = config::is_openai_host(&choice.base_url);
-    cfg.secret_env = config::SECRET_ENV.iter().map(|s| s.to_string()).collect();
-    let cancel = Arc::new(AtomicBool::new(false));
-    let term = Arc::new(AtomicBool::new(false));
-    let _ = signal_hook::flag::register(signal_hook::consts::SIGINT, cancel.clone());
-    // SIGTERM interrupts a running turn (cancel) and then ends the REPL (term).
-    let _ = signal_hook::flag::register(signal_hook::consts::SIGTERM, cancel.clone());
-    let _ = signal_hook::flag::register(signal_hook::consts::SIGTERM, term.clone());
-    // The terminal went away (tmux pane killed, ssh dropped): leave as for SIGTERM.
-    let _ = signal_hook::flag::register(signal_hook::consts::SIGHUP, cancel.clone());
-    let _ = signal_hook::flag::register(signal_hook::consts::SIGHUP, term.clone());
-    let mut input = Input::new(&state, cancel.clone(), term.clone());
+/// Runs the REPL on `launcher` (approval defaults to ask here), first reopening `continues`
+/// when given; returns the exit code.
+pub fn run(launcher: &Launcher, process: &Process, continues: Option<SessionRef>) -> i32 {
+    if let Err(e) = launcher.ready() {
+        crate::errln!("tern: {e}");
+        return 2;
+    }
+    let state = &launcher.state;
+    let term = process.term.clone();
+    let mut input = Input::new(state, launcher.cancel.clone(), term.clone());
     let mut repl = Repl {
-        state: &state,
-        choice,
-        cfg,
-        idle: opts.idle_timeout,
+        launcher,
+        process,
         rt: None,
-        cancel,
     };
     let tty = std::io::stdin().is_terminal();
-    if opts.continue_ || opts.resume.is_some() {
-        let id = match &opts.resume {
-            Some(id) => Some(id.clone()),
-            None => state.current().ok().flatten().map(|s| s.id),
-        };
-        match id {
-            Some(id) => {
-                if let Err(e) = repl.open(&id, &mut input) {
-                    crate::errln!("tern: {e}");
-                    return 1;
-                }
-            }
-            None => {
-                crate::errln!("tern: no session to continue here");
-                return 1;
-            }
-        }
+    if let Some(r) = continues
+        && let Err(e) = repl.open(&r, &mut input)
+    {
+        crate::errln!("tern: {e}");
+        return 1;
     }
     if tty {
+        let model = repl
+            .rt
+            .as_ref()
+            .map(|rt| rt.cfg.model.clone())
+            .or_else(|| launcher.route().ok().map(|r| r.model))
+            .unwrap_or_default();
         crate::errln!(
-            "tern {} · model {} · /help for commands, Ctrl-D to leave",
+            "tern {} · model {model} · /help for commands, Ctrl-D to leave",
             env!("CARGO_PKG_VERSION"),
-            repl.cfg.model
         );
     }
     // When the last Ctrl-C at an empty prompt came: a second one soon after leaves.
@@ -353,7 +303,7 @@ pub fn run(opts: ChatOptions) -> i32 {
         if term.load(Ordering::SeqCst) {
             return 130;
         }
-        repl.cancel.store(false, Ordering::SeqCst);
+        launcher.cancel.reset();
         let text = match input.read_input() {
             Line::Eof => break,
             Line::Terminated => return 130,
@@ -394,28 +344,19 @@ pub fn run(opts: ChatOptions) -> i32 {
 }
 
 struct Repl<'a> {
-    state: &'a StateDir,
-    choice: config::ProviderChoice,
-    cfg: Config,
-    idle: std::time::Duration,
+    launcher: &'a Launcher,
+    process: &'a Process,
     rt: Option<Runtime>,
-    cancel: Arc<AtomicBool>,
 }
 
 impl Repl<'_> {
-    fn open(&mut self, id: &str, input: &mut Input) -> Result<(), String> {
-        let session = self.state.open_session(id).map_err(|e| e.to_string())?;
-        let provider = config::build(&self.choice, self.idle);
+    fn open(&mut self, r: &SessionRef, input: &mut Input) -> Result<(), crate::runtime::Failure> {
         let mut ui = ReplSurface {
             human: Human::new(),
             input,
         };
-        let mut rt = Runtime::resume(self.state, session, provider, self.cfg.clone(), &mut ui)
-            .map_err(|e| e.to_string())?;
-        rt.cancel = self.cancel.clone();
-        self.state
-            .set_current(&rt.session.id)
-            .map_err(|e| e.to_string())?;
+        let rt = self.launcher.open(r, &mut ui)?;
+        self.launcher.state.set_current(&rt.session.id)?;
         crate::errln!("resumed session {}", rt.session.id);
         self.rt = Some(rt);
         Ok(())
@@ -423,20 +364,26 @@ impl Repl<'_> {
 
     fn runtime(&mut self, title: &str, input: &mut Input) -> Result<&mut Runtime, String> {
         if self.rt.is_none() {
-            let provider = config::build(&self.choice, self.idle);
             let mut ui = ReplSurface {
                 human: Human::new(),
                 input,
             };
-            let mut rt = Runtime::create(self.state, provider, self.cfg.clone(), title, &mut ui)
+            let rt = self
+                .launcher
+                .open(
+                    &SessionRef::New {
+                        title: title.to_string(),
+                    },
+                    &mut ui,
+                )
                 .map_err(|e| e.to_string())?;
-            rt.cancel = self.cancel.clone();
             self.rt = Some(rt);
         }
         self.rt.as_mut().ok_or_else(|| "no session".to_string())
     }
 
     fn turn(&mut self, text: &str, input: &mut Input) {
+        let process = self.process;
         let rt = match self.runtime(text, input) {
             Ok(rt) => rt,
             Err(e) => {
@@ -454,7 +401,9 @@ impl Repl<'_> {
             Err(crate::runtime::Failure::Interrupted) => crate::errln!("\n(interrupted)"),
             Err(e) => crate::errln!("tern: {e}"),
         }
-        rt.cancel.store(false, Ordering::SeqCst);
+        rt.cancel.reset();
+        // The emergency exit counts Ctrl-Cs within one turn, not over the whole REPL.
+        process.sigints.store(0, Ordering::SeqCst);
         crate::errln!("{}", status_line(rt));
     }
 
@@ -469,11 +418,11 @@ impl Repl<'_> {
             return false;
         };
         match op.id {
-            "quit" => return true,
-            "resume" => {
+            OpId::Quit => return true,
+            OpId::Resume => {
                 match arg {
                     Some(id) => {
-                        if let Err(e) = self.open(id, input) {
+                        if let Err(e) = self.open(&SessionRef::Id(id.to_string()), input) {
                             crate::errln!("tern: {e}");
                         }
                     }
@@ -483,10 +432,10 @@ impl Repl<'_> {
             }
             _ => {}
         }
-        if self.rt.is_none() && !matches!(op.id, "help" | "sessions") {
-            if !op.writes {
+        if self.rt.is_none() && !matches!(op.id, OpId::Help | OpId::Sessions) {
+            if !op.writes() {
                 // Nothing to show yet; do not create an empty session just to show it.
-                let hint = match self.state.current().ok().flatten() {
+                let hint = match self.launcher.state.current().ok().flatten() {
                     Some(s) => format!(" (the latest is {}: /resume {0})", s.id),
                     None => String::new(),
                 };
@@ -500,7 +449,7 @@ impl Repl<'_> {
             }
         }
         let mut target = Target {
-            state: self.state,
+            launcher: self.launcher,
             runtime: self.rt.as_mut(),
             session: None,
             wait: false,
@@ -512,7 +461,7 @@ impl Repl<'_> {
         let r = ops::run(op, arg, &mut target, &mut ui);
         ops::print_receipt(&r, false);
         let _ = std::io::stdout().flush();
-        self.cancel.store(false, Ordering::SeqCst);
+        self.launcher.cancel.reset();
         false
     }
 }
@@ -522,13 +471,13 @@ impl Repl<'_> {
 /// files only, never the event log.
 pub fn status_line(rt: &Runtime) -> String {
     let s = &rt.session;
-    let ledger: crate::tools::work::Ledger = s
+    let ledger: crate::domain::ledger::Ledger = s
         .read_json(files::LEDGER)
         .ok()
         .flatten()
         .unwrap_or_default();
     let plan = crate::runtime::plan::plan_file(s).unwrap_or_default();
-    let t = s.read_meta().map(|m| m.usage).unwrap_or(rt.totals.usage);
+    let t = s.read_meta().map(|m| m.usage).unwrap_or(rt.totals().usage);
     let mut parts = Vec::new();
     if !ledger.items.is_empty() {
         parts.push(format!(

@@ -2,11 +2,12 @@
 
 use serde_json::{Value, json};
 
+use crate::event::{Envelope, Event, Purpose};
 use crate::runtime::ratio;
 use crate::store::Session;
 
 /// One request's figures, from a `usage` event.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct RequestStats {
     /// `turn` or `compaction`.
     pub purpose: String,
@@ -26,25 +27,37 @@ pub struct RequestStats {
 
 /// Reads the `usage` events of `session`, oldest first.
 pub fn requests(session: &Session) -> std::io::Result<Vec<RequestStats>> {
-    Ok(requests_from(&session.read_events()?.items))
+    Ok(requests_from(&session.read_envelopes()?))
 }
 
 /// The figures of the `usage` events among `events`, oldest first.
-pub fn requests_from(events: &[serde_json::Value]) -> Vec<RequestStats> {
+pub fn requests_from(events: &[Envelope]) -> Vec<RequestStats> {
     events
         .iter()
-        .filter(|e| e["type"] == "usage")
-        .map(|e| {
-            let n = |k: &str| e[k].as_u64().unwrap_or(0);
-            RequestStats {
-                purpose: e["purpose"].as_str().unwrap_or("turn").to_string(),
-                input_tokens: n("input_tokens"),
-                cached_tokens: n("cached_tokens"),
-                cache_write_tokens: n("cache_write_tokens"),
-                output_tokens: n("output_tokens"),
-                request_bytes: n("request_bytes"),
-                prefix_reuse_bytes: n("prefix_reuse_bytes"),
-            }
+        .filter_map(|e| match &e.event {
+            Event::Usage {
+                purpose,
+                input_tokens,
+                cached_tokens,
+                cache_write_tokens,
+                output_tokens,
+                request_bytes,
+                prefix_reuse_bytes,
+                ..
+            } => Some(RequestStats {
+                purpose: match purpose {
+                    Purpose::Turn => "turn",
+                    Purpose::Compaction => "compaction",
+                }
+                .to_string(),
+                input_tokens: *input_tokens,
+                cached_tokens: *cached_tokens,
+                cache_write_tokens: *cache_write_tokens,
+                output_tokens: *output_tokens,
+                request_bytes: *request_bytes,
+                prefix_reuse_bytes: *prefix_reuse_bytes,
+            }),
+            _ => None,
         })
         .collect()
 }

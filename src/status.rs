@@ -4,12 +4,13 @@
 
 use serde_json::{Value, json};
 
+use crate::domain::ledger::Ledger;
+use crate::event::Event;
 use crate::render::sidebar::{self, SidebarInput};
 use crate::runtime::plan::plan_file;
 use crate::runtime::ratio;
 use crate::stats;
 use crate::store::{Session, files};
-use crate::tools::work::Ledger;
 
 /// Everything the view is built from, read once.
 pub struct Snapshot {
@@ -18,7 +19,7 @@ pub struct Snapshot {
     /// `meta.json`, when readable.
     pub meta: Option<crate::store::Meta>,
     /// The plan state.
-    pub plan: crate::tools::plan::PlanFile,
+    pub plan: crate::domain::plan::PlanFile,
     /// Per-request figures.
     pub requests: Vec<stats::RequestStats>,
     /// Tokens (input + output) of requests since the goal started (all requests without a goal).
@@ -51,21 +52,24 @@ pub fn snapshot(session: &Session) -> Snapshot {
     let since = ledger.goal.as_ref().and_then(|g| g.started_at).unwrap_or(0);
     let mut requests = Vec::new();
     let mut tokens: u64 = 0;
-    match session.read_events() {
+    match session.read_envelopes() {
         Ok(events) => {
-            for e in events.items.iter().filter(|e| e["type"] == "usage") {
-                let n = |k: &str| e[k].as_u64().unwrap_or(0);
-                let ts = e["ts"]
-                    .as_str()
-                    .and_then(crate::clock::parse_rfc3339)
-                    .unwrap_or(0);
-                if ts >= since {
-                    tokens = tokens
-                        .saturating_add(n("input_tokens"))
-                        .saturating_add(n("output_tokens"));
+            for e in &events {
+                if let Event::Usage {
+                    input_tokens,
+                    output_tokens,
+                    ..
+                } = e.event
+                {
+                    let ts = crate::clock::parse_rfc3339(&e.ts).unwrap_or(0);
+                    if ts >= since {
+                        tokens = tokens
+                            .saturating_add(input_tokens)
+                            .saturating_add(output_tokens);
+                    }
                 }
             }
-            requests = stats::requests_from(&events.items);
+            requests = stats::requests_from(&events);
         }
         Err(e) => problems.push(e.to_string()),
     }
@@ -111,20 +115,29 @@ pub fn footer(session: &Session, snap: &Snapshot) -> Vec<String> {
         ));
     }
     if let Some(m) = &snap.meta {
-        let running = match m.pid {
-            Some(pid) if m.status == crate::store::Status::Running => format!(" (pid {pid})"),
-            _ => String::new(),
-        };
         lines.push(format!(
-            "Session {}: {}{running}",
+            "Session {}: {}",
             session.id,
-            m.status.as_str()
+            session_state(session, m)
         ));
     }
     for p in &snap.problems {
         lines.push(format!("! {p}"));
     }
     lines
+}
+
+/// A session's status as shown: `running (pid N)` only while a process really holds it; a
+/// running status whose process is gone shows as `interrupted (its process is gone)`.
+pub fn session_state(session: &Session, m: &crate::store::Meta) -> String {
+    if m.status != crate::store::Status::Running {
+        return m.status.as_str().to_string();
+    }
+    match crate::runtime::held_elsewhere(session) {
+        Some(pid) if pid > 0 => format!("running (pid {pid})"),
+        Some(_) => "running".to_string(),
+        None => "interrupted (its process is gone)".to_string(),
+    }
 }
 
 /// The whole view as text, every line ending in `\n`; `height` limits the lines (windowing the

@@ -7,7 +7,6 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::atomic::AtomicBool;
 
 use serde::Serialize;
 
@@ -55,8 +54,9 @@ impl Provider for Anthropic {
     fn complete(
         &mut self,
         body: &[u8],
+        _purpose: crate::event::Purpose,
         on_text: &mut dyn FnMut(&str),
-        cancel: &AtomicBool,
+        cancel: &crate::cancel::CancelToken,
     ) -> Result<Completion, ProviderError> {
         let mut headers = vec![
             ("content-type", "application/json"),

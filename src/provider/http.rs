@@ -9,6 +9,8 @@
 
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::cancel::CancelToken;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -153,7 +155,7 @@ impl Transport {
         secret: Option<&str>,
         decoder: &mut dyn StreamDecoder,
         on_text: &mut dyn FnMut(&str),
-        cancel: &AtomicBool,
+        cancel: &CancelToken,
     ) -> Result<Completion, ProviderError> {
         let rx = self.spawn(url, headers, body);
         let result = self.pump(&rx, secret, decoder, on_text, cancel);
@@ -162,7 +164,7 @@ impl Transport {
         result.map_err(|mut e| {
             if matches!(e.kind, ErrorKind::Connect | ErrorKind::Timeout) {
                 // Name the server: "connection refused" alone does not say which one.
-                e.message = format!("{} ({})", e.message, crate::config::display_url(url));
+                e.message = format!("{} ({})", e.message, display_url(url));
             }
             e.message = redact(&e.message, secret);
             e
@@ -216,7 +218,7 @@ impl Transport {
         secret: Option<&str>,
         decoder: &mut dyn StreamDecoder,
         on_text: &mut dyn FnMut(&str),
-        cancel: &AtomicBool,
+        cancel: &CancelToken,
     ) -> Result<Completion, ProviderError> {
         let idle = self.config.idle_timeout;
         let mut last_byte = Instant::now();
@@ -225,7 +227,7 @@ impl Transport {
         let mut parser = SseParser::new();
         let mut streamed = 0usize;
         loop {
-            if cancel.load(Ordering::Relaxed) {
+            if cancel.is_cancelled() {
                 return Err(ProviderError::new(
                     ErrorKind::Cancelled,
                     "request cancelled while streaming",
@@ -625,6 +627,22 @@ mod endpoint_tests {
             endpoint("https://api.anthropic.com/v1/", "/v1", "/v1/messages"),
             "https://api.anthropic.com/v1/messages"
         );
+    }
+}
+
+/// `url` without credentials and query, for `meta.json` and messages: `https://host/path`.
+pub fn display_url(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let rest = rest.split(['?', '#']).next().unwrap_or(rest);
+    let (authority, path) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if scheme.is_empty() {
+        format!("{host}{path}")
+    } else {
+        format!("{scheme}://{host}{path}")
     }
 }
 

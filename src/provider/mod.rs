@@ -7,14 +7,15 @@
 //! The runtime's call:
 //!
 //! ```no_run
-//! # use std::sync::atomic::AtomicBool;
+//! # use tern::cancel::CancelToken;
+//! # use tern::event::Purpose;
 //! # use tern::provider::{Provider, Request, retry::{self, RetryPolicy}};
-//! # fn turn(provider: &mut dyn Provider, req: &Request<'_>, cancel: &AtomicBool) {
+//! # fn turn(provider: &mut dyn Provider, req: &Request<'_>, cancel: &CancelToken) {
 //! let body = provider.body(req);
 //! let mut on_text = |t: &str| print!("{t}");
 //! let result = retry::run(
 //!     &RetryPolicy::default(),
-//!     || provider.complete(&body, &mut on_text, cancel),
+//!     || provider.complete(&body, Purpose::Turn, &mut on_text, cancel),
 //!     |retry, delay, err| eprintln!("retry {retry} in {delay:?}: {err}"),
 //!     cancel,
 //! );
@@ -32,12 +33,13 @@ pub mod replay;
 pub mod retry;
 pub mod sse;
 
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use crate::cancel::CancelToken;
+use crate::event::Purpose;
 
 use crate::message::Message;
+pub use crate::message::Usage;
 use crate::tools::ToolSpec;
 
 /// Everything one model request is built from. The prefix is `tools` + `system` + `messages`;
@@ -61,36 +63,6 @@ pub struct Request<'a> {
     /// False asks for a text answer only (`tool_choice` none): the tools stay in the request so
     /// the prefix keeps its bytes up to that field. Used once to end a loop of repeated calls.
     pub tools_allowed: bool,
-}
-
-/// Token usage of one request, normalised across providers (DESIGN.md §4).
-///
-/// Sources: OpenAI `usage.prompt_tokens` / `prompt_tokens_details.cached_tokens`; DeepSeek
-/// `prompt_cache_hit_tokens`; Anthropic `input_tokens + cache_read_input_tokens +
-/// cache_creation_input_tokens`; llama.cpp `timings.cache_n`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    /// All prompt tokens of the request, cached or not.
-    pub input_tokens: u64,
-    /// Prompt tokens served from the provider's prefix cache.
-    pub cached_tokens: u64,
-    /// Prompt tokens written to the cache (Anthropic `cache_creation_input_tokens`).
-    pub cache_write_tokens: u64,
-    /// Generated tokens.
-    pub output_tokens: u64,
-}
-
-impl Usage {
-    /// Adds another request's usage to this running total.
-    pub fn add(&mut self, other: &Usage) {
-        // Saturating: the figures come from the server.
-        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
-        self.cached_tokens = self.cached_tokens.saturating_add(other.cached_tokens);
-        self.cache_write_tokens = self
-            .cache_write_tokens
-            .saturating_add(other.cache_write_tokens);
-        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
-    }
 }
 
 /// A tool call as streamed: arguments are the joined fragments, not yet parsed (case C11: the
@@ -202,13 +174,15 @@ pub trait Provider {
     /// `messages` last, so consecutive bodies share the longest byte prefix.
     fn body(&self, req: &Request<'_>) -> Vec<u8>;
 
-    /// Sends one body and streams the answer. `on_text` receives assistant text deltas as they
-    /// arrive (for display). Returns when the stream completed, failed, or `cancel` became true
+    /// Sends one body and streams the answer. `purpose` says what the request is for (the replay
+    /// provider answers a compaction from its summaries; real servers ignore it). `on_text`
+    /// receives assistant text deltas as they arrive (for display). Returns when the stream completed, failed, or `cancel` became true
     /// (then [`ErrorKind::Cancelled`], within about 100 ms).
     fn complete(
         &mut self,
         body: &[u8],
+        purpose: Purpose,
         on_text: &mut dyn FnMut(&str),
-        cancel: &AtomicBool,
+        cancel: &CancelToken,
     ) -> Result<Completion, ProviderError>;
 }

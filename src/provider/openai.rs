@@ -8,7 +8,6 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicBool;
 
 use serde::{Deserialize, Serialize};
 
@@ -51,8 +50,9 @@ impl Provider for OpenAi {
     fn complete(
         &mut self,
         body: &[u8],
+        _purpose: crate::event::Purpose,
         on_text: &mut dyn FnMut(&str),
-        cancel: &AtomicBool,
+        cancel: &crate::cancel::CancelToken,
     ) -> Result<Completion, ProviderError> {
         let auth = self.api_key.as_ref().map(|k| format!("Bearer {k}"));
         let mut headers = vec![

@@ -2,14 +2,15 @@
 //! order, whatever the request says, so the demo needs no model and no network while every tool
 //! call still runs for real.
 //!
-//! Compaction requests (recognised by the compaction instruction in the body) are answered from
-//! the lesson's scripted summaries instead. Usage is *simulated* with the same rule as the test
+//! Compaction requests (the runtime says which requests are: [`Purpose::Compaction`]) are
+//! answered from the lesson's scripted summaries instead. Usage is *simulated* with the same rule as the test
 //! server's prefix cache, so `tern stats` has figures to show: input = body bytes / 4; cached =
 //! the common prefix with the previous body, in whole 128-token blocks, none under 1024 tokens.
 
-use std::sync::atomic::AtomicBool;
-
 use serde::Deserialize;
+
+use crate::cancel::CancelToken;
+use crate::event::Purpose;
 
 use super::{Completion, ErrorKind, Provider, ProviderError, RawToolCall, Request, Usage};
 
@@ -91,14 +92,12 @@ impl Provider for Replay {
     fn complete(
         &mut self,
         body: &[u8],
+        purpose: Purpose,
         on_text: &mut dyn FnMut(&str),
-        _cancel: &AtomicBool,
+        _cancel: &CancelToken,
     ) -> Result<Completion, ProviderError> {
         self.calls += 1;
-        let is_compaction = body
-            .windows(COMPACTION_MARK.len())
-            .any(|w| w == COMPACTION_MARK.as_bytes());
-        let (text, calls) = if is_compaction {
+        let (text, calls) = if purpose == Purpose::Compaction {
             let s = self.summaries.next().ok_or_else(|| {
                 ProviderError::new(
                     ErrorKind::BadResponse,
@@ -146,10 +145,6 @@ impl Provider for Replay {
     }
 }
 
-/// A phrase of the compaction instruction with no JSON-escaped characters, found verbatim in a
-/// compaction request body.
-const COMPACTION_MARK: &str = "is about to be replaced by your summary";
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,10 +159,5 @@ mod tests {
         assert_eq!(u.cached_tokens, 2432); // 2500 tokens → 19 blocks of 128
         let small = simulate_usage(&a[..3000], &a[..3001], 0);
         assert_eq!(small.cached_tokens, 0); // 750 tokens < 1024
-    }
-
-    #[test]
-    fn compaction_mark_is_in_the_instruction() {
-        assert!(crate::runtime::compact::INSTRUCTION.contains(COMPACTION_MARK));
     }
 }

@@ -5,7 +5,7 @@
 //! spreads retries of many clients apart; source: AWS Architecture Blog, "Exponential Backoff And
 //! Jitter" (2015).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use crate::cancel::CancelToken;
 use std::time::{Duration, Instant};
 
 use super::{ErrorKind, ProviderError};
@@ -61,7 +61,7 @@ pub fn run<T>(
     policy: &RetryPolicy,
     mut attempt: impl FnMut() -> Result<T, ProviderError>,
     mut on_retry: impl FnMut(u32, Duration, &ProviderError),
-    cancel: &AtomicBool,
+    cancel: &CancelToken,
 ) -> Result<T, ProviderError> {
     let start = Instant::now();
     let mut retry = 0u32;
@@ -89,10 +89,10 @@ pub fn run<T>(
 }
 
 /// Sleeps `d` in slices; false when `cancel` became true.
-fn sleep(d: Duration, cancel: &AtomicBool) -> bool {
+fn sleep(d: Duration, cancel: &CancelToken) -> bool {
     let end = Instant::now() + d;
     loop {
-        if cancel.load(Ordering::Relaxed) {
+        if cancel.is_cancelled() {
             return false;
         }
         let left = end.saturating_duration_since(Instant::now());
@@ -180,7 +180,7 @@ mod tests {
                 }
             },
             |n, d, e| retries.push((n, d, e.kind.clone())),
-            &AtomicBool::new(false),
+            &CancelToken::new(),
         );
         assert_eq!(r, Ok("ok"));
         assert_eq!(calls.get(), 4);
@@ -202,7 +202,7 @@ mod tests {
                     Err(err(ErrorKind::Status(s)))
                 },
                 |_, _, _| panic!("retried {s}"),
-                &AtomicBool::new(false),
+                &CancelToken::new(),
             );
             assert_eq!(r.unwrap_err().kind, ErrorKind::Status(s));
             assert_eq!(calls.get(), 1);
@@ -226,7 +226,7 @@ mod tests {
                 Err(e.clone())
             },
             |_, _, _| {},
-            &AtomicBool::new(false),
+            &CancelToken::new(),
         );
         assert_eq!(r.unwrap_err().kind, ErrorKind::Status(503));
         // 150 ms allows at most 5 waits of 30 ms.
@@ -241,7 +241,7 @@ mod tests {
             max_total: Duration::from_secs(600),
             ..policy()
         };
-        let cancel = AtomicBool::new(false);
+        let cancel = CancelToken::new();
         let t = Instant::now();
         let r: Result<(), _> = run(
             &p,
@@ -250,7 +250,7 @@ mod tests {
                 e.retry_after = Some(Duration::from_secs(60));
                 Err(e)
             },
-            |_, _, _| cancel.store(true, Ordering::Relaxed),
+            |_, _, _| cancel.cancel(),
             &cancel,
         );
         assert_eq!(r.unwrap_err().kind, ErrorKind::Cancelled);

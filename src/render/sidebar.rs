@@ -28,8 +28,8 @@
 //! markers. The in-progress line is always shown and the output never exceeds `height` lines
 //! (a height of 0 counts as 1).
 
+use crate::domain::ledger::Ledger;
 use crate::render::work_state;
-use crate::tools::work::Ledger;
 
 /// Cells of the token-budget bar; each cell is 5 %.
 pub const BAR_CELLS: usize = 20;

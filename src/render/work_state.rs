@@ -24,7 +24,7 @@
 //! ([`MAX_SHOWN_ITEMS`], [`MAX_LINE_CHARS`], [`MAX_BODY_CHARS`]) hold. It does not vet what item
 //! text says: To-do content is not thereby safe to follow as instructions.
 
-use crate::tools::work::{Item, Ledger, Status};
+use crate::domain::ledger::{Item, Ledger, Status};
 
 /// Opens the block.
 pub const OPEN_TAG: &str = "<tern:work_state>";

@@ -25,6 +25,7 @@ impl Runtime {
     /// got the same result: small models loop like this once the work is done.
     pub(super) fn repeats_previous_step(&self, call: &ToolCall, content: &str) -> bool {
         let mut assistants = self
+            .prefix
             .history
             .iter()
             .enumerate()
@@ -42,7 +43,7 @@ impl Runtime {
         else {
             return false;
         };
-        self.history[prev_at..].iter().any(|m| {
+        self.prefix.history[prev_at..].iter().any(|m| {
             matches!(m, Message::Tool { tool_call_id, content: c, .. }
                 if *tool_call_id == prev.id
                     && c.strip_suffix(REPEAT_NOTE).map_or(c.as_str(), |c| c.trim_end()) == content)
@@ -59,7 +60,7 @@ impl Runtime {
         text_only: bool,
     ) -> (Option<Message>, Vec<Call>) {
         if answer.tool_calls.is_empty() && !text_only {
-            let names: Vec<&str> = self.tools.iter().map(|t| t.name).collect();
+            let names: Vec<&str> = self.prefix.tools.iter().map(|t| t.name).collect();
             if let Some(calls) = super::textcall::recover(&answer.text, &names) {
                 answer.tool_calls = calls;
                 answer.text = String::new();
@@ -77,7 +78,7 @@ impl Runtime {
         let mut calls: Vec<Call> = Vec::new();
         for (i, raw) in answer.tool_calls.into_iter().enumerate() {
             let id = if raw.id.trim().is_empty() || calls.iter().any(|c| c.call.id == raw.id) {
-                format!("call_tern_{}_{i}", self.history.len())
+                format!("call_tern_{}_{i}", self.prefix.history.len())
             } else {
                 raw.id
             };
@@ -91,7 +92,7 @@ impl Runtime {
                     };
                     let snippet = super::system::cut(&raw.arguments, 200);
                     let msg = format!(
-                        "Error: the arguments of this {} call are not one valid JSON object ({why}), so it did not run. Received: `{snippet}`{}.{hint} Send the call again with valid JSON arguments.",
+                        "the arguments of this {} call are not one valid JSON object ({why}), so it did not run. Received: `{snippet}`{}.{hint} Send the call again with valid JSON arguments.",
                         raw.name,
                         if snippet.len() < raw.arguments.len() {
                             "…"

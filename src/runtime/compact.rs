@@ -5,9 +5,8 @@
 //! instruction (`prompts/compact.md`) appended as a user message, so it reads the prefix cache.
 //! Nothing is written until a usable summary exists: a failed compaction changes no file.
 
-use serde_json::json;
-
 use super::{Failure, Runtime, Surface, stamp};
+use crate::event::{CompactTrigger, Event, Purpose};
 use crate::message::Message;
 use crate::store::files;
 
@@ -18,8 +17,7 @@ pub const INSTRUCTION: &str = include_str!("../../prompts/compact.md");
 const SUMMARY_HEADER: &str = "[This session was compacted. Summary of the work so far:]";
 
 impl Runtime {
-    /// Compacts the history. `trigger` names the cause for the event (`manual`, `auto`,
-    /// `context_overflow`, `plan_confirm`, `plan_clear`). Messages from index `keep_from` on (the
+    /// Compacts the history. `trigger` names the cause for the event. Messages from index `keep_from` on (the
     /// assistant message whose tool call asked for this, and its results so far) are kept after
     /// the summary, so the history stays valid: every tool call keeps its result.
     ///
@@ -29,28 +27,33 @@ impl Runtime {
     /// the person interrupted, a file could not be written.
     pub fn compact(
         &mut self,
-        trigger: &str,
+        trigger: CompactTrigger,
         keep_from: Option<usize>,
         ui: &mut dyn Surface,
     ) -> Result<bool, Failure> {
         let cut = keep_from
-            .unwrap_or(self.history.len())
-            .min(self.history.len());
+            .unwrap_or(self.prefix.history.len())
+            .min(self.prefix.history.len());
         // What the summary is written from is the history in memory, which matched the file when
-        // it was last read or written (`disk_seen`). If the file differs at the commit (another
+        // it was last read or written (`seen.disk`). If the file differs at the commit (another
         // process appended), the compaction is abandoned rather than dropping those messages.
-        let read_as = self.disk_seen.map(|(_, conversation)| conversation);
-        let old = &self.history[..cut];
-        if old.is_empty() {
+        let read_as = self.seen.disk.map(|(_, conversation)| conversation);
+        if cut == 0 {
             self.emit(
                 ui,
-                "compaction",
-                json!({"trigger": trigger, "archived_messages": 0, "kept_messages": self.history.len(), "note": "nothing to summarise"}),
+                Event::Compaction {
+                    trigger,
+                    archived_messages: 0,
+                    kept_messages: self.prefix.history.len(),
+                    summary_bytes: None,
+                    archive: None,
+                    note: Some("nothing to summarise".into()),
+                },
             );
             return Ok(false);
         }
         let summary = self.summarize(cut, ui)?;
-        let kept = self.history[cut..].to_vec();
+        let kept = self.prefix.history[cut..].to_vec();
         let archived = cut;
 
         let mut new_history = vec![Message::user(format!("{SUMMARY_HEADER}\n\n{summary}"))];
@@ -67,18 +70,18 @@ impl Runtime {
             self.session
                 .rewrite_conversation_locked(&lock, &new_history)?
         };
-        self.history = new_history;
+        self.prefix.history = new_history;
         self.note_disk();
         self.emit(
             ui,
-            "compaction",
-            json!({
-                "trigger": trigger,
-                "archived_messages": archived,
-                "kept_messages": self.history.len() - 1,
-                "summary_bytes": summary.len(),
-                "archive": archive,
-            }),
+            Event::Compaction {
+                trigger,
+                archived_messages: archived,
+                kept_messages: self.prefix.history.len() - 1,
+                summary_bytes: Some(summary.len()),
+                archive: Some(archive),
+                note: None,
+            },
         );
         Ok(true)
     }
@@ -86,12 +89,14 @@ impl Runtime {
     /// Asks the model for a summary of `history[..cut]`; retries once when the answer is empty or
     /// a placeholder.
     fn summarize(&mut self, cut: usize, ui: &mut dyn Surface) -> Result<String, Failure> {
-        let mut messages = self.history[..cut].to_vec();
+        let mut messages = self.prefix.history[..cut].to_vec();
         messages.push(Message::user(INSTRUCTION.trim()));
         let mut last_problem = String::new();
         for _ in 0..2 {
-            let body = self.body_for(&messages, None);
-            let answer = self.send(body, "compaction", false, ui).map_err(|e| {
+            let body = self
+                .prefix
+                .body_with(&messages, &*self.provider, &self.options(None, true));
+            let answer = self.send(body, Purpose::Compaction, ui).map_err(|e| {
                 match super::request::provider_failure(e) {
                     Failure::Interrupted => Failure::Interrupted,
                     f => Failure::Failed(format!("compaction failed, nothing was changed: {f}")),

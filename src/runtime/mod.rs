@@ -1,11 +1,17 @@
 //! The runtime: one session, one provider, the tools, and the turn loop (`turn.rs`). Every surface
-//! (`tern exec`, the REPL, the CLI verbs, the demo) drives this same type; none has a loop of its
-//! own.
+//! (`tern exec`, the REPL, the CLI verbs, the demo, ACP, a sub-agent) gets its runtime from the
+//! [`crate::launcher::Launcher`] and drives this same type; none has a loop of its own.
+//!
+//! What a runtime holds, grouped: the session folder and its [`Lease`] while a turn (or a
+//! rewriting verb) holds it; the request [`Prefix`] (tools + pinned system prompt + history); the
+//! provider; the policy ([`Config`], approvals); the [`Meter`] of requests; and the stamps of files
+//! other processes may change ([`Seen`]).
 
 mod answer;
 pub mod compact;
 mod dispatch;
 pub mod plan;
+pub mod prefix;
 pub mod repair;
 mod request;
 pub mod system;
@@ -14,17 +20,18 @@ mod turn;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use serde_json::{Map, Value, json};
-
-use crate::message::Message;
+use crate::cancel::CancelToken;
+use crate::event::{BoundaryKind, Envelope, Event, ResultFields, ResultTotals};
+use crate::message::{Message, Usage};
+use crate::procs::ProcessGroups;
+use crate::provider::Provider;
 use crate::provider::retry::RetryPolicy;
-use crate::provider::{Provider, Usage};
-use crate::store::{Meta, Session, StateDir, Status, files};
-use crate::tools::ToolSpec;
+use crate::store::lease::Lease;
+use crate::store::{Meta, Session, Status, files};
 
+pub use prefix::Prefix;
 pub use turn::TurnOutcome;
 
 /// When the bash tool may run (`--approval`, `TERN_APPROVAL`).
@@ -51,11 +58,11 @@ pub enum Answer {
     Unavailable,
 }
 
-/// What a surface (exec output, REPL, demo) receives from the runtime. Events arrive after they
-/// were written to `events.jsonl`, so what the person sees is what the file says.
+/// What a surface (exec output, REPL, demo, ACP) receives from the runtime. Events arrive after
+/// they were written to `events.jsonl`, so what the person sees is what the file says.
 pub trait Surface {
-    /// One event (a JSON object with `type`, `seq`, `ts`, `session`, …).
-    fn event(&mut self, ev: &Value);
+    /// One event, as written.
+    fn event(&mut self, ev: &Envelope);
     /// Assistant text as it streams; display only (the `assistant` event carries the whole text).
     fn text_delta(&mut self, _text: &str) {}
     /// Asked before a bash command runs under [`Approval::Ask`].
@@ -71,7 +78,7 @@ pub trait Surface {
 pub struct Quiet;
 
 impl Surface for Quiet {
-    fn event(&mut self, _ev: &Value) {}
+    fn event(&mut self, _ev: &Envelope) {}
 }
 
 /// Runtime settings, from flags and environment.
@@ -93,9 +100,7 @@ pub struct Config {
     pub max_output_tokens: u32,
     /// Send `prompt_cache_key` = session id (only where the server is OpenAI's).
     pub send_cache_key: bool,
-    /// Environment variables removed from the bash tool's environment (the API keys).
-    pub secret_env: Vec<String>,
-    /// The provider's base URL, recorded in `meta.json` for verbs run from another pane.
+    /// The provider's base URL, recorded in `meta.json` (credentials removed).
     pub base_url: String,
 }
 
@@ -112,7 +117,6 @@ impl Config {
             approval: Approval::Auto,
             max_output_tokens: 8192,
             send_cache_key: false,
-            secret_env: Vec::new(),
             base_url: String::new(),
         }
     }
@@ -160,6 +164,8 @@ pub enum Failure {
     MaxTurns(u32),
     /// The provider stayed unavailable after retries (exit 75).
     ProviderUnavailable(String),
+    /// A session reference that names nothing, or a bad flag value (exit 2).
+    Usage(String),
     /// Anything else (exit 1).
     Failed(String),
 }
@@ -172,7 +178,7 @@ impl Failure {
             Failure::Interrupted => "interrupted",
             Failure::MaxTurns(_) => "max_turns",
             Failure::ProviderUnavailable(_) => "provider_unavailable",
-            Failure::Failed(_) => "failed",
+            Failure::Usage(_) | Failure::Failed(_) => "failed",
         }
     }
 
@@ -182,6 +188,7 @@ impl Failure {
             Failure::Interrupted => 130,
             Failure::MaxTurns(_) => 3,
             Failure::ProviderUnavailable(_) => 75,
+            Failure::Usage(_) => 2,
             Failure::Failed(_) => 1,
         }
     }
@@ -193,7 +200,7 @@ impl std::fmt::Display for Failure {
             Failure::Interrupted => f.write_str("interrupted"),
             Failure::MaxTurns(n) => write!(f, "stopped after --max-turns {n} model requests"),
             Failure::ProviderUnavailable(m) => write!(f, "provider unavailable: {m}"),
-            Failure::Failed(m) => f.write_str(m),
+            Failure::Usage(m) | Failure::Failed(m) => f.write_str(m),
         }
     }
 }
@@ -204,6 +211,46 @@ impl From<std::io::Error> for Failure {
     }
 }
 
+/// What the launcher hands a runtime besides its session: everything per process or per parent.
+pub struct Parts {
+    /// The provider this runtime sends to.
+    pub provider: Box<dyn Provider>,
+    /// Settings.
+    pub cfg: Config,
+    /// Where bash runs and `AGENTS.md` is read.
+    pub workspace: PathBuf,
+    /// Cancelled by Ctrl-C / SIGTERM / a surface; a child's is a child of its parent's.
+    pub cancel: CancelToken,
+    /// The registry the running commands' process groups go in.
+    pub groups: Arc<ProcessGroups>,
+    /// The parent session of a sub-agent, written into every event's envelope.
+    pub parent: Option<String>,
+    /// Whether a turn points `.tern/current` at this session (never for a child).
+    pub mark_current: bool,
+}
+
+/// Request measurement: totals, the previous body (for prefix reuse), the start time.
+#[derive(Debug, Default)]
+struct Meter {
+    totals: Totals,
+    last_body: Vec<u8>,
+}
+
+/// Stamps of files another process (or the model's bash) may change, as last seen by this
+/// runtime, so unchanged files are not read again.
+#[derive(Debug, Default)]
+struct Seen {
+    /// The plan files.
+    plan: Vec<Option<FileStamp>>,
+    /// The ledger's stamp and the work-state block rendered from it.
+    tail: Option<(Option<FileStamp>, Option<String>)>,
+    /// `system.txt` and `conversation.jsonl` after our last read or write: anything else means
+    /// another process (a verb in another pane) rewrote them.
+    disk: Option<(Option<FileStamp>, Option<FileStamp>)>,
+    /// `plan.md` edited outside PlanConfirm was reported (once per process).
+    warned_plan_md: bool,
+}
+
 /// The one runtime of a session.
 pub struct Runtime {
     /// The session folder.
@@ -212,230 +259,129 @@ pub struct Runtime {
     pub workspace: PathBuf,
     /// Settings.
     pub cfg: Config,
-    /// Set by Ctrl-C / SIGTERM handlers; checked by streaming, bash and the loop.
-    pub cancel: Arc<AtomicBool>,
-    /// Totals of this process's requests.
-    pub totals: Totals,
+    /// Checked by streaming, bash and the loop.
+    pub cancel: CancelToken,
+    groups: Arc<ProcessGroups>,
     provider: Box<dyn Provider>,
-    history: Vec<Message>,
-    system: String,
-    tools: Vec<ToolSpec>,
-    last_body: Vec<u8>,
+    prefix: Prefix,
+    meter: Meter,
+    seen: Seen,
+    lease: Option<Lease>,
     approved_always: bool,
-    warned_plan_md: bool,
-    /// False for the one request that asks for a final text answer after a loop.
-    tools_allowed: bool,
-    /// Stamps of the plan files when last observed: unchanged files are not read again.
-    plan_stamps: Vec<Option<FileStamp>>,
-    /// The ledger's stamp and the work-state block rendered from it.
-    tail_cache: Option<(Option<FileStamp>, Option<String>)>,
-    /// Stamps of `system.txt` and `conversation.jsonl` after our last read or write: anything
-    /// else means another process (a verb in another pane) rewrote them.
-    disk_seen: Option<(Option<FileStamp>, Option<FileStamp>)>,
+    parent: Option<String>,
+    mark_current: bool,
     started: Instant,
 }
 
-/// The tools in their fixed order: `bash`, the plan tools, `work_update`, `update_plan`.
-pub fn tool_specs() -> Vec<ToolSpec> {
-    let mut tools = vec![crate::tools::bash::spec()];
-    tools.extend(crate::tools::plan::specs());
-    tools.push(crate::tools::work::work_update_spec());
-    tools.push(crate::tools::work::update_plan_spec());
-    tools
-}
-
 impl Runtime {
-    /// Starts a new session in `state`: pins `system.txt` (system prompt + the project's
-    /// `AGENTS.md`), writes `meta.json`, points `.tern/current` at it, emits `session_start`.
-    pub fn create(
-        state: &StateDir,
-        provider: Box<dyn Provider>,
-        cfg: Config,
-        title: &str,
-        ui: &mut dyn Surface,
-    ) -> Result<Runtime, Failure> {
-        let meta = Meta {
-            cwd: state.workspace.display().to_string(),
-            provider: provider.name().to_string(),
-            model: cfg.model.clone(),
-            base_url: crate::config::display_url(&cfg.base_url),
-            title: title.chars().take(80).collect(),
-            ..Meta::default()
-        };
-        let session = state.create_session(meta)?;
-        let system = system::base(&state.workspace);
-        {
-            let lock = session.lock()?;
-            session.write_text_locked(&lock, files::SYSTEM, &system)?;
-            session.write_text_locked(&lock, files::DRAFT, "")?;
-        }
-        let mut rt = Runtime::new(session, state.workspace.clone(), provider, cfg, system);
-        rt.note_disk();
-        let model = rt.cfg.model.clone();
-        let provider = rt.provider.name();
-        rt.emit(
-            ui,
-            "session_start",
-            json!({"provider": provider, "model": model, "resumed": false}),
-        );
-        Ok(rt)
-    }
-
-    /// Reopens `session`: reuses the pinned `system.txt`, marks a turn whose process died as
-    /// interrupted, repairs the history (torn line, dangling tool calls, merged roles) and saves
-    /// the repair, and records a model switch as a declared boundary.
-    ///
-    /// Errors: a turn of this session is running in another live process.
-    pub fn resume(
-        state: &StateDir,
+    /// A runtime over `session` with `system` pinned and `history` loaded (the launcher's
+    /// constructor; nothing is written here).
+    pub(crate) fn assemble(
         session: Session,
-        provider: Box<dyn Provider>,
-        cfg: Config,
-        ui: &mut dyn Surface,
-    ) -> Result<Runtime, Failure> {
-        // Check, and mark a dead turn interrupted, under one lock: a process that claims the
-        // session in between must not have its claim overwritten.
-        let (meta, was_interrupted) = {
-            let lock = session.lock()?;
-            let mut meta = session.read_meta()?;
-            if let Some(pid) = running_elsewhere(&meta) {
-                return Err(Failure::Failed(format!(
-                    "session {} is running a turn in process {pid}; wait for it to finish (or interrupt it) first",
-                    session.id
-                )));
-            }
-            let dead = meta.status == Status::Running && meta.pid != Some(std::process::id());
-            if dead {
-                let before = meta.clone();
-                meta.status = Status::Interrupted;
-                meta.pid = None;
-                meta.pid_start = None;
-                meta.updated_at = crate::clock::now_rfc3339();
-                session.write_meta_locked(&lock, &meta)?;
-                (before, true)
-            } else {
-                (meta, false)
-            }
-        };
-        let system = match session.read_text(files::SYSTEM)? {
-            Some(s) => s,
-            None => {
-                let plan: crate::tools::plan::PlanFile =
-                    session.read_json(files::PLAN_STATE)?.unwrap_or_default();
-                let s = system::with_plan(&system::base(&state.workspace), plan.locked.as_deref());
-                let lock = session.lock()?;
-                session.write_text_locked(&lock, files::SYSTEM, &s)?;
-                s
-            }
-        };
-        let mut rt = Runtime::new(session, state.workspace.clone(), provider, cfg, system);
-        let (provider, model) = (rt.provider.name(), rt.cfg.model.clone());
-        rt.emit(
-            ui,
-            "session_start",
-            json!({"provider": provider, "model": model, "resumed": true}),
-        );
-        if was_interrupted {
-            rt.emit(
-                ui,
-                "turn_interrupted",
-                json!({"pid": meta.pid, "reason": "the process running this turn is gone"}),
-            );
-        }
-        rt.load_history(ui)?;
-        // The previous process's last request is gone; the stored prefix as it stands now is
-        // what the next request repeats, so prefix reuse is measured against it.
-        rt.last_body = rt.body(None);
-        rt.note_disk();
-        if meta.model != rt.cfg.model || meta.provider != provider {
-            rt.emit(
-                ui,
-                "boundary",
-                json!({"kind": "model_switch", "from": format!("{}/{}", meta.provider, meta.model), "to": format!("{provider}/{model}")}),
-            );
-            let base_url = crate::config::display_url(&rt.cfg.base_url);
-            rt.session.update_meta(|m| {
-                m.model = model;
-                m.provider = provider.to_string();
-                m.base_url = base_url;
-            })?;
-        }
-        Ok(rt)
-    }
-
-    fn new(
-        session: Session,
-        workspace: PathBuf,
-        provider: Box<dyn Provider>,
-        cfg: Config,
+        parts: Parts,
         system: String,
+        history: Vec<Message>,
     ) -> Runtime {
         Runtime {
             session,
-            workspace,
-            cfg,
-            cancel: Arc::new(AtomicBool::new(false)),
-            totals: Totals::default(),
-            provider,
-            history: Vec::new(),
-            system,
-            tools: tool_specs(),
-            last_body: Vec::new(),
+            workspace: parts.workspace,
+            cfg: parts.cfg,
+            cancel: parts.cancel,
+            groups: parts.groups,
+            provider: parts.provider,
+            prefix: Prefix {
+                tools: crate::tools::specs(),
+                system,
+                history,
+            },
+            meter: Meter::default(),
+            seen: Seen::default(),
+            lease: None,
             approved_always: false,
-            warned_plan_md: false,
-            tools_allowed: true,
-            plan_stamps: Vec::new(),
-            tail_cache: None,
-            disk_seen: None,
+            parent: parts.parent,
+            mark_current: parts.mark_current,
             started: Instant::now(),
         }
     }
 
-    /// Reads `conversation.jsonl` into memory, repairing and saving it when needed.
-    fn load_history(&mut self, ui: &mut dyn Surface) -> Result<(), Failure> {
-        let lock = self.session.lock()?;
-        let read = self.session.read_conversation()?;
-        // A turn running in another process has tool calls in flight that look dangling: the
-        // file is only repaired when no other process holds the session.
-        let held_elsewhere = running_elsewhere(&self.session.read_meta()?).is_some();
-        if held_elsewhere {
-            self.history = read.items;
-            return Ok(());
-        }
-        let (history, report) = repair::repair(read.items, &read.skipped);
-        if report.changed() {
-            // The file as it was goes to archive/ first: a repair drops lines, and nothing may be
-            // lost for good.
-            let archive = self.session.rewrite_conversation_locked(&lock, &history)?;
-            drop(lock);
-            let mut fields = report.to_json();
-            fields["archive"] = json!(archive);
-            self.emit(ui, "repair", fields);
-        }
-        self.history = history;
-        Ok(())
+    /// The request prefix: tools, pinned system prompt, stored history.
+    pub fn prefix(&self) -> &Prefix {
+        &self.prefix
     }
 
     /// The stored history (what the next request's messages start with).
     pub fn history(&self) -> &[Message] {
-        &self.history
+        &self.prefix.history
     }
 
-    /// True when Ctrl-C / SIGTERM was requested.
+    /// The provider's name (`openai`, `anthropic`, `replay`).
+    pub fn provider_name(&self) -> &'static str {
+        self.provider.name()
+    }
+
+    /// The parent session of a sub-agent.
+    pub fn parent(&self) -> Option<&str> {
+        self.parent.as_deref()
+    }
+
+    /// Totals of this runtime's requests.
+    pub fn totals(&self) -> &Totals {
+        &self.meter.totals
+    }
+
+    /// True when Ctrl-C / SIGTERM (or the parent's cancel) was requested.
     pub fn cancelled(&self) -> bool {
-        self.cancel.load(Ordering::SeqCst)
+        self.cancel.is_cancelled()
     }
 
-    /// Writes an event to `events.jsonl` (adding `type`, `seq`, `ts`, `session`) and shows it to
-    /// the surface. A failed write is reported on stderr but never loses the event for the surface.
-    pub fn emit(&mut self, ui: &mut dyn Surface, kind: &str, fields: Value) -> Value {
-        emit_to(&self.session, ui, kind, fields)
+    /// Writes an event to `events.jsonl` (the one place events are emitted: `seq`, `ts`,
+    /// `session`, `parent` are filled here) and shows it to the surface. A failed write never
+    /// loses the event for the surface, which also gets a warning saying so.
+    pub fn emit(&self, ui: &mut dyn Surface, event: Event) -> Envelope {
+        emit_to(&self.session, self.parent.as_deref(), ui, event)
+    }
+
+    /// Records a model switch (the stored route differs from this runtime's) as a declared
+    /// boundary and saves the new route in `meta.json`.
+    pub(crate) fn switch_model(
+        &mut self,
+        ui: &mut dyn Surface,
+        meta: &Meta,
+    ) -> Result<(), Failure> {
+        let (provider, model) = (self.provider.name(), self.cfg.model.clone());
+        if meta.model == model && meta.provider == provider {
+            return Ok(());
+        }
+        self.emit(
+            ui,
+            Event::Boundary {
+                kind: BoundaryKind::ModelSwitch,
+                from: Some(format!("{}/{}", meta.provider, meta.model)),
+                to: Some(format!("{provider}/{model}")),
+                reason: None,
+            },
+        );
+        let base_url = crate::provider::http::display_url(&self.cfg.base_url);
+        self.session.update_meta(|m| {
+            m.model = model;
+            m.provider = provider.to_string();
+            m.base_url = base_url;
+        })?;
+        Ok(())
+    }
+
+    /// After the history was loaded: the stored prefix as it stands is what the next request
+    /// repeats (the previous process's last body is gone), so prefix reuse is measured against
+    /// it; memory and disk agree.
+    pub(crate) fn after_load(&mut self) {
+        self.meter.last_body = self.stored_body();
+        self.note_disk();
     }
 
     /// Appends messages to the history, on disk first, in one write.
     fn store(&mut self, msgs: Vec<Message>) -> Result<(), Failure> {
         self.session.append_messages(&msgs)?;
-        self.history.extend(msgs);
+        self.prefix.history.extend(msgs);
         self.note_disk();
         Ok(())
     }
@@ -448,97 +394,147 @@ impl Runtime {
     }
 
     /// Records that memory and disk agree now (after our own read or write).
-    fn note_disk(&mut self) {
-        self.disk_seen = Some(self.disk_stamps());
+    pub(crate) fn note_disk(&mut self) {
+        self.seen.disk = Some(self.disk_stamps());
     }
 
-    /// Claims the session for this process: `meta.json` says running, with our pid and its start
-    /// time, checked and written under one lock so two processes cannot both hold it. Returns the
-    /// status before (for [`Runtime::release`]). A turn claims it; so does a verb that rewrites
-    /// the conversation, so no turn can start under a compaction.
-    ///
-    /// Errors: another live process holds the session.
-    pub fn claim(&mut self, title: Option<&str>) -> Result<Status, Failure> {
+    /// Reads `conversation.jsonl` into memory, repairing and saving it when needed. Only the
+    /// process holding the session repairs: a turn running elsewhere has calls in flight that
+    /// look dangling.
+    pub(crate) fn load_history(&mut self, ui: &mut dyn Surface) -> Result<(), Failure> {
         let lock = self.session.lock()?;
-        let mut meta = self.session.read_meta()?;
-        if let Some(pid) = running_elsewhere(&meta) {
-            return Err(Failure::Failed(format!(
-                "session {} is running a turn in process {pid}; wait for it to finish first",
-                self.session.id
-            )));
+        let read = self.session.read_conversation()?;
+        if self.lease.is_none() && Lease::holder(&self.session.dir)?.is_some() {
+            self.prefix.history = read.items;
+            return Ok(());
         }
-        let before = meta.status;
-        meta.status = Status::Running;
-        meta.pid = Some(std::process::id());
-        meta.pid_start = process_start(std::process::id());
-        meta.updated_at = crate::clock::now_rfc3339();
-        if let Some(t) = title
-            && meta.title.is_empty()
-        {
-            meta.title = t.trim().chars().take(80).collect();
+        let (history, report) = repair::repair(read.items, &read.skipped);
+        if report.changed() {
+            // The file as it was goes to archive/ first: a repair drops lines, and nothing may be
+            // lost for good.
+            let archive = self.session.rewrite_conversation_locked(&lock, &history)?;
+            drop(lock);
+            self.emit(ui, report.event(archive));
         }
-        self.session.write_meta_locked(&lock, &meta)?;
-        Ok(before)
+        self.prefix.history = history;
+        Ok(())
     }
 
-    /// Gives back a claim taken by a verb: the status from before, no pid.
-    pub fn release(&mut self, status: Status) -> Result<(), Failure> {
-        self.session.update_meta(|m| {
-            m.status = status;
-            m.pid = None;
-            m.pid_start = None;
-        })?;
-        Ok(())
+    /// Holds the session for this runtime: takes its [`Lease`], so no other process runs a turn
+    /// or rewrites the conversation meanwhile. Holding twice is a no-op. A turn holds it; so
+    /// does a verb that rewrites the conversation. Nothing is written.
+    ///
+    /// Errors: another process (or another runtime of this one) holds it.
+    pub fn hold(&mut self) -> Result<(), Failure> {
+        if self.lease.is_some() {
+            return Ok(());
+        }
+        match Lease::try_take(&self.session.dir)? {
+            Ok(l) => {
+                self.lease = Some(l);
+                Ok(())
+            }
+            Err(h) => Err(Failure::Failed(held_message(&self.session.id, h.pid))),
+        }
+    }
+
+    /// Whether this runtime holds its session now.
+    pub fn held(&self) -> bool {
+        self.lease.is_some()
+    }
+
+    /// Lets go of the session (see [`Runtime::hold`]).
+    pub fn release(&mut self) {
+        self.lease = None;
     }
 
     /// Reloads the system prompt and the history when another process rewrote them since we
     /// last looked (`tern plan confirm`, `tern plan clear` or `tern compact` in another pane while
     /// this runtime sat idle), so the next request is what the files say.
     pub fn sync_from_disk(&mut self, ui: &mut dyn Surface) -> Result<(), Failure> {
-        if self.disk_seen == Some(self.disk_stamps()) {
+        if self.seen.disk == Some(self.disk_stamps()) {
             return Ok(());
         }
         if let Some(system) = self.session.read_text(files::SYSTEM)? {
-            self.system = system;
+            self.prefix.system = system;
         }
         self.load_history(ui)?;
-        self.last_body = self.body(None);
-        self.plan_stamps.clear();
+        self.meter.last_body = self.stored_body();
+        self.seen.plan.clear();
         self.note_disk();
         self.emit(
             ui,
-            "warning",
-            json!({"message": "another process changed this session (a plan confirm or clear, or a compaction): reloaded the system prompt and the history"}),
+            Event::warning(
+                "another process changed this session (a plan confirm or clear, or a compaction): reloaded the system prompt and the history",
+            ),
         );
         Ok(())
     }
 
-    /// The `result` fields shared by every surface: totals, ratios, duration.
-    pub fn result_fields(&self) -> Value {
-        json!({
-            "turns": self.totals.requests,
-            "usage": self.totals.usage,
-            "cache_hit_ratio": self.totals.cache_hit_ratio(),
-            "prefix_reuse_bytes": self.totals.prefix_reuse_bytes,
-            "prefix_reuse_ratio": self.totals.prefix_reuse_ratio(),
-            "duration_ms": self.started.elapsed().as_millis() as u64,
-        })
+    /// The totals a `result` event carries.
+    pub fn result_totals(&self) -> ResultTotals {
+        let t = &self.meter.totals;
+        ResultTotals {
+            turns: t.requests,
+            usage: t.usage,
+            cache_hit_ratio: t.cache_hit_ratio(),
+            prefix_reuse_bytes: t.prefix_reuse_bytes,
+            prefix_reuse_ratio: t.prefix_reuse_ratio(),
+            duration_ms: self.started.elapsed().as_millis() as u64,
+        }
+    }
+
+    /// Emits the final `result` event for `outcome` and returns the exit code (DESIGN.md §8).
+    pub fn finish(&self, outcome: &TurnOutcome, ui: &mut dyn Surface) -> i32 {
+        let (status, text, error, code) = match outcome {
+            Ok(text) => ("completed", text.clone(), None, 0),
+            Err(f) => (f.kind(), String::new(), Some(f.to_string()), f.exit_code()),
+        };
+        self.emit(
+            ui,
+            Event::Result(ResultFields {
+                status: status.to_string(),
+                text,
+                error,
+                exit_code: code,
+                totals: Some(self.result_totals()),
+            }),
+        );
+        code
+    }
+}
+
+/// The message of a refused hold.
+fn held_message(id: &str, pid: Option<u32>) -> String {
+    match pid {
+        Some(pid) => format!(
+            "session {id} is running a turn in process {pid}; wait for it to finish (or interrupt it) first"
+        ),
+        None => format!("session {id} is held by another process; wait for it to finish first"),
     }
 }
 
 /// Writes an event of `session` to its `events.jsonl` and shows it to `ui` (see
 /// [`Runtime::emit`]); for verbs that have a session but no runtime.
-pub fn emit_to(session: &Session, ui: &mut dyn Surface, kind: &str, fields: Value) -> Value {
-    let ev = make_event(kind, &session.id, fields);
-    let ev = match session.append_event(ev.clone()) {
-        Ok(ev) => ev,
-        Err(e) => {
-            crate::errln!("tern: could not write events.jsonl: {e}");
-            ev
-        }
-    };
-    ui.event(&ev);
-    ev
+pub fn emit_to(
+    session: &Session,
+    parent: Option<&str>,
+    ui: &mut dyn Surface,
+    event: Event,
+) -> Envelope {
+    let mut env = Envelope::new(&session.id, parent, event);
+    if let Err(e) = session.append_event(&mut env) {
+        ui.event(&env);
+        let warn = Envelope::new(
+            &session.id,
+            parent,
+            Event::warning(format!("could not write events.jsonl: {e}")),
+        );
+        ui.event(&warn);
+        return env;
+    }
+    ui.event(&env);
+    env
 }
 
 /// A file's length and modification time: a cheap test for "changed since last read".
@@ -550,64 +546,16 @@ pub(crate) fn stamp(path: &std::path::Path) -> Option<FileStamp> {
     Some((m.len(), m.modified().ok()?))
 }
 
-/// Builds an event object: `type`, `seq` (filled when written), `ts`, `session`, then `fields`.
-pub fn make_event(kind: &str, session: &str, fields: Value) -> Value {
-    let mut ev = Map::new();
-    ev.insert("type".into(), Value::from(kind));
-    ev.insert("seq".into(), Value::from(0));
-    ev.insert("ts".into(), Value::from(crate::clock::now_rfc3339_millis()));
-    ev.insert("session".into(), Value::from(session));
-    if let Value::Object(f) = fields {
-        ev.extend(f);
-    }
-    Value::Object(ev)
-}
-
-/// The pid of another live process running a turn of this session, if any. A pid that now
-/// belongs to a process started at another time (reused after a crash) does not count.
-pub fn running_elsewhere(meta: &Meta) -> Option<u32> {
-    let pid = meta.pid?;
-    if meta.status != Status::Running || pid == std::process::id() || !pid_alive(pid) {
-        return None;
-    }
-    match (meta.pid_start, process_start(pid)) {
-        (Some(recorded), Some(now)) if recorded != now => None,
-        // No start time recorded (an older meta.json, a hand edit): a process whose command is
-        // not tern's is not running this turn.
-        (None, Some(_)) if !runs_tern(pid) => None,
-        _ => Some(pid),
+/// The pid of another process holding `session` (running a turn or a rewriting verb), if any.
+pub fn held_elsewhere(session: &Session) -> Option<u32> {
+    match Lease::holder(&session.dir) {
+        Ok(Some(h)) => Some(h.pid.unwrap_or(0)),
+        _ => None,
     }
 }
 
-/// Whether process `pid` runs a program named like tern (`/proc/<pid>/cmdline`'s first word);
-/// true where that cannot be read, so an unknown case keeps the session held.
-fn runs_tern(pid: u32) -> bool {
-    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-        return true;
-    };
-    let argv0 = cmdline.split(|b| *b == 0).next().unwrap_or_default();
-    let name = argv0.rsplit(|b| *b == b'/').next().unwrap_or_default();
-    name.windows(4).any(|w| w == b"tern")
-}
-
-/// A process's start time in clock ticks since boot (field 22 of `/proc/<pid>/stat`); None where
-/// there is no /proc or the process is gone.
-pub fn process_start(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) is in parentheses and may hold spaces: count after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
-}
-
-/// True when a process with `pid` exists (signal 0 delivered or refused for permission).
-pub fn pid_alive(pid: u32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return false;
-    };
-    if pid <= 0 {
-        return false;
-    }
-    // SAFETY: kill with signal 0 only checks that the process exists; it sends nothing.
-    let r = unsafe { libc::kill(pid, 0) };
-    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+/// Whether a turn of `meta`'s session is really running: `meta.json` says running and someone
+/// holds the lease. A running status with a free lease is a turn whose process died.
+pub fn really_running(session: &Session, meta: &Meta) -> bool {
+    meta.status == Status::Running && held_elsewhere(session).is_some()
 }

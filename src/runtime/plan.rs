@@ -1,13 +1,13 @@
-//! The plan lifecycle's file work around the pure state machine in `tools::plan`: drafts, the
+//! The plan lifecycle's file work around the pure state machine in `domain::plan`: drafts, the
 //! PlanConfirm boundary (compact → move the draft into `plan.md` → pin the new `system.txt` →
 //! event), cancel, and PlanClear. Used by the plan tools and by the `tern plan …` verbs alike;
 //! draft and cancel never touch the conversation, so they need no runtime.
 
-use serde_json::json;
-
 use super::{Failure, Runtime, Surface, emit_to, system};
+use crate::domain::plan::{PlanFile, Transition};
+use crate::event::{CompactTrigger, Event};
 use crate::store::{Session, files};
-use crate::tools::plan::{PlanFile, Transition};
+use crate::tools::ToolError;
 
 /// The session's `plan.json` (default when absent).
 pub fn plan_file(session: &Session) -> Result<PlanFile, Failure> {
@@ -18,19 +18,31 @@ fn draft_text(session: &Session) -> Result<String, Failure> {
     Ok(session.read_text(files::DRAFT)?.unwrap_or_default())
 }
 
-/// Emits the `plan_state` event of a transition.
-pub(super) fn emit_transition(session: &Session, t: &Transition, ui: &mut dyn Surface) {
-    emit_to(
-        session,
-        ui,
-        "plan_state",
-        json!({"from": t.from.as_str(), "to": t.to.as_str(), "trigger": t.trigger, "revision": t.revision}),
-    );
+/// The `plan_state` event of a transition.
+pub fn transition_event(t: &Transition) -> Event {
+    Event::PlanState {
+        from: t.from,
+        to: t.to,
+        trigger: t.trigger.to_string(),
+        revision: t.revision,
+    }
+}
+
+/// A file error as a tool error.
+fn failed(e: Failure) -> ToolError {
+    match e {
+        Failure::Interrupted => ToolError::Interrupted("interrupted by the user".into()),
+        other => ToolError::Failed(other.to_string()),
+    }
 }
 
 /// Notices a draft written outside the plan tools (bash, a person, another pane): updates
 /// `plan.json` and emits `plan_state` when it changed. Returns the plan state after.
-pub fn observe_draft(session: &Session, ui: &mut dyn Surface) -> Result<PlanFile, Failure> {
+pub fn observe_draft(
+    session: &Session,
+    parent: Option<&str>,
+    ui: &mut dyn Surface,
+) -> Result<PlanFile, Failure> {
     let (transition, plan) = {
         let lock = session.lock()?;
         let mut plan = plan_file(session)?;
@@ -41,7 +53,7 @@ pub fn observe_draft(session: &Session, ui: &mut dyn Surface) -> Result<PlanFile
         (t, plan)
     };
     if let Some(t) = transition {
-        emit_transition(session, &t, ui);
+        emit_to(session, parent, ui, transition_event(&t));
     }
     Ok(plan)
 }
@@ -49,23 +61,28 @@ pub fn observe_draft(session: &Session, ui: &mut dyn Surface) -> Result<PlanFile
 /// Replaces the draft with `content` (the `plan_draft` tool, `tern plan draft`).
 ///
 /// Errors: empty content (use cancel to discard a draft); a file that cannot be written.
-pub fn draft(session: &Session, content: &str, ui: &mut dyn Surface) -> Result<String, String> {
+pub fn draft(
+    session: &Session,
+    parent: Option<&str>,
+    content: &str,
+    ui: &mut dyn Surface,
+) -> Result<String, ToolError> {
     if content.trim().is_empty() {
-        return Err(
-            "Error: the draft content is empty. To discard a draft use plan_cancel.".into(),
-        );
+        return Err(ToolError::Arguments(
+            "the draft content is empty. To discard a draft use plan_cancel.".into(),
+        ));
     }
-    let result = (|| -> Result<(Option<Transition>, PlanFile), Failure> {
+    let (t, plan) = (|| -> Result<(Option<Transition>, PlanFile), Failure> {
         let lock = session.lock()?;
         session.write_text_locked(&lock, files::DRAFT, content)?;
         let mut plan = plan_file(session)?;
         let t = plan.observe_draft(content);
         session.write_json_locked(&lock, files::PLAN_STATE, &plan)?;
         Ok((t, plan))
-    })();
-    let (t, plan) = result.map_err(|e| format!("Error: {e}"))?;
+    })()
+    .map_err(failed)?;
     if let Some(t) = &t {
-        emit_transition(session, t, ui);
+        emit_to(session, parent, ui, transition_event(t));
     }
     Ok(format!(
         "Draft saved (revision {}, {}). It is not in the prompt; confirm it when it is ready.",
@@ -78,8 +95,12 @@ pub fn draft(session: &Session, content: &str, ui: &mut dyn Surface) -> Result<S
 /// returns to idle (or to the locked plan's state).
 ///
 /// Errors (nothing changed): no draft.
-pub fn cancel(session: &Session, ui: &mut dyn Surface) -> Result<String, String> {
-    let result = (|| -> Result<Result<Transition, String>, Failure> {
+pub fn cancel(
+    session: &Session,
+    parent: Option<&str>,
+    ui: &mut dyn Surface,
+) -> Result<String, ToolError> {
+    let t = (|| -> Result<Result<Transition, String>, Failure> {
         let lock = session.lock()?;
         let mut plan = plan_file(session)?;
         let draft = draft_text(session)?;
@@ -92,13 +113,22 @@ pub fn cancel(session: &Session, ui: &mut dyn Surface) -> Result<String, String>
         session.write_text_locked(&lock, files::DRAFT, "")?;
         session.write_json_locked(&lock, files::PLAN_STATE, &plan)?;
         Ok(Ok(t))
-    })();
-    let t = result.map_err(|e| format!("Error: {e}"))??;
-    emit_transition(session, &t, ui);
+    })()
+    .map_err(failed)?
+    .map_err(ToolError::Refused)?;
+    emit_to(session, parent, ui, transition_event(&t));
     Ok(format!(
         "Draft discarded (archived); plan state is {}.",
         t.to.as_str()
     ))
+}
+
+/// A failed compaction inside PlanConfirm / PlanClear: an interrupt stays an interrupt.
+fn compaction_failed(what: &str, e: Failure) -> ToolError {
+    match e {
+        Failure::Interrupted => ToolError::Interrupted(format!("plan not {what}: interrupted")),
+        other => ToolError::Failed(format!("plan not {what}: {other}")),
+    }
 }
 
 impl Runtime {
@@ -108,23 +138,24 @@ impl Runtime {
         let names = [files::DRAFT, files::PLAN_STATE, files::PLAN];
         let stamps = |s: &Session| names.iter().map(|n| super::stamp(&s.path(n))).collect();
         let before: Vec<_> = stamps(&self.session);
-        if before == self.plan_stamps {
+        if before == self.seen.plan {
             return Ok(());
         }
-        let plan = observe_draft(&self.session, ui)?;
-        if !self.warned_plan_md {
+        let plan = observe_draft(&self.session, self.parent.as_deref(), ui)?;
+        if !self.seen.warned_plan_md {
             let on_disk = self.session.read_text(files::PLAN)?.unwrap_or_default();
             if on_disk != plan.locked.clone().unwrap_or_default() {
-                self.warned_plan_md = true;
+                self.seen.warned_plan_md = true;
                 self.emit(
                     ui,
-                    "warning",
-                    json!({"message": "plan.md was edited outside PlanConfirm: tern does not use it; the locked plan in the system prompt is the copy in plan.json. Put changes in the draft and confirm it."}),
+                    Event::warning(
+                        "plan.md was edited outside PlanConfirm: tern does not use it; the locked plan in the system prompt is the copy in plan.json. Put changes in the draft and confirm it.",
+                    ),
                 );
             }
         }
         // The stamps from before reading: a change made meanwhile is seen next time.
-        self.plan_stamps = before;
+        self.seen.plan = before;
         Ok(())
     }
 
@@ -132,23 +163,21 @@ impl Runtime {
     /// message that called `plan_confirm`) → move the draft into `plan.md` and empty the draft →
     /// rebuild and pin `system.txt` with `<locked_plan>` → `plan_state` event.
     ///
-    /// Errors (nothing changed): no draft; the compaction failed.
+    /// Errors (nothing changed): no draft; the compaction failed or was interrupted.
     pub fn plan_confirm(
         &mut self,
         keep_from: Option<usize>,
         ui: &mut dyn Surface,
-    ) -> Result<String, String> {
-        self.observe_plan_files(ui)
-            .map_err(|e| format!("Error: {e}"))?;
-        let draft = draft_text(&self.session).map_err(|e| format!("Error: {e}"))?;
+    ) -> Result<String, ToolError> {
+        self.observe_plan_files(ui).map_err(failed)?;
+        let draft = draft_text(&self.session).map_err(failed)?;
         plan_file(&self.session)
-            .map_err(|e| format!("Error: {e}"))?
-            .check_confirm(&draft)?;
-        self.compact("plan_confirm", keep_from, ui)
-            .map_err(|e| format!("Error: plan not confirmed: {e}"))?;
-        let t = self
-            .lock_draft(&draft, ui)
-            .map_err(|e| format!("Error: {e}"))?;
+            .map_err(failed)?
+            .check_confirm(&draft)
+            .map_err(ToolError::Refused)?;
+        self.compact(CompactTrigger::PlanConfirm, keep_from, ui)
+            .map_err(|e| compaction_failed("confirmed", e))?;
+        let t = self.lock_draft(&draft, ui).map_err(failed)?;
         Ok(format!(
             "Plan confirmed and locked into the system prompt (revision {}).",
             t.revision
@@ -167,7 +196,8 @@ impl Runtime {
                 self.session
                     .write_archive_locked(&lock, "plan", "md", old)?;
             }
-            let base = system::without_plan(&self.system, plan.locked.as_deref()).to_string();
+            let base =
+                system::without_plan(&self.prefix.system, plan.locked.as_deref()).to_string();
             let new_system = system::with_plan(&base, Some(draft));
             self.session.write_text_locked(&lock, files::PLAN, draft)?;
             if now_draft == draft {
@@ -178,51 +208,54 @@ impl Runtime {
             let t = plan.confirm(draft, &crate::clock::now_rfc3339());
             self.session
                 .write_json_locked(&lock, files::PLAN_STATE, &plan)?;
-            self.system = new_system;
+            self.prefix.system = new_system;
             self.note_disk();
             t
         };
-        self.warned_plan_md = false;
-        emit_transition(&self.session, &t, ui);
+        self.seen.warned_plan_md = false;
+        self.emit(ui, transition_event(&t));
         Ok(t)
     }
 
     /// PlanClear: compact (keeping `history[keep_from..]`) → archive `plan.md` → remove the plan
     /// from the pinned system prompt → `plan_state` event.
     ///
-    /// Errors (nothing changed): no locked plan; the compaction failed.
+    /// Errors (nothing changed): no locked plan; the compaction failed or was interrupted.
     pub fn plan_clear(
         &mut self,
         keep_from: Option<usize>,
         ui: &mut dyn Surface,
-    ) -> Result<String, String> {
+    ) -> Result<String, ToolError> {
         plan_file(&self.session)
-            .map_err(|e| format!("Error: {e}"))?
-            .check_clear()?;
-        self.compact("plan_clear", keep_from, ui)
-            .map_err(|e| format!("Error: plan not cleared: {e}"))?;
-        let result = (|| -> Result<Transition, Failure> {
+            .map_err(failed)?
+            .check_clear()
+            .map_err(ToolError::Refused)?;
+        self.compact(CompactTrigger::PlanClear, keep_from, ui)
+            .map_err(|e| compaction_failed("cleared", e))?;
+        let t = (|| -> Result<Result<Transition, String>, Failure> {
             let lock = self.session.lock()?;
             let mut plan = plan_file(&self.session)?;
-            plan.check_clear()
-                .map_err(|e| Failure::Failed(e.trim_start_matches("Error: ").to_string()))?;
+            if let Err(e) = plan.check_clear() {
+                return Ok(Err(e));
+            }
             let locked = plan.locked.clone().unwrap_or_default();
             self.session
                 .write_archive_locked(&lock, "plan", "md", &locked)?;
-            let new_system = system::without_plan(&self.system, Some(&locked)).to_string();
+            let new_system = system::without_plan(&self.prefix.system, Some(&locked)).to_string();
             self.session.write_text_locked(&lock, files::PLAN, "")?;
             self.session
                 .write_text_locked(&lock, files::SYSTEM, &new_system)?;
             let t = plan.clear();
             self.session
                 .write_json_locked(&lock, files::PLAN_STATE, &plan)?;
-            self.system = new_system;
+            self.prefix.system = new_system;
             self.note_disk();
-            Ok(t)
-        })();
-        let t = result.map_err(|e| format!("Error: {e}"))?;
-        self.warned_plan_md = false;
-        emit_transition(&self.session, &t, ui);
+            Ok(Ok(t))
+        })()
+        .map_err(failed)?
+        .map_err(ToolError::Refused)?;
+        self.seen.warned_plan_md = false;
+        self.emit(ui, transition_event(&t));
         Ok("Plan cleared: removed from the system prompt and archived.".into())
     }
 }

@@ -8,8 +8,6 @@
 
 use std::collections::HashSet;
 
-use serde_json::{Value, json};
-
 use crate::message::Message;
 
 /// The text stored as the result of a tool call whose process died before answering.
@@ -37,14 +35,15 @@ impl RepairReport {
             || self.merged > 0
     }
 
-    /// The `repair` event fields.
-    pub fn to_json(&self) -> Value {
-        json!({
-            "dropped_lines": self.dropped_lines,
-            "answered_calls": self.answered_calls,
-            "dropped_messages": self.dropped_messages,
-            "merged": self.merged,
-        })
+    /// The `repair` event, naming `archive`, the copy of the file as it was.
+    pub fn event(&self, archive: String) -> crate::event::Event {
+        crate::event::Event::Repair {
+            dropped_lines: self.dropped_lines.clone(),
+            answered_calls: self.answered_calls.clone(),
+            dropped_messages: self.dropped_messages,
+            merged: self.merged,
+            archive,
+        }
     }
 }
 
@@ -167,6 +166,7 @@ fn close_open(
 mod tests {
     use super::*;
     use crate::message::ToolCall;
+    use serde_json::json;
 
     fn call(id: &str) -> ToolCall {
         ToolCall {

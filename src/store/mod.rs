@@ -5,6 +5,7 @@
 //! line is skipped on read. Nothing is written through a symlink planted inside `.tern/`.
 
 pub mod fsutil;
+pub mod lease;
 pub mod lock;
 pub mod redact;
 pub mod session;
@@ -58,7 +59,7 @@ impl StateDir {
     }
 
     /// Creates a new session folder with `meta` (its id and created_at are filled in), its
-    /// `spill/` and `archive/` folders, and points `current` at it.
+    /// `spill/` and `archive/` folders. Pointing `current` at it is the launcher's policy.
     pub fn create_session(&self, mut meta: Meta) -> io::Result<Session> {
         self.init()?;
         let mut id = crate::clock::new_session_id();
@@ -77,7 +78,6 @@ impl StateDir {
             let lock = session.lock()?;
             session.write_meta_locked(&lock, &meta)?;
         }
-        self.set_current(&id)?;
         Ok(session)
     }
 

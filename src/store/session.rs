@@ -11,8 +11,9 @@ use serde_json::Value;
 use super::fsutil::{self, JsonlRead};
 use super::lock::SessionLock;
 use super::redact::redact;
+use crate::event::Envelope;
 use crate::message::Message;
-use crate::provider::Usage;
+use crate::message::Usage;
 
 /// Lifecycle status of a session's latest turn, as stored in `meta.json`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -67,13 +68,10 @@ pub struct Meta {
     /// Status of the latest turn.
     #[serde(default)]
     pub status: Status,
-    /// Process id while `status` is running.
+    /// Process id while `status` is running (display only: the session's `lease` decides who
+    /// holds it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
-    /// That process's start time (clock ticks since boot, `/proc/<pid>/stat`), so a pid reused by
-    /// another process after a crash or a restart is not taken for the running turn.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pid_start: Option<u64>,
     /// Model requests made in this session.
     #[serde(default)]
     pub turns: u64,
@@ -266,9 +264,9 @@ impl Session {
         fsutil::read_jsonl(&self.path(files::CONVERSATION))
     }
 
-    /// Appends an event to `events.jsonl` under the lock, giving it the next `seq`. `event` must be
-    /// a JSON object; its `seq` field is set (or added). Returns the event as written.
-    pub fn append_event(&self, mut event: Value) -> io::Result<Value> {
+    /// Appends an event to `events.jsonl` under the lock, giving it the next `seq` (set on
+    /// `env`). When redaction changed the line, `env` becomes what was written.
+    pub fn append_event(&self, env: &mut Envelope) -> io::Result<()> {
         let lock = self.lock()?;
         let path = self.path(files::EVENTS);
         let mut file = fsutil::open_append(&path)?;
@@ -279,24 +277,35 @@ impl Session {
         } else {
             last_seq(&path)?
         };
-        let seq = last + 1;
-        if let Some(obj) = event.as_object_mut() {
-            obj.insert("seq".into(), Value::from(seq));
-        }
-        let line = fsutil::to_jsonl(&event)?;
+        env.seq = last + 1;
+        let line = fsutil::to_jsonl(&env.to_value())?;
         let line = redact(&line);
         let new_len = fsutil::append_to(&mut file, len, &line)?;
-        self.event_seq.set((new_len, seq));
+        self.event_seq.set((new_len, env.seq));
         drop(lock);
-        if let std::borrow::Cow::Owned(s) = line {
-            return serde_json::from_str(&s).map_err(io::Error::other);
+        if let std::borrow::Cow::Owned(s) = line
+            && let Ok(written) = serde_json::from_str::<Value>(&s)
+            && let Ok(e) = Envelope::from_value(written)
+        {
+            *env = e;
         }
-        Ok(event)
+        Ok(())
     }
 
-    /// Reads every event (torn lines skipped).
+    /// Reads every event line as JSON (torn lines skipped).
     pub fn read_events(&self) -> io::Result<JsonlRead<Value>> {
         fsutil::read_jsonl(&self.path(files::EVENTS))
+    }
+
+    /// Reads every event as a typed [`Envelope`]; lines that are torn or of a kind this build
+    /// does not know are skipped.
+    pub fn read_envelopes(&self) -> io::Result<Vec<Envelope>> {
+        Ok(self
+            .read_events()?
+            .items
+            .into_iter()
+            .filter_map(|v| Envelope::from_value(v).ok())
+            .collect())
     }
 
     /// The next free number for `archive/<prefix>-NNNN.<ext>` (1-based).

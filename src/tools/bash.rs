@@ -13,13 +13,14 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use super::ToolSpec;
 use super::output::{Limits, Shaper};
+use crate::cancel::CancelToken;
+use crate::procs::ProcessGroups;
 
 /// Timeout of a call that gives no `timeout_s`, in seconds.
 pub const DEFAULT_TIMEOUT_S: u64 = 120;
@@ -106,7 +107,7 @@ pub fn parse_args(args: &Value) -> Result<BashArgs, String> {
     let Some(obj) = args.as_object() else {
         return Err(format!(
             "bash arguments must be a JSON object like {{\"command\": \"ls\"}}, got {}",
-            super::json_kind(args)
+            crate::domain::json_kind(args)
         ));
     };
     let command = match obj.get("command") {
@@ -117,7 +118,7 @@ pub fn parse_args(args: &Value) -> Result<BashArgs, String> {
         Some(other) => {
             return Err(format!(
                 "\"command\" must be a string, got {}",
-                super::json_kind(other)
+                crate::domain::json_kind(other)
             ));
         }
     };
@@ -179,9 +180,12 @@ pub struct BashRequest<'a> {
     /// Variables added to the environment (after tern's fixed ones, so they may override them).
     pub env: &'a [(String, String)],
     /// Variables removed from the environment (e.g. API keys); applied last.
-    pub env_remove: &'a [String],
+    pub env_remove: &'a [&'a str],
     /// Folder for the spill file of a truncated output; created on demand.
     pub spill_dir: &'a Path,
+    /// Where the command's process group is registered while it runs (the emergency exit kills
+    /// every registered group).
+    pub groups: &'a ProcessGroups,
 }
 
 /// The result of one command.
@@ -223,17 +227,13 @@ enum Phase {
     Killed(Instant),
 }
 
-/// The process group of the command running now (0 when none), for the emergency exit of a
-/// third Ctrl-C (see `exec::install_signals`): it must not leave the command behind.
-pub static RUNNING_GROUP: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
-
 /// Runs `req.command` with `bash -c` and waits for the shell (see the module docs). `cancel` is
 /// checked every [`POLL_SLICE`]; once set the process group is killed and the outcome is
 /// `interrupted`. Background children are left running when the shell exits normally.
 ///
 /// Errors: only when the shell could not be started (missing `cwd`, no `bash`, bad environment
 /// name), as plain text for an error tool result.
-pub fn run(req: &BashRequest<'_>, cancel: &AtomicBool) -> Result<BashOutcome, String> {
+pub fn run(req: &BashRequest<'_>, cancel: &CancelToken) -> Result<BashOutcome, String> {
     let start = Instant::now();
     let (mut reader, writer) =
         io::pipe().map_err(|e| format!("could not create the output pipe: {e}"))?;
@@ -255,7 +255,7 @@ pub fn run(req: &BashRequest<'_>, cancel: &AtomicBool) -> Result<BashOutcome, St
         cmd.env(k, v);
     }
     for k in req.env_remove {
-        cmd.env_remove(k);
+        cmd.env_remove(*k);
     }
     // SAFETY: the closure runs in the forked child before exec and only calls setsid(2), which is
     // async-signal-safe; it allocates nothing and touches no lock.
@@ -275,15 +275,9 @@ pub fn run(req: &BashRequest<'_>, cancel: &AtomicBool) -> Result<BashOutcome, St
     // setsid made the shell the leader of a new process group whose id is its pid. Linux pids
     // fit in pid_t; the fallback names no group, so signals to it would do nothing.
     let pgid = libc::pid_t::try_from(child.id()).unwrap_or(libc::pid_t::MAX);
-    RUNNING_GROUP.store(pgid, Ordering::SeqCst);
-    // Cleared on every way out of this function, so the emergency exit never signals a stale group.
-    struct Clear;
-    impl Drop for Clear {
-        fn drop(&mut self) {
-            RUNNING_GROUP.store(0, Ordering::SeqCst);
-        }
-    }
-    let _clear = Clear;
+    // Unregistered on every way out of this function, so the emergency exit never signals a
+    // stale group.
+    let _registered = req.groups.register(pgid);
 
     let mut shaper = Shaper::new(
         req.spill_dir,
@@ -336,7 +330,7 @@ pub fn run(req: &BashRequest<'_>, cancel: &AtomicBool) -> Result<BashOutcome, St
                     if !pipe_open || now.duration_since(*at) >= DRAIN_GRACE {
                         break;
                     }
-                } else if cancel.load(Ordering::Relaxed) {
+                } else if cancel.is_cancelled() {
                     stop = Some(Stop::Interrupt(now.duration_since(start)));
                     signal_group(pgid, libc::SIGTERM);
                     phase = Phase::Terminating(now);

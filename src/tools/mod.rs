@@ -24,15 +24,48 @@ pub struct ToolSpec {
     pub parameters: serde_json::Value,
 }
 
-/// How a JSON value is named in an error message the model reads ("a string", "an array"…).
-pub(crate) fn json_kind(v: &serde_json::Value) -> &'static str {
-    use serde_json::Value;
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
+/// The tools in their fixed order: `bash`, the plan tools, `work_update`, `update_plan`.
+pub fn specs() -> Vec<ToolSpec> {
+    let mut tools = vec![bash::spec()];
+    tools.extend(plan::specs());
+    tools.push(work::work_update_spec());
+    tools.push(work::update_plan_spec());
+    tools
+}
+
+/// Why a tool call gave an error result. [`std::fmt::Display`] is the message alone; the model
+/// reads it behind the one `Error: ` prefix that [`ToolError::to_model`] adds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolError {
+    /// The arguments are not what the tool takes; the call did not run.
+    Arguments(String),
+    /// Not run, by policy or by the person: approval, sandbox, the lifecycle's order.
+    Refused(String),
+    /// It ran and failed, or could not be started.
+    Failed(String),
+    /// The person (or a cancel) stopped it: the turn ends once the result is stored.
+    Interrupted(String),
+}
+
+impl ToolError {
+    /// The message without the prefix.
+    pub fn message(&self) -> &str {
+        match self {
+            ToolError::Arguments(m)
+            | ToolError::Refused(m)
+            | ToolError::Failed(m)
+            | ToolError::Interrupted(m) => m,
+        }
+    }
+
+    /// What the model reads: `Error: ` and the message.
+    pub fn to_model(&self) -> String {
+        format!("Error: {}", self.message())
+    }
+}
+
+impl std::fmt::Display for ToolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.message())
     }
 }

@@ -2,8 +2,6 @@
 //! provider (tests/support: real HTTP on 127.0.0.1, real SSE), in a temporary workspace, with real
 //! bash processes and real files.
 
-mod support;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -11,13 +9,13 @@ use std::sync::mpsc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use crate::support::body::roles;
+use crate::support::cli::tern_clean;
+use crate::support::files::{jsonl, read_json};
+use crate::support::procs::{eventually, procs_with, wait_exit};
+use crate::support::script::{bash_args, openai_bash};
+use crate::support::*;
 use serde_json::{Value, json};
-use support::body::roles;
-use support::cli::tern_clean;
-use support::files::{jsonl, read_json};
-use support::procs::{eventually, procs_with, wait_exit};
-use support::script::{bash_args, openai_bash};
-use support::*;
 
 /// Longest any single run may take before the test calls it hung (far above a normal run).
 const HANG: Duration = Duration::from_secs(90);

@@ -1,13 +1,11 @@
 //! Provider clients through the real HTTP stack against the fake server (tests/support).
 
-mod support;
-
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use serde_json::{Value, json};
-use support::*;
+use tern::cancel::CancelToken;
+use tern::event::Purpose;
 use tern::message::{Message, ToolCall};
 use tern::provider::anthropic::Anthropic;
 use tern::provider::http::HttpConfig;
@@ -64,7 +62,7 @@ fn hello_body(p: &dyn Provider) -> Vec<u8> {
 
 /// One attempt.
 fn once(p: &mut dyn Provider, body: &[u8]) -> Result<Completion, ProviderError> {
-    p.complete(body, &mut |_| {}, &AtomicBool::new(false))
+    p.complete(body, Purpose::Turn, &mut |_| {}, &CancelToken::new())
 }
 
 type Retries = Vec<(u32, Duration, ErrorKind)>;
@@ -75,11 +73,11 @@ fn with_retry(
     body: &[u8],
     policy: &RetryPolicy,
 ) -> (Result<Completion, ProviderError>, Retries) {
-    let cancel = AtomicBool::new(false);
+    let cancel = CancelToken::new();
     let mut retries = Vec::new();
     let r = retry::run(
         policy,
-        || p.complete(body, &mut |_| {}, &cancel),
+        || p.complete(body, Purpose::Turn, &mut |_| {}, &cancel),
         |n, d, e| retries.push((n, d, e.kind.clone())),
         &cancel,
     );
@@ -139,8 +137,9 @@ fn c09_comments_pings_and_spacing_over_http() {
     let c = p
         .complete(
             &hello_body(&p),
+            Purpose::Turn,
             &mut |t| shown.push_str(t),
-            &AtomicBool::new(false),
+            &CancelToken::new(),
         )
         .unwrap();
     assert_eq!(c.text, "hi");
@@ -165,7 +164,12 @@ fn c10_openai_early_end_is_an_error_and_retried() {
     let body = hello_body(&p);
     let mut shown = String::new();
     let e = p
-        .complete(&body, &mut |t| shown.push_str(t), &AtomicBool::new(false))
+        .complete(
+            &body,
+            Purpose::Turn,
+            &mut |t| shown.push_str(t),
+            &CancelToken::new(),
+        )
         .unwrap_err();
     assert_eq!(e.kind, ErrorKind::EarlyEnd, "{e}");
     assert_eq!(shown, "Hello, wor");
@@ -648,14 +652,16 @@ fn cancel_stops_a_silent_request_and_a_retry_wait() {
     let mut p = openai(&s);
     let body = hello_body(&p);
     for what in ["waiting for the head", "mid-stream"] {
-        let cancel = Arc::new(AtomicBool::new(false));
+        let cancel = CancelToken::new();
         let c2 = cancel.clone();
         let setter = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(300));
-            c2.store(true, Ordering::SeqCst);
+            c2.cancel();
         });
         let t = Instant::now();
-        let e = p.complete(&body, &mut |_| {}, &cancel).unwrap_err();
+        let e = p
+            .complete(&body, Purpose::Turn, &mut |_| {}, &cancel)
+            .unwrap_err();
         assert_eq!(e.kind, ErrorKind::Cancelled, "{what}: {e}");
         assert!(!e.retryable());
         assert!(
@@ -667,7 +673,7 @@ fn cancel_stops_a_silent_request_and_a_retry_wait() {
     // Cancel during a long Retry-After wait.
     let s = FakeServer::start(vec![Reply::status(429, "{}").header("Retry-After", "60")]);
     let mut p = openai(&s);
-    let cancel = AtomicBool::new(false);
+    let cancel = CancelToken::new();
     let policy = RetryPolicy {
         max_retry_after: Duration::from_secs(60),
         max_total: Duration::from_secs(600),
@@ -676,8 +682,8 @@ fn cancel_stops_a_silent_request_and_a_retry_wait() {
     let t = Instant::now();
     let r = retry::run(
         &policy,
-        || p.complete(&body, &mut |_| {}, &cancel),
-        |_, _, _| cancel.store(true, Ordering::SeqCst),
+        || p.complete(&body, Purpose::Turn, &mut |_| {}, &cancel),
+        |_, _, _| cancel.cancel(),
         &cancel,
     );
     assert_eq!(r.unwrap_err().kind, ErrorKind::Cancelled);

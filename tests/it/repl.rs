@@ -3,21 +3,19 @@
 //! reachable as a CLI verb and as a slash command, and both give the same receipt for the same
 //! state (DESIGN.md §1).
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::support::body::{content, messages, tool_result};
+use crate::support::cli::{Ws, ok, run};
+use crate::support::files::{jsonl, read, read_json};
+use crate::support::procs::{Seen, wait_exit};
+use crate::support::script::openai_bash;
+use crate::support::{FakeServer, openai_text};
 use serde_json::Value;
-use support::body::{content, messages, tool_result};
-use support::cli::{Ws, ok, run};
-use support::files::{jsonl, read, read_json};
-use support::procs::{Seen, wait_exit};
-use support::script::openai_bash;
-use support::{FakeServer, openai_text};
 
 // ---------------------------------------------------------------- helpers
 
@@ -363,7 +361,7 @@ fn verb_kind(op: &tern::ops::Op) -> Verb {
     if op.cli.is_empty() {
         return Verb::None;
     }
-    match op.id {
+    match op.id.as_str() {
         "plan.show" | "plan.path" | "plan.draft" | "plan.edit" | "plan.confirm" | "plan.cancel"
         | "plan.clear" | "compact" | "relay" => Verb::Receipt,
         "status" | "stats" | "sessions" | "help" => Verb::Text,
@@ -435,7 +433,7 @@ fn ops_parity_every_op_same_receipt_from_verb_and_slash() {
     let mut failures = 0;
     for (i, (id, arg)) in steps.iter().enumerate() {
         let op = tern::ops::by_id(id).unwrap_or_else(|| panic!("no op {id}"));
-        covered.insert(op.id);
+        covered.insert(op.id.as_str());
         let step = format!("step {i} ({} / {})", op.cli, op.slash);
         match verb_kind(op) {
             Verb::Receipt => {
@@ -459,7 +457,7 @@ fn ops_parity_every_op_same_receipt_from_verb_and_slash() {
                 if r["ok"] == false {
                     failures += 1;
                 }
-                assert_eq!(r["op"], op.id, "{step}");
+                assert_eq!(r["op"], op.id.as_str(), "{step}");
                 assert_eq!(r["session"], a.ws.current_id(), "{step}");
                 assert!(r["time"].as_str().is_some_and(|t| t.len() >= 20), "{step}");
                 assert_eq!(
@@ -546,7 +544,7 @@ fn ops_parity_every_op_same_receipt_from_verb_and_slash() {
             }
         }
     }
-    let all: BTreeSet<&str> = tern::ops::OPS.iter().map(|o| o.id).collect();
+    let all: BTreeSet<&str> = tern::ops::OPS.iter().map(|o| o.id.as_str()).collect();
     assert_eq!(covered, all, "ops without a parity step");
     assert_eq!(
         failures, 3,

@@ -5,10 +5,11 @@
 //! see each other's processes.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde_json::json;
+use tern::cancel::CancelToken;
+use tern::procs::ProcessGroups;
 use tern::tools::bash::{self, BashOutcome, BashRequest};
 use tern::tools::output::{Limits, Shaper};
 
@@ -35,7 +36,7 @@ impl Env {
     }
 
     fn run(&self, command: &str, timeout_s: u64) -> BashOutcome {
-        self.run_full(command, timeout_s, &[], &[], &AtomicBool::new(false))
+        self.run_full(command, timeout_s, &[], &[], &CancelToken::new())
     }
 
     fn run_full(
@@ -43,8 +44,8 @@ impl Env {
         command: &str,
         timeout_s: u64,
         env: &[(String, String)],
-        env_remove: &[String],
-        cancel: &AtomicBool,
+        env_remove: &[&str],
+        cancel: &CancelToken,
     ) -> BashOutcome {
         let cwd = self.cwd();
         let spill = self.spill_dir();
@@ -55,6 +56,7 @@ impl Env {
             env,
             env_remove,
             spill_dir: &spill,
+            groups: &ProcessGroups::new(),
         };
         bash::run(&req, cancel).expect("bash starts")
     }
@@ -195,11 +197,11 @@ fn c03_timeout_kills_whole_tree_including_term_trappers() {
 #[test]
 fn c03_cancel_interrupts_and_kills_group() {
     let env = Env::new();
-    let cancel = AtomicBool::new(false);
+    let cancel = CancelToken::new();
     let out = std::thread::scope(|s| {
         s.spawn(|| {
             std::thread::sleep(Duration::from_millis(800));
-            cancel.store(true, Ordering::Relaxed);
+            cancel.cancel();
         });
         env.run_full(
             "echo hi; sh -c 'trap \"\" TERM; sleep 618' & sleep 618",
@@ -452,7 +454,7 @@ fn environment_added_fixed_and_removed() {
         ("TERN_T_BOTH".to_string(), "no".to_string()),
         ("TERM".to_string(), "dumb-override".to_string()),
     ];
-    let removed = vec!["TERN_T_BOTH".to_string(), inherited.clone()];
+    let removed = ["TERN_T_BOTH", inherited.as_str()];
     let out = env.run_full(
         &format!(
             "echo $TERN_T_ADDED $TERM; printenv TERN_T_BOTH; echo rc=$?; printenv {inherited}; echo rc=$?"
@@ -460,7 +462,7 @@ fn environment_added_fixed_and_removed() {
         30,
         &added,
         &removed,
-        &AtomicBool::new(false),
+        &CancelToken::new(),
     );
     assert_eq!(out.content, "yes dumb-override\nrc=1\nrc=1\n[exit 0]");
 }
@@ -516,7 +518,7 @@ fn git_commit_without_message_fails_fast() {
         30,
         &vars,
         &[],
-        &AtomicBool::new(false),
+        &CancelToken::new(),
     );
     assert!(!out.timed_out);
     assert!(out.duration < NO_HANG);
@@ -559,7 +561,8 @@ fn runs_in_cwd_and_reports_spawn_errors() {
         env: &[],
         env_remove: &[],
         spill_dir: Path::new("/nonexistent"),
+        groups: &ProcessGroups::new(),
     };
-    let err = bash::run(&req, &AtomicBool::new(false)).unwrap_err();
+    let err = bash::run(&req, &CancelToken::new()).unwrap_err();
     assert!(err.contains("could not start bash"), "{err}");
 }

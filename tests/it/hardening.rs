@@ -2,18 +2,16 @@
 //! racing a turn, secrets in URLs and keys, a repair that drops lines, reused pids, planted links,
 //! an empty EDITOR, and usage errors under `--json`.
 
-mod support;
-
 use std::process::Stdio;
 use std::time::Duration;
 
+use crate::support::body::messages;
+use crate::support::cli::{Ws, ok_no_stdin, run, run_no_stdin};
+use crate::support::files::{jsonl, read};
+use crate::support::{FakeServer, openai_text, openai_tool_calls};
 use serde_json::Value;
-use support::body::messages;
-use support::cli::{Ws, ok_no_stdin, run, run_no_stdin};
-use support::files::{jsonl, read};
-use support::{FakeServer, openai_text, openai_tool_calls};
 
-fn bash(id: &str, command: &str) -> support::Reply {
+fn bash(id: &str, command: &str) -> crate::support::Reply {
     let args = serde_json::json!({ "command": command }).to_string();
     openai_tool_calls(&[(id, "bash", &args)])
 }
@@ -28,7 +26,7 @@ fn one_turn(fake: &FakeServer) -> Ws {
 }
 
 /// A usage error under `--json`: exit 2, a `result` object last on stdout, no request sent.
-fn usage_error_with_result(out: &support::cli::Out, fake: &FakeServer) {
+fn usage_error_with_result(out: &crate::support::cli::Out, fake: &FakeServer) {
     assert_eq!(out.code, Some(2), "{out:?}");
     let last = out.stdout.trim_end().lines().last().unwrap_or("");
     let last: Value = serde_json::from_str(last).unwrap_or_default();
@@ -395,8 +393,8 @@ fn a_third_ctrl_c_exits_at_once_and_takes_the_command_with_it() {
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     let mut child = cmd.spawn().unwrap();
-    let sleeping = || !support::procs::pids_running(&["sleep", "64.91"]).is_empty();
-    assert!(support::procs::eventually(
+    let sleeping = || !crate::support::procs::pids_running(&["sleep", "64.91"]).is_empty();
+    assert!(crate::support::procs::eventually(
         Duration::from_secs(20),
         sleeping
     ));
@@ -405,10 +403,11 @@ fn a_third_ctrl_c_exits_at_once_and_takes_the_command_with_it() {
         unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
         std::thread::sleep(Duration::from_millis(100));
     }
-    let status = support::procs::wait_exit(&mut child, Duration::from_secs(10)).expect("ended");
+    let status =
+        crate::support::procs::wait_exit(&mut child, Duration::from_secs(10)).expect("ended");
     assert_eq!(status.code(), Some(130));
     assert!(
-        support::procs::eventually(Duration::from_secs(5), || !sleeping()),
+        crate::support::procs::eventually(Duration::from_secs(5), || !sleeping()),
         "the command outlived tern"
     );
 }

@@ -2,17 +2,15 @@
 //! person's tmux is never touched), Ctrl-C during a bash tool call, then "continue" against a
 //! strict provider. Skipped with a message when tmux is not installed (`.ci/run` installs it).
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use crate::support::body::{messages, roles, tool_result};
+use crate::support::files::{jsonl, read, read_json};
+use crate::support::procs::{eventually, pids_running};
+use crate::support::{FakeServer, Recorded, Wire, openai_text, openai_tool_calls};
 use serde_json::{Value, json};
-use support::body::{messages, roles, tool_result};
-use support::files::{jsonl, read, read_json};
-use support::procs::{eventually, pids_running};
-use support::{FakeServer, Recorded, Wire, openai_text, openai_tool_calls};
 
 /// A tmux server of our own, its socket in the test's temporary folder (`tmux -S`): it never
 /// touches a person's server, and no socket file outlives the test. Killed when dropped.
@@ -169,7 +167,8 @@ fn setup(test: &str) -> Option<(tempfile::TempDir, Tmux, PathBuf)> {
 /// Checks every request is one the strict server accepts; returns the messages of the second.
 fn second_request_messages(reqs: &[Recorded]) -> Vec<Value> {
     for r in reqs {
-        support::validate(Wire::OpenAi, &r.json()).expect("a request the strict server refuses");
+        crate::support::validate(Wire::OpenAi, &r.json())
+            .expect("a request the strict server refuses");
     }
     messages(&reqs[1])
 }

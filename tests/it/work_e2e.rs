@@ -2,21 +2,19 @@
 //! `<tern:work_state>` tail of each request, C16 across a compaction, `tern status` (the seed's
 //! capture, windowing, JSON, NO_COLOR), `tern relay` / `relay --start`, and `tern watch` in a pipe.
 
-mod support;
-
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::support::body::{content, messages, tool_result};
+use crate::support::cli::{Ws, ok};
+use crate::support::files::{jsonl, read, read_json};
+use crate::support::procs::{Seen, wait_exit};
+use crate::support::script::openai_call;
+use crate::support::seed::SEED_CAPTURE;
+use crate::support::{FakeServer, openai_text};
 use serde_json::{Value, json};
-use support::body::{content, messages, tool_result};
-use support::cli::{Ws, ok};
-use support::files::{jsonl, read, read_json};
-use support::procs::{Seen, wait_exit};
-use support::script::openai_call;
-use support::seed::SEED_CAPTURE;
-use support::{FakeServer, openai_text};
 
 const OPEN: &str = "<tern:work_state>";
 const CLOSE: &str = "</tern:work_state>";
@@ -26,7 +24,7 @@ const CLOSE: &str = "</tern:work_state>";
 /// The work-state body a request's tail carries: checks the tail sits on the latest message only
 /// (`"\n\n" + block` at its end) and nowhere else but the system prompt's mention of the tag.
 /// Returns None when the request has no block at all.
-fn tail_body(req: &support::Recorded) -> Option<String> {
+fn tail_body(req: &crate::support::Recorded) -> Option<String> {
     let msgs = messages(req);
     let (last, earlier) = msgs.split_last().expect("a message");
     for (i, m) in earlier.iter().enumerate() {
@@ -62,7 +60,7 @@ fn tail_body(req: &support::Recorded) -> Option<String> {
 }
 
 /// The latest message of a request with its tail removed.
-fn without_tail(req: &support::Recorded) -> Value {
+fn without_tail(req: &crate::support::Recorded) -> Value {
     let msgs = messages(req);
     let mut last = msgs.last().cloned().expect("a message");
     let text = content(&last);

@@ -7,18 +7,16 @@
 //! itself (the verb's `receipt`, the `usage` / `retry` of requests that were made): DESIGN.md §7
 //! says every event lands there, a refused or failed operation included.
 
-mod support;
-
 use std::process::{Child, Output};
 use std::time::Duration;
 
+use crate::support::body::{error_text, of_type, result_of, roles, system_of};
+use crate::support::cli::{WireWs, require};
+use crate::support::files::jsonl;
+use crate::support::procs::{eventually, wait_exit};
+use crate::support::script::{bash, call, calls, text, todo, work};
+use crate::support::{Recorded, Reply, Wire};
 use serde_json::{Value, json};
-use support::body::{error_text, of_type, result_of, roles, system_of};
-use support::cli::{WireWs, require};
-use support::files::jsonl;
-use support::procs::{eventually, wait_exit};
-use support::script::{bash, call, calls, text, todo, work};
-use support::{Recorded, Reply, Wire};
 use tern::runtime::compact::INSTRUCTION;
 
 // ---------------------------------------------------------------- harness
@@ -205,7 +203,9 @@ fn bash_draft_noticed_before_next_request_and_never_sent() {
         vec![("idle", "drafting", 1), ("drafting", "revised", 2)]
     );
     for id in ["b1", "b2"] {
-        let r = position(&events, |e| e["type"] == "tool_result" && e["id"] == id);
+        // The call's `tool_call` event comes before the command runs; the draft it wrote is
+        // noticed (plan_state) before the next request's `usage`.
+        let r = position(&events, |e| e["type"] == "tool_call" && e["id"] == id);
         let p = r + position(&events[r..], |e| e["type"] == "plan_state");
         let u = r + position(&events[r..], |e| e["type"] == "usage");
         assert!(p < u, "{id}: the draft is noticed before the next request");
@@ -644,9 +644,8 @@ fn failed_compaction_by_empty_summary_changes_nothing() {
 /// library's PlanConfirm returns the refusal, and through `tern exec` the model reads it.
 #[test]
 fn failed_compaction_by_server_errors_changes_nothing() {
-    use tern::config::{ProviderChoice, ProviderKind, build};
-    use tern::runtime::{Config, Quiet, Runtime};
-    use tern::store::StateDir;
+    use crate::support::harness;
+    use tern::runtime::Quiet;
 
     for wire in [Wire::OpenAi, Wire::Anthropic] {
         let ws = started(wire);
@@ -654,40 +653,25 @@ fn failed_compaction_by_server_errors_changes_nothing() {
         let boom = r#"{"error":{"message":"internal error","type":"server_error"}}"#;
         ws.fake.set_default(Reply::status(500, boom));
 
-        let state = StateDir::locate(ws.root(), None);
-        let session = state.current().expect("current").expect("a session");
-        let (kind, base_url) = match wire {
-            Wire::OpenAi => (ProviderKind::Openai, ws.fake.openai_base()),
-            Wire::Anthropic => (ProviderKind::Anthropic, ws.fake.base_url()),
-        };
-        let choice = ProviderChoice {
-            kind,
-            base_url,
-            api_key: None,
-            model: "m".into(),
-        };
-        let mut cfg = Config::new("m");
-        cfg.retry.max_total = Duration::from_millis(600);
-        cfg.retry.base_delay = Duration::from_millis(20);
-        cfg.retry.max_delay = Duration::from_millis(50);
-        let mut rt = Runtime::resume(
-            &state,
-            session,
-            build(&choice, Duration::from_secs(30)),
-            cfg,
-            &mut Quiet,
-        )
-        .expect("resume");
+        let launcher = harness::launcher(ws.root(), &ws.fake, wire, harness::fast_config());
+        let mut rt = launcher
+            .open(&tern::launcher::SessionRef::Current, &mut Quiet)
+            .expect("resume");
         let before = ws.snapshot();
         let n = ws.fake.requests().len();
-        let err = rt.plan_confirm(None, &mut Quiet).expect_err("refused");
+        let err = rt
+            .plan_confirm(None, &mut Quiet)
+            .expect_err("refused")
+            .to_string();
         assert!(
             err.contains("plan not confirmed") && err.contains("nothing was changed"),
             "{err}"
         );
         assert!(ws.fake.requests().len() > n + 1, "it retried");
         ws.unchanged_since(&before, &["retry"]);
-        let err = rt.compact("manual", None, &mut Quiet).expect_err("refused");
+        let err = rt
+            .compact(tern::event::CompactTrigger::Manual, None, &mut Quiet)
+            .expect_err("refused");
         assert!(err.to_string().contains("nothing was changed"), "{err}");
         ws.unchanged_since(&before, &["retry"]);
         drop(rt);

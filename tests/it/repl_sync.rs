@@ -2,17 +2,15 @@
 //! request must be what the files now say (the locked plan in the system prompt, the compacted
 //! history), not what it held in memory. And `.tern/current` follows the session a person works in.
 
-mod support;
-
 use std::io::Write;
 use std::process::Stdio;
 use std::time::Duration;
 
-use support::body::{messages, system_of};
-use support::cli::{Ws, ok};
-use support::files::{jsonl, read};
-use support::procs::{Seen, wait_exit};
-use support::{FakeServer, openai_text};
+use crate::support::body::{messages, system_of};
+use crate::support::cli::{Ws, ok};
+use crate::support::files::{jsonl, read};
+use crate::support::procs::{Seen, wait_exit};
+use crate::support::{FakeServer, openai_text};
 
 const SUMMARY: &str = "The person said first; I answered one. Nothing else happened yet.";
 

@@ -17,13 +17,11 @@
 //! - the draft never reaches a request; the locked plan is in the system prompt from the request
 //!   after confirm until the clear.
 
-mod support;
-
+use crate::support::body::{error_text, system_of};
+use crate::support::cli::WireWs;
+use crate::support::script::{bash, call, calls, text, todo, work};
+use crate::support::{Reply, Wire};
 use serde_json::{Value, json};
-use support::body::{error_text, system_of};
-use support::cli::WireWs;
-use support::script::{bash, call, calls, text, todo, work};
-use support::{Reply, Wire};
 use tern::runtime::compact::INSTRUCTION;
 
 const OPEN: &str = "<tern:work_state>";

@@ -29,6 +29,7 @@
 pub mod body;
 pub mod cli;
 pub mod files;
+pub mod harness;
 pub mod procs;
 pub mod script;
 pub mod seed;

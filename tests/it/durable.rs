@@ -3,19 +3,17 @@
 //! error result) and continues against a strict provider; a torn last line of conversation.jsonl
 //! is dropped and reported; `tern sessions` lists status, turns, tokens and last activity.
 
-mod support;
-
 use std::io::Write;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
+use crate::support::body::{messages, of_type, roles};
+use crate::support::cli::{Ws, ok_no_stdin, run_no_stdin};
+use crate::support::files::{jsonl, read, read_json};
+use crate::support::procs::{eventually, pgid_of, pids_running};
+use crate::support::{FakeServer, Wire, openai_text, openai_tool_calls};
 use serde_json::{Value, json};
-use support::body::{messages, of_type, roles};
-use support::cli::{Ws, ok_no_stdin, run_no_stdin};
-use support::files::{jsonl, read, read_json};
-use support::procs::{eventually, pgid_of, pids_running};
-use support::{FakeServer, Wire, openai_text, openai_tool_calls};
 
 // ---------------------------------------------------------------- helpers
 
@@ -166,7 +164,7 @@ fn durable_sigkill_mid_tool_then_continue_repairs_and_completes() {
     // The strict server accepted the one request it got.
     let reqs = strict.requests();
     assert_eq!(reqs.len(), 1);
-    support::validate(Wire::OpenAi, &reqs[0].json()).expect("strict server refuses it");
+    crate::support::validate(Wire::OpenAi, &reqs[0].json()).expect("strict server refuses it");
 
     let m = meta(&dir);
     assert_eq!(m["status"], "completed", "{m}");

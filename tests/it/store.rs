@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::thread;
 
-use serde_json::json;
+use tern::event::{Envelope, Event};
 use tern::message::Message;
 use tern::store::{Meta, StateDir, files};
 
@@ -29,8 +29,8 @@ fn concurrent_writers_lose_nothing_and_leave_no_stray_file() {
                 // Each thread has its own handle, as separate processes would.
                 let s = tern::store::Session::at(&id, dir);
                 for i in 0..25 {
-                    s.append_event(json!({"type": "x", "t": t, "i": i}))
-                        .unwrap();
+                    let mut e = Envelope::new(&id, None, Event::warning(format!("{t}-{i}")));
+                    s.append_event(&mut e).unwrap();
                     s.append_messages(&[Message::user(format!("{t}-{i}"))])
                         .unwrap();
                     s.update_meta(|m| m.turns += 1).unwrap();
@@ -80,7 +80,10 @@ fn planted_symlinks_are_never_written_through() {
         std::os::unix::fs::symlink(&victim, &p).unwrap();
     }
     assert!(s.append_messages(&[Message::user("x")]).is_err());
-    assert!(s.append_event(json!({"type": "x"})).is_err());
+    assert!(
+        s.append_event(&mut Envelope::new(&s.id, None, Event::warning("x")))
+            .is_err()
+    );
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
 
     // A session folder that is a symlink is refused.

@@ -1,0 +1,85 @@
+//! Cancel tokens that form a tree: cancelling a token cancels every token made from it with
+//! [`CancelToken::child`], never the reverse. The runtime's root token is set by `main`'s signal
+//! handlers (Ctrl-C, SIGTERM, SIGHUP) or by a surface (ACP's `session/cancel`); a sub-agent runs
+//! on a child token, so the person's Ctrl-C stops every child while a child's budget ending stops
+//! only that child.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A shareable cancel flag with an optional parent. Cheap to clone (one `Arc`).
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken(Arc<Node>);
+
+#[derive(Debug, Default)]
+struct Node {
+    flag: Arc<AtomicBool>,
+    parent: Option<CancelToken>,
+}
+
+impl CancelToken {
+    /// A new root token, not cancelled.
+    pub fn new() -> CancelToken {
+        CancelToken::default()
+    }
+
+    /// A token that is cancelled when this one (or any ancestor) is, or when cancelled itself.
+    pub fn child(&self) -> CancelToken {
+        CancelToken(Arc::new(Node {
+            flag: Arc::new(AtomicBool::new(false)),
+            parent: Some(self.clone()),
+        }))
+    }
+
+    /// Cancels this token and so every descendant.
+    pub fn cancel(&self) {
+        self.0.flag.store(true, Ordering::SeqCst);
+    }
+
+    /// Clears this token's own flag (the REPL after an interrupted turn); an ancestor's cancel
+    /// still counts.
+    pub fn reset(&self) {
+        self.0.flag.store(false, Ordering::SeqCst);
+    }
+
+    /// Takes this token's own flag: true (and cleared) when it was set.
+    pub fn take(&self) -> bool {
+        self.0.flag.swap(false, Ordering::SeqCst)
+    }
+
+    /// True when this token or an ancestor was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        let mut t = Some(self);
+        while let Some(tok) = t {
+            if tok.0.flag.load(Ordering::Relaxed) {
+                return true;
+            }
+            t = tok.0.parent.as_ref();
+        }
+        false
+    }
+
+    /// This token's own flag, for a signal handler to set (`signal_hook::flag::register`).
+    pub fn flag(&self) -> Arc<AtomicBool> {
+        self.0.flag.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CancelToken;
+
+    #[test]
+    fn a_parent_cancels_its_children_not_the_reverse() {
+        let root = CancelToken::new();
+        let a = root.child();
+        let b = a.child();
+        let sibling = root.child();
+        b.cancel();
+        assert!(b.is_cancelled() && !a.is_cancelled() && !root.is_cancelled());
+        b.reset();
+        root.cancel();
+        assert!(a.is_cancelled() && b.is_cancelled() && sibling.is_cancelled());
+        assert!(root.take() && !root.is_cancelled() && !b.is_cancelled());
+    }
+}

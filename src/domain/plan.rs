@@ -1,0 +1,284 @@
+//! The plan lifecycle `idle → drafting → revised → confirmed → executing → cleared` as an explicit
+//! state machine over `plan.json` (DESIGN.md §5). Pure: the runtime does the file moves and the
+//! compaction around these transitions; `tools::plan` advertises the plan tools.
+
+use serde::{Deserialize, Serialize};
+
+/// Largest plan that can be confirmed, in bytes: the locked plan is part of every request.
+pub const MAX_PLAN_BYTES: usize = 64 * 1024;
+
+/// Lifecycle state of the session's plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum PlanState {
+    /// No draft and no locked plan.
+    #[default]
+    Idle,
+    /// A first draft exists (in PLAN_DRAFT_FILE, never in the prompt).
+    Drafting,
+    /// The draft was written again.
+    Revised,
+    /// PlanConfirm locked the draft into the system prompt; no item started yet.
+    Confirmed,
+    /// The first ledger update after confirm started or finished an item.
+    Executing,
+    /// PlanClear removed the locked plan from the prompt.
+    Cleared,
+}
+
+impl PlanState {
+    /// Lowercase name used in files and events.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlanState::Idle => "idle",
+            PlanState::Drafting => "drafting",
+            PlanState::Revised => "revised",
+            PlanState::Confirmed => "confirmed",
+            PlanState::Executing => "executing",
+            PlanState::Cleared => "cleared",
+        }
+    }
+}
+
+/// `plan.json`: the lifecycle state, the draft revision counter, and a copy of the locked text
+/// (a `plan.md` that differs from it was edited outside PlanConfirm and is not used).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PlanFile {
+    /// Current state.
+    pub state: PlanState,
+    /// Draft revisions seen in this session (each changed draft counts one).
+    pub revision: u64,
+    /// RFC 3339 time of the last PlanConfirm.
+    #[serde(default)]
+    pub confirmed_at: Option<String>,
+    /// The locked plan text exactly as placed in the system prompt; None when no plan is locked.
+    #[serde(default)]
+    pub locked: Option<String>,
+    /// True once the locked plan started executing (so cancelling a new draft returns there).
+    #[serde(default)]
+    pub executing: bool,
+    /// FNV-1a 64 of the draft last seen (hex), to notice a draft written with bash.
+    #[serde(default)]
+    pub draft_fingerprint: Option<String>,
+}
+
+/// One lifecycle transition, the payload of the `plan_state` event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transition {
+    /// State before.
+    pub from: PlanState,
+    /// State after.
+    pub to: PlanState,
+    /// What caused it: `draft`, `draft_emptied`, `plan_confirm`, `plan_cancel`, `plan_clear`,
+    /// `work_started`.
+    pub trigger: &'static str,
+    /// The draft revision after the transition.
+    pub revision: u64,
+}
+
+/// FNV-1a 64-bit hash as 16 hex digits: stable across builds and platforms (std's hasher is not
+/// promised to be), used only to notice that the draft changed.
+pub fn fingerprint(text: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+impl PlanFile {
+    /// True while an unconfirmed draft is pending (drafting or revised).
+    pub fn draft_pending(&self) -> bool {
+        matches!(self.state, PlanState::Drafting | PlanState::Revised)
+    }
+
+    /// The state to return to when no draft is pending.
+    fn resting_state(&self) -> PlanState {
+        match (&self.locked, self.executing) {
+            (Some(_), true) => PlanState::Executing,
+            (Some(_), false) => PlanState::Confirmed,
+            (None, _) if self.confirmed_at.is_some() => PlanState::Cleared,
+            (None, _) => PlanState::Idle,
+        }
+    }
+
+    fn go(&mut self, to: PlanState, trigger: &'static str) -> Transition {
+        let from = self.state;
+        self.state = to;
+        Transition {
+            from,
+            to,
+            trigger,
+            revision: self.revision,
+        }
+    }
+
+    /// The plan state a new session inherits (`tern relay --start`): the locked plan and its
+    /// progress, without the draft (a pending draft stays with the old session).
+    pub fn carried(&self) -> PlanFile {
+        PlanFile {
+            state: self.resting_state(),
+            revision: self.revision,
+            confirmed_at: self.confirmed_at.clone(),
+            locked: self.locked.clone(),
+            executing: self.executing,
+            draft_fingerprint: None,
+        }
+    }
+
+    /// Observes the draft's current content (after a write by a tool, bash, a person or `tern plan
+    /// draft`). Returns the transition when it changed: a non-empty new draft → drafting (first
+    /// write) or revised (later writes), revision counted; an emptied draft → back to the resting
+    /// state. None when unchanged.
+    pub fn observe_draft(&mut self, draft: &str) -> Option<Transition> {
+        let fp = (!draft.trim().is_empty()).then(|| fingerprint(draft));
+        if fp == self.draft_fingerprint {
+            return None;
+        }
+        self.draft_fingerprint = fp.clone();
+        if fp.is_none() {
+            let rest = self.resting_state();
+            return (self.state != rest).then(|| self.go(rest, "draft_emptied"));
+        }
+        self.revision = self.revision.saturating_add(1);
+        let to = if self.draft_pending() {
+            PlanState::Revised
+        } else {
+            PlanState::Drafting
+        };
+        Some(self.go(to, "draft"))
+    }
+
+    /// Checks that PlanConfirm may run with this draft. Errors (nothing changes): an empty draft,
+    /// or one over [`MAX_PLAN_BYTES`] (it would go into every request's system prompt).
+    pub fn check_confirm(&self, draft: &str) -> Result<(), String> {
+        if draft.len() > MAX_PLAN_BYTES {
+            return Err(format!(
+                "the draft is {} bytes; a locked plan may be at most {MAX_PLAN_BYTES} bytes (it goes into every request). Shorten it first.",
+                draft.len()
+            ));
+        }
+        if draft.trim().is_empty() {
+            return Err(
+                "no plan draft to confirm. Write the plan to $PLAN_DRAFT_FILE \
+                        (or call plan_draft) first, then call plan_confirm."
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Records a successful PlanConfirm of `draft` (after the compaction succeeded).
+    pub fn confirm(&mut self, draft: &str, now: &str) -> Transition {
+        self.locked = Some(draft.to_string());
+        self.confirmed_at = Some(now.to_string());
+        self.executing = false;
+        self.draft_fingerprint = None;
+        self.go(PlanState::Confirmed, "plan_confirm")
+    }
+
+    /// Cancels the pending draft (the caller archives and empties it). Errors: no draft.
+    pub fn cancel(&mut self, draft: &str) -> Result<Transition, String> {
+        if draft.trim().is_empty() {
+            return Err("no plan draft to cancel.".into());
+        }
+        self.draft_fingerprint = None;
+        let rest = self.resting_state();
+        Ok(self.go(rest, "plan_cancel"))
+    }
+
+    /// Checks that PlanClear may run. Errors (nothing changes): no locked plan.
+    pub fn check_clear(&self) -> Result<(), String> {
+        if self.locked.is_none() {
+            return Err(
+                "no locked plan to clear. Only a plan confirmed with plan_confirm \
+                        can be cleared."
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Records a successful PlanClear (after the compaction succeeded).
+    pub fn clear(&mut self) -> Transition {
+        self.locked = None;
+        self.executing = false;
+        let to = if self.draft_pending() {
+            self.state
+        } else {
+            PlanState::Cleared
+        };
+        self.go(to, "plan_clear")
+    }
+
+    /// Notes that a ledger update started or finished an item: confirmed → executing.
+    pub fn work_started(&mut self) -> Option<Transition> {
+        if self.locked.is_none() || self.executing {
+            return None;
+        }
+        self.executing = true;
+        (self.state == PlanState::Confirmed).then(|| self.go(PlanState::Executing, "work_started"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_lifecycle() {
+        let mut p = PlanFile::default();
+        let t = p.observe_draft("step 1").unwrap();
+        assert_eq!(
+            (t.from, t.to, t.revision),
+            (PlanState::Idle, PlanState::Drafting, 1)
+        );
+        assert!(p.observe_draft("step 1").is_none());
+        let t = p.observe_draft("step 1\nstep 2").unwrap();
+        assert_eq!((t.to, t.revision), (PlanState::Revised, 2));
+        assert!(p.check_confirm("step 1\nstep 2").is_ok());
+        let t = p.confirm("step 1\nstep 2", "now");
+        assert_eq!(t.to, PlanState::Confirmed);
+        assert!(p.observe_draft("").is_none());
+        assert_eq!(p.work_started().unwrap().to, PlanState::Executing);
+        assert!(p.work_started().is_none());
+        assert_eq!(p.clear().to, PlanState::Cleared);
+        assert!(p.check_clear().is_err());
+    }
+
+    #[test]
+    fn a_relayed_plan_leaves_its_draft_behind() {
+        let mut p = PlanFile::default();
+        p.observe_draft("a");
+        p.confirm("a", "now");
+        p.observe_draft("b");
+        assert_eq!(p.state, PlanState::Drafting);
+        let c = p.carried();
+        assert_eq!(c.state, PlanState::Confirmed);
+        assert!(!c.draft_pending());
+        assert_eq!(c.locked.as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn refused_transitions_change_nothing() {
+        let mut p = PlanFile::default();
+        let before = p.clone();
+        assert!(p.check_confirm("  \n").is_err());
+        assert!(p.cancel("").is_err());
+        assert!(p.check_clear().is_err());
+        assert_eq!(p, before);
+    }
+
+    #[test]
+    fn cancel_returns_to_locked_plan() {
+        let mut p = PlanFile::default();
+        p.observe_draft("a");
+        p.confirm("a", "now");
+        p.work_started();
+        p.observe_draft("b");
+        assert_eq!(p.state, PlanState::Drafting);
+        assert!(p.draft_pending());
+        assert_eq!(p.cancel("b").unwrap().to, PlanState::Executing);
+    }
+}

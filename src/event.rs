@@ -1,0 +1,653 @@
+//! Events: every kind the runtime emits, as one typed enum ([`Event`]) inside an [`Envelope`]
+//! (`seq`, `ts`, `session`, optional `parent`). `events.jsonl`, `tern exec --json`, the REPL's
+//! human output, `tern status` / `stats` and ACP notifications are all renderings of these values
+//! (DESIGN.md §7), so a producer and a consumer cannot drift apart: both match on the enum.
+//!
+//! Wire form: one compact JSON object per line, `type` first, then `seq`, `ts`, `session`,
+//! `parent` (only for a sub-agent's events), then the kind's own fields in declaration order.
+//! `state/README.md` documents each kind; a test checks it against [`Event::KINDS`] and
+//! [`Event::examples`].
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::domain::plan::PlanState;
+use crate::message::Usage;
+
+/// What a request was for: a turn step or a compaction's summary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Purpose {
+    /// A request of the turn loop.
+    Turn,
+    /// The summary request of a compaction.
+    Compaction,
+}
+
+/// What started a compaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompactTrigger {
+    /// `/compact`, `tern compact`.
+    Manual,
+    /// The preflight estimate passed the threshold of the context window.
+    Auto,
+    /// The provider answered "context too long".
+    ContextOverflow,
+    /// PlanConfirm compacts before it locks the draft.
+    PlanConfirm,
+    /// PlanClear compacts before it removes the plan.
+    PlanClear,
+}
+
+impl CompactTrigger {
+    /// The name used in events, e.g. `plan_confirm`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CompactTrigger::Manual => "manual",
+            CompactTrigger::Auto => "auto",
+            CompactTrigger::ContextOverflow => "context_overflow",
+            CompactTrigger::PlanConfirm => "plan_confirm",
+            CompactTrigger::PlanClear => "plan_clear",
+        }
+    }
+}
+
+/// A declared cache boundary other than a plan transition or a compaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BoundaryKind {
+    /// A resumed session talks to another provider or model.
+    ModelSwitch,
+    /// One request asks for a final text answer (`tool_choice` none) after a loop.
+    ToolsOff,
+}
+
+/// How a turn ended, as `turn_end` and `meta.json` name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStatus {
+    /// A final answer.
+    Completed,
+    /// Provider error, max turns, anything but an interrupt.
+    Failed,
+    /// Ctrl-C, SIGTERM, a cancel.
+    Interrupted,
+}
+
+/// One tool call as listed in an `assistant` event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallView {
+    /// The call id.
+    pub id: String,
+    /// The tool name.
+    pub name: String,
+    /// The parsed arguments object.
+    pub arguments: Value,
+}
+
+/// The process facts a `bash` result adds to its `tool_result` event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BashFacts {
+    /// The shell's exit code; null when it died of a signal.
+    pub exit_code: Option<i32>,
+    /// The timeout passed and the group was killed.
+    pub timed_out: bool,
+    /// The person interrupted the command.
+    pub interrupted: bool,
+    /// Raw bytes the command wrote.
+    pub output_bytes: u64,
+    /// Absolute path of the full output when the content was cut.
+    pub spill: Option<String>,
+}
+
+/// The item in progress, in a `work_update` event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ActiveItem {
+    /// Item id.
+    pub id: String,
+    /// Item content.
+    pub content: String,
+}
+
+/// Every event kind with its fields (`state/README.md` documents each).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// A runtime opened the session (new or resumed).
+    SessionStart {
+        /// `openai`, `anthropic`, `replay`.
+        provider: String,
+        /// The model name.
+        model: String,
+        /// True when an existing session was reopened.
+        resumed: bool,
+    },
+    /// A turn began; `prompt` is empty when it continues the stored history.
+    TurnStart {
+        /// The person's prompt.
+        prompt: String,
+    },
+    /// One stored model answer.
+    Assistant {
+        /// The answer's text (empty when it was tool calls only).
+        text: String,
+        /// Its tool calls, in order.
+        tool_calls: Vec<CallView>,
+    },
+    /// A tool call is about to run.
+    ToolCall {
+        /// Call id.
+        id: String,
+        /// Tool name.
+        name: String,
+        /// Parsed arguments.
+        arguments: Value,
+    },
+    /// A tool call's result, stored in the conversation before this event is written.
+    ToolResult {
+        /// Call id.
+        id: String,
+        /// Tool name.
+        name: String,
+        /// Stored as an error result.
+        is_error: bool,
+        /// Wall time of the call in milliseconds.
+        duration_ms: u64,
+        /// What the model reads.
+        content: String,
+        /// The process facts of a bash call.
+        #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+        bash: Option<BashFacts>,
+    },
+    /// The figures of one model request.
+    Usage {
+        /// Turn step or compaction summary.
+        purpose: Purpose,
+        /// All prompt tokens.
+        input_tokens: u64,
+        /// Prompt tokens read from the provider's cache.
+        cached_tokens: u64,
+        /// Prompt tokens written to the cache.
+        cache_write_tokens: u64,
+        /// Generated tokens.
+        output_tokens: u64,
+        /// cached / input, 4 decimals.
+        cache_hit_ratio: f64,
+        /// Request body size in bytes.
+        request_bytes: u64,
+        /// Common byte prefix with the previous request body.
+        prefix_reuse_bytes: u64,
+    },
+    /// A plan lifecycle transition.
+    PlanState {
+        /// State before.
+        from: PlanState,
+        /// State after.
+        to: PlanState,
+        /// `draft`, `draft_emptied`, `plan_confirm`, `plan_cancel`, `plan_clear`, `work_started`.
+        trigger: String,
+        /// The draft revision after it.
+        revision: u64,
+    },
+    /// The ledger changed.
+    WorkUpdate {
+        /// Items completed or cancelled.
+        settled: usize,
+        /// All items.
+        total: usize,
+        /// The item in progress.
+        in_progress: Option<ActiveItem>,
+        /// The ledger's new revision.
+        revision: u64,
+    },
+    /// A compaction was written (or found nothing to summarise).
+    Compaction {
+        /// What started it.
+        trigger: CompactTrigger,
+        /// Messages summarised and archived.
+        archived_messages: usize,
+        /// Messages kept after the summary.
+        kept_messages: usize,
+        /// Size of the summary in bytes.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        summary_bytes: Option<usize>,
+        /// `archive/conversation-NNNN.jsonl`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        archive: Option<String>,
+        /// Why nothing was written.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+    },
+    /// A provider attempt failed and another follows after `delay_ms`.
+    Retry {
+        /// 1 for the first retry.
+        attempt: u32,
+        /// The wait before it.
+        delay_ms: u64,
+        /// What went wrong.
+        error: String,
+    },
+    /// Something the person should know; nothing stopped.
+    Warning {
+        /// One line or a short paragraph.
+        message: String,
+    },
+    /// A declared cache boundary.
+    Boundary {
+        /// Which boundary.
+        kind: BoundaryKind,
+        /// `provider/model` before a model switch.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from: Option<String>,
+        /// `provider/model` after a model switch.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        to: Option<String>,
+        /// Why tools are off for one request.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// The stored history was repaired before any request.
+    Repair {
+        /// 1-based line numbers that did not parse.
+        dropped_lines: Vec<usize>,
+        /// Tool calls that got an error result.
+        answered_calls: Vec<String>,
+        /// Empty messages and orphan results dropped.
+        dropped_messages: usize,
+        /// Adjacent same-role messages merged.
+        merged: usize,
+        /// The copy of the file as it was, `archive/conversation-NNNN.jsonl`.
+        archive: String,
+    },
+    /// An op (verb or slash command) ran.
+    Receipt {
+        /// Op id, e.g. `plan.confirm`.
+        op: String,
+        /// Whether it succeeded.
+        ok: bool,
+        /// Plan state before.
+        before: String,
+        /// Plan state after.
+        after: String,
+        /// What happened (present when the op writes or failed).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+    },
+    /// The previous turn's process died mid-turn.
+    TurnInterrupted {
+        /// Its pid, when recorded.
+        pid: Option<u32>,
+        /// Why the turn counts as interrupted.
+        reason: String,
+    },
+    /// A turn failed (not an interrupt), just before its `turn_end`.
+    Error {
+        /// `failed`, `max_turns`, `provider_unavailable`.
+        kind: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// A turn ended.
+    TurnEnd {
+        /// How.
+        status: TurnStatus,
+        /// Model requests made in it.
+        requests: u64,
+        /// The failure, if any.
+        error: Option<String>,
+    },
+    /// The last event of `tern exec`, also on failure and Ctrl-C.
+    Result(ResultFields),
+}
+
+/// The fields of a `result` event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResultFields {
+    /// `completed`, `failed`, `interrupted`, `max_turns`, `provider_unavailable`.
+    pub status: String,
+    /// The final answer (empty on failure).
+    pub text: String,
+    /// The failure, if any.
+    pub error: Option<String>,
+    /// The process exit code (DESIGN.md §8).
+    pub exit_code: i32,
+    /// Totals of this process's requests; absent before a session existed.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub totals: Option<ResultTotals>,
+}
+
+/// The totals a `result` carries once a runtime existed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResultTotals {
+    /// Model requests made.
+    pub turns: u64,
+    /// Usage summed.
+    pub usage: Usage,
+    /// cached / input tokens.
+    pub cache_hit_ratio: f64,
+    /// Sum of the common prefixes with the previous request body.
+    pub prefix_reuse_bytes: u64,
+    /// Reused / sent request bytes.
+    pub prefix_reuse_ratio: f64,
+    /// Wall time of the run in milliseconds.
+    pub duration_ms: u64,
+}
+
+impl Event {
+    /// Every kind's `type` name, in declaration order.
+    pub const KINDS: &'static [&'static str] = &[
+        "session_start",
+        "turn_start",
+        "assistant",
+        "tool_call",
+        "tool_result",
+        "usage",
+        "plan_state",
+        "work_update",
+        "compaction",
+        "retry",
+        "warning",
+        "boundary",
+        "repair",
+        "receipt",
+        "turn_interrupted",
+        "error",
+        "turn_end",
+        "result",
+    ];
+
+    /// The `type` name of this event.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::SessionStart { .. } => "session_start",
+            Event::TurnStart { .. } => "turn_start",
+            Event::Assistant { .. } => "assistant",
+            Event::ToolCall { .. } => "tool_call",
+            Event::ToolResult { .. } => "tool_result",
+            Event::Usage { .. } => "usage",
+            Event::PlanState { .. } => "plan_state",
+            Event::WorkUpdate { .. } => "work_update",
+            Event::Compaction { .. } => "compaction",
+            Event::Retry { .. } => "retry",
+            Event::Warning { .. } => "warning",
+            Event::Boundary { .. } => "boundary",
+            Event::Repair { .. } => "repair",
+            Event::Receipt { .. } => "receipt",
+            Event::TurnInterrupted { .. } => "turn_interrupted",
+            Event::Error { .. } => "error",
+            Event::TurnEnd { .. } => "turn_end",
+            Event::Result(_) => "result",
+        }
+    }
+
+    /// A warning event.
+    pub fn warning(message: impl Into<String>) -> Event {
+        Event::Warning {
+            message: message.into(),
+        }
+    }
+
+    /// One example of every kind (optional fields filled), in [`Event::KINDS`] order: the
+    /// documentation test checks each against `state/README.md`.
+    pub fn examples() -> Vec<Event> {
+        let s = |t: &str| t.to_string();
+        vec![
+            Event::SessionStart {
+                provider: s("openai"),
+                model: s("m"),
+                resumed: false,
+            },
+            Event::TurnStart { prompt: s("hi") },
+            Event::Assistant {
+                text: s("ok"),
+                tool_calls: vec![CallView {
+                    id: s("c1"),
+                    name: s("bash"),
+                    arguments: serde_json::json!({"command": "ls"}),
+                }],
+            },
+            Event::ToolCall {
+                id: s("c1"),
+                name: s("bash"),
+                arguments: serde_json::json!({"command": "ls"}),
+            },
+            Event::ToolResult {
+                id: s("c1"),
+                name: s("bash"),
+                is_error: false,
+                duration_ms: 3,
+                content: s("a\n[exit 0]"),
+                bash: Some(BashFacts {
+                    exit_code: Some(0),
+                    timed_out: false,
+                    interrupted: false,
+                    output_bytes: 2,
+                    spill: None,
+                }),
+            },
+            Event::Usage {
+                purpose: Purpose::Turn,
+                input_tokens: 10,
+                cached_tokens: 5,
+                cache_write_tokens: 0,
+                output_tokens: 2,
+                cache_hit_ratio: 0.5,
+                request_bytes: 40,
+                prefix_reuse_bytes: 20,
+            },
+            Event::PlanState {
+                from: PlanState::Idle,
+                to: PlanState::Drafting,
+                trigger: s("draft"),
+                revision: 1,
+            },
+            Event::WorkUpdate {
+                settled: 0,
+                total: 1,
+                in_progress: Some(ActiveItem {
+                    id: s("1"),
+                    content: s("a"),
+                }),
+                revision: 1,
+            },
+            Event::Compaction {
+                trigger: CompactTrigger::Manual,
+                archived_messages: 3,
+                kept_messages: 0,
+                summary_bytes: Some(40),
+                archive: Some(s("archive/conversation-0001.jsonl")),
+                note: Some(s("n")),
+            },
+            Event::Retry {
+                attempt: 1,
+                delay_ms: 100,
+                error: s("HTTP 529"),
+            },
+            Event::warning("w"),
+            Event::Boundary {
+                kind: BoundaryKind::ModelSwitch,
+                from: Some(s("openai/a")),
+                to: Some(s("openai/b")),
+                reason: Some(s("r")),
+            },
+            Event::Repair {
+                dropped_lines: vec![3],
+                answered_calls: vec![s("c1")],
+                dropped_messages: 0,
+                merged: 0,
+                archive: s("archive/conversation-0001.jsonl"),
+            },
+            Event::Receipt {
+                op: s("plan.show"),
+                ok: true,
+                before: s("idle"),
+                after: s("idle"),
+                detail: Some(s("d")),
+            },
+            Event::TurnInterrupted {
+                pid: Some(1),
+                reason: s("gone"),
+            },
+            Event::Error {
+                kind: s("failed"),
+                message: s("boom"),
+            },
+            Event::TurnEnd {
+                status: TurnStatus::Completed,
+                requests: 1,
+                error: None,
+            },
+            Event::Result(ResultFields {
+                status: s("completed"),
+                text: s("done"),
+                error: None,
+                exit_code: 0,
+                totals: Some(ResultTotals {
+                    turns: 1,
+                    usage: Usage::default(),
+                    cache_hit_ratio: 0.0,
+                    prefix_reuse_bytes: 0,
+                    prefix_reuse_ratio: 0.0,
+                    duration_ms: 1,
+                }),
+            }),
+        ]
+    }
+}
+
+/// One event as written: where it belongs and in what order, around the [`Event`] itself.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Envelope {
+    /// 1, 2, 3… over the session's `events.jsonl`, also across processes; 0 before it is written.
+    pub seq: u64,
+    /// RFC 3339 UTC with milliseconds.
+    pub ts: String,
+    /// The session id (empty only for the sessionless `result` of a usage error).
+    pub session: String,
+    /// The parent session of a sub-agent's event.
+    pub parent: Option<String>,
+    /// The event.
+    pub event: Event,
+}
+
+impl Envelope {
+    /// A new envelope of `event` for `session`, stamped now; `seq` is filled when written.
+    pub fn new(session: &str, parent: Option<&str>, event: Event) -> Envelope {
+        Envelope {
+            seq: 0,
+            ts: crate::clock::now_rfc3339_millis(),
+            session: session.to_string(),
+            parent: parent.map(str::to_string),
+            event,
+        }
+    }
+
+    /// The wire object: `type`, `seq`, `ts`, `session`, `parent` (when set), then the fields.
+    /// A sessionless envelope (empty `session`) writes `session: null`.
+    pub fn to_value(&self) -> Value {
+        let fields = match serde_json::to_value(&self.event) {
+            Ok(Value::Object(m)) => m,
+            // Every variant serializes to an object (internally tagged, no fallible fields).
+            _ => Map::new(),
+        };
+        let mut out = Map::with_capacity(fields.len() + 5);
+        out.insert("type".into(), Value::from(self.event.kind()));
+        out.insert("seq".into(), Value::from(self.seq));
+        out.insert("ts".into(), Value::from(self.ts.as_str()));
+        out.insert(
+            "session".into(),
+            if self.session.is_empty() {
+                Value::Null
+            } else {
+                Value::from(self.session.as_str())
+            },
+        );
+        if let Some(p) = &self.parent {
+            out.insert("parent".into(), Value::from(p.as_str()));
+        }
+        for (k, v) in fields {
+            if k != "type" {
+                out.insert(k, v);
+            }
+        }
+        Value::Object(out)
+    }
+
+    /// Reads an envelope from a wire object. Errors (a line a reader skips): not an object, no
+    /// known `type`, fields that do not fit the kind.
+    pub fn from_value(v: Value) -> Result<Envelope, String> {
+        let Value::Object(mut m) = v else {
+            return Err("an event must be a JSON object".into());
+        };
+        let seq = m.remove("seq").and_then(|s| s.as_u64()).unwrap_or(0);
+        let ts = match m.remove("ts") {
+            Some(Value::String(s)) => s,
+            _ => String::new(),
+        };
+        let session = match m.remove("session") {
+            Some(Value::String(s)) => s,
+            _ => String::new(),
+        };
+        let parent = match m.remove("parent") {
+            Some(Value::String(s)) => Some(s),
+            _ => None,
+        };
+        let event: Event = serde_json::from_value(Value::Object(m)).map_err(|e| e.to_string())?;
+        Ok(Envelope {
+            seq,
+            ts,
+            session,
+            parent,
+            event,
+        })
+    }
+}
+
+impl Serialize for Envelope {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_value().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Envelope {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Envelope::from_value(Value::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_match_examples_and_round_trip() {
+        let ex = Event::examples();
+        assert_eq!(
+            ex.iter().map(Event::kind).collect::<Vec<_>>(),
+            Event::KINDS.to_vec()
+        );
+        for e in ex {
+            let env = Envelope::new("s1", Some("p1"), e);
+            let v = env.to_value();
+            let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+            assert_eq!(&keys[..5], ["type", "seq", "ts", "session", "parent"]);
+            assert_eq!(Envelope::from_value(v).unwrap(), env);
+        }
+    }
+
+    #[test]
+    fn bash_facts_only_on_bash_results() {
+        let e = Event::ToolResult {
+            id: "c".into(),
+            name: "plan_draft".into(),
+            is_error: false,
+            duration_ms: 0,
+            content: "x".into(),
+            bash: None,
+        };
+        let v = Envelope::new("s", None, e.clone()).to_value();
+        assert!(v.get("exit_code").is_none() && v.get("parent").is_none());
+        assert_eq!(Envelope::from_value(v).unwrap().event, e);
+    }
+}

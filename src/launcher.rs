@@ -1,0 +1,431 @@
+//! The launcher: the one place sessions are opened. It turns flags + the environment snapshot +
+//! a session reference (new with a title, the current one, an id or unique part of one, a seeded
+//! fork) into an open [`Runtime`], for every surface alike: `tern exec`, the REPL, the verbs, the
+//! demo, ACP and sub-agents. It keeps the provider choice, so it can build a provider for a
+//! child, and the per-process parts (the root cancel token, the process-group registry).
+//!
+//! Policy lives here too: whether a turn marks its session as `.tern/current` (a person's
+//! session does, a child never does).
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::cancel::CancelToken;
+use crate::config::{self, Env, ProviderChoice, ProviderFlags, ProviderKind};
+use crate::domain::ledger::Ledger;
+use crate::domain::plan::PlanFile;
+use crate::event::Event;
+use crate::message::Message;
+use crate::procs::ProcessGroups;
+use crate::provider::Provider;
+use crate::provider::anthropic::Anthropic;
+use crate::provider::http::{HttpConfig, display_url};
+use crate::provider::openai::OpenAi;
+use crate::runtime::{Config, Failure, Parts, Runtime, Surface, held_elsewhere, system};
+use crate::store::{Meta, Session, StateDir, Status, files};
+
+/// Which session to open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionRef {
+    /// A new session; `title` (the first prompt) names it in `tern sessions`.
+    New {
+        /// Cut to 80 characters.
+        title: String,
+    },
+    /// The session `.tern/current` names.
+    Current,
+    /// An exact id, a unique prefix, or a unique part of one.
+    Id(String),
+}
+
+/// What a seeded session starts from (a fork): exact system prompt bytes, a history, and the
+/// plan and ledger it carries. `tern relay --start` seeds with the handoff; a sub-agent's fork
+/// seeds with its parent's history.
+#[derive(Debug, Clone)]
+pub struct Seed {
+    /// The exact bytes of the parent's `system.txt`.
+    pub system: String,
+    /// The history the child starts with.
+    pub history: Vec<Message>,
+    /// The title in `tern sessions`.
+    pub title: String,
+    /// `plan.json` to carry (its locked plan is already inside `system`).
+    pub plan: Option<PlanFile>,
+    /// `ledger.json` to carry.
+    pub ledger: Option<Ledger>,
+    /// provider / model / base URL recorded in `meta.json`.
+    pub route: (String, String, String),
+}
+
+/// What `main` sets up once per process and every runtime shares: the root cancel token (set by
+/// the signal handlers), the registry of running process groups (killed by the emergency exit),
+/// and the flag that asks a long-lived surface to leave (SIGTERM, SIGHUP).
+#[derive(Debug, Clone, Default)]
+pub struct Process {
+    /// Ctrl-C, SIGTERM, SIGHUP: stop the running turn.
+    pub cancel: CancelToken,
+    /// SIGTERM, SIGHUP: leave (the REPL, `tern watch`, `tern acp`).
+    pub term: Arc<std::sync::atomic::AtomicBool>,
+    /// SIGINTs since the last reset: the third one is the emergency exit.
+    pub sigints: Arc<std::sync::atomic::AtomicUsize>,
+    /// The running commands' process groups.
+    pub groups: Arc<ProcessGroups>,
+}
+
+/// Where the provider of a runtime comes from.
+enum Source {
+    /// Resolved from flags + environment when first needed.
+    Route,
+    /// A provider handed in (the demo's replay, tests), used by the first runtime opened.
+    Fixed(Mutex<Option<Box<dyn Provider>>>, String),
+}
+
+/// Turns flags + environment + a [`SessionRef`] into an open [`Runtime`].
+pub struct Launcher {
+    /// The state folder and workspace.
+    pub state: StateDir,
+    /// The environment snapshot taken by `main`.
+    pub env: Env,
+    /// `--provider`, `--base-url`, `--model`.
+    pub flags: ProviderFlags,
+    /// Settings for the runtimes (the model is filled from the route).
+    pub config: Config,
+    /// Longest silence from the provider before an attempt fails.
+    pub idle_timeout: Duration,
+    /// The root cancel token (set by `main`'s signal handlers).
+    pub cancel: CancelToken,
+    /// The registry of running process groups (killed by the emergency exit).
+    pub groups: Arc<ProcessGroups>,
+    /// Whether a turn points `.tern/current` at its session.
+    pub mark_current: bool,
+    source: Source,
+}
+
+impl Launcher {
+    /// A launcher for `state`, resolving providers from `flags` and `env` when needed, sharing
+    /// `process`'s cancel token and process-group registry.
+    pub fn new(
+        state: StateDir,
+        env: Env,
+        flags: ProviderFlags,
+        config: Config,
+        process: &Process,
+    ) -> Launcher {
+        Launcher {
+            state,
+            env,
+            flags,
+            config,
+            idle_timeout: HttpConfig::default().idle_timeout,
+            cancel: process.cancel.clone(),
+            groups: process.groups.clone(),
+            mark_current: true,
+            source: Source::Route,
+        }
+    }
+
+    /// Uses `provider` (named `model`) for the runtime opened next instead of resolving one (the
+    /// demo's replay; in-process tests).
+    pub fn with_provider(mut self, provider: Box<dyn Provider>, model: &str) -> Launcher {
+        self.source = Source::Fixed(Mutex::new(Some(provider)), model.to_string());
+        self
+    }
+
+    /// The state folder for `cwd` and an override (`--state-dir` / TERN_STATE_DIR).
+    pub fn locate(cwd: &std::path::Path, state_dir: Option<PathBuf>, env: &Env) -> StateDir {
+        let dir = state_dir.or_else(|| env.get("TERN_STATE_DIR").map(PathBuf::from));
+        StateDir::locate(cwd, dir.as_deref())
+    }
+
+    /// The provider route from flags and environment. Errors (a usage error, exit 2): nothing
+    /// configured, a bad URL or key.
+    pub fn route(&self) -> Result<ProviderChoice, Failure> {
+        config::resolve(&self.flags, &|k| self.env.get(k)).map_err(Failure::Usage)
+    }
+
+    /// Checks that a runtime can get a provider (a usage error when nothing is configured), so a
+    /// surface can say so before it reads a prompt.
+    pub fn ready(&self) -> Result<(), Failure> {
+        match self.source {
+            Source::Route => self.route().map(|_| ()),
+            Source::Fixed(..) => Ok(()),
+        }
+    }
+
+    /// The route a verb's model call uses for `meta`'s session: server and key from this
+    /// environment (never a URL saved in the session: it would receive this key), wire format
+    /// and model defaulting to the session's.
+    pub fn route_for(&self, meta: &Meta) -> Result<ProviderChoice, Failure> {
+        let kind = match meta.provider.as_str() {
+            "openai" => Some(ProviderKind::Openai),
+            "anthropic" => Some(ProviderKind::Anthropic),
+            _ => None,
+        };
+        let mut f = self.flags.clone();
+        if let Some(k) = kind {
+            f.provider = f.provider.or(Some(k));
+            if self.env.get("TERN_MODEL").is_none() {
+                f.model = f.model.or(Some(meta.model.clone()));
+            }
+        }
+        config::resolve(&f, &|k| self.env.get(k)).map_err(|e| {
+            Failure::Usage(if kind.is_none() {
+                format!(
+                    "this session's model was the demo's replay; a compaction needs a real model.\n{e}"
+                )
+            } else {
+                e
+            })
+        })
+    }
+
+    /// Builds a provider for `route` (also for a child: one per runtime).
+    pub fn build(&self, route: &ProviderChoice) -> Box<dyn Provider> {
+        let http = HttpConfig {
+            idle_timeout: self.idle_timeout,
+            ..HttpConfig::default()
+        };
+        match route.kind {
+            ProviderKind::Openai => {
+                Box::new(OpenAi::new(http, &route.base_url, route.api_key.clone()))
+            }
+            ProviderKind::Anthropic => {
+                Box::new(Anthropic::new(http, &route.base_url, route.api_key.clone()))
+            }
+        }
+    }
+
+    /// The session a reference names (None for [`SessionRef::New`]). One error text for every
+    /// surface; a reference that names nothing is a usage error (exit 2).
+    pub fn find(&self, r: &SessionRef) -> Result<Option<Session>, Failure> {
+        match r {
+            SessionRef::New { .. } => Ok(None),
+            SessionRef::Id(id) => self
+                .state
+                .open_session(id)
+                .map(Some)
+                .map_err(|e| Failure::Usage(e.to_string())),
+            SessionRef::Current => match self.state.current() {
+                Ok(Some(s)) => Ok(Some(s)),
+                Ok(None) => Err(Failure::Usage(format!(
+                    "no session in {} yet: start one with `tern exec PROMPT` or `tern`",
+                    self.state.root.display()
+                ))),
+                Err(e) => Err(Failure::Usage(e.to_string())),
+            },
+        }
+    }
+
+    /// Opens the session `r` names: a new one (pinning `system.txt` from the bundled prompt and
+    /// the project's `AGENTS.md`), or an existing one (resumed: see [`Launcher::resume`]).
+    pub fn open(&self, r: &SessionRef, ui: &mut dyn Surface) -> Result<Runtime, Failure> {
+        match (r, self.find(r)?) {
+            (SessionRef::New { title }, _) => self.create(title, ui),
+            (_, Some(session)) => self.resume(session, ui),
+            (_, None) => Err(Failure::Usage("no session".into())),
+        }
+    }
+
+    /// The runtime parts for a session of `route` (the provider comes from the route, or the
+    /// fixed provider for the first runtime).
+    fn parts(&self, route: Option<ProviderChoice>) -> Result<Parts, Failure> {
+        let mut cfg = self.config.clone();
+        let provider = match (&self.source, route) {
+            (Source::Fixed(slot, model), _) => {
+                let p =
+                    slot.lock().ok().and_then(|mut s| s.take()).ok_or_else(|| {
+                        Failure::Failed("the fixed provider was already used".into())
+                    })?;
+                cfg.model = model.clone();
+                p
+            }
+            (Source::Route, route) => {
+                let route = match route {
+                    Some(r) => r,
+                    None => self.route()?,
+                };
+                cfg.model = route.model.clone();
+                cfg.base_url = route.base_url.clone();
+                cfg.send_cache_key = config::is_openai_host(&route.base_url);
+                self.build(&route)
+            }
+        };
+        Ok(Parts {
+            provider,
+            cfg,
+            workspace: self.state.workspace.clone(),
+            cancel: self.cancel.clone(),
+            groups: self.groups.clone(),
+            parent: None,
+            mark_current: self.mark_current,
+        })
+    }
+
+    /// Starts a new session: `meta.json`, the pinned `system.txt`, an empty draft, then
+    /// `session_start`.
+    fn create(&self, title: &str, ui: &mut dyn Surface) -> Result<Runtime, Failure> {
+        let parts = self.parts(None)?;
+        let system = system::base(&self.state.workspace);
+        let meta = Meta {
+            cwd: self.state.workspace.display().to_string(),
+            provider: parts.provider.name().to_string(),
+            model: parts.cfg.model.clone(),
+            base_url: display_url(&parts.cfg.base_url),
+            title: title.trim().chars().take(80).collect(),
+            ..Meta::default()
+        };
+        let session = self.state.create_session(meta)?;
+        {
+            let lock = session.lock()?;
+            session.write_text_locked(&lock, files::SYSTEM, &system)?;
+            session.write_text_locked(&lock, files::DRAFT, "")?;
+        }
+        if self.mark_current {
+            self.state.set_current(&session.id)?;
+        }
+        let mut rt = Runtime::assemble(session, parts, system, Vec::new());
+        rt.begin(ui, false, None)?;
+        Ok(rt)
+    }
+
+    /// Reopens `session`: reuses the pinned `system.txt`, marks a turn whose process died as
+    /// interrupted, repairs the history (torn line, dangling tool calls, merged roles) and saves
+    /// the repair, and records a model switch as a declared boundary.
+    ///
+    /// Errors: a turn of this session is running in another live process.
+    pub fn resume(&self, session: Session, ui: &mut dyn Surface) -> Result<Runtime, Failure> {
+        self.reopen(session, None, ui)
+    }
+
+    /// [`Launcher::resume`] for a verb's model call: the provider of this environment with the
+    /// session's model (see [`Launcher::route_for`]).
+    pub fn resume_for_verb(
+        &self,
+        session: Session,
+        ui: &mut dyn Surface,
+    ) -> Result<Runtime, Failure> {
+        let route = match &self.source {
+            Source::Route => Some(self.route_for(&session.read_meta()?)?),
+            Source::Fixed(..) => None,
+        };
+        self.reopen(session, route, ui)
+    }
+
+    fn reopen(
+        &self,
+        session: Session,
+        route: Option<ProviderChoice>,
+        ui: &mut dyn Surface,
+    ) -> Result<Runtime, Failure> {
+        // Check, and mark a dead turn interrupted, under one lock: a process that takes the
+        // session in between must not have its status overwritten.
+        let (before, was_interrupted) = {
+            let lock = session.lock()?;
+            let mut meta = session.read_meta()?;
+            if let Some(pid) = held_elsewhere(&session) {
+                return Err(Failure::Failed(format!(
+                    "session {} is running a turn in process {pid}; wait for it to finish (or interrupt it) first",
+                    session.id
+                )));
+            }
+            if meta.status == Status::Running {
+                let before = meta.clone();
+                meta.status = Status::Interrupted;
+                meta.pid = None;
+                meta.updated_at = crate::clock::now_rfc3339();
+                session.write_meta_locked(&lock, &meta)?;
+                (before, true)
+            } else {
+                (meta, false)
+            }
+        };
+        let system = match session.read_text(files::SYSTEM)? {
+            Some(s) => s,
+            None => {
+                let plan: PlanFile = session.read_json(files::PLAN_STATE)?.unwrap_or_default();
+                let s =
+                    system::with_plan(&system::base(&self.state.workspace), plan.locked.as_deref());
+                let lock = session.lock()?;
+                session.write_text_locked(&lock, files::SYSTEM, &s)?;
+                s
+            }
+        };
+        let parts = self.parts(route)?;
+        let mut rt = Runtime::assemble(session, parts, system, Vec::new());
+        rt.begin(ui, true, Some((&before, was_interrupted)))?;
+        Ok(rt)
+    }
+
+    /// Writes a new top-level session seeded from `seed` (a fork: the parent's exact system
+    /// bytes, the given history, the carried plan and ledger) without opening a runtime on it:
+    /// `tern relay --start` needs no provider. It becomes the current session when this
+    /// launcher marks sessions current.
+    pub fn seed(&self, seed: &Seed) -> Result<Session, Failure> {
+        let (provider, model, base_url) = seed.route.clone();
+        let meta = Meta {
+            cwd: self.state.workspace.display().to_string(),
+            provider,
+            model,
+            base_url,
+            title: seed.title.chars().take(80).collect(),
+            ..Meta::default()
+        };
+        let session = self.state.create_session(meta)?;
+        {
+            let lock = session.lock()?;
+            session.write_text_locked(&lock, files::SYSTEM, &seed.system)?;
+            session.write_text_locked(&lock, files::DRAFT, "")?;
+            if let Some(plan) = &seed.plan {
+                if let Some(locked) = &plan.locked {
+                    session.write_text_locked(&lock, files::PLAN, locked)?;
+                }
+                session.write_json_locked(&lock, files::PLAN_STATE, plan)?;
+            }
+            if let Some(l) = &seed.ledger {
+                session.write_json_locked(&lock, files::LEDGER, l)?;
+            }
+            session.append_messages_locked(&lock, &seed.history)?;
+        }
+        if self.mark_current {
+            self.state.set_current(&session.id)?;
+        }
+        Ok(session)
+    }
+}
+
+impl Runtime {
+    /// The events and repairs of opening: `session_start`, then for a resumed session
+    /// `turn_interrupted` (a dead turn), the history repair, and a `model_switch` boundary.
+    fn begin(
+        &mut self,
+        ui: &mut dyn Surface,
+        resumed: bool,
+        before: Option<(&Meta, bool)>,
+    ) -> Result<(), Failure> {
+        self.emit(
+            ui,
+            Event::SessionStart {
+                provider: self.provider_name().to_string(),
+                model: self.cfg.model.clone(),
+                resumed,
+            },
+        );
+        let Some((meta, was_interrupted)) = before else {
+            self.note_disk();
+            return Ok(());
+        };
+        if was_interrupted {
+            self.emit(
+                ui,
+                Event::TurnInterrupted {
+                    pid: meta.pid,
+                    reason: "the process running this turn is gone".into(),
+                },
+            );
+        }
+        self.load_history(ui)?;
+        self.after_load();
+        self.switch_model(ui, meta)
+    }
+}

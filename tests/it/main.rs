@@ -1,0 +1,20 @@
+//! The one integration test binary (ripgrep's layout): each module tests one area against real
+//! parts — the real `tern` binary or the library's runtime, the fake provider in [`support`] (a
+//! real HTTP server on 127.0.0.1), real processes, real files.
+
+mod support;
+
+mod bash_tool;
+mod durable;
+mod exec;
+mod hardening;
+mod lifecycle;
+mod prefix;
+mod provider;
+mod repl;
+mod repl_sync;
+mod state_formats;
+mod store;
+mod tmux;
+mod work_e2e;
+mod work_surface;
