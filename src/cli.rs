@@ -47,7 +47,7 @@ pub fn verb(l: &Launcher, id: &str, arg: Option<&str>, t: &Target, wait: bool) -
     };
     let mut human = crate::output::Human::new();
     let r = ops::run(op, arg, &mut target, &mut human);
-    ops::print_receipt(&r, t.json);
+    crate::output::print_receipt(&r, t.json);
     r.exit_code
 }
 

@@ -9,8 +9,7 @@ use crate::launcher::{Launcher, SessionRef};
 use crate::output::{self, Human, Json};
 use crate::runtime::{Failure, Surface};
 
-/// Largest prompt accepted, in bytes: it is sent again in every later request of the session.
-pub const MAX_PROMPT_BYTES: usize = 1 << 20;
+use crate::runtime::MAX_PROMPT_BYTES;
 
 /// What `tern exec` was asked to do.
 #[derive(Debug, Clone)]

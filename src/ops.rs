@@ -4,7 +4,6 @@
 //! (DESIGN.md §1). An op returns data ([`OpOutput`]); each surface renders it ([`OpOutput::render`]
 //! is the text every surface shows today).
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -669,7 +668,7 @@ fn plan_view(s: &Session) -> Result<PlanView, OpError> {
 fn render_plan(v: &PlanView) -> String {
     // The draft and the plan are the model's or a person's text: shown through the
     // terminal-safe filter, so they cannot move the cursor or hide text.
-    let safe = |t: &str| crate::output::safe(t).into_owned();
+    let safe = |t: &str| crate::render::safe(t).into_owned();
     let mut out = format!("plan state: {} (revision {})\n", v.state, v.revision);
     if let Some(at) = &v.confirmed_at {
         out.push_str(&format!("last confirmed: {at}\n"));
@@ -753,7 +752,7 @@ fn with_runtime(
     if let Some(rt) = target.runtime.as_deref_mut() {
         return holding(rt, false, ui, |rt, ui| model_op(op, rt, ui));
     }
-    wait_or_refuse(op, session, target.wait)?;
+    wait_or_refuse(op, session, target.wait, ui)?;
     // A transition that is refused anyway must not open the session (which records a
     // `session_start`) nor need a reachable provider: "error, nothing changed".
     match op.id {
@@ -820,7 +819,12 @@ fn model_op(op: &Op, rt: &mut Runtime, ui: &mut dyn Surface) -> Result<String, O
 }
 
 /// Refuses (or with `wait`, waits) while a turn of `session` runs in another live process.
-fn wait_or_refuse(op: &Op, session: &Session, wait: bool) -> Result<(), OpError> {
+fn wait_or_refuse(
+    op: &Op,
+    session: &Session,
+    wait: bool,
+    ui: &mut dyn Surface,
+) -> Result<(), OpError> {
     let mut announced = false;
     loop {
         let Some(pid) = runtime::held_elsewhere(session) else {
@@ -833,7 +837,14 @@ fn wait_or_refuse(op: &Op, session: &Session, wait: bool) -> Result<(), OpError>
             )));
         }
         if !announced {
-            crate::errln!("waiting for the turn running in process {pid} to end…");
+            runtime::emit_to(
+                session,
+                None,
+                ui,
+                crate::event::Event::warning(format!(
+                    "waiting for the turn running in process {pid} to end…"
+                )),
+            );
             announced = true;
         }
         std::thread::sleep(Duration::from_millis(250));
@@ -904,7 +915,7 @@ fn render_sessions(root: &std::path::Path, rows: &[SessionRow]) -> String {
                 r.turns,
                 r.tokens,
                 r.updated_at,
-                crate::output::safe(&r.title.replace(['\n', '\r'], " "))
+                crate::render::safe(&r.title.replace(['\n', '\r'], " "))
             )),
             Err(e) => out.push_str(&format!("{mark} {:<22} unreadable: {e}\n", r.id)),
         }
@@ -942,20 +953,6 @@ pub fn help() -> String {
          Ctrl-C stops the model or the running command; at an empty prompt, Ctrl-C twice or Ctrl-D leaves.",
     );
     out
-}
-
-/// Prints a receipt for a person: the detail on stdout when ok, `tern: …` on stderr when not.
-pub fn print_receipt(r: &Receipt, json: bool) {
-    if json {
-        crate::output::print_json_line(&serde_json::to_value(r).unwrap_or_default());
-        return;
-    }
-    if r.ok {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{}", r.detail);
-    } else {
-        crate::errln!("tern: {}", r.detail);
-    }
 }
 
 #[cfg(test)]

@@ -62,24 +62,7 @@ pub fn ask_on_terminal(command: &str) -> Answer {
     }
 }
 
-/// `text` made safe to print on a terminal: escape characters become `^[` and other control
-/// characters (but newline and tab) are dropped, so model output or a command cannot move the
-/// cursor, change the title or hide text.
-pub fn safe(text: &str) -> std::borrow::Cow<'_, str> {
-    let bad = |c: char| (c.is_control() && c != '\n' && c != '\t') || c == '\u{9b}';
-    if !text.contains(bad) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        if c == '\u{1b}' {
-            out.push_str("^[");
-        } else if !bad(c) {
-            out.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(out)
-}
+pub use crate::render::safe;
 
 /// Prints one event line to stdout and flushes. A closed stdout (`| head`) is ignored.
 pub fn print_json_line(ev: &Value) {
@@ -106,6 +89,20 @@ pub fn print_sessionless_result(error: &str, code: i32) {
     );
     env.seq = 1;
     print_json_line(&env.to_value());
+}
+
+/// Prints a receipt for a person: the detail on stdout when ok, `tern: …` on stderr when not.
+pub fn print_receipt(r: &crate::ops::Receipt, json: bool) {
+    if json {
+        print_json_line(&serde_json::to_value(r).unwrap_or_default());
+        return;
+    }
+    if r.ok {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{}", r.detail);
+    } else {
+        crate::errln!("tern: {}", r.detail);
+    }
 }
 
 /// Lines of a tool result shown to the person (the model sees the whole result).

@@ -99,7 +99,7 @@ impl Input {
                     None => {
                         use std::io::{BufRead, Read};
                         let mut s = String::new();
-                        let limit = crate::exec::MAX_PROMPT_BYTES as u64 + 1;
+                        let limit = crate::runtime::MAX_PROMPT_BYTES as u64 + 1;
                         match std::io::stdin().lock().take(limit).read_line(&mut s) {
                             Ok(0) | Err(_) => Line::Eof,
                             // A line with no end in sight (`< /dev/zero`): stop reading, not grow.
@@ -459,7 +459,7 @@ impl Repl<'_> {
             input,
         };
         let r = ops::run(op, arg, &mut target, &mut ui);
-        ops::print_receipt(&r, false);
+        crate::output::print_receipt(&r, false);
         let _ = std::io::stdout().flush();
         self.launcher.cancel.reset();
         false

@@ -34,6 +34,9 @@ use crate::store::{Meta, Session, Status, files};
 pub use prefix::Prefix;
 pub use turn::TurnOutcome;
 
+/// Largest prompt accepted, in bytes: it is sent again in every later request of the session.
+pub const MAX_PROMPT_BYTES: usize = 1 << 20;
+
 /// When the bash tool may run (`--approval`, `TERN_APPROVAL`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Approval {

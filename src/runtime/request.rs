@@ -39,7 +39,7 @@ impl Runtime {
     }
 
     /// The body of the stored prefix with no tail: what the next request repeats.
-    pub(super) fn stored_body(&self) -> Vec<u8> {
+    pub fn stored_body(&self) -> Vec<u8> {
         self.prefix.body(&*self.provider, &self.options(None, true))
     }
 

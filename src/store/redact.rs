@@ -1,5 +1,9 @@
 //! Redaction of configured secrets (API keys) from everything tern writes: state files, events,
 //! logs and error messages. A key is registered once at start-up; every writer calls [`redact`].
+//!
+//! The list is process-wide and append-only, on purpose: a secret known to any runtime of the
+//! process (a parent, a sub-agent with its own route) must be redacted from every file any of
+//! them writes, and nothing is ever taken off it.
 
 use std::borrow::Cow;
 use std::sync::RwLock;

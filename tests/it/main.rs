@@ -4,6 +4,7 @@
 
 mod support;
 
+mod architecture;
 mod bash_tool;
 mod durable;
 mod exec;
@@ -13,6 +14,7 @@ mod prefix;
 mod provider;
 mod repl;
 mod repl_sync;
+mod runtime;
 mod state_formats;
 mod store;
 mod tmux;

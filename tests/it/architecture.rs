@@ -1,0 +1,220 @@
+//! The shape of the code, checked: data flows one way (surface → launcher → runtime →
+//! provider/tools → store), so no source file imports, directly or through others, a file that
+//! imports it back, and no surface imports another surface.
+//!
+//! The graph is read from the source text: every `crate::a::b` path (also inside `use crate::{…}`
+//! groups) and every `super::x` path names the longest module it reaches. A module's own
+//! declarations of its children (`mod turn;`, `pub use turn::X`) are the module tree, not a
+//! dependency, and are not edges.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// The surfaces: each reaches the runtime through the launcher, never through another surface.
+const SURFACES: &[&str] = &["exec", "repl", "cli", "demo", "acp"];
+
+/// Module path of a source file: `src/runtime/turn.rs` → `runtime::turn`, `src/runtime/mod.rs`
+/// → `runtime`, `src/lib.rs` → `` (the crate root).
+fn module_of(rel: &Path) -> String {
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    let last = parts.pop().unwrap_or_default();
+    let stem = last.trim_end_matches(".rs").to_string();
+    if stem != "mod" && stem != "lib" {
+        parts.push(stem);
+    }
+    parts.join("::")
+}
+
+fn sources() -> BTreeMap<String, String> {
+    let src = Path::new(ROOT).join("src");
+    let mut out = BTreeMap::new();
+    let mut stack: Vec<PathBuf> = vec![src.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("src").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let rel = p.strip_prefix(&src).expect("under src").to_path_buf();
+                if rel == Path::new("main.rs") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&p).expect("read");
+                out.insert(module_of(&rel), strip_tests_and_comments(&text));
+            }
+        }
+    }
+    out
+}
+
+/// The text without `#[cfg(test)]` modules and comment lines: tests may reach anywhere, and a doc
+/// link is not an import.
+fn strip_tests_and_comments(text: &str) -> String {
+    let code = match text.find("#[cfg(test)]\nmod tests") {
+        Some(i) => &text[..i],
+        None => text,
+    };
+    code.lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every module path written after `crate::` or `super::` (groups expanded one level).
+fn paths_in(module: &str, text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
+    for (needle, base) in [("crate::", String::new()), ("super::", parent(module))] {
+        let mut from = 0;
+        while let Some(at) = text[from..].find(needle) {
+            let start = from + at + needle.len();
+            from = start;
+            // Not part of a longer word (`tern::crate` never occurs, `self::super` neither).
+            if at > 0 && text[..from - needle.len()].ends_with(|c: char| c.is_ascii_alphanumeric())
+            {
+                continue;
+            }
+            let rest = &text[start..];
+            if let Some(group) = rest.strip_prefix('{') {
+                let end = group.find('}').unwrap_or(group.len());
+                for item in group[..end].split(',') {
+                    let item: String = item.trim().chars().take_while(|c| is_ident(*c)).collect();
+                    if !item.is_empty() {
+                        out.push(join(&base, &item));
+                    }
+                }
+                continue;
+            }
+            let path: String = rest.chars().take_while(|c| is_ident(*c)).collect();
+            out.push(join(&base, path.trim_end_matches(':')));
+        }
+    }
+    out
+}
+
+fn parent(module: &str) -> String {
+    match module.rsplit_once("::") {
+        Some((p, _)) => p.to_string(),
+        None => String::new(),
+    }
+}
+
+fn join(base: &str, path: &str) -> String {
+    match (base.is_empty(), path.is_empty()) {
+        (true, _) => path.to_string(),
+        (_, true) => base.to_string(),
+        _ => format!("{base}::{path}"),
+    }
+}
+
+/// The longest known module a path reaches (None for the crate root alone).
+fn resolve(path: &str, modules: &BTreeSet<String>) -> Option<String> {
+    let mut p = path.to_string();
+    loop {
+        if modules.contains(&p) && !p.is_empty() {
+            return Some(p);
+        }
+        match p.rsplit_once("::") {
+            Some((head, _)) => p = head.to_string(),
+            None => return None,
+        }
+    }
+}
+
+fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    let src = sources();
+    let modules: BTreeSet<String> = src.keys().cloned().collect();
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (m, text) in &src {
+        let edges = g.entry(m.clone()).or_default();
+        for p in paths_in(m, text) {
+            if let Some(to) = resolve(&p, &modules)
+                && to != *m
+                // A parent naming its own child is the module tree.
+                && !to.starts_with(&format!("{m}::"))
+                && !m.is_empty()
+            {
+                edges.insert(to);
+            }
+        }
+    }
+    g
+}
+
+/// A path from `from` back to itself, if any.
+fn cycle_through(g: &BTreeMap<String, BTreeSet<String>>, from: &str) -> Option<Vec<String>> {
+    let mut stack = vec![(from.to_string(), vec![from.to_string()])];
+    let mut seen = BTreeSet::new();
+    while let Some((node, path)) = stack.pop() {
+        for next in g.get(&node).into_iter().flatten() {
+            if next == from {
+                let mut p = path.clone();
+                p.push(next.clone());
+                return Some(p);
+            }
+            if seen.insert(next.clone()) {
+                let mut p = path.clone();
+                p.push(next.clone());
+                stack.push((next.clone(), p));
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn no_import_circle_between_source_files() {
+    let g = graph();
+    assert!(g.len() > 30, "the scan finds the modules: {:?}", g.keys());
+    assert!(
+        g["runtime::turn"].contains("runtime"),
+        "the scan sees super:: paths: {:?}",
+        g["runtime::turn"]
+    );
+    // A child using its parent (`super::Runtime`) while the parent only declares it is fine; the
+    // parent using the child's items through `crate::` paths would make a circle and is caught.
+    let circles: Vec<Vec<String>> = g.keys().filter_map(|m| cycle_through(&g, m)).collect();
+    assert!(circles.is_empty(), "import circles: {circles:#?}");
+}
+
+#[test]
+fn no_surface_imports_another_surface() {
+    let g = graph();
+    for s in SURFACES {
+        let Some(edges) = g.get(*s) else { continue };
+        let bad: Vec<&String> = edges
+            .iter()
+            .filter(|to| {
+                SURFACES
+                    .iter()
+                    .any(|o| o != s && (to == o || to.starts_with(&format!("{o}::"))))
+            })
+            .collect();
+        assert!(bad.is_empty(), "{s} imports {bad:?}");
+    }
+}
+
+#[test]
+fn the_library_writes_no_diagnostics_of_its_own() {
+    // Only surfaces (and the shared human output) print; the library emits `warning` events.
+    let printing = ["errln!", "eprintln!", "outln!", "println!", "out!("];
+    for (m, text) in sources() {
+        let surface = SURFACES
+            .iter()
+            .any(|s| m == *s || m.starts_with(&format!("{s}::")));
+        if surface || m == "output" || m.is_empty() {
+            continue;
+        }
+        for p in printing {
+            assert!(
+                !text.contains(p),
+                "{m} prints ({p}): emit a warning event instead"
+            );
+        }
+    }
+}

@@ -1,0 +1,189 @@
+//! Turn-loop properties, in-process: a runtime opened through the launcher against the fake
+//! provider (support::harness), events collected as typed values. The loop guard, compaction,
+//! repair and prefix stability, without starting a process.
+
+use serde_json::json;
+use tern::event::{BoundaryKind, CompactTrigger, Event};
+use tern::message::Message;
+use tern::runtime::Failure;
+
+use crate::support::Wire;
+use crate::support::harness::{Collect, InProc, fast_config};
+use crate::support::script::{bash, text};
+
+/// The same call with the same result three times: the next request asks for a final answer
+/// with tools off (`tool_choice` none), announced as a `tools_off` boundary, and whatever calls
+/// that answer carries are not run.
+#[test]
+fn loop_guard_asks_once_for_a_final_answer_with_tools_off() {
+    let script = vec![
+        bash(Wire::OpenAi, "c1", "echo same"),
+        bash(Wire::OpenAi, "c2", "echo same"),
+        bash(Wire::OpenAi, "c3", "echo same"),
+        text(Wire::OpenAi, "It printed same."),
+    ];
+    let h = InProc::new(Wire::OpenAi, script, fast_config());
+    let mut ui = Collect::default();
+    let mut rt = h.open(&mut ui);
+    let out = rt.run_turn("print same", &mut ui).expect("the turn ends");
+    assert_eq!(out, "It printed same.");
+    let boundaries = ui.of("boundary");
+    assert!(
+        matches!(
+            boundaries.as_slice(),
+            [Event::Boundary {
+                kind: BoundaryKind::ToolsOff,
+                ..
+            }]
+        ),
+        "{boundaries:?}"
+    );
+    let reqs = h.fake.requests();
+    assert_eq!(reqs.len(), 4);
+    assert_eq!(reqs[3].json()["tool_choice"], "none");
+    for r in &reqs[..3] {
+        assert!(r.json().get("tool_choice").is_none());
+    }
+    // The tools stay in the body, so the prefix keeps its bytes up to that field.
+    assert_eq!(reqs[3].json()["tools"], reqs[2].json()["tools"]);
+}
+
+/// A request past 80 % of the context window compacts first: the history then opens with the
+/// summary and the new prompt is kept word for word.
+#[test]
+fn auto_compaction_before_a_request_over_the_threshold() {
+    let mut cfg = fast_config();
+    cfg.context_window = 1024;
+    let script = vec![
+        text(Wire::OpenAi, "First answer, long enough to matter."),
+        text(
+            Wire::OpenAi,
+            "Summary: the person asked twice; the first answer was given.",
+        ),
+        text(Wire::OpenAi, "Second answer."),
+    ];
+    let h = InProc::new(Wire::OpenAi, script, cfg);
+    let mut ui = Collect::default();
+    let mut rt = h.open(&mut ui);
+    rt.run_turn("first question", &mut ui).expect("turn 1");
+    rt.run_turn("second question", &mut ui).expect("turn 2");
+    let compactions = ui.of("compaction");
+    assert!(
+        matches!(
+            compactions.as_slice(),
+            [Event::Compaction {
+                trigger: CompactTrigger::Auto,
+                archived_messages: 2,
+                ..
+            }]
+        ),
+        "{compactions:?}"
+    );
+    let h0 = rt.history();
+    assert!(
+        matches!(&h0[0], Message::User { content } if content.contains("Summary: the person asked twice")),
+        "{h0:?}"
+    );
+    assert!(matches!(&h0[1], Message::User { content } if content == "second question"));
+    assert!(matches!(&h0[2], Message::Assistant { text, .. } if text == "Second answer."));
+}
+
+/// A history left with a dangling tool call (a process killed mid-tool) is repaired when the
+/// session is reopened, before any request: the call gets an error result, the file as it was
+/// goes to archive/, and the next request is accepted by a strict provider.
+#[test]
+fn a_dangling_call_is_repaired_on_reopen_before_any_request() {
+    let h = InProc::new(Wire::OpenAi, vec![], fast_config());
+    let mut ui = Collect::default();
+    let rt = h.open(&mut ui);
+    let call = tern::message::ToolCall {
+        id: "c1".into(),
+        name: "bash".into(),
+        arguments: json!({"command": "sleep 60"}),
+    };
+    rt.session
+        .append_messages(&[
+            Message::user("run it"),
+            Message::Assistant {
+                text: String::new(),
+                tool_calls: vec![call],
+            },
+        ])
+        .expect("append");
+    drop(rt);
+
+    h.fake.set_strict(true);
+    h.fake.push(text(Wire::OpenAi, "done"));
+    let mut ui = Collect::default();
+    let mut rt = h.resume(&mut ui);
+    assert!(
+        matches!(ui.of("repair").as_slice(), [Event::Repair { answered_calls, archive, .. }]
+            if answered_calls == &["c1".to_string()] && archive.starts_with("archive/")),
+        "{:?}",
+        ui.kinds()
+    );
+    assert!(matches!(
+        rt.history().last(),
+        Some(Message::Tool { is_error: true, .. })
+    ));
+    rt.run_turn("", &mut ui)
+        .expect("a strict provider accepts it");
+}
+
+/// Between boundaries each request extends the previous one: the stored prefix (no tail) is a
+/// byte prefix of every later request until a boundary, and the tools and system bytes never
+/// change.
+#[test]
+fn the_stored_prefix_is_a_byte_prefix_of_the_next_requests() {
+    let script = vec![
+        bash(Wire::OpenAi, "c1", "echo one"),
+        text(Wire::OpenAi, "one"),
+        bash(Wire::OpenAi, "c2", "echo two"),
+        text(Wire::OpenAi, "two"),
+    ];
+    let h = InProc::new(Wire::OpenAi, script, fast_config());
+    let mut ui = Collect::default();
+    let mut rt = h.open(&mut ui);
+    rt.run_turn("first", &mut ui).expect("turn 1");
+    let stored = rt.stored_body();
+    // Without the brackets that close the messages array and the body.
+    let open = &stored[..stored.len() - 2];
+    rt.run_turn("second", &mut ui).expect("turn 2");
+    let reqs = h.fake.requests();
+    for r in &reqs[2..] {
+        assert!(
+            r.body.starts_with(open),
+            "a request after the first turn does not extend its stored prefix"
+        );
+    }
+    let first = reqs[0].json();
+    for r in &reqs {
+        let b = r.json();
+        assert_eq!(b["tools"], first["tools"]);
+        assert_eq!(b["messages"][0], first["messages"][0], "the system message");
+    }
+}
+
+/// The cancel token stops a turn in its first request (the person's Ctrl-C through `main`'s
+/// handler sets the same token): the outcome is an interrupt, and the next turn runs.
+#[test]
+fn a_cancelled_turn_ends_interrupted_and_the_next_one_runs() {
+    let script = vec![
+        text(Wire::OpenAi, "late").delay_before(std::time::Duration::from_secs(20)),
+        text(Wire::OpenAi, "fine"),
+    ];
+    let h = InProc::new(Wire::OpenAi, script, fast_config());
+    let mut ui = Collect::default();
+    let mut rt = h.open(&mut ui);
+    let cancel = rt.cancel.clone();
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        cancel.cancel();
+    });
+    let started = std::time::Instant::now();
+    assert_eq!(rt.run_turn("slow", &mut ui), Err(Failure::Interrupted));
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    t.join().expect("the canceller");
+    rt.cancel.reset();
+    assert_eq!(rt.run_turn("again", &mut ui).as_deref(), Ok("fine"));
+}
