@@ -77,8 +77,59 @@ pub struct Process {
 enum Source {
     /// Resolved from flags + environment when first needed.
     Route,
-    /// A provider handed in (the demo's replay, tests), used by the first runtime opened.
-    Fixed(Mutex<Option<Box<dyn Provider>>>, String),
+    /// A provider handed in (the demo's replay), shared by every runtime this launcher opens (a
+    /// parent and its sub-agents read one script), with its model name.
+    Shared(Arc<Mutex<Box<dyn Provider>>>, String),
+}
+
+/// One handle on a [`Source::Shared`] provider.
+struct SharedProvider {
+    inner: Arc<Mutex<Box<dyn Provider>>>,
+    name: &'static str,
+}
+
+impl Provider for SharedProvider {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn body(&self, req: &crate::provider::Request<'_>) -> Vec<u8> {
+        match self.inner.lock() {
+            Ok(p) => p.body(req),
+            Err(poisoned) => poisoned.into_inner().body(req),
+        }
+    }
+
+    fn complete(
+        &mut self,
+        body: &[u8],
+        purpose: crate::event::Purpose,
+        on_text: &mut dyn FnMut(&str),
+        cancel: &CancelToken,
+    ) -> Result<crate::provider::Completion, crate::provider::ProviderError> {
+        let mut p = match self.inner.lock() {
+            Ok(p) => p,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        p.complete(body, purpose, on_text, cancel)
+    }
+}
+
+/// What a sub-agent's session starts from: the bytes of its first request's prefix and the
+/// route it runs on. The caller (the `agent` tool) builds `system` and `history`: a fork passes
+/// its parent's exact system bytes and stored history plus the fork-state message; a fresh child
+/// the parent's base system bytes and one message.
+pub struct ChildSpec {
+    /// Shown in `tern sessions` under the parent.
+    pub title: String,
+    /// The exact bytes of the child's `system.txt`.
+    pub system: String,
+    /// The history the child starts with (ends with a user message).
+    pub history: Vec<Message>,
+    /// The child's settings (its own turn budget, approval, …).
+    pub cfg: Config,
+    /// A route of its own (a Fleet member's); None runs on the parent's.
+    pub route: Option<ProviderChoice>,
 }
 
 /// Turns flags + environment + a [`SessionRef`] into an open [`Runtime`].
@@ -128,7 +179,7 @@ impl Launcher {
     /// Uses `provider` (named `model`) for the runtime opened next instead of resolving one (the
     /// demo's replay; in-process tests).
     pub fn with_provider(mut self, provider: Box<dyn Provider>, model: &str) -> Launcher {
-        self.source = Source::Fixed(Mutex::new(Some(provider)), model.to_string());
+        self.source = Source::Shared(Arc::new(Mutex::new(provider)), model.to_string());
         self
     }
 
@@ -149,7 +200,7 @@ impl Launcher {
     pub fn ready(&self) -> Result<(), Failure> {
         match self.source {
             Source::Route => self.route().map(|_| ()),
-            Source::Fixed(..) => Ok(()),
+            Source::Shared(..) => Ok(()),
         }
     }
 
@@ -227,18 +278,24 @@ impl Launcher {
         }
     }
 
-    /// The runtime parts for a session of `route` (the provider comes from the route, or the
-    /// fixed provider for the first runtime).
+    /// The runtime parts for a session of `route` (the provider comes from the route, or is a
+    /// handle on the shared one).
     fn parts(&self, route: Option<ProviderChoice>) -> Result<Parts, Failure> {
-        let mut cfg = self.config.clone();
-        let provider = match (&self.source, route) {
-            (Source::Fixed(slot, model), _) => {
-                let p =
-                    slot.lock().ok().and_then(|mut s| s.take()).ok_or_else(|| {
-                        Failure::Failed("the fixed provider was already used".into())
-                    })?;
+        self.parts_with(self.config.clone(), route)
+    }
+
+    fn parts_with(&self, mut cfg: Config, route: Option<ProviderChoice>) -> Result<Parts, Failure> {
+        let provider: Box<dyn Provider> = match (&self.source, route) {
+            (Source::Shared(inner, model), _) => {
                 cfg.model = model.clone();
-                p
+                let name = match inner.lock() {
+                    Ok(p) => p.name(),
+                    Err(poisoned) => poisoned.into_inner().name(),
+                };
+                Box::new(SharedProvider {
+                    inner: inner.clone(),
+                    name,
+                })
             }
             (Source::Route, route) => {
                 let route = match route {
@@ -307,7 +364,7 @@ impl Launcher {
     ) -> Result<Runtime, Failure> {
         let route = match &self.source {
             Source::Route => Some(self.route_for(&session.read_meta()?)?),
-            Source::Fixed(..) => None,
+            Source::Shared(..) => None,
         };
         self.reopen(session, route, ui)
     }
@@ -391,6 +448,42 @@ impl Launcher {
             self.state.set_current(&session.id)?;
         }
         Ok(session)
+    }
+}
+
+impl Launcher {
+    /// Opens a sub-agent of `parent`: a session folder under the parent's (`agents/<id>/`) whose
+    /// `system.txt` holds `spec.system` exactly and whose history is `spec.history`, on a cancel
+    /// token that is a child of the parent's (the parent's Ctrl-C stops it, not the reverse). It
+    /// never becomes `.tern/current`; its events name the parent.
+    pub fn child(
+        &self,
+        parent: &Runtime,
+        spec: ChildSpec,
+        ui: &mut dyn Surface,
+    ) -> Result<Runtime, Failure> {
+        let mut parts = self.parts_with(spec.cfg, spec.route)?;
+        parts.cancel = parent.cancel.child();
+        parts.parent = Some(parent.session.id.clone());
+        parts.mark_current = false;
+        let meta = Meta {
+            cwd: self.state.workspace.display().to_string(),
+            provider: parts.provider.name().to_string(),
+            model: parts.cfg.model.clone(),
+            base_url: display_url(&parts.cfg.base_url),
+            title: spec.title.trim().chars().take(80).collect(),
+            ..Meta::default()
+        };
+        let session = self.state.create_child(&parent.session, meta)?;
+        {
+            let lock = session.lock()?;
+            session.write_text_locked(&lock, files::SYSTEM, &spec.system)?;
+            session.write_text_locked(&lock, files::DRAFT, "")?;
+            session.append_messages_locked(&lock, &spec.history)?;
+        }
+        let mut rt = Runtime::assemble(session, parts, spec.system, spec.history);
+        rt.begin(ui, false, None)?;
+        Ok(rt)
     }
 }
 

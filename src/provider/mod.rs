@@ -166,7 +166,7 @@ pub fn common_prefix(a: &[u8], b: &[u8]) -> usize {
 
 /// A model provider. `body` is pure and deterministic (same request, same bytes); `complete`
 /// makes exactly one attempt.
-pub trait Provider {
+pub trait Provider: Send {
     /// Short name for events and `meta.json`: `openai`, `anthropic`, `replay`.
     fn name(&self) -> &'static str;
 

@@ -562,3 +562,9 @@ pub fn held_elsewhere(session: &Session) -> Option<u32> {
 pub fn really_running(session: &Session, meta: &Meta) -> bool {
     meta.status == Status::Running && held_elsewhere(session).is_some()
 }
+
+/// A runtime moves to the thread that runs it (a sub-agent, ACP's worker): it must be `Send`.
+const _: fn() = || {
+    fn send<T: Send>() {}
+    send::<Runtime>();
+};

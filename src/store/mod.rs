@@ -60,25 +60,16 @@ impl StateDir {
 
     /// Creates a new session folder with `meta` (its id and created_at are filled in), its
     /// `spill/` and `archive/` folders. Pointing `current` at it is the launcher's policy.
-    pub fn create_session(&self, mut meta: Meta) -> io::Result<Session> {
+    pub fn create_session(&self, meta: Meta) -> io::Result<Session> {
         self.init()?;
-        let mut id = crate::clock::new_session_id();
-        while self.session_dir(&id).exists() {
-            id = crate::clock::new_session_id();
-        }
-        let dir = self.session_dir(&id);
-        fsutil::ensure_dir(&dir)?;
-        fsutil::ensure_dir(&dir.join(files::SPILL))?;
-        fsutil::ensure_dir(&dir.join(files::ARCHIVE))?;
-        let session = Session::at(&id, dir);
-        meta.id = id.clone();
-        meta.created_at = crate::clock::now_rfc3339();
-        meta.updated_at = meta.created_at.clone();
-        {
-            let lock = session.lock()?;
-            session.write_meta_locked(&lock, &meta)?;
-        }
-        Ok(session)
+        create_in(&self.root.join("sessions"), meta)
+    }
+
+    /// Creates a sub-agent's session folder under its parent's, `<parent>/agents/<id>/`, laid out
+    /// like a top-level one. It is not listed among the top-level sessions and never becomes
+    /// `current`.
+    pub fn create_child(&self, parent: &Session, meta: Meta) -> io::Result<Session> {
+        create_in(&parent.path(files::AGENTS), meta)
     }
 
     /// Opens an existing session by exact id, unique id prefix, or unique part of an id.
@@ -154,4 +145,26 @@ impl StateDir {
         ids.sort();
         Ok(ids)
     }
+}
+
+/// A new session folder with a fresh id inside `dir`.
+fn create_in(dir: &Path, mut meta: Meta) -> io::Result<Session> {
+    fsutil::ensure_dir(dir)?;
+    let mut id = crate::clock::new_session_id();
+    while dir.join(&id).exists() {
+        id = crate::clock::new_session_id();
+    }
+    let sdir = dir.join(&id);
+    fsutil::ensure_dir(&sdir)?;
+    fsutil::ensure_dir(&sdir.join(files::SPILL))?;
+    fsutil::ensure_dir(&sdir.join(files::ARCHIVE))?;
+    let session = Session::at(&id, sdir);
+    meta.id = id;
+    meta.created_at = crate::clock::now_rfc3339();
+    meta.updated_at = meta.created_at.clone();
+    {
+        let lock = session.lock()?;
+        session.write_meta_locked(&lock, &meta)?;
+    }
+    Ok(session)
 }

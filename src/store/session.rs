@@ -125,6 +125,8 @@ pub mod files {
     pub const SPILL: &str = "spill";
     /// The fs2 lock file.
     pub const LOCK: &str = "lock";
+    /// Sub-agents' session folders.
+    pub const AGENTS: &str = "agents";
 }
 
 impl Session {

@@ -187,3 +187,63 @@ fn a_cancelled_turn_ends_interrupted_and_the_next_one_runs() {
     rt.cancel.reset();
     assert_eq!(rt.run_turn("again", &mut ui).as_deref(), Ok("fine"));
 }
+
+/// A fork is a child session whose `system.txt` holds the parent's exact bytes and whose history
+/// starts as the parent's: its first request extends the parent's stored prefix byte for byte.
+/// It lives under the parent's folder, never becomes `.tern/current`, and its events name the
+/// parent.
+#[test]
+fn a_fork_starts_from_the_parents_exact_prefix() {
+    let script = vec![
+        text(Wire::OpenAi, "parent answer"),
+        text(Wire::OpenAi, "child answer"),
+    ];
+    let h = InProc::new(Wire::OpenAi, script, fast_config());
+    let mut ui = Collect::default();
+    let mut parent = h.open(&mut ui);
+    parent
+        .run_turn("parent task", &mut ui)
+        .expect("parent turn");
+    let stored = parent.stored_body();
+    let mut history = parent.prefix().fork(parent.history().len()).history;
+    history.push(Message::user("child task"));
+    let spec = tern::launcher::ChildSpec {
+        title: "child".into(),
+        system: parent.prefix().system.clone(),
+        history,
+        cfg: fast_config(),
+        route: None,
+    };
+    let current_before = std::fs::read_to_string(h.dir.path().join(".tern/current")).ok();
+    let mut cui = Collect::default();
+    let mut child = h.launcher.child(&parent, spec, &mut cui).expect("child");
+    assert!(
+        child
+            .session
+            .dir
+            .starts_with(parent.session.dir.join("agents"))
+    );
+    assert_eq!(
+        std::fs::read(child.session.path("system.txt")).expect("system.txt"),
+        std::fs::read(parent.session.path("system.txt")).expect("parent system.txt"),
+    );
+    assert_eq!(child.run_turn("", &mut cui).as_deref(), Ok("child answer"));
+    let reqs = h.fake.requests();
+    assert!(reqs[1].body.starts_with(&stored[..stored.len() - 2]));
+    assert!(
+        cui.events
+            .iter()
+            .all(|e| e.parent.as_deref() == Some(parent.session.id.as_str()))
+    );
+    assert_eq!(
+        std::fs::read_to_string(h.dir.path().join(".tern/current")).ok(),
+        current_before,
+        "a child never becomes current"
+    );
+    // Cancelling the parent cancels the child, not the reverse.
+    child.cancel.cancel();
+    assert!(!parent.cancelled());
+    child.cancel.reset();
+    parent.cancel.cancel();
+    assert!(child.cancelled());
+}
