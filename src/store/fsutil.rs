@@ -27,18 +27,132 @@ pub fn ensure_dir(dir: &Path) -> io::Result<()> {
     refuse_symlink(dir)
 }
 
+/// The prefix of every atomic write's tempfile: a crash between its creation and its rename leaves
+/// one, removed by [`remove_stray_temps`] when the session is next held.
+pub const TEMP_PREFIX: &str = ".tmp-";
+
+/// Fault injection for the crash-consistency suite, compiled into debug builds only (what
+/// `cargo test` runs): every write, fsync, rename and link of the state folder passes a point.
+/// With `TERN_FAULT_AT=N` the process kills itself with SIGKILL at the N-th point (1-based; a
+/// `torn` point first writes half of its line); with `TERN_FAULT_LOG=FILE` each point appends
+/// `kind path` to FILE, so a dry run counts them. Release builds compile this to nothing.
+#[cfg(debug_assertions)]
+pub mod fault {
+    use std::path::Path;
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+
+    fn at() -> Option<u64> {
+        static AT: OnceLock<Option<u64>> = OnceLock::new();
+        *AT.get_or_init(|| std::env::var("TERN_FAULT_AT").ok()?.trim().parse().ok())
+    }
+
+    /// Passes one point; true when this is the point to die at (the caller may do a partial
+    /// write first, then calls [`die`]).
+    pub fn hit(kind: &str, path: &Path) -> bool {
+        let n = COUNT.fetch_add(1, Ordering::SeqCst) + 1;
+        if let Ok(log) = std::env::var("TERN_FAULT_LOG") {
+            use std::io::Write;
+            if let Ok(mut f) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(log)
+            {
+                let _ = writeln!(f, "{n} {kind} {}", path.display());
+            }
+        }
+        at() == Some(n)
+    }
+
+    /// Dies now, as a crash would: no destructor, no flush.
+    pub fn die() -> ! {
+        // SAFETY: kill(2) on our own pid; SIGKILL cannot be caught, so this never returns.
+        unsafe {
+            libc::kill(libc::getpid(), libc::SIGKILL);
+        }
+        std::process::abort()
+    }
+
+    /// A point where the process may die before the next step.
+    pub fn point(kind: &str, path: &Path) {
+        if hit(kind, path) {
+            die();
+        }
+    }
+}
+
+/// A no-op in release builds (see the debug `fault` module).
+#[cfg(not(debug_assertions))]
+pub mod fault {
+    use std::path::Path;
+    /// Never a fault point to die at.
+    #[inline(always)]
+    pub fn hit(_kind: &str, _path: &Path) -> bool {
+        false
+    }
+    /// Unreachable in release builds.
+    pub fn die() -> ! {
+        std::process::abort()
+    }
+    /// Nothing.
+    #[inline(always)]
+    pub fn point(_kind: &str, _path: &Path) {}
+}
+
 /// Writes `bytes` to `path` atomically: a uniquely named tempfile in the same folder, fsync,
-/// rename over `path`. A symlink at `path` is replaced, never followed. Concurrent writers each
-/// use their own tempfile, so no write is torn and no stray file is left on success or failure.
+/// rename over `path`, fsync of the folder (so the rename itself survives a power cut). A symlink
+/// at `path` is replaced, never followed. Concurrent writers each use their own tempfile, so no
+/// write is torn and no stray file is left on success or failure; a crash may leave a tempfile,
+/// which [`remove_stray_temps`] removes.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = path
         .parent()
         .ok_or_else(|| io::Error::other(format!("{} has no parent folder", path.display())))?;
-    let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
+    fault::point("create", path);
+    let mut tmp = tempfile::Builder::new()
+        .prefix(TEMP_PREFIX)
+        .tempfile_in(dir)?;
+    fault::point("write", path);
     tmp.write_all(bytes)?;
+    fault::point("fsync", path);
     tmp.as_file().sync_all()?;
+    fault::point("rename", path);
     tmp.persist(path).map_err(|e| e.error)?;
+    fault::point("renamed", path);
+    sync_dir(dir);
     Ok(())
+}
+
+/// fsyncs a folder so a rename or a new file in it is durable; errors are ignored (some
+/// filesystems refuse it, and the data itself was already synced).
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+/// Removes the tempfiles a crash left in `dir` (not in its subfolders). The caller holds the
+/// lock every atomic write into `dir` is made under, so none of them is in flight. Returns how
+/// many were removed.
+pub fn remove_stray_temps(dir: &Path) -> io::Result<usize> {
+    let mut n = 0;
+    let rd = match fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(with_path(e, dir)),
+    };
+    for e in rd.flatten() {
+        if e.file_name().to_string_lossy().starts_with(TEMP_PREFIX)
+            && e.file_type().is_ok_and(|t| t.is_file())
+        {
+            fault::point("remove", &e.path());
+            fs::remove_file(e.path()).map_err(|err| with_path(err, &e.path()))?;
+            n += 1;
+        }
+    }
+    Ok(n)
 }
 
 /// Opens `path` for appending without following a symlink (O_NOFOLLOW), creating it if absent.
@@ -76,7 +190,13 @@ pub fn append_to(f: &mut File, len: u64, line: &str) -> io::Result<u64> {
     }
     buf.extend_from_slice(line.as_bytes());
     buf.push(b'\n');
+    if fault::hit("torn", Path::new("append")) {
+        // A crash in the middle of the write: half a line reaches the file.
+        let _ = f.write_all(&buf[..buf.len() / 2]);
+        fault::die();
+    }
     f.write_all(&buf)?;
+    fault::point("appended", Path::new("append"));
     Ok(len + buf.len() as u64)
 }
 

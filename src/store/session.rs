@@ -250,7 +250,9 @@ impl Session {
         }
         let archive = self.next_archive_path("conversation", "jsonl")?;
         let conv = self.path(files::CONVERSATION);
+        fsutil::fault::point("link", &archive);
         if conv.exists() && std::fs::hard_link(&conv, &archive).is_err() {
+            fsutil::fault::point("copy", &archive);
             std::fs::copy(&conv, &archive)?;
         }
         self.write_text_locked(lock, files::CONVERSATION, &text)?;

@@ -245,6 +245,7 @@ impl Shaper {
     }
 
     fn open_spill(&mut self) {
+        crate::store::fsutil::fault::point("spill", &self.spill_dir);
         let opened = std::fs::create_dir_all(&self.spill_dir).and_then(|()| {
             tempfile::Builder::new()
                 .prefix("out-")
