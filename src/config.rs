@@ -40,12 +40,24 @@ pub const READ_ENV: &[&str] = &[
 pub struct Env(BTreeMap<String, String>);
 
 impl Env {
-    /// The snapshot of this process's environment.
+    /// The snapshot of this process's environment. The keys and URL credentials found are
+    /// registered for redaction at once, so [`hide_from_proc`] can wipe them.
     pub fn capture() -> Env {
-        Env(READ_ENV
+        let env = Env(READ_ENV
             .iter()
             .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
-            .collect())
+            .collect());
+        for k in ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"] {
+            if let Some(v) = env.get(k) {
+                crate::store::redact::register(&v);
+            }
+        }
+        for k in ["OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"] {
+            if let Some(v) = env.get(k) {
+                register_url_secrets(&v);
+            }
+        }
+        env
     }
 
     /// A snapshot of exactly these pairs (tests, sub-agents).
@@ -192,7 +204,7 @@ pub fn resolve(
 
 /// Registers the credentials a URL may carry (`user:password@`, the query string) for
 /// redaction, so they appear in no file, event or error.
-fn register_url_secrets(url: &str) {
+pub fn register_url_secrets(url: &str) {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
     let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
     if let Some((userinfo, _)) = authority.rsplit_once('@') {
@@ -223,6 +235,71 @@ pub fn scrub_environment() {
     for k in SECRET_ENV {
         // SAFETY: the caller guarantees this process is still single-threaded.
         unsafe { std::env::remove_var(k) };
+    }
+}
+
+/// Makes the configured secrets unreadable through this process's `/proc` files, for every
+/// command the model runs (DESIGN.md §10, issue "the key out of reach"):
+/// - `remove_var` only drops the pointer; `/proc/<pid>/environ` and `cmdline` read the memory the
+///   kernel laid out at exec, so every registered secret (key, URL credential) found there is
+///   overwritten with `*`;
+/// - the process becomes non-dumpable (`PR_SET_DUMPABLE` 0): its `/proc/<pid>/mem`, `environ`
+///   and friends are no longer open to other processes of the same user; the bash tool also
+///   drops `CAP_SYS_PTRACE` from a root shell's bounding set, so a command run as root cannot
+///   read them either, and Landlock forbids it in the sandboxed modes.
+///
+/// Call once from `main`, after [`scrub_environment`] and before any other thread runs. Linux
+/// only; elsewhere nothing happens.
+pub fn hide_from_proc() {
+    #[cfg(target_os = "linux")]
+    {
+        let secrets = crate::store::redact::registered();
+        if let Ok(stat) = std::fs::read_to_string("/proc/self/stat")
+            && let Some(close) = stat.rfind(')')
+        {
+            // Fields 48..=51 of proc(5): arg_start, arg_end, env_start, env_end; the text after
+            // the command name's ')' starts at field 3.
+            let f: Vec<usize> = stat[close + 1..]
+                .split_whitespace()
+                .map(|x| x.parse().unwrap_or(0))
+                .collect();
+            let field = |n: usize| f.get(n - 3).copied().unwrap_or(0);
+            for (start, end) in [(field(48), field(49)), (field(50), field(51))] {
+                if start == 0 || end <= start || end - start > (16 << 20) {
+                    continue;
+                }
+                // SAFETY: [start, end) is this process's argument or environment block as the
+                // kernel reports it: mapped, writable stack memory that no Rust reference points
+                // into (clap and the environment snapshot copied what they need; the variables
+                // holding secrets were removed from `environ` by `scrub_environment`), and no
+                // other thread runs yet.
+                let block =
+                    unsafe { std::slice::from_raw_parts_mut(start as *mut u8, end - start) };
+                for s in &secrets {
+                    wipe(block, s.as_bytes());
+                }
+            }
+        }
+        // SAFETY: prctl(2) with PR_SET_DUMPABLE only changes this process's dumpable flag.
+        unsafe {
+            libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+        }
+    }
+}
+
+/// Overwrites every occurrence of `needle` in `hay` with `*`.
+fn wipe(hay: &mut [u8], needle: &[u8]) {
+    if needle.is_empty() || needle.len() > hay.len() {
+        return;
+    }
+    let mut i = 0;
+    while i + needle.len() <= hay.len() {
+        if &hay[i..i + needle.len()] == needle {
+            hay[i..i + needle.len()].fill(b'*');
+            i += needle.len();
+        } else {
+            i += 1;
+        }
     }
 }
 

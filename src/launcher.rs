@@ -375,17 +375,26 @@ impl Launcher {
         route: Option<ProviderChoice>,
         ui: &mut dyn Surface,
     ) -> Result<Runtime, Failure> {
+        let mut notes = Vec::new();
         // Check, and mark a dead turn interrupted, under one lock: a process that takes the
         // session in between must not have its status overwritten.
         let (before, was_interrupted) = {
             let lock = session.lock()?;
-            let mut meta = session.read_meta()?;
             if let Some(pid) = held_elsewhere(&session) {
                 return Err(Failure::Failed(format!(
                     "session {} is running a turn in process {pid}; wait for it to finish (or interrupt it) first",
                     session.id
                 )));
             }
+            let mut meta = match session.read_meta() {
+                Ok(m) => m,
+                Err(e) => {
+                    let m = rebuild_meta(&session, &self.state.workspace);
+                    session.write_meta_locked(&lock, &m)?;
+                    notes.push(format!("{e}: rebuilt meta.json from the session folder"));
+                    m
+                }
+            };
             if meta.status == Status::Running {
                 let before = meta.clone();
                 meta.status = Status::Interrupted;
@@ -397,20 +406,28 @@ impl Launcher {
                 (meta, false)
             }
         };
-        let system = match session.read_text(files::SYSTEM)? {
-            Some(s) => s,
-            None => {
-                let plan: PlanFile = session.read_json(files::PLAN_STATE)?.unwrap_or_default();
-                let s =
-                    system::with_plan(&system::base(&self.state.workspace), plan.locked.as_deref());
-                let lock = session.lock()?;
-                session.write_text_locked(&lock, files::SYSTEM, &s)?;
-                s
-            }
-        };
+        // Nobody holds the session: what a crash left is cleaned up and completed now.
+        if was_interrupted {
+            crate::tools::bash::kill_orphans(&session.dir);
+        }
+        self.state.remove_stray_temps()?;
+        session.remove_stray_temps()?;
+        if let Some(archive) = session.repair_events()? {
+            notes.push(format!(
+                "events.jsonl ended in a torn line (a crash mid-write): repaired; the file as it was is {archive}"
+            ));
+        }
+        notes.extend(crate::runtime::plan::reconcile(
+            &session,
+            &self.state.workspace,
+        )?);
+        let system = session.read_text(files::SYSTEM)?.unwrap_or_default();
         let parts = self.parts(route)?;
         let mut rt = Runtime::assemble(session, parts, system, Vec::new());
         rt.begin(ui, true, Some((&before, was_interrupted)))?;
+        for n in notes {
+            rt.emit(ui, Event::warning(n));
+        }
         Ok(rt)
     }
 
@@ -521,4 +538,66 @@ impl Runtime {
         self.after_load();
         self.switch_model(ui, meta)
     }
+}
+
+/// A `meta.json` rebuilt from what the session folder still holds, for one that is missing or
+/// does not parse: the id and creation time from the folder name, the route from the latest
+/// `session_start` event, the counts from the `usage` events, the title from the first prompt.
+fn rebuild_meta(session: &Session, workspace: &std::path::Path) -> Meta {
+    let events = session.read_envelopes().unwrap_or_default();
+    let mut meta = Meta {
+        id: session.id.clone(),
+        created_at: created_at_of(&session.id),
+        updated_at: crate::clock::now_rfc3339(),
+        cwd: workspace.display().to_string(),
+        status: Status::Interrupted,
+        ..Meta::default()
+    };
+    for e in &events {
+        match &e.event {
+            Event::SessionStart {
+                provider, model, ..
+            } => {
+                meta.provider = provider.clone();
+                meta.model = model.clone();
+            }
+            Event::TurnStart { prompt } if meta.title.is_empty() => {
+                meta.title = prompt.trim().chars().take(80).collect();
+            }
+            Event::Usage {
+                input_tokens,
+                cached_tokens,
+                cache_write_tokens,
+                output_tokens,
+                ..
+            } => {
+                meta.turns = meta.turns.saturating_add(1);
+                meta.usage.add(&crate::message::Usage {
+                    input_tokens: *input_tokens,
+                    cached_tokens: *cached_tokens,
+                    cache_write_tokens: *cache_write_tokens,
+                    output_tokens: *output_tokens,
+                });
+            }
+            _ => {}
+        }
+    }
+    meta
+}
+
+/// `20261201-093015-ab12` → `2026-12-01T09:30:15Z` (now, when the id is not of that shape).
+fn created_at_of(id: &str) -> String {
+    let d: String = id.chars().filter(char::is_ascii_digit).take(14).collect();
+    if d.len() < 14 {
+        return crate::clock::now_rfc3339();
+    }
+    format!(
+        "{}-{}-{}T{}:{}:{}Z",
+        &d[0..4],
+        &d[4..6],
+        &d[6..8],
+        &d[8..10],
+        &d[10..12],
+        &d[12..14]
+    )
 }

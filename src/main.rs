@@ -380,7 +380,11 @@ fn main() -> ExitCode {
     // Still one thread: read what tern needs from the environment, then take the keys out of
     // it before anything else runs (no command the model runs may find them).
     let env = Env::capture();
+    if let Some(url) = cli_base_url(&cli) {
+        tern::config::register_url_secrets(&url);
+    }
     tern::config::scrub_environment();
+    tern::config::hide_from_proc();
     let ctx = Ctx {
         env,
         process: Process::default(),
@@ -391,6 +395,17 @@ fn main() -> ExitCode {
         Some(cmd) => run(&ctx, cmd),
     };
     ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// The `--base-url` given on the command line, whose credentials must leave `cmdline` too.
+fn cli_base_url(cli: &Cli) -> Option<String> {
+    let model = match &cli.cmd {
+        None => &cli.chat.model,
+        Some(Cmd::Chat(a)) => &a.model,
+        Some(Cmd::Exec { model, .. }) => model,
+        Some(_) => return None,
+    };
+    model.base_url.clone()
 }
 
 fn chat(ctx: &Ctx, args: ChatArgs) -> i32 {

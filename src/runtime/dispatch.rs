@@ -46,7 +46,7 @@ impl From<Result<String, ToolError>> for ToolResult {
 
 impl Runtime {
     /// Runs one tool call after emitting its `tool_call` event. The `tool_result` event follows
-    /// once the result is stored (see `turn.rs`).
+    /// once the result is stored (see `turn.rs`); so does noticing a draft the command wrote.
     pub(super) fn run_tool(&mut self, c: &Call, ui: &mut dyn Surface) -> ToolResult {
         let call = &c.call;
         self.emit(
@@ -64,13 +64,6 @@ impl Runtime {
             (None, name) => self.tool_other(name, &call.arguments, ui).into(),
         };
         result.duration_ms = started.elapsed().as_millis() as u64;
-        if call.name == "bash"
-            && let Err(e) = self.observe_plan_files(ui)
-        {
-            // The command may have written the draft through $PLAN_DRAFT_FILE; a file that
-            // cannot be read now is reported again before the next request.
-            self.emit(ui, Event::warning(e.to_string()));
-        }
         result
     }
 

@@ -185,8 +185,11 @@ impl Runtime {
     }
 
     /// Moves `draft` (the text that was confirmed) into `plan.md` and the system prompt
-    /// (PlanConfirm after the compaction). A draft rewritten meanwhile, in another pane while the
-    /// summary was being written, is not what was confirmed: it stays as the next pending draft.
+    /// (PlanConfirm after the compaction). One commit point: `plan.json` (the record of the
+    /// lifecycle) is written first; `plan.md`, the emptied draft and `system.txt` are derived from
+    /// it, and [`reconcile`] rebuilds them at the next start if a crash came in between. A draft
+    /// rewritten meanwhile, in another pane while the summary was being written, is not what was
+    /// confirmed: it stays as the next pending draft.
     fn lock_draft(&mut self, draft: &str, ui: &mut dyn Surface) -> Result<Transition, Failure> {
         let t = {
             let lock = self.session.lock()?;
@@ -196,18 +199,18 @@ impl Runtime {
                 self.session
                     .write_archive_locked(&lock, "plan", "md", old)?;
             }
-            let base =
-                system::without_plan(&self.prefix.system, plan.locked.as_deref()).to_string();
-            let new_system = system::with_plan(&base, Some(draft));
+            let new_system =
+                system::with_plan(system::strip_plan(&self.prefix.system), Some(draft));
+            let t = plan.confirm(draft, &crate::clock::now_rfc3339());
+            self.session
+                .write_json_locked(&lock, files::PLAN_STATE, &plan)?;
+            // Derived from the record above.
             self.session.write_text_locked(&lock, files::PLAN, draft)?;
             if now_draft == draft {
                 self.session.write_text_locked(&lock, files::DRAFT, "")?;
             }
             self.session
                 .write_text_locked(&lock, files::SYSTEM, &new_system)?;
-            let t = plan.confirm(draft, &crate::clock::now_rfc3339());
-            self.session
-                .write_json_locked(&lock, files::PLAN_STATE, &plan)?;
             self.prefix.system = new_system;
             self.note_disk();
             t
@@ -241,13 +244,15 @@ impl Runtime {
             let locked = plan.locked.clone().unwrap_or_default();
             self.session
                 .write_archive_locked(&lock, "plan", "md", &locked)?;
-            let new_system = system::without_plan(&self.prefix.system, Some(&locked)).to_string();
-            self.session.write_text_locked(&lock, files::PLAN, "")?;
-            self.session
-                .write_text_locked(&lock, files::SYSTEM, &new_system)?;
+            let new_system = system::strip_plan(&self.prefix.system).to_string();
+            // The commit point is plan.json; plan.md and system.txt are derived from it (see
+            // `reconcile`).
             let t = plan.clear();
             self.session
                 .write_json_locked(&lock, files::PLAN_STATE, &plan)?;
+            self.session.write_text_locked(&lock, files::PLAN, "")?;
+            self.session
+                .write_text_locked(&lock, files::SYSTEM, &new_system)?;
             self.prefix.system = new_system;
             self.note_disk();
             Ok(Ok(t))
@@ -258,4 +263,101 @@ impl Runtime {
         self.emit(ui, transition_event(&t));
         Ok("Plan cleared: removed from the system prompt and archived.".into())
     }
+}
+
+/// Brings the files derived from `plan.json` (the record of the plan lifecycle) back in line
+/// after a crash between a commit and its derived writes: `system.txt` carries exactly the locked
+/// plan of the record (one `<locked_plan>` section, or none), `plan.md` holds it (when it is
+/// empty or still the plan archived last, i.e. not a person's edit), and a draft identical to a
+/// just-confirmed plan is emptied. A damaged or missing `plan.json` is rebuilt from what the folder
+/// still holds (`system.txt`'s section, `plan.md`, the draft). A damaged `system.txt` (empty, not
+/// UTF-8) is rebuilt from the bundled prompt, the project's `AGENTS.md` and the record.
+///
+/// Call only while no other process holds the session (at open). Returns one line per file it
+/// rebuilt (for a warning event); nothing is written when everything agrees.
+pub fn reconcile(session: &Session, workspace: &std::path::Path) -> Result<Vec<String>, Failure> {
+    let lock = session.lock()?;
+    let mut fixed = Vec::new();
+    let system_text = match session.read_text(files::SYSTEM) {
+        Ok(Some(s)) if !s.trim().is_empty() && !s.contains('\0') => Some(s),
+        Ok(None) => None,
+        Ok(Some(_)) | Err(_) => {
+            fixed.push("system.txt was damaged (empty or not text): rebuilt".to_string());
+            None
+        }
+    };
+    let plan_md = session
+        .read_text(files::PLAN)
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    let plan: PlanFile = match session.read_json::<PlanFile>(files::PLAN_STATE) {
+        Ok(p) => p.unwrap_or_default(),
+        Err(_) => {
+            // Rebuild the record from what the folder holds: the plan the prompt carries, else
+            // plan.md; the draft's state from the draft.
+            let locked = system_text
+                .as_deref()
+                .and_then(locked_section)
+                .or_else(|| (!plan_md.trim().is_empty()).then(|| plan_md.clone()));
+            let mut p = PlanFile::default();
+            if let Some(l) = &locked {
+                p.confirm(l, &crate::clock::now_rfc3339());
+            }
+            p.observe_draft(&draft_text(session)?);
+            session.write_json_locked(&lock, files::PLAN_STATE, &p)?;
+            fixed.push(
+                "plan.json was damaged: rebuilt from system.txt, plan.md and the draft".into(),
+            );
+            p
+        }
+    };
+    let base = match &system_text {
+        Some(s) => system::strip_plan(s).to_string(),
+        None => system::base(workspace),
+    };
+    let want_system = system::with_plan(&base, plan.locked.as_deref());
+    if system_text.as_deref() != Some(want_system.as_str()) {
+        session.write_text_locked(&lock, files::SYSTEM, &want_system)?;
+        if system_text.is_some() {
+            fixed.push("system.txt did not carry the locked plan of plan.json: rebuilt".into());
+        }
+    }
+    let want_md = plan.locked.clone().unwrap_or_default();
+    if plan_md != want_md {
+        let last_archived = last_archived_plan(session);
+        if plan_md.trim().is_empty() || last_archived.as_deref() == Some(plan_md.as_str()) {
+            session.write_text_locked(&lock, files::PLAN, &want_md)?;
+            fixed.push("plan.md did not hold the locked plan of plan.json: rebuilt".into());
+        }
+    }
+    if let Some(l) = &plan.locked
+        && plan.state == crate::domain::plan::PlanState::Confirmed
+        && draft_text(session)? == *l
+    {
+        session.write_text_locked(&lock, files::DRAFT, "")?;
+        fixed.push("the confirmed draft was still pending: emptied".into());
+    }
+    Ok(fixed)
+}
+
+/// The text of the last `<locked_plan>` section of a system prompt.
+fn locked_section(system: &str) -> Option<String> {
+    let base = system::strip_plan(system);
+    let rest = system.get(base.len()..)?;
+    let body = rest.strip_prefix("\n\n<locked_plan>\n")?;
+    let end = body.find("\n</locked_plan>\n")?;
+    Some(format!("{}\n", &body[..end]))
+}
+
+/// The newest `archive/plan-NNNN.md`.
+fn last_archived_plan(session: &Session) -> Option<String> {
+    let n = session.next_archive_number("plan").ok()?.checked_sub(1)?;
+    if n == 0 {
+        return None;
+    }
+    session
+        .read_text(&format!("{}/plan-{n:04}.md", files::ARCHIVE))
+        .ok()
+        .flatten()
 }

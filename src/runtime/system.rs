@@ -68,6 +68,27 @@ pub fn without_plan<'a>(system: &'a str, plan: Option<&str>) -> &'a str {
     system.strip_suffix(section.as_str()).unwrap_or(system)
 }
 
+/// The system prompt without whatever `<locked_plan>` sections it ends with (however many a crash
+/// or an older build left): the base a plan is added to. The plan section always comes after the
+/// project instructions, so a `<locked_plan>` quoted inside `AGENTS.md` is never taken for one.
+pub fn strip_plan(system: &str) -> &str {
+    let from = system
+        .rfind("</project_instructions>\n")
+        .map_or(0, |i| i + "</project_instructions>\n".len());
+    match system[from..].find(OPEN_PLAN) {
+        Some(i) => &system[..from + i],
+        None => system,
+    }
+}
+
+/// How many `<locked_plan>` sections a system prompt carries after its project instructions.
+pub fn plan_sections(system: &str) -> usize {
+    let from = system
+        .rfind("</project_instructions>\n")
+        .map_or(0, |i| i + "</project_instructions>\n".len());
+    system[from..].matches(OPEN_PLAN).count()
+}
+
 /// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
 pub fn cut(s: &str, max: usize) -> &str {
     if s.len() <= max {
@@ -117,6 +138,18 @@ mod tests {
             base(&ws).contains("Use tabs."),
             "a link inside the workspace is fine"
         );
+    }
+
+    #[test]
+    fn strip_plan_removes_every_section_but_not_a_quoted_one() {
+        let base = "base\n\n<project_instructions source=\"AGENTS.md\">\nsay \n\n<locked_plan>\n in docs\n</project_instructions>\n";
+        let one = with_plan(base, Some("a"));
+        let two = with_plan(&one, Some("b"));
+        assert_eq!(strip_plan(&one), base);
+        assert_eq!(strip_plan(&two), base);
+        assert_eq!(plan_sections(&two), 2);
+        assert_eq!(plan_sections(base), 0);
+        assert_eq!(strip_plan("plain\n"), "plain\n");
     }
 
     #[test]

@@ -144,13 +144,15 @@ impl Runtime {
             let repeated = self.repeats_previous_step(&c.call, &r.content);
             all_repeated &= repeated;
             let interrupted = r.interrupted || self.cancelled();
-            let r = if repeated {
-                ToolResult {
-                    content: format!("{}\n{REPEAT_NOTE}", r.content),
-                    ..r
-                }
-            } else {
-                r
+            // The model never reads a configured key, whatever the command printed.
+            let content = crate::store::redact::for_model(&r.content).into_owned();
+            let r = ToolResult {
+                content: if repeated {
+                    format!("{content}\n{REPEAT_NOTE}")
+                } else {
+                    content
+                },
+                ..r
             };
             let mut results = vec![Message::tool(&c.call, r.content.clone(), r.is_error)];
             if interrupted {
@@ -158,6 +160,8 @@ impl Runtime {
                     results.push(Message::tool(&rest.call, NOT_RUN, true));
                 }
             }
+            // The commit point of a tool call: its result is stored before anything else is
+            // written or announced, so a crash after the command ran never loses its result.
             self.store(results)?;
             self.emit(
                 ui,
@@ -170,6 +174,13 @@ impl Runtime {
                     bash: r.bash,
                 },
             );
+            if c.call.name == "bash"
+                && let Err(e) = self.observe_plan_files(ui)
+            {
+                // The command may have written the draft through $PLAN_DRAFT_FILE; a file that
+                // cannot be read now is reported again before the next request.
+                self.emit(ui, Event::warning(e.to_string()));
+            }
             if interrupted {
                 return Err(Failure::Interrupted);
             }

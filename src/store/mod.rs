@@ -48,9 +48,20 @@ impl StateDir {
         fsutil::ensure_dir(&self.root)?;
         let gi = self.root.join(".gitignore");
         if fsutil::read_text(&gi)?.is_none() {
+            let _lock = root_lock(&self.root)?;
             fsutil::atomic_write(&gi, b"*\n")?;
         }
         fsutil::ensure_dir(&self.root.join("sessions"))
+    }
+
+    /// Removes the tempfiles a crash left in `.tern/` itself (a write of `current` or
+    /// `.gitignore` cut short), under the state folder's lock that those writes take.
+    pub fn remove_stray_temps(&self) -> io::Result<usize> {
+        if !self.root.is_dir() {
+            return Ok(0);
+        }
+        let _lock = root_lock(&self.root)?;
+        fsutil::remove_stray_temps(&self.root)
     }
 
     /// Folder of session `id` (not checked).
@@ -121,8 +132,9 @@ impl StateDir {
         }
     }
 
-    /// Points `.tern/current` at `id` (atomic write).
+    /// Points `.tern/current` at `id` (atomic write under the state folder's lock).
     pub fn set_current(&self, id: &str) -> io::Result<()> {
+        let _lock = root_lock(&self.root)?;
         fsutil::atomic_write(&self.root.join("current"), format!("{id}\n").as_bytes())
     }
 
@@ -167,4 +179,10 @@ fn create_in(dir: &Path, mut meta: Meta) -> io::Result<Session> {
         session.write_meta_locked(&lock, &meta)?;
     }
     Ok(session)
+}
+
+/// The lock of the state folder itself (`.tern/lock`), held by every write of `.tern/current` and
+/// `.tern/.gitignore` and by the removal of stray tempfiles there.
+pub fn root_lock(root: &Path) -> io::Result<lock::SessionLock> {
+    lock::SessionLock::acquire(&root.join(files::LOCK))
 }

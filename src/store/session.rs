@@ -149,6 +149,45 @@ impl Session {
         SessionLock::acquire(&self.path(files::LOCK))
     }
 
+    /// Removes the tempfiles a crash left in the session folder and its `archive/`, under the
+    /// session lock every atomic write there is made under. Returns how many.
+    pub fn remove_stray_temps(&self) -> io::Result<usize> {
+        let _lock = self.lock()?;
+        Ok(fsutil::remove_stray_temps(&self.dir)?
+            + fsutil::remove_stray_temps(&self.path(files::ARCHIVE))?)
+    }
+
+    /// Repairs a torn last line of `events.jsonl` (a crash mid-append): the file as it was goes
+    /// to `archive/events-NNNN.jsonl` (a hard link), then a copy without the fragment is renamed
+    /// in. Returns the archive's name when something was repaired.
+    pub fn repair_events(&self) -> io::Result<Option<String>> {
+        let lock = self.lock()?;
+        let path = self.path(files::EVENTS);
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        if bytes.is_empty() || bytes.ends_with(b"\n") {
+            return Ok(None);
+        }
+        let keep = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        let archive = self.next_archive_path("events", "jsonl")?;
+        fsutil::fault::point("link", &archive);
+        if std::fs::hard_link(&path, &archive).is_err() {
+            fsutil::fault::point("copy", &archive);
+            std::fs::copy(&path, &archive)?;
+        }
+        fsutil::atomic_write(&path, &bytes[..keep])?;
+        drop(lock);
+        self.event_seq.set((u64::MAX, 0));
+        let name = archive
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Ok(Some(format!("{}/{name}", files::ARCHIVE)))
+    }
+
     /// Points `.tern/current` (two folders up) at this session, atomically.
     pub fn mark_current(&self) -> io::Result<()> {
         let root =
@@ -159,6 +198,7 @@ impl Session {
         if fsutil::read_text(&current)?.as_deref().map(str::trim) == Some(self.id.as_str()) {
             return Ok(());
         }
+        let _lock = super::root_lock(root)?;
         fsutil::atomic_write(&current, format!("{}\n", self.id).as_bytes())
     }
 

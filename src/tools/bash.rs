@@ -257,13 +257,31 @@ pub fn run(req: &BashRequest<'_>, cancel: &CancelToken) -> Result<BashOutcome, S
     for k in req.env_remove {
         cmd.env_remove(*k);
     }
-    // SAFETY: the closure runs in the forked child before exec and only calls setsid(2), which is
-    // async-signal-safe; it allocates nothing and touches no lock.
+    let parent = std::process::id();
+    // SAFETY: the closure runs in the forked child before exec and only calls setsid(2),
+    // prctl(2) and getppid(2), which are async-signal-safe; it allocates nothing and touches no
+    // lock.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             if libc::setsid() == -1 {
                 return Err(io::Error::last_os_error());
             }
+            // The shell dies with tern, even when tern is killed with SIGKILL (its children are
+            // found and killed when the session is next opened: `kill_orphans`).
+            #[cfg(target_os = "linux")]
+            {
+                // A root shell loses CAP_SYS_PTRACE (19, capability(7)) from its bounding set, so
+                // neither it nor anything it execs can read tern's memory through /proc (tern is
+                // not dumpable). Fails harmlessly without CAP_SETPCAP (not root: not needed).
+                libc::prctl(libc::PR_CAPBSET_DROP, 19, 0, 0, 0);
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                // tern died between the fork and the prctl: do not run orphaned.
+                if libc::getppid() as u32 != parent {
+                    return Err(io::Error::other("tern exited"));
+                }
+            }
+            #[cfg(not(target_os = "linux"))]
+            let _ = parent;
             Ok(())
         });
     }
@@ -421,6 +439,57 @@ pub fn run(req: &BashRequest<'_>, cancel: &CancelToken) -> Result<BashOutcome, S
         spill_path: shaped.spill_path,
         output_bytes: shaped.raw_bytes,
     })
+}
+
+/// Kills what is left of the commands of the session folder `session_dir` after the process
+/// that ran them died (SIGKILL, a crash): every process whose environment names the folder
+/// (`TERN_SESSION_DIR`, set for every command) and its process group. Called when a session whose
+/// turn died is reopened, so a command does not outlive tern and change the workspace behind the
+/// next turn. Reads `/proc`; does nothing where there is none.
+pub fn kill_orphans(session_dir: &Path) -> usize {
+    let marker = format!("TERN_SESSION_DIR={}", session_dir.display());
+    let me = std::process::id();
+    // SAFETY: getpgrp(2) has no arguments and cannot fail.
+    let my_group = unsafe { libc::getpgrp() };
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let mut killed = 0;
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        if !env.split(|b| *b == 0).any(|v| v == marker.as_bytes()) {
+            continue;
+        }
+        let group = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|st| {
+                let rest = &st[st.rfind(')')? + 1..];
+                rest.split_whitespace().nth(2)?.parse::<libc::pid_t>().ok()
+            });
+        let Ok(p) = libc::pid_t::try_from(pid) else {
+            continue;
+        };
+        // SAFETY: kill(2) on a pid (and its group) found above; no memory is involved.
+        unsafe {
+            if let Some(g) = group
+                && g > 1
+                && g != my_group
+            {
+                libc::kill(-g, libc::SIGKILL);
+            }
+            libc::kill(p, libc::SIGKILL);
+        }
+        killed += 1;
+    }
+    killed
 }
 
 /// Waits up to `timeout` for the pipe to be readable (data, EOF or error); false on timeout or

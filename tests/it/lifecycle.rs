@@ -203,8 +203,6 @@ fn bash_draft_noticed_before_next_request_and_never_sent() {
         vec![("idle", "drafting", 1), ("drafting", "revised", 2)]
     );
     for id in ["b1", "b2"] {
-        // The call's `tool_call` event comes before the command runs; the draft it wrote is
-        // noticed (plan_state) before the next request's `usage`.
         let r = position(&events, |e| e["type"] == "tool_call" && e["id"] == id);
         let p = r + position(&events[r..], |e| e["type"] == "plan_state");
         let u = r + position(&events[r..], |e| e["type"] == "usage");

@@ -416,7 +416,10 @@ fn examples_match_the_documented_formats() {
         assert_eq!(state, stage, "state/examples/{stage}/plan.json");
         all.extend(snapshot(&dir).into_keys());
     }
-    for pattern in &docs.files {
+    // Only a crash writes these (a torn events.jsonl repaired on the next start); the
+    // fault-injection suite meets them.
+    const CRASH_ONLY: [&str; 1] = ["archive/events-NNNN.jsonl"];
+    for pattern in docs.files.iter().filter(|p| !CRASH_ONLY.contains(&p.as_str())) {
         assert!(
             all.iter().any(|f| matches_pattern(pattern, f)),
             "no example holds {pattern}"
