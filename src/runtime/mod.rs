@@ -435,6 +435,8 @@ impl Runtime {
         match Lease::try_take(&self.session.dir)? {
             Ok(l) => {
                 self.lease = Some(l);
+                // What a crashed writer left: no atomic write is in flight under the lock.
+                self.session.remove_stray_temps()?;
                 Ok(())
             }
             Err(h) => Err(Failure::Failed(held_message(&self.session.id, h.pid))),
