@@ -626,6 +626,7 @@ fn drain_child(args: &[String]) -> R<()> {
         env: &[],
         env_remove: &[],
         spill_dir: &spill,
+        sandbox: None,
     };
     let t = Instant::now();
     let out = tern::tools::bash::run(&req, &cancel)?;
@@ -680,6 +681,7 @@ fn overhead_child(args: &[String]) -> R<()> {
         env: &[],
         env_remove: &[],
         spill_dir: &spill,
+        sandbox: None,
     };
     let (mut tool, mut plain) = (Vec::new(), Vec::new());
     for _ in 0..OVERHEAD_CALLS {

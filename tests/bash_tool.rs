@@ -55,6 +55,7 @@ impl Env {
             env,
             env_remove,
             spill_dir: &spill,
+            sandbox: None,
         };
         bash::run(&req, cancel).expect("bash starts")
     }
@@ -559,6 +560,7 @@ fn runs_in_cwd_and_reports_spawn_errors() {
         env: &[],
         env_remove: &[],
         spill_dir: Path::new("/nonexistent"),
+        sandbox: None,
     };
     let err = bash::run(&req, &AtomicBool::new(false)).unwrap_err();
     assert!(err.contains("could not start bash"), "{err}");

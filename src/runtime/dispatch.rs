@@ -173,6 +173,7 @@ impl Runtime {
             env: &env,
             env_remove: &self.cfg.secret_env,
             spill_dir: &spill,
+            sandbox: None,
         };
         ui.progress("running… (Ctrl-C stops it)");
         match bash::run(&req, &self.cancel) {
