@@ -228,6 +228,12 @@ fn writes_inside_and_outside_per_mode() {
                 "symlink outside",
                 "ln -s /etc/passwd \"$ROOT/outside/link\"",
             ),
+            // A hard link into the workspace would make an outside file writable: refused
+            // (Landlock's refer right; EXDEV, "Invalid cross-device link").
+            (
+                "hard link an outside file into the workspace",
+                "ln \"$ROOT/outside/keep.txt\" \"$WS/hardlink\" && echo x >> \"$WS/hardlink\"",
+            ),
             (
                 "move out of the workspace",
                 "echo x > \"$WS/m\" && mv \"$WS/m\" \"$ROOT/outside/m\" || { rm -f \"$WS/m\"; false; }",
@@ -245,6 +251,7 @@ fn writes_inside_and_outside_per_mode() {
             let _ = fs::remove_file(w.outside.join("moved.txt"));
             let _ = fs::remove_file(w.outside.join("link"));
             let _ = fs::remove_file(w.outside.join("m"));
+            let _ = fs::remove_file(w.ws.join("hardlink"));
             fs::write(w.outside.join("keep.txt"), "outside\n").unwrap();
         }
         // Reading and running stay allowed everywhere.
@@ -745,4 +752,30 @@ fn refusal_child() {
         assert_ne!(out.exit_code, Some(0), "{}", out.content);
     }
     println!("refusal child ran (fake ABI {abi})");
+}
+
+/// One `Prepared` may serve several calls (the ruleset descriptor is not used up by a
+/// restriction): the private TMPDIR then lives as long as it, and every call is restricted.
+#[test]
+fn one_prepared_serves_several_calls() {
+    if !landlock("one_prepared_serves_several_calls") {
+        return;
+    }
+    let w = World::new();
+    let p = w.prepare(Mode::WorkspaceWrite, false);
+    for round in 0..3 {
+        let out = w.run_in(
+            Some(&p),
+            &format!(
+                "echo {round} >> \"$TMPDIR/log\"; wc -l < \"$TMPDIR/log\"; echo x > \"$HOME/f\""
+            ),
+        );
+        assert!(
+            out.content.starts_with(&format!("{}\n", round + 1)),
+            "round {round}: {}",
+            out.content
+        );
+        assert_ne!(out.exit_code, Some(0), "round {round}: {}", out.content);
+        assert!(!w.home.join("f").exists());
+    }
 }

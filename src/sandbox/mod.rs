@@ -23,11 +23,15 @@
 //! **What Landlock does not restrict** (so neither does this sandbox): reading any file the user
 //! can read (secrets in `~/.ssh` included); UDP and other non-TCP sockets (DNS works under
 //! `--no-network`); pathname and abstract UNIX sockets (so `docker.sock`, `ssh-agent`, D-Bus
-//! stay reachable); signals to other processes of the user (`kill`); `ioctl` on devices;
-//! changing metadata with `chmod`, `chown`, `utime`/`touch -d` and extended attributes on
-//! existing files outside the writable trees (ABI ≤ 7 has no rights for them); processes started
-//! before or outside the sandbox (a daemon the command talks to writes as itself). With
-//! `no_new_privs`, set-uid programs (`sudo`, `su`) do not gain privileges inside.
+//! stay reachable); signals to other processes of the user (`kill`); `ioctl` on devices and
+//! files (`chattr`); changing metadata with `chmod`, `chown`, `utime` (`touch` of an existing
+//! file) and extended attributes on files outside the writable trees (ABI ≤ 7 has no rights
+//! for them); processes started before or outside the sandbox (a daemon the command talks to
+//! writes as itself). It does stop `mount` and `ptrace` of processes outside the sandbox, and a
+//! hard link or rename that would carry a file into more rights. With `no_new_privs`, set-uid
+//! programs (`sudo`, `su`) do not gain privileges inside. Also refused, which some tools need:
+//! `/dev/shm` (POSIX semaphores, so Python's `multiprocessing` locks) and the real `/tmp` (the
+//! command's `TMPDIR` points to its private folder instead).
 //!
 //! **The state folder** (`.tern/`): Landlock rules only add rights, so files inside a writable
 //! workspace cannot be made read-only by Landlock; [`Snapshot`] detects changes to tern's files
@@ -271,6 +275,12 @@ impl fmt::Display for Report {
 /// descriptor, Linux) and the private temp folder. Dropping it closes the ruleset and removes
 /// the temp folder with whatever the command left there.
 ///
+/// One `Prepared` may also serve several calls (restricting a child does not use the ruleset
+/// up), and then `TMPDIR` lives across them. But Landlock rules name inodes, opened at
+/// [`prepare`]: once tern replaces the draft by an atomic rename (`tern plan draft`, a confirm),
+/// a kept `Prepared` no longer covers the new draft file in read-only mode. Preparing per call
+/// (the intended use) avoids that.
+///
 /// Why the child only makes raw system calls: between `fork` and `exec` a child of a
 /// multi-threaded process may only call async-signal-safe functions (another thread may have
 /// held the allocator's lock at the fork). The `landlock` crate's `RulesetCreated::restrict_self`
@@ -491,18 +501,21 @@ pub(crate) fn kernel_abi() -> Probe {
     real
 }
 
-/// Output texts that mean a denied operation (EACCES, EROFS, EPERM), as commands print them.
-const DENIAL_MARKERS: [&str; 3] = [
+/// Output texts that mean a denied operation (EACCES, EROFS, EPERM, and EXDEV, which Landlock
+/// returns for a link or rename that would move a file into more rights), as commands print
+/// them.
+const DENIAL_MARKERS: [&str; 4] = [
     "Permission denied",
     "Read-only file system",
     "Operation not permitted",
+    "Invalid cross-device link",
 ];
 
 /// Texts of a refused TCP connect, checked only under `--no-network` (curl, Node).
 const NET_DENIAL_MARKERS: [&str; 2] = ["Couldn't connect to server", "EACCES"];
 
 /// When `output` shows a denial (`Permission denied`, `Read-only file system`, `Operation not
-/// permitted`, or a refused connect under `--no-network`), one line for the model naming the mode
+/// permitted`, `Invalid cross-device link`, or a refused connect under `--no-network`), one line for the model naming the mode
 /// and what it allows, so it can adapt or ask; `None` otherwise and in danger-full-access without
 /// `--no-network`. The line is bracketed like the bash tool's footer notes.
 pub fn explain_denial(mode: Mode, no_network: bool, output: &str) -> Option<String> {
