@@ -285,12 +285,13 @@ fn private_tmpdir_and_dev_null() {
             Some(&p),
             "echo \"$TMPDIR\"; echo data > \"$TMPDIR/f\" && mkdir \"$TMPDIR/d\" && cat \"$TMPDIR/f\" \
              && mktemp >/dev/null && cat <<EOF >/dev/null\n$(head -c 100000 /dev/zero | tr '\\0' x)\nEOF\n\
-             echo to-null > /dev/null && echo err >&2",
+             echo to-null > /dev/null && echo err >&2 && echo out > /dev/stdout \
+             && echo err2 > /dev/stderr",
         );
         assert_eq!(out.exit_code, Some(0), "{mode}: {}", out.content);
         assert!(
             out.content
-                .starts_with(&format!("{}\ndata\nerr", tmp.display())),
+                .starts_with(&format!("{}\ndata\nerr\nout\nerr2\n", tmp.display())),
             "{mode}: {}",
             out.content
         );
@@ -638,6 +639,9 @@ fn report_names_the_abi_and_rights() {
     assert!(r.writable.contains(&w.ws));
     assert!(r.writable.contains(&PathBuf::from("/dev/null")));
     assert!(r.writable.contains(&w.draft()));
+    assert!(r.private_tmpdir);
+    let tmp = p.tmpdir().unwrap();
+    assert!(!r.writable.iter().any(|x| x == tmp), "{r:?}");
     let text = r.to_string();
     assert!(text.contains(&format!("Landlock ABI {abi}")), "{text}");
     assert!(text.contains("write_file"), "{text}");

@@ -288,10 +288,11 @@ impl Ctx<'_> {
             Err(e) => return fail(e),
         };
         let succeeded = out.exit_code == Some(0) && file.is_none_or(Path::exists);
+        // The first line of output, not the footer or the sandbox's own note.
         let detail = out
             .content
             .lines()
-            .find(|l| !l.trim().is_empty() && !l.starts_with("[sandbox"))
+            .find(|l| !l.trim().is_empty() && !l.starts_with('['))
             .unwrap_or_default()
             .to_string();
         SelfTest {

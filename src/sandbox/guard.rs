@@ -64,7 +64,8 @@ impl Fingerprint {
     }
 
     fn is_regular(&self) -> bool {
-        self.mode & libc::S_IFMT == libc::S_IFREG
+        // POSIX S_IFMT / S_IFREG, the same values on every Unix (libc's are u16 on macOS).
+        self.mode & 0o170000 == 0o100000
     }
 }
 

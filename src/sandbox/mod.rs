@@ -220,8 +220,12 @@ pub struct Report {
     pub fs_unrestricted: Vec<String>,
     /// Network rights restricted: `bind_tcp`, `connect_tcp` under `--no-network`.
     pub net_restricted: Vec<String>,
-    /// Paths commands may write (beneath, for folders), besides what the mode leaves open.
+    /// Paths commands may write (beneath, for folders): the workspace in workspace-write,
+    /// `/dev/null`, the draft file. Stable for a session (the per-call temp folder is not
+    /// listed, see `private_tmpdir`).
     pub writable: Vec<PathBuf>,
+    /// Each call gets a private, writable `TMPDIR` (removed after the call).
+    pub private_tmpdir: bool,
 }
 
 impl fmt::Display for Report {
@@ -259,12 +263,15 @@ impl fmt::Display for Report {
         } else {
             write!(f, "; network: {} blocked", self.net_restricted.join(", "))?;
         }
-        if !self.writable.is_empty() {
-            let paths: Vec<String> = self
-                .writable
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect();
+        let mut paths: Vec<String> = self
+            .writable
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        if self.private_tmpdir {
+            paths.insert(paths.len().min(1), "a private $TMPDIR".to_string());
+        }
+        if !paths.is_empty() {
             write!(f, "; writable: {}", paths.join(", "))?;
         }
         Ok(())
@@ -376,6 +383,7 @@ pub fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
                 fs_unrestricted: Vec::new(),
                 net_restricted: Vec::new(),
                 writable: Vec::new(),
+                private_tmpdir: false,
             },
         });
     }
@@ -408,8 +416,9 @@ pub fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
     if policy.mode == Mode::WorkspaceWrite {
         writable.push(policy.workspace.clone());
     }
+    let mut dirs = writable.clone();
     if let Some(t) = &tmpdir {
-        writable.push(t.path().to_path_buf());
+        dirs.push(t.path().to_path_buf());
     }
     if policy.mode.is_sandboxed() {
         writable_files.push(PathBuf::from("/dev/null"));
@@ -422,10 +431,11 @@ pub fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
         kernel_abi.abi(),
         policy.mode.is_sandboxed(),
         policy.no_network,
-        &writable,
+        &dirs,
         &writable_files,
     )?;
     writable.extend(writable_files);
+    let private_tmpdir = tmpdir.is_some();
     Ok(Prepared {
         mode: policy.mode,
         no_network: policy.no_network,
@@ -441,6 +451,7 @@ pub fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
             fs_unrestricted: built.fs_unrestricted,
             net_restricted: built.net_restricted,
             writable,
+            private_tmpdir,
         },
     })
 }
@@ -459,6 +470,7 @@ fn ensure_file(path: &Path) -> Result<(), SandboxError> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Probe {
     /// Landlock with this ABI (≥ 1).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     Abi(u8),
     /// No Landlock, and why.
     Missing(String),
@@ -527,6 +539,12 @@ pub fn explain_denial(mode: Mode, no_network: bool, output: &str) -> Option<Stri
     if !denied {
         return None;
     }
+    if !mode.is_sandboxed() {
+        // Only the network is sandboxed: a file permission error is not ours to explain away.
+        return Some(format!(
+            "[sandbox {mode} --no-network: files are not restricted, but TCP connect and bind are refused. A network call denied here is the sandbox: work without the network, or ask the user]"
+        ));
+    }
     let net = if no_network {
         "; network off (--no-network: TCP connect and bind refused)"
     } else {
@@ -587,6 +605,11 @@ mod tests {
         assert_eq!(explain_denial(Mode::WorkspaceWrite, false, curl), None);
         let line = explain_denial(Mode::DangerFullAccess, true, curl).unwrap();
         assert!(line.contains("--no-network"), "{line}");
+        assert!(line.contains("files are not restricted"), "{line}");
+        let line = explain_denial(Mode::ReadOnly, true, curl).unwrap();
+        assert!(line.contains("network off"), "{line}");
+        let line = explain_denial(Mode::WorkspaceWrite, false, "ln: Invalid cross-device link");
+        assert!(line.is_some());
     }
 
     #[test]
