@@ -783,3 +783,79 @@ fn one_prepared_serves_several_calls() {
         assert!(!w.home.join("f").exists());
     }
 }
+
+/// A symlink or hard link planted at `$PLAN_DRAFT_FILE` (say by an earlier unsandboxed session)
+/// must not turn the draft's file rule into a way to write `~/.bashrc`.
+#[test]
+fn a_planted_draft_link_opens_nothing() {
+    if !landlock("a_planted_draft_link_opens_nothing") {
+        return;
+    }
+    let w = World::new();
+    let bashrc = w.home.join(".bashrc");
+    fs::write(&bashrc, "# mine\n").unwrap();
+    let dangling = w.home.join("not-yet");
+    let keep = w.outside.join("keep.txt");
+    for (case, target) in [
+        ("symlink", &bashrc),
+        ("dangling symlink", &dangling),
+        ("hard link", &keep),
+    ] {
+        let _ = fs::remove_file(w.draft());
+        if case == "hard link" {
+            fs::hard_link(target, w.draft()).unwrap();
+        } else {
+            std::os::unix::fs::symlink(target, w.draft()).unwrap();
+        }
+        let p = w.prepare(Mode::ReadOnly, false);
+        let r = p.report();
+        assert!(!r.writable.contains(&w.draft()), "{case}: {r:?}");
+        assert_eq!(r.notes.len(), 1, "{case}: {r:?}");
+        assert!(r.to_string().contains("not made writable"), "{r}");
+        // Preparing created nothing at the link's target.
+        assert!(!dangling.exists(), "{case}");
+        let out = w.run_in(Some(&p), "echo pwned >> \"$PLAN_DRAFT_FILE\"");
+        assert_ne!(out.exit_code, Some(0), "{case}: {}", out.content);
+        assert!(out.content.contains("Permission denied"), "{}", out.content);
+        assert!(!dangling.exists(), "{case}");
+    }
+    assert_eq!(fs::read_to_string(&bashrc).unwrap(), "# mine\n");
+    assert_eq!(fs::read_to_string(&keep).unwrap(), "outside\n");
+}
+
+/// Creating device nodes is refused even inside the workspace: as root, a block device node in
+/// the workspace would be a way to write the disk.
+#[test]
+fn device_nodes_are_refused_even_in_the_workspace() {
+    if !landlock("device_nodes_are_refused_even_in_the_workspace") {
+        return;
+    }
+    let w = World::new();
+    for mode in [Mode::ReadOnly, Mode::WorkspaceWrite] {
+        let out = w.run(
+            mode,
+            false,
+            "mknod \"$WS/null2\" c 1 3 && mkfifo \"$WS/fifo\"",
+        );
+        assert_ne!(out.exit_code, Some(0), "{mode}: {}", out.content);
+        assert!(!w.ws.join("null2").exists(), "{mode}");
+    }
+    // Other special files the workspace may need still work: FIFOs and sockets.
+    let out = w.run(
+        Mode::WorkspaceWrite,
+        false,
+        "mkfifo \"$WS/fifo\" && { ! command -v python3 >/dev/null \
+         || python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"s.sock\")'; }",
+    );
+    assert_eq!(out.exit_code, Some(0), "{}", out.content);
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let out = w.run(Mode::DangerFullAccess, false, "mknod \"$WS/null2\" c 1 3");
+        assert_eq!(
+            out.exit_code,
+            Some(0),
+            "root without a sandbox: {}",
+            out.content
+        );
+    }
+}

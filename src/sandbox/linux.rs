@@ -5,6 +5,8 @@ use std::io;
 use std::os::fd::{OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
     Ruleset, RulesetAttr, RulesetCreatedAttr,
@@ -26,6 +28,13 @@ const TARGET: ABI = ABI::V7;
 /// `isatty` on /dev/null; opening a device for writing still needs `write_file`).
 fn fs_rights(abi: ABI) -> BitFlags<AccessFs> {
     AccessFs::from_write(abi) & !AccessFs::IoctlDev
+}
+
+/// Rights granted beneath a writable folder: all of [`fs_rights`] but creating device nodes.
+/// tern runs as root on some servers, and root may `mknod` a block device in the workspace and
+/// write the disk through it; no build needs device nodes, so they stay refused everywhere.
+fn dir_rights() -> BitFlags<AccessFs> {
+    fs_rights(TARGET) & !(AccessFs::MakeChar | AccessFs::MakeBlock)
 }
 
 /// Rights a rule on a single file may carry (the kernel refuses directory rights on a file).
@@ -66,12 +75,21 @@ pub(super) struct Built {
     pub fs_restricted: Vec<String>,
     pub fs_unrestricted: Vec<String>,
     pub net_restricted: Vec<String>,
+    /// The draft was granted (it is a regular file with one link).
+    pub draft_granted: bool,
+    pub notes: Vec<String>,
 }
 
 /// Builds the ruleset: when `restrict_fs`, the write rights of [`fs_rights`] are handled (denied
-/// everywhere) and granted beneath each of `dirs` and on each of `files`; when `no_network`,
-/// TCP bind and connect are handled with no port allowed. Reads and execution are not handled,
-/// so they stay allowed everywhere (Landlock restricts only handled rights, per its docs).
+/// everywhere) and granted beneath each of `dirs` ([`dir_rights`]), on `/dev/null` and on the
+/// `draft` file ([`file_rights`]); when `no_network`, TCP bind and connect are handled with no
+/// port allowed. Reads and execution are not handled, so they stay allowed everywhere (Landlock
+/// restricts only handled rights, per its docs).
+///
+/// A rule on a file attaches to its inode, whatever name reaches it, and opening a path follows
+/// symlinks. So the draft is opened with `O_PATH | O_NOFOLLOW` and granted only when that one
+/// descriptor is a regular file with a single link: a symlink or hard link planted at
+/// `$PLAN_DRAFT_FILE` (e.g. to `~/.bashrc`) gets no rule and a note instead.
 ///
 /// `kernel_abi` is what [`super::kernel_abi`] found (≥ 1); the crate probes the kernel itself
 /// and drops the rights it lacks (best effort). Network rules are a hard requirement: a
@@ -82,7 +100,7 @@ pub(super) fn build(
     restrict_fs: bool,
     no_network: bool,
     dirs: &[PathBuf],
-    files: &[PathBuf],
+    draft: Option<&Path>,
 ) -> Result<Built, SandboxError> {
     let err = |what: &str, e: &dyn std::fmt::Display| SandboxError::Setup(format!("{what}: {e}"));
     let kernel = ABI::from(i32::from(kernel_abi));
@@ -113,16 +131,42 @@ pub(super) fn build(
     let mut created = ruleset
         .create()
         .map_err(|e| err("landlock_create_ruleset", &e))?;
+    let mut notes = Vec::new();
+    let mut draft_granted = false;
     if restrict_fs {
         for dir in dirs {
+            let fd = PathFd::new(dir).map_err(|e| err(&dir.display().to_string(), &e))?;
             created = created
-                .add_rule(PathBeneath::new(open(dir)?, fs_rights(TARGET)))
+                .add_rule(PathBeneath::new(fd, dir_rights()))
                 .map_err(|e| err(&dir.display().to_string(), &e))?;
         }
-        for file in files {
-            created = created
-                .add_rule(PathBeneath::new(open(file)?, file_rights()))
-                .map_err(|e| err(&file.display().to_string(), &e))?;
+        let null = Path::new("/dev/null");
+        let (fd, meta) = open_no_follow(null).map_err(|e| err("/dev/null", &e))?;
+        if !meta.file_type().is_char_device() {
+            return Err(SandboxError::Setup(
+                "/dev/null is not a character device".into(),
+            ));
+        }
+        created = created
+            .add_rule(PathBeneath::new(fd, file_rights()))
+            .map_err(|e| err("/dev/null", &e))?;
+        if let Some(draft) = draft {
+            match open_no_follow(draft) {
+                Ok((fd, meta)) if meta.file_type().is_file() && meta.nlink() == 1 => {
+                    created = created
+                        .add_rule(PathBeneath::new(fd, file_rights()))
+                        .map_err(|e| err(&draft.display().to_string(), &e))?;
+                    draft_granted = true;
+                }
+                Ok(_) => notes.push(format!(
+                    "{} is not a plain file (a symlink, a hard link or a folder): not made writable",
+                    draft.display()
+                )),
+                Err(e) => notes.push(format!(
+                    "{}: {e}: not made writable",
+                    draft.display()
+                )),
+            }
         }
     }
     let fd: Option<OwnedFd> = created.into();
@@ -134,11 +178,20 @@ pub(super) fn build(
         fs_restricted,
         fs_unrestricted,
         net_restricted,
+        draft_granted,
+        notes,
     })
 }
 
-fn open(path: &Path) -> Result<PathFd, SandboxError> {
-    PathFd::new(path).map_err(|e| SandboxError::Setup(format!("{}: {e}", path.display())))
+/// Opens `path` itself (never a symlink's target) as an `O_PATH` descriptor, for a rule, and
+/// `fstat`s that same descriptor, so the check and the rule see one inode.
+fn open_no_follow(path: &Path) -> io::Result<(OwnedFd, std::fs::Metadata)> {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    let meta = f.metadata()?;
+    Ok((OwnedFd::from(f), meta))
 }
 
 /// In the forked child: `prctl(PR_SET_NO_NEW_PRIVS, 1)` (required by `landlock_restrict_self`

@@ -226,6 +226,9 @@ pub struct Report {
     pub writable: Vec<PathBuf>,
     /// Each call gets a private, writable `TMPDIR` (removed after the call).
     pub private_tmpdir: bool,
+    /// What was left out and why, one line each (e.g. a draft file that is a symlink).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl fmt::Display for Report {
@@ -273,6 +276,9 @@ impl fmt::Display for Report {
         }
         if !paths.is_empty() {
             write!(f, "; writable: {}", paths.join(", "))?;
+        }
+        for n in &self.notes {
+            write!(f, "; {n}")?;
         }
         Ok(())
     }
@@ -384,6 +390,7 @@ pub fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
                 net_restricted: Vec::new(),
                 writable: Vec::new(),
                 private_tmpdir: false,
+                notes: Vec::new(),
             },
         });
     }
@@ -412,7 +419,6 @@ pub fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
         None
     };
     let mut writable = Vec::new();
-    let mut writable_files = Vec::new();
     if policy.mode == Mode::WorkspaceWrite {
         writable.push(policy.workspace.clone());
     }
@@ -420,21 +426,26 @@ pub fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
     if let Some(t) = &tmpdir {
         dirs.push(t.path().to_path_buf());
     }
-    if policy.mode.is_sandboxed() {
-        writable_files.push(PathBuf::from("/dev/null"));
-        if let Some(draft) = &policy.draft_file {
-            ensure_file(draft)?;
-            writable_files.push(draft.clone());
+    let draft = match &policy.draft_file {
+        Some(d) if policy.mode.is_sandboxed() => {
+            ensure_file(d)?;
+            Some(d.as_path())
         }
-    }
+        _ => None,
+    };
     let built = imp::build(
         kernel_abi.abi(),
         policy.mode.is_sandboxed(),
         policy.no_network,
         &dirs,
-        &writable_files,
+        draft,
     )?;
-    writable.extend(writable_files);
+    if policy.mode.is_sandboxed() {
+        writable.push(PathBuf::from("/dev/null"));
+    }
+    if let (Some(d), true) = (draft, built.draft_granted) {
+        writable.push(d.to_path_buf());
+    }
     let private_tmpdir = tmpdir.is_some();
     Ok(Prepared {
         mode: policy.mode,
@@ -452,18 +463,29 @@ pub fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
             net_restricted: built.net_restricted,
             writable,
             private_tmpdir,
+            notes: built.notes,
         },
     })
 }
 
-/// Creates `path` empty when it does not exist (never truncates), for a file-level rule.
+/// Creates `path` empty when nothing is there (never truncates, never follows a symlink, so a
+/// dangling link planted there creates nothing elsewhere), for a file-level rule. Anything that
+/// is there already is left for the rule's own checks.
 fn ensure_file(path: &Path) -> Result<(), SandboxError> {
-    std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
+    use std::os::unix::fs::OpenOptionsExt;
+    if std::fs::symlink_metadata(path).is_ok() {
+        return Ok(());
+    }
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)
-        .map(drop)
-        .map_err(|e| SandboxError::Setup(format!("{}: {e}", path.display())))
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(SandboxError::Setup(format!("{}: {e}", path.display()))),
+    }
 }
 
 /// What the kernel offers.

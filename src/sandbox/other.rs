@@ -3,7 +3,7 @@
 
 use std::io;
 use std::os::fd::{OwnedFd, RawFd};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::{Probe, SandboxError};
 
@@ -24,6 +24,8 @@ pub(super) struct Built {
     pub fs_restricted: Vec<String>,
     pub fs_unrestricted: Vec<String>,
     pub net_restricted: Vec<String>,
+    pub draft_granted: bool,
+    pub notes: Vec<String>,
 }
 
 /// Refuses: there is nothing to build a sandbox with.
@@ -32,7 +34,7 @@ pub(super) fn build(
     _restrict_fs: bool,
     _no_network: bool,
     _dirs: &[PathBuf],
-    _files: &[PathBuf],
+    _draft: Option<&Path>,
 ) -> Result<Built, SandboxError> {
     Err(SandboxError::Setup(format!(
         "no sandbox on {}",
