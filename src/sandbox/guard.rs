@@ -13,7 +13,7 @@
 //! the kernel on every write, rename, link or `chmod`, and user space cannot set it back (`touch
 //! -d` sets mtime, and in doing so updates ctime), so an equal fingerprint means an unchanged
 //! file. Hence checking after a command is one `lstat` per file, and only a changed file costs
-//! more (figures in BENCHMARKS.md, section "sandbox").
+//! more (figures in BENCHMARKS.md, section 6).
 //!
 //! Use: `take` before the command (or keep one snapshot for the whole session), `changes` after
 //! it, `restore` the changes, and answer the call with [`Snapshot::refusal`]. tern's own writes

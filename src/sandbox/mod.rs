@@ -364,7 +364,7 @@ impl ChildHook {
 
 /// Prepares one bash call under `policy`: probes Landlock, creates the private temp folder (in
 /// the system temp dir, mode 0700) and builds the ruleset. Cost: a few system calls and one
-/// `mkdir` (measured in BENCHMARKS.md, section "sandbox").
+/// `mkdir` (measured in BENCHMARKS.md, section 6).
 ///
 /// Errors: [`SandboxError::Unsupported`] for a sandboxed mode without Landlock,
 /// [`SandboxError::NoNetworkRules`] for `--no-network` without network rules,
