@@ -1621,7 +1621,10 @@ fn bench_sandbox() -> R<String> {
          and times each path with `Instant` around the call. The sandboxed path includes the \
          per-call preparation (probe, private `TMPDIR` folder, Landlock ruleset with the \
          workspace, the temp folder, /dev/null and the draft file) and its removal; the child \
-         then applies it with `prctl` + `landlock_restrict_self` before exec. The guard rows \
+         then applies it with `prctl` + `landlock_restrict_self` before exec. The difference of \
+         medians is what a call pays; `prepare` + drop timed alone can read higher, because \
+         there the kernel frees the unused ruleset at once (under strace the `close` of the \
+         ruleset descriptor is its slowest step), which a real call overlaps. The guard rows \
          are a separate cost the runtime adds around each call: `take` reads the small files \
          (here a 400 kB conversation is under the 1 MiB copy limit, so it is copied too), \
          `changes` is one `lstat` per file.\n\n",
