@@ -50,6 +50,7 @@ pub mod relay;
 pub mod render;
 pub mod repl;
 pub mod runtime;
+pub mod sandbox;
 pub mod stats;
 pub mod status;
 pub mod store;

@@ -172,6 +172,7 @@ impl Runtime {
             env_remove: crate::config::SECRET_ENV,
             spill_dir: &spill,
             groups: &self.groups,
+            sandbox: None,
         };
         ui.progress("running… (Ctrl-C stops it)");
         match bash::run(&req, &self.cancel) {

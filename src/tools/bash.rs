@@ -186,6 +186,10 @@ pub struct BashRequest<'a> {
     /// Where the command's process group is registered while it runs (the emergency exit kills
     /// every registered group).
     pub groups: &'a ProcessGroups,
+    /// The call's sandbox ([`crate::sandbox::prepare`]), applied in the child just before exec,
+    /// with its private `TMPDIR`; a denial in the output gets one line naming the mode. `None`:
+    /// no sandbox.
+    pub sandbox: Option<&'a crate::sandbox::Prepared>,
 }
 
 /// The result of one command.
@@ -254,12 +258,21 @@ pub fn run(req: &BashRequest<'_>, cancel: &CancelToken) -> Result<BashOutcome, S
     for (k, v) in req.env {
         cmd.env(k, v);
     }
+    // The sandbox's private temp folder wins over a TMPDIR of the request: it is the only temp
+    // folder the command can write.
+    if let Some(tmp) = req.sandbox.and_then(|s| s.tmpdir()) {
+        cmd.env("TMPDIR", tmp);
+    }
     for k in req.env_remove {
         cmd.env_remove(*k);
     }
     let parent = std::process::id();
-    // SAFETY: the closure runs in the forked child before exec and only calls setsid(2),
-    // prctl(2) and getppid(2), which are async-signal-safe; it allocates nothing and touches no
+    // Copy: the 'static closure holds the ruleset's raw fd, which `req.sandbox` keeps open until
+    // this function returns (after the spawn).
+    let hook = req.sandbox.map(|s| s.child_hook());
+    // SAFETY: the closure runs in the forked child before exec and only makes system calls that
+    // are async-signal-safe: setsid(2), prctl(2), getppid(2), then for a sandbox prctl(2) and
+    // landlock_restrict_self(2) (see `sandbox::Prepared`); it allocates nothing and touches no
     // lock.
     unsafe {
         cmd.pre_exec(move || {
@@ -282,7 +295,10 @@ pub fn run(req: &BashRequest<'_>, cancel: &CancelToken) -> Result<BashOutcome, S
             }
             #[cfg(not(target_os = "linux"))]
             let _ = parent;
-            Ok(())
+            match hook {
+                Some(h) => h.apply(),
+                None => Ok(()),
+            }
         });
     }
     let spawned = cmd.spawn();
@@ -383,6 +399,15 @@ pub fn run(req: &BashRequest<'_>, cancel: &CancelToken) -> Result<BashOutcome, S
     let shaped = shaper.finish();
     let mut content = shaped.text;
     if !content.is_empty() && !content.ends_with('\n') {
+        content.push('\n');
+    }
+    // A denial under a sandbox gets one line saying what the mode allows, above the footer so
+    // the exit status stays last.
+    if let Some(line) = req
+        .sandbox
+        .and_then(|s| crate::sandbox::explain_denial(s.mode(), s.no_network(), &content))
+    {
+        content.push_str(&line);
         content.push('\n');
     }
     let mut footer: Vec<String> = Vec::new();

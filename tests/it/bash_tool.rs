@@ -57,6 +57,7 @@ impl Env {
             env_remove,
             spill_dir: &spill,
             groups: &ProcessGroups::new(),
+            sandbox: None,
         };
         bash::run(&req, cancel).expect("bash starts")
     }
@@ -562,6 +563,7 @@ fn runs_in_cwd_and_reports_spawn_errors() {
         env_remove: &[],
         spill_dir: Path::new("/nonexistent"),
         groups: &ProcessGroups::new(),
+        sandbox: None,
     };
     let err = bash::run(&req, &CancelToken::new()).unwrap_err();
     assert!(err.contains("could not start bash"), "{err}");

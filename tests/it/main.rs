@@ -15,6 +15,7 @@ mod provider;
 mod repl;
 mod repl_sync;
 mod runtime;
+mod sandbox;
 mod state_formats;
 mod store;
 mod tmux;

@@ -419,7 +419,11 @@ fn examples_match_the_documented_formats() {
     // Only a crash writes these (a torn events.jsonl repaired on the next start); the
     // fault-injection suite meets them.
     const CRASH_ONLY: [&str; 1] = ["archive/events-NNNN.jsonl"];
-    for pattern in docs.files.iter().filter(|p| !CRASH_ONLY.contains(&p.as_str())) {
+    for pattern in docs
+        .files
+        .iter()
+        .filter(|p| !CRASH_ONLY.contains(&p.as_str()))
+    {
         assert!(
             all.iter().any(|f| matches_pattern(pattern, f)),
             "no example holds {pattern}"

@@ -1,0 +1,334 @@
+//! `tern sandbox check`: what this machine supports, and a self-test through the real bash tool.
+
+use std::fmt;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::{Mode, NETWORK_ABI, Policy, Probe, Report, kernel_abi, prepare};
+use crate::tools::bash;
+
+/// One self-test: a real sandboxed `bash -c` and whether it did what the sandbox promises.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SelfTest {
+    /// What was tried, e.g. "write outside the workspace (workspace-write)".
+    pub name: String,
+    /// The sandbox should let it succeed.
+    pub should_succeed: bool,
+    /// It succeeded.
+    pub succeeded: bool,
+    /// `should_succeed == succeeded`.
+    pub passed: bool,
+    /// The command's output, or why it could not run (one line).
+    pub detail: String,
+}
+
+/// What [`check`] found. `Display` is the short human report; serde gives the JSON.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckReport {
+    /// `std::env::consts::OS`.
+    pub os: String,
+    /// The kernel's Landlock ABI (0: none).
+    pub landlock_abi: u8,
+    /// Why there is no Landlock, when there is none.
+    pub landlock_missing: Option<String>,
+    /// The kernel has Landlock network rules (ABI ≥ 4), so `--no-network` can run.
+    pub network_rules: bool,
+    /// The effective rules of workspace-write with `--no-network` when supported (else without),
+    /// as every command would get them.
+    pub rules: Option<Report>,
+    /// The self-tests, in order.
+    pub self_test: Vec<SelfTest>,
+    /// Landlock is there and every self-test passed.
+    pub ok: bool,
+}
+
+impl fmt::Display for CheckReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.landlock_missing {
+            None => writeln!(
+                f,
+                "Landlock: ABI {} on {}; network rules (--no-network): {}",
+                self.landlock_abi,
+                self.os,
+                if self.network_rules { "yes" } else { "no" }
+            )?,
+            Some(why) => writeln!(
+                f,
+                "Landlock: none on {} ({why}); read-only and workspace-write refuse to run commands, --sandbox danger-full-access runs them unsandboxed",
+                self.os
+            )?,
+        }
+        if let Some(r) = &self.rules {
+            writeln!(f, "{r}")?;
+        }
+        for t in &self.self_test {
+            writeln!(
+                f,
+                "  {}  {}: {} (expected {}){}",
+                if t.passed { "ok  " } else { "FAIL" },
+                t.name,
+                if t.succeeded { "allowed" } else { "denied" },
+                if t.should_succeed {
+                    "allowed"
+                } else {
+                    "denied"
+                },
+                if t.detail.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", t.detail)
+                }
+            )?;
+        }
+        write!(
+            f,
+            "{}",
+            if self.ok {
+                "the sandbox works on this machine"
+            } else if self.landlock_missing.is_some() {
+                "no sandbox on this machine"
+            } else {
+                "the sandbox does NOT work as documented on this machine"
+            }
+        )
+    }
+}
+
+/// Probes Landlock and runs the self-test in `workspace` (an existing folder): sandboxed `bash
+/// -c` commands through [`bash::run`] that write inside the workspace (allowed in
+/// workspace-write, denied in read-only), outside it (denied), to the private `TMPDIR`
+/// (allowed), and, with network rules, a TCP connect to a listener on 127.0.0.1 (denied under
+/// `--no-network`, allowed without). Without Landlock the test is that a sandboxed mode
+/// refuses. Leaves nothing behind (its probe folders are removed). Takes some tens of ms.
+pub fn check(workspace: &Path) -> CheckReport {
+    let probe = kernel_abi();
+    let (abi, missing) = match &probe {
+        Probe::Abi(n) => (*n, None),
+        Probe::Missing(why) => (0, Some(why.clone())),
+    };
+    let network_rules = abi >= NETWORK_ABI;
+    let mut report = CheckReport {
+        os: std::env::consts::OS.to_string(),
+        landlock_abi: abi,
+        landlock_missing: missing,
+        network_rules,
+        rules: None,
+        self_test: Vec::new(),
+        ok: false,
+    };
+    let policy = |mode, no_network| Policy {
+        mode,
+        workspace: workspace.to_path_buf(),
+        no_network,
+        draft_file: None,
+    };
+    if report.landlock_missing.is_some() {
+        let refused = prepare(&policy(Mode::WorkspaceWrite, false));
+        report.self_test.push(SelfTest {
+            name: "workspace-write refuses to run commands".into(),
+            should_succeed: false,
+            succeeded: refused.is_ok(),
+            passed: refused.is_err(),
+            detail: refused.err().map(|e| e.to_string()).unwrap_or_default(),
+        });
+        return report;
+    }
+    report.rules = prepare(&policy(Mode::WorkspaceWrite, network_rules))
+        .ok()
+        .map(|p| p.report().clone());
+
+    let inside = tempfile::Builder::new()
+        .prefix(".tern-sandbox-check-")
+        .tempdir_in(workspace);
+    let outside = outside_dir(workspace);
+    let spill = tempfile::Builder::new()
+        .prefix("tern-sandbox-check-spill-")
+        .tempdir();
+    let (inside, spill) = match (inside, spill) {
+        (Ok(i), Ok(s)) => (i, s),
+        (Err(e), _) | (_, Err(e)) => {
+            report.self_test.push(SelfTest {
+                name: "create probe folders".into(),
+                should_succeed: true,
+                succeeded: false,
+                passed: false,
+                detail: e.to_string(),
+            });
+            return report;
+        }
+    };
+    let ctx = Ctx {
+        workspace,
+        spill: spill.path(),
+    };
+    let write = |dir: &Path| format!("printf ok > {}", quote(&dir.join("probe")));
+    let tests: Vec<(String, Policy, String, bool, Option<PathBuf>)> = {
+        let mut t = vec![(
+            "write inside the workspace (workspace-write)".to_string(),
+            policy(Mode::WorkspaceWrite, false),
+            write(inside.path()),
+            true,
+            Some(inside.path().join("probe")),
+        )];
+        match &outside {
+            Some(o) => t.push((
+                format!(
+                    "write outside the workspace, in {} (workspace-write)",
+                    o.path().display()
+                ),
+                policy(Mode::WorkspaceWrite, false),
+                write(o.path()),
+                false,
+                Some(o.path().join("probe")),
+            )),
+            None => report.self_test.push(SelfTest {
+                name: "write outside the workspace".into(),
+                should_succeed: false,
+                succeeded: false,
+                passed: true,
+                detail: "skipped: no folder outside the workspace to try".into(),
+            }),
+        }
+        t.push((
+            "write inside the workspace (read-only)".to_string(),
+            policy(Mode::ReadOnly, false),
+            format!("printf ok > {}", quote(&inside.path().join("ro-probe"))),
+            false,
+            Some(inside.path().join("ro-probe")),
+        ));
+        t.push((
+            "write to the private $TMPDIR (read-only)".to_string(),
+            policy(Mode::ReadOnly, false),
+            "printf ok > \"$TMPDIR/probe\" && test -s \"$TMPDIR/probe\"".to_string(),
+            true,
+            None,
+        ));
+        t
+    };
+    for (name, p, command, should, file) in tests {
+        report
+            .self_test
+            .push(ctx.run(name, &p, &command, should, file.as_deref()));
+    }
+    if network_rules {
+        match TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr().map(|a| (l, a))) {
+            Ok((_listener, addr)) => {
+                let command = format!("exec 3<>/dev/tcp/127.0.0.1/{}", addr.port());
+                report.self_test.push(ctx.run(
+                    "TCP connect to 127.0.0.1 (workspace-write)".into(),
+                    &policy(Mode::WorkspaceWrite, false),
+                    &command,
+                    true,
+                    None,
+                ));
+                report.self_test.push(ctx.run(
+                    "TCP connect to 127.0.0.1 (workspace-write --no-network)".into(),
+                    &policy(Mode::WorkspaceWrite, true),
+                    &command,
+                    false,
+                    None,
+                ));
+            }
+            Err(e) => report.self_test.push(SelfTest {
+                name: "TCP listener on 127.0.0.1".into(),
+                should_succeed: true,
+                succeeded: false,
+                passed: false,
+                detail: e.to_string(),
+            }),
+        }
+    }
+    report.ok = report.self_test.iter().all(|t| t.passed);
+    report
+}
+
+struct Ctx<'a> {
+    workspace: &'a Path,
+    spill: &'a Path,
+}
+
+impl Ctx<'_> {
+    /// Runs `command` under `policy`; it succeeded when it exited 0 and, if `file` is given,
+    /// that file exists afterwards.
+    fn run(
+        &self,
+        name: String,
+        policy: &Policy,
+        command: &str,
+        should_succeed: bool,
+        file: Option<&Path>,
+    ) -> SelfTest {
+        let fail = |detail: String| SelfTest {
+            name: name.clone(),
+            should_succeed,
+            succeeded: false,
+            passed: false,
+            detail,
+        };
+        let prepared = match prepare(policy) {
+            Ok(p) => p,
+            Err(e) => return fail(e.to_string()),
+        };
+        let cancel = crate::cancel::CancelToken::new();
+        let groups = crate::procs::ProcessGroups::new();
+        let req = bash::BashRequest {
+            command,
+            timeout: Duration::from_secs(10),
+            cwd: self.workspace,
+            env: &[],
+            env_remove: &[],
+            spill_dir: self.spill,
+            groups: &groups,
+            sandbox: Some(&prepared),
+        };
+        let out = match bash::run(&req, &cancel) {
+            Ok(o) => o,
+            Err(e) => return fail(e),
+        };
+        let succeeded = out.exit_code == Some(0) && file.is_none_or(Path::exists);
+        // The first line of output, not the footer or the sandbox's own note.
+        let detail = out
+            .content
+            .lines()
+            .find(|l| !l.trim().is_empty() && !l.starts_with('['))
+            .unwrap_or_default()
+            .to_string();
+        SelfTest {
+            name,
+            should_succeed,
+            succeeded,
+            passed: succeeded == should_succeed,
+            detail,
+        }
+    }
+}
+
+/// A fresh folder outside `workspace` to try a forbidden write in: in the system temp dir, else
+/// in `$HOME`. None when both are inside the workspace (a workspace of `/`).
+fn outside_dir(workspace: &Path) -> Option<tempfile::TempDir> {
+    let ws = workspace
+        .canonicalize()
+        .unwrap_or_else(|_| workspace.to_path_buf());
+    let candidates = [
+        Some(std::env::temp_dir()),
+        std::env::var_os("HOME").map(PathBuf::from),
+    ];
+    candidates.into_iter().flatten().find_map(|base| {
+        let canon = base.canonicalize().ok()?;
+        if canon.starts_with(&ws) {
+            return None;
+        }
+        tempfile::Builder::new()
+            .prefix(".tern-sandbox-check-")
+            .tempdir_in(canon)
+            .ok()
+    })
+}
+
+/// Single-quotes a path for bash.
+fn quote(p: &Path) -> String {
+    format!("'{}'", p.display().to_string().replace('\'', r"'\''"))
+}
