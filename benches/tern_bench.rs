@@ -1470,7 +1470,8 @@ fn sandbox_child(args: &[String]) -> R<()> {
     let session = ws.join(".tern/sessions/20260101-000000-abcd");
     fs::create_dir_all(&session).map_err(|e| e.to_string())?;
     let spill = dir.join("spill");
-    let cancel = AtomicBool::new(false);
+    let cancel = tern::cancel::CancelToken::new();
+    let groups = tern::procs::ProcessGroups::new();
     let files: [(&str, usize); 6] = [
         ("system.txt", 8_000),
         ("plan.md", 2_000),
@@ -1497,6 +1498,7 @@ fn sandbox_child(args: &[String]) -> R<()> {
             env: &[],
             env_remove: &[],
             spill_dir: &spill,
+            groups: &groups,
             sandbox: sb,
         };
         let out = tern::tools::bash::run(&req, &cancel)?;
