@@ -150,6 +150,19 @@ pub fn relay_start(l: &Launcher, t: &Target) -> i32 {
     }
 }
 
+/// `tern sandbox check [--json]`: what this machine supports and the self-test, in the
+/// launcher's workspace. Exit 0 when every check passed and the default mode is enforced, 1
+/// otherwise.
+pub fn sandbox_check(l: &Launcher, json: bool) -> i32 {
+    let report = crate::sandbox::check(&l.state.workspace);
+    if json {
+        crate::output::print_json_line(&serde_json::to_value(&report).unwrap_or_default());
+    } else {
+        crate::outln!("{report}");
+    }
+    if report.ok { 0 } else { 1 }
+}
+
 /// `tern ops [--json]`.
 pub fn ops(json: bool) -> i32 {
     if json {

@@ -61,6 +61,8 @@ pub enum BoundaryKind {
     ModelSwitch,
     /// One request asks for a final text answer (`tool_choice` none) after a loop.
     ToolsOff,
+    /// A resumed session runs with another sandbox: the system prompt's sandbox line changed.
+    SandboxSwitch,
 }
 
 /// How a turn ended, as `turn_end` and `meta.json` name it.
@@ -122,6 +124,8 @@ pub enum Event {
         model: String,
         /// True when an existing session was reopened.
         resumed: bool,
+        /// What commands may write, and whether Landlock enforces it.
+        sandbox: crate::sandbox::Setting,
     },
     /// A turn began; `prompt` is empty when it continues the stored history.
     TurnStart {
@@ -397,6 +401,12 @@ impl Event {
                 provider: s("openai"),
                 model: s("m"),
                 resumed: false,
+                sandbox: crate::sandbox::Setting {
+                    mode: crate::sandbox::Mode::WorkspaceWrite,
+                    no_network: false,
+                    landlock_abi: 7,
+                    enforced: true,
+                },
             },
             Event::TurnStart { prompt: s("hi") },
             Event::Assistant {

@@ -323,8 +323,13 @@ impl Launcher {
     /// `session_start`.
     fn create(&self, title: &str, ui: &mut dyn Surface) -> Result<Runtime, Failure> {
         let parts = self.parts(None)?;
-        let system = system::base(&self.state.workspace);
+        let (mode, no_network) = (parts.cfg.sandbox, parts.cfg.no_network);
+        let system = system::base(
+            &self.state.workspace,
+            &system::sandbox_lines(mode, no_network),
+        );
         let meta = Meta {
+            sandbox: Some(crate::sandbox::Setting::probe(mode, no_network)),
             cwd: self.state.workspace.display().to_string(),
             provider: parts.provider.name().to_string(),
             model: parts.cfg.model.clone(),
@@ -417,9 +422,11 @@ impl Launcher {
                 "events.jsonl ended in a torn line (a crash mid-write): repaired; the file as it was is {archive}"
             ));
         }
+        let lines = system::sandbox_lines(self.config.sandbox, self.config.no_network);
         notes.extend(crate::runtime::plan::reconcile(
             &session,
             &self.state.workspace,
+            &lines,
         )?);
         let system = session.read_text(files::SYSTEM)?.unwrap_or_default();
         let parts = self.parts(route)?;
@@ -489,6 +496,10 @@ impl Launcher {
             model: parts.cfg.model.clone(),
             base_url: display_url(&parts.cfg.base_url),
             title: spec.title.trim().chars().take(80).collect(),
+            sandbox: Some(crate::sandbox::Setting::probe(
+                parts.cfg.sandbox,
+                parts.cfg.no_network,
+            )),
             ..Meta::default()
         };
         let session = self.state.create_child(&parent.session, meta)?;
@@ -519,6 +530,7 @@ impl Runtime {
                 provider: self.provider_name().to_string(),
                 model: self.cfg.model.clone(),
                 resumed,
+                sandbox: self.sandbox(),
             },
         );
         let Some((meta, was_interrupted)) = before else {
@@ -536,7 +548,8 @@ impl Runtime {
         }
         self.load_history(ui)?;
         self.after_load();
-        self.switch_model(ui, meta)
+        self.switch_model(ui, meta)?;
+        self.switch_sandbox(ui, meta)
     }
 }
 

@@ -56,6 +56,13 @@ struct SessionArgs {
     /// [env: TERN_APPROVAL].
     #[arg(long, value_enum)]
     approval: Option<Approval>,
+    /// What commands may write: read-only, workspace-write (default) or danger-full-access
+    /// (no sandbox) [env: TERN_SANDBOX].
+    #[arg(long, value_enum)]
+    sandbox: Option<tern::sandbox::Mode>,
+    /// Commands may not open or accept TCP connections (Landlock network rules).
+    #[arg(long)]
+    no_network: bool,
 }
 
 #[derive(Args, Clone)]
@@ -83,7 +90,32 @@ fn approval_or_env(
     }
 }
 
+/// `--sandbox`, else TERN_SANDBOX, else workspace-write. Errors on a bad TERN_SANDBOX.
+fn sandbox_or_env(
+    flag: Option<tern::sandbox::Mode>,
+    env: &Env,
+) -> Result<tern::sandbox::Mode, String> {
+    use clap::ValueEnum;
+    if let Some(m) = flag {
+        return Ok(m);
+    }
+    match env.get("TERN_SANDBOX") {
+        Some(v) => tern::sandbox::Mode::from_str(v.trim(), true).map_err(|_| {
+            format!("TERN_SANDBOX={v:?}: expected read-only, workspace-write or danger-full-access")
+        }),
+        None => Ok(tern::sandbox::Mode::default()),
+    }
+}
+
 impl SessionArgs {
+    /// Approval and sandbox from the flags and the environment, onto `cfg`.
+    fn policy(&self, cfg: &mut Config, env: &Env, approval: Approval) -> Result<(), String> {
+        cfg.approval = approval_or_env(self.approval, env, approval)?;
+        cfg.sandbox = sandbox_or_env(self.sandbox, env)?;
+        cfg.no_network = self.no_network;
+        Ok(())
+    }
+
     /// `--continue` / `--resume ID` as a session reference.
     fn continues(&self) -> Option<SessionRef> {
         match (&self.resume, self.continue_) {
@@ -226,6 +258,11 @@ enum Cmd {
         #[command(flatten)]
         state: StateArgs,
     },
+    /// The sandbox: what this machine supports, and a self-test.
+    Sandbox {
+        #[command(subcommand)]
+        cmd: SandboxCmd,
+    },
     /// List the op table: every verb and its slash command.
     Ops {
         /// Print JSON.
@@ -244,6 +281,19 @@ struct TargetArgs {
     json: bool,
     #[command(flatten)]
     state: StateArgs,
+}
+
+#[derive(Subcommand)]
+enum SandboxCmd {
+    /// Print the Landlock ABI and network rules of this kernel, the rights each mode applies, and
+    /// run a self-test (a write outside the workspace must fail, inside must succeed).
+    Check {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        state: StateArgs,
+    },
 }
 
 #[derive(Subcommand)]
@@ -409,14 +459,11 @@ fn cli_base_url(cli: &Cli) -> Option<String> {
 }
 
 fn chat(ctx: &Ctx, args: ChatArgs) -> i32 {
-    let approval = match approval_or_env(args.session.approval, &ctx.env, Approval::Ask) {
-        Ok(a) => a,
-        Err(e) => {
-            tern::errln!("tern: {e}");
-            return 2;
-        }
-    };
-    let cfg = args.model.config(approval, args.max_turns);
+    let mut cfg = args.model.config(Approval::Ask, args.max_turns);
+    if let Err(e) = args.session.policy(&mut cfg, &ctx.env, Approval::Ask) {
+        tern::errln!("tern: {e}");
+        return 2;
+    }
     match args.model.launcher(cfg, &args.state, ctx) {
         Ok(l) => tern::repl::run(&l, &ctx.process, args.session.continues()),
         Err(e) => {
@@ -466,11 +513,11 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
                 }
                 code
             };
-            let approval = match approval_or_env(session.approval, &ctx.env, Approval::Auto) {
-                Ok(a) => a,
-                Err(e) => return fail(&e, 2),
-            };
-            let launcher = match model.launcher(model.config(approval, max_turns), &state, ctx) {
+            let mut cfg = model.config(Approval::Auto, max_turns);
+            if let Err(e) = session.policy(&mut cfg, &ctx.env, Approval::Auto) {
+                return fail(&e, 2);
+            }
+            let launcher = match model.launcher(cfg, &state, ctx) {
                 Ok(l) => l,
                 Err(e) => return fail(&e, 1),
             };
@@ -558,6 +605,15 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
             verb(ctx, "sessions", None, &target, false)
         }
         Cmd::Ops { json } => tern::cli::ops(json),
+        Cmd::Sandbox {
+            cmd: SandboxCmd::Check { json, state },
+        } => match ctx.verb_launcher(&state) {
+            Ok(l) => tern::cli::sandbox_check(&l, json),
+            Err(e) => {
+                tern::errln!("tern: {e}");
+                1
+            }
+        },
     }
 }
 

@@ -287,6 +287,7 @@ fn boundary_name(kind: BoundaryKind) -> &'static str {
     match kind {
         BoundaryKind::ModelSwitch => "model_switch",
         BoundaryKind::ToolsOff => "tools_off",
+        BoundaryKind::SandboxSwitch => "sandbox_switch",
     }
 }
 

@@ -494,6 +494,12 @@ pub fn status_line(rt: &Runtime) -> String {
         "cache {:.0}%",
         crate::runtime::ratio(t.cached_tokens, t.input_tokens) * 100.0
     ));
+    let sb = rt.sandbox();
+    parts.push(format!(
+        "sandbox {}{}",
+        sb.mode.as_str(),
+        if sb.no_network { ", no network" } else { "" }
+    ));
     parts.push(format!("plan {}", plan.state.as_str()));
     format!("── {}", parts.join(" · "))
 }

@@ -127,6 +127,19 @@ pub fn footer(session: &Session, snap: &Snapshot) -> Vec<String> {
     lines
 }
 
+/// A sandbox setting as the status views show it: `workspace-write (Landlock ABI 7)`,
+/// `read-only, no network (…)`, `danger-full-access (no sandbox)`, or a mode this machine cannot
+/// enforce (`… (not enforced: commands are refused)`).
+pub fn sandbox_text(sb: &crate::sandbox::Setting) -> String {
+    let net = if sb.no_network { ", no network" } else { "" };
+    let how = match (sb.mode.is_sandboxed(), sb.enforced) {
+        (false, _) => "no sandbox".to_string(),
+        (true, true) => format!("Landlock ABI {}", sb.landlock_abi),
+        (true, false) => "not enforced here: commands are refused".to_string(),
+    };
+    format!("{}{net} ({how})", sb.mode.as_str())
+}
+
 /// A session's status as shown: `running (pid N)` only while a process really holds it; a
 /// running status whose process is gone shows as `interrupted (its process is gone)`.
 pub fn session_state(session: &Session, m: &crate::store::Meta) -> String {
@@ -176,6 +189,7 @@ pub fn snapshot_json(session: &Session, snap: &Snapshot) -> Value {
         "session": session.id,
         "status": snap.meta.as_ref().map(|m| m.status.as_str()),
         "pid": snap.meta.as_ref().and_then(|m| m.pid),
+        "sandbox": snap.meta.as_ref().and_then(|m| m.sandbox),
         "plan": {"state": snap.plan.state.as_str(), "revision": snap.plan.revision, "locked": snap.plan.locked.is_some()},
         "ledger": snap.ledger,
         "settled": snap.ledger.settled(),

@@ -61,7 +61,12 @@ impl Runtime {
         let mut result = match (&c.bad_arguments, call.name.as_str()) {
             (Some(why), _) => Err(ToolError::Arguments(why.clone())).into(),
             (None, "bash") => self.tool_bash(&call.arguments, ui),
-            (None, name) => self.tool_other(name, &call.arguments, ui).into(),
+            (None, name) => {
+                let r = self.tool_other(name, &call.arguments, ui).into();
+                // The ledger and plan tools wrote tern's files themselves.
+                self.guard_refresh();
+                r
+            }
         };
         result.duration_ms = started.elapsed().as_millis() as u64;
         result
@@ -164,6 +169,23 @@ impl Runtime {
         if let Err(e) = crate::store::fsutil::ensure_dir(&spill) {
             return Err(ToolError::Failed(format!("not run: {e}"))).into();
         }
+        // A sandboxed mode that this machine cannot enforce refuses, never runs unsandboxed.
+        let policy = crate::sandbox::Policy {
+            mode: self.cfg.sandbox,
+            workspace: self.workspace.clone(),
+            no_network: self.cfg.no_network,
+            draft_file: Some(self.session.path(files::DRAFT)),
+        };
+        let prepared = match crate::sandbox::prepare(&policy) {
+            Ok(p) => p,
+            Err(e) => return Err(ToolError::Refused(format!("not run: {e}"))).into(),
+        };
+        // Changes since tern last wrote its files (a process an earlier command left behind)
+        // are undone before this command runs, and reported with its result.
+        let before = self.guard_check();
+        if self.guard.is_none() {
+            self.guard_refresh();
+        }
         let req = bash::BashRequest {
             command: &args.command,
             timeout: args.timeout,
@@ -172,24 +194,31 @@ impl Runtime {
             env_remove: crate::config::SECRET_ENV,
             spill_dir: &spill,
             groups: &self.groups,
-            sandbox: None,
+            sandbox: Some(&prepared),
         };
         ui.progress("running… (Ctrl-C stops it)");
-        match bash::run(&req, &self.cancel) {
-            Ok(out) => ToolResult {
-                is_error: out.timed_out || out.interrupted,
+        let out = match bash::run(&req, &self.cancel) {
+            Ok(out) => out,
+            Err(e) => return Err(ToolError::Failed(format!("could not run bash: {e}"))).into(),
+        };
+        let refused = self.guard_check().or(before);
+        let mut content = out.content;
+        if let Some(msg) = &refused {
+            content.push_str("\nError: ");
+            content.push_str(msg);
+        }
+        ToolResult {
+            is_error: out.timed_out || out.interrupted || refused.is_some(),
+            interrupted: out.interrupted,
+            bash: Some(BashFacts {
+                exit_code: out.exit_code,
+                timed_out: out.timed_out,
                 interrupted: out.interrupted,
-                bash: Some(BashFacts {
-                    exit_code: out.exit_code,
-                    timed_out: out.timed_out,
-                    interrupted: out.interrupted,
-                    output_bytes: out.output_bytes,
-                    spill: out.spill_path.as_ref().map(|p| p.display().to_string()),
-                }),
-                content: out.content,
-                duration_ms: 0,
-            },
-            Err(e) => Err(ToolError::Failed(format!("could not run bash: {e}"))).into(),
+                output_bytes: out.output_bytes,
+                spill: out.spill_path.as_ref().map(|p| p.display().to_string()),
+            }),
+            content,
+            duration_ms: 0,
         }
     }
 

@@ -105,11 +105,15 @@ pub struct Config {
     pub send_cache_key: bool,
     /// The provider's base URL, recorded in `meta.json` (credentials removed).
     pub base_url: String,
+    /// What commands may write (`--sandbox`, `TERN_SANDBOX`).
+    pub sandbox: crate::sandbox::Mode,
+    /// Commands may not connect or bind TCP (`--no-network`).
+    pub no_network: bool,
 }
 
 impl Config {
     /// Defaults for `model`: 50 turns, a 128k window compacted at 80 %, default retries, auto
-    /// approval, 8192 output tokens.
+    /// approval, 8192 output tokens, the `workspace-write` sandbox.
     pub fn new(model: &str) -> Config {
         Config {
             model: model.to_string(),
@@ -121,6 +125,8 @@ impl Config {
             max_output_tokens: 8192,
             send_cache_key: false,
             base_url: String::new(),
+            sandbox: crate::sandbox::Mode::default(),
+            no_network: false,
         }
     }
 }
@@ -274,6 +280,11 @@ pub struct Runtime {
     parent: Option<String>,
     mark_current: bool,
     started: Instant,
+    /// What commands may write in this runtime, as probed at open.
+    sandbox: crate::sandbox::Setting,
+    /// The state files the model's commands may not change (DESIGN.md §10), as tern last left
+    /// them.
+    guard: Option<crate::sandbox::Snapshot>,
 }
 
 impl Runtime {
@@ -285,8 +296,11 @@ impl Runtime {
         system: String,
         history: Vec<Message>,
     ) -> Runtime {
+        let sandbox = crate::sandbox::Setting::probe(parts.cfg.sandbox, parts.cfg.no_network);
         Runtime {
             session,
+            sandbox,
+            guard: None,
             workspace: parts.workspace,
             cfg: parts.cfg,
             cancel: parts.cancel,
@@ -320,6 +334,11 @@ impl Runtime {
     /// The provider's name (`openai`, `anthropic`, `replay`).
     pub fn provider_name(&self) -> &'static str {
         self.provider.name()
+    }
+
+    /// What commands may write in this runtime.
+    pub fn sandbox(&self) -> crate::sandbox::Setting {
+        self.sandbox
     }
 
     /// The parent session of a sub-agent.
@@ -373,6 +392,49 @@ impl Runtime {
         Ok(())
     }
 
+    /// Records a sandbox change (the stored setting differs from this runtime's) as a declared
+    /// boundary: the pinned system prompt's sandbox line is replaced, `meta.json` updated.
+    pub(crate) fn switch_sandbox(
+        &mut self,
+        ui: &mut dyn Surface,
+        meta: &Meta,
+    ) -> Result<(), Failure> {
+        let now = self.sandbox;
+        let same = meta
+            .sandbox
+            .is_some_and(|s| s.mode == now.mode && s.no_network == now.no_network);
+        let lines = system::sandbox_lines(now.mode, now.no_network);
+        if same || system::sandbox_of(&self.prefix.system) == lines {
+            if meta.sandbox != Some(now) {
+                self.session.update_meta(|m| m.sandbox = Some(now))?;
+            }
+            return Ok(());
+        }
+        let from = meta
+            .sandbox
+            .map_or("unknown".to_string(), |s| s.mode.as_str().to_string());
+        let new_system = system::with_sandbox(&self.prefix.system, &lines);
+        {
+            let lock = self.session.lock()?;
+            self.session
+                .write_text_locked(&lock, files::SYSTEM, &new_system)?;
+        }
+        self.prefix.system = new_system;
+        self.session.update_meta(|m| m.sandbox = Some(now))?;
+        self.note_disk();
+        self.meter.last_body = self.stored_body();
+        self.emit(
+            ui,
+            Event::Boundary {
+                kind: BoundaryKind::SandboxSwitch,
+                from: Some(from),
+                to: Some(now.mode.as_str().to_string()),
+                reason: None,
+            },
+        );
+        Ok(())
+    }
+
     /// After the history was loaded: the stored prefix as it stands is what the next request
     /// repeats (the previous process's last body is gone), so prefix reuse is measured against
     /// it; memory and disk agree.
@@ -389,6 +451,57 @@ impl Runtime {
         Ok(())
     }
 
+    /// The state files a command may not change: everything in the session folder that tern
+    /// reads back as truth, but the draft (DESIGN.md §10).
+    fn protected(&self) -> Vec<PathBuf> {
+        [
+            files::PLAN,
+            files::PLAN_STATE,
+            files::LEDGER,
+            files::CONVERSATION,
+            files::SYSTEM,
+            files::META,
+        ]
+        .iter()
+        .map(|n| self.session.path(n))
+        .collect()
+    }
+
+    /// Accepts the state files as tern itself just left them (after each of its own writes).
+    pub(crate) fn guard_refresh(&mut self) {
+        match &mut self.guard {
+            Some(g) => g.refresh(),
+            None => self.guard = Some(crate::sandbox::Snapshot::take(self.protected())),
+        }
+    }
+
+    /// Undoes any change to the state files since tern last wrote them (a command's, or a
+    /// background process's), rewriting the conversation from memory, and returns the message
+    /// the model reads: the files are tern's. The sandbox makes these writes impossible in
+    /// `read-only`; in the other modes this is how they are refused.
+    pub(crate) fn guard_check(&mut self) -> Option<String> {
+        let g = self.guard.as_mut()?;
+        let changes = g.changes();
+        if changes.is_empty() {
+            return None;
+        }
+        let outcomes = g.restore(&changes);
+        let conversation = self.session.path(files::CONVERSATION);
+        if outcomes
+            .iter()
+            .any(|(p, o)| *p == conversation && *o != crate::sandbox::RestoreOutcome::Restored)
+            && let Ok(lock) = self.session.lock()
+        {
+            let _ = self
+                .session
+                .replace_conversation_locked(&lock, &self.prefix.history);
+        }
+        self.guard_refresh();
+        self.note_disk();
+        crate::sandbox::Snapshot::refusal(&changes)
+            .map(|m| m.trim_start_matches("Error: ").to_string())
+    }
+
     fn disk_stamps(&self) -> (Option<FileStamp>, Option<FileStamp>) {
         (
             stamp(&self.session.path(files::SYSTEM)),
@@ -399,6 +512,9 @@ impl Runtime {
     /// Records that memory and disk agree now (after our own read or write).
     pub(crate) fn note_disk(&mut self) {
         self.seen.disk = Some(self.disk_stamps());
+        if self.guard.is_some() {
+            self.guard_refresh();
+        }
     }
 
     /// Reads `conversation.jsonl` into memory, repairing and saving it when needed. Only the

@@ -275,7 +275,11 @@ impl Runtime {
 ///
 /// Call only while no other process holds the session (at open). Returns one line per file it
 /// rebuilt (for a warning event); nothing is written when everything agrees.
-pub fn reconcile(session: &Session, workspace: &std::path::Path) -> Result<Vec<String>, Failure> {
+pub fn reconcile(
+    session: &Session,
+    workspace: &std::path::Path,
+    sandbox_lines: &str,
+) -> Result<Vec<String>, Failure> {
     let lock = session.lock()?;
     let mut fixed = Vec::new();
     let system_text = match session.read_text(files::SYSTEM) {
@@ -314,7 +318,7 @@ pub fn reconcile(session: &Session, workspace: &std::path::Path) -> Result<Vec<S
     };
     let base = match &system_text {
         Some(s) => system::strip_plan(s).to_string(),
-        None => system::base(workspace),
+        None => system::base(workspace, sandbox_lines),
     };
     let want_system = system::with_plan(&base, plan.locked.as_deref());
     if system_text.as_deref() != Some(want_system.as_str()) {

@@ -51,8 +51,22 @@ impl Runtime {
         ask: Ask,
         ui: &mut dyn Surface,
     ) -> Result<Completion, Failure> {
+        // A process an earlier command left behind may have changed tern's files since: undone
+        // now, and the model is told in this request's tail (the history stays as it was).
+        let refused = self.guard_check();
         self.observe_plan_files(ui)?;
-        let tail = self.work_state_tail();
+        if self.guard.is_some() {
+            self.guard_refresh();
+        }
+        let mut tail = self.work_state_tail();
+        if let Some(msg) = refused {
+            self.emit(ui, Event::warning(msg.clone()));
+            let note = format!("[tern: {msg}]");
+            tail = Some(match tail {
+                Some(t) => format!("{note}\n{t}"),
+                None => note,
+            });
+        }
         let body = |rt: &Runtime| {
             rt.prefix.body(
                 &*rt.provider,

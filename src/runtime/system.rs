@@ -1,4 +1,5 @@
-//! The system prompt: `prompts/system.md`, then the project's `AGENTS.md`, then the locked plan.
+//! The system prompt: `prompts/system.md`, the sandbox line (one short stable sentence per mode),
+//! then the project's `AGENTS.md`, then the locked plan.
 //! No time, session id, absolute path or random value goes in (case C18), so every session of a
 //! project starts with the same bytes and shares the provider's prefix cache.
 
@@ -10,13 +11,26 @@ pub const MAX_AGENTS_MD_BYTES: usize = 32 * 1024;
 const OPEN_PLAN: &str = "\n\n<locked_plan>\n";
 const CLOSE_PLAN: &str = "\n</locked_plan>\n";
 
-/// The system prompt without a plan: the bundled instructions plus the workspace's `AGENTS.md`
-/// (read now; the result is pinned in `system.txt` so later edits do not move the prefix).
-pub fn base(workspace: &Path) -> String {
-    let mut s = include_str!("../../prompts/system.md")
-        .trim_end()
-        .to_string();
+const SYSTEM_MD: &str = include_str!("../../prompts/system.md");
+
+/// The sandbox lines of the system prompt for `mode` (and `--no-network`), each ending in a
+/// newline: the same bytes for every session in that mode, so caching across sessions holds.
+pub fn sandbox_lines(mode: crate::sandbox::Mode, no_network: bool) -> String {
+    let mut s = format!("{}\n", mode.prompt_line());
+    if no_network {
+        s.push_str(crate::sandbox::NO_NETWORK_PROMPT_LINE);
+        s.push('\n');
+    }
+    s
+}
+
+/// The system prompt without a plan: the bundled instructions, the sandbox lines, and the
+/// workspace's `AGENTS.md` (read now; the result is pinned in `system.txt` so later edits do not
+/// move the prefix).
+pub fn base(workspace: &Path, sandbox: &str) -> String {
+    let mut s = SYSTEM_MD.trim_end().to_string();
     s.push('\n');
+    s.push_str(sandbox);
     if let Some(bytes) = read_agents_md(workspace) {
         let text = String::from_utf8_lossy(&bytes);
         let text = text.trim();
@@ -30,6 +44,39 @@ pub fn base(workspace: &Path) -> String {
         }
     }
     s
+}
+
+/// The sandbox lines a pinned system prompt carries (empty when it has none, or was not made by
+/// this build's bundled prompt).
+pub fn sandbox_of(system: &str) -> &str {
+    let head = format!("{}\n", SYSTEM_MD.trim_end());
+    let Some(rest) = system.strip_prefix(head.as_str()) else {
+        return "";
+    };
+    let mut end = 0;
+    for line in rest.split_inclusive('\n') {
+        let l = line.trim_end();
+        let known = crate::sandbox::Mode::ALL
+            .iter()
+            .any(|m| m.prompt_line() == l)
+            || l == crate::sandbox::NO_NETWORK_PROMPT_LINE;
+        if !known {
+            break;
+        }
+        end += line.len();
+    }
+    &rest[..end]
+}
+
+/// `system` with its sandbox lines replaced by `sandbox` (a declared boundary: the session's
+/// sandbox changed). Unchanged when it was not made by this build's bundled prompt.
+pub fn with_sandbox(system: &str, sandbox: &str) -> String {
+    let head = format!("{}\n", SYSTEM_MD.trim_end());
+    let Some(rest) = system.strip_prefix(head.as_str()) else {
+        return system.to_string();
+    };
+    let old = sandbox_of(system);
+    format!("{head}{sandbox}{}", &rest[old.len()..])
 }
 
 /// The workspace's `AGENTS.md`: a regular file inside the workspace (a link may point only
@@ -122,20 +169,20 @@ mod tests {
         let outside = d.path().join("secret.txt");
         std::fs::write(&outside, "TOP SECRET").unwrap();
         std::os::unix::fs::symlink(&outside, ws.join("AGENTS.md")).unwrap();
-        assert!(!base(&ws).contains("TOP SECRET"));
+        assert!(!base(&ws, "").contains("TOP SECRET"));
         std::fs::remove_file(ws.join("AGENTS.md")).unwrap();
         let fifo = std::ffi::CString::new(ws.join("AGENTS.md").to_str().unwrap()).unwrap();
         // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
         assert!(
-            !base(&ws).contains("project_instructions"),
+            !base(&ws, "").contains("project_instructions"),
             "a FIFO would block"
         );
         std::fs::remove_file(ws.join("AGENTS.md")).unwrap();
         std::fs::write(ws.join("real.md"), "Use tabs.").unwrap();
         std::os::unix::fs::symlink("real.md", ws.join("AGENTS.md")).unwrap();
         assert!(
-            base(&ws).contains("Use tabs."),
+            base(&ws, "").contains("Use tabs."),
             "a link inside the workspace is fine"
         );
     }
@@ -150,6 +197,22 @@ mod tests {
         assert_eq!(plan_sections(&two), 2);
         assert_eq!(plan_sections(base), 0);
         assert_eq!(strip_plan("plain\n"), "plain\n");
+    }
+
+    #[test]
+    fn the_sandbox_lines_are_found_and_replaced() {
+        use crate::sandbox::Mode;
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("AGENTS.md"), "Use tabs.").unwrap();
+        let ww = sandbox_lines(Mode::WorkspaceWrite, false);
+        let ro = sandbox_lines(Mode::ReadOnly, true);
+        let s = with_plan(&base(d.path(), &ww), Some("1. x"));
+        assert_eq!(sandbox_of(&s), ww);
+        let t = with_sandbox(&s, &ro);
+        assert_eq!(sandbox_of(&t), ro);
+        assert!(t.contains("Use tabs.") && t.contains("<locked_plan>"));
+        assert_eq!(with_sandbox(&t, &ww), s);
+        assert_eq!(with_sandbox("something else", &ww), "something else");
     }
 
     #[test]

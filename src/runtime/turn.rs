@@ -174,12 +174,13 @@ impl Runtime {
                     bash: r.bash,
                 },
             );
-            if c.call.name == "bash"
-                && let Err(e) = self.observe_plan_files(ui)
-            {
+            if c.call.name == "bash" {
                 // The command may have written the draft through $PLAN_DRAFT_FILE; a file that
                 // cannot be read now is reported again before the next request.
-                self.emit(ui, Event::warning(e.to_string()));
+                if let Err(e) = self.observe_plan_files(ui) {
+                    self.emit(ui, Event::warning(e.to_string()));
+                }
+                self.guard_refresh();
             }
             if interrupted {
                 return Err(Failure::Interrupted);
@@ -204,6 +205,8 @@ impl Runtime {
             if !prompt.trim().is_empty() {
                 self.store(vec![Message::user(prompt)])?;
             }
+            // The state files as this turn starts are tern's baseline for the sandbox guard.
+            self.guard_refresh();
             Ok(())
         })();
         if let Err(e) = started {

@@ -74,6 +74,35 @@ pub const NETWORK_ABI: u8 = 4;
 pub const NO_NETWORK_PROMPT_LINE: &str =
     "Network is off for commands: TCP connect and bind fail with Permission denied.";
 
+/// A session's sandbox as `meta.json` and the `session_start` event record it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Setting {
+    /// The mode.
+    pub mode: Mode,
+    /// `--no-network`.
+    pub no_network: bool,
+    /// The kernel's Landlock ABI (0: none).
+    pub landlock_abi: u8,
+    /// Whether commands really run inside a Landlock domain (false for `danger-full-access`, and
+    /// for a sandboxed mode this kernel cannot enforce: such a session refuses to run commands).
+    pub enforced: bool,
+}
+
+impl Setting {
+    /// The setting of `mode` on this machine (probes the kernel's Landlock ABI).
+    pub fn probe(mode: Mode, no_network: bool) -> Setting {
+        let landlock_abi = landlock_abi().unwrap_or(0);
+        let enforced =
+            mode.is_sandboxed() && landlock_abi > 0 && (!no_network || landlock_abi >= NETWORK_ABI);
+        Setting {
+            mode,
+            no_network,
+            landlock_abi,
+            enforced,
+        }
+    }
+}
+
 /// What commands may write (`--sandbox`, `TERN_SANDBOX`); kebab-case names in flags, JSON and
 /// events: `read-only`, `workspace-write`, `danger-full-access`.
 #[derive(
@@ -92,6 +121,9 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// Every mode.
+    pub const ALL: [Mode; 3] = [Mode::ReadOnly, Mode::WorkspaceWrite, Mode::DangerFullAccess];
+
     /// The kebab-case name, as in `--sandbox NAME`.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -81,6 +81,9 @@ pub struct Meta {
     /// The first prompt, cut to 80 characters, for `tern sessions`.
     #[serde(default)]
     pub title: String,
+    /// What commands may write (absent in sessions made before the sandbox).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::sandbox::Setting>,
 }
 
 /// A handle on one session folder. Cheap; holds no open files.
@@ -301,6 +304,21 @@ impl Session {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         Ok(format!("{}/{name}", files::ARCHIVE))
+    }
+
+    /// Writes `msgs` as the whole `conversation.jsonl` (atomically, no archive), the caller holding
+    /// the lock: the sandbox guard puts back a history a command changed, from memory.
+    pub fn replace_conversation_locked(
+        &self,
+        lock: &SessionLock,
+        msgs: &[Message],
+    ) -> io::Result<()> {
+        let mut text = String::new();
+        for m in msgs {
+            text.push_str(&fsutil::to_jsonl(m)?);
+            text.push('\n');
+        }
+        self.write_text_locked(lock, files::CONVERSATION, &text)
     }
 
     /// Reads the history; lines that do not parse (a torn last line) are skipped and reported.

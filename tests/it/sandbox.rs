@@ -859,3 +859,167 @@ fn device_nodes_are_refused_even_in_the_workspace() {
         );
     }
 }
+
+// ---------------------------------------------------------------- through `tern exec`
+
+mod through_exec {
+    use crate::support::Wire;
+    use crate::support::body::result_of;
+    use crate::support::cli::WireWs;
+    use crate::support::script::{bash, text};
+
+    fn landlock() -> bool {
+        let ok = tern::sandbox::landlock_abi().is_ok_and(|a| a > 0);
+        if !ok {
+            println!("SKIPPED: this kernel has no Landlock");
+        }
+        ok
+    }
+
+    /// The model writes each of tern's state files directly with bash: every change is refused
+    /// with an error result saying the file is tern's, the file is put back, and the next
+    /// request is a valid continuation; writing $PLAN_DRAFT_FILE is fine.
+    #[test]
+    fn the_model_writing_each_state_file_is_refused_and_undone() {
+        if !landlock() {
+            return;
+        }
+        let files = [
+            "plan.md",
+            "plan.json",
+            "ledger.json",
+            "conversation.jsonl",
+            "system.txt",
+            "meta.json",
+        ];
+        let mut script = vec![];
+        for (i, f) in files.iter().enumerate() {
+            script.push(bash(
+                Wire::OpenAi,
+                &format!("w{i}"),
+                &format!("echo '{{\"forged\": true}}' > \"$TERN_SESSION_DIR/{f}\"; echo wrote"),
+            ));
+        }
+        script.push(bash(
+            Wire::OpenAi,
+            "d",
+            "echo '1. my plan' > \"$PLAN_DRAFT_FILE\" && echo drafted",
+        ));
+        script.push(text(Wire::OpenAi, "done"));
+        let ws = WireWs::new(Wire::OpenAi, vec![]);
+        ws.fake.set_strict(true);
+        ws.ok(&["exec", "hi"]);
+        let system = ws.read("system.txt");
+        let meta_before = ws.json("meta.json");
+        ws.push(script);
+        ws.ok(&["exec", "--continue", "try to change tern's files"]);
+        let events = ws.events();
+        for (i, f) in files.iter().enumerate() {
+            let r = result_of(&events, &format!("w{i}"));
+            let c = r["content"].as_str().unwrap_or("");
+            assert_eq!(r["is_error"], true, "{f}: {c}");
+            assert!(
+                c.contains(f) && c.contains("tern's"),
+                "{f}: the result names the file: {c}"
+            );
+        }
+        assert_eq!(ws.read("system.txt"), system, "system.txt put back");
+        assert_eq!(ws.json("meta.json")["id"], meta_before["id"]);
+        // (The commands themselves, quoting the forged text, are in the history, as they should.)
+        for line in ws.read("conversation.jsonl").lines() {
+            let v: serde_json::Value = serde_json::from_str(line).expect("a message line");
+            assert!(v["role"].is_string(), "not a message: {line}");
+        }
+        assert!(!ws.read("plan.json").contains("forged"));
+        let d = result_of(&events, "d");
+        assert_eq!(d["is_error"], false, "{d}");
+        assert_eq!(ws.read("plan.draft.md"), "1. my plan\n");
+        // The session is still valid for a strict provider: one more turn runs.
+        ws.push(vec![text(Wire::OpenAi, "still fine")]);
+        ws.ok(&["exec", "--continue", "again"]);
+    }
+
+    /// read-only: a write in the workspace fails with Permission denied and a line naming the
+    /// mode; the mode is in meta.json, in session_start and in the system prompt's one line.
+    #[test]
+    fn read_only_refuses_workspace_writes_and_says_why() {
+        if !landlock() {
+            return;
+        }
+        let ws = WireWs::new(
+            Wire::OpenAi,
+            vec![
+                bash(Wire::OpenAi, "c1", "echo x > made.txt"),
+                text(Wire::OpenAi, "done"),
+            ],
+        );
+        ws.ok(&["exec", "--sandbox", "read-only", "make a file"]);
+        assert!(!ws.root().join("made.txt").exists());
+        let events = ws.events();
+        let c = result_of(&events, "c1")["content"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        assert!(
+            c.contains("Permission denied") && c.contains("read-only"),
+            "{c}"
+        );
+        let start = events
+            .iter()
+            .find(|e| e["type"] == "session_start")
+            .unwrap();
+        assert_eq!(start["sandbox"]["mode"], "read-only");
+        assert_eq!(ws.json("meta.json")["sandbox"]["mode"], "read-only");
+        assert!(
+            ws.read("system.txt")
+                .contains(tern::sandbox::Mode::ReadOnly.prompt_line())
+        );
+        // Resumed with another mode: a declared boundary replaces the line.
+        ws.push(vec![text(Wire::OpenAi, "ok")]);
+        ws.ok(&[
+            "exec",
+            "--continue",
+            "--sandbox",
+            "workspace-write",
+            "go on",
+        ]);
+        let events = ws.events();
+        assert!(
+            events
+                .iter()
+                .any(|e| e["type"] == "boundary" && e["kind"] == "sandbox_switch"),
+            "no sandbox_switch boundary"
+        );
+        let sys = ws.read("system.txt");
+        assert!(sys.contains(tern::sandbox::Mode::WorkspaceWrite.prompt_line()));
+        assert!(!sys.contains(tern::sandbox::Mode::ReadOnly.prompt_line()));
+    }
+
+    /// A kernel without Landlock: the default mode refuses every command with one line naming
+    /// --sandbox danger-full-access; it never runs unsandboxed.
+    #[test]
+    fn no_landlock_refuses_commands_naming_danger_full_access() {
+        if !cfg!(debug_assertions) {
+            println!("SKIPPED: the test switch exists in debug builds only");
+            return;
+        }
+        let ws = WireWs::new(
+            Wire::OpenAi,
+            vec![
+                bash(Wire::OpenAi, "c1", "echo x > made.txt"),
+                text(Wire::OpenAi, "done"),
+            ],
+        );
+        let mut cmd = ws.cmd(&["exec", "make a file"]);
+        cmd.env(tern::sandbox::FAKE_ABI_ENV, "0");
+        let out = crate::support::cli::run(cmd, "");
+        assert_eq!(out.code, Some(0), "{out:?}");
+        assert!(!ws.root().join("made.txt").exists());
+        let c = result_of(&ws.events(), "c1")["content"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        assert!(c.contains("--sandbox danger-full-access"), "{c}");
+        assert_eq!(ws.json("meta.json")["sandbox"]["enforced"], false);
+    }
+}
