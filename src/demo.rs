@@ -64,6 +64,14 @@ fn run_inner(process: &Process, workspace: Option<PathBuf>, json: bool) -> Resul
     let lesson = lesson()?;
     let workspace = match workspace {
         Some(w) => {
+            // The lesson writes files in its workspace: a folder with anything in it is refused,
+            // so no file of the person's is overwritten.
+            if std::fs::read_dir(&w).is_ok_and(|mut d| d.next().is_some()) {
+                return Err(format!(
+                    "{} is not empty; the demo writes its files there: give a new or empty folder",
+                    w.display()
+                ));
+            }
             std::fs::create_dir_all(&w).map_err(|e| format!("{}: {e}", w.display()))?;
             w.canonicalize()
                 .map_err(|e| format!("{}: {e}", w.display()))?

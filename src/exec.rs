@@ -25,10 +25,23 @@ pub struct ExecOptions {
 /// Runs `tern exec` on `launcher`; returns the process exit code (DESIGN.md §8).
 pub fn run(launcher: &Launcher, opts: ExecOptions) -> i32 {
     let mut json_ui = Json;
-    let mut human = Human::new();
+    // Piped or redirected, stdout carries the final answer alone (printed at the end); on a
+    // terminal the answer streams there as it comes.
+    let to_terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let mut human = if to_terminal {
+        Human::new()
+    } else {
+        Human::answer_only()
+    };
     let ui: &mut dyn Surface = if opts.json { &mut json_ui } else { &mut human };
     if let Err(e) = launcher.ready() {
         return early_failure(&opts, &e);
+    }
+    if let Some(note) = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| launcher.workspace_note(&cwd))
+    {
+        crate::errln!("tern: {note}");
     }
     let prompt = match read_prompt(&opts, &launcher.cancel) {
         Ok(p) => p,
@@ -44,8 +57,16 @@ pub fn run(launcher: &Launcher, opts: ExecOptions) -> i32 {
     };
     let outcome = rt.run_turn(&prompt, ui);
     let code = rt.finish(&outcome, ui);
-    if let (false, Err(e)) = (opts.json, &outcome) {
-        crate::errln!("tern: {e}");
+    if !opts.json {
+        match &outcome {
+            // stdout holds the final answer alone, redacted and terminal-safe.
+            Ok(text) if !text.is_empty() && !to_terminal => {
+                let text = crate::store::redact::redact(text);
+                crate::outln!("{}", crate::render::safe(text.trim_end()));
+            }
+            Ok(_) => {}
+            Err(e) => crate::errln!("tern: {e}"),
+        }
     }
     code
 }

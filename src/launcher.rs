@@ -189,6 +189,21 @@ impl Launcher {
         StateDir::locate(cwd, dir.as_deref())
     }
 
+    /// A line announcing the workspace when it is not the current folder `cwd` (a `.tern/` or a
+    /// git root further up moved it there), so commands do not run somewhere unexpected silently.
+    pub fn workspace_note(&self, cwd: &std::path::Path) -> Option<String> {
+        let ws = &self.state.workspace;
+        if ws == cwd {
+            return None;
+        }
+        let why = if ws.join(".tern").is_dir() {
+            "the nearest folder holding .tern/"
+        } else {
+            "the git root"
+        };
+        Some(format!("workspace: {} ({why})", ws.display()))
+    }
+
     /// The provider route from flags and environment. Errors (a usage error, exit 2): nothing
     /// configured, a bad URL or key.
     pub fn route(&self) -> Result<ProviderChoice, Failure> {

@@ -97,11 +97,12 @@ pub fn print_receipt(r: &crate::ops::Receipt, json: bool) {
         print_json_line(&serde_json::to_value(r).unwrap_or_default());
         return;
     }
+    // The detail may quote a draft, a plan or a title: shown through the terminal-safe filter.
     if r.ok {
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{}", r.detail);
+        let _ = writeln!(out, "{}", safe(&r.detail));
     } else {
-        crate::errln!("tern: {}", r.detail);
+        crate::errln!("tern: {}", safe(&r.detail));
     }
 }
 
@@ -109,19 +110,33 @@ pub fn print_receipt(r: &crate::ops::Receipt, json: bool) {
 pub const PREVIEW_LINES: usize = 6;
 
 /// Human output: assistant text on stdout as it streams; tool calls, short result views, plan,
-/// to-do and retry notes on stderr.
+/// to-do and retry notes on stderr. In answer-only mode (`tern exec`) stdout carries the final
+/// answer alone, printed by the surface at the end: the text streams to stderr instead (on a
+/// terminal only), so an attempt abandoned for a retry never reaches stdout.
 #[derive(Default)]
 pub struct Human {
     /// Text was printed without a final newline yet.
     open_line: bool,
     /// A progress note is on stderr's current line (a terminal only), to be erased first.
     note_shown: bool,
+    /// Stream text to stderr (a terminal) instead of stdout.
+    answer_only: bool,
+    /// Text of the current request was streamed (to tell an abandoned attempt).
+    streamed: bool,
 }
 
 impl Human {
     /// A new human surface.
     pub fn new() -> Human {
         Human::default()
+    }
+
+    /// The answer-only surface of `tern exec` (see the type's docs).
+    pub fn answer_only() -> Human {
+        Human {
+            answer_only: true,
+            ..Human::default()
+        }
     }
 
     /// Erases a progress note before anything else is written.
@@ -136,9 +151,13 @@ impl Human {
 
     fn end_text_line(&mut self) {
         if self.open_line {
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out);
-            let _ = out.flush();
+            if self.answer_only {
+                crate::errln!();
+            } else {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out);
+                let _ = out.flush();
+            }
             self.open_line = false;
         }
     }
@@ -166,16 +185,36 @@ impl Surface for Human {
     }
 
     fn text_delta(&mut self, text: &str) {
+        use std::io::IsTerminal;
         self.clear_note();
-        let text = safe(text);
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(text.as_bytes());
-        let _ = out.flush();
+        self.streamed = true;
+        let text = crate::store::redact::redact(text);
+        let text = safe(&text);
+        if self.answer_only {
+            if !std::io::stderr().is_terminal() {
+                return;
+            }
+            let mut err = std::io::stderr().lock();
+            let _ = err.write_all(text.as_bytes());
+            let _ = err.flush();
+        } else {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(text.as_bytes());
+            let _ = out.flush();
+        }
         self.open_line = !text.ends_with('\n');
     }
 
     fn event(&mut self, ev: &Envelope) {
         self.clear_note();
+        match &ev.event {
+            Event::Retry { .. } if self.streamed => {
+                self.end_text_line();
+                crate::errln!("(the answer so far was abandoned: the request is sent again)");
+            }
+            Event::Usage { .. } | Event::Assistant { .. } => self.streamed = false,
+            _ => {}
+        }
         if let Some(line) = describe(ev) {
             self.end_text_line();
             crate::errln!("{}", safe(&line));

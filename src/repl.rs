@@ -271,6 +271,12 @@ pub fn run(launcher: &Launcher, process: &Process, continues: Option<SessionRef>
         return 2;
     }
     let state = &launcher.state;
+    if let Some(note) = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| launcher.workspace_note(&cwd))
+    {
+        crate::errln!("tern: {note}");
+    }
     let term = process.term.clone();
     let mut input = Input::new(state, launcher.cancel.clone(), term.clone());
     let mut repl = Repl {

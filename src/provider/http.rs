@@ -162,7 +162,10 @@ impl Transport {
         // Dropping `rx` here is the abandon signal for the worker.
         drop(rx);
         result.map_err(|mut e| {
-            if matches!(e.kind, ErrorKind::Connect | ErrorKind::Timeout) {
+            if matches!(
+                e.kind,
+                ErrorKind::Connect | ErrorKind::Unreachable | ErrorKind::Timeout
+            ) {
                 // Name the server: "connection refused" alone does not say which one.
                 e.message = format!("{} ({})", e.message, display_url(url));
             }
@@ -221,7 +224,9 @@ impl Transport {
         cancel: &CancelToken,
     ) -> Result<Completion, ProviderError> {
         let idle = self.config.idle_timeout;
-        let mut last_byte = Instant::now();
+        // Progress is a complete SSE event (not a byte, not a keep-alive comment, not a ping):
+        // a server that drips bytes or only keeps the connection alive times out all the same.
+        let mut last_progress = Instant::now();
         let mut head: Option<Head> = None;
         let mut error_body: Vec<u8> = Vec::new();
         let mut parser = SseParser::new();
@@ -233,15 +238,15 @@ impl Transport {
                     "request cancelled while streaming",
                 ));
             }
-            let wait = SLICE.min(idle.saturating_sub(last_byte.elapsed()));
+            let wait = SLICE.min(idle.saturating_sub(last_progress.elapsed()));
             let msg = match rx.recv_timeout(wait) {
                 Ok(m) => m,
                 Err(RecvTimeoutError::Timeout) => {
-                    if last_byte.elapsed() >= idle {
+                    if last_progress.elapsed() >= idle {
                         let what = if head.is_none() {
                             "no response"
                         } else {
-                            "no data"
+                            "no complete event (keep-alive bytes do not count)"
                         };
                         return Err(ProviderError::new(
                             ErrorKind::Timeout,
@@ -257,12 +262,15 @@ impl Transport {
                     ));
                 }
             };
-            last_byte = Instant::now();
             match msg {
                 Msg::Failed(e) => return Err(e),
-                Msg::Head(h) => head = Some(h),
+                Msg::Head(h) => {
+                    head = Some(h);
+                    last_progress = Instant::now();
+                }
                 Msg::Data(bytes) => match head {
                     Some(h) if h.collect() => {
+                        last_progress = Instant::now();
                         let room = ERROR_BODY_LIMIT - error_body.len();
                         error_body.extend_from_slice(&bytes[..bytes.len().min(room)]);
                         if error_body.len() >= ERROR_BODY_LIMIT {
@@ -280,8 +288,12 @@ impl Transport {
                                 ),
                             ));
                         }
-                        if let Some(c) = feed(&mut parser, &bytes, decoder, on_text)? {
+                        let (done, progressed) = feed(&mut parser, &bytes, decoder, on_text)?;
+                        if let Some(c) = done {
                             return Ok(c);
+                        }
+                        if progressed {
+                            last_progress = Instant::now();
                         }
                     }
                 },
@@ -313,22 +325,24 @@ impl Transport {
 }
 
 /// Feeds one read to the parser and its events to the decoder: the completion once the decoder
-/// saw the end marker.
+/// saw the end marker, and whether an event that counts as progress came (anything but a
+/// `ping`; comments never reach here).
 fn feed(
     parser: &mut SseParser,
     bytes: &[u8],
     decoder: &mut dyn StreamDecoder,
     on_text: &mut dyn FnMut(&str),
-) -> Result<Option<Completion>, ProviderError> {
+) -> Result<(Option<Completion>, bool), ProviderError> {
     let mut events = Vec::new();
     parser.push(bytes, &mut events)?;
+    let progressed = events.iter().any(|e| e.event.as_deref() != Some("ping"));
     for ev in &events {
         decoder.event(ev, on_text)?;
         if decoder.done() {
-            return decoder.finish().map(Some);
+            return decoder.finish().map(|c| (Some(c), true));
         }
     }
-    Ok(None)
+    Ok((None, progressed))
 }
 
 /// End of stream: the parser's last event, then the decoder's verdict.
@@ -358,7 +372,7 @@ pub(crate) fn decode_chunks(
 ) -> Result<Completion, ProviderError> {
     let mut parser = SseParser::new();
     for c in chunks {
-        if let Some(done) = feed(&mut parser, c, decoder, on_text)? {
+        if let (Some(done), _) = feed(&mut parser, c, decoder, on_text)? {
             return Ok(done);
         }
     }
@@ -454,6 +468,22 @@ fn transport_error(e: ureq::Error) -> ProviderError {
         // A URL that cannot work will not work on a retry either.
         ureq::Error::BadUri(_) | ureq::Error::Http(_) | ureq::Error::RequireHttpsOnly(_) => {
             ErrorKind::BadResponse
+        }
+        ureq::Error::HostNotFound | ureq::Error::ConnectionFailed => ErrorKind::Unreachable,
+        ureq::Error::Io(io)
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionRefused
+                    | std::io::ErrorKind::AddrNotAvailable
+                    | std::io::ErrorKind::HostUnreachable
+                    | std::io::ErrorKind::NetworkUnreachable
+            ) =>
+        {
+            ErrorKind::Unreachable
+        }
+        // A name that does not resolve reaches us as a plain I/O error from getaddrinfo.
+        ureq::Error::Io(io) if io.to_string().contains("failed to lookup address") => {
+            ErrorKind::Unreachable
         }
         _ => ErrorKind::Connect,
     };

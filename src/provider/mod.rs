@@ -97,6 +97,9 @@ pub struct Completion {
 pub enum ErrorKind {
     /// Could not connect, or the connection broke before a response status.
     Connect,
+    /// Nobody is there: the host name does not resolve, or the connection is refused. Retried
+    /// only a few times, briefly (a server being restarted), not for the whole retry budget.
+    Unreachable,
     /// No byte arrived within the idle-read timeout, or connect timed out.
     Timeout,
     /// The server answered with a non-success HTTP status.
@@ -141,6 +144,7 @@ impl ProviderError {
     pub fn retryable(&self) -> bool {
         match self.kind {
             ErrorKind::Connect
+            | ErrorKind::Unreachable
             | ErrorKind::Timeout
             | ErrorKind::EarlyEnd
             | ErrorKind::Overloaded => true,

@@ -23,6 +23,9 @@ pub struct RetryPolicy {
     pub max_delay: Duration,
     /// Cap on a server's `Retry-After`. Default 120 s.
     pub max_retry_after: Duration,
+    /// Retries of an unreachable server (refused connection, unknown host), each after at most
+    /// one second: enough for a server being restarted, not a 5-minute silent wait. Default 2.
+    pub max_unreachable_retries: u32,
 }
 
 impl Default for RetryPolicy {
@@ -32,6 +35,7 @@ impl Default for RetryPolicy {
             base_delay: Duration::from_secs(1),
             max_delay: Duration::from_secs(60),
             max_retry_after: Duration::from_secs(120),
+            max_unreachable_retries: 2,
         }
     }
 }
@@ -65,8 +69,9 @@ pub fn run<T>(
 ) -> Result<T, ProviderError> {
     let start = Instant::now();
     let mut retry = 0u32;
+    let mut unreachable = 0u32;
     loop {
-        let error = match attempt() {
+        let mut error = match attempt() {
             Ok(v) => return Ok(v),
             Err(e) => e,
         };
@@ -74,7 +79,18 @@ pub fn run<T>(
             return Err(error);
         }
         retry = retry.saturating_add(1);
-        let delay = policy.delay(retry, &error, jitter());
+        let mut delay = policy.delay(retry, &error, jitter());
+        if error.kind == ErrorKind::Unreachable {
+            unreachable += 1;
+            if unreachable > policy.max_unreachable_retries {
+                error.message = format!(
+                    "{} (tried {} times; is the server running and the URL right?)",
+                    error.message, unreachable
+                );
+                return Err(error);
+            }
+            delay = delay.min(Duration::from_secs(1));
+        }
         if start.elapsed().saturating_add(delay) > policy.max_total {
             return Err(error);
         }
@@ -132,6 +148,7 @@ mod tests {
             base_delay: ms(2),
             max_delay: ms(10),
             max_retry_after: ms(30),
+            max_unreachable_retries: 2,
         }
     }
 

@@ -201,6 +201,12 @@ impl Runtime {
             Ok(out) => out,
             Err(e) => return Err(ToolError::Failed(format!("could not run bash: {e}"))).into(),
         };
+        if out.spill_path.is_some() {
+            crate::tools::output::enforce_spill_budget(
+                &spill,
+                crate::tools::bash::SPILL_BUDGET_BYTES,
+            );
+        }
         let refused = self.guard_check().or(before);
         let mut content = out.content;
         if let Some(msg) = &refused {

@@ -31,6 +31,8 @@ pub const MAX_TIMEOUT_S: u64 = 600;
 pub const OUTPUT_CAP_BYTES: usize = 16_000;
 /// Raw output held in memory before it streams into a spill file.
 pub const RAW_MEMORY_BYTES: usize = 64 * 1024;
+/// Most bytes the spill files of one session keep (256 MiB): past it the oldest are removed.
+pub const SPILL_BUDGET_BYTES: u64 = 256 * 1024 * 1024;
 /// Largest spill file (32 MiB); output past it is not saved and the marker says so.
 pub const SPILL_CAP_BYTES: u64 = 32 * 1024 * 1024;
 /// How long output is still read after the shell exits, for its last writes.
@@ -60,6 +62,24 @@ const FIXED_ENV: [(&str, &str); 8] = [
     ("VISUAL", NO_EDITOR),
     ("GIT_EDITOR", NO_EDITOR),
 ];
+
+/// Full-screen programs that wait for a terminal (there is none): each is replaced, for bash and
+/// every bash it starts, by a function (imported from the environment, `BASH_FUNC_name%%`) that
+/// says so at once and fails, instead of hanging until the timeout.
+pub const NEEDS_TERMINAL: [&str; 14] = [
+    "vi", "vim", "nvim", "view", "vimdiff", "nano", "pico", "emacs", "micro", "joe", "top", "htop",
+    "btop", "watch",
+];
+
+/// The `BASH_FUNC_name%%` variable of one [`NEEDS_TERMINAL`] program.
+fn no_terminal_function(name: &str) -> (String, String) {
+    (
+        format!("BASH_FUNC_{name}%%"),
+        format!(
+            "() {{ echo \"{name}: not run: it needs a terminal and commands run without one; use a non-interactive form (sed -i or cat <<'EOF' > file to edit, ps for processes, a loop for watch)\" >&2; return 1; }}"
+        ),
+    )
+}
 
 /// The `bash` tool as advertised to the model. The description is `prompts/tools/bash.md` with
 /// its `{DEFAULT_TIMEOUT_S}`, `{MAX_TIMEOUT_S}` and `{OUTPUT_CAP_BYTES}` placeholders filled from
@@ -253,6 +273,10 @@ pub fn run(req: &BashRequest<'_>, cancel: &CancelToken) -> Result<BashOutcome, S
         .stdout(writer)
         .stderr(writer2);
     for (k, v) in FIXED_ENV {
+        cmd.env(k, v);
+    }
+    for name in NEEDS_TERMINAL {
+        let (k, v) = no_terminal_function(name);
         cmd.env(k, v);
     }
     for (k, v) in req.env {

@@ -30,6 +30,7 @@ fn fast() -> RetryPolicy {
         base_delay: Duration::from_millis(1),
         max_delay: Duration::from_millis(5),
         max_retry_after: Duration::from_millis(300),
+        max_unreachable_retries: 2,
     }
 }
 
@@ -691,7 +692,7 @@ fn cancel_stops_a_silent_request_and_a_retry_wait() {
 }
 
 #[test]
-fn connection_refused_is_a_retryable_connect_error() {
+fn connection_refused_is_unreachable_and_fails_after_a_short_bounded_retry() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -703,9 +704,71 @@ fn connection_refused_is_a_retryable_connect_error() {
         Some(KEY.into()),
     );
     let e = once(&mut p, b"{}").unwrap_err();
-    assert_eq!(e.kind, ErrorKind::Connect, "{e}");
+    assert_eq!(e.kind, ErrorKind::Unreachable, "{e}");
     assert!(e.retryable());
     assert!(!e.message.contains(KEY));
+    assert!(
+        e.message.contains(&format!("127.0.0.1:{port}")),
+        "names the server: {e}"
+    );
+    // With the default 300 s budget it still gives up after three attempts, within seconds.
+    let t = Instant::now();
+    let (r, retries) = with_retry(&mut p, b"{}", &RetryPolicy::default());
+    let e = r.unwrap_err();
+    assert_eq!(retries.len(), 2, "{retries:?}");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert!(e.message.contains("tried 3 times"), "{e}");
+}
+
+/// An unknown host name is unreachable too: a short bounded retry, one clear line.
+#[test]
+fn an_unknown_host_fails_fast() {
+    let mut p = OpenAi::new(
+        HttpConfig::default(),
+        "http://no-such-host.invalid/v1",
+        None,
+    );
+    let t = Instant::now();
+    let (r, _) = with_retry(&mut p, b"{}", &RetryPolicy::default());
+    let e = r.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Unreachable, "{e}");
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    assert!(!e.message.contains('\n'), "one line: {e}");
+}
+
+/// A server that keeps the connection alive with comments (or drips bytes of an event that
+/// never completes) times out like a silent one: progress is a complete event, not a byte.
+#[test]
+fn keep_alive_comments_and_drips_do_not_count_as_progress() {
+    let mut comments = String::new();
+    for _ in 0..200 {
+        comments.push_str(": keep-alive\n\n");
+    }
+    let drip = "data: {\"choices\":[{\"delta\":{\"content\":\"never ends";
+    let s = FakeServer::start(vec![
+        Reply::sse(comments)
+            .split_every(14)
+            .delay_between(Duration::from_millis(40)),
+        Reply::sse(drip)
+            .split_every(1)
+            .delay_between(Duration::from_millis(40)),
+    ]);
+    let http = HttpConfig {
+        idle_timeout: Duration::from_millis(800),
+        ..HttpConfig::default()
+    };
+    for what in ["comments", "drip"] {
+        let mut p = OpenAi::new(http, &s.openai_base(), None);
+        let t = Instant::now();
+        let e = once(&mut p, b"{}").unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Timeout, "{what}: {e}");
+        assert!(e.message.contains("keep-alive"), "{what}: {e}");
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "{what}: {:?}",
+            t.elapsed()
+        );
+    }
 }
 
 #[test]
