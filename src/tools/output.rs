@@ -534,6 +534,46 @@ fn ceil_boundary(s: &str, i: usize) -> usize {
     i
 }
 
+/// Keeps the spill files of a session within `budget` bytes: the oldest go first (by
+/// modification time), the newest always stays. Returns the names removed. A file that cannot be
+/// removed is left (the next call tries again).
+pub fn enforce_spill_budget(dir: &Path, budget: u64) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<(std::time::SystemTime, u64, PathBuf)> = rd
+        .flatten()
+        .filter_map(|e| {
+            let m = e.metadata().ok()?;
+            m.is_file().then(|| {
+                (
+                    m.modified().unwrap_or(std::time::UNIX_EPOCH),
+                    m.len(),
+                    e.path(),
+                )
+            })
+        })
+        .collect();
+    let mut total: u64 = files.iter().map(|f| f.1).sum();
+    files.sort();
+    let mut removed = Vec::new();
+    let keep_last = files.len().saturating_sub(1);
+    for (_, len, path) in files.into_iter().take(keep_last) {
+        if total <= budget {
+            break;
+        }
+        crate::store::fsutil::fault::point("remove", &path);
+        if std::fs::remove_file(&path).is_ok() {
+            total = total.saturating_sub(len);
+            removed.push(
+                path.file_name()
+                    .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+            );
+        }
+    }
+    removed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -774,44 +814,4 @@ mod tests {
             }
         }
     }
-}
-
-/// Keeps the spill files of a session within `budget` bytes: the oldest go first (by
-/// modification time), the newest always stays. Returns the names removed. A file that cannot be
-/// removed is left (the next call tries again).
-pub fn enforce_spill_budget(dir: &Path, budget: u64) -> Vec<String> {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut files: Vec<(std::time::SystemTime, u64, PathBuf)> = rd
-        .flatten()
-        .filter_map(|e| {
-            let m = e.metadata().ok()?;
-            m.is_file().then(|| {
-                (
-                    m.modified().unwrap_or(std::time::UNIX_EPOCH),
-                    m.len(),
-                    e.path(),
-                )
-            })
-        })
-        .collect();
-    let mut total: u64 = files.iter().map(|f| f.1).sum();
-    files.sort();
-    let mut removed = Vec::new();
-    let keep_last = files.len().saturating_sub(1);
-    for (_, len, path) in files.into_iter().take(keep_last) {
-        if total <= budget {
-            break;
-        }
-        crate::store::fsutil::fault::point("remove", &path);
-        if std::fs::remove_file(&path).is_ok() {
-            total = total.saturating_sub(len);
-            removed.push(
-                path.file_name()
-                    .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
-            );
-        }
-    }
-    removed
 }
