@@ -173,6 +173,23 @@ enum Cmd {
         #[command(flatten)]
         state: StateArgs,
     },
+    /// Speak the Agent Client Protocol (ACP v1) on stdin/stdout, for editors (Zed, Neovim, …).
+    ///
+    /// Sessions live in the `.tern/` of each session's cwd. Commands ask the client first
+    /// (--approval ask is the default here; the client's mode selector switches ask / auto / plan).
+    Acp {
+        /// Model requests (agentic turns) allowed per prompt before it stops (stop reason
+        /// max_turn_requests).
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
+        max_turns: u32,
+        /// When bash may run at first: ask, auto or never (= plan mode) [env: TERN_APPROVAL].
+        #[arg(long, value_enum)]
+        approval: Option<Approval>,
+        #[command(flatten)]
+        model: ModelArgs,
+        #[command(flatten)]
+        state: StateArgs,
+    },
     /// Play the bundled lesson: a scripted model, real bash, a real session folder.
     Demo {
         /// Workspace folder (default: a fresh temporary folder, kept afterwards).
@@ -379,6 +396,26 @@ fn run(cmd: Cmd) -> i32 {
                 config: model.config(approval, max_turns),
                 continue_: session.continue_,
                 resume: session.resume,
+                state_dir: state.dir(),
+                idle_timeout: Duration::from_secs(model.idle_timeout),
+            })
+        }
+        Cmd::Acp {
+            max_turns,
+            approval,
+            model,
+            state,
+        } => {
+            let approval = match approval_or_env(approval, Approval::Ask) {
+                Ok(a) => a,
+                Err(e) => {
+                    tern::errln!("tern: {e}");
+                    return 2;
+                }
+            };
+            tern::acp::run(tern::acp::AcpOptions {
+                provider: model.flags(),
+                config: model.config(approval, max_turns),
                 state_dir: state.dir(),
                 idle_timeout: Duration::from_secs(model.idle_timeout),
             })
