@@ -445,38 +445,39 @@ impl Backend for Bridge {
                 StateDir::locate(&here, self.settings.state_dir.as_deref())
             }
         };
-        let mut ids = state
+        let ids = state
             .session_ids()
             .map_err(|e| RpcError::internal(e.to_string()))?;
-        ids.reverse();
+        let want = cwd.map(|c| c.display().to_string());
+        // Most recently active first (then the newer id), so a client shows the latest work.
+        let mut all: Vec<SessionInfo> = ids
+            .iter()
+            .filter_map(|id| Bridge::session_info(&state, id))
+            .filter(|i| want.as_ref().is_none_or(|w| *w == i.cwd))
+            .collect();
+        all.sort_by(|a, b| {
+            (b.updated_at.as_deref(), &b.session_id).cmp(&(a.updated_at.as_deref(), &a.session_id))
+        });
         let start = match cursor {
             None => 0,
             Some(c) => {
                 let after = c
                     .strip_prefix("after:")
                     .ok_or_else(|| RpcError::params("invalid cursor"))?;
-                ids.iter()
-                    .position(|i| i == after)
+                all.iter()
+                    .position(|i| i.session_id == after)
                     .map(|p| p + 1)
                     .ok_or_else(|| RpcError::params("invalid cursor"))?
             }
         };
-        let want = cwd.map(|c| c.display().to_string());
-        let mut sessions = Vec::new();
-        let mut next_cursor = None;
-        for id in &ids[start..] {
-            if sessions.len() == LIST_PAGE {
-                next_cursor = sessions
-                    .last()
-                    .map(|s: &SessionInfo| format!("after:{}", s.session_id));
-                break;
-            }
-            if let Some(info) = Bridge::session_info(&state, id)
-                && want.as_ref().is_none_or(|w| *w == info.cwd)
-            {
-                sessions.push(info);
-            }
-        }
+        let sessions: Vec<SessionInfo> = all.into_iter().skip(start).take(LIST_PAGE + 1).collect();
+        let (sessions, next_cursor) = if sessions.len() > LIST_PAGE {
+            let page: Vec<SessionInfo> = sessions.into_iter().take(LIST_PAGE).collect();
+            let next = page.last().map(|s| format!("after:{}", s.session_id));
+            (page, next)
+        } else {
+            (sessions, None)
+        };
         Ok(ListSessionsResult {
             sessions,
             next_cursor,
