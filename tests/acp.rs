@@ -239,7 +239,9 @@ impl Drop for Agent {
 }
 
 fn update_kind(v: &Value) -> &str {
-    v["params"]["update"]["sessionUpdate"].as_str().unwrap_or("")
+    v["params"]["update"]["sessionUpdate"]
+        .as_str()
+        .unwrap_or("")
 }
 
 fn updates<'a>(msgs: &'a [Value], kind: &str) -> Vec<&'a Value> {
@@ -300,7 +302,10 @@ fn initialize_negotiates_the_version_and_states_capabilities() {
         caps["promptCapabilities"],
         json!({"image": false, "audio": false, "embeddedContext": true})
     );
-    assert_eq!(caps["mcpCapabilities"], json!({"http": false, "sse": false}));
+    assert_eq!(
+        caps["mcpCapabilities"],
+        json!({"http": false, "sse": false})
+    );
     // Exactly list, resume and close: no delete, no additional directories.
     assert_eq!(
         caps["sessionCapabilities"],
@@ -325,33 +330,75 @@ fn bad_input_gets_standard_errors_and_the_connection_lives_on() {
     let fake = FakeServer::start(vec![]);
     let mut a = Agent::spawn(&ws, &fake, &[]);
     a.init();
-    let mut expect = |a: &mut Agent, bytes: &[u8], code: i64, id: Value| {
+    let expect = |a: &mut Agent, bytes: &[u8], code: i64, id: Value| {
         a.send_raw(bytes);
         let (r, _) = a.until("an error", |v| v.get("error").is_some());
-        assert_eq!(error_code(&r), code, "{}: {r}", String::from_utf8_lossy(bytes));
+        assert_eq!(
+            error_code(&r),
+            code,
+            "{}: {r}",
+            String::from_utf8_lossy(bytes)
+        );
         assert_eq!(r["id"], id, "{r}");
     };
-    expect(&mut a, b"{\"jsonrpc\": \"2.0\", \"id\": 1, \"meth\n", -32700, Value::Null);
+    expect(
+        &mut a,
+        b"{\"jsonrpc\": \"2.0\", \"id\": 1, \"meth\n",
+        -32700,
+        Value::Null,
+    );
     expect(&mut a, b"\xff\xfe\n", -32700, Value::Null);
-    expect(&mut a, b"[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\"}]\n", -32600, Value::Null);
-    expect(&mut a, b"{\"jsonrpc\":\"1.0\",\"id\":5,\"method\":\"initialize\"}\n", -32600, json!(5));
-    expect(&mut a, b"{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"session/new\",\"params\":3}\n", -32600, json!(6));
-    expect(&mut a, b"{\"jsonrpc\":\"2.0\",\"id\":\"s\",\"method\":\"no/such\"}\n", -32601, json!("s"));
+    expect(
+        &mut a,
+        b"[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\"}]\n",
+        -32600,
+        Value::Null,
+    );
+    expect(
+        &mut a,
+        b"{\"jsonrpc\":\"1.0\",\"id\":5,\"method\":\"initialize\"}\n",
+        -32600,
+        json!(5),
+    );
+    expect(
+        &mut a,
+        b"{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"session/new\",\"params\":3}\n",
+        -32600,
+        json!(6),
+    );
+    expect(
+        &mut a,
+        b"{\"jsonrpc\":\"2.0\",\"id\":\"s\",\"method\":\"no/such\"}\n",
+        -32601,
+        json!("s"),
+    );
     // Wrong params.
     let r = a.call("session/new", json!({"mcpServers": []}));
     assert_eq!(error_code(&r), -32602, "{r}");
-    let r = a.call("session/new", json!({"cwd": "relative/dir", "mcpServers": []}));
+    let r = a.call(
+        "session/new",
+        json!({"cwd": "relative/dir", "mcpServers": []}),
+    );
     assert_eq!(error_code(&r), -32602, "{r}");
     let r = a.call(
         "session/new",
         json!({"cwd": ws.path(), "mcpServers": [], "additionalDirectories": ["/tmp"]}),
     );
     assert_eq!(error_code(&r), -32602, "{r}");
-    let r = a.call("session/prompt", json!({"sessionId": "nope", "prompt": [{"type": "text", "text": "hi"}]}));
+    let r = a.call(
+        "session/prompt",
+        json!({"sessionId": "nope", "prompt": [{"type": "text", "text": "hi"}]}),
+    );
     assert_eq!(error_code(&r), -32002, "{r}");
-    let r = a.call("session/prompt", json!({"sessionId": "nope", "prompt": "hi"}));
+    let r = a.call(
+        "session/prompt",
+        json!({"sessionId": "nope", "prompt": "hi"}),
+    );
     assert_eq!(error_code(&r), -32602, "{r}");
-    let r = a.call("session/load", json!({"sessionId": "20990101-000000-beef", "cwd": ws.path(), "mcpServers": []}));
+    let r = a.call(
+        "session/load",
+        json!({"sessionId": "20990101-000000-beef", "cwd": ws.path(), "mcpServers": []}),
+    );
     assert_eq!(error_code(&r), -32002, "{r}");
     let sid = a.new_session(ws.path());
     let r = a.call(
@@ -359,7 +406,10 @@ fn bad_input_gets_standard_errors_and_the_connection_lives_on() {
         json!({"sessionId": sid, "prompt": [{"type": "image", "data": "AAAA", "mimeType": "image/png"}]}),
     );
     assert_eq!(error_code(&r), -32602, "{r}");
-    let r = a.call("session/set_mode", json!({"sessionId": sid, "modeId": "yolo"}));
+    let r = a.call(
+        "session/set_mode",
+        json!({"sessionId": sid, "modeId": "yolo"}),
+    );
     assert_eq!(error_code(&r), -32602, "{r}");
     // Notifications are never answered, known or not; an answer to nothing is dropped.
     a.notify("no/such/notification", json!({}));
@@ -410,14 +460,25 @@ fn a_prompt_turn_streams_text_tool_calls_plan_and_usage_then_end_turn() {
     let (r, msgs) = a.response(id);
     assert_eq!(stop_reason(&r), "end_turn", "{r}");
     // Every update is for this session.
-    assert!(msgs.iter().all(|m| m["params"]["sessionId"] == sid.as_str()));
+    assert!(
+        msgs.iter()
+            .all(|m| m["params"]["sessionId"] == sid.as_str())
+    );
     let kinds: Vec<String> = msgs
         .iter()
         .map(|m| {
             let u = &m["params"]["update"];
             match update_kind(m) {
-                "tool_call" => format!("tool_call {} {}", u["toolCallId"].as_str().unwrap(), u["status"].as_str().unwrap()),
-                "tool_call_update" => format!("update {} {}", u["toolCallId"].as_str().unwrap(), u["status"].as_str().unwrap()),
+                "tool_call" => format!(
+                    "tool_call {} {}",
+                    u["toolCallId"].as_str().unwrap(),
+                    u["status"].as_str().unwrap()
+                ),
+                "tool_call_update" => format!(
+                    "update {} {}",
+                    u["toolCallId"].as_str().unwrap(),
+                    u["status"].as_str().unwrap()
+                ),
                 k => k.to_string(),
             }
         })
@@ -446,7 +507,10 @@ fn a_prompt_turn_streams_text_tool_calls_plan_and_usage_then_end_turn() {
         .find(|u| u["toolCallId"] == "c2" && u["status"] == "completed")
         .unwrap();
     let out = done["content"][0]["content"]["text"].as_str().unwrap();
-    assert!(out.contains("hi-from-bash") && out.contains("[exit 0]"), "{out}");
+    assert!(
+        out.contains("hi-from-bash") && out.contains("[exit 0]"),
+        "{out}"
+    );
     assert_eq!(done["rawOutput"]["exitCode"], 0);
     let plan = updates(&msgs, "plan");
     assert_eq!(
@@ -460,9 +524,18 @@ fn a_prompt_turn_streams_text_tool_calls_plan_and_usage_then_end_turn() {
     assert_eq!(usage[0]["size"], 128_000);
     assert!(usage[0]["used"].as_u64().unwrap() > 0, "{usage:?}");
     // The text chunks add up to the answer, after the tool calls.
-    assert_eq!(chunks_text(&msgs, "agent_message_chunk"), "All done: said hi.");
-    let last_chunk = msgs.iter().rposition(|m| update_kind(m) == "agent_message_chunk").unwrap();
-    let last_tool = msgs.iter().rposition(|m| update_kind(m) == "tool_call_update").unwrap();
+    assert_eq!(
+        chunks_text(&msgs, "agent_message_chunk"),
+        "All done: said hi."
+    );
+    let last_chunk = msgs
+        .iter()
+        .rposition(|m| update_kind(m) == "agent_message_chunk")
+        .unwrap();
+    let last_tool = msgs
+        .iter()
+        .rposition(|m| update_kind(m) == "tool_call_update")
+        .unwrap();
     assert!(last_chunk > last_tool);
     // The turn is stored as every other surface stores it.
     let conv = jsonl(&session_dir(&ws, &sid).join("conversation.jsonl"));
@@ -501,36 +574,69 @@ fn approvals_become_permission_requests() {
     assert_eq!(p["sessionId"], sid.as_str());
     assert_eq!(p["toolCall"]["toolCallId"], "b1");
     assert_eq!(p["toolCall"]["title"], "touch allowed-once.txt");
-    let kinds: Vec<&str> = p["options"].as_array().unwrap().iter().map(|o| o["kind"].as_str().unwrap()).collect();
-    assert_eq!(kinds, ["allow_once", "allow_always", "reject_once", "reject_always"]);
-    assert!(updates(&before, "tool_call").iter().any(|u| u["toolCallId"] == "b1" && u["status"] == "pending"));
+    let kinds: Vec<&str> = p["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["allow_once", "allow_always", "reject_once", "reject_always"]
+    );
+    assert!(
+        updates(&before, "tool_call")
+            .iter()
+            .any(|u| u["toolCallId"] == "b1" && u["status"] == "pending")
+    );
     assert!(!ws.path().join("allowed-once.txt").exists());
-    a.answer(&req, json!({"outcome": {"outcome": "selected", "optionId": "allow-once"}}));
+    a.answer(
+        &req,
+        json!({"outcome": {"outcome": "selected", "optionId": "allow-once"}}),
+    );
     let (r, after) = a.response(id);
     assert_eq!(stop_reason(&r), "end_turn");
     assert!(ws.path().join("allowed-once.txt").exists());
-    assert!(updates(&after, "tool_call_update").iter().any(|u| u["status"] == "in_progress"));
+    assert!(
+        updates(&after, "tool_call_update")
+            .iter()
+            .any(|u| u["status"] == "in_progress")
+    );
 
     // Reject once: it does not run, the call fails, the model is told.
     let id = a.prompt(&sid, "touch another");
     let (req, _) = a.until("a permission request", is_permission);
-    a.answer(&req, json!({"outcome": {"outcome": "selected", "optionId": "reject-once"}}));
+    a.answer(
+        &req,
+        json!({"outcome": {"outcome": "selected", "optionId": "reject-once"}}),
+    );
     let (r, after) = a.response(id);
     assert_eq!(stop_reason(&r), "end_turn");
     assert!(!ws.path().join("rejected.txt").exists());
     let failed = updates(&after, "tool_call_update");
     assert_eq!(failed.len(), 1, "{after:#?}");
     assert_eq!(failed[0]["status"], "failed");
-    assert!(failed[0]["content"][0]["content"]["text"].as_str().unwrap().contains("declined"));
+    assert!(
+        failed[0]["content"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("declined")
+    );
 
     // Allow always: the mode becomes auto (and says so); the next command is not asked about.
     let id = a.prompt(&sid, "touch two");
     let (req, _) = a.until("a permission request", is_permission);
-    a.answer(&req, json!({"outcome": {"outcome": "selected", "optionId": "allow-always"}}));
+    a.answer(
+        &req,
+        json!({"outcome": {"outcome": "selected", "optionId": "allow-always"}}),
+    );
     let (r, after) = a.response(id);
     assert_eq!(stop_reason(&r), "end_turn");
     assert!(ws.path().join("always-1.txt").exists() && ws.path().join("always-2.txt").exists());
-    assert!(!after.iter().any(|v| is_permission(v)), "asked again: {after:#?}");
+    assert!(
+        !after.iter().any(is_permission),
+        "asked again: {after:#?}"
+    );
     let modes = updates(&after, "current_mode_update");
     assert_eq!(modes.len(), 1);
     assert_eq!(modes[0]["currentModeId"], "auto");
@@ -548,16 +654,28 @@ fn plan_mode_refuses_commands_without_asking() {
     let mut a = Agent::spawn(&ws, &fake, &[]);
     a.init();
     let sid = a.new_session(ws.path());
-    let r = a.call("session/set_mode", json!({"sessionId": sid, "modeId": "plan"}));
+    let r = a.call(
+        "session/set_mode",
+        json!({"sessionId": sid, "modeId": "plan"}),
+    );
     assert_eq!(r["result"], json!({}), "{r}");
     let id = a.prompt(&sid, "make a file");
     let (r, msgs) = a.response(id);
     assert_eq!(stop_reason(&r), "end_turn");
-    assert!(!msgs.iter().any(|v| v["method"] == "session/request_permission"));
+    assert!(
+        !msgs
+            .iter()
+            .any(|v| v["method"] == "session/request_permission")
+    );
     let u = updates(&msgs, "tool_call_update");
     assert_eq!(u.len(), 1);
     assert_eq!(u[0]["status"], "failed");
-    assert!(u[0]["content"][0]["content"]["text"].as_str().unwrap().contains("--approval never"));
+    assert!(
+        u[0]["content"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("--approval never")
+    );
     assert!(!ws.path().join("planned.txt").exists());
     // `--approval never` starts in plan mode.
     drop(a);
@@ -583,17 +701,28 @@ fn cancel_during_a_command_kills_it_and_answers_cancelled_last() {
     a.until("the command running", |v| {
         update_kind(v) == "tool_call_update" && v["params"]["update"]["status"] == "in_progress"
     });
-    assert!(eventually(Duration::from_secs(10), || !support::procs::pids_running(&["sleep", "30.0417"]).is_empty()));
+    assert!(eventually(Duration::from_secs(10), || {
+        !support::procs::pids_running(&["sleep", "30.0417"]).is_empty()
+    }));
     let t = Instant::now();
     a.notify("session/cancel", json!({"sessionId": sid}));
     let (r, before) = a.response(id);
     assert_eq!(stop_reason(&r), "cancelled", "{r}");
-    assert!(t.elapsed() < Duration::from_secs(5), "took {:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        t.elapsed()
+    );
     assert!(no_sleep_left("30.0417"), "{:?}", procs_with("30.0417"));
     // The command's final update came before the response.
     let last = updates(&before, "tool_call_update");
     assert_eq!(last.last().unwrap()["status"], "failed", "{before:#?}");
-    assert!(last.last().unwrap()["content"][0]["content"]["text"].as_str().unwrap().contains("interrupted"));
+    assert!(
+        last.last().unwrap()["content"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("interrupted")
+    );
     // Nothing of the cancelled turn follows its response.
     assert!(a.recv(Duration::from_millis(700)).is_none());
     // The history is valid and the next prompt runs.
@@ -602,7 +731,10 @@ fn cancel_during_a_command_kills_it_and_answers_cancelled_last() {
     let id = a.prompt(&sid, "go on");
     let (r, msgs) = a.response(id);
     assert_eq!(stop_reason(&r), "end_turn");
-    assert_eq!(chunks_text(&msgs, "agent_message_chunk"), "after the cancel");
+    assert_eq!(
+        chunks_text(&msgs, "agent_message_chunk"),
+        "after the cancel"
+    );
     a.finish();
 }
 
@@ -610,19 +742,26 @@ fn cancel_during_a_command_kills_it_and_answers_cancelled_last() {
 fn cancel_while_the_model_streams_answers_cancelled() {
     let ws = Ws::new();
     let fake = FakeServer::start(vec![
-        openai_text("a slow answer that never arrives in time").delay_before(Duration::from_secs(20)),
+        openai_text("a slow answer that never arrives in time")
+            .delay_before(Duration::from_secs(20)),
         script::text(Wire::OpenAi, "next"),
     ]);
     let mut a = Agent::spawn(&ws, &fake, &[]);
     a.init();
     let sid = a.new_session(ws.path());
     let id = a.prompt(&sid, "think slowly");
-    assert!(eventually(Duration::from_secs(10), || !fake.requests().is_empty()));
+    assert!(eventually(Duration::from_secs(10), || !fake
+        .requests()
+        .is_empty()));
     let t = Instant::now();
     a.notify("session/cancel", json!({"sessionId": sid}));
     let (r, _) = a.response(id);
     assert_eq!(stop_reason(&r), "cancelled", "{r}");
-    assert!(t.elapsed() < Duration::from_secs(5), "took {:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        t.elapsed()
+    );
     let id = a.prompt(&sid, "again");
     let (r, _) = a.response(id);
     assert_eq!(stop_reason(&r), "end_turn");
@@ -642,7 +781,9 @@ fn cancel_during_a_permission_question_does_not_wedge_the_session() {
     a.init();
     let sid = a.new_session(ws.path());
     let id = a.prompt(&sid, "touch it");
-    let (req, _) = a.until("a permission request", |v| v["method"] == "session/request_permission");
+    let (req, _) = a.until("a permission request", |v| {
+        v["method"] == "session/request_permission"
+    });
     a.notify("session/cancel", json!({"sessionId": sid}));
     let (r, _) = a.response(id);
     assert_eq!(stop_reason(&r), "cancelled", "{r}");
@@ -653,7 +794,7 @@ fn cancel_during_a_permission_question_does_not_wedge_the_session() {
     let id = a.prompt(&sid, "something else");
     let (r, msgs) = a.response(id);
     assert_eq!(stop_reason(&r), "end_turn", "{r}");
-    assert!(chunks_text(&msgs, "agent_message_chunk").len() > 0);
+    assert!(!chunks_text(&msgs, "agent_message_chunk").is_empty());
     a.finish();
 }
 
@@ -669,7 +810,9 @@ fn a_prompt_while_the_turn_runs_is_refused_and_one_response_each() {
     a.init();
     let sid = a.new_session(ws.path());
     let first = a.prompt(&sid, "sleep");
-    a.until("the command running", |v| v["params"]["update"]["status"] == "in_progress");
+    a.until("the command running", |v| {
+        v["params"]["update"]["status"] == "in_progress"
+    });
     let second = a.prompt(&sid, "and another");
     let (r, _) = a.response(second);
     assert_eq!(error_code(&r), -32600, "{r}");
@@ -679,7 +822,10 @@ fn a_prompt_while_the_turn_runs_is_refused_and_one_response_each() {
     assert_eq!(stop_reason(&r), "cancelled");
     let log = a.finish();
     for id in [first, second] {
-        let n = log.iter().filter(|m| m["id"] == id && m.get("method").is_none()).count();
+        let n = log
+            .iter()
+            .filter(|m| m["id"] == id && m.get("method").is_none())
+            .count();
         assert_eq!(n, 1, "request {id} answered {n} times");
     }
     assert!(no_sleep_left("30.0418"));
@@ -691,7 +837,10 @@ fn max_turns_and_provider_failures_have_their_stop_reasons() {
     let w = Wire::OpenAi;
     let fake = FakeServer::start(vec![
         script::bash(w, "m1", "true"),
-        Reply::status(400, r#"{"error": {"message": "bad request: model not found"}}"#),
+        Reply::status(
+            400,
+            r#"{"error": {"message": "bad request: model not found"}}"#,
+        ),
     ]);
     let mut a = Agent::spawn(&ws, &fake, &["--approval", "auto", "--max-turns", "1"]);
     a.init();
@@ -704,7 +853,10 @@ fn max_turns_and_provider_failures_have_their_stop_reasons() {
     assert_eq!(stop_reason(&r), "refusal", "{r}");
     assert_eq!(r["result"]["_meta"]["tern"]["status"], "failed");
     let text = chunks_text(&msgs, "agent_message_chunk");
-    assert!(text.starts_with("tern: ") && text.contains("model not found"), "{text}");
+    assert!(
+        text.starts_with("tern: ") && text.contains("model not found"),
+        "{text}"
+    );
     a.finish();
 }
 
@@ -718,7 +870,10 @@ fn slash_commands_run_the_op_table_with_its_receipts() {
     let id = a.prompt(&sid, "/plan");
     let (r, msgs) = a.response(id);
     assert_eq!(stop_reason(&r), "end_turn");
-    assert!(chunks_text(&msgs, "agent_message_chunk").starts_with("plan state: idle"), "{msgs:#?}");
+    assert!(
+        chunks_text(&msgs, "agent_message_chunk").starts_with("plan state: idle"),
+        "{msgs:#?}"
+    );
     assert_eq!(r["result"]["_meta"]["tern"]["receipt"]["op"], "plan.show");
     assert_eq!(r["result"]["_meta"]["tern"]["receipt"]["ok"], true);
     // A refused op: `tern: …` as in the REPL, receipt not ok.
@@ -730,14 +885,21 @@ fn slash_commands_run_the_op_table_with_its_receipts() {
     let id = a.prompt(&sid, "/status");
     let (r, msgs) = a.response(id);
     assert_eq!(stop_reason(&r), "end_turn");
-    assert!(chunks_text(&msgs, "agent_message_chunk").contains("To-do"), "{msgs:#?}");
+    assert!(
+        chunks_text(&msgs, "agent_message_chunk").contains("To-do"),
+        "{msgs:#?}"
+    );
     let id = a.prompt(&sid, "/relay");
     let (r, _) = a.response(id);
     assert_eq!(r["result"]["_meta"]["tern"]["receipt"]["ok"], true, "{r}");
     assert!(session_dir(&ws, &sid).join("handoff.md").exists());
     // The receipts are events, as for every surface.
     let events = jsonl(&session_dir(&ws, &sid).join("events.jsonl"));
-    let ops: Vec<&str> = events.iter().filter(|e| e["type"] == "receipt").map(|e| e["op"].as_str().unwrap()).collect();
+    let ops: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "receipt")
+        .map(|e| e["op"].as_str().unwrap())
+        .collect();
     assert_eq!(ops, ["plan.show", "plan.cancel", "relay"]);
     a.finish();
     assert!(fake.requests().is_empty(), "an op called the model");
@@ -762,8 +924,14 @@ fn prompts_carry_resource_links_and_embedded_text() {
     assert_eq!(stop_reason(&r), "end_turn");
     let body = fake.requests()[0].body_str();
     assert!(body.contains("Review these."), "{body}");
-    assert!(body.contains("[resource: main.rs] /work/src/main.rs"), "{body}");
-    assert!(body.contains("<resource uri=\\\"/work/notes.md\\\">\\nremember the milk\\n</resource>"), "{body}");
+    assert!(
+        body.contains("[resource: main.rs] /work/src/main.rs"),
+        "{body}"
+    );
+    assert!(
+        body.contains("<resource uri=\\\"/work/notes.md\\\">\\nremember the milk\\n</resource>"),
+        "{body}"
+    );
     a.finish();
 }
 
@@ -777,12 +945,29 @@ fn mcp_servers_are_accepted_and_reported_unsupported() {
         "session/new",
         json!({"cwd": ws.path(), "mcpServers": [{"name": "fs", "command": "/bin/mcp", "args": [], "env": []}]}),
     );
-    let sid = r["result"]["sessionId"].as_str().expect("accepted").to_string();
-    assert!(r["result"]["_meta"]["tern"]["mcpServers"].as_str().unwrap().starts_with("unsupported"), "{r}");
+    let sid = r["result"]["sessionId"]
+        .as_str()
+        .expect("accepted")
+        .to_string();
+    assert!(
+        r["result"]["_meta"]["tern"]["mcpServers"]
+            .as_str()
+            .unwrap()
+            .starts_with("unsupported"),
+        "{r}"
+    );
     let events = jsonl(&session_dir(&ws, &sid).join("events.jsonl"));
-    assert!(events.iter().any(|e| e["type"] == "warning" && e["message"].as_str().unwrap().contains("MCP")));
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "warning" && e["message"].as_str().unwrap().contains("MCP"))
+    );
     let log = a.finish();
-    assert!(log.iter().all(|m| m["method"] != "session/update" || update_kind(m) == "available_commands_update"));
+    assert!(
+        log.iter()
+            .all(|m| m["method"] != "session/update"
+                || update_kind(m) == "available_commands_update")
+    );
 }
 
 #[test]
@@ -804,14 +989,24 @@ fn sessions_list_resume_close_load_and_events() {
     let (r, live) = a.response(id);
     assert_eq!(stop_reason(&r), "end_turn");
     // A non-zero exit shows as failed.
-    assert!(updates(&live, "tool_call_update").iter().any(|u| u["toolCallId"] == "t2" && u["status"] == "failed"));
+    assert!(
+        updates(&live, "tool_call_update")
+            .iter()
+            .any(|u| u["toolCallId"] == "t2" && u["status"] == "failed")
+    );
     let other = a.new_session(ws.path());
     let r = a.call("session/list", json!({}));
     let r2 = a.call("session/list", json!({"cwd": ws.path()}));
-    assert_eq!(r["result"], r2["result"], "the process cwd is the workspace here");
+    assert_eq!(
+        r["result"], r2["result"],
+        "the process cwd is the workspace here"
+    );
     let sessions = r["result"]["sessions"].as_array().unwrap();
     assert_eq!(sessions.len(), 2);
-    let mine = sessions.iter().find(|s| s["sessionId"] == sid.as_str()).expect("listed");
+    let mine = sessions
+        .iter()
+        .find(|s| s["sessionId"] == sid.as_str())
+        .expect("listed");
     assert!(sessions.iter().any(|s| s["sessionId"] == other.as_str()));
     assert_eq!(mine["title"], "first prompt");
     assert_eq!(mine["cwd"], ws.path().display().to_string());
@@ -827,7 +1022,10 @@ fn sessions_list_resume_close_load_and_events() {
     assert_eq!(events[0]["type"], "session_start");
     let last = r["result"]["next"].as_u64().unwrap();
     assert_eq!(last, events.last().unwrap()["seq"].as_u64().unwrap());
-    let r = a.call("_tern/events", json!({"sessionId": sid, "since": last - 2, "limit": 1}));
+    let r = a.call(
+        "_tern/events",
+        json!({"sessionId": sid, "since": last - 2, "limit": 1}),
+    );
     assert_eq!(r["result"]["events"].as_array().unwrap().len(), 1);
     assert_eq!(r["result"]["more"], true);
     assert_eq!(r["result"]["next"], last - 1);
@@ -841,18 +1039,30 @@ fn sessions_list_resume_close_load_and_events() {
     // A new process: resume sends nothing before its answer.
     let mut b = Agent::spawn(&ws, &fake, &["--approval", "auto"]);
     b.init();
-    let id = b.request("session/resume", json!({"sessionId": sid, "cwd": ws.path(), "mcpServers": []}));
+    let id = b.request(
+        "session/resume",
+        json!({"sessionId": sid, "cwd": ws.path(), "mcpServers": []}),
+    );
     let (r, before) = b.response(id);
     assert_eq!(r["result"]["modes"]["currentModeId"], "auto", "{r}");
     assert!(before.is_empty(), "resume replayed: {before:#?}");
     let r = b.call("_tern/events", json!({"sessionId": sid, "since": last}));
-    assert!(r["result"]["events"].as_array().unwrap().iter().all(|e| e["seq"].as_u64().unwrap() > last));
+    assert!(
+        r["result"]["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["seq"].as_u64().unwrap() > last)
+    );
     b.finish();
 
     // Another: load replays both turns, in order, before its answer.
     let mut c = Agent::spawn(&ws, &fake, &[]);
     c.init();
-    let id = c.request("session/load", json!({"sessionId": sid, "cwd": ws.path(), "mcpServers": []}));
+    let id = c.request(
+        "session/load",
+        json!({"sessionId": sid, "cwd": ws.path(), "mcpServers": []}),
+    );
     let (r, replay) = c.response(id);
     assert!(r.get("result").is_some(), "{r}");
     let seq: Vec<String> = replay
@@ -860,9 +1070,21 @@ fn sessions_list_resume_close_load_and_events() {
         .map(|m| {
             let u = &m["params"]["update"];
             match update_kind(m) {
-                "user_message_chunk" | "agent_message_chunk" => format!("{} {}", update_kind(m), u["content"]["text"].as_str().unwrap()),
-                "tool_call" => format!("tool_call {} {}", u["toolCallId"].as_str().unwrap(), u["title"].as_str().unwrap()),
-                "tool_call_update" => format!("update {} {}", u["toolCallId"].as_str().unwrap(), u["status"].as_str().unwrap()),
+                "user_message_chunk" | "agent_message_chunk" => format!(
+                    "{} {}",
+                    update_kind(m),
+                    u["content"]["text"].as_str().unwrap()
+                ),
+                "tool_call" => format!(
+                    "tool_call {} {}",
+                    u["toolCallId"].as_str().unwrap(),
+                    u["title"].as_str().unwrap()
+                ),
+                "tool_call_update" => format!(
+                    "update {} {}",
+                    u["toolCallId"].as_str().unwrap(),
+                    u["status"].as_str().unwrap()
+                ),
                 k => k.to_string(),
             }
         })
@@ -882,7 +1104,12 @@ fn sessions_list_resume_close_load_and_events() {
         "{replay:#?}"
     );
     let upd = updates(&replay, "tool_call_update");
-    assert!(upd[0]["content"][0]["content"]["text"].as_str().unwrap().contains("first-turn"));
+    assert!(
+        upd[0]["content"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("first-turn")
+    );
     c.finish();
 }
 
@@ -895,7 +1122,9 @@ fn closing_stdin_mid_turn_ends_cleanly_with_a_valid_session() {
     a.init();
     let sid = a.new_session(ws.path());
     let _ = a.prompt(&sid, "sleep");
-    a.until("the command running", |v| v["params"]["update"]["status"] == "in_progress");
+    a.until("the command running", |v| {
+        v["params"]["update"]["status"] == "in_progress"
+    });
     let st = a.close(Duration::from_secs(15));
     assert_eq!(st.and_then(|s| s.code()), Some(0), "{}", a.stderr());
     assert!(no_sleep_left("30.0419"));
@@ -905,7 +1134,12 @@ fn closing_stdin_mid_turn_ends_cleanly_with_a_valid_session() {
     assert!(meta.get("pid").is_none());
     let conv = jsonl(&dir.join("conversation.jsonl"));
     assert_eq!(conv.last().unwrap()["role"], "tool");
-    assert!(conv.last().unwrap()["content"].as_str().unwrap().contains("interrupted"));
+    assert!(
+        conv.last().unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .contains("interrupted")
+    );
     // Another surface continues it as is.
     let out = support::cli::ok_no_stdin({
         let mut c = ws.tern(&fake);
@@ -923,14 +1157,19 @@ fn sigterm_mid_turn_cancels_and_exits() {
     a.init();
     let sid = a.new_session(ws.path());
     let id = a.prompt(&sid, "sleep");
-    a.until("the command running", |v| v["params"]["update"]["status"] == "in_progress");
+    a.until("the command running", |v| {
+        v["params"]["update"]["status"] == "in_progress"
+    });
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(a.child.id() as i32, libc::SIGTERM) };
     let (r, _) = a.response(id);
     assert_eq!(stop_reason(&r), "cancelled");
     assert!(wait_exit(&mut a.child, Duration::from_secs(15)).is_some());
     assert!(no_sleep_left("30.0420"));
-    assert_eq!(read_json(&session_dir(&ws, &sid).join("meta.json"))["status"], "interrupted");
+    assert_eq!(
+        read_json(&session_dir(&ws, &sid).join("meta.json"))["status"],
+        "interrupted"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -939,7 +1178,9 @@ fn sigterm_mid_turn_cancels_and_exits() {
 /// The Python of a venv holding the pinned SDK (`TERN_ACP_PYTHON`, set by `.ci/run`); None
 /// (the test says SKIPPED) when it is not set.
 fn sdk_python() -> Option<String> {
-    let p = std::env::var("TERN_ACP_PYTHON").ok().filter(|p| !p.is_empty());
+    let p = std::env::var("TERN_ACP_PYTHON")
+        .ok()
+        .filter(|p| !p.is_empty());
     if p.is_none() {
         eprintln!("SKIPPED: TERN_ACP_PYTHON is not set (.ci/run installs the ACP Python SDK)");
     }
@@ -949,7 +1190,9 @@ fn sdk_python() -> Option<String> {
 /// Runs `tests/acp/SCRIPT` with the SDK's Python against `tern acp` in `ws` (the fake provider
 /// at `fake`); returns its stdout (the script's JSON summary), failing on a non-zero exit.
 fn run_sdk(python: &str, script_name: &str, ws: &Ws, fake: &FakeServer, args: &[&str]) -> Value {
-    let script_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp").join(script_name);
+    let script_path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/acp")
+        .join(script_name);
     let mut c = Command::new(python);
     c.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -963,8 +1206,23 @@ fn run_sdk(python: &str, script_name: &str, ws: &Ws, fake: &FakeServer, args: &[
         .arg(&script_path);
     let out = support::cli::run_within(c, None, Duration::from_secs(120));
     assert_eq!(out.code, Some(0), "{script_name} failed: {out:?}");
+    // The SDK logs (and otherwise ignores) a notification it cannot validate or handle: any
+    // logged error is a message tern got wrong.
+    for bad in [
+        "Traceback",
+        "Unhandled error",
+        "Error parsing",
+        "ValidationError",
+        "Warning",
+    ] {
+        assert!(
+            !out.stderr.contains(bad),
+            "{script_name}: the SDK logged {bad:?}: {out:?}"
+        );
+    }
     let last = out.stdout.lines().last().unwrap_or("");
-    serde_json::from_str(last).unwrap_or_else(|e| panic!("{script_name}: no summary ({e}): {out:?}"))
+    serde_json::from_str(last)
+        .unwrap_or_else(|e| panic!("{script_name}: no summary ({e}): {out:?}"))
 }
 
 #[test]

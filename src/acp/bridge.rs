@@ -922,8 +922,7 @@ fn replay_history(rt: &Runtime, wire: &Wire, ids: &mut IdMap) {
                 content,
                 is_error,
             } => {
-                let failed =
-                    *is_error || (name == "bash" && bash_result_failed(content.as_str()));
+                let failed = *is_error || (name == "bash" && bash_result_failed(content.as_str()));
                 notify(
                     wire,
                     sid,

@@ -222,9 +222,7 @@ pub fn serve(wire: &Wire, rx: &Receiver<Incoming>, backend: &mut dyn Backend, te
                     }
                 }
             }
-            Incoming::Notification { method, params } => {
-                d.notification(&method, params, backend)
-            }
+            Incoming::Notification { method, params } => d.notification(&method, params, backend),
             Incoming::Response { id, outcome } => {
                 if !wire.resolve(&id, outcome) {
                     crate::errln!("tern acp: an answer to no pending request (id {id}); ignored");

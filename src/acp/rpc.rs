@@ -423,7 +423,9 @@ mod tests {
             }
         );
         match parse(br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no"}}"#) {
-            Incoming::Response { outcome: Err(e), .. } => assert_eq!(e.code, -32601),
+            Incoming::Response {
+                outcome: Err(e), ..
+            } => assert_eq!(e.code, -32601),
             other => panic!("{other:?}"),
         }
     }
@@ -431,7 +433,10 @@ mod tests {
     #[test]
     fn bad_lines_get_the_standard_codes() {
         assert_eq!(err_code(&parse(b"{nope")), Some((PARSE_ERROR, Value::Null)));
-        assert_eq!(err_code(&parse(b"\xff\xfe")), Some((PARSE_ERROR, Value::Null)));
+        assert_eq!(
+            err_code(&parse(b"\xff\xfe")),
+            Some((PARSE_ERROR, Value::Null))
+        );
         assert_eq!(
             err_code(&parse(b"[1,2]")),
             Some((INVALID_REQUEST, Value::Null))
@@ -449,7 +454,9 @@ mod tests {
             Some((INVALID_REQUEST, json!(2)))
         );
         assert_eq!(
-            err_code(&parse(br#"{"jsonrpc":"2.0","id":2,"method":"m","params":7}"#)),
+            err_code(&parse(
+                br#"{"jsonrpc":"2.0","id":2,"method":"m","params":7}"#
+            )),
             Some((INVALID_REQUEST, json!(2)))
         );
         assert_eq!(
