@@ -633,10 +633,7 @@ fn approvals_become_permission_requests() {
     let (r, after) = a.response(id);
     assert_eq!(stop_reason(&r), "end_turn");
     assert!(ws.path().join("always-1.txt").exists() && ws.path().join("always-2.txt").exists());
-    assert!(
-        !after.iter().any(is_permission),
-        "asked again: {after:#?}"
-    );
+    assert!(!after.iter().any(is_permission), "asked again: {after:#?}");
     let modes = updates(&after, "current_mode_update");
     assert_eq!(modes.len(), 1);
     assert_eq!(modes[0]["currentModeId"], "auto");

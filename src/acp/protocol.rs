@@ -50,19 +50,36 @@ pub struct Implementation {
     pub version: String,
 }
 
+/// A list read as the schema reads it (`x-deserialize-default-on-error`,
+/// `x-deserialize-skip-invalid-items`): anything but an array is empty, and items of the wrong
+/// shape are dropped. A client that sends `{}` for an empty list (Lua's JSON does) still works.
+fn lenient_list<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    Ok(match Value::deserialize(d)? {
+        Value::Array(items) => items
+            .into_iter()
+            .filter_map(|v| serde_json::from_value(v).ok())
+            .collect(),
+        _ => Vec::new(),
+    })
+}
+
 /// `session/new` params (ACP v1, session setup: "Creating a Session"). `cwd` must be absolute;
-/// `mcpServers` is required by the schema but a missing list is read as empty.
+/// `mcpServers` is required by the schema but a missing or malformed list is read as empty.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NewSessionParams {
     /// The workspace: where bash runs and `.tern/` lives.
     pub cwd: String,
     /// MCP servers the client wants connected (tern connects none; see the response's `_meta`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_list")]
     pub mcp_servers: Vec<Value>,
     /// Extra roots; not offered (`sessionCapabilities.additionalDirectories` absent), so a
     /// non-empty list is refused.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_list")]
     pub additional_directories: Vec<String>,
 }
 
@@ -76,10 +93,10 @@ pub struct OpenSessionParams {
     /// The workspace, absolute.
     pub cwd: String,
     /// As for `session/new`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_list")]
     pub mcp_servers: Vec<Value>,
     /// As for `session/new`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_list")]
     pub additional_directories: Vec<String>,
 }
 
@@ -801,6 +818,21 @@ mod tests {
         let unknown: Result<Vec<ContentBlock>, _> =
             serde_json::from_value(json!([{"type": "video"}]));
         assert!(unknown.is_err());
+    }
+
+    #[test]
+    fn lists_are_read_leniently() {
+        let p: NewSessionParams =
+            serde_json::from_value(json!({"cwd": "/w", "mcpServers": {}})).unwrap();
+        assert!(p.mcp_servers.is_empty());
+        let p: NewSessionParams = serde_json::from_value(
+            json!({"cwd": "/w", "mcpServers": [{"name": "a"}], "additionalDirectories": [1, "/x"]}),
+        )
+        .unwrap();
+        assert_eq!(p.mcp_servers.len(), 1);
+        assert_eq!(p.additional_directories, ["/x"]);
+        let p: NewSessionParams = serde_json::from_value(json!({"cwd": "/w"})).unwrap();
+        assert!(p.mcp_servers.is_empty());
     }
 
     #[test]
