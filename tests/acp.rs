@@ -1169,6 +1169,51 @@ fn sigterm_mid_turn_cancels_and_exits() {
     );
 }
 
+#[test]
+fn close_during_a_turn_cancels_it_first() {
+    let ws = Ws::new();
+    let fake = FakeServer::start(vec![script::bash(Wire::OpenAi, "s1", "sleep 30.0422")]);
+    let mut a = Agent::spawn(&ws, &fake, &["--approval", "auto"]);
+    a.init();
+    let sid = a.new_session(ws.path());
+    let turn = a.prompt(&sid, "sleep");
+    a.until("the command running", |v| {
+        v["params"]["update"]["status"] == "in_progress"
+    });
+    let close = a.request("session/close", json!({"sessionId": sid}));
+    let (r, _) = a.response(turn);
+    assert_eq!(stop_reason(&r), "cancelled");
+    let (r, between) = a.response(close);
+    assert_eq!(r["result"], json!({}), "{r}");
+    assert!(between.is_empty(), "{between:#?}");
+    assert!(no_sleep_left("30.0422"));
+    let r = a.call(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}),
+    );
+    assert_eq!(error_code(&r), -32002, "closed: {r}");
+    a.finish();
+}
+
+#[test]
+fn without_a_provider_sessions_fail_with_the_reason() {
+    let ws = Ws::new();
+    let mut cmd = support::cli::tern_clean(ws.path());
+    cmd.current_dir(ws.path()).arg("acp");
+    let mut a = Agent::start(cmd);
+    a.init();
+    let r = a.call("session/new", json!({"cwd": ws.path(), "mcpServers": []}));
+    assert_eq!(error_code(&r), -32603, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("OPENAI_API_KEY"),
+        "{r}"
+    );
+    a.finish();
+}
+
 // ---------------------------------------------------------------------------------------------
 // The official ACP Python SDK as the client (tests/acp/*.py).
 

@@ -1,6 +1,7 @@
-"""Two turns in one `tern acp` (each a bash call and an answer); then a new process loads the
-session: session/list finds it, and session/load replays both turns — user chunk, tool call,
-its final update, agent chunk — in order before it answers; a prompt then continues it."""
+"""Two turns in one `tern acp` (each a bash call and an answer); then a new process: session/list
+finds the session, session/resume opens it without replaying anything, session/close frees it,
+and session/load replays both turns — user chunk, tool call, its final update, agent chunk — in
+order before it answers; a prompt then continues it."""
 
 from harness import Recorder, check, finish, initialize, prompt_blocks, run, tern_acp, WS
 
@@ -34,6 +35,12 @@ async def main():
         check(init.agent_capabilities.session_capabilities.list is not None, "list not offered")
         listed = await conn.list_sessions(cwd=WS)
         check([x.session_id for x in listed.sessions] == [sid], f"list {listed}")
+        check(listed.sessions[0].title == "turn one", f"title {listed.sessions[0].title}")
+        await conn.resume_session(session_id=sid, cwd=WS, mcp_servers=[])
+        # Nothing replayed (the commands update follows the answer, and may still be on its way).
+        check(set(second.kinds()) <= {"available_commands_update"}, f"resume sent {second.kinds()}")
+        await conn.close_session(session_id=sid)
+        second.updates.clear()
         await conn.load_session(cwd=WS, session_id=sid, mcp_servers=[])
         replay = flatten(second.updates)
         want = [
