@@ -382,6 +382,11 @@ fn bad_input_gets_standard_errors_and_the_connection_lives_on() {
     assert_eq!(error_code(&r), -32602, "{r}");
     let r = a.call(
         "session/new",
+        json!({"cwd": "/no/such/folder", "mcpServers": []}),
+    );
+    assert_eq!(error_code(&r), -32602, "{r}");
+    let r = a.call(
+        "session/new",
         json!({"cwd": ws.path(), "mcpServers": [], "additionalDirectories": ["/tmp"]}),
     );
     assert_eq!(error_code(&r), -32602, "{r}");
@@ -1192,6 +1197,24 @@ fn close_during_a_turn_cancels_it_first() {
         json!({"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}),
     );
     assert_eq!(error_code(&r), -32002, "closed: {r}");
+    a.finish();
+}
+
+#[test]
+fn the_state_dir_flag_moves_the_sessions() {
+    let ws = Ws::new();
+    let fake = FakeServer::start(vec![]);
+    let mut a = Agent::spawn(&ws, &fake, &["--state-dir", "elsewhere"]);
+    a.init();
+    let sid = a.new_session(ws.path());
+    assert!(
+        ws.path()
+            .join("elsewhere/sessions")
+            .join(&sid)
+            .join("meta.json")
+            .is_file()
+    );
+    assert!(!ws.session_dir(&sid).exists());
     a.finish();
 }
 

@@ -56,13 +56,17 @@ pub struct Settings {
     pub choice: Result<ProviderChoice, String>,
     /// Runtime settings; `approval` sets the initial mode.
     pub config: Config,
-    /// `--state-dir` / `TERN_STATE_DIR` (relative: to the session's `cwd`).
+    /// `--state-dir` / `TERN_STATE_DIR`, absolute (`tern acp` resolves a relative one against its
+    /// own folder at start, as every surface does).
     pub state_dir: Option<PathBuf>,
     /// Provider idle-read timeout.
     pub idle_timeout: Duration,
 }
 
-/// The session modes (ACP v1, session modes), mapped onto tern's approval policies.
+/// The session modes (ACP v1, session modes), mapped onto tern's approval policies. The mode is
+/// per session and per connection (a new process starts from `--approval`). A change during a
+/// turn applies to its next command (ask ↔ auto, or to plan: refused as declined); leaving plan
+/// mode takes effect with the next prompt, since a plan-mode turn runs as `--approval never`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     /// `--approval ask`: each command becomes `session/request_permission`.
@@ -255,6 +259,17 @@ impl Bridge {
         }
     }
 
+    fn check_cwd(cwd: &Path) -> Result<(), RpcError> {
+        if cwd.is_dir() {
+            Ok(())
+        } else {
+            Err(RpcError::params(format!(
+                "cwd {} is not a folder",
+                cwd.display()
+            )))
+        }
+    }
+
     fn handle(&self, id: &str) -> Result<&Handle, RpcError> {
         self.sessions
             .get(id)
@@ -269,12 +284,6 @@ impl Bridge {
             .choice
             .clone()
             .map_err(|e| RpcError::internal(format!("tern cannot start a session: {e}")))?;
-        if !cwd.is_dir() {
-            return Err(RpcError::params(format!(
-                "cwd {} is not a folder",
-                cwd.display()
-            )));
-        }
         let mode = Mode::of(self.settings.config.approval);
         let slot = Arc::new(Mutex::new(Slot { busy: None, mode }));
         let (jobs, rx) = channel();
@@ -321,6 +330,7 @@ impl Bridge {
         mcp_servers: usize,
         replay: bool,
     ) -> Result<OpenSessionResult, RpcError> {
+        Bridge::check_cwd(cwd)?;
         if let Some(h) = self.sessions.get(id) {
             // Open already in this connection: a load replays it again, a resume is a no-op.
             let mode = {
@@ -414,6 +424,7 @@ impl Backend for Bridge {
         cwd: &Path,
         mcp_servers: &[Value],
     ) -> Result<NewSessionResult, RpcError> {
+        Bridge::check_cwd(cwd)?;
         let id = self.open(cwd, Open::New, mcp_servers.len())?;
         Ok(NewSessionResult {
             session_id: id,

@@ -155,6 +155,11 @@ pub fn run(opts: AcpOptions) -> i32 {
     ] {
         let _ = signal_hook::flag::register(sig, term.clone());
     }
+    // A relative state folder means the same folder for every session: resolve it once, here.
+    let state_dir = opts.state_dir.map(|d| match std::env::current_dir() {
+        Ok(here) if d.is_relative() => here.join(d),
+        _ => d,
+    });
     let wire = Arc::new(Wire::new(Box::new(out)));
     let rx = rpc::spawn_reader(
         std::io::BufReader::with_capacity(64 * 1024, std::io::stdin()),
@@ -165,7 +170,7 @@ pub fn run(opts: AcpOptions) -> i32 {
         bridge::Settings {
             choice,
             config: cfg,
-            state_dir: opts.state_dir,
+            state_dir,
             idle_timeout: opts.idle_timeout,
         },
     );
