@@ -1267,6 +1267,8 @@ fn run_sdk(python: &str, script_name: &str, ws: &Ws, fake: &FakeServer, args: &[
         .env("TERN_ARGS", args.join(" "))
         .env("OPENAI_BASE_URL", fake.openai_base())
         .env("TERN_MODEL", "m")
+        // No __pycache__ in the source tree.
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .current_dir(ws.path())
         .arg(&script_path);
     let out = support::cli::run_within(c, None, Duration::from_secs(120));
