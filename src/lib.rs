@@ -3,6 +3,7 @@
 //! Data flows one way: surface (`main.rs`, `repl`) → [`runtime`] (the turn loop) → [`provider`]
 //! and [`tools`] → [`store`] (the session folder). [`render`] holds pure views of state.
 
+pub mod acp;
 pub mod cancel;
 pub mod cli;
 pub mod clock;

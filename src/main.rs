@@ -197,6 +197,30 @@ enum Cmd {
         #[command(flatten)]
         state: StateArgs,
     },
+    /// Speak the Agent Client Protocol (ACP v1) on stdin/stdout, for editors (Zed, Neovim, …).
+    ///
+    /// Sessions live in the `.tern/` of each session's cwd. Commands ask the client first
+    /// (--approval ask is the default here; the client's mode selector switches ask / auto / plan).
+    Acp {
+        /// Model requests (agentic turns) allowed per prompt before it stops (stop reason
+        /// max_turn_requests).
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
+        max_turns: u32,
+        /// When bash may run at first: ask, auto or never (= plan mode) [env: TERN_APPROVAL].
+        #[arg(long, value_enum)]
+        approval: Option<Approval>,
+        /// What commands may write: read-only, workspace-write (default) or danger-full-access
+        /// [env: TERN_SANDBOX].
+        #[arg(long, value_enum)]
+        sandbox: Option<tern::sandbox::Mode>,
+        /// Commands may not open or accept TCP connections.
+        #[arg(long)]
+        no_network: bool,
+        #[command(flatten)]
+        model: ModelArgs,
+        #[command(flatten)]
+        state: StateArgs,
+    },
     /// Play the bundled lesson: a scripted model, real bash, a real session folder.
     Demo {
         /// Workspace folder (default: a fresh temporary folder, kept afterwards).
@@ -529,6 +553,43 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
                     continues: session.continues(),
                 },
             )
+        }
+        Cmd::Acp {
+            max_turns,
+            approval,
+            sandbox,
+            no_network,
+            model,
+            state,
+        } => {
+            let mut cfg = model.config(Approval::Ask, max_turns);
+            let policy = approval_or_env(approval, &ctx.env, Approval::Ask).and_then(|a| {
+                cfg.approval = a;
+                cfg.sandbox = sandbox_or_env(sandbox, &ctx.env)?;
+                cfg.no_network = no_network;
+                Ok(())
+            });
+            if let Err(e) = policy {
+                tern::errln!("tern: {e}");
+                return 2;
+            }
+            // An editor stops `tern acp` with SIGINT as readily as with SIGTERM: both leave.
+            let _ =
+                signal_hook::flag::register(signal_hook::consts::SIGINT, ctx.process.term.clone());
+            let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+            let state_dir = state
+                .state_dir
+                .clone()
+                .or_else(|| ctx.env.get("TERN_STATE_DIR").map(PathBuf::from))
+                .map(|d| if d.is_relative() { cwd.join(d) } else { d });
+            tern::acp::run(tern::acp::AcpOptions {
+                env: ctx.env.clone(),
+                flags: model.flags(),
+                config: cfg,
+                state_dir,
+                idle_timeout: Duration::from_secs(model.idle_timeout),
+                process: ctx.process.clone(),
+            })
         }
         Cmd::Demo { workspace, json } => tern::demo::run(&ctx.process, workspace, json),
         Cmd::Stats {

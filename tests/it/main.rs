@@ -4,6 +4,7 @@
 
 mod support;
 
+mod acp;
 mod architecture;
 mod bash_tool;
 mod durable;
