@@ -4,7 +4,10 @@
 use std::collections::BTreeMap;
 
 /// The wire format to speak.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum ProviderKind {
     /// OpenAI-compatible Chat Completions (OpenAI, DeepSeek, OpenRouter, vLLM, llama.cpp, Ollama).
     Openai,

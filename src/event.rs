@@ -124,7 +124,9 @@ pub enum Event {
         model: String,
         /// True when an existing session was reopened.
         resumed: bool,
-        /// What commands may write, and whether Landlock enforces it.
+        /// What commands may write, and whether Landlock enforces it (the default setting in
+        /// events written before the sandbox).
+        #[serde(default)]
         sandbox: crate::sandbox::Setting,
     },
     /// A turn began; `prompt` is empty when it continues the stored history.
@@ -168,6 +170,10 @@ pub enum Event {
     Usage {
         /// Turn step or compaction summary.
         purpose: Purpose,
+        /// The model that answered (the effective one: a sub-agent's member's, a switched one).
+        /// Empty in events written before it was recorded.
+        #[serde(default)]
+        model: String,
         /// All prompt tokens.
         input_tokens: u64,
         /// Prompt tokens read from the provider's cache.
@@ -285,6 +291,38 @@ pub enum Event {
         /// Why the turn counts as interrupted.
         reason: String,
     },
+    /// A sub-agent started (its session folder and `meta.json` exist already).
+    AgentStart {
+        /// The parent's `agent` tool call.
+        call_id: String,
+        /// The child's session id (its folder is `agents/<child>/`).
+        child: String,
+        /// The Fleet member, if one was named.
+        member: Option<String>,
+        /// A fork (the parent's history) or a fresh child.
+        fork: bool,
+        /// The model it runs on.
+        model: String,
+        /// Its sandbox and approval after intersecting the parent's and the member's.
+        sandbox: crate::sandbox::Mode,
+        /// Its approval policy.
+        approval: crate::policy::Approval,
+    },
+    /// A sub-agent ended; its result is the parent's tool result.
+    AgentEnd {
+        /// The parent's `agent` tool call.
+        call_id: String,
+        /// The child's session id.
+        child: String,
+        /// `completed`, `failed`, `interrupted`, `budget_exhausted`.
+        status: String,
+        /// Its model requests.
+        requests: u64,
+        /// Its usage.
+        usage: Usage,
+        /// Its wall time in milliseconds.
+        duration_ms: u64,
+    },
     /// A turn failed (not an interrupt), just before its `turn_end`.
     Error {
         /// `failed`, `max_turns`, `provider_unavailable`.
@@ -356,6 +394,8 @@ impl Event {
         "repair",
         "receipt",
         "turn_interrupted",
+        "agent_start",
+        "agent_end",
         "error",
         "turn_end",
         "result",
@@ -379,6 +419,8 @@ impl Event {
             Event::Repair { .. } => "repair",
             Event::Receipt { .. } => "receipt",
             Event::TurnInterrupted { .. } => "turn_interrupted",
+            Event::AgentStart { .. } => "agent_start",
+            Event::AgentEnd { .. } => "agent_end",
             Event::Error { .. } => "error",
             Event::TurnEnd { .. } => "turn_end",
             Event::Result(_) => "result",
@@ -438,6 +480,7 @@ impl Event {
             },
             Event::Usage {
                 purpose: Purpose::Turn,
+                model: s("m"),
                 input_tokens: 10,
                 cached_tokens: 5,
                 cache_write_tokens: 0,
@@ -498,6 +541,23 @@ impl Event {
             Event::TurnInterrupted {
                 pid: Some(1),
                 reason: s("gone"),
+            },
+            Event::AgentStart {
+                call_id: s("c2"),
+                child: s("20261201-000000-ab12"),
+                member: Some(s("reviewer")),
+                fork: true,
+                model: s("m"),
+                sandbox: crate::sandbox::Mode::ReadOnly,
+                approval: crate::policy::Approval::Never,
+            },
+            Event::AgentEnd {
+                call_id: s("c2"),
+                child: s("20261201-000000-ab12"),
+                status: s("completed"),
+                requests: 2,
+                usage: Usage::default(),
+                duration_ms: 10,
             },
             Event::Error {
                 kind: s("failed"),

@@ -22,7 +22,9 @@ use crate::provider::Provider;
 use crate::provider::anthropic::Anthropic;
 use crate::provider::http::{HttpConfig, display_url};
 use crate::provider::openai::OpenAi;
-use crate::runtime::{Config, Failure, Parts, Runtime, Surface, held_elsewhere, system};
+use crate::runtime::{
+    ChildSpec, Config, Failure, Parts, Runtime, Spawner, Surface, held_elsewhere, system,
+};
 use crate::store::{Meta, Session, StateDir, Status, files};
 
 /// Which session to open.
@@ -74,6 +76,7 @@ pub struct Process {
 }
 
 /// Where the provider of a runtime comes from.
+#[derive(Clone)]
 enum Source {
     /// Resolved from flags + environment when first needed.
     Route,
@@ -115,24 +118,8 @@ impl Provider for SharedProvider {
     }
 }
 
-/// What a sub-agent's session starts from: the bytes of its first request's prefix and the
-/// route it runs on. The caller (the `agent` tool) builds `system` and `history`: a fork passes
-/// its parent's exact system bytes and stored history plus the fork-state message; a fresh child
-/// the parent's base system bytes and one message.
-pub struct ChildSpec {
-    /// Shown in `tern sessions` under the parent.
-    pub title: String,
-    /// The exact bytes of the child's `system.txt`.
-    pub system: String,
-    /// The history the child starts with (ends with a user message).
-    pub history: Vec<Message>,
-    /// The child's settings (its own turn budget, approval, …).
-    pub cfg: Config,
-    /// A route of its own (a Fleet member's); None runs on the parent's.
-    pub route: Option<ProviderChoice>,
-}
-
 /// Turns flags + environment + a [`SessionRef`] into an open [`Runtime`].
+#[derive(Clone)]
 pub struct Launcher {
     /// The state folder and workspace.
     pub state: StateDir,
@@ -331,6 +318,9 @@ impl Launcher {
             groups: self.groups.clone(),
             parent: None,
             mark_current: self.mark_current,
+            depth: 0,
+            cache_key: None,
+            spawner: Some(Arc::new(self.clone())),
         })
     }
 
@@ -429,6 +419,11 @@ impl Launcher {
         // Nobody holds the session: what a crash left is cleaned up and completed now.
         if was_interrupted {
             crate::tools::bash::kill_orphans(&session.dir);
+            for child in crate::runtime::agent::mark_dead_children(&session.dir) {
+                notes.push(format!(
+                    "the sub-agent session {child} was running when tern stopped: marked interrupted"
+                ));
+            }
         }
         self.state.remove_stray_temps()?;
         session.remove_stray_temps()?;
@@ -501,10 +496,13 @@ impl Launcher {
         spec: ChildSpec,
         ui: &mut dyn Surface,
     ) -> Result<Runtime, Failure> {
+        let fork = spec.history.len() > 1;
         let mut parts = self.parts_with(spec.cfg, spec.route)?;
         parts.cancel = parent.cancel.child();
         parts.parent = Some(parent.session.id.clone());
         parts.mark_current = false;
+        parts.depth = parent.depth() + 1;
+        parts.cache_key = Some(parent.cache_key().to_string());
         let meta = Meta {
             cwd: self.state.workspace.display().to_string(),
             provider: parts.provider.name().to_string(),
@@ -515,6 +513,12 @@ impl Launcher {
                 parts.cfg.sandbox,
                 parts.cfg.no_network,
             )),
+            parent: Some(crate::store::session::ParentLink {
+                session: parent.session.id.clone(),
+                call_id: spec.parent_call.clone(),
+                member: spec.member.clone(),
+                fork,
+            }),
             ..Meta::default()
         };
         let session = self.state.create_child(&parent.session, meta)?;
@@ -527,6 +531,25 @@ impl Launcher {
         let mut rt = Runtime::assemble(session, parts, spec.system, spec.history);
         rt.begin(ui, false, None)?;
         Ok(rt)
+    }
+}
+
+impl Spawner for Launcher {
+    fn child(
+        &self,
+        parent: &Runtime,
+        spec: ChildSpec,
+        ui: &mut dyn Surface,
+    ) -> Result<Runtime, Failure> {
+        Launcher::child(self, parent, spec, ui)
+    }
+
+    fn fleet(&self) -> Result<crate::fleet::Fleet, String> {
+        crate::fleet::Fleet::load(&self.state.root, crate::fleet::user_file().as_deref())
+    }
+
+    fn env(&self) -> &Env {
+        &self.env
     }
 }
 

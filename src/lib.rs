@@ -12,6 +12,7 @@ pub mod demo;
 pub mod domain;
 pub mod event;
 pub mod exec;
+pub mod fleet;
 pub mod launcher;
 /// `println!` that never panics: a closed stdout (`tern … | head`) must not stop a turn.
 #[macro_export]
@@ -45,6 +46,7 @@ macro_rules! errln {
 pub mod message;
 pub mod ops;
 pub mod output;
+pub mod policy;
 pub mod procs;
 pub mod provider;
 pub mod relay;

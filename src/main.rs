@@ -146,6 +146,21 @@ struct ModelArgs {
     /// Longest silence from the provider before an attempt fails, in seconds (1 s to a day).
     #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     idle_timeout: u64,
+    /// How deep sub-agents may nest (0: no sub-agents).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=8))]
+    agent_depth: u32,
+    /// Sub-agents of one answer running at once.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=32))]
+    agents_parallel: u64,
+    /// Model requests a sub-agent may make.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
+    agent_max_turns: u32,
+    /// Wall time of a sub-agent, in seconds.
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    agent_wall_time: u64,
+    /// Tokens (input + output) a sub-agent may use.
+    #[arg(long, default_value_t = 2_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    agent_token_budget: u64,
 }
 
 impl ModelArgs {
@@ -163,6 +178,13 @@ impl ModelArgs {
         cfg.retry.max_total = Duration::from_secs(self.max_retry_time);
         cfg.approval = approval;
         cfg.max_turns = max_turns;
+        cfg.agents = tern::runtime::AgentLimits {
+            depth: self.agent_depth,
+            parallel: usize::try_from(self.agents_parallel).unwrap_or(4),
+            max_turns: self.agent_max_turns,
+            wall_time: Duration::from_secs(self.agent_wall_time),
+            token_budget: self.agent_token_budget,
+        };
         cfg
     }
 

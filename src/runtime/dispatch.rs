@@ -111,6 +111,12 @@ impl Runtime {
         }
     }
 
+    /// Index of the assistant message whose tool calls are running (the history's length when
+    /// there is none).
+    pub(super) fn inflight_at(&self) -> usize {
+        self.inflight_index().unwrap_or(self.prefix.history.len())
+    }
+
     /// Index of the assistant message whose tool calls are running (the last one stored).
     fn inflight_index(&self) -> Option<usize> {
         self.prefix

@@ -7,6 +7,7 @@
 //! provider; the policy ([`Config`], approvals); the [`Meter`] of requests; and the stamps of files
 //! other processes may change ([`Seen`]).
 
+pub mod agent;
 mod answer;
 pub mod compact;
 mod dispatch;
@@ -37,16 +38,7 @@ pub use turn::TurnOutcome;
 /// Largest prompt accepted, in bytes: it is sent again in every later request of the session.
 pub const MAX_PROMPT_BYTES: usize = 1 << 20;
 
-/// When the bash tool may run (`--approval`, `TERN_APPROVAL`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Approval {
-    /// Ask the person before each command (the REPL's default).
-    Ask,
-    /// Run every command (the default of `exec`).
-    Auto,
-    /// Refuse every command with an error tool result: the model can only plan.
-    Never,
-}
+pub use crate::policy::Approval;
 
 /// A person's answer to an approval question.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,6 +101,40 @@ pub struct Config {
     pub sandbox: crate::sandbox::Mode,
     /// Commands may not connect or bind TCP (`--no-network`).
     pub no_network: bool,
+    /// Sub-agents: how deep they may nest, how many run at once, and each child's budgets.
+    pub agents: AgentLimits,
+    /// The token budget of one turn (input + output tokens over its requests); a sub-agent's
+    /// comes from [`AgentLimits::token_budget`]. None: no budget.
+    pub token_budget: Option<u64>,
+}
+
+/// Sub-agent limits (`--agent-depth`, `--agents-parallel`, `--agent-max-turns`,
+/// `--agent-wall-time`, `--agent-token-budget`; a Fleet member's own fields narrow the budgets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentLimits {
+    /// Deepest nesting: a runtime at depth `d` may start a child only while `d < depth`.
+    pub depth: u32,
+    /// Children of one assistant message running at once.
+    pub parallel: usize,
+    /// A child's model requests.
+    pub max_turns: u32,
+    /// A child's wall time.
+    pub wall_time: std::time::Duration,
+    /// A child's input + output tokens.
+    pub token_budget: u64,
+}
+
+impl Default for AgentLimits {
+    /// Depth 2, 4 at once, 30 requests, 10 minutes, 2 million tokens per child.
+    fn default() -> Self {
+        AgentLimits {
+            depth: 2,
+            parallel: 4,
+            max_turns: 30,
+            wall_time: std::time::Duration::from_secs(600),
+            token_budget: 2_000_000,
+        }
+    }
 }
 
 impl Config {
@@ -127,6 +153,8 @@ impl Config {
             base_url: String::new(),
             sandbox: crate::sandbox::Mode::default(),
             no_network: false,
+            agents: AgentLimits::default(),
+            token_budget: None,
         }
     }
 }
@@ -173,6 +201,8 @@ pub enum Failure {
     MaxTurns(u32),
     /// The provider stayed unavailable after retries (exit 75).
     ProviderUnavailable(String),
+    /// A sub-agent's budget (wall time or tokens) ran out (exit 1).
+    Budget(String),
     /// A session reference that names nothing, or a bad flag value (exit 2).
     Usage(String),
     /// Anything else (exit 1).
@@ -187,6 +217,7 @@ impl Failure {
             Failure::Interrupted => "interrupted",
             Failure::MaxTurns(_) => "max_turns",
             Failure::ProviderUnavailable(_) => "provider_unavailable",
+            Failure::Budget(_) => "budget_exhausted",
             Failure::Usage(_) | Failure::Failed(_) => "failed",
         }
     }
@@ -198,7 +229,7 @@ impl Failure {
             Failure::MaxTurns(_) => 3,
             Failure::ProviderUnavailable(_) => 75,
             Failure::Usage(_) => 2,
-            Failure::Failed(_) => 1,
+            Failure::Budget(_) | Failure::Failed(_) => 1,
         }
     }
 }
@@ -209,7 +240,7 @@ impl std::fmt::Display for Failure {
             Failure::Interrupted => f.write_str("interrupted"),
             Failure::MaxTurns(n) => write!(f, "stopped after --max-turns {n} model requests"),
             Failure::ProviderUnavailable(m) => write!(f, "provider unavailable: {m}"),
-            Failure::Usage(m) | Failure::Failed(m) => f.write_str(m),
+            Failure::Usage(m) | Failure::Failed(m) | Failure::Budget(m) => f.write_str(m),
         }
     }
 }
@@ -236,6 +267,50 @@ pub struct Parts {
     pub parent: Option<String>,
     /// Whether a turn points `.tern/current` at this session (never for a child).
     pub mark_current: bool,
+    /// How deep this runtime is among sub-agents (0: a person's session).
+    pub depth: u32,
+    /// The `prompt_cache_key` this runtime sends (a child sends its parent's: they share the
+    /// cache); None: its own session id.
+    pub cache_key: Option<String>,
+    /// Opens sub-agents (the launcher).
+    pub spawner: Option<Arc<dyn Spawner>>,
+}
+
+/// What a sub-agent's session starts from: the bytes of its first request's prefix and the
+/// route it runs on. The `agent` tool builds `system` and `history`: a fork passes its parent's
+/// exact system bytes and stored history plus the fork-state message; a fresh child the
+/// parent's base system bytes and one message.
+pub struct ChildSpec {
+    /// Shown in `tern sessions` under the parent.
+    pub title: String,
+    /// The exact bytes of the child's `system.txt`.
+    pub system: String,
+    /// The history the child starts with (ends with a user message).
+    pub history: Vec<Message>,
+    /// The child's settings (its own turn budget, approval, …).
+    pub cfg: Config,
+    /// A route of its own (a Fleet member's); None runs on the parent's.
+    pub route: Option<crate::config::ProviderChoice>,
+    /// The parent's tool call that asked for it (recorded in the child's `meta.json`).
+    pub parent_call: String,
+    /// The Fleet member it is, if any.
+    pub member: Option<String>,
+}
+
+/// Opens sub-agents for a runtime (implemented by the launcher, which keeps the provider choice
+/// and the per-process parts), and reads the Fleet.
+pub trait Spawner: Send + Sync {
+    /// Opens a child of `parent` from `spec` (see `Launcher::child`).
+    fn child(
+        &self,
+        parent: &Runtime,
+        spec: ChildSpec,
+        ui: &mut dyn Surface,
+    ) -> Result<Runtime, Failure>;
+    /// The Fleet of this workspace.
+    fn fleet(&self) -> Result<crate::fleet::Fleet, String>;
+    /// The environment snapshot (a member's route is resolved from it).
+    fn env(&self) -> &crate::config::Env;
 }
 
 /// Request measurement: totals, the previous body (for prefix reuse), the start time.
@@ -280,6 +355,9 @@ pub struct Runtime {
     parent: Option<String>,
     mark_current: bool,
     started: Instant,
+    depth: u32,
+    cache_key: Option<String>,
+    spawner: Option<Arc<dyn Spawner>>,
     /// What commands may write in this runtime, as probed at open.
     sandbox: crate::sandbox::Setting,
     /// The state files the model's commands may not change (DESIGN.md §10), as tern last left
@@ -318,6 +396,9 @@ impl Runtime {
             parent: parts.parent,
             mark_current: parts.mark_current,
             started: Instant::now(),
+            depth: parts.depth,
+            cache_key: parts.cache_key,
+            spawner: parts.spawner,
         }
     }
 
@@ -334,6 +415,16 @@ impl Runtime {
     /// The provider's name (`openai`, `anthropic`, `replay`).
     pub fn provider_name(&self) -> &'static str {
         self.provider.name()
+    }
+
+    /// How deep this runtime is among sub-agents (0: a person's session).
+    pub fn depth(&self) -> u32 {
+        self.depth
+    }
+
+    /// The `prompt_cache_key` this runtime's requests carry where the server takes one.
+    pub fn cache_key(&self) -> &str {
+        self.cache_key.as_deref().unwrap_or(&self.session.id)
     }
 
     /// What commands may write in this runtime.
@@ -527,7 +618,20 @@ impl Runtime {
             self.prefix.history = read.items;
             return Ok(());
         }
-        let (history, report) = repair::repair(read.items, &read.skipped);
+        let agents = self.session.path(files::AGENTS);
+        let lost = |id: &str, name: &str| -> String {
+            if name != crate::tools::agent::NAME {
+                return repair::LOST_RESULT.to_string();
+            }
+            match agent::child_of_call(&agents, id) {
+                Some((child, dir)) => format!(
+                    "Error: no result was recorded: tern stopped while the sub-agent session {child} was running; it was marked interrupted. What it did so far is in {} (its conversation.jsonl and report).",
+                    dir.display()
+                ),
+                None => repair::LOST_RESULT.to_string(),
+            }
+        };
+        let (history, report) = repair::repair_with(read.items, &read.skipped, &lost);
         if report.changed() {
             // The file as it was goes to archive/ first: a repair drops lines, and nothing may be
             // lost for good.

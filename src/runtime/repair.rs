@@ -52,6 +52,16 @@ impl RepairReport {
 /// are only merged when the history needs saving anyway (a valid history is never rewritten: that
 /// would move the cached prefix).
 pub fn repair(msgs: Vec<Message>, skipped: &[usize]) -> (Vec<Message>, RepairReport) {
+    repair_with(msgs, skipped, &|_, _| LOST_RESULT.to_string())
+}
+
+/// [`repair`], with `lost(call_id, tool_name)` giving the error result of a call that has none
+/// (a sub-agent's call names the child session that was interrupted).
+pub fn repair_with(
+    msgs: Vec<Message>,
+    skipped: &[usize],
+    lost: &dyn Fn(&str, &str) -> String,
+) -> (Vec<Message>, RepairReport) {
     let mut report = RepairReport {
         dropped_lines: skipped.to_vec(),
         ..RepairReport::default()
@@ -85,7 +95,7 @@ pub fn repair(msgs: Vec<Message>, skipped: &[usize]) -> (Vec<Message>, RepairRep
             }
             _ => {}
         }
-        close_open(&mut out, &mut open, &answered, &mut report);
+        close_open(&mut out, &mut open, &answered, &mut report, lost);
         answered.clear();
         if let Message::Assistant { tool_calls, .. } = &m {
             open = tool_calls
@@ -113,7 +123,7 @@ pub fn repair(msgs: Vec<Message>, skipped: &[usize]) -> (Vec<Message>, RepairRep
         }
         out.push(m);
     }
-    close_open(&mut out, &mut open, &answered, &mut report);
+    close_open(&mut out, &mut open, &answered, &mut report, lost);
 
     if report.changed() {
         let mut merged: Vec<Message> = Vec::with_capacity(out.len());
@@ -148,13 +158,14 @@ fn close_open(
     open: &mut Vec<(String, String)>,
     answered: &HashSet<String>,
     report: &mut RepairReport,
+    lost: &dyn Fn(&str, &str) -> String,
 ) {
     for (id, name) in open.drain(..) {
         if !answered.contains(&id) {
             out.push(Message::Tool {
                 tool_call_id: id.clone(),
+                content: lost(&id, &name),
                 name,
-                content: LOST_RESULT.into(),
                 is_error: true,
             });
             report.answered_calls.push(id);

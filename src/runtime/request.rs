@@ -32,7 +32,11 @@ impl Runtime {
         RequestOptions {
             model: &self.cfg.model,
             tail,
-            cache_key: self.cfg.send_cache_key.then_some(self.session.id.as_str()),
+            cache_key: self.cfg.send_cache_key.then(|| {
+                self.cache_key
+                    .as_deref()
+                    .unwrap_or(self.session.id.as_str())
+            }),
             max_output_tokens: self.cfg.max_output_tokens,
             tools_allowed,
         }
@@ -197,6 +201,7 @@ impl Runtime {
             ui,
             Event::Usage {
                 purpose,
+                model: self.cfg.model.clone(),
                 input_tokens: u.input_tokens,
                 cached_tokens: u.cached_tokens,
                 cache_write_tokens: u.cache_write_tokens,

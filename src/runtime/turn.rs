@@ -48,9 +48,19 @@ impl Runtime {
             tools_allowed: true,
         };
         let mut repeats = 0;
+        let usage_before = self.meter.totals.usage;
         for _ in 0..self.cfg.max_turns {
             if self.cancelled() {
                 return Err(Failure::Interrupted);
+            }
+            if let Some(budget) = self.cfg.token_budget {
+                let used = self.meter.totals.usage.since(&usage_before);
+                let spent = used.input_tokens.saturating_add(used.output_tokens);
+                if spent >= budget {
+                    return Err(Failure::Budget(format!(
+                        "its token budget of {budget} tokens ran out ({spent} used)"
+                    )));
+                }
             }
             let mut answer = self.ask_model(ask, ui)?;
             let text_only = !ask.tools_allowed;
@@ -129,8 +139,35 @@ impl Runtime {
     /// result exactly.
     fn run_calls(&mut self, calls: Vec<Call>, ui: &mut dyn Surface) -> Result<bool, Failure> {
         let mut all_repeated = true;
-        let mut pending = calls.into_iter();
+        let at = self.inflight_at();
+        let mut pending = calls.into_iter().peekable();
         while let Some(c) = pending.next() {
+            if c.call.name == crate::tools::agent::NAME && !self.cancelled() {
+                // Consecutive agent calls run at once; their results are stored in call order.
+                let mut group = vec![c];
+                while let Some(n) = pending.next_if(|n| n.call.name == crate::tools::agent::NAME) {
+                    group.push(n);
+                }
+                let refs: Vec<&Call> = group.iter().collect();
+                let results = self.run_agents(&refs, at, ui);
+                all_repeated = false;
+                for (c, r) in group.iter().zip(results) {
+                    let content = crate::store::redact::for_model(&r.content).into_owned();
+                    self.store(vec![Message::tool(&c.call, content.clone(), r.is_error)])?;
+                    self.emit(
+                        ui,
+                        Event::ToolResult {
+                            id: c.call.id.clone(),
+                            name: c.call.name.clone(),
+                            is_error: r.is_error,
+                            duration_ms: r.duration_ms,
+                            content,
+                            bash: None,
+                        },
+                    );
+                }
+                continue;
+            }
             if self.cancelled() {
                 // Not run: the turn was interrupted before this call's turn came.
                 let results: Vec<Message> = std::iter::once(c)

@@ -75,7 +75,7 @@ pub const NO_NETWORK_PROMPT_LINE: &str =
     "Network is off for commands: TCP connect and bind fail with Permission denied.";
 
 /// A session's sandbox as `meta.json` and the `session_start` event record it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Setting {
     /// The mode.
     pub mode: Mode,
@@ -104,9 +104,21 @@ impl Setting {
 }
 
 /// What commands may write (`--sandbox`, `TERN_SANDBOX`); kebab-case names in flags, JSON and
-/// events: `read-only`, `workspace-write`, `danger-full-access`.
+/// events: `read-only`, `workspace-write`, `danger-full-access`. Ordered from the narrowest to
+/// the widest: a sub-agent gets the narrowest of its parent's and its member's.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, clap::ValueEnum,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Default,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
 )]
 #[serde(rename_all = "kebab-case")]
 #[value(rename_all = "kebab-case")]

@@ -81,9 +81,27 @@ pub struct Meta {
     /// The first prompt, cut to 80 characters, for `tern sessions`.
     #[serde(default)]
     pub title: String,
+    /// A sub-agent's: its parent's session id and the `agent` call that started it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentLink>,
     /// What commands may write (absent in sessions made before the sandbox).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<crate::sandbox::Setting>,
+}
+
+/// Where a sub-agent came from.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ParentLink {
+    /// The parent's session id.
+    pub session: String,
+    /// The parent's `agent` tool call id.
+    pub call_id: String,
+    /// The Fleet member, if one was named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member: Option<String>,
+    /// A fork of the parent's history.
+    #[serde(default)]
+    pub fork: bool,
 }
 
 /// A handle on one session folder. Cheap; holds no open files.

@@ -492,7 +492,7 @@ pub fn run(req: &BashRequest<'_>, cancel: &CancelToken) -> Result<BashOutcome, S
 
 /// Kills what is left of the commands of the session folder `session_dir` after the process
 /// that ran them died (SIGKILL, a crash): every process whose environment names the folder
-/// (`TERN_SESSION_DIR`, set for every command) and its process group. Called when a session whose
+/// or one of its sub-agents' (`TERN_SESSION_DIR`, set for every command) and its process group. Called when a session whose
 /// turn died is reopened, so a command does not outlive tern and change the workspace behind the
 /// next turn. Reads `/proc`; does nothing where there is none.
 pub fn kill_orphans(session_dir: &Path) -> usize {
@@ -514,7 +514,12 @@ pub fn kill_orphans(session_dir: &Path) -> usize {
         let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
             continue;
         };
-        if !env.split(|b| *b == 0).any(|v| v == marker.as_bytes()) {
+        // The session's own commands and its sub-agents' (their folders are under it).
+        let ours = |v: &[u8]| {
+            v.strip_prefix(marker.as_bytes())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(b"/"))
+        };
+        if !env.split(|b| *b == 0).any(ours) {
             continue;
         }
         let group = std::fs::read_to_string(format!("/proc/{pid}/stat"))

@@ -3,6 +3,7 @@
 //! `bash` is the main tool; the plan tools drive the lifecycle; `work_update` is the one progress
 //! tool; `update_plan` carries strategy only.
 
+pub mod agent;
 pub mod bash;
 pub mod output;
 pub mod plan;
@@ -24,12 +25,14 @@ pub struct ToolSpec {
     pub parameters: serde_json::Value,
 }
 
-/// The tools in their fixed order: `bash`, the plan tools, `work_update`, `update_plan`.
+/// The tools in their fixed order: `bash`, the plan tools, `work_update`, `update_plan`,
+/// `agent`. The same list at every depth: limits are enforced when a tool runs.
 pub fn specs() -> Vec<ToolSpec> {
     let mut tools = vec![bash::spec()];
     tools.extend(plan::specs());
     tools.push(work::work_update_spec());
     tools.push(work::update_plan_spec());
+    tools.push(agent::spec());
     tools
 }
 

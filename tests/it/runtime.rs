@@ -207,12 +207,14 @@ fn a_fork_starts_from_the_parents_exact_prefix() {
     let stored = parent.stored_body();
     let mut history = parent.prefix().fork(parent.history().len()).history;
     history.push(Message::user("child task"));
-    let spec = tern::launcher::ChildSpec {
+    let spec = tern::runtime::ChildSpec {
         title: "child".into(),
         system: parent.prefix().system.clone(),
         history,
         cfg: fast_config(),
         route: None,
+        parent_call: "c0".into(),
+        member: None,
     };
     let current_before = std::fs::read_to_string(h.dir.path().join(".tern/current")).ok();
     let mut cui = Collect::default();

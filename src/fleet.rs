@@ -1,0 +1,328 @@
+//! The Fleet: the roster of members a sub-agent can be (DESIGN.md §9). A member has a stable id,
+//! a unique role, and either an exact provider + model route or none (the parent's route). The
+//! Fleet only selects — by id, then by role — and never substitutes: an unknown member, or one
+//! whose route cannot run here, is an error naming the members. What a member may do is decided
+//! after selection, by the runtime (authority only narrows).
+//!
+//! Files: `.tern/fleet.json` (the project's) over `~/.config/tern/fleet.json` (the user's): a
+//! project member replaces a user member of the same id. Both are
+//! `{"members": [{id, role, provider?, model?, base_url?, sandbox?, approval?, max_turns?,
+//! wall_time_s?, token_budget?, instructions?}]}`; unknown fields are refused.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{Env, ProviderChoice, ProviderFlags, ProviderKind};
+use crate::policy::Approval;
+use crate::sandbox::Mode;
+
+/// One member of the Fleet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Member {
+    /// Stable identity: `[a-z0-9_-]`, unique.
+    pub id: String,
+    /// What it is for (`explore`, `review`, `implement`…), unique: selection by role cannot
+    /// depend on order.
+    pub role: String,
+    /// The wire format of its own route; with `model` (both or neither).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<ProviderKind>,
+    /// The model of its own route; with `provider`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The server of its own route (default: the provider's usual one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// The widest sandbox it may have (the parent's is never widened).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<Mode>,
+    /// The widest approval it may have (never > ask > … : `never` narrowest, `auto` widest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Approval>,
+    /// Its turn budget (model requests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u32>,
+    /// Its wall-time budget in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_time_s: Option<u64>,
+    /// Its token budget (input + output tokens over its requests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_budget: Option<u64>,
+    /// Instructions placed in its first message, before the task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FleetFile {
+    #[serde(default)]
+    members: Vec<Member>,
+}
+
+/// The members, validated, with where each came from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Fleet {
+    /// In file order (user members first, then the project's).
+    pub members: Vec<Member>,
+    /// The files read.
+    pub sources: Vec<PathBuf>,
+}
+
+/// The user's Fleet file: `$XDG_CONFIG_HOME/tern/fleet.json`, else `~/.config/tern/fleet.json`.
+pub fn user_file() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some(base.join("tern").join("fleet.json"))
+}
+
+impl Fleet {
+    /// Reads the user's file, then the project's (`<state root>/fleet.json`), and validates the
+    /// result. Missing files are an empty Fleet. Errors name the file: JSON that does not parse,
+    /// an unknown field, a member with a provider but no model (or the reverse), duplicate
+    /// ids or roles, a bad id.
+    pub fn load(state_root: &Path, user: Option<&Path>) -> Result<Fleet, String> {
+        let mut fleet = Fleet::default();
+        for path in user
+            .into_iter()
+            .chain([state_root.join("fleet.json").as_path()])
+        {
+            let Some(members) = read(path)? else { continue };
+            fleet.sources.push(path.to_path_buf());
+            for m in members {
+                match fleet.members.iter_mut().find(|x| x.id == m.id) {
+                    Some(x) => *x = m,
+                    None => fleet.members.push(m),
+                }
+            }
+        }
+        fleet.validate()?;
+        Ok(fleet)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        for (i, m) in self.members.iter().enumerate() {
+            if m.id.is_empty()
+                || !m
+                    .id
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+            {
+                return Err(format!(
+                    "fleet member id {:?}: use lowercase letters, digits, - and _",
+                    m.id
+                ));
+            }
+            if m.role.trim().is_empty() {
+                return Err(format!("fleet member {}: the role is empty", m.id));
+            }
+            if m.provider.is_some() != m.model.is_some() {
+                return Err(format!(
+                    "fleet member {}: name both provider and model (an exact route) or neither (the parent's route)",
+                    m.id
+                ));
+            }
+            if m.base_url.is_some() && m.provider.is_none() {
+                return Err(format!(
+                    "fleet member {}: base_url needs provider and model",
+                    m.id
+                ));
+            }
+            if let Some(other) = self.members[..i].iter().find(|o| o.role == m.role) {
+                return Err(format!(
+                    "fleet members {} and {} share the role {:?}: roles must be unique, so selection never depends on order",
+                    other.id, m.id, m.role
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The member `name` selects: the member with that id, else the one with that role. Errors
+    /// (never a substitute): no such member, listing the members.
+    pub fn select(&self, name: &str) -> Result<&Member, String> {
+        self.members
+            .iter()
+            .find(|m| m.id == name)
+            .or_else(|| self.members.iter().find(|m| m.role == name))
+            .ok_or_else(|| {
+                format!(
+                    "there is no fleet member {name:?}; the members are: {}",
+                    self.listing()
+                )
+            })
+    }
+
+    /// `id (role)` of every member, or "none (no fleet.json)".
+    pub fn listing(&self) -> String {
+        if self.members.is_empty() {
+            return "none (no fleet.json: call agent without member)".to_string();
+        }
+        self.members
+            .iter()
+            .map(|m| format!("{} ({})", m.id, m.role))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+fn read(path: &Path) -> Result<Option<Vec<Member>>, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let f: FleetFile =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(Some(f.members))
+}
+
+impl Member {
+    /// The member's own route, resolved from this environment without a model call; None runs
+    /// on the parent's route. A key goes only to its provider's server: the member's `base_url`
+    /// must be the one that provider's variables name (or its default), else the route runs
+    /// without the key. Errors: the route cannot run here (no key where one is needed, a bad
+    /// URL).
+    pub fn route(&self, env: &Env) -> Result<Option<ProviderChoice>, String> {
+        let (Some(kind), Some(model)) = (self.provider, self.model.clone()) else {
+            return Ok(None);
+        };
+        let flags = ProviderFlags {
+            provider: Some(kind),
+            base_url: self.base_url.clone(),
+            model: Some(model),
+        };
+        let (key_var, url_var) = match kind {
+            ProviderKind::Openai => ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+            ProviderKind::Anthropic => ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+        };
+        let env_url = env.get(url_var);
+        let keyed = match (&self.base_url, &env_url) {
+            (None, _) => true,
+            (Some(m), Some(e)) => same_url(m, e),
+            (Some(m), None) => {
+                let default = match kind {
+                    ProviderKind::Openai => "https://api.openai.com/v1",
+                    ProviderKind::Anthropic => "https://api.anthropic.com",
+                };
+                same_url(m, default)
+            }
+        };
+        let get = |k: &str| {
+            if k == key_var && !keyed {
+                return None;
+            }
+            if k == "TERN_MODEL" {
+                return None;
+            }
+            env.get(k)
+        };
+        crate::config::resolve(&flags, &get).map(Some).map_err(|e| {
+            format!(
+                "fleet member {}: {}",
+                self.id,
+                e.lines().next().unwrap_or("")
+            )
+        })
+    }
+}
+
+fn same_url(a: &str, b: &str) -> bool {
+    a.trim()
+        .trim_end_matches('/')
+        .eq_ignore_ascii_case(b.trim().trim_end_matches('/'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn project_over_user_unknown_fields_and_duplicates_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let user = write(
+            d.path(),
+            "user.json",
+            r#"{"members": [{"id": "rev", "role": "review", "sandbox": "read-only"},
+                            {"id": "exp", "role": "explore"}]}"#,
+        );
+        std::fs::write(
+            d.path().join("fleet.json"),
+            r#"{"members": [{"id": "rev", "role": "review", "approval": "never"}]}"#,
+        )
+        .unwrap();
+        let f = Fleet::load(d.path(), Some(&user)).unwrap();
+        assert_eq!(f.members.len(), 2);
+        assert_eq!(f.select("review").unwrap().approval, Some(Approval::Never));
+        assert_eq!(
+            f.select("rev").unwrap().sandbox,
+            None,
+            "the project's wins whole"
+        );
+        assert_eq!(f.select("explore").unwrap().id, "exp");
+        let e = f.select("nobody").unwrap_err();
+        assert!(
+            e.contains("rev (review)") && e.contains("exp (explore)"),
+            "{e}"
+        );
+
+        for bad in [
+            r#"{"members": [{"id": "a", "role": "r", "colour": "red"}]}"#,
+            r#"{"members": [{"id": "a", "role": "r"}, {"id": "b", "role": "r"}]}"#,
+            r#"{"members": [{"id": "a", "role": "r", "model": "m"}]}"#,
+            r#"{"members": [{"id": "A b", "role": "r"}]}"#,
+            r#"{"members": [{"id": "a", "role": "r", "base_url": "http://x"}]}"#,
+            r#"{"memberz": []}"#,
+            "not json",
+        ] {
+            std::fs::write(d.path().join("fleet.json"), bad).unwrap();
+            assert!(Fleet::load(d.path(), None).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_key_goes_only_to_its_providers_server() {
+        let env = Env::of(&[
+            ("OPENAI_API_KEY", "sk-member-test-0001"),
+            ("TERN_MODEL", "x"),
+        ]);
+        let m = |base: Option<&str>| Member {
+            id: "m".into(),
+            role: "r".into(),
+            provider: Some(ProviderKind::Openai),
+            model: Some("gpt".into()),
+            base_url: base.map(str::to_string),
+            sandbox: None,
+            approval: None,
+            max_turns: None,
+            wall_time_s: None,
+            token_budget: None,
+            instructions: None,
+        };
+        let r = m(None).route(&env).unwrap().unwrap();
+        assert_eq!(r.api_key.as_deref(), Some("sk-member-test-0001"));
+        assert_eq!(
+            r.model, "gpt",
+            "TERN_MODEL never overrides a member's model"
+        );
+        let r = m(Some("http://127.0.0.1:9/v1"))
+            .route(&env)
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.api_key, None, "another server never gets the key");
+        // Anthropic without its own key cannot run here: an error, not a substitute.
+        let mut a = m(None);
+        a.provider = Some(ProviderKind::Anthropic);
+        assert!(a.route(&env).is_err());
+    }
+}

@@ -1,0 +1,546 @@
+//! Sub-agents: the runtime side of the `agent` tool (DESIGN.md §9).
+//!
+//! A child is a session under its parent's folder (`agents/<id>/`), opened through the same
+//! launcher and run by the same turn loop on a thread of its own; several `agent` calls of one
+//! answer run at once (at most [`super::AgentLimits::parallel`]), and their results are stored in
+//! call order. A fork starts from the parent's exact prefix (tools, pinned system bytes, the
+//! history before the calling message) plus one fork-state message, and sends the parent's cache
+//! key, so its first request reads the parent's cache. A fresh child starts from the parent's
+//! base system bytes and one message.
+//!
+//! Authority only narrows: a child's sandbox and approval are the narrowest of the parent's live
+//! settings and its member's ceiling. Its approval questions go to the parent's surface, naming
+//! the child. Budgets (turns, wall time, tokens) end it with a terminal result that keeps its
+//! partial output; the parent gets a bounded summary and `agent_start` / `agent_end` events,
+//! never the child's own events.
+
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use super::answer::Call;
+use super::dispatch::ToolResult;
+use super::{Answer, Approval, ChildSpec, Failure, Runtime, Surface, TurnOutcome, system};
+use crate::event::{Envelope, Event};
+use crate::message::Message;
+use crate::store::files;
+use crate::tools::ToolError;
+use crate::tools::agent::{AgentArgs, parse_args};
+
+/// Results longer than this many characters are cut to their head and tail.
+pub const RESULT_LIMIT_CHARS: usize = 12_000;
+/// Characters kept from the start of a cut result.
+pub const KEEP_HEAD_CHARS: usize = 4_000;
+/// Characters kept from the end of a cut result.
+pub const KEEP_TAIL_CHARS: usize = 4_000;
+/// The child's full final text, in its folder.
+pub const REPORT: &str = "report.md";
+
+/// What a child's thread tells the parent's.
+enum ToParent {
+    /// An approval question for the person, on the parent's surface.
+    Approve {
+        index: usize,
+        command: String,
+        reply: mpsc::Sender<Answer>,
+    },
+    /// The child's turn ended.
+    Done {
+        index: usize,
+        rt: Box<Runtime>,
+        outcome: TurnOutcome,
+    },
+}
+
+/// A child's surface: its events are already in its own `events.jsonl` (the parent gets only
+/// `agent_start` / `agent_end`); approval questions go to the parent's thread.
+struct ChildSurface {
+    index: usize,
+    tx: mpsc::Sender<ToParent>,
+    cancel: crate::cancel::CancelToken,
+}
+
+impl Surface for ChildSurface {
+    fn event(&mut self, _ev: &Envelope) {}
+
+    fn approve(&mut self, command: &str) -> Answer {
+        let (reply, rx) = mpsc::channel();
+        if self
+            .tx
+            .send(ToParent::Approve {
+                index: self.index,
+                command: command.to_string(),
+                reply,
+            })
+            .is_err()
+        {
+            return Answer::Unavailable;
+        }
+        loop {
+            match rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(a) => return a,
+                Err(RecvTimeoutError::Timeout) if self.cancel.is_cancelled() => return Answer::No,
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return Answer::Unavailable,
+            }
+        }
+    }
+}
+
+/// One call of the group: its child (opened) or why it cannot run.
+struct Slot {
+    call_id: String,
+    child: Result<Child, ToolError>,
+}
+
+struct Child {
+    id: String,
+    dir: std::path::PathBuf,
+    wall_time: Duration,
+    /// The child's cancel token (a child of the parent's), kept to enforce its wall time.
+    token: crate::cancel::CancelToken,
+    /// Messages it started with (its own turn comes after).
+    seeded: usize,
+    rt: Option<Runtime>,
+    started: Option<Instant>,
+    timed_out: bool,
+    result: Option<(Box<Runtime>, TurnOutcome)>,
+}
+
+/// A child's settings: the parent's, narrowed by the member's ceiling; its own budgets.
+fn child_config(parent: &Runtime, member: Option<&crate::fleet::Member>) -> super::Config {
+    let mut cfg = parent.cfg.clone();
+    let limits = parent.cfg.agents;
+    // The parent's live approval: "always" from the person counts as auto.
+    let parent_approval = if parent.approved_always && parent.cfg.approval == Approval::Ask {
+        Approval::Auto
+    } else {
+        parent.cfg.approval
+    };
+    let m_approval = member.and_then(|m| m.approval).unwrap_or(Approval::Auto);
+    cfg.approval = parent_approval.min(m_approval);
+    let m_sandbox = member
+        .and_then(|m| m.sandbox)
+        .unwrap_or(crate::sandbox::Mode::DangerFullAccess);
+    cfg.sandbox = parent.cfg.sandbox.min(m_sandbox);
+    cfg.max_turns = member
+        .and_then(|m| m.max_turns)
+        .map_or(limits.max_turns, |t| t.min(limits.max_turns))
+        .max(1);
+    cfg.token_budget = Some(
+        member
+            .and_then(|m| m.token_budget)
+            .map_or(limits.token_budget, |t| t.min(limits.token_budget)),
+    );
+    cfg
+}
+
+/// The first message of a fork: the fork state (the ledger body exactly as the work-state tail
+/// renders it, and a line on the locked plan), then the task.
+fn fork_message(parent: &Runtime, task: &str) -> String {
+    let ledger: Option<crate::domain::ledger::Ledger> =
+        parent.session.read_json(files::LEDGER).ok().flatten();
+    let work = ledger
+        .as_ref()
+        .and_then(crate::render::work_state::body)
+        .unwrap_or_else(|| "(empty)".into());
+    let plan = match super::plan::plan_file(&parent.session).map(|p| p.locked.is_some()) {
+        Ok(true) => "The locked plan in the system prompt applies.",
+        _ => "No plan is locked.",
+    };
+    format!(
+        "<tern:fork_state>\nYou are a sub-agent forked from the conversation above to do one task; the parent resumes when you answer.\n{plan}\nThe parent's To-do:\n{work}\n</tern:fork_state>\n\nTask: {task}"
+    )
+}
+
+/// `text` cut to its first and last characters when over [`RESULT_LIMIT_CHARS`], on character
+/// boundaries, with a marker naming the full report.
+pub fn bound(text: &str, report: &std::path::Path) -> String {
+    let n = text.chars().count();
+    if n <= RESULT_LIMIT_CHARS {
+        return text.to_string();
+    }
+    let head: String = text.chars().take(KEEP_HEAD_CHARS).collect();
+    let tail: String = text.chars().skip(n - KEEP_TAIL_CHARS).collect();
+    format!(
+        "{head}\n[… {} characters cut; the whole report is in {}]\n{tail}",
+        n - KEEP_HEAD_CHARS - KEEP_TAIL_CHARS,
+        report.display()
+    )
+}
+
+/// The assistant texts of a child's own turn (after its seed), joined: its partial output when a
+/// budget or an interrupt ended it.
+fn partial_output(rt: &Runtime, seeded: usize) -> String {
+    rt.history()
+        .iter()
+        .skip(seeded)
+        .filter_map(|m| match m {
+            Message::Assistant { text, .. } if !text.trim().is_empty() => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+impl Runtime {
+    /// Runs a group of `agent` calls of the stored assistant message at `at` (they run at once)
+    /// and returns their results in call order. Each call's `tool_call` event is emitted here.
+    pub(super) fn run_agents(
+        &mut self,
+        calls: &[&Call],
+        at: usize,
+        ui: &mut dyn Surface,
+    ) -> Vec<ToolResult> {
+        let started = Instant::now();
+        let mut slots: Vec<Slot> = calls
+            .iter()
+            .map(|c| {
+                self.emit(
+                    ui,
+                    Event::ToolCall {
+                        id: c.call.id.clone(),
+                        name: c.call.name.clone(),
+                        arguments: c.call.arguments.clone(),
+                    },
+                );
+                let child = match &c.bad_arguments {
+                    Some(why) => Err(ToolError::Arguments(why.clone())),
+                    None => parse_args(&c.call.arguments)
+                        .map_err(ToolError::Arguments)
+                        .and_then(|a| self.open_child(&c.call.id, &a, at, ui)),
+                };
+                Slot {
+                    call_id: c.call.id.clone(),
+                    child,
+                }
+            })
+            .collect();
+        self.drive(&mut slots, ui);
+        let results = slots
+            .into_iter()
+            .map(|s| self.child_result(s, ui))
+            .collect::<Vec<_>>();
+        let ms = started.elapsed().as_millis() as u64;
+        results
+            .into_iter()
+            .map(|mut r| {
+                r.duration_ms = ms;
+                r
+            })
+            .collect()
+    }
+
+    /// Checks a call against the limits and the Fleet, then opens its child session (durable
+    /// before it runs: its folder and `meta.json`, naming this call, exist; `agent_start` is in
+    /// the parent's events).
+    fn open_child(
+        &mut self,
+        call_id: &str,
+        a: &AgentArgs,
+        at: usize,
+        ui: &mut dyn Surface,
+    ) -> Result<Child, ToolError> {
+        if self.depth >= self.cfg.agents.depth {
+            return Err(ToolError::Refused(format!(
+                "depth limit reached: do it yourself (sub-agents nest at most {} deep)",
+                self.cfg.agents.depth
+            )));
+        }
+        let spawner = self
+            .spawner
+            .clone()
+            .ok_or_else(|| ToolError::Refused("sub-agents are not available here".into()))?;
+        let (member, route) = match &a.member {
+            None => (None, None),
+            Some(name) => {
+                let fleet = spawner.fleet().map_err(ToolError::Failed)?;
+                let m = fleet.select(name).map_err(ToolError::Arguments)?.clone();
+                let route = m.route(spawner.env()).map_err(|e| {
+                    ToolError::Refused(format!("{e}; the members are: {}", fleet.listing()))
+                })?;
+                (Some(m), route)
+            }
+        };
+        if a.fork
+            && let Some(r) = &route
+            && (r.model != self.cfg.model || r.base_url != self.cfg.base_url)
+        {
+            return Err(ToolError::Refused(format!(
+                "a fork runs on the parent's route ({}); member {} names another model ({}). Call it without fork",
+                self.cfg.model,
+                member.as_ref().map_or("", |m| m.id.as_str()),
+                r.model
+            )));
+        }
+        let cfg = child_config(self, member.as_ref());
+        let instructions = member
+            .as_ref()
+            .and_then(|m| m.instructions.clone())
+            .filter(|i| !i.trim().is_empty());
+        let (system, history) = if a.fork {
+            let mut h = self.prefix.history[..at.min(self.prefix.history.len())].to_vec();
+            h.push(Message::user(fork_message(self, &a.task)));
+            (self.prefix.system.clone(), h)
+        } else {
+            let base = system::strip_plan(&self.prefix.system);
+            let base =
+                system::with_sandbox(base, &system::sandbox_lines(cfg.sandbox, cfg.no_network));
+            let text = match &instructions {
+                Some(i) => format!("{}\n\nTask: {}", i.trim(), a.task),
+                None => format!("Task: {}", a.task),
+            };
+            (base, vec![Message::user(text)])
+        };
+        // A fork keeps the parent's sandbox line (its system bytes are the parent's); a narrower
+        // sandbox is still enforced on every command.
+        let wall_time = member
+            .as_ref()
+            .and_then(|m| m.wall_time_s)
+            .map(Duration::from_secs)
+            .map_or(self.cfg.agents.wall_time, |w| {
+                w.min(self.cfg.agents.wall_time)
+            });
+        let spec = ChildSpec {
+            title: a.task.chars().take(80).collect(),
+            system,
+            history,
+            cfg,
+            route,
+            parent_call: call_id.to_string(),
+            member: member.as_ref().map(|m| m.id.clone()),
+        };
+        let rt = spawner
+            .child(self, spec, &mut super::Quiet)
+            .map_err(|e| ToolError::Failed(format!("could not start the sub-agent: {e}")))?;
+        self.emit(
+            ui,
+            Event::AgentStart {
+                call_id: call_id.to_string(),
+                child: rt.session.id.clone(),
+                member: member.as_ref().map(|m| m.id.clone()),
+                fork: a.fork,
+                model: rt.cfg.model.clone(),
+                sandbox: rt.cfg.sandbox,
+                approval: rt.cfg.approval,
+            },
+        );
+        Ok(Child {
+            id: rt.session.id.clone(),
+            dir: rt.session.dir.clone(),
+            wall_time,
+            token: rt.cancel.clone(),
+            seeded: rt.history().len(),
+            rt: Some(rt),
+            started: None,
+            timed_out: false,
+            result: None,
+        })
+    }
+
+    /// Runs the opened children, at most `parallel` at once, answering their approval questions
+    /// on this surface and cancelling any past its wall time, until every one has ended.
+    fn drive(&mut self, slots: &mut [Slot], ui: &mut dyn Surface) {
+        let (tx, rx) = mpsc::channel::<ToParent>();
+        let parallel = self.cfg.agents.parallel.max(1);
+        let mut running = 0usize;
+        let mut next = 0usize;
+        loop {
+            // Start children while there is room.
+            while running < parallel && next < slots.len() {
+                let i = next;
+                next += 1;
+                let Ok(child) = &mut slots[i].child else {
+                    continue;
+                };
+                let Some(mut rt) = child.rt.take() else {
+                    continue;
+                };
+                let tx = tx.clone();
+                let mut surface = ChildSurface {
+                    index: i,
+                    tx: tx.clone(),
+                    cancel: rt.cancel.clone(),
+                };
+                child.started = Some(Instant::now());
+                let spawned = std::thread::Builder::new()
+                    .name(format!("agent-{}", child.id))
+                    .spawn(move || {
+                        let outcome = rt.run_turn("", &mut surface);
+                        let _ = tx.send(ToParent::Done {
+                            index: i,
+                            rt: Box::new(rt),
+                            outcome,
+                        });
+                    });
+                match spawned {
+                    Ok(_) => running += 1,
+                    Err(e) => {
+                        slots[i].child = Err(ToolError::Failed(format!(
+                            "could not start the sub-agent's thread: {e}"
+                        )));
+                    }
+                }
+            }
+            if running == 0 && next >= slots.len() {
+                break;
+            }
+            match rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(ToParent::Approve {
+                    index,
+                    command,
+                    reply,
+                }) => {
+                    let who = match &slots[index].child {
+                        Ok(c) => c.id.clone(),
+                        Err(_) => String::new(),
+                    };
+                    let answer = ui.approve(&format!("[sub-agent {who}] {command}"));
+                    let _ = reply.send(answer);
+                }
+                Ok(ToParent::Done { index, rt, outcome }) => {
+                    running = running.saturating_sub(1);
+                    if let Ok(c) = &mut slots[index].child {
+                        c.result = Some((rt, outcome));
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            // Wall time: a child past it is cancelled (its command killed, its request
+            // dropped); its siblings go on.
+            for s in slots.iter_mut() {
+                if let Ok(c) = &mut s.child
+                    && c.result.is_none()
+                    && !c.timed_out
+                    && c.started.is_some_and(|t| t.elapsed() >= c.wall_time)
+                {
+                    c.timed_out = true;
+                    c.token.cancel();
+                }
+            }
+        }
+    }
+
+    /// The tool result of one call: the child's final text (or partial output), its status,
+    /// session id and usage, bounded; `agent_end` is emitted.
+    fn child_result(&mut self, slot: Slot, ui: &mut dyn Surface) -> ToolResult {
+        let child = match slot.child {
+            Ok(c) => c,
+            Err(e) => return Err(e).into(),
+        };
+        let Some((rt, outcome)) = child.result else {
+            return Err(ToolError::Failed(format!(
+                "the sub-agent {} ended without a result",
+                child.id
+            )))
+            .into();
+        };
+        let seeded = child.seeded;
+        let (status, text) = match &outcome {
+            Ok(t) => ("completed", t.clone()),
+            Err(Failure::Interrupted) if child.timed_out => (
+                "budget_exhausted",
+                format!(
+                    "{}\n[stopped: its wall time of {} s ran out]",
+                    partial_output(&rt, seeded),
+                    child.wall_time.as_secs()
+                ),
+            ),
+            Err(Failure::Interrupted) => (
+                "interrupted",
+                format!("{}\n[interrupted]", partial_output(&rt, seeded)),
+            ),
+            Err(f @ (Failure::MaxTurns(_) | Failure::Budget(_))) => (
+                "budget_exhausted",
+                format!("{}\n[stopped: {f}]", partial_output(&rt, seeded)),
+            ),
+            Err(f) => (
+                "failed",
+                format!("{}\n[failed: {f}]", partial_output(&rt, seeded)),
+            ),
+        };
+        let text = text.trim().to_string();
+        let report = child.dir.join(REPORT);
+        if let Ok(lock) = rt.session.lock() {
+            let _ = rt
+                .session
+                .write_text_locked(&lock, REPORT, &format!("{text}\n"));
+        }
+        let t = rt.totals();
+        let u = t.usage;
+        self.emit(
+            ui,
+            Event::AgentEnd {
+                call_id: slot.call_id.clone(),
+                child: child.id.clone(),
+                status: status.to_string(),
+                requests: t.requests,
+                usage: u,
+                duration_ms: child.started.map_or(0, |s| s.elapsed().as_millis() as u64),
+            },
+        );
+        let head = format!(
+            "[sub-agent {}: {status}; {} requests; tokens in {} (cached {}), out {}]",
+            child.id, t.requests, u.input_tokens, u.cached_tokens, u.output_tokens
+        );
+        let body = bound(&text, &report);
+        let content = if body.is_empty() {
+            head
+        } else {
+            format!("{head}\n{body}")
+        };
+        ToolResult {
+            content,
+            is_error: status != "completed",
+            interrupted: false,
+            bash: None,
+            duration_ms: 0,
+        }
+    }
+}
+
+/// The child session that the parent's call `call_id` started, under `agents_dir` (its id and
+/// folder), read from each child's `meta.json`.
+pub fn child_of_call(
+    agents_dir: &std::path::Path,
+    call_id: &str,
+) -> Option<(String, std::path::PathBuf)> {
+    let rd = std::fs::read_dir(agents_dir).ok()?;
+    for e in rd.flatten() {
+        let s = crate::store::Session::at(&e.file_name().to_string_lossy(), e.path());
+        if let Ok(m) = s.read_meta()
+            && m.parent.as_ref().is_some_and(|p| p.call_id == call_id)
+        {
+            return Some((s.id, s.dir));
+        }
+    }
+    None
+}
+
+/// Marks every child of the session folder `dir` whose turn was running when its process died
+/// as interrupted (its lease is free), recursively. Returns the ids marked.
+pub fn mark_dead_children(dir: &std::path::Path) -> Vec<String> {
+    let mut marked = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir.join(files::AGENTS)) else {
+        return marked;
+    };
+    for e in rd.flatten() {
+        let s = crate::store::Session::at(&e.file_name().to_string_lossy(), e.path());
+        marked.extend(mark_dead_children(&s.dir));
+        if super::held_elsewhere(&s).is_some() {
+            continue;
+        }
+        let Ok(lock) = s.lock() else { continue };
+        if let Ok(mut m) = s.read_meta()
+            && m.status == crate::store::Status::Running
+        {
+            m.status = crate::store::Status::Interrupted;
+            m.pid = None;
+            m.updated_at = crate::clock::now_rfc3339();
+            if s.write_meta_locked(&lock, &m).is_ok() {
+                marked.push(s.id.clone());
+            }
+        }
+    }
+    marked
+}
