@@ -163,6 +163,81 @@ pub fn sandbox_check(l: &Launcher, json: bool) -> i32 {
     if report.ok { 0 } else { 1 }
 }
 
+/// `tern fleet list` / `tern fleet check` (`check`: each member's route resolved here, without
+/// a model call). Exit 1 when the Fleet does not load, or (check) a member cannot run here.
+pub fn fleet(l: &Launcher, json: bool, check: bool) -> i32 {
+    use crate::runtime::Spawner;
+    let fleet = match l.fleet() {
+        Ok(f) => f,
+        Err(e) => {
+            crate::errln!("tern: {e}");
+            return 1;
+        }
+    };
+    let mut ok = true;
+    let rows: Vec<serde_json::Value> = fleet
+        .members
+        .iter()
+        .map(|m| {
+            let route = if check {
+                match m.route(&l.env) {
+                    Ok(Some(r)) => serde_json::json!({"ok": true, "provider": r.kind, "model": r.model,
+                        "base_url": crate::provider::http::display_url(&r.base_url), "key": r.api_key.is_some()}),
+                    Ok(None) => serde_json::json!({"ok": true, "route": "the parent's"}),
+                    Err(e) => {
+                        ok = false;
+                        serde_json::json!({"ok": false, "error": e})
+                    }
+                }
+            } else {
+                serde_json::Value::Null
+            };
+            serde_json::json!({"member": m, "route": route})
+        })
+        .collect();
+    if json {
+        crate::output::print_json_line(&serde_json::json!({
+            "sources": fleet.sources,
+            "members": rows,
+            "ok": ok,
+        }));
+    } else if fleet.members.is_empty() {
+        crate::outln!(
+            "no fleet members (write {} or {})",
+            l.state.root.join("fleet.json").display(),
+            crate::fleet::user_file().map_or_else(String::new, |p| p.display().to_string())
+        );
+    } else {
+        for (m, r) in fleet.members.iter().zip(&rows) {
+            let route = match (&m.provider, &m.model) {
+                (Some(p), Some(model)) => format!("{p:?}/{model}").to_lowercase(),
+                _ => "the parent's route".into(),
+            };
+            let mut line = format!("{:<14} {:<12} {route}", m.id, m.role);
+            if let Some(s) = m.sandbox {
+                line.push_str(&format!(" · sandbox ≤ {}", s.as_str()));
+            }
+            if let Some(a) = m.approval {
+                line.push_str(&format!(" · approval ≤ {a:?}").to_lowercase());
+            }
+            if check {
+                let r = &r["route"];
+                if r["ok"] == true {
+                    let key = if r["key"] == true { " (key)" } else { "" };
+                    line.push_str(&format!("  ok{key}"));
+                } else {
+                    line.push_str(&format!(
+                        "  CANNOT RUN: {}",
+                        r["error"].as_str().unwrap_or("")
+                    ));
+                }
+            }
+            crate::outln!("{}", crate::render::safe(&line));
+        }
+    }
+    if ok { 0 } else { 1 }
+}
+
 /// `tern ops [--json]`.
 pub fn ops(json: bool) -> i32 {
     if json {

@@ -304,6 +304,11 @@ enum Cmd {
         #[command(flatten)]
         state: StateArgs,
     },
+    /// The Fleet: the members a sub-agent can be (.tern/fleet.json over ~/.config/tern/fleet.json).
+    Fleet {
+        #[command(subcommand)]
+        cmd: FleetCmd,
+    },
     /// The sandbox: what this machine supports, and a self-test.
     Sandbox {
         #[command(subcommand)]
@@ -327,6 +332,27 @@ struct TargetArgs {
     json: bool,
     #[command(flatten)]
     state: StateArgs,
+}
+
+#[derive(Subcommand)]
+enum FleetCmd {
+    /// List the members: id, role, route, ceilings, budgets.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        state: StateArgs,
+    },
+    /// Resolve each member's route here (key present, URL valid), without a model call. Exit 1
+    /// when a member cannot run.
+    Check {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        state: StateArgs,
+    },
 }
 
 #[derive(Subcommand)]
@@ -688,6 +714,19 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
             verb(ctx, "sessions", None, &target, false)
         }
         Cmd::Ops { json } => tern::cli::ops(json),
+        Cmd::Fleet { cmd } => {
+            let (json, state, check) = match cmd {
+                FleetCmd::List { json, state } => (json, state, false),
+                FleetCmd::Check { json, state } => (json, state, true),
+            };
+            match ctx.verb_launcher(&state) {
+                Ok(l) => tern::cli::fleet(&l, json, check),
+                Err(e) => {
+                    tern::errln!("tern: {e}");
+                    1
+                }
+            }
+        }
         Cmd::Sandbox {
             cmd: SandboxCmd::Check { json, state },
         } => match ctx.verb_launcher(&state) {

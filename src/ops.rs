@@ -331,6 +331,8 @@ pub struct SessionRow {
     pub updated_at: String,
     /// The first prompt.
     pub title: String,
+    /// 0 for a session, 1 for its sub-agents, 2 for theirs.
+    pub depth: usize,
 }
 
 /// What an op produced, for a surface to render.
@@ -857,8 +859,21 @@ fn sessions(state: &StateDir) -> Result<Vec<SessionRow>, OpError> {
     let mut rows = Vec::new();
     for id in ids.iter().rev() {
         let is_current = current.as_deref() == Some(id);
-        let row = match state.open_session(id) {
-            Ok(s) => match s.read_meta() {
+        match state.open_session(id) {
+            Ok(s) => session_rows(&s, is_current, 0, &mut rows),
+            Err(e) => rows.push(unreadable(id, is_current, e.to_string())),
+        }
+    }
+    Ok(rows)
+}
+
+/// The row of `s`, then its sub-agents' rows (oldest first) under it.
+fn session_rows(s: &Session, current: bool, depth: usize, rows: &mut Vec<SessionRow>) {
+    let id = &s.id;
+    let is_current = current;
+    {
+        let row = {
+            match s.read_meta() {
                 Ok(m) => {
                     let status =
                         if m.status == Status::Running && runtime::held_elsewhere(&s).is_none() {
@@ -874,15 +889,29 @@ fn sessions(state: &StateDir) -> Result<Vec<SessionRow>, OpError> {
                         tokens: m.usage.input_tokens.saturating_add(m.usage.output_tokens),
                         updated_at: m.updated_at,
                         title: m.title,
+                        depth,
                     }
                 }
-                Err(e) => unreadable(id, is_current, e.to_string()),
-            },
-            Err(e) => unreadable(id, is_current, e.to_string()),
+                Err(e) => SessionRow {
+                    depth,
+                    ..unreadable(id, is_current, e.to_string())
+                },
+            }
         };
         rows.push(row);
     }
-    Ok(rows)
+    let Ok(rd) = std::fs::read_dir(s.path(files::AGENTS)) else {
+        return;
+    };
+    let mut children: Vec<Session> = rd
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| Session::at(&e.file_name().to_string_lossy(), e.path()))
+        .collect();
+    children.sort_by(|a, b| a.id.cmp(&b.id));
+    for c in &children {
+        session_rows(c, false, depth + 1, rows);
+    }
 }
 
 fn unreadable(id: &str, current: bool, why: String) -> SessionRow {
@@ -894,6 +923,7 @@ fn unreadable(id: &str, current: bool, why: String) -> SessionRow {
         tokens: 0,
         updated_at: String::new(),
         title: String::new(),
+        depth: 0,
     }
 }
 
@@ -907,17 +937,23 @@ fn render_sessions(root: &std::path::Path, rows: &[SessionRow]) -> String {
     );
     for r in rows {
         let mark = if r.current { "*" } else { " " };
+        // A sub-agent sits under its parent: `└ id`, indented by its depth.
+        let id = if r.depth == 0 {
+            r.id.clone()
+        } else {
+            format!("{}└ {}", "  ".repeat(r.depth - 1), r.id)
+        };
         match &r.status {
             Ok(status) => out.push_str(&format!(
                 "{mark} {:<22} {:<11} {:>5} {:>9}  {:<20}  {}\n",
-                r.id,
+                id,
                 status,
                 r.turns,
                 r.tokens,
                 r.updated_at,
                 crate::render::safe(&r.title.replace(['\n', '\r'], " "))
             )),
-            Err(e) => out.push_str(&format!("{mark} {:<22} unreadable: {e}\n", r.id)),
+            Err(e) => out.push_str(&format!("{mark} {id:<22} unreadable: {e}\n")),
         }
     }
     out.trim_end().to_string()

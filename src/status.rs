@@ -127,6 +127,44 @@ pub fn footer(session: &Session, snap: &Snapshot) -> Vec<String> {
     lines
 }
 
+/// One line per sub-agent running now (at any depth), with its To-do progress:
+/// `Agent 2026…-ab12: running, 2/5 settled (review the diff)`.
+pub fn running_children(session: &Session) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(session.path(files::AGENTS)) else {
+        return out;
+    };
+    let mut dirs: Vec<_> = rd.flatten().map(|e| e.path()).collect();
+    dirs.sort();
+    for d in dirs {
+        let name = d
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        let c = Session::at(&name, d);
+        if let Ok(m) = c.read_meta()
+            && crate::runtime::really_running(&c, &m)
+        {
+            let l: Ledger = c
+                .read_json(files::LEDGER)
+                .ok()
+                .flatten()
+                .unwrap_or_default();
+            let progress = if l.items.is_empty() {
+                String::new()
+            } else {
+                format!(", {}/{} settled", l.settled(), l.items.len())
+            };
+            out.push(format!(
+                "Agent {}: running{progress} ({})",
+                c.id,
+                crate::render::safe(&m.title.replace(['\n', '\r'], " "))
+            ));
+        }
+        out.extend(running_children(&c));
+    }
+    out
+}
+
 /// A sandbox setting as the status views show it: `workspace-write (Landlock ABI 7)`,
 /// `read-only, no network (…)`, `danger-full-access (no sandbox)`, or a mode this machine cannot
 /// enforce (`… (not enforced: commands are refused)`).
