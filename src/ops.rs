@@ -876,7 +876,7 @@ fn session_rows(s: &Session, current: bool, depth: usize, rows: &mut Vec<Session
             match s.read_meta() {
                 Ok(m) => {
                     let status =
-                        if m.status == Status::Running && runtime::held_elsewhere(&s).is_none() {
+                        if m.status == Status::Running && runtime::held_elsewhere(s).is_none() {
                             "interrupted?".to_string()
                         } else {
                             m.status.as_str().to_string()
