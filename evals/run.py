@@ -204,7 +204,8 @@ def make_handler(rec: Recorder):
                     self.send_header(k, v)
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
-            chunks, text, calls = 0, [], 0
+            chunks, text, calls, args_len = 0, [], set(), 0
+            head, tail = [], ""
             while True:
                 line = resp.readline()
                 if not line:
@@ -228,9 +229,15 @@ def make_handler(rec: Recorder):
                         chunks += 1
                         if sum(map(len, text)) < 20000:
                             text.append(d["content"])
-                    if d.get("tool_calls"):
+                    for tc in d.get("tool_calls") or []:
                         chunks += 1
-                        calls += 1
+                        calls.add(tc.get("index", 0))
+                        f = tc.get("function") or {}
+                        piece = (f"[{f['name']}] " if f.get("name") else "") + (f.get("arguments") or "")
+                        args_len += len(piece)
+                        if sum(map(len, head)) < 1500:
+                            head.append(piece)
+                        tail = (tail + piece)[-300:]
                     if ch.get("finish_reason"):
                         r["finish_reason"] = ch["finish_reason"]
                 if j.get("usage"):
@@ -238,6 +245,9 @@ def make_handler(rec: Recorder):
                     r["prompt_tokens"] = j["usage"].get("prompt_tokens")
                 r["chunks"] = chunks
                 r["text"] = "".join(text)
+                if calls:
+                    r["stream_calls"] = len(calls)
+                    r["call_text"] = "".join(head) + (" … " + tail if args_len > 1800 else "")
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
 
@@ -410,7 +420,8 @@ def classify(run: dict, prompts: dict) -> None:
         r = reqs[i]
         flags["runaway_generation"] = (f"request {i + 1}: {x} output tokens, no max_tokens sent"
                                        if r.get("sent_max_tokens") is None else f"request {i + 1}: {x} tokens") + \
-            f"; text starts {_short(r.get('text', ''), 120)}"
+            f"; {r.get('stream_calls', 0)} tool calls in it; starts " + \
+            _short(r.get("text") or r.get("call_text") or "", 160)
     if run["timed_out"]:
         flags["timeout"] = f"killed after {run['wall_s']} s; {len(reqs)} requests, {len(calls)} tool calls"
 
@@ -455,6 +466,10 @@ def classify(run: dict, prompts: dict) -> None:
         i = max(range(len(sig)), key=lambda j: sig.count(sig[j])) if sig else 0
         flags["repeated_calls"] = (f"{best} identical calls in a row, {per_answer} in one answer: "
                                    f"{calls[i].get('name')} {_short(calls[i].get('arguments'), 120)}") if calls else ""
+    many = max((r.get("stream_calls", 0) for r in reqs), default=0)
+    if many >= REPEAT_LIMIT:
+        r = next(r for r in reqs if r.get("stream_calls", 0) == many)
+        flags["many_calls_in_one_answer"] = f"{many} tool calls streamed in one answer: {_short(r.get('call_text', ''), 160)}"
     if any(e.get("type") == "boundary" and e.get("kind") == "tools_off" for e in ev):
         flags["loop_guard_fired"] = "boundary tools_off"
     if status == "max_turns" and "repeated_calls" in flags:
@@ -497,6 +512,8 @@ def classify(run: dict, prompts: dict) -> None:
 
 def report(doc: dict, out=sys.stdout) -> None:
     runs = doc["runs"]
+    for r in runs:  # from the raw record, so a fix to classify() applies to old results too
+        classify(r, doc.get("advertised", {}))
     meta = doc["meta"]
     w = out.write
     w(f"\n{meta.get('label') or meta.get('tern')}: {meta.get('tern_version', '')} "
