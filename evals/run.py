@@ -42,17 +42,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tasks import BY_NAME, TASKS  # noqa: E402
 
-RUNAWAY_TOKENS = 2000  # one answer longer than this is a runaway generation
+RUNAWAY_TOKENS = 1000  # one answer longer than this is a runaway generation (these tasks need < 400)
 REPEAT_LIMIT = 3  # this many identical calls in a row (or in one answer) is a repetition loop
 
 # The failure causes, in the order a failed run is assigned one (the first that applies).
 CAUSES = [
     ("provider_error", "provider error (the server answered with an error, or tern gave up on it)"),
     ("runaway_generation", f"runaway generation (one answer over {RUNAWAY_TOKENS} output tokens)"),
-    ("timeout", "timeout (the run hit the wall-clock limit)"),
     ("description_in_argument", "copied a tool description (or system-prompt text) into an argument"),
     ("prompt_example_verbatim", "ran the system prompt's example command verbatim"),
-    ("repeated_calls_to_limit", "repeated identical calls until the turn limit"),
+    ("repeated_calls_to_limit", "repeated identical calls until the turn (or time) limit"),
+    ("timeout", "timeout (the run hit the wall-clock limit, none of the above)"),
     ("non_bash_first", "called a non-bash tool first"),
     ("unrun_call_at_end", "ended 'completed' on a tool call tern did not run"),
     ("prose_no_tool_call", "answered in prose without any tool call"),
@@ -472,7 +472,7 @@ def classify(run: dict, prompts: dict) -> None:
         flags["many_calls_in_one_answer"] = f"{many} tool calls streamed in one answer: {_short(r.get('call_text', ''), 160)}"
     if any(e.get("type") == "boundary" and e.get("kind") == "tools_off" for e in ev):
         flags["loop_guard_fired"] = "boundary tools_off"
-    if status == "max_turns" and "repeated_calls" in flags:
+    if (status == "max_turns" or run["timed_out"]) and "repeated_calls" in flags:
         flags["repeated_calls_to_limit"] = flags["repeated_calls"]
     answers = [e for e in ev if e.get("type") == "assistant"]
     if status == "completed" and answers:
