@@ -367,6 +367,15 @@ def _leaves(v, path=""):
             yield from _leaves(x, f"{path}[{i}]")
 
 
+GRAM = 5
+SCHEMA_TYPES = {"string", "array", "object", "integer", "number", "boolean"}
+
+
+def _grams(text: str, n: int = GRAM) -> set[tuple]:
+    w = re.findall(r"[a-z0-9_$]+", text.lower())
+    return {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
+
+
 def _descriptions(tools: list) -> list[str]:
     out = []
     def walk(v):
@@ -422,11 +431,15 @@ def classify(run: dict, prompts: dict) -> None:
                                        if r.get("sent_max_tokens") is None else f"request {i + 1}: {x} tokens") + \
             f"; {r.get('stream_calls', 0)} tool calls in it; starts " + \
             _short(r.get("text") or r.get("call_text") or "", 160)
+    gen_s = sum(r.get("duration_s") or 0 for r in reqs)
+    run["tokens_per_s"] = round(run["output_tokens"] / gen_s, 1) if gen_s else None
     if run["timed_out"]:
-        flags["timeout"] = f"killed after {run['wall_s']} s; {len(reqs)} requests, {len(calls)} tool calls"
+        flags["timeout"] = (f"killed after {run['wall_s']} s; {len(reqs)} requests, {len(calls)} tool calls, "
+                            f"{run['output_tokens']} tokens at {run['tokens_per_s']} tokens/s")
 
     # Tool calls.
     desc_clauses = {c for d in _descriptions(tools) for c in _clauses(d)}
+    desc_grams = {g for d in _descriptions(tools) for g in _grams(d)}
     desc_norm = [_norm(d) for d in _descriptions(tools)]
     sys_clauses = set(_clauses(system))
     sys_norm = _norm(system)
@@ -441,6 +454,12 @@ def classify(run: dict, prompts: dict) -> None:
             hit = next((cl for cl in desc_clauses if cl in ns), None) or \
                 (ns if len(ns) >= 20 and any(ns in d for d in desc_norm) else None)
             where = "tool description"
+            if hit is None:
+                g = next((g for g in _grams(s) if g in desc_grams), None)
+                hit = " ".join(g) if g else None
+                where = f"{GRAM} words in a row from a tool description"
+            if hit is None and ns in SCHEMA_TYPES:
+                hit, where = ns, "a JSON-schema type name as the value"
             if hit is None:
                 hit = next((cl for cl in sys_clauses if cl in ns), None)
                 where = "system prompt"
@@ -538,7 +557,8 @@ def report(doc: dict, out=sys.stdout) -> None:
     w(f"{'total':<14} {p:>2}/{len(runs):<3}  {tok:>10.0f}  {sec:>8.1f}  "
       f"(wall time {sum(r['wall_s'] for r in runs) / 60:.1f} min)\n")
     w(f"passed but exit code not 0: {sum(1 for r in runs if r['verified'] and r['exit_code'] != 0)}; "
-      f"requests that sent an output-token cap: {sum(1 for r in runs if r.get('sent_output_cap'))} runs of {len(runs)}\n")
+      f"runs that sent an output-token cap: {sum(1 for r in runs if r.get('sent_output_cap'))} of {len(runs)}; "
+      f"model speed, median over runs: {statistics.median([r['tokens_per_s'] or 0 for r in runs]) if runs else 0} tokens/s\n")
 
     w("\nfailure causes (one per failed run, the first that applies in this order):\n")
     for k, text in CAUSES:
