@@ -508,6 +508,9 @@ def classify(run: dict, prompts: dict) -> None:
         flags["max_turns"] = f"{res.get('turns')} turns; last call {_short(calls[-1].get('name') if calls else None)}"
     if status == "completed" and not run["verified"]:
         flags["completed_verifier_failed"] = f"verifier: {run['verifier_detail']}"
+    pc = [e for e in ev if e.get("type") == "tool_result" and e.get("name") == "plan_confirm" and e.get("is_error")]
+    if pc:
+        flags["plan_confirm_failed"] = f"{len(pc)}x: {_short(pc[0].get('content'), 160)}"
     tool_errors = [e for e in ev if e.get("type") == "tool_result" and e.get("is_error")]
     if tool_errors:
         flags["tool_errors"] = f"{len(tool_errors)}; first: {tool_errors[0].get('name')}: {_short(tool_errors[0].get('content'), 140)}"
@@ -575,7 +578,7 @@ def report(doc: dict, out=sys.stdout) -> None:
         w(f"  {len(lst):>3}  {f}   e.g. {r['task']}#{r['run']}: {_short(ex, 150)}\n")
     firsts: dict[str, int] = {}
     for r in runs:
-        n = (r["first_call"] or "(no call)").split(" ")[0]
+        n = r["first_call"].split(" ")[0] if r["first_call"] else "(no call)"
         firsts[n] = firsts.get(n, 0) + 1
     w("\nfirst tool call: " + ", ".join(f"{k} {v}" for k, v in sorted(firsts.items(), key=lambda x: -x[1])) + "\n")
 
