@@ -72,6 +72,19 @@ struct StateArgs {
     state_dir: Option<PathBuf>,
 }
 
+/// `--temperature`: a number from 0 to 2.
+fn temperature(s: &str) -> Result<f64, String> {
+    let t: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number"))?;
+    if (0.0..=2.0).contains(&t) {
+        Ok(t)
+    } else {
+        Err(format!("{t} is not between 0 and 2"))
+    }
+}
+
 /// `--approval`, else TERN_APPROVAL (ask, auto or never), else `default`. Errors on a bad
 /// TERN_APPROVAL, but only for the commands that use it.
 fn approval_or_env(
@@ -146,6 +159,13 @@ struct ModelArgs {
     /// Longest silence from the provider before an attempt fails, in seconds (1 s to a day).
     #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     idle_timeout: u64,
+    /// The most tokens one answer may have (sent as the output cap of every request).
+    #[arg(long, default_value_t = 8192, value_parser = clap::value_parser!(u32).range(16..=1_000_000))]
+    max_output_tokens: u32,
+    /// Sampling temperature sent with every request (default: the server's own; Anthropic
+    /// takes 0 to 1).
+    #[arg(long, value_parser = temperature)]
+    temperature: Option<f64>,
     /// How deep sub-agents may nest (0: no sub-agents).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=8))]
     agent_depth: u32,
@@ -178,6 +198,8 @@ impl ModelArgs {
         cfg.retry.max_total = Duration::from_secs(self.max_retry_time);
         cfg.approval = approval;
         cfg.max_turns = max_turns;
+        cfg.max_output_tokens = self.max_output_tokens;
+        cfg.temperature = self.temperature;
         cfg.agents = tern::runtime::AgentLimits {
             depth: self.agent_depth,
             parallel: usize::try_from(self.agents_parallel).unwrap_or(4),

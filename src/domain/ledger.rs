@@ -687,14 +687,14 @@ impl Cx<'_> {
         if let Some(id) = added {
             reply.push_str(&format!("Added #{id}. "));
         }
+        // Short: the work-state block shows the whole list with the next request.
         reply.push_str(&format!(
-            "To-do updated (revision {}): {}/{} settled, ",
-            ledger.revision,
+            "To-do saved: {}/{} settled, ",
             ledger.settled(),
             ledger.items.len()
         ));
         match ledger.in_progress() {
-            Some((_, it)) => reply.push_str(&format!("in progress: {}.", stored_label(it))),
+            Some((_, it)) => reply.push_str(&format!("#{} in progress.", snippet(&it.id))),
             None => reply.push_str("nothing in progress."),
         }
         Applied {

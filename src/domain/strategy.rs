@@ -116,9 +116,6 @@ pub fn apply_strategy(args: &Value) -> Result<(Value, String), String> {
         ));
     }
     let fields: Vec<&str> = out.keys().map(String::as_str).collect();
-    let ack = format!(
-        "Strategy recorded ({}). It is not a progress list: track progress with work_update.",
-        fields.join(", ")
-    );
+    let ack = format!("Strategy saved ({}).", fields.join(", "));
     Ok((Value::Object(out), ack))
 }

@@ -84,15 +84,18 @@ impl Provider for Anthropic {
 struct Body<'a> {
     model: &'a str,
     max_tokens: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
     stream: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<Tool<'a>>,
-    /// `{"type":"none"}` only when the runtime asks for a text answer.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_choice: Option<serde_json::Value>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     system: Vec<Block<'a>>,
     messages: Vec<Msg<'a>>,
+    /// `{"type":"none"}` only when the runtime asks for a text answer; after `messages`, so the
+    /// body keeps its byte prefix.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<serde_json::Value>,
 }
 
 #[derive(Serialize)]
@@ -268,6 +271,7 @@ pub fn body(req: &Request<'_>) -> Vec<u8> {
     let body = Body {
         model: req.model,
         max_tokens: req.max_output_tokens.max(1),
+        temperature: req.temperature,
         stream: true,
         tools: req
             .tools
@@ -310,6 +314,9 @@ pub struct Decoder {
     cache_creation: u64,
     output_tokens: u64,
     done: bool,
+    /// Runaway watches of the text and of the last tool input.
+    watch_text: super::runaway::Watch,
+    watch_call: super::runaway::Watch,
 }
 
 impl Decoder {
@@ -451,6 +458,15 @@ impl StreamDecoder for Decoder {
             // `ping` and event types added later.
             _ => {}
         }
+        // A runaway (the text or a tool input repeating itself) ends the answer here.
+        let call_run = self
+            .calls
+            .last()
+            .is_some_and(|c| self.watch_call.runaway(&c.arguments));
+        if call_run || self.watch_text.runaway(&self.text) {
+            self.stop_reason = Some("repetition".into());
+            self.done = true;
+        }
         Ok(())
     }
 
@@ -519,6 +535,8 @@ mod tests {
             tail,
             cache_key: Some("ignored"),
             max_output_tokens: 4096,
+            temperature: None,
+            official_openai: false,
             tools_allowed: true,
         }
     }

@@ -31,6 +31,7 @@ pub mod http;
 pub mod openai;
 pub mod replay;
 pub mod retry;
+pub mod runaway;
 pub mod sse;
 
 use std::time::Duration;
@@ -58,8 +59,13 @@ pub struct Request<'a> {
     pub tail: Option<&'a str>,
     /// OpenAI `prompt_cache_key` (the session id), sent only where the server is OpenAI's.
     pub cache_key: Option<&'a str>,
-    /// Upper bound on output tokens (`max_tokens`; Anthropic requires it).
+    /// Upper bound on output tokens, sent on every request (`max_tokens`; OpenAI's own API:
+    /// `max_completion_tokens`, which its newer models require).
     pub max_output_tokens: u32,
+    /// Sampling temperature, when set (`--temperature`); else the server's default.
+    pub temperature: Option<f64>,
+    /// The server is OpenAI's own API (api.openai.com): its parameter names.
+    pub official_openai: bool,
     /// False asks for a text answer only (`tool_choice` none): the tools stay in the request so
     /// the prefix keeps its bytes up to that field. Used once to end a loop of repeated calls.
     pub tools_allowed: bool,

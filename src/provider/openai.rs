@@ -81,14 +81,23 @@ struct Body<'a> {
     model: &'a str,
     stream: bool,
     stream_options: StreamOptions,
+    /// The output cap (other servers' name for it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    /// The output cap (OpenAI's own API: `max_tokens` is refused by its newer models).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<Tool<'a>>,
-    /// `"none"` only when the runtime asks for a text answer.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_choice: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     prompt_cache_key: Option<&'a str>,
     messages: Vec<Msg<'a>>,
+    /// `"none"` only when the runtime asks for a text answer; after `messages`, so such a
+    /// request (a compaction's summary) still extends the previous body byte for byte.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<&'static str>,
 }
 
 #[derive(Serialize)]
@@ -213,6 +222,9 @@ pub fn body(req: &Request<'_>) -> Vec<u8> {
         stream_options: StreamOptions {
             include_usage: true,
         },
+        max_tokens: (!req.official_openai).then_some(req.max_output_tokens.max(1)),
+        max_completion_tokens: req.official_openai.then_some(req.max_output_tokens.max(1)),
+        temperature: req.temperature,
         tools: req
             .tools
             .iter()
@@ -257,6 +269,9 @@ pub struct Decoder {
     finish_reason: Option<String>,
     usage: Usage,
     done: bool,
+    /// Runaway watches of the text and of the call being streamed.
+    watch_text: super::runaway::Watch,
+    watch_call: super::runaway::Watch,
 }
 
 #[derive(Deserialize)]
@@ -348,6 +363,34 @@ impl Decoder {
     }
 }
 
+impl Decoder {
+    /// Ends the answer here (finish reason `repetition`) when it runs away: its text or the call
+    /// being streamed repeats itself, or one call is made a fourth time (the three kept).
+    fn stop_a_runaway(&mut self) {
+        let current = self.last_index.and_then(|i| self.calls.get(&i));
+        let args_run = current.is_some_and(|c| self.watch_call.runaway(&c.arguments));
+        let text_run = self.watch_text.runaway(&self.text);
+        let complete = self.calls.len().saturating_sub(1);
+        let same_call_again = complete >= 4 && {
+            let done: Vec<&RawToolCall> = self.calls.values().take(complete).collect();
+            let last = done[done.len() - 1];
+            done.iter()
+                .filter(|c| c.name == last.name && c.arguments == last.arguments)
+                .count()
+                >= 4
+        };
+        if same_call_again {
+            // Keep the first three copies; drop the fourth and the call after it.
+            let keep: Vec<u64> = self.calls.keys().copied().take(complete - 1).collect();
+            self.calls.retain(|k, _| keep.contains(k));
+        }
+        if args_run || text_run || same_call_again {
+            self.finish_reason = Some("repetition".into());
+            self.done = true;
+        }
+    }
+}
+
 impl StreamDecoder for Decoder {
     fn event(&mut self, ev: &SseEvent, on_text: &mut dyn FnMut(&str)) -> Result<(), ProviderError> {
         let secret = self.secret.as_deref();
@@ -399,6 +442,7 @@ impl StreamDecoder for Decoder {
         if let Some(r) = choice.finish_reason.filter(|r| !r.is_empty()) {
             self.finish_reason = Some(r);
         }
+        self.stop_a_runaway();
         Ok(())
     }
 
@@ -485,6 +529,8 @@ mod tests {
             tail,
             cache_key: None,
             max_output_tokens: 100,
+            temperature: None,
+            official_openai: false,
             tools_allowed: true,
         }
     }
@@ -495,6 +541,50 @@ mod tests {
             name: "bash".into(),
             arguments: json!({"command": cmd}),
         }
+    }
+
+    /// The output cap goes on every request, under the name the server takes; a temperature only
+    /// when set.
+    #[test]
+    fn output_cap_and_temperature() {
+        let t = tools();
+        let msgs = vec![Message::user("hi")];
+        let mut r = req(&t, &msgs, None);
+        let b = String::from_utf8(body(&r)).unwrap();
+        assert!(
+            b.contains(r#""max_tokens":100"#) && !b.contains("temperature"),
+            "{b}"
+        );
+        r.official_openai = true;
+        r.temperature = Some(0.2);
+        let b = String::from_utf8(body(&r)).unwrap();
+        assert!(
+            b.contains(r#""max_completion_tokens":100,"temperature":0.2"#),
+            "{b}"
+        );
+        assert!(!b.contains(r#""max_tokens""#), "{b}");
+    }
+
+    /// One answer repeating the same call, or its text running on, is cut mid-stream.
+    #[test]
+    fn a_runaway_answer_is_stopped() {
+        let mut stream = String::new();
+        for i in 0..8 {
+            stream.push_str(&format!(
+                "data: {{\"choices\":[{{\"delta\":{{\"tool_calls\":[{{\"index\":{i},\"id\":\"c{i}\",\"function\":{{\"name\":\"bash\",\"arguments\":\"{{\\\"command\\\":\\\"ls\\\"}}\"}}}}]}}}}]}}\n\n"
+            ));
+        }
+        stream.push_str("data: [DONE]\n\n");
+        let c = decode(&stream).unwrap();
+        assert_eq!(c.finish_reason.as_deref(), Some("repetition"));
+        assert_eq!(c.tool_calls.len(), 3, "{:?}", c.tool_calls);
+        let mut text = String::new();
+        for _ in 0..400 {
+            text.push_str("data: {\"choices\":[{\"delta\":{\"content\":\"Buy milk. \"}}]}\n\n");
+        }
+        let c = decode(&text).unwrap();
+        assert_eq!(c.finish_reason.as_deref(), Some("repetition"));
+        assert!(c.text.len() < 4000, "{}", c.text.len());
     }
 
     #[test]
@@ -515,7 +605,7 @@ mod tests {
         assert_eq!(
             body,
             concat!(
-                r#"{"model":"m","stream":true,"stream_options":{"include_usage":true},"#,
+                r#"{"model":"m","stream":true,"stream_options":{"include_usage":true},"max_tokens":100,"#,
                 r#""tools":[{"type":"function","function":{"name":"bash","description":"Run a command.","parameters":{"type":"object","properties":{"command":{"type":"string"}}}}}],"#,
                 r#""prompt_cache_key":"sess-1","#,
                 r#""messages":[{"role":"system","content":"sys"},{"role":"user","content":"hi"},"#,
@@ -523,7 +613,6 @@ mod tests {
                 r#"{"role":"tool","tool_call_id":"call_1","content":"a.txt\n\n<tern:work_state/>"}]}"#
             )
         );
-        assert!(!body.contains("max_tokens"));
         // No tools: the field is left out.
         let body = String::from_utf8(super::body(&req(&[], &msgs, None))).unwrap();
         assert!(!body.contains("\"tools\""));

@@ -22,7 +22,9 @@ pub(super) struct Call {
 
 impl Runtime {
     /// True when the previous assistant message made the same tool call (name and arguments) and
-    /// got the same result: small models loop like this once the work is done.
+    /// got the same result: small models loop like this once the work is done. For the tools
+    /// whose result is only a receipt (the To-do, the plan tools, the strategy) the call alone
+    /// counts: each receipt differs (a new revision) while nothing new happens.
     pub(super) fn repeats_previous_step(&self, call: &ToolCall, content: &str) -> bool {
         let mut assistants = self
             .prefix
@@ -43,6 +45,9 @@ impl Runtime {
         else {
             return false;
         };
+        if is_receipt_tool(&call.name) {
+            return true;
+        }
         self.prefix.history[prev_at..].iter().any(|m| {
             matches!(m, Message::Tool { tool_call_id, content: c, .. }
                 if *tool_call_id == prev.id
@@ -73,7 +78,7 @@ impl Runtime {
         };
         let cut_off = matches!(
             answer.finish_reason.as_deref(),
-            Some("length" | "max_tokens")
+            Some("length" | "max_tokens" | "repetition")
         );
         let mut calls: Vec<Call> = Vec::new();
         for (i, raw) in answer.tool_calls.into_iter().enumerate() {
@@ -86,7 +91,7 @@ impl Runtime {
                 Ok(v) => (v, None),
                 Err(why) => {
                     let hint = if cut_off {
-                        " Your output was cut off by the token limit; send a shorter call."
+                        " Your output was cut off (the token limit, or it kept repeating itself); send a shorter call."
                     } else {
                         ""
                     };
@@ -121,6 +126,13 @@ impl Runtime {
         };
         (Some(message), calls)
     }
+}
+
+/// The tools whose result is only a receipt of a state change: a repeat is judged by the call.
+fn is_receipt_tool(name: &str) -> bool {
+    name.starts_with("plan_")
+        || name == crate::domain::ledger::UPDATE_PLAN
+        || crate::tools::work::is_work_tool(name)
 }
 
 /// Parses joined tool-call argument fragments: one JSON object (empty text counts as `{}`, which

@@ -2,7 +2,8 @@
 //! new history opens with the summary. One of the declared cache boundaries.
 //!
 //! The summary request reuses the same tools and system prompt and the history as stored, with the
-//! instruction (`prompts/compact.md`) appended as a user message, so it reads the prefix cache.
+//! instruction (`prompts/compact.md`) appended as a user message, so it reads the prefix cache;
+//! it asks for text only (`tool_choice` none), and an answer with calls is not a summary.
 //! Nothing is written until a usable summary exists: a failed compaction changes no file.
 
 use super::{Failure, Runtime, Surface, stamp};
@@ -93,9 +94,11 @@ impl Runtime {
         messages.push(Message::user(INSTRUCTION.trim()));
         let mut last_problem = String::new();
         for _ in 0..2 {
-            let body = self
-                .prefix
-                .body_with(&messages, &*self.provider, &self.options(None, true));
+            // Text only (`tool_choice` none): the tools stay in the body, so the summary
+            // request still reads the cached prefix.
+            let body =
+                self.prefix
+                    .body_with(&messages, &*self.provider, &self.options(None, false));
             let answer = self.send(body, Purpose::Compaction, ui).map_err(|e| {
                 match super::request::provider_failure(e) {
                     Failure::Interrupted => Failure::Interrupted,
@@ -103,6 +106,11 @@ impl Runtime {
                 }
             })?;
             let text = answer.text.trim();
+            if !answer.tool_calls.is_empty() || super::textcall::unrun_call(text).is_some() {
+                // An answer with calls is not a summary (nothing is run).
+                last_problem = "tool calls instead of a summary".into();
+                continue;
+            }
             if !is_placeholder(text) {
                 return Ok(text.to_string());
             }

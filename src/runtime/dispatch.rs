@@ -82,15 +82,17 @@ impl Runtime {
         let parent = self.parent.clone();
         match name {
             "plan_draft" => match args.get("content").and_then(|v| v.as_str()) {
-                Some(content) => super::plan::draft(&self.session, parent.as_deref(), content, ui),
+                Some(content) => super::plan::draft(&self.session, parent.as_deref(), content, ui)
+                    .map(|_| "Draft saved; it is not in your prompt.".to_string()),
                 None => Err(ToolError::Arguments(
                     "plan_draft needs {\"content\": \"…\"} (a string).".into(),
                 )),
             },
             "plan_confirm" => {
                 let keep = self.inflight_index();
-                self.plan_confirm(keep, ui)
-                    .map(|m| format!("{m} Track the work with work_update."))
+                self.plan_confirm(keep, ui).map(|_| {
+                    "Plan confirmed: it is now <locked_plan> in your system prompt.".to_string()
+                })
             }
             "plan_cancel" => super::plan::cancel(&self.session, parent.as_deref(), ui),
             "plan_clear" => {

@@ -91,8 +91,10 @@ pub struct Config {
     pub retry: RetryPolicy,
     /// When bash may run.
     pub approval: Approval,
-    /// `max_tokens` for providers that require it (Anthropic).
+    /// The output cap of every request, in tokens (`--max-output-tokens`).
     pub max_output_tokens: u32,
+    /// Sampling temperature (`--temperature`); None: the server's default.
+    pub temperature: Option<f64>,
     /// Send `prompt_cache_key` = session id (only where the server is OpenAI's).
     pub send_cache_key: bool,
     /// The provider's base URL, recorded in `meta.json` (credentials removed).
@@ -149,6 +151,7 @@ impl Config {
             retry: RetryPolicy::default(),
             approval: Approval::Auto,
             max_output_tokens: 8192,
+            temperature: None,
             send_cache_key: false,
             base_url: String::new(),
             sandbox: crate::sandbox::Mode::default(),

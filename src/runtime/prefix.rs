@@ -33,6 +33,10 @@ pub struct RequestOptions<'a> {
     pub cache_key: Option<&'a str>,
     /// Output cap (`max_tokens`).
     pub max_output_tokens: u32,
+    /// Sampling temperature, when set.
+    pub temperature: Option<f64>,
+    /// The server is OpenAI's own API.
+    pub official_openai: bool,
     /// False asks for text only (`tool_choice` none); the tools stay in the body so the prefix
     /// keeps its bytes.
     pub tools_allowed: bool,
@@ -60,6 +64,8 @@ impl Prefix {
             tail: opts.tail,
             cache_key: opts.cache_key,
             max_output_tokens: opts.max_output_tokens,
+            temperature: opts.temperature,
+            official_openai: opts.official_openai,
             tools_allowed: opts.tools_allowed,
         })
     }

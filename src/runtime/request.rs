@@ -38,6 +38,8 @@ impl Runtime {
                     .unwrap_or(self.session.id.as_str())
             }),
             max_output_tokens: self.cfg.max_output_tokens,
+            temperature: self.cfg.temperature,
+            official_openai: self.cfg.send_cache_key,
             tools_allowed,
         }
     }

@@ -34,6 +34,50 @@ pub fn recover(text: &str, tools: &[&str]) -> Option<Vec<RawToolCall>> {
     (!calls.is_empty()).then_some(calls)
 }
 
+/// What an answer that [`recover`] did not take is, when it still has the shape of a call
+/// (a `{"name": …, "arguments": …}` object, bare or in fenced blocks, with any name or
+/// arguments that did not parse): the name it calls, so the model is told it did not run. None
+/// for anything else (prose, an example inside prose).
+pub fn unrun_call(text: &str) -> Option<String> {
+    let whole = text.trim();
+    let name_of = |s: &str| -> Option<String> {
+        let s = s.trim();
+        if !s.starts_with('{') {
+            return None;
+        }
+        match serde_json::from_str::<Value>(s) {
+            Ok(v) => {
+                let name = v.get("name")?.as_str()?;
+                (v.get("arguments").is_some() || v.get("parameters").is_some())
+                    .then(|| name.to_string())
+            }
+            // Call-shaped but not JSON: the name as written, when there is one.
+            Err(_) => {
+                let at = s.find("\"name\"")?;
+                let rest = s[at + 6..].trim_start().strip_prefix(':')?.trim_start();
+                let rest = rest.strip_prefix('"')?;
+                (s.contains("\"arguments\"") || s.contains("\"parameters\""))
+                    .then(|| rest.split('"').next().unwrap_or("").to_string())
+            }
+        }
+    };
+    if let Some(n) = name_of(whole) {
+        return Some(n);
+    }
+    let mut names = Vec::new();
+    let mut remaining = whole;
+    while !remaining.is_empty() {
+        let after = remaining.strip_prefix("```")?;
+        let end = after.find("```")?;
+        let block = after[..end]
+            .trim_start_matches("json")
+            .trim_start_matches("JSON");
+        names.push(name_of(block)?);
+        remaining = after[end + 3..].trim_start();
+    }
+    names.into_iter().next()
+}
+
 fn parse_call(s: &str, tools: &[&str]) -> Option<RawToolCall> {
     if !s.starts_with('{') {
         return None;
@@ -95,6 +139,25 @@ mod tests {
         let shown = format!("Example only, do not run:\n{block}\nThat is all.");
         assert!(recover(&shown, TOOLS).is_none());
         assert!(recover(&format!("{block}\nthen more"), TOOLS).is_none());
+    }
+
+    #[test]
+    fn unrun_calls_are_told_from_prose() {
+        assert_eq!(
+            unrun_call("{\"name\": \"rm_rf\", \"arguments\": {}}").as_deref(),
+            Some("rm_rf")
+        );
+        assert_eq!(
+            unrun_call("```json\n{\"name\": \"bash\", \"arguments\": {\"command\": \"x\"\n```")
+                .as_deref(),
+            Some("bash"),
+            "arguments that are not JSON"
+        );
+        assert!(unrun_call("Done: the file says hi.").is_none());
+        assert!(
+            unrun_call("Example:\n```json\n{\"name\": \"bash\", \"arguments\": {}}\n```\nok")
+                .is_none()
+        );
     }
 
     #[test]

@@ -48,6 +48,7 @@ impl Runtime {
             tools_allowed: true,
         };
         let mut repeats = 0;
+        let mut unrun = false;
         let usage_before = self.meter.totals.usage;
         for _ in 0..self.cfg.max_turns {
             if self.cancelled() {
@@ -68,7 +69,9 @@ impl Runtime {
                 // The final-answer request after a loop: whatever calls came back are not run.
                 ask.tools_allowed = true;
                 answer.tool_calls.clear();
-                if answer.text.trim().is_empty() {
+                if answer.text.trim().is_empty()
+                    || super::textcall::unrun_call(&answer.text).is_some()
+                {
                     return Err(Failure::Failed(format!(
                         "the model repeated the same tool call {LOOP_LIMIT} times with the same result and gave no final answer"
                     )));
@@ -106,8 +109,32 @@ impl Runtime {
                 },
             );
             if calls.is_empty() {
+                // An answer that is a call tern did not run (an unknown tool, arguments that are
+                // not JSON) is not a final answer: the model is told, once; a second one in a row
+                // ends the turn as failed, never "completed".
+                if let Some(name) = super::textcall::unrun_call(&text) {
+                    if unrun {
+                        return Err(Failure::Failed(format!(
+                            "the model answered twice with a tool call written as text ({name}) that could not run"
+                        )));
+                    }
+                    unrun = true;
+                    let tools: Vec<&str> = self.prefix.tools.iter().map(|t| t.name).collect();
+                    self.store(vec![Message::user(format!(
+                        "[tern: your answer is a tool call written as text ({name}), and it did not run: the tools are {}, called as tool calls with JSON arguments. Call one, or answer in words.]",
+                        tools.join(", ")
+                    ))])?;
+                    self.emit(
+                        ui,
+                        Event::warning(format!(
+                            "the model wrote a call to {name} as text; it did not run, and the model was told"
+                        )),
+                    );
+                    continue;
+                }
                 return Ok(text);
             }
+            unrun = false;
             repeats = if self.run_calls(calls, ui)? {
                 repeats + 1
             } else {

@@ -72,7 +72,7 @@ pub const NETWORK_ABI: u8 = 4;
 
 /// The line appended to the system prompt when `--no-network` is on (stable bytes, no paths).
 pub const NO_NETWORK_PROMPT_LINE: &str =
-    "Network is off for commands: TCP connect and bind fail with Permission denied.";
+    "Commands have no network: TCP fails with Permission denied.";
 
 /// A session's sandbox as `meta.json` and the `session_start` event record it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -150,14 +150,12 @@ impl Mode {
     pub fn prompt_line(self) -> &'static str {
         match self {
             Mode::ReadOnly => {
-                "Commands run in a read-only sandbox: they can read everything and write only $TMPDIR and $PLAN_DRAFT_FILE."
+                "Commands can write only $TMPDIR and $PLAN_DRAFT_FILE (read-only sandbox)."
             }
             Mode::WorkspaceWrite => {
-                "Commands run in a sandbox: they can read everything and write only the workspace, $TMPDIR and $PLAN_DRAFT_FILE."
+                "Commands can write only the workspace, $TMPDIR and $PLAN_DRAFT_FILE (sandbox)."
             }
-            Mode::DangerFullAccess => {
-                "Commands run without a sandbox: they can write anywhere the user can."
-            }
+            Mode::DangerFullAccess => "Commands run without a sandbox.",
         }
     }
 

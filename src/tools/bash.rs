@@ -97,13 +97,8 @@ pub fn spec() -> ToolSpec {
         parameters: json!({
             "type": "object",
             "properties": {
-                "command": {"type": "string", "description": "The bash command line."},
-                "timeout_s": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": MAX_TIMEOUT_S,
-                    "description": format!("Seconds before the command is killed; default {DEFAULT_TIMEOUT_S}."),
-                },
+                "command": {"type": "string"},
+                "timeout_s": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT_S},
             },
             "required": ["command"],
         }),

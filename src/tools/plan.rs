@@ -7,7 +7,8 @@ use super::ToolSpec;
 
 /// The plan tools, in their fixed order after `bash`.
 pub fn specs() -> Vec<ToolSpec> {
-    let empty = json!({"type": "object", "properties": {}});
+    // No arguments: the smallest schema every provider takes (Anthropic needs an object type).
+    let empty = json!({"type": "object"});
     vec![
         ToolSpec {
             name: "plan_draft",

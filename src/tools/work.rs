@@ -40,9 +40,8 @@ pub fn work_update_spec() -> ToolSpec {
                     "type": "object",
                     "properties": {
                         "objective": {"type": "string"},
-                        "token_budget": {"type": "integer", "minimum": 1}
-                    },
-                    "required": ["objective"]
+                        "token_budget": {"type": "integer"}
+                    }
                 }
             },
             "required": ["todos"]

@@ -7,6 +7,8 @@ mod support;
 mod acp;
 mod architecture;
 mod bash_tool;
+mod budget;
+
 mod durable;
 mod exec;
 mod hardening;
@@ -17,6 +19,7 @@ mod repl;
 mod repl_sync;
 mod runtime;
 mod sandbox;
+mod small_models;
 mod state_formats;
 mod store;
 mod tmux;

@@ -85,6 +85,17 @@ fn core(wire: Wire, raw: &str) -> String {
         Wire::OpenAi => raw.to_string(),
         Wire::Anthropic => raw.replace(BREAKPOINT, ""),
     };
+    // A text-only request (a compaction's summary, the loop guard's final answer) ends with its
+    // `tool_choice`, after the messages: what the next body extends ends before it.
+    for choice in [
+        r#","tool_choice":"none"}"#,
+        r#","tool_choice":{"type":"none"}}"#,
+    ] {
+        if s.ends_with(choice) {
+            s.truncate(s.len() - choice.len());
+            s.push('}');
+        }
+    }
     if let Some(tail) = tail_of(wire, &body) {
         let quoted = serde_json::to_string(&tail).expect("string");
         let escaped = &quoted[1..quoted.len() - 1];

@@ -51,6 +51,8 @@ fn request<'a>(tools: &'a [ToolSpec], messages: &'a [Message]) -> Request<'a> {
         tail: Some("<tern:work_state>\n(no items)\n</tern:work_state>"),
         cache_key: None,
         max_output_tokens: 1024,
+        temperature: None,
+        official_openai: false,
         tools_allowed: true,
     }
 }

@@ -1,0 +1,192 @@
+//! A turn loop that does not let a weak model run away (issue: lean requests and small models),
+//! in-process against the fake provider: each defect a small real model showed, as a test.
+
+use serde_json::json;
+use tern::event::{BoundaryKind, Event};
+use tern::runtime::Failure;
+
+use crate::support::Wire;
+use crate::support::harness::{Collect, InProc, fast_config};
+use crate::support::script::{call, text, todo, work};
+
+/// Every request carries an output cap (OpenAI-compatible bodies had none: one answer ran to
+/// 6,859 tokens), and a set temperature.
+#[test]
+fn every_request_carries_the_output_cap_and_the_temperature() {
+    let mut cfg = fast_config();
+    cfg.max_output_tokens = 1234;
+    cfg.temperature = Some(0.2);
+    for wire in [Wire::OpenAi, Wire::Anthropic] {
+        let h = InProc::new(wire, vec![text(wire, "hi")], cfg.clone());
+        let mut ui = Collect::default();
+        let mut rt = h.open(&mut ui);
+        rt.run_turn("hello", &mut ui).expect("turn");
+        let b = h.fake.requests()[0].json();
+        assert_eq!(b["max_tokens"], 1234, "{wire:?}: {b}");
+        assert_eq!(b["temperature"], 0.2, "{wire:?}");
+    }
+}
+
+/// The same `work_update` call again and again: each receipt names a new state, so call and
+/// result never repeat, but the call does; the loop guard now ends it in the tools-off request.
+#[test]
+fn the_loop_guard_sees_repeated_receipt_calls() {
+    let w = Wire::OpenAi;
+    let same = || work(w, "w", vec![todo("1", "count the lines", "completed")]);
+    let h = InProc::new(
+        w,
+        vec![same(), same(), same(), text(w, "There are 37 lines.")],
+        fast_config(),
+    );
+    let mut ui = Collect::default();
+    let mut rt = h.open(&mut ui);
+    assert_eq!(
+        rt.run_turn("count", &mut ui).as_deref(),
+        Ok("There are 37 lines.")
+    );
+    assert!(
+        ui.of("boundary").iter().any(|e| matches!(
+            e,
+            Event::Boundary {
+                kind: BoundaryKind::ToolsOff,
+                ..
+            }
+        )),
+        "{:?}",
+        ui.kinds()
+    );
+    assert_eq!(h.fake.requests().len(), 4);
+}
+
+/// PlanConfirm's compaction asks for text only (`tool_choice` none), keeping the tools in the
+/// body; an answer made of calls is not a summary: asked again, the confirm works.
+#[test]
+fn the_summary_request_asks_for_text_only_and_calls_are_not_a_summary() {
+    let w = Wire::OpenAi;
+    let h = InProc::new(
+        w,
+        vec![
+            call(w, "d", "plan_draft", json!({"content": "1. do it"})),
+            call(w, "c", "plan_confirm", json!({})),
+            // The summary request: first answered with a call, then with a summary.
+            call(w, "x", "plan_draft", json!({"content": "again"})),
+            text(
+                w,
+                "The person asked for a plan; it was drafted and is being confirmed.",
+            ),
+            text(w, "Confirmed."),
+        ],
+        fast_config(),
+    );
+    let mut ui = Collect::default();
+    let mut rt = h.open(&mut ui);
+    rt.run_turn("plan it", &mut ui).expect("turn");
+    let reqs = h.fake.requests();
+    let summary_reqs: Vec<_> = reqs
+        .iter()
+        .filter(|r| r.json()["tool_choice"] == "none")
+        .collect();
+    assert_eq!(summary_reqs.len(), 2, "both summary attempts are text-only");
+    for r in &summary_reqs {
+        assert!(r.json()["tools"].as_array().is_some_and(|t| !t.is_empty()));
+    }
+    assert!(
+        ui.of("plan_state")
+            .iter()
+            .any(|e| matches!(e, Event::PlanState { trigger, .. } if trigger == "plan_confirm")),
+        "the confirm went through: {:?}",
+        ui.kinds()
+    );
+}
+
+/// An answer that is a call tern did not run (an unknown tool written as text) is not a final
+/// answer: the model is told and asked once more; a second one ends the turn as failed.
+#[test]
+fn an_unrun_call_is_never_a_completed_turn() {
+    let w = Wire::OpenAi;
+    let fake_call = r#"{"name": "write_file", "arguments": {"path": "a.txt"}}"#;
+    let h = InProc::new(
+        w,
+        vec![text(w, fake_call), text(w, "I wrote it in words instead.")],
+        fast_config(),
+    );
+    let mut ui = Collect::default();
+    let mut rt = h.open(&mut ui);
+    assert_eq!(
+        rt.run_turn("write a.txt", &mut ui).as_deref(),
+        Ok("I wrote it in words instead.")
+    );
+    let second = h.fake.requests()[1].body_str();
+    assert!(
+        second.contains("did not run"),
+        "the model was told: {second}"
+    );
+
+    let h = InProc::new(
+        w,
+        vec![text(w, fake_call), text(w, fake_call)],
+        fast_config(),
+    );
+    let mut ui = Collect::default();
+    let mut rt = h.open(&mut ui);
+    assert!(matches!(
+        rt.run_turn("write a.txt", &mut ui),
+        Err(Failure::Failed(_))
+    ));
+}
+
+/// The tools-off final answer after a loop, written as a call (the model's `exit 0` in a
+/// ```json block), ends failed, not completed.
+#[test]
+fn a_call_as_the_final_answer_after_a_loop_fails() {
+    let w = Wire::OpenAi;
+    let same = || crate::support::script::bash(w, "b", "echo hi");
+    let h = InProc::new(
+        w,
+        vec![
+            same(),
+            same(),
+            same(),
+            text(
+                w,
+                "```json\n{\"name\": \"bash\", \"arguments\": {\"command\": \"exit 0\"}}\n```",
+            ),
+        ],
+        fast_config(),
+    );
+    let mut ui = Collect::default();
+    let mut rt = h.open(&mut ui);
+    assert!(matches!(
+        rt.run_turn("say hi", &mut ui),
+        Err(Failure::Failed(_))
+    ));
+}
+
+/// One answer that keeps repeating the same call is stopped mid-stream: three copies run, not
+/// a hundred.
+#[test]
+fn a_runaway_answer_runs_three_copies_at_most() {
+    let w = Wire::OpenAi;
+    let calls: Vec<(String, String, serde_json::Value)> = (0..40)
+        .map(|i| {
+            (
+                format!("r{i}"),
+                "bash".to_string(),
+                json!({"command": "echo again"}),
+            )
+        })
+        .collect();
+    let borrowed: Vec<(&str, &str, serde_json::Value)> = calls
+        .iter()
+        .map(|(a, b, c)| (a.as_str(), b.as_str(), c.clone()))
+        .collect();
+    let h = InProc::new(
+        w,
+        vec![crate::support::script::calls(w, &borrowed), text(w, "done")],
+        fast_config(),
+    );
+    let mut ui = Collect::default();
+    let mut rt = h.open(&mut ui);
+    rt.run_turn("go", &mut ui).expect("turn");
+    assert_eq!(ui.of("tool_result").len(), 3, "{:?}", ui.kinds());
+}
