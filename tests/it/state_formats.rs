@@ -105,11 +105,25 @@ impl Docs {
         self.files.iter().any(|p| matches_pattern(p, rel))
     }
 
-    /// Every problem of a session folder against the documented formats.
+    /// Every problem of a session folder against the documented formats; a sub-agent's folder
+    /// (`agents/<id>/`) is checked as a session folder of its own.
     fn check_session(&self, dir: &Path) -> Vec<String> {
         let mut problems = Vec::new();
+        if let Ok(rd) = std::fs::read_dir(dir.join("agents")) {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                problems.extend(
+                    self.check_session(&e.path())
+                        .into_iter()
+                        .map(|p| format!("agents/{name}/{p}")),
+                );
+            }
+        }
         for (rel, bytes) in snapshot(dir) {
             let at = rel.as_str();
+            if at.starts_with("agents/") {
+                continue;
+            }
             if !self.documented_file(at) {
                 problems.push(format!("{at}: undocumented file"));
                 continue;
