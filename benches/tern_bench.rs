@@ -1336,6 +1336,7 @@ fn bench_peers() -> R<String> {
     let mut cpu = Vec::new();
     let mut rss = Vec::new();
     let mut body_bytes = 0;
+    let mut reused_bytes = 0;
     let mut wire = 0;
     let mut wall = Vec::new();
     for _ in 0..PEER_RUNS {
@@ -1351,6 +1352,12 @@ fn bench_peers() -> R<String> {
         rss.push(s.m.hwm_kb as f64);
         wall.push(s.m.wall.as_secs_f64() * 1000.0);
         body_bytes = s.requests.iter().map(|r| r.body.len()).sum::<usize>();
+        // What a prefix cache can serve: each body's common byte prefix with the one before.
+        reused_bytes = s
+            .requests
+            .windows(2)
+            .map(|w| common_prefix(&w[0].body, &w[1].body))
+            .sum::<usize>();
         wire = s.requests.iter().map(wire_bytes).sum::<usize>();
         if shm.is_dir() {
             let s = run_session_in(
@@ -1369,6 +1376,7 @@ fn bench_peers() -> R<String> {
 
     let mut md = String::new();
     md.push_str("## 5. A 40-step session next to peers\n\n");
+    md.push_str(&fixed_prefix_table());
     let _ = writeln!(
         md,
         "tern: {PEER_STEPS} steps = {PEER_STEPS} model requests each answered with one bash call \
@@ -1390,26 +1398,38 @@ fn bench_peers() -> R<String> {
     };
     let _ = writeln!(
         md,
-        "| time to first request | **{:.1} ms**{shm_note} | 3.4 s | — |",
+        "| time to first request | **{:.1} ms**{shm_note} | 2.3 s | 0.08 s |",
         median(&first)
     );
     let _ = writeln!(
         md,
-        "| harness CPU per step | **{:.3} ms** | 20 ms | 204 ms |",
+        "| harness CPU per step | **{:.3} ms** | 10.7 ms | 169 ms |",
         median(&cpu)
     );
     let _ = writeln!(
         md,
-        "| peak RSS | **{}** (tern process); process tree ≤ {} (tern + one bash at {}) | 225 MB | 49 MB (process tree) |",
+        "| peak RSS | **{}** (tern process); process tree ≤ {} (tern + one bash at {}) | 225 MB | 10.7 MB |",
         mb(median(&rss) as u64),
         mb(median(&rss) as u64 + bash_kb),
         mb(bash_kb),
     );
     let _ = writeln!(
         md,
-        "| total request bytes sent | **{:.1} KB** bodies ({:.1} KB with HTTP request lines and headers) | 431 KB | 926 KB |",
+        "| total request bytes sent | **{:.1} KB** bodies ({:.1} KB with HTTP request lines and headers); **{:.2}×** mini-swe-agent's (goal ≤ 0.9×) | 431 KB | 929 KB |",
         body_bytes as f64 / 1e3,
-        wire as f64 / 1e3
+        wire as f64 / 1e3,
+        body_bytes as f64 / 431e3
+    );
+    // Cost-weighted: cached input is billed at about a tenth (Anthropic cache reads, OpenAI's
+    // cached-token price); the peers' figures are their sent bytes (no cache breakpoint scores
+    // for them, per the brief).
+    let weighted = (body_bytes - reused_bytes) as f64 + 0.1 * reused_bytes as f64;
+    let _ = writeln!(
+        md,
+        "| cost-weighted bytes (uncached + 0.1 × cached) | **{:.1} KB** ({:.1} KB cacheable as each body's common prefix with the one before); **{:.2}×** mini-swe-agent's (goal ≤ 0.8×) | 431 KB (no cache credited) | 929 KB (no cache credited) |",
+        weighted / 1e3,
+        reused_bytes as f64 / 1e3,
+        weighted / 431e3
     );
     let (procs, threads) = match tasks {
         Some((p, t)) => (
@@ -1447,6 +1467,39 @@ fn bench_peers() -> R<String> {
          own spawning.\n\n",
     );
     Ok(md)
+}
+
+/// The fixed prefix every request carries: each tool's serialized schema and the system prompt
+/// (default sandbox, no AGENTS.md), against the 3,000-byte budget.
+fn fixed_prefix_table() -> String {
+    let tools = tern::tools::specs();
+    let mut md = String::from(
+        "The fixed prefix every request carries (each tool as serialized — name, description, \
+         schema — and the system prompt of a session in the default sandbox with no AGENTS.md):\n\n\
+         | part | bytes |\n|---|---|\n",
+    );
+    let mut total = 0;
+    for t in &tools {
+        let n = serde_json::to_string(t).map_or(0, |s| s.len());
+        total += n;
+        let _ = writeln!(md, "| tool `{}` | {n} |", t.name);
+    }
+    let d = tempfile::tempdir().ok();
+    let sys = d.as_ref().map_or(0, |d| {
+        tern::runtime::system::base(
+            d.path(),
+            &tern::runtime::system::sandbox_lines(tern::sandbox::Mode::default(), false),
+        )
+        .len()
+    });
+    let tools_total = total;
+    total += sys;
+    let _ = writeln!(
+        md,
+        "| all {} tools | {tools_total} |\n| system prompt | {sys} |\n| **total** | **{total}** (budget 3000; the last release before the budget sent 4,731 with the `agent` tool) |\n",
+        tools.len()
+    );
+    md
 }
 
 // ---------------------------------------------------------------------------------------------
