@@ -8,6 +8,7 @@ mod architecture;
 mod bash_tool;
 mod durable;
 mod exec;
+mod faults;
 mod hardening;
 mod lifecycle;
 mod prefix;

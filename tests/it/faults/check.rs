@@ -1,0 +1,490 @@
+//! The invariants a crash must not break, checked on what tern left on disk and on what the strict
+//! fake provider received (DESIGN.md §3 and §12, state/README.md). Each violation names its
+//! invariant by a stable key, so the sweep can count them by kind:
+//!
+//! - `resume_failed`: the run after the crash did not complete (exit other than 0, a panic, a
+//!   hang; "no session yet" is fine only when no session was ever made current);
+//! - `request_invalid`: a request after the crash that a strict provider refuses (400);
+//! - `unparseable`: a JSON state file that does not parse, a JSONL line that is not one JSON
+//!   object, a JSONL file not ending in a newline (a torn tail may only survive in an archive
+//!   copy, as its last line);
+//! - `result_lost`: a `tool_result` that was acknowledged (in `events.jsonl` or on `--json`
+//!   stdout) before the crash, whose result is not in the history (or was replaced by the
+//!   repair's "no result was recorded");
+//! - `plan_disagree`: `plan.md`, `plan.json`'s `locked` and `system.txt`'s `<locked_plan>` section
+//!   (and the system prompt of the next request) do not say the same, or there are two sections;
+//! - `ledger_regressed`: the ledger revision is lower than one already written or announced;
+//! - `seq_repeated`: an event `seq` that does not increase over `events.jsonl`;
+//! - `temp_left`: a `.tmp-*` file left in the resumed session's folder, its `archive/`, or `.tern/`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde_json::Value;
+use tern::runtime::repair::LOST_RESULT;
+
+use crate::support::{Recorded, Wire, validate};
+
+/// Every invariant's key, in the order the report lists them.
+pub const INVARIANTS: [&str; 8] = [
+    "resume_failed",
+    "request_invalid",
+    "unparseable",
+    "result_lost",
+    "plan_disagree",
+    "ledger_regressed",
+    "seq_repeated",
+    "temp_left",
+];
+
+/// One broken invariant.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Violation {
+    /// The invariant's key (see the module doc).
+    pub invariant: &'static str,
+    /// What exactly, with file names.
+    pub detail: String,
+}
+
+fn v(invariant: &'static str, detail: impl Into<String>) -> Violation {
+    Violation {
+        invariant,
+        detail: detail.into(),
+    }
+}
+
+/// What was acknowledged so far: what a person or a script could already have seen.
+#[derive(Debug, Default, Clone)]
+pub struct Acked {
+    /// Per session: the ids of tool calls whose `tool_result` was written or printed.
+    pub results: BTreeMap<String, BTreeSet<String>>,
+    /// Per session: the highest ledger revision written (`ledger.json`) or announced
+    /// (`work_update`).
+    pub ledger: BTreeMap<String, u64>,
+}
+
+impl Acked {
+    fn event(&mut self, ev: &Value) {
+        let Some(session) = ev["session"].as_str() else {
+            return;
+        };
+        match ev["type"].as_str() {
+            Some("tool_result") => {
+                if let Some(id) = ev["id"].as_str() {
+                    self.results
+                        .entry(session.to_string())
+                        .or_default()
+                        .insert(id.to_string());
+                }
+            }
+            Some("work_update") => {
+                if let Some(r) = ev["revision"].as_u64() {
+                    self.rev(session, r);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn rev(&mut self, session: &str, r: u64) {
+        let e = self.ledger.entry(session.to_string()).or_default();
+        *e = (*e).max(r);
+    }
+
+    /// Adds what `state` (a `.tern/` folder) and the `--json` stdout texts show now.
+    pub fn observe(&mut self, state: &Path, stdouts: &[&str]) {
+        for out in stdouts {
+            for line in out.lines() {
+                if let Ok(ev) = serde_json::from_str::<Value>(line) {
+                    self.event(&ev);
+                }
+            }
+        }
+        for (id, dir) in sessions(state) {
+            for ev in lines(&dir.join("events.jsonl")).into_iter().flatten() {
+                self.event(&ev);
+            }
+            if let Some(r) = json(&dir.join("ledger.json"))
+                .and_then(Result::ok)
+                .and_then(|l| l["revision"].as_u64())
+            {
+                self.rev(&id, r);
+            }
+        }
+    }
+}
+
+/// Session folders of `state` that hold a `meta.json` (a folder without one is a session whose
+/// creation was cut short: nothing in it was ever acknowledged), by id.
+pub fn sessions(state: &Path) -> Vec<(String, std::path::PathBuf)> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(state.join("sessions")) {
+        for e in rd.flatten() {
+            let dir = e.path();
+            if dir.join("meta.json").exists() {
+                out.push((e.file_name().to_string_lossy().into_owned(), dir));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The JSON file at `p`: None when absent, Some(Err) when it does not parse.
+fn json(p: &Path) -> Option<Result<Value, String>> {
+    let bytes = std::fs::read(p).ok()?;
+    Some(serde_json::from_slice(&bytes).map_err(|e| e.to_string()))
+}
+
+/// Each line of the JSONL file at `p` (absent: none): Ok(value) or Err(the line).
+fn lines(p: &Path) -> Vec<Result<Value, String>> {
+    numbered(p).into_iter().map(|(_, l)| l).collect()
+}
+
+/// [`lines`] with each line's 1-based number in the file (blank lines are skipped, as tern's
+/// reader skips them).
+fn numbered(p: &Path) -> Vec<(usize, Result<Value, String>)> {
+    let bytes = std::fs::read(p).unwrap_or_default();
+    let text = String::from_utf8_lossy(&bytes);
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            let r = serde_json::from_str::<Value>(l)
+                .ok()
+                .filter(Value::is_object)
+                .ok_or_else(|| l.chars().take(120).collect());
+            (i + 1, r)
+        })
+        .collect()
+}
+
+/// Whole-file JSON state files (atomic writes: they parse at every moment, crash or not).
+const JSON_FILES: [&str; 4] = ["meta.json", "plan.json", "ledger.json", "strategy.json"];
+
+/// Checks what must hold at every moment, also right after a kill: the JSON state files parse
+/// (atomic writes), `.tern/current` names a session that exists.
+pub fn at_any_moment(state: &Path) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for (id, dir) in sessions(state) {
+        for name in JSON_FILES {
+            if let Some(Err(e)) = json(&dir.join(name)) {
+                out.push(v("unparseable", format!("sessions/{id}/{name}: {e}")));
+            }
+        }
+    }
+    if let Ok(cur) = std::fs::read_to_string(state.join("current")) {
+        let id = cur.trim();
+        if !state.join("sessions").join(id).join("meta.json").is_file() {
+            out.push(v(
+                "unparseable",
+                format!(".tern/current names {id:?}, which has no meta.json"),
+            ));
+        }
+    }
+    out
+}
+
+/// Checks every invariant after recovery. `acked`: what was acknowledged before (and during)
+/// recovery; `requests`: what the strict provider received after the crash; `resumed`: the
+/// session the recovery continued (its folder and `.tern/` must hold no tempfile).
+pub fn after_recovery(
+    state: &Path,
+    acked: &Acked,
+    requests: &[Recorded],
+    resumed: Option<&str>,
+) -> Vec<Violation> {
+    let mut out = files(state, acked, resumed);
+    out.extend(sent(requests));
+    out.extend(plan_sent(state, requests, resumed));
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The files: what [`at_any_moment`] checks, and every JSONL line, the acknowledged results,
+/// the plan files' agreement, the ledger revision, event `seq`s, and no tempfile in the
+/// `resumed` session's folder, its `archive/` or `.tern/`.
+pub fn files(state: &Path, acked: &Acked, resumed: Option<&str>) -> Vec<Violation> {
+    let mut out = at_any_moment(state);
+    for (id, dir) in sessions(state) {
+        let rel = |n: &str| format!("sessions/{id}/{n}");
+        // JSONL files: every line one object, ending in a newline.
+        for name in ["conversation.jsonl", "events.jsonl"] {
+            let p = dir.join(name);
+            for (n, l) in numbered(&p) {
+                if let Err(l) = l {
+                    out.push(v(
+                        "unparseable",
+                        format!("{} line {n} is not one JSON object: «{l}»", rel(name)),
+                    ));
+                }
+            }
+            let bytes = std::fs::read(&p).unwrap_or_default();
+            if bytes.last().is_some_and(|b| *b != b'\n') {
+                out.push(v(
+                    "unparseable",
+                    format!("{} does not end in a newline", rel(name)),
+                ));
+            }
+        }
+        // Archive copies keep the file as it was: a torn last line at most.
+        for a in archive_conversations(&dir) {
+            let ls = numbered(&a);
+            let last = ls.last().map(|(n, _)| *n);
+            let ends_clean = std::fs::read(&a)
+                .unwrap_or_default()
+                .last()
+                .is_none_or(|b| *b == b'\n');
+            for (n, l) in &ls {
+                if let Err(l) = l
+                    && (ends_clean || Some(*n) != last)
+                {
+                    out.push(v(
+                        "unparseable",
+                        format!(
+                            "sessions/{id}/archive/{} line {n} is not one JSON object: «{l}»",
+                            a.file_name().unwrap_or_default().to_string_lossy(),
+                        ),
+                    ));
+                }
+            }
+        }
+        out.extend(seq_increases(&id, &dir));
+        out.extend(results_kept(&id, &dir, acked));
+        out.extend(plan_agrees(&id, &dir));
+        let want = acked.ledger.get(&id).copied().unwrap_or(0);
+        let have = json(&dir.join("ledger.json"))
+            .and_then(Result::ok)
+            .and_then(|l| l["revision"].as_u64());
+        if want > 0 && have.unwrap_or(0) < want {
+            out.push(v(
+                "ledger_regressed",
+                format!(
+                    "{}: revision {have:?}, but {want} was written or announced",
+                    rel("ledger.json")
+                ),
+            ));
+        }
+    }
+    if let Some(id) = resumed {
+        let dir = state.join("sessions").join(id);
+        for d in [dir.clone(), dir.join("archive"), state.to_path_buf()] {
+            for t in temps(&d) {
+                out.push(v("temp_left", normal(&t, state)));
+            }
+        }
+    }
+    out
+}
+
+/// The requests: each valid for a strict provider, with one `<locked_plan>` section at most.
+pub fn sent(requests: &[Recorded]) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for (i, r) in requests.iter().enumerate() {
+        let body = r.json();
+        if let Err(e) = validate(Wire::OpenAi, &body) {
+            out.push(v(
+                "request_invalid",
+                format!("request {} after the crash: {e}", i + 1),
+            ));
+        }
+        let system = body["messages"][0]["content"].as_str().unwrap_or("");
+        let n = sections(system);
+        if n > 1 {
+            out.push(v(
+                "plan_disagree",
+                format!(
+                    "request {} after the crash has {n} <locked_plan> sections",
+                    i + 1
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// The last turn request (a compaction's summary request comes before the plan it leads to is
+/// locked) carries the plan `plan.json` of the `resumed` session locks. Only meaningful when
+/// nothing changed the plan after that request.
+pub fn plan_sent(state: &Path, requests: &[Recorded], resumed: Option<&str>) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let quoted =
+        serde_json::to_string(tern::runtime::compact::INSTRUCTION.trim()).unwrap_or_default();
+    let instruction = quoted.trim_matches('"');
+    let last_turn = requests
+        .iter()
+        .rev()
+        .find(|r| !r.body_str().contains(instruction));
+    if let (Some(last), Some(id)) = (last_turn, resumed) {
+        let dir = state.join("sessions").join(id);
+        let system = last.json()["messages"][0]["content"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        let locked = locked_of(&dir);
+        let sent = section(&system).map(str::to_string);
+        if sent.as_deref().map(str::trim_end) != locked.as_deref().map(str::trim_end) {
+            out.push(v(
+                "plan_disagree",
+                format!(
+                    "the last turn request's <locked_plan> is {:?}, plan.json locks {:?}",
+                    sent.map(|s| short(&s)),
+                    locked.map(|s| short(&s))
+                ),
+            ));
+        }
+    }
+    out
+}
+
+fn short(s: &str) -> String {
+    let s = s.replace('\n', "⏎");
+    if s.chars().count() > 40 {
+        format!("{}…", s.chars().take(40).collect::<String>())
+    } else {
+        s
+    }
+}
+
+fn normal(p: &Path, state: &Path) -> String {
+    crate::faults::run::normalise(&p.display().to_string(), state.parent().unwrap_or(state))
+}
+
+/// `.tmp-*` files directly in `dir`.
+pub fn temps(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            if e.file_name().to_string_lossy().starts_with(".tmp-") {
+                out.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn archive_conversations(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out: Vec<_> = std::fs::read_dir(dir.join("archive"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let n = p.file_name().unwrap_or_default().to_string_lossy();
+            n.starts_with("conversation-") && n.ends_with(".jsonl")
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn seq_increases(id: &str, dir: &Path) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut last = 0u64;
+    for ev in lines(&dir.join("events.jsonl")).into_iter().flatten() {
+        let Some(seq) = ev["seq"].as_u64() else {
+            out.push(v(
+                "seq_repeated",
+                format!("sessions/{id}/events.jsonl: an event without seq: {ev}"),
+            ));
+            continue;
+        };
+        if seq <= last {
+            out.push(v(
+                "seq_repeated",
+                format!(
+                    "sessions/{id}/events.jsonl: seq {seq} after {last} ({})",
+                    ev["type"]
+                ),
+            ));
+        }
+        last = last.max(seq);
+    }
+    out
+}
+
+/// Every acknowledged result of session `id` is in its history (the conversation or, after a
+/// compaction, an archived one) with its real content, and none is the repair's placeholder.
+fn results_kept(id: &str, dir: &Path, acked: &Acked) -> Vec<Violation> {
+    let Some(ids) = acked.results.get(id) else {
+        return Vec::new();
+    };
+    let current: Vec<Value> = lines(&dir.join("conversation.jsonl"))
+        .into_iter()
+        .flatten()
+        .collect();
+    let mut all = current.clone();
+    for a in archive_conversations(dir) {
+        all.extend(lines(&a).into_iter().flatten());
+    }
+    let is_result = |m: &Value, call: &str| m["role"] == "tool" && m["tool_call_id"] == call;
+    let lost = |m: &Value| m["content"].as_str() == Some(LOST_RESULT);
+    let mut out = Vec::new();
+    for call in ids {
+        if current.iter().any(|m| is_result(m, call) && lost(m)) {
+            out.push(v(
+                "result_lost",
+                format!("sessions/{id}: the acknowledged result of {call} was replaced by \"no result was recorded\""),
+            ));
+        } else if !all.iter().any(|m| is_result(m, call) && !lost(m)) {
+            out.push(v(
+                "result_lost",
+                format!("sessions/{id}: the acknowledged result of {call} is in no history"),
+            ));
+        }
+    }
+    out
+}
+
+/// How many `<locked_plan>` sections `system` holds (an opening tag on a line of its own: the
+/// bundled prompt mentions the tag in prose).
+pub fn sections(system: &str) -> usize {
+    system.matches("\n<locked_plan>\n").count()
+}
+
+/// The content of the `<locked_plan>` section ending `system` (None without one).
+pub fn section(system: &str) -> Option<&str> {
+    const OPEN: &str = "\n\n<locked_plan>\n";
+    const CLOSE: &str = "\n</locked_plan>\n";
+    let start = system.find(OPEN)? + OPEN.len();
+    let rest = &system[start..];
+    Some(rest.strip_suffix(CLOSE).unwrap_or(rest))
+}
+
+fn locked_of(dir: &Path) -> Option<String> {
+    json(&dir.join("plan.json"))
+        .and_then(Result::ok)
+        .and_then(|p| p["locked"].as_str().map(str::to_string))
+}
+
+fn plan_agrees(id: &str, dir: &Path) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let system = std::fs::read_to_string(dir.join("system.txt")).unwrap_or_default();
+    let n = sections(&system);
+    if n > 1 {
+        out.push(v(
+            "plan_disagree",
+            format!("sessions/{id}/system.txt has {n} <locked_plan> sections"),
+        ));
+    }
+    let locked = locked_of(dir);
+    let plan_md = std::fs::read_to_string(dir.join("plan.md")).ok();
+    let md = plan_md.as_deref().filter(|s| !s.is_empty());
+    let sect = section(&system);
+    let t = |s: Option<&str>| s.map(str::trim_end).map(str::to_string);
+    let (l, m, s) = (t(locked.as_deref()), t(md), t(sect));
+    if l != m || l != s {
+        out.push(v(
+            "plan_disagree",
+            format!(
+                "sessions/{id}: plan.json locks {:?}, plan.md holds {:?}, system.txt's section holds {:?}",
+                l.map(|x| short(&x)),
+                m.map(|x| short(&x)),
+                s.map(|x| short(&x))
+            ),
+        ));
+    }
+    out
+}
