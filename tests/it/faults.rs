@@ -4,6 +4,8 @@
 //! real fake HTTP server; no mocks.
 
 mod check;
+mod enospc;
+mod fuzz;
 mod hostile;
 mod races;
 mod run;

@@ -488,3 +488,152 @@ fn plan_agrees(id: &str, dir: &Path) -> Vec<Violation> {
     }
     out
 }
+
+/// Each check can fail: a real session (a turn with a bash call and a ledger update, a confirmed
+/// plan) passes them all, and each kind of damage is reported under its own invariant.
+#[test]
+fn every_invariant_can_fail() {
+    use crate::faults::run::{HANG, Site, run};
+    use crate::support::script::{bash, text, todo, work};
+    use crate::support::{FakeServer, Wire};
+
+    let w = Wire::OpenAi;
+    let fake = FakeServer::strict(vec![
+        work(w, "k-w1", vec![todo("1", "check", "in_progress")]),
+        bash(w, "k-b1", "echo checked"),
+        text(w, "Checked."),
+        text(
+            w,
+            "The person asked for a check; it ran and printed checked. Next: nothing.",
+        ),
+        text(w, "Nothing left."),
+    ]);
+    let site = Site::new();
+    let base = fake.openai_base();
+    let r = run(
+        site.tern(&base, &["exec", "--json", "Check it."]),
+        None,
+        HANG,
+    );
+    assert_eq!(r.code, Some(0), "{}", r.summary());
+    let r2 = run(
+        site.tern(&base, &["plan", "draft"]),
+        Some("1. check\n"),
+        HANG,
+    );
+    assert_eq!(r2.code, Some(0), "{}", r2.summary());
+    let r3 = run(site.tern(&base, &["plan", "confirm"]), None, HANG);
+    assert_eq!(r3.code, Some(0), "{}", r3.summary());
+    let r4 = run(
+        site.tern(&base, &["exec", "--json", "--continue", "Go on."]),
+        None,
+        HANG,
+    );
+    assert_eq!(r4.code, Some(0), "{}", r4.summary());
+    let id = site.current().expect("current");
+    let mut acked = Acked::default();
+    acked.observe(&site.state(), &[&r.stdout]);
+    assert!(acked.results[&id].contains("k-b1"));
+    let requests = fake.requests();
+    let clean = after_recovery(&site.state(), &acked, &requests, Some(&id));
+    assert!(clean.is_empty(), "a sound session: {clean:?}");
+
+    type Damage = Box<dyn Fn(&Path)>;
+    let damage: Vec<(&str, Damage)> = vec![
+        (
+            "unparseable",
+            Box::new(|d: &Path| append(&d.join("events.jsonl"), "{\"type\":\"tor\n")),
+        ),
+        (
+            "unparseable",
+            Box::new(|d: &Path| std::fs::write(d.join("plan.json"), "{\"state\":").unwrap()),
+        ),
+        (
+            "result_lost",
+            Box::new(|d: &Path| {
+                let p = d.join("archive/conversation-0001.jsonl");
+                let t = std::fs::read_to_string(&p).unwrap();
+                let t: String = t
+                    .lines()
+                    .map(|l| {
+                        let mut m: Value = serde_json::from_str(l).unwrap();
+                        if m["tool_call_id"] == "k-b1" {
+                            m["content"] = Value::String(LOST_RESULT.into());
+                        }
+                        format!("{m}\n")
+                    })
+                    .collect();
+                std::fs::write(p, t).unwrap();
+            }),
+        ),
+        (
+            "plan_disagree",
+            Box::new(|d: &Path| std::fs::write(d.join("plan.md"), "1. something else\n").unwrap()),
+        ),
+        (
+            "plan_disagree",
+            Box::new(|d: &Path| {
+                append(
+                    &d.join("system.txt"),
+                    "\n\n<locked_plan>\n1. check\n</locked_plan>\n",
+                )
+            }),
+        ),
+        (
+            "ledger_regressed",
+            Box::new(|d: &Path| {
+                let p = d.join("ledger.json");
+                let mut l: Value =
+                    serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+                l["revision"] = Value::from(0);
+                std::fs::write(p, l.to_string()).unwrap();
+            }),
+        ),
+        (
+            "seq_repeated",
+            Box::new(|d: &Path| {
+                let p = d.join("events.jsonl");
+                let t = std::fs::read_to_string(&p).unwrap();
+                let last = t.lines().last().unwrap().to_string();
+                append(&p, &format!("{last}\n"));
+            }),
+        ),
+        (
+            "temp_left",
+            Box::new(|d: &Path| std::fs::write(d.join(".tmp-AbCdEf"), "half").unwrap()),
+        ),
+    ];
+    for (invariant, f) in &damage {
+        let copy = site.copy();
+        f(&copy.state().join("sessions").join(&id));
+        let found = after_recovery(&copy.state(), &acked, &requests, Some(&id));
+        assert!(
+            found.iter().any(|v| v.invariant == *invariant),
+            "{invariant} not reported: {found:?}"
+        );
+    }
+    // A request a strict provider refuses: a tool call without its result.
+    let mut bad = requests[2].clone();
+    let mut body = bad.json();
+    body["messages"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|m| m["role"] != "tool");
+    bad.body = body.to_string().into_bytes();
+    assert!(
+        sent(&[bad])
+            .iter()
+            .any(|v| v.invariant == "request_invalid")
+    );
+}
+
+#[cfg(test)]
+fn append(p: &Path, text: &str) {
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(p)
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+}

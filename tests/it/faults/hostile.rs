@@ -313,6 +313,13 @@ fn closed_port() -> u16 {
 fn unreachable(name: &str, base: &str, names: &str) {
     let fake = FakeServer::start(vec![]);
     let r = case(name, &fake, Some(base), &[], Want::Error);
+    // Far less than the 300 s retry time: a server that is not there is not coming back in a
+    // moment (one retry or two are fine).
+    assert!(
+        r.elapsed < Duration::from_secs(15),
+        "{name}: took {:?}",
+        r.elapsed
+    );
     let error = events(&r)
         .last()
         .and_then(|e| e["error"].as_str().map(str::to_string))

@@ -256,7 +256,7 @@ pub fn normalise(path: &str, root: &Path) -> String {
 }
 
 /// `YYYYMMDD-HHMMSS-xxxx`.
-fn is_session_id(s: &str) -> bool {
+pub fn is_session_id(s: &str) -> bool {
     let b = s.as_bytes();
     b.len() == 20
         && b[8] == b'-'

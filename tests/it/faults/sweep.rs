@@ -298,6 +298,23 @@ fn normal_detail(detail: &str) -> String {
     s
 }
 
+/// `s` with every session id (`YYYYMMDD-HHMMSS-xxxx`) written as `<id>`.
+fn hide_ids(s: &str) -> String {
+    let mut out = String::new();
+    let mut rest = s;
+    while !rest.is_empty() {
+        if rest.len() >= 20 && rest.is_char_boundary(20) && super::run::is_session_id(&rest[..20]) {
+            out.push_str("<id>");
+            rest = &rest[20..];
+        } else {
+            let c = rest.chars().next().unwrap_or(' ');
+            out.push(c);
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    out
+}
+
 /// Sweeps one point: crash, check, resume (twice), check; then the variant with a killed resume.
 fn sweep_point(sc: &Scenario, job: &Job, full: bool) -> Outcome {
     let mut outcome = Outcome {
@@ -650,7 +667,7 @@ fn report(
             let _ = writeln!(
                 s,
                 "| `{inv}` | {phase} | {} | {n} | {} | {} |",
-                example.replace('|', "\\|"),
+                hide_ids(example).replace('|', "\\|"),
                 by_file(causes),
                 some(at, 8)
             );
