@@ -13,6 +13,13 @@
 //!   repair's "no result was recorded");
 //! - `plan_disagree`: `plan.md`, `plan.json`'s `locked` and `system.txt`'s `<locked_plan>` section
 //!   (and the system prompt of the next request) do not say the same, or there are two sections;
+//! - `message_lost`: an acknowledged prompt (`turn_start`) or assistant message (`assistant`)
+//!   that is in no history (the conversation or an archived one);
+//! - `draft_lost`: the draft as it stood before a step that does not replace it is nowhere
+//!   (not the draft, nor `plan.md`, nor the locked plan, nor an archived draft or plan);
+//! - `archive_changed`: an `archive/` file that is the live `conversation.jsonl` or another
+//!   archive file (a hard link a crash left between linking and renaming: later appends
+//!   change an archive, which must never change);
 //! - `ledger_regressed`: the ledger revision is lower than one already written or announced;
 //! - `seq_repeated`: an event `seq` that does not increase over `events.jsonl`;
 //! - `temp_left`: a `.tmp-*` file left in the resumed session's folder, its `archive/`, or `.tern/`.
@@ -26,11 +33,14 @@ use tern::runtime::repair::LOST_RESULT;
 use crate::support::{Recorded, Wire, validate};
 
 /// Every invariant's key, in the order the report lists them.
-pub const INVARIANTS: [&str; 8] = [
+pub const INVARIANTS: [&str; 11] = [
     "resume_failed",
     "request_invalid",
     "unparseable",
     "result_lost",
+    "message_lost",
+    "draft_lost",
+    "archive_changed",
     "plan_disagree",
     "ledger_regressed",
     "seq_repeated",
@@ -61,6 +71,11 @@ pub struct Acked {
     /// Per session: the highest ledger revision written (`ledger.json`) or announced
     /// (`work_update`).
     pub ledger: BTreeMap<String, u64>,
+    /// Per session: acknowledged messages, as (role, text, tool-call ids).
+    pub messages: BTreeMap<String, BTreeSet<(String, String, Vec<String>)>>,
+    /// Per session: a draft that must survive (the draft before a step that does not replace
+    /// it).
+    pub drafts: BTreeMap<String, String>,
 }
 
 impl Acked {
@@ -82,8 +97,31 @@ impl Acked {
                     self.rev(session, r);
                 }
             }
+            Some("turn_start") => {
+                let prompt = ev["prompt"].as_str().unwrap_or("").trim();
+                if !prompt.is_empty() {
+                    self.message(session, "user", prompt, Vec::new());
+                }
+            }
+            Some("assistant") => {
+                let ids = ev["tool_calls"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| c["id"].as_str().map(str::to_string))
+                    .collect();
+                let text = ev["text"].as_str().unwrap_or("").trim();
+                self.message(session, "assistant", text, ids);
+            }
             _ => {}
         }
+    }
+
+    fn message(&mut self, session: &str, role: &str, text: &str, ids: Vec<String>) {
+        self.messages
+            .entry(session.to_string())
+            .or_default()
+            .insert((role.to_string(), text.to_string(), ids));
     }
 
     fn rev(&mut self, session: &str, r: u64) {
@@ -252,6 +290,9 @@ pub fn files(state: &Path, acked: &Acked, resumed: Option<&str>) -> Vec<Violatio
         }
         out.extend(seq_increases(&id, &dir));
         out.extend(results_kept(&id, &dir, acked));
+        out.extend(messages_kept(&id, &dir, acked));
+        out.extend(draft_kept(&id, &dir, acked));
+        out.extend(archives_unchanged(&id, &dir));
         out.extend(plan_agrees(&id, &dir));
         let want = acked.ledger.get(&id).copied().unwrap_or(0);
         let have = json(&dir.join("ledger.json"))
@@ -444,6 +485,128 @@ pub fn sections(system: &str) -> usize {
     system.matches("\n<locked_plan>\n").count()
 }
 
+/// Every message of conversation.jsonl and the archived ones.
+fn all_messages(dir: &Path) -> Vec<Value> {
+    let mut all: Vec<Value> = lines(&dir.join("conversation.jsonl"))
+        .into_iter()
+        .flatten()
+        .collect();
+    for a in archive_conversations(dir) {
+        all.extend(lines(&a).into_iter().flatten());
+    }
+    all
+}
+
+/// Every acknowledged prompt and assistant message of session `id` is in a history (a repair
+/// may have merged it with a neighbour: its text is contained, its calls kept).
+fn messages_kept(id: &str, dir: &Path, acked: &Acked) -> Vec<Violation> {
+    let Some(msgs) = acked.messages.get(id) else {
+        return Vec::new();
+    };
+    let all = all_messages(dir);
+    let mut out = Vec::new();
+    for (role, text, ids) in msgs {
+        let found = all.iter().any(|m| {
+            let body = match role.as_str() {
+                "user" => m["content"].as_str(),
+                _ => m["text"].as_str(),
+            }
+            .unwrap_or("");
+            let calls: Vec<&str> = m["tool_calls"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c["id"].as_str())
+                .collect();
+            m["role"] == role.as_str()
+                && body.contains(text.as_str())
+                && ids.iter().all(|i| calls.contains(&i.as_str()))
+        });
+        if !found {
+            out.push(v(
+                "message_lost",
+                format!(
+                    "sessions/{id}: the acknowledged {role} message {:?} (calls {ids:?}) is in no history",
+                    short(text)
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// The draft that must survive is somewhere: the draft, `plan.md`, the locked plan, or an
+/// archived draft or plan.
+fn draft_kept(id: &str, dir: &Path, acked: &Acked) -> Vec<Violation> {
+    let Some(draft) = acked
+        .drafts
+        .get(id)
+        .map(|d| d.trim())
+        .filter(|d| !d.is_empty())
+    else {
+        return Vec::new();
+    };
+    let mut places: Vec<String> = ["plan.draft.md", "plan.md"]
+        .iter()
+        .filter_map(|n| std::fs::read_to_string(dir.join(n)).ok())
+        .collect();
+    places.extend(locked_of(dir));
+    for e in std::fs::read_dir(dir.join("archive"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let n = e.file_name().to_string_lossy().into_owned();
+        if n.starts_with("draft-") || n.starts_with("plan-") {
+            places.extend(std::fs::read_to_string(e.path()).ok());
+        }
+    }
+    if places.iter().any(|p| p.trim() == draft) {
+        return Vec::new();
+    }
+    vec![v(
+        "draft_lost",
+        format!("sessions/{id}: the draft {:?} is nowhere", short(draft)),
+    )]
+}
+
+/// No archive file is the live conversation or another archive file (one inode).
+fn archives_unchanged(id: &str, dir: &Path) -> Vec<Violation> {
+    use std::os::unix::fs::MetadataExt;
+    let ino = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    let live = ino(&dir.join("conversation.jsonl"));
+    let mut seen: BTreeMap<(u64, u64), String> = BTreeMap::new();
+    let mut out = Vec::new();
+    let mut files: Vec<_> = std::fs::read_dir(dir.join("archive"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    files.sort();
+    for f in files {
+        let name = f
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        let Some(i) = ino(&f) else { continue };
+        if Some(i) == live {
+            out.push(v(
+                "archive_changed",
+                format!("sessions/{id}/archive/{name} is the live conversation.jsonl (one inode): appends change it"),
+            ));
+        }
+        if let Some(other) = seen.insert(i, name.clone()) {
+            out.push(v(
+                "archive_changed",
+                format!("sessions/{id}/archive/{name} and {other} are one file"),
+            ));
+        }
+    }
+    out
+}
+
 /// The content of the `<locked_plan>` section ending `system` (None without one).
 pub fn section(system: &str) -> Option<&str> {
     const OPEN: &str = "\n\n<locked_plan>\n";
@@ -539,7 +702,7 @@ fn every_invariant_can_fail() {
     assert!(clean.is_empty(), "a sound session: {clean:?}");
 
     type Damage = Box<dyn Fn(&Path)>;
-    let damage: Vec<(&str, Damage)> = vec![
+    let mut damage: Vec<(&str, Damage)> = vec![
         (
             "unparseable",
             Box::new(|d: &Path| append(&d.join("events.jsonl"), "{\"type\":\"tor\n")),
@@ -603,6 +766,29 @@ fn every_invariant_can_fail() {
             Box::new(|d: &Path| std::fs::write(d.join(".tmp-AbCdEf"), "half").unwrap()),
         ),
     ];
+    damage.push((
+        "message_lost",
+        Box::new(|d: &Path| {
+            let p = d.join("conversation.jsonl");
+            let t = std::fs::read_to_string(&p).unwrap();
+            let kept: String = t
+                .lines()
+                .filter(|l| !l.contains("Go on."))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            std::fs::write(p, kept).unwrap();
+        }),
+    ));
+    damage.push((
+        "archive_changed",
+        Box::new(|d: &Path| {
+            std::fs::hard_link(
+                d.join("conversation.jsonl"),
+                d.join("archive/conversation-0009.jsonl"),
+            )
+            .unwrap()
+        }),
+    ));
     for (invariant, f) in &damage {
         let copy = site.copy();
         f(&copy.state().join("sessions").join(&id));
@@ -612,6 +798,22 @@ fn every_invariant_can_fail() {
             "{invariant} not reported: {found:?}"
         );
     }
+    // A draft that was acknowledged and then vanished.
+    let mut with_draft = acked.clone();
+    with_draft
+        .drafts
+        .insert(id.clone(), "1. a draft nobody kept\n".into());
+    let found = files(&site.state(), &with_draft, Some(&id));
+    assert!(
+        found.iter().any(|v| v.invariant == "draft_lost"),
+        "{found:?}"
+    );
+    let mut kept = acked.clone();
+    kept.drafts.insert(id.clone(), "1. check\n".into());
+    assert!(
+        files(&site.state(), &kept, Some(&id)).is_empty(),
+        "the confirmed draft is the locked plan"
+    );
     // A request a strict provider refuses: a tool call without its result.
     let mut bad = requests[2].clone();
     let mut body = bad.json();

@@ -33,6 +33,8 @@ pub struct Step {
     pub stdin: Option<&'static str>,
     /// The provider's script for this process (then the default answer, "Done.").
     pub replies: Vec<Reply>,
+    /// It writes a new draft over the old one (so the old one may go).
+    pub replaces_draft: bool,
 }
 
 fn step(name: &'static str, args: &[&'static str], replies: Vec<Reply>) -> Step {
@@ -41,6 +43,15 @@ fn step(name: &'static str, args: &[&'static str], replies: Vec<Reply>) -> Step 
         args: args.to_vec(),
         stdin: None,
         replies,
+        replaces_draft: false,
+    }
+}
+
+/// `s`, which writes a new draft over the old one.
+fn drafting(s: Step) -> Step {
+    Step {
+        replaces_draft: true,
+        ..s
     }
 }
 
@@ -122,7 +133,7 @@ fn verbs() -> Scenario {
     Scenario {
         name: "verbs",
         steps: vec![
-            step(
+            drafting(step(
                 "exec: draft with bash",
                 &["exec", "--json", "Plan two files first."],
                 vec![
@@ -141,11 +152,11 @@ fn verbs() -> Scenario {
                     ),
                     text(W, "Drafted; please confirm."),
                 ],
-            ),
-            Step {
+            )),
+            drafting(Step {
                 stdin: Some("1. write a.txt\n2. write b.txt\n3. check both\n"),
                 ..step("plan draft", &["plan", "draft"], vec![])
-            },
+            }),
             step("plan confirm", &["plan", "confirm"], vec![text(W, SUMMARY)]),
             step(
                 "exec --continue: work the plan",
@@ -182,10 +193,10 @@ fn verbs() -> Scenario {
             ),
             step("relay", &["relay"], vec![]),
             step("plan clear", &["plan", "clear"], vec![text(W, SUMMARY)]),
-            Step {
+            drafting(Step {
                 stdin: Some("4. tidy up\n"),
                 ..step("plan draft (again)", &["plan", "draft"], vec![])
-            },
+            }),
             step("plan cancel", &["plan", "cancel"], vec![]),
             step("compact", &["compact"], vec![text(W, SUMMARY)]),
             step(
@@ -200,7 +211,7 @@ fn verbs() -> Scenario {
 fn tools() -> Scenario {
     Scenario {
         name: "tools",
-        steps: vec![step(
+        steps: vec![drafting(step(
             "exec: plan tools in one turn",
             &["exec", "--json", "Plan it, confirm it, do it, clear it."],
             vec![
@@ -235,6 +246,6 @@ fn tools() -> Scenario {
                 text(W, SUMMARY),
                 text(W, "Done and cleared."),
             ],
-        )],
+        ))],
     }
 }

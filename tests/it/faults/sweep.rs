@@ -152,9 +152,17 @@ fn mode() -> Mode {
     }
 }
 
+/// What a crash left: the workspace, the faulted run, the points it passed, and the draft of
+/// the current session before the faulted step (session id, text).
+struct Crash {
+    site: Site,
+    faulted: Run,
+    points: Vec<Point>,
+    draft: Option<(String, String)>,
+}
+
 /// Runs the steps before `job.step` normally, then `job.step` with the fault at `job.at`.
-/// Returns the site, the faulted run and the points it passed.
-fn crash(sc: &Scenario, job: &Job) -> Result<(Site, Run, Vec<Point>), String> {
+fn crash(sc: &Scenario, job: &Job) -> Result<Crash, String> {
     let site = Site::new();
     for st in &sc.steps[..job.step] {
         let fake = FakeServer::strict(st.replies.clone());
@@ -167,15 +175,30 @@ fn crash(sc: &Scenario, job: &Job) -> Result<(Site, Run, Vec<Point>), String> {
             ));
         }
     }
+    let draft = site.current().and_then(|id| {
+        let text = std::fs::read_to_string(
+            site.state()
+                .join("sessions")
+                .join(&id)
+                .join("plan.draft.md"),
+        )
+        .ok()?;
+        Some((id, text))
+    });
     let st = &sc.steps[job.step];
     let fake = FakeServer::strict(st.replies.clone());
     let log = site.log("faulted");
     let mut cmd = site.tern(&fake.openai_base(), &st.args);
     cmd.env("TERN_FAULT_AT", job.at.to_string())
         .env("TERN_FAULT_LOG", &log);
-    let r = run(cmd, st.stdin, HANG);
-    let pts = points(&log, &site.root());
-    Ok((site, r, pts))
+    let faulted = run(cmd, st.stdin, HANG);
+    let points = points(&log, &site.root());
+    Ok(Crash {
+        site,
+        faulted,
+        points,
+        draft,
+    })
 }
 
 /// `tern exec --json --continue PROMPT`, or a new `tern exec --json PROMPT` when no session was
@@ -326,7 +349,12 @@ fn sweep_point(sc: &Scenario, job: &Job, full: bool) -> Outcome {
         found: Vec::new(),
     };
     let cause = job.point.clone();
-    let (site, faulted, pts) = match crash(sc, job) {
+    let Crash {
+        site,
+        faulted,
+        points: pts,
+        draft,
+    } = match crash(sc, job) {
         Ok(x) => x,
         Err(e) => {
             outcome.found.push(Found {
@@ -353,6 +381,11 @@ fn sweep_point(sc: &Scenario, job: &Job, full: bool) -> Outcome {
     }
     let mut acked = Acked::default();
     acked.observe(&site.state(), &[&faulted.stdout]);
+    if let Some((id, text)) = draft
+        && !sc.steps[job.step].replaces_draft
+    {
+        acked.drafts.insert(id, text);
+    }
     for v in check::at_any_moment(&site.state()) {
         outcome.found.push(Found {
             cause: cause.clone(),
