@@ -153,17 +153,23 @@ impl Acked {
 }
 
 /// Session folders of `state` that hold a `meta.json` (a folder without one is a session whose
-/// creation was cut short: nothing in it was ever acknowledged), by id.
+/// creation was cut short: nothing in it was ever acknowledged), by id; sub-agents' folders
+/// (`<session>/agents/<id>/`, at any depth) too.
 pub fn sessions(state: &Path) -> Vec<(String, std::path::PathBuf)> {
-    let mut out = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(state.join("sessions")) {
+    fn walk(dir: &Path, out: &mut Vec<(String, std::path::PathBuf)>) {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
         for e in rd.flatten() {
-            let dir = e.path();
-            if dir.join("meta.json").exists() {
-                out.push((e.file_name().to_string_lossy().into_owned(), dir));
+            let d = e.path();
+            if d.join("meta.json").exists() {
+                out.push((e.file_name().to_string_lossy().into_owned(), d.clone()));
+                walk(&d.join("agents"), out);
             }
         }
     }
+    let mut out = Vec::new();
+    walk(&state.join("sessions"), &mut out);
     out.sort();
     out
 }
@@ -247,19 +253,27 @@ pub fn files(state: &Path, acked: &Acked, resumed: Option<&str>) -> Vec<Violatio
     let mut out = at_any_moment(state);
     for (id, dir) in sessions(state) {
         let rel = |n: &str| format!("sessions/{id}/{n}");
-        // JSONL files: every line one object, ending in a newline.
+        // JSONL files: every line one object, ending in a newline. A session nobody reopened
+        // (a sub-agent under the resumed one, an orphan) may keep a torn last line: readers
+        // skip it, and no one appends after it.
+        let reopened = resumed == Some(id.as_str());
         for name in ["conversation.jsonl", "events.jsonl"] {
             let p = dir.join(name);
-            for (n, l) in numbered(&p) {
-                if let Err(l) = l {
+            let bytes = std::fs::read(&p).unwrap_or_default();
+            let torn_tail = bytes.last().is_some_and(|b| *b != b'\n');
+            let ls = numbered(&p);
+            let last = ls.last().map(|(n, _)| *n);
+            for (n, l) in ls {
+                if let Err(l) = l
+                    && (reopened || !torn_tail || Some(n) != last)
+                {
                     out.push(v(
                         "unparseable",
                         format!("{} line {n} is not one JSON object: «{l}»", rel(name)),
                     ));
                 }
             }
-            let bytes = std::fs::read(&p).unwrap_or_default();
-            if bytes.last().is_some_and(|b| *b != b'\n') {
+            if torn_tail && reopened {
                 out.push(v(
                     "unparseable",
                     format!("{} does not end in a newline", rel(name)),

@@ -10,6 +10,8 @@
 //!   last turn.
 //! - `tools`: the lifecycle through the model's tools inside one turn: `plan_draft`,
 //!   `plan_confirm` (its compaction keeps the calling message), work, `plan_clear`.
+//! - `agents` (where the build has the `agent` tool): a turn that starts a fresh sub-agent and a
+//!   forked one, each running a bash call in its own session folder under `agents/`.
 
 use serde_json::json;
 
@@ -63,9 +65,13 @@ pub struct Scenario {
     pub steps: Vec<Step>,
 }
 
-/// Every scenario of the sweep.
+/// Every scenario of the sweep; `agents` only in a build whose model has the `agent` tool.
 pub fn all() -> Vec<Scenario> {
-    vec![exec(), verbs(), tools()]
+    let mut out = vec![exec(), verbs(), tools()];
+    if tern::tools::specs().iter().any(|t| t.name == "agent") {
+        out.push(agents());
+    }
+    out
 }
 
 fn exec() -> Scenario {
@@ -247,5 +253,31 @@ fn tools() -> Scenario {
                 text(W, "Done and cleared."),
             ],
         ))],
+    }
+}
+
+fn agents() -> Scenario {
+    // Children run one at a time here (one call per answer), so the one script serves parent
+    // and children in a fixed order.
+    Scenario {
+        name: "agents",
+        steps: vec![step(
+            "exec: two sub-agents",
+            &["exec", "--json", "Delegate the two files."],
+            vec![
+                call(W, "g-a1", "agent", json!({"task": "Write c.txt."})),
+                bash(W, "g-b1", "echo c > c.txt && cat c.txt"),
+                text(W, "The child wrote c.txt."),
+                call(
+                    W,
+                    "g-a2",
+                    "agent",
+                    json!({"task": "Write d.txt.", "fork": true}),
+                ),
+                bash(W, "g-b2", "echo d > d.txt && cat d.txt"),
+                text(W, "The fork wrote d.txt."),
+                text(W, "Both delegated and done."),
+            ],
+        )],
     }
 }

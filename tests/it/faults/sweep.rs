@@ -14,8 +14,8 @@
 //! The test writes `RELIABILITY.md` at the repository root (points per scenario, violations by
 //! invariant with the points that cause them, runtime, what is not reached), then fails if any
 //! invariant was violated. One point alone, printing what it found:
-//! `TERN_FAULT_ONLY=verbs:57 cargo test --test it faults::sweep -- --nocapture` (then the file
-//! is not written).
+//! `TERN_FAULT_ONLY=verbs:57 cargo test --test it faults::sweep -- --nocapture`, or one
+//! scenario with `TERN_FAULT_ONLY=verbs` (then the file is not written).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -131,7 +131,8 @@ struct Mode {
     /// Kill the resume at every one of its points (else at one per sweep point, cycling).
     full: bool,
     threads: usize,
-    only: Option<(String, usize)>,
+    /// `TERN_FAULT_ONLY=scenario[:k]`: one scenario, or one point of it.
+    only: Option<(String, Option<usize>)>,
 }
 
 fn mode() -> Mode {
@@ -141,10 +142,12 @@ fn mode() -> Mode {
         .and_then(|v| v.parse().ok())
         .unwrap_or(4usize)
         .max(1);
-    let only = std::env::var("TERN_FAULT_ONLY").ok().and_then(|v| {
-        let (s, k) = v.split_once(':')?;
-        Some((s.to_string(), k.parse().ok()?))
-    });
+    let only = std::env::var("TERN_FAULT_ONLY")
+        .ok()
+        .map(|v| match v.split_once(':') {
+            Some((s, k)) => (s.to_string(), k.parse().ok()),
+            None => (v, None),
+        });
     Mode {
         full,
         threads,
@@ -447,12 +450,18 @@ fn kill_point_sweep() {
     let m = mode();
     let started = Instant::now();
     let scenarios = scenario::all();
-    let drys: Vec<Dry> = scenarios.iter().map(dry_run).collect();
+    let drys: Vec<Dry> = scenarios
+        .iter()
+        .map(|sc| match &m.only {
+            Some((name, _)) if name != sc.name => Dry { steps: Vec::new() },
+            _ => dry_run(sc),
+        })
+        .collect();
     let mut jobs = Vec::new();
-    for (si, (sc, dry)) in scenarios.iter().zip(&drys).enumerate() {
+    for (si, dry) in drys.iter().enumerate() {
         for k in 1..=dry.total() {
-            if let Some((name, only)) = &m.only
-                && (name != sc.name || *only != k)
+            if let Some((_, Some(only))) = &m.only
+                && *only != k
             {
                 continue;
             }
@@ -809,6 +818,9 @@ fn matches_file(p: &str, f: &str) -> bool {
     if f.ends_with("spill/out-*.log") {
         return p == "sessions/<id>/spill" || p.ends_with("spill/out-*.log");
     }
+    if let Some(folder) = f.strip_suffix("/*") {
+        return p.starts_with(&format!("{folder}/"));
+    }
     let (ps, fs): (Vec<&str>, Vec<&str>) = (p.split('/').collect(), f.split('/').collect());
     ps.len() == fs.len()
         && ps.iter().zip(&fs).all(|(a, b)| match b.split_once("NNNN") {
@@ -843,7 +855,7 @@ const OTHER_TESTS: &str = "## The other fault tests\n\n\
 const NOT_REACHED: &str = "## What the suite does not reach\n\n\
 - Power loss: SIGKILL keeps what the kernel already has (the page cache), so a missing fsync, or a folder\n  not fsynced after a rename, cannot show here; only a kill between two steps of one process can.\n\
 - Writes that are not fault points: the `lease` file's pid (a plain write, display only), the creation of\n  the empty `lock` file and of folders (`mkdir`), the REPL's input history `.tern/history` (rustyline),\n  the spill file's bytes after its creation, stdout and stderr.\n\
-- Sub-agent session folders (`agents/<id>/`) and `tern relay --start` (a seeded new session), the REPL and\n  `tern acp`: not in the scenarios (they write through the same primitives).\n\
+- `tern relay --start` (a seeded new session), the REPL and `tern acp`: not in the scenarios (they write\n  through the same primitives). Sub-agents' folders (`agents/<id>/`) only where the build has the `agent`\n  tool (then the `agents` scenario sweeps them).\n\
 - Two kills at once in different processes: the races test runs concurrent processes without killing them,\n  and the sweep kills one process at a time (at most two in a row).\n\
 - The Anthropic wire: the sweep speaks OpenAI Chat Completions only (the state folder is the same for both).\n\
 - Signals other than SIGKILL at a point (SIGTERM and Ctrl-C take the graceful paths other tests cover).\n\
