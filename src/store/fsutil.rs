@@ -81,6 +81,25 @@ pub mod fault {
             die();
         }
     }
+
+    /// [`hit`] for a write to the open file `f`: the log names its path (from /proc, looked up
+    /// only when logging), so an append point says which JSONL file it was.
+    pub fn hit_in(kind: &str, f: &std::fs::File) -> bool {
+        use std::os::fd::AsRawFd;
+        let path = match std::env::var_os("TERN_FAULT_LOG") {
+            Some(_) => std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd()))
+                .unwrap_or_else(|_| "append".into()),
+            None => "append".into(),
+        };
+        hit(kind, &path)
+    }
+
+    /// [`point`] for a write to the open file `f` (see [`hit_in`]).
+    pub fn point_in(kind: &str, f: &std::fs::File) {
+        if hit_in(kind, f) {
+            die();
+        }
+    }
 }
 
 /// A no-op in release builds (see the debug `fault` module).
@@ -99,6 +118,14 @@ pub mod fault {
     /// Nothing.
     #[inline(always)]
     pub fn point(_kind: &str, _path: &Path) {}
+    /// Never a fault point to die at.
+    #[inline(always)]
+    pub fn hit_in(_kind: &str, _f: &std::fs::File) -> bool {
+        false
+    }
+    /// Nothing.
+    #[inline(always)]
+    pub fn point_in(_kind: &str, _f: &std::fs::File) {}
 }
 
 /// Writes `bytes` to `path` atomically: a uniquely named tempfile in the same folder, fsync,
@@ -190,13 +217,13 @@ pub fn append_to(f: &mut File, len: u64, line: &str) -> io::Result<u64> {
     }
     buf.extend_from_slice(line.as_bytes());
     buf.push(b'\n');
-    if fault::hit("torn", Path::new("append")) {
+    if fault::hit_in("torn", f) {
         // A crash in the middle of the write: half a line reaches the file.
         let _ = f.write_all(&buf[..buf.len() / 2]);
         fault::die();
     }
     f.write_all(&buf)?;
-    fault::point("appended", Path::new("append"));
+    fault::point_in("appended", f);
     Ok(len + buf.len() as u64)
 }
 

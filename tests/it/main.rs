@@ -11,6 +11,7 @@ mod budget;
 
 mod durable;
 mod exec;
+mod faults;
 mod hardening;
 mod lifecycle;
 mod prefix;

@@ -1,7 +1,7 @@
 //! The fake model provider for integration tests and benchmarks: a real HTTP/1.1 server on
 //! 127.0.0.1, port 0, in background threads, answering from a script of [`Reply`]s.
 //!
-//! Self-contained: std, serde_json and tempfile only (available to every target of this
+//! Self-contained: std, serde_json, tempfile and libc only (available to every target of this
 //! package), no tern types, so a test includes it with `mod support;` and a bench with
 //! `#[path = "../tests/support/mod.rs"] mod support;`.
 //!
@@ -141,6 +141,8 @@ pub struct Reply {
     pub delay_between: Duration,
     /// Close the connection after this many body bytes, without ending the body properly.
     pub close_after: Option<usize>,
+    /// Abort that close with a TCP reset (RST) instead of an orderly FIN.
+    pub reset: bool,
     /// Chunked transfer encoding (true for streams) or a body ended by closing the connection.
     pub chunked: bool,
     /// Fill in usage from the simulated prefix cache.
@@ -159,6 +161,7 @@ impl Reply {
             delay_before: Duration::ZERO,
             delay_between: Duration::ZERO,
             close_after: None,
+            reset: false,
             chunked: true,
             auto_usage: false,
             content_type: "text/event-stream".into(),
@@ -213,6 +216,13 @@ impl Reply {
     /// Closes the connection after `n` body bytes (no terminating chunk).
     pub fn close_after(mut self, n: usize) -> Reply {
         self.close_after = Some(n);
+        self
+    }
+
+    /// Resets the connection (TCP RST) after `n` body bytes: a connection reset mid-stream.
+    pub fn reset_after(mut self, n: usize) -> Reply {
+        self.close_after = Some(n);
+        self.reset = true;
         self
     }
 
@@ -455,9 +465,13 @@ pub fn simulated_usage(prev: Option<&[u8]>, body: &[u8]) -> (u64, u64) {
     (input, if cached < CACHE_MIN_TOKENS { 0 } else { cached })
 }
 
+/// Chooses a reply from the request itself (see [`FakeServer::set_responder`]).
+pub type Responder = Box<dyn Fn(&Recorded) -> Option<Reply> + Send>;
+
 struct State {
     script: VecDeque<Reply>,
     default: Option<Reply>,
+    responder: Option<Responder>,
     requests: Vec<Recorded>,
     strict: bool,
     prev_body: Option<Vec<u8>>,
@@ -479,6 +493,7 @@ impl FakeServer {
         let state = Arc::new(Mutex::new(State {
             script: script.into(),
             default: None,
+            responder: None,
             requests: Vec::new(),
             strict: false,
             prev_body: None,
@@ -520,6 +535,13 @@ impl FakeServer {
     /// Appends replies to the script.
     pub fn push(&self, reply: Reply) {
         self.lock().script.push_back(reply);
+    }
+
+    /// Answers each valid request with what `f` makes of it, before the script (None: the
+    /// script, then the default). For concurrent clients, whose requests arrive in no fixed
+    /// order, so a script cannot say which one gets which reply.
+    pub fn set_responder(&self, f: impl Fn(&Recorded) -> Option<Reply> + Send + 'static) {
+        self.lock().responder = Some(Box::new(f));
     }
 
     /// The reply used once the script is exhausted (instead of a final text answer).
@@ -627,10 +649,15 @@ fn serve(mut conn: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         } else {
             None
         };
+        let chosen = match (&invalid, &st.responder) {
+            (None, Some(f)) => f(&req),
+            _ => None,
+        };
         st.requests.push(req);
-        let reply = match invalid {
-            Some(msg) => strict_error(wire, &msg),
-            None => match st.script.pop_front() {
+        let reply = match (invalid, chosen) {
+            (Some(msg), _) => strict_error(wire, &msg),
+            (None, Some(r)) => r,
+            (None, None) => match st.script.pop_front() {
                 Some(r) => r,
                 None => st.default.clone().unwrap_or_else(|| default_answer(wire)),
             },
@@ -699,6 +726,26 @@ fn serve(mut conn: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     if reply.chunked && !cut {
         conn.write_all(b"0\r\n\r\n")?;
         conn.flush()?;
+    }
+    if reply.reset {
+        // SO_LINGER with a zero timeout: close(2) sends RST instead of FIN.
+        use std::os::fd::AsRawFd;
+        let linger = libc::linger {
+            l_onoff: 1,
+            l_linger: 0,
+        };
+        // SAFETY: setsockopt on our own open socket with a properly sized linger struct.
+        unsafe {
+            libc::setsockopt(
+                conn.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_LINGER,
+                (&linger as *const libc::linger).cast(),
+                std::mem::size_of::<libc::linger>() as libc::socklen_t,
+            );
+        }
+        drop(conn);
+        return Ok(());
     }
     let _ = conn.shutdown(Shutdown::Both);
     Ok(())
