@@ -250,6 +250,8 @@ fn request(history: &[Message], wire: Wire) -> Value {
         tail: Some("<tern:work_state>\nnothing yet\n</tern:work_state>"),
         cache_key: None,
         max_output_tokens: 1024,
+        temperature: None,
+        official_openai: false,
         tools_allowed: true,
     };
     let body = match wire {
