@@ -267,6 +267,10 @@ pub enum Event {
         dropped_messages: usize,
         /// Adjacent same-role messages merged.
         merged: usize,
+        /// Tool calls given `{}` for arguments that were not an object, and empty tool results
+        /// given a placeholder.
+        #[serde(default)]
+        fixed: usize,
         /// The copy of the file as it was, `archive/conversation-NNNN.jsonl`.
         archive: String,
     },
@@ -529,6 +533,7 @@ impl Event {
                 answered_calls: vec![s("c1")],
                 dropped_messages: 0,
                 merged: 0,
+                fixed: 0,
                 archive: s("archive/conversation-0001.jsonl"),
             },
             Event::Receipt {

@@ -769,8 +769,18 @@ fn with_runtime(
             .map_err(OpError::Refused)?,
         _ => {}
     }
-    let s = Session::at(&session.id, session.dir.clone());
-    let mut rt = target.launcher.resume_for_verb(s, &mut runtime::Quiet)?;
+    // Another pane can take the session between the wait above and the reopen; with --wait that
+    // is one more turn to wait for, not a refusal.
+    let mut rt = loop {
+        let s = Session::at(&session.id, session.dir.clone());
+        match target.launcher.resume_for_verb(s, &mut runtime::Quiet) {
+            Ok(rt) => break rt,
+            Err(_) if target.wait && runtime::held_elsewhere(session).is_some() => {
+                wait_or_refuse(op, session, true, ui)?;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
     holding(&mut rt, target.wait, ui, |rt, ui| model_op(op, rt, ui))
 }
 

@@ -298,9 +298,10 @@ pub fn describe(env: &Envelope) -> Option<String> {
             answered_calls,
             dropped_messages,
             merged,
+            fixed,
             ..
         } => format!(
-            "repaired the history: {} dropped lines, {} unanswered tool calls closed, {dropped_messages} messages dropped, {merged} merged",
+            "repaired the history: {} dropped lines, {} unanswered tool calls closed, {dropped_messages} messages dropped, {merged} merged, {fixed} fixed",
             dropped_lines.len(),
             answered_calls.len(),
         ),

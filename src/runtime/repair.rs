@@ -24,7 +24,14 @@ pub struct RepairReport {
     pub dropped_messages: usize,
     /// Pairs of adjacent same-role messages merged into one.
     pub merged: usize,
+    /// Tool calls whose arguments were not a JSON object (now `{}`: both wires require an
+    /// object) and tool results with empty content (now [`EMPTY_RESULT`]: Anthropic refuses
+    /// empty blocks).
+    pub fixed: usize,
 }
+
+/// The content given to a stored tool result that was empty.
+pub const EMPTY_RESULT: &str = "(no output)";
 
 impl RepairReport {
     /// True when the history was changed and must be saved.
@@ -33,6 +40,7 @@ impl RepairReport {
             || !self.answered_calls.is_empty()
             || self.dropped_messages > 0
             || self.merged > 0
+            || self.fixed > 0
     }
 
     /// The `repair` event, naming `archive`, the copy of the file as it was.
@@ -42,6 +50,7 @@ impl RepairReport {
             answered_calls: self.answered_calls.clone(),
             dropped_messages: self.dropped_messages,
             merged: self.merged,
+            fixed: self.fixed,
             archive,
         }
     }
@@ -71,7 +80,8 @@ pub fn repair_with(
     let mut open: Vec<(String, String)> = Vec::new();
     let mut answered: HashSet<String> = HashSet::new();
 
-    for m in msgs {
+    for mut m in msgs {
+        fix_shapes(&mut m, &mut report);
         match &m {
             Message::Tool { tool_call_id, .. } => {
                 if open.iter().any(|(id, _)| id == tool_call_id) && !answered.contains(tool_call_id)
@@ -142,6 +152,23 @@ pub fn repair_with(
     (out, report)
 }
 
+/// Gives `m` the shapes every provider requires: object arguments, non-empty results.
+fn fix_shapes(m: &mut Message, report: &mut RepairReport) {
+    match m {
+        Message::Assistant { tool_calls, .. } => {
+            for c in tool_calls.iter_mut().filter(|c| !c.arguments.is_object()) {
+                c.arguments = serde_json::Value::Object(serde_json::Map::new());
+                report.fixed += 1;
+            }
+        }
+        Message::Tool { content, .. } if content.trim().is_empty() => {
+            *content = EMPTY_RESULT.to_string();
+            report.fixed += 1;
+        }
+        _ => {}
+    }
+}
+
 fn join_text(a: &mut String, b: &str) {
     if b.trim().is_empty() {
         return;
@@ -185,6 +212,28 @@ mod tests {
             name: "bash".into(),
             arguments: json!({"command": "sleep 60"}),
         }
+    }
+
+    #[test]
+    fn shapes_fixed_once() {
+        let mut bad = call("1");
+        bad.arguments = json!("ls -la");
+        let h = vec![
+            Message::user("a"),
+            Message::Assistant {
+                text: String::new(),
+                tool_calls: vec![bad],
+            },
+            Message::tool(&call("1"), " ", false),
+        ];
+        let (out, report) = repair(h, &[]);
+        assert_eq!(report.fixed, 2);
+        let Message::Assistant { tool_calls, .. } = &out[1] else {
+            panic!("{out:?}")
+        };
+        assert_eq!(tool_calls[0].arguments, json!({}));
+        assert!(matches!(&out[2], Message::Tool { content, .. } if content == EMPTY_RESULT));
+        assert!(!repair(out, &[]).1.changed());
     }
 
     #[test]

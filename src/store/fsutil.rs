@@ -137,19 +137,31 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = path
         .parent()
         .ok_or_else(|| io::Error::other(format!("{} has no parent folder", path.display())))?;
+    let named = |e| with_path(e, path);
     fault::point("create", path);
     let mut tmp = tempfile::Builder::new()
         .prefix(TEMP_PREFIX)
-        .tempfile_in(dir)?;
+        .tempfile_in(dir)
+        .map_err(named)?;
     fault::point("write", path);
-    tmp.write_all(bytes)?;
+    tmp.write_all(bytes).map_err(named)?;
     fault::point("fsync", path);
-    tmp.as_file().sync_all()?;
+    tmp.as_file().sync_all().map_err(named)?;
     fault::point("rename", path);
-    tmp.persist(path).map_err(|e| e.error)?;
+    tmp.persist(path).map_err(|e| named(e.error))?;
     fault::point("renamed", path);
     sync_dir(dir);
     Ok(())
+}
+
+/// Copies `src` to `dst` as a file of its own (an atomic write of its bytes), so `dst` never
+/// shares an inode with `src`; nothing happens when `src` is absent.
+pub fn copy_atomic(src: &Path, dst: &Path) -> io::Result<()> {
+    match fs::read(src) {
+        Ok(bytes) => atomic_write(dst, &bytes),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(with_path(e, src)),
+    }
 }
 
 /// fsyncs a folder so a rename or a new file in it is durable; errors are ignored (some
@@ -199,12 +211,15 @@ pub fn open_append(path: &Path) -> io::Result<File> {
 /// session lock so lines from several processes never interleave.
 pub fn append_line(path: &Path, line: &str) -> io::Result<()> {
     let mut f = open_append(path)?;
-    let len = f.metadata()?.len();
-    append_to(&mut f, len, line).map(|_| ())
+    let len = f.metadata().map_err(|e| with_path(e, path))?.len();
+    append_to(&mut f, len, line)
+        .map(|_| ())
+        .map_err(|e| with_path(e, path))
 }
 
 /// [`append_line`] on a file already opened with [`open_append`] whose length is `len`; returns
-/// the new length.
+/// the new length. A write that fails part way (a full disk) is cut back to `len`, so the file
+/// never keeps half a line; the error is returned.
 pub fn append_to(f: &mut File, len: u64, line: &str) -> io::Result<u64> {
     let mut buf = Vec::with_capacity(line.len() + 2);
     if len > 0 {
@@ -222,7 +237,10 @@ pub fn append_to(f: &mut File, len: u64, line: &str) -> io::Result<u64> {
         let _ = f.write_all(&buf[..buf.len() / 2]);
         fault::die();
     }
-    f.write_all(&buf)?;
+    if let Err(e) = f.write_all(&buf) {
+        let _ = f.set_len(len);
+        return Err(e);
+    }
     fault::point_in("appended", f);
     Ok(len + buf.len() as u64)
 }
@@ -307,7 +325,8 @@ pub fn read_jsonl<T: DeserializeOwned>(path: &Path) -> io::Result<JsonlRead<T>> 
     Ok(out)
 }
 
-fn with_path(e: io::Error, path: &Path) -> io::Error {
+/// `e` with `path` named in its message (and a clear refusal for a symbolic link, `ELOOP`).
+pub fn with_path(e: io::Error, path: &Path) -> io::Error {
     if e.raw_os_error() == Some(libc::ELOOP) {
         return io::Error::other(format!(
             "refusing to use {}: it is a symbolic link",

@@ -62,9 +62,12 @@ impl Lease {
                 Err(std::fs::TryLockError::Error(e)) => return Err(e),
             }
         }
-        file.set_len(0)?;
-        file.seek(SeekFrom::Start(0))?;
-        writeln!(file, "{{\"pid\": {}}}", std::process::id())?;
+        let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+        file.set_len(0).map_err(named)?;
+        file.seek(SeekFrom::Start(0)).map_err(named)?;
+        // One write of the whole line (writeln! may split it into several).
+        let line = format!("{{\"pid\": {}}}\n", std::process::id());
+        file.write_all(line.as_bytes()).map_err(named)?;
         Ok(Ok(Lease { file, path }))
     }
 

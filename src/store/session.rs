@@ -178,9 +178,10 @@ impl Session {
             + fsutil::remove_stray_temps(&self.path(files::ARCHIVE))?)
     }
 
-    /// Repairs a torn last line of `events.jsonl` (a crash mid-append): the file as it was goes
-    /// to `archive/events-NNNN.jsonl` (a hard link), then a copy without the fragment is renamed
-    /// in. Returns the archive's name when something was repaired.
+    /// Repairs `events.jsonl` after a crash or a full disk: lines that do not parse (a torn last
+    /// line, half a line a short write left) are dropped. The file as it was goes to
+    /// `archive/events-NNNN.jsonl` (a copy of its own), then the repaired copy is renamed in.
+    /// Returns the archive's name when something was repaired.
     pub fn repair_events(&self) -> io::Result<Option<String>> {
         let lock = self.lock()?;
         let path = self.path(files::EVENTS);
@@ -189,17 +190,23 @@ impl Session {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
-        if bytes.is_empty() || bytes.ends_with(b"\n") {
+        let whole = |l: &[u8]| serde_json::from_slice::<Value>(l).is_ok_and(|v| v.is_object());
+        let bad = bytes
+            .split(|b| *b == b'\n')
+            .any(|l| !l.iter().all(u8::is_ascii_whitespace) && !whole(l));
+        if !bad {
             return Ok(None);
         }
-        let keep = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-        let archive = self.next_archive_path("events", "jsonl")?;
-        fsutil::fault::point("link", &archive);
-        if std::fs::hard_link(&path, &archive).is_err() {
-            fsutil::fault::point("copy", &archive);
-            std::fs::copy(&path, &archive)?;
+        let mut kept = Vec::with_capacity(bytes.len());
+        for l in bytes.split(|b| *b == b'\n') {
+            if whole(l) {
+                kept.extend_from_slice(l);
+                kept.push(b'\n');
+            }
         }
-        fsutil::atomic_write(&path, &bytes[..keep])?;
+        let archive = self.next_archive_path("events", "jsonl")?;
+        fsutil::copy_atomic(&path, &archive)?;
+        fsutil::atomic_write(&path, &kept)?;
         drop(lock);
         self.event_seq.set((u64::MAX, 0));
         let name = archive
@@ -296,7 +303,7 @@ impl Session {
     }
 
     /// Replaces `conversation.jsonl` with `msgs`, the caller holding the lock: the file as it was
-    /// goes to the next free `archive/conversation-NNNN.jsonl` first (a hard link where possible),
+    /// goes to the next free `archive/conversation-NNNN.jsonl` first (a copy of its own),
     /// then the new file is renamed in atomically, so a crash leaves one or the other, and the
     /// old history is never lost. Returns the archive's name, `archive/conversation-NNNN.jsonl`.
     pub fn rewrite_conversation_locked(
@@ -311,11 +318,9 @@ impl Session {
         }
         let archive = self.next_archive_path("conversation", "jsonl")?;
         let conv = self.path(files::CONVERSATION);
-        fsutil::fault::point("link", &archive);
-        if conv.exists() && std::fs::hard_link(&conv, &archive).is_err() {
-            fsutil::fault::point("copy", &archive);
-            std::fs::copy(&conv, &archive)?;
-        }
+        // A copy of its own (not a hard link): were the rewrite below cut short, later appends
+        // to the live file must not change the archive.
+        fsutil::copy_atomic(&conv, &archive)?;
         self.write_text_locked(lock, files::CONVERSATION, &text)?;
         let name = archive
             .file_name()
@@ -360,7 +365,8 @@ impl Session {
         env.seq = last + 1;
         let line = fsutil::to_jsonl(&env.to_value())?;
         let line = redact(&line);
-        let new_len = fsutil::append_to(&mut file, len, &line)?;
+        let new_len =
+            fsutil::append_to(&mut file, len, &line).map_err(|e| fsutil::with_path(e, &path))?;
         self.event_seq.set((new_len, env.seq));
         drop(lock);
         if let std::borrow::Cow::Owned(s) = line

@@ -119,7 +119,9 @@ fn a_full_disk_is_a_clear_error_and_continue_works_after() {
             HANG,
         );
         let said = format!("{}\n{}", r.stdout, r.stderr);
-        let clear = said.contains("No space left on device") || said.contains("os error 28");
+        // Clear: the error says the disk is full and names the file it could not write.
+        let clear = (said.contains("No space left on device") || said.contains("os error 28"))
+            && said.contains(&state_arg);
         match r.code {
             _ if r.hung => problems.push(format!("{free} pages free: hung")),
             Some(0) => {}
