@@ -1,0 +1,558 @@
+//! Sub-agents and the Fleet (issue 11, DESIGN.md §9), against real parts: the real `tern` binary
+//! or the library's launcher, the fake provider (one server answers the parent and its children;
+//! children that run at once follow their own script through [`FakeServer::route`], keyed by
+//! their task), real bash, real files, real signals.
+//!
+//! - the prefix: a fork's first request is a byte extension of the parent's request without its
+//!   tail (both wires); fresh children share the system and tools bytes across children and
+//!   sessions; the tool list is the same at every depth;
+//! - results: status, session id, usage; bounded on character boundaries with the report path;
+//! - limits: depth at run time, the turn, wall-time and token budgets, children at once with one
+//!   hung, Ctrl-C;
+//! - authority: sandbox × approval of parent and member ceiling in every combination; approval
+//!   questions on the parent's surface (the REPL names the child; headless: refused, with a
+//!   reason the child reads); keys only to their provider's server;
+//! - durable and visible: the record before the child runs, a crash during a child then
+//!   `--continue`, `tern sessions`, `tern status`, the parent's bounded event stream;
+//! - the Fleet: project over user, refused files, selection by id then role, fail-closed;
+//! - the cache key a child sends.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::body::{of_type, system_of};
+use crate::support::cli::{Out, WireWs, Ws, ok_no_stdin, run_no_stdin, run_within};
+use crate::support::files::{jsonl, read, read_json};
+use crate::support::harness::{Collect, InProc, fast_config};
+use crate::support::procs::{eventually, procs_with, wait_exit};
+use crate::support::script::{agent, bash, text, todo, with_text, work};
+use crate::support::{FakeServer, Recorded, Reply, Wire, validate};
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+const OPEN: &str = "<tern:work_state>";
+const CLOSE: &str = "</tern:work_state>";
+const BREAKPOINT: &str = r#","cache_control":{"type":"ephemeral"}"#;
+
+/// The parsed JSON events of a `--json` run's stdout.
+fn events_of(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not an event {l:?}: {e}")))
+        .collect()
+}
+
+/// Waits up to 30 s (a hang check, never a speed claim) until `done` holds.
+fn wait_until(what: &str, done: impl FnMut() -> bool) {
+    assert!(
+        eventually(Duration::from_secs(30), done),
+        "timed out: {what}"
+    );
+}
+
+/// The child session folders of the session folder `dir` (`agents/<id>/`), by name.
+fn child_dirs(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir.join("agents"))
+        .map(|rd| rd.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+/// The folder of the child that the parent's call `call_id` started (by its `meta.json`).
+fn child_of(dir: &Path, call_id: &str) -> PathBuf {
+    child_dirs(dir)
+        .into_iter()
+        .find(|c| read_json(&c.join("meta.json"))["parent"]["call_id"] == call_id)
+        .unwrap_or_else(|| panic!("no child of call {call_id} under {}", dir.display()))
+}
+
+fn id_of(dir: &Path) -> String {
+    dir.file_name().unwrap().to_string_lossy().into_owned()
+}
+
+/// The stored tool result answering `call_id` in `conversation.jsonl` of `dir`.
+fn stored_result(dir: &Path, call_id: &str) -> Value {
+    jsonl(&dir.join("conversation.jsonl"))
+        .into_iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == call_id)
+        .unwrap_or_else(|| panic!("no stored result for {call_id}"))
+}
+
+fn content(m: &Value) -> String {
+    m["content"].as_str().unwrap_or("").to_string()
+}
+
+/// The messages of a body (OpenAI: the system message included).
+fn messages(body: &Value) -> &Vec<Value> {
+    body["messages"].as_array().expect("messages array")
+}
+
+/// The text parts of a message (OpenAI: the content string; Anthropic: text blocks).
+fn texts(m: &Value) -> Vec<String> {
+    match &m["content"] {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b["text"].as_str().map(str::to_string))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The work-state tail of a body: the text appended to its latest message, if any.
+fn tail_of(wire: Wire, body: &Value) -> Option<String> {
+    let last = messages(body).last()?;
+    match wire {
+        Wire::OpenAi => {
+            let c = last["content"].as_str()?;
+            let at = c.rfind(&format!("\n\n{OPEN}"))?;
+            Some(c[at..].to_string())
+        }
+        Wire::Anthropic => {
+            let block = last["content"].as_array()?.last()?;
+            let t = block["text"].as_str()?;
+            t.starts_with(OPEN).then(|| t.to_string())
+        }
+    }
+}
+
+/// The part of a raw body a later body must start with (as tests/it/prefix.rs defines it):
+/// Anthropic breakpoints removed (the marker moves by design: it is request metadata, not
+/// prompt content), the work-state tail removed, and the brackets that close the last message
+/// and the body cut off.
+fn core(wire: Wire, raw: &str) -> String {
+    let body: Value = serde_json::from_str(raw).expect("body is JSON");
+    let mut s = match wire {
+        Wire::OpenAi => raw.to_string(),
+        Wire::Anthropic => raw.replace(BREAKPOINT, ""),
+    };
+    if let Some(tail) = tail_of(wire, &body) {
+        let quoted = serde_json::to_string(&tail).expect("string");
+        let escaped = &quoted[1..quoted.len() - 1];
+        let (piece, closing) = match wire {
+            Wire::OpenAi => (escaped.to_string(), "\"}]}"),
+            Wire::Anthropic => (format!(",{{\"type\":\"text\",\"text\":{quoted}}}"), "]}]}"),
+        };
+        let end = format!("{piece}{closing}");
+        assert!(s.ends_with(&end), "the tail ends the body");
+        s.truncate(s.len() - end.len());
+        s.push_str(closing);
+    }
+    let closing = match wire {
+        Wire::OpenAi => "]}",
+        Wire::Anthropic => "]}]}",
+    };
+    assert!(s.ends_with(closing), "body ends with {closing}");
+    s.truncate(s.len() - closing.len());
+    s
+}
+
+/// The raw JSON text of the top-level array `"key":[…]` of a body (string-aware bracket match).
+fn raw_array<'a>(raw: &'a str, key: &str) -> &'a str {
+    let start = raw
+        .find(&format!("\"{key}\":["))
+        .unwrap_or_else(|| panic!("no {key} in body"))
+        + key.len()
+        + 4;
+    let (mut depth, mut in_str, mut esc) = (0i32, false, false);
+    for (i, ch) in raw[start..].char_indices() {
+        if in_str {
+            match (esc, ch) {
+                (true, _) => esc = false,
+                (false, '\\') => esc = true,
+                (false, '"') => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match ch {
+            '"' => in_str = true,
+            '[' | '{' => depth += 1,
+            ']' | '}' if depth == 0 => return &raw[start - 1..start + i + 1],
+            ']' | '}' => depth -= 1,
+            _ => {}
+        }
+    }
+    panic!("unterminated {key}");
+}
+
+/// The body of the model name `model` (the requests of one child of another model).
+fn model_of(r: &Recorded) -> String {
+    r.json()["model"].as_str().unwrap_or("").to_string()
+}
+
+/// A fleet file with these members.
+fn fleet(members: Value) -> String {
+    serde_json::to_string_pretty(&json!({ "members": members })).unwrap()
+}
+
+fn write_project_fleet(root: &Path, members: Value) {
+    std::fs::write(root.join(".tern/fleet.json"), fleet(members)).expect("write fleet.json");
+}
+
+/// The text of a `tool_result` event (or a stored tool message) and whether it is an error.
+fn result_event<'a>(events: &'a [Value], id: &str) -> &'a Value {
+    events
+        .iter()
+        .find(|e| e["type"] == "tool_result" && e["id"] == id)
+        .unwrap_or_else(|| panic!("no tool_result {id}"))
+}
+
+/// The head line of a sub-agent result: `[sub-agent ID: STATUS; N requests; tokens in I
+/// (cached C), out O]`, parsed.
+fn head_of(result: &str) -> (String, String, u64, u64, u64, u64) {
+    let line = result.lines().next().unwrap_or("");
+    let rest = line
+        .strip_prefix("[sub-agent ")
+        .unwrap_or_else(|| panic!("not a sub-agent result: {result:?}"));
+    let (id, rest) = rest.split_once(": ").expect("id");
+    let (status, rest) = rest.split_once("; ").expect("status");
+    let nums: Vec<u64> = rest
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().unwrap())
+        .collect();
+    assert_eq!(nums.len(), 4, "{line}");
+    (
+        id.to_string(),
+        status.to_string(),
+        nums[0],
+        nums[1],
+        nums[2],
+        nums[3],
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. The prefix: forks, fresh children, the tool list
+// ---------------------------------------------------------------------------------------------
+
+/// A fork's first request = the parent's tools + pinned system + stored history up to, not
+/// including, the calling assistant message, then one user message: the fork state (the
+/// ledger body byte-identical to the tail's, the plan line) and the task. Checked as bytes: the
+/// parent's request without its tail (and, on Anthropic, without the moving breakpoint) is a
+/// prefix of the child's, and what follows is exactly the fork message.
+fn fork_extends_the_parents_prefix(wire: Wire) {
+    let task = "count the words in notes.txt";
+    let ws = WireWs::new(
+        wire,
+        vec![
+            work(
+                wire,
+                "w1",
+                vec![
+                    todo("1", "Read notes", "completed"),
+                    todo("2", "Count the words", "in_progress"),
+                    todo("3", "Report", "pending"),
+                ],
+            ),
+            agent(wire, "a1", json!({"task": task, "fork": true})),
+            text(wire, "There are 42 words."),
+            text(wire, "The fork counted 42 words."),
+        ],
+    );
+    let out = ws.ok(&["exec", "--json", "count the words"]);
+    let events = events_of(&String::from_utf8_lossy(&out.stdout));
+    let raws = ws.raw_bodies();
+    assert_eq!(raws.len(), 4, "parent, parent, child, parent");
+    let parent_req: Value = serde_json::from_str(&raws[1]).unwrap();
+    let child_req: Value = serde_json::from_str(&raws[2]).unwrap();
+
+    // The byte extension.
+    let prefix = core(wire, &raws[1]);
+    let child = match wire {
+        Wire::OpenAi => raws[2].clone(),
+        Wire::Anthropic => raws[2].replace(BREAKPOINT, ""),
+    };
+    assert!(
+        child.starts_with(&prefix),
+        "the fork's first request does not extend the parent's prefix:\n--- parent\n{}\n--- child\n{}",
+        &prefix[prefix.len().saturating_sub(400)..],
+        &child[..child.len().min(prefix.len() + 400)]
+    );
+    // What follows is the fork message and nothing else.
+    let fork_msg = texts(messages(&child_req).last().unwrap())
+        .last()
+        .cloned()
+        .unwrap();
+    let quoted = serde_json::to_string(&fork_msg).unwrap();
+    let rest = match wire {
+        Wire::OpenAi => format!(",{{\"role\":\"user\",\"content\":{quoted}}}]}}"),
+        // Anthropic merges consecutive user turns: the fork text is a new block of the
+        // message that holds the last tool result.
+        Wire::Anthropic => format!(",{{\"type\":\"text\",\"text\":{quoted}}}]}}]}}"),
+    };
+    assert_eq!(&child[prefix.len()..], rest);
+    // Same model, same tools and system bytes (they lie inside the extended prefix; checked
+    // directly too, so a reordering of the body would show here).
+    assert_eq!(parent_req["model"], child_req["model"]);
+    assert_eq!(raw_array(&raws[1], "tools"), raw_array(&raws[2], "tools"));
+    assert_eq!(system_of(&parent_req), system_of(&child_req));
+
+    // The fork state: the ledger body exactly as the parent's tail renders it, the plan line,
+    // then the task.
+    let tail = tail_of(wire, &parent_req).expect("the parent's request has a tail");
+    let block = tail.trim_start_matches('\n');
+    let ledger_body = block
+        .strip_prefix(&format!("{OPEN}\n"))
+        .and_then(|b| b.strip_suffix(&format!("\n{CLOSE}")))
+        .unwrap_or_else(|| panic!("tail {tail:?}"));
+    assert!(fork_msg.starts_with("<tern:fork_state>\n"), "{fork_msg}");
+    assert!(
+        fork_msg.contains(&format!("\n{ledger_body}\n</tern:fork_state>")),
+        "the fork state carries the ledger body byte for byte:\n{fork_msg}\n--- tail body\n{ledger_body}"
+    );
+    assert!(fork_msg.contains("\nNo plan is locked.\n"), "{fork_msg}");
+    assert!(
+        fork_msg.ends_with(&format!("\n\nTask: {task}")),
+        "{fork_msg}"
+    );
+    // The child's request has no tail of its own (it has no ledger) and only one fork state.
+    assert_eq!(raws[2].matches("<tern:fork_state>").count(), 1);
+    assert!(tail_of(wire, &child_req).is_none());
+
+    if wire == Wire::Anthropic {
+        // Breakpoints at the same places: the last system block, and the last block before
+        // any tail (here the fork message, the child's newest block); never more than 4.
+        for raw in [&raws[1], &raws[2]] {
+            assert!(raw.matches("\"cache_control\"").count() <= 4);
+        }
+        assert!(
+            child_req["system"].as_array().unwrap().last().unwrap()["cache_control"].is_object()
+        );
+        assert!(
+            parent_req["system"].as_array().unwrap().last().unwrap()["cache_control"].is_object()
+        );
+        let last = messages(&child_req).last().unwrap()["content"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()
+            .clone();
+        assert!(last["cache_control"].is_object(), "{last}");
+    }
+
+    // The simulated prefix cache reads the parent's prefix for the child's first request: all
+    // of it but the last partial 128-token block.
+    let usage = |dir: &Path| -> Vec<Value> {
+        jsonl(&dir.join("events.jsonl"))
+            .into_iter()
+            .filter(|e| e["type"] == "usage")
+            .collect()
+    };
+    let session = ws.session();
+    let child_dir = child_of(&session, "a1");
+    let first = &usage(&child_dir)[0];
+    let prefix_tokens = (prefix.len() / crate::support::BYTES_PER_TOKEN) as u64;
+    let cached = first["cached_tokens"].as_u64().unwrap();
+    assert!(
+        cached + crate::support::CACHE_BLOCK_TOKENS > prefix_tokens && cached <= prefix_tokens,
+        "cached {cached} of a {prefix_tokens}-token parent prefix"
+    );
+    assert_eq!(
+        first["model"], "m",
+        "the usage event records the effective model"
+    );
+
+    // The record: a fork, named by the parent's call; the child's events name the parent.
+    let meta = read_json(&child_dir.join("meta.json"));
+    assert_eq!(meta["parent"]["session"], id_of(&session));
+    assert_eq!(meta["parent"]["call_id"], "a1");
+    assert_eq!(meta["parent"]["fork"], true);
+    assert_eq!(
+        read(&child_dir.join("system.txt")),
+        read(&session.join("system.txt")),
+        "a fork's system.txt is the parent's exact bytes"
+    );
+    for e in jsonl(&child_dir.join("events.jsonl")) {
+        assert_eq!(e["parent"], id_of(&session), "{e}");
+    }
+    let start = of_type(&events, "agent_start");
+    assert_eq!(start.len(), 1);
+    assert_eq!(start[0]["fork"], true);
+    assert_eq!(start[0]["child"], id_of(&child_dir));
+    let result = content(&stored_result(&session, "a1"));
+    assert!(result.ends_with("\nThere are 42 words."), "{result}");
+}
+
+#[test]
+fn fork_first_request_extends_the_parents_prefix_openai() {
+    fork_extends_the_parents_prefix(Wire::OpenAi);
+}
+
+#[test]
+fn fork_first_request_extends_the_parents_prefix_anthropic() {
+    fork_extends_the_parents_prefix(Wire::Anthropic);
+}
+
+/// Fresh children: the same tools bytes as every other request, and the same system bytes as
+/// each other, as children of another session, and as a new session of the project: the
+/// parent's locked plan is not in them; the member's instructions and the task are the first
+/// user message.
+#[test]
+fn fresh_children_share_system_and_tools_bytes_across_children_and_sessions() {
+    let w = Wire::OpenAi;
+    let ws = WireWs::new(w, Vec::new());
+    write_project_fleet(
+        ws.root(),
+        json!([{"id": "rev", "role": "review", "instructions": "You review diffs. Be brief."}]),
+    );
+    ws.fake
+        .route("Task: first look", vec![text(w, "first done")]);
+    ws.fake
+        .route("Task: second look", vec![text(w, "second done")]);
+    // Session 1: two fresh children at once.
+    ws.push(vec![
+        crate::support::script::calls(
+            w,
+            &[
+                ("a1", "agent", json!({"task": "first look"})),
+                (
+                    "a2",
+                    "agent",
+                    json!({"task": "second look", "member": "rev"}),
+                ),
+            ],
+        ),
+        text(w, "both done"),
+    ]);
+    ws.ok(&["exec", "look twice"]);
+    let s1 = ws.session();
+    // Session 2: a locked plan, then one fresh child.
+    ws.push(vec![
+        crate::support::script::call(
+            w,
+            "p1",
+            "plan_draft",
+            json!({"content": "# Plan\n1. look again\n"}),
+        ),
+        crate::support::script::call(w, "p2", "plan_confirm", json!({})),
+        text(
+            w,
+            "Summary: a plan to look again was drafted and is being locked.",
+        ),
+        agent(w, "a3", json!({"task": "third look"})),
+        text(w, "third done"),
+        text(w, "all done"),
+    ]);
+    ws.ok(&["exec", "plan, then look"]);
+    let s2 = ws.session();
+    assert_ne!(s1, s2);
+    assert!(read(&s2.join("system.txt")).contains("<locked_plan>"));
+    // Session 3: a plain new session, for its pinned system bytes.
+    ws.push(vec![text(w, "hello")]);
+    ws.ok(&["exec", "hi"]);
+    let plain = read(&ws.session().join("system.txt"));
+
+    let kids = [
+        child_of(&s1, "a1"),
+        child_of(&s1, "a2"),
+        child_of(&s2, "a3"),
+    ];
+    for k in &kids {
+        assert_eq!(
+            read(&k.join("system.txt")),
+            plain,
+            "{}: a fresh child's system bytes are the project's base bytes",
+            k.display()
+        );
+        assert_eq!(read_json(&k.join("meta.json"))["parent"]["fork"], false);
+    }
+    // Every request, parent or child, carries the same tools bytes; children's requests the
+    // base system bytes.
+    let reqs = ws.fake.requests();
+    let tools = raw_array(&String::from_utf8(reqs[0].body.clone()).unwrap(), "tools").to_string();
+    assert!(tools.contains("\"name\":\"agent\""));
+    for r in &reqs {
+        assert_eq!(raw_array(&r.body_str(), "tools"), tools);
+    }
+    let child_reqs: Vec<&Recorded> = reqs
+        .iter()
+        .filter(|r| {
+            let b = r.json();
+            let m = messages(&b);
+            m.len() == 2 && content(&m[1]).contains("Task: ")
+        })
+        .collect();
+    assert_eq!(child_reqs.len(), 3, "one request per child");
+    for r in &child_reqs {
+        let b = r.json();
+        assert_eq!(system_of(&b), plain);
+        let m = messages(&b);
+        assert_eq!(m.len(), 2, "system + the one first message");
+    }
+    // The first message: the member's instructions, then the task; or the task alone.
+    let first = |k: &Path| jsonl(&k.join("conversation.jsonl"))[0]["content"].clone();
+    assert_eq!(first(&kids[0]), "Task: first look");
+    assert_eq!(
+        first(&kids[1]),
+        "You review diffs. Be brief.\n\nTask: second look"
+    );
+    assert_eq!(first(&kids[2]), "Task: third look");
+}
+
+/// Depth is enforced at run time, never by changing the tool list: with the default depth 2 a
+/// grandchild runs and its own `agent` call is refused ("depth limit reached: do it yourself");
+/// every request of every depth carries the same tools bytes. `--agent-depth 0` refuses the
+/// first call and opens nothing.
+#[test]
+fn depth_is_enforced_at_run_time_with_the_same_tool_list() {
+    let w = Wire::OpenAi;
+    let ws = WireWs::new(
+        w,
+        vec![
+            agent(w, "a1", json!({"task": "level one"})),
+            agent(w, "a2", json!({"task": "level two"})),
+            agent(w, "a3", json!({"task": "level three"})),
+            text(w, "did level two myself"),
+            text(w, "level one done"),
+            text(w, "all done"),
+        ],
+    );
+    ws.ok(&["exec", "go deep"]);
+    let parent = ws.session();
+    let child = child_of(&parent, "a1");
+    let grandchild = child_of(&child, "a2");
+    assert!(child_dirs(&grandchild).is_empty(), "no third level");
+    let refused = stored_result(&grandchild, "a3");
+    assert_eq!(refused["is_error"], true);
+    assert!(
+        content(&refused).starts_with("Error: depth limit reached: do it yourself"),
+        "{refused}"
+    );
+    let reqs = ws.fake.requests();
+    assert_eq!(reqs.len(), 6, "no request was made for the refused call");
+    let tools = raw_array(&reqs[0].body_str(), "tools").to_string();
+    for r in &reqs {
+        assert_eq!(raw_array(&r.body_str(), "tools"), tools);
+    }
+    assert_eq!(
+        read_json(&grandchild.join("meta.json"))["parent"]["session"],
+        id_of(&child)
+    );
+
+    // Depth 0: no sub-agents at all, the same tools.
+    let ws = WireWs::new(
+        w,
+        vec![
+            agent(w, "b1", json!({"task": "anything"})),
+            text(w, "fine, myself"),
+        ],
+    );
+    ws.ok(&["exec", "--agent-depth", "0", "delegate"]);
+    let r = stored_result(&ws.session(), "b1");
+    assert!(
+        content(&r).starts_with("Error: depth limit reached: do it yourself"),
+        "{r}"
+    );
+    assert!(child_dirs(&ws.session()).is_empty());
+    let reqs = ws.fake.requests();
+    assert_eq!(raw_array(&reqs[0].body_str(), "tools"), tools);
+}
