@@ -450,7 +450,17 @@ impl Runtime {
                 "interrupted",
                 format!("{}\n[interrupted]", partial_output(&rt, seeded)),
             ),
-            Err(f @ (Failure::MaxTurns(_) | Failure::Budget(_))) => (
+            // A child's turn budget is `--agent-max-turns` or its member's `max_turns`, not the
+            // parent's `--max-turns` that the failure's own text names.
+            Err(Failure::MaxTurns(n)) => (
+                "budget_exhausted",
+                format!(
+                    "{}\n[stopped: its turn budget of {n} model request{} ran out]",
+                    partial_output(&rt, seeded),
+                    if *n == 1 { "" } else { "s" }
+                ),
+            ),
+            Err(f @ Failure::Budget(_)) => (
                 "budget_exhausted",
                 format!("{}\n[stopped: {f}]", partial_output(&rt, seeded)),
             ),
