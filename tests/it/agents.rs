@@ -556,3 +556,127 @@ fn depth_is_enforced_at_run_time_with_the_same_tool_list() {
     let reqs = ws.fake.requests();
     assert_eq!(raw_array(&reqs[0].body_str(), "tools"), tools);
 }
+
+// ---------------------------------------------------------------------------------------------
+// 2. Results: status, id, usage; bounded on character boundaries
+// ---------------------------------------------------------------------------------------------
+
+/// A text of `n` characters mixing 1-, 2- and 4-byte characters, with recognisable ends.
+fn multibyte(n: usize) -> String {
+    let mut s: String = "<<START".into();
+    let cycle = ['é', '🦀', 'a', 'ß', '€', ' '];
+    let mut i = 0;
+    while s.chars().count() < n - 5 {
+        s.push(cycle[i % cycle.len()]);
+        i += 1;
+    }
+    s.push_str("END>>");
+    assert_eq!(s.chars().count(), n);
+    s
+}
+
+/// `tern::runtime::agent::bound` at the limit: 12,000 characters are kept whole, 12,001 are cut
+/// to the first and last 4,000 characters (never inside a character), a marker saying how many
+/// were cut and the report's path.
+#[test]
+fn bound_keeps_twelve_thousand_characters_and_cuts_on_character_boundaries() {
+    use tern::runtime::agent::{KEEP_HEAD_CHARS, KEEP_TAIL_CHARS, RESULT_LIMIT_CHARS, bound};
+    let report = Path::new("/x/agents/20260101-000000-ab12/report.md");
+    let whole = multibyte(RESULT_LIMIT_CHARS);
+    assert!(
+        whole.len() > RESULT_LIMIT_CHARS,
+        "multi-byte: more bytes than characters"
+    );
+    assert_eq!(bound(&whole, report), whole);
+    for n in [RESULT_LIMIT_CHARS + 1, 20_000] {
+        let long = multibyte(n);
+        let cut = bound(&long, report);
+        let head: String = long.chars().take(KEEP_HEAD_CHARS).collect();
+        let tail: String = long.chars().skip(n - KEEP_TAIL_CHARS).collect();
+        let marker = format!(
+            "\n[… {} characters cut; the whole report is in {}]\n",
+            n - KEEP_HEAD_CHARS - KEEP_TAIL_CHARS,
+            report.display()
+        );
+        assert_eq!(cut, format!("{head}{marker}{tail}"));
+        assert!(cut.starts_with("<<START") && cut.ends_with("END>>"));
+    }
+}
+
+/// End to end: a child's 20,000-character answer reaches the parent as its head and tail with
+/// the marker and the path of `report.md`, which holds the whole text; the result's first line
+/// gives the status, the child's session id and its usage as its `meta.json` records it. An
+/// error result (a budget that ran out with a long partial output) is bounded the same way.
+#[test]
+fn results_are_bounded_with_the_report_path_and_carry_status_id_and_usage() {
+    let w = Wire::OpenAi;
+    let long = multibyte(20_000);
+    let partial = multibyte(15_000);
+    let ws = WireWs::new(
+        w,
+        vec![
+            agent(w, "a1", json!({"task": "write a long report"})),
+            text(w, &long),
+            agent(w, "a2", json!({"task": "write and stop", "member": "one"})),
+            with_text(bash(w, "b1", "echo more"), &partial),
+            text(w, "seen both"),
+        ],
+    );
+    write_project_fleet(
+        ws.root(),
+        json!([{"id": "one", "role": "single", "max_turns": 1}]),
+    );
+    ws.ok(&["exec", "report"]);
+    let parent = ws.session();
+
+    let child = child_of(&parent, "a1");
+    let report = child.join("report.md");
+    assert_eq!(read(&report), format!("{long}\n"));
+    let r = stored_result(&parent, "a1");
+    assert!(r.get("is_error").is_none(), "{r}");
+    let c = content(&r);
+    let (id, status, requests, input, cached, output) = head_of(&c);
+    assert_eq!(id, id_of(&child));
+    assert_eq!(status, "completed");
+    let meta = read_json(&child.join("meta.json"));
+    assert_eq!(requests, meta["turns"].as_u64().unwrap());
+    assert_eq!(requests, 1);
+    assert_eq!(input, meta["usage"]["input_tokens"].as_u64().unwrap());
+    assert_eq!(cached, meta["usage"]["cached_tokens"].as_u64().unwrap());
+    assert_eq!(output, meta["usage"]["output_tokens"].as_u64().unwrap());
+    assert!(input > 0 && output > 0, "{c}");
+    let body = c.split_once('\n').unwrap().1;
+    let head: String = long.chars().take(4000).collect();
+    let tail: String = long.chars().skip(16_000).collect();
+    assert_eq!(
+        body,
+        format!(
+            "{head}\n[… 12000 characters cut; the whole report is in {}]\n{tail}",
+            report.display()
+        )
+    );
+
+    // The error result: budget_exhausted, bounded, the stop line kept at its end.
+    let child = child_of(&parent, "a2");
+    let r = stored_result(&parent, "a2");
+    assert_eq!(r["is_error"], true);
+    let c = content(&r);
+    assert_eq!(head_of(&c).1, "budget_exhausted");
+    let body = c.split_once('\n').unwrap().1;
+    let full = read(&child.join("report.md"));
+    assert!(full.starts_with(&partial), "the partial output is kept");
+    let full = full.trim_end();
+    let n = full.chars().count();
+    assert!(n > 12_000);
+    assert!(body.starts_with(&partial.chars().take(4000).collect::<String>()));
+    assert!(body.contains(&format!(
+        "\n[… {} characters cut; the whole report is in {}]\n",
+        n - 8000,
+        child.join("report.md").display()
+    )));
+    assert!(
+        body.ends_with("\n[stopped: its turn budget of 1 model request ran out]"),
+        "{}",
+        &body[body.len() - 200..]
+    );
+}
