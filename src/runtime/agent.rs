@@ -102,6 +102,9 @@ struct Child {
     seeded: usize,
     rt: Option<Runtime>,
     started: Option<Instant>,
+    /// Its own run time, taken when its thread reported: its results are emitted only after
+    /// every sibling has ended, so the time then would count theirs.
+    took: Option<Duration>,
     timed_out: bool,
     result: Option<(Box<Runtime>, TurnOutcome)>,
 }
@@ -332,6 +335,7 @@ impl Runtime {
             seeded: rt.history().len(),
             rt: Some(rt),
             started: None,
+            took: None,
             timed_out: false,
             result: None,
         })
@@ -400,6 +404,7 @@ impl Runtime {
                 Ok(ToParent::Done { index, rt, outcome }) => {
                     running = running.saturating_sub(1);
                     if let Ok(c) = &mut slots[index].child {
+                        c.took = c.started.map(|t| t.elapsed());
                         c.result = Some((rt, outcome));
                     }
                 }
@@ -486,7 +491,7 @@ impl Runtime {
                 status: status.to_string(),
                 requests: t.requests,
                 usage: u,
-                duration_ms: child.started.map_or(0, |s| s.elapsed().as_millis() as u64),
+                duration_ms: child.took.map_or(0, |d| d.as_millis() as u64),
             },
         );
         let head = format!(
