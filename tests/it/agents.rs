@@ -680,3 +680,360 @@ fn results_are_bounded_with_the_report_path_and_carry_status_id_and_usage() {
         &body[body.len() - 200..]
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// 3. Limits: budgets, children at once, a hung child, Ctrl-C
+// ---------------------------------------------------------------------------------------------
+
+/// The `turn_start` and `turn_end` times (RFC 3339 with ms: they sort as text) of a child.
+fn turn_span(dir: &Path) -> (String, String) {
+    let ev = jsonl(&dir.join("events.jsonl"));
+    let at = |kind: &str| {
+        ev.iter()
+            .find(|e| e["type"] == kind)
+            .unwrap_or_else(|| panic!("no {kind} in {}", dir.display()))["ts"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    (at("turn_start"), at("turn_end"))
+}
+
+/// Each budget ends the child with a terminal `budget_exhausted` result that keeps its partial
+/// output: the turn budget (member `max_turns`), the token budget (member `token_budget`) and
+/// the wall time (member `wall_time_s`, here while its command hangs: the command is killed).
+#[test]
+fn each_member_budget_ends_in_a_terminal_result_with_the_partial_output() {
+    let w = Wire::OpenAi;
+    let sleep = "sleep 33.71";
+    let ws = WireWs::new(
+        w,
+        vec![
+            agent(w, "a1", json!({"task": "two steps", "member": "short"})),
+            with_text(bash(w, "b1", "echo one"), "first part"),
+            with_text(bash(w, "b2", "echo two"), "second part"),
+            agent(w, "a2", json!({"task": "spend", "member": "cheap"})),
+            with_text(bash(w, "b3", "echo spent"), "spent some"),
+            agent(w, "a3", json!({"task": "hang", "member": "quick"})),
+            with_text(bash(w, "b4", sleep), "waiting for it"),
+            text(w, "three stopped"),
+        ],
+    );
+    write_project_fleet(
+        ws.root(),
+        json!([
+            {"id": "short", "role": "r1", "max_turns": 2},
+            {"id": "cheap", "role": "r2", "token_budget": 50},
+            {"id": "quick", "role": "r3", "wall_time_s": 2},
+        ]),
+    );
+    let started = Instant::now();
+    ws.ok(&["exec", "stop them"]);
+    assert!(
+        started.elapsed() < Duration::from_secs(25),
+        "the hung command outlived its wall time"
+    );
+    assert!(procs_with(sleep).is_empty(), "{:?}", procs_with(sleep));
+    let parent = ws.session();
+    let body = |id: &str| {
+        let r = stored_result(&parent, id);
+        assert_eq!(r["is_error"], true, "{r}");
+        let c = content(&r);
+        assert_eq!(head_of(&c).1, "budget_exhausted", "{c}");
+        c.split_once('\n').unwrap().1.to_string()
+    };
+    assert_eq!(
+        body("a1"),
+        "first part\n\nsecond part\n[stopped: its turn budget of 2 model requests ran out]"
+    );
+    let b = body("a2");
+    assert!(
+        b.starts_with("spent some\n[stopped: its token budget of 50 tokens ran out ("),
+        "{b}"
+    );
+    assert_eq!(
+        body("a3"),
+        "waiting for it\n[stopped: its wall time of 2 s ran out]"
+    );
+    // The child that hung: its command was killed and its result stored; it made 1 request.
+    let hung = child_of(&parent, "a3");
+    let r = stored_result(&hung, "b4");
+    assert_eq!(r["is_error"], true, "{r}");
+    assert_eq!(read_json(&hung.join("meta.json"))["status"], "interrupted");
+    let ends = of_type(&jsonl(&parent.join("events.jsonl")), "agent_end")
+        .into_iter()
+        .map(|e| {
+            (
+                e["call_id"].as_str().unwrap().to_string(),
+                e["status"].clone(),
+            )
+        })
+        .collect::<BTreeMap<_, _>>();
+    for id in ["a1", "a2", "a3"] {
+        assert_eq!(ends[id], "budget_exhausted", "{ends:?}");
+    }
+}
+
+/// The flags set the budgets (`--agent-max-turns`, `--agent-token-budget`,
+/// `--agent-wall-time`), and a member's own field only narrows them: a member asking for more
+/// turns and tokens than the flags allow gets the flags'.
+#[test]
+fn budget_flags_apply_and_members_only_narrow_them() {
+    let w = Wire::OpenAi;
+    let fleet_of = |ws: &WireWs| {
+        write_project_fleet(
+            ws.root(),
+            json!([{"id": "greedy", "role": "r", "max_turns": 50, "token_budget": 100000000}]),
+        )
+    };
+    let ws = WireWs::new(
+        w,
+        vec![
+            agent(w, "a1", json!({"task": "many steps", "member": "greedy"})),
+            with_text(bash(w, "b1", "echo one"), "one"),
+            text(w, "done"),
+        ],
+    );
+    fleet_of(&ws);
+    ws.ok(&["exec", "--agent-max-turns", "1", "go"]);
+    let c = content(&stored_result(&ws.session(), "a1"));
+    assert!(
+        c.ends_with("\none\n[stopped: its turn budget of 1 model request ran out]"),
+        "{c}"
+    );
+
+    let ws = WireWs::new(
+        w,
+        vec![
+            agent(w, "a1", json!({"task": "spend", "member": "greedy"})),
+            with_text(bash(w, "b1", "echo two"), "two"),
+            text(w, "done"),
+        ],
+    );
+    fleet_of(&ws);
+    ws.ok(&["exec", "--agent-token-budget", "40", "go"]);
+    let c = content(&stored_result(&ws.session(), "a1"));
+    assert!(
+        c.contains("\ntwo\n[stopped: its token budget of 40 tokens ran out ("),
+        "{c}"
+    );
+    assert_eq!(
+        ws.fake.requests().len(),
+        3,
+        "the child stopped before a second request"
+    );
+
+    let sleep = "sleep 33.72";
+    let ws = WireWs::new(
+        w,
+        vec![
+            agent(w, "a1", json!({"task": "hang"})),
+            bash(w, "b1", sleep),
+            text(w, "done"),
+        ],
+    );
+    let started = Instant::now();
+    ws.ok(&["exec", "--agent-wall-time", "1", "go"]);
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let c = content(&stored_result(&ws.session(), "a1"));
+    assert!(
+        c.ends_with("\n[stopped: its wall time of 1 s ran out]"),
+        "{c}"
+    );
+    assert!(procs_with(sleep).is_empty());
+}
+
+/// Several `agent` calls in one assistant message run at once (at most `--agents-parallel`),
+/// and their results are stored in call order whatever order they end in.
+#[test]
+fn children_of_one_message_run_at_once_and_results_keep_call_order() {
+    let w = Wire::OpenAi;
+    let run = |parallel: &str| -> (PathBuf, WireWs) {
+        let ws = WireWs::new(
+            w,
+            vec![
+                crate::support::script::calls(
+                    w,
+                    &[
+                        ("a1", "agent", json!({"task": "alpha"})),
+                        ("a2", "agent", json!({"task": "beta"})),
+                        ("a3", "agent", json!({"task": "gamma"})),
+                    ],
+                ),
+                text(w, "all three"),
+            ],
+        );
+        // The first call ends last: call order is not end order.
+        for (task, ms, says) in [("alpha", 1200, "A"), ("beta", 600, "B"), ("gamma", 0, "C")] {
+            ws.fake.route(
+                &format!("Task: {task}"),
+                vec![text(w, &format!("{says} says hi")).delay_before(Duration::from_millis(ms))],
+            );
+        }
+        ws.ok(&["exec", "--agents-parallel", parallel, "fan out"]);
+        (ws.session(), ws)
+    };
+
+    let (parent, _ws) = run("4");
+    let spans: Vec<(String, String)> = ["a1", "a2", "a3"]
+        .iter()
+        .map(|c| turn_span(&child_of(&parent, c)))
+        .collect();
+    let last_start = spans.iter().map(|s| &s.0).max().unwrap();
+    let first_end = spans.iter().map(|s| &s.1).min().unwrap();
+    assert!(last_start < first_end, "all three ran at once: {spans:?}");
+    let conv = jsonl(&parent.join("conversation.jsonl"));
+    let results: Vec<(String, String)> = conv
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| (m["tool_call_id"].as_str().unwrap().to_string(), content(m)))
+        .collect();
+    assert_eq!(results.len(), 3);
+    for ((id, c), (want_id, says)) in results.iter().zip([("a1", "A"), ("a2", "B"), ("a3", "C")]) {
+        assert_eq!(id, want_id);
+        assert!(c.ends_with(&format!("\n{says} says hi")), "{c}");
+    }
+
+    // One at a time: the turns do not overlap, in call order.
+    let (parent, _ws) = run("1");
+    let spans: Vec<(String, String)> = ["a1", "a2", "a3"]
+        .iter()
+        .map(|c| turn_span(&child_of(&parent, c)))
+        .collect();
+    for pair in spans.windows(2) {
+        assert!(pair[0].1 <= pair[1].0, "one at a time: {spans:?}");
+    }
+    // Two at a time: the third starts only after one of the first two ended.
+    let (parent, _ws) = run("2");
+    let spans: Vec<(String, String)> = ["a1", "a2", "a3"]
+        .iter()
+        .map(|c| turn_span(&child_of(&parent, c)))
+        .collect();
+    assert!(
+        spans[0].0 < spans[1].1 && spans[1].0 < spans[0].1,
+        "{spans:?}"
+    );
+    assert!(
+        spans[2].0 >= spans[0].1.clone().min(spans[1].1.clone()),
+        "{spans:?}"
+    );
+}
+
+/// A child whose command hangs is stopped at its wall time; its sibling's result does not wait
+/// for the command, the sibling's `agent_end` reports its own short duration, and both results
+/// are stored in call order.
+#[test]
+fn a_hung_child_never_holds_its_siblings_result_past_its_wall_time() {
+    let w = Wire::OpenAi;
+    let sleep = "sleep 34.71";
+    let ws = WireWs::new(
+        w,
+        vec![
+            crate::support::script::calls(
+                w,
+                &[
+                    ("a1", "agent", json!({"task": "hang"})),
+                    ("a2", "agent", json!({"task": "quick"})),
+                ],
+            ),
+            text(w, "one of two"),
+        ],
+    );
+    ws.fake.route(
+        "Task: hang",
+        vec![with_text(bash(w, "h1", sleep), "hanging")],
+    );
+    ws.fake.route("Task: quick", vec![text(w, "quick done")]);
+    let started = Instant::now();
+    let out = ws.ok(&["exec", "--json", "--agent-wall-time", "3", "two"]);
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(20), "{took:?}");
+    assert!(
+        took >= Duration::from_secs(3),
+        "the parent waited for the wall time: {took:?}"
+    );
+    assert!(procs_with(sleep).is_empty());
+    let parent = ws.session();
+    let hung = content(&stored_result(&parent, "a1"));
+    assert_eq!(head_of(&hung).1, "budget_exhausted", "{hung}");
+    let quick = content(&stored_result(&parent, "a2"));
+    assert_eq!(head_of(&quick).1, "completed", "{quick}");
+    assert!(quick.ends_with("\nquick done"));
+    let events = events_of(&String::from_utf8_lossy(&out.stdout));
+    let end = |id: &str| {
+        of_type(&events, "agent_end")
+            .into_iter()
+            .find(|e| e["call_id"] == id)
+            .unwrap()
+            .clone()
+    };
+    assert!(end("a1")["duration_ms"].as_u64().unwrap() >= 3000);
+    assert!(
+        end("a2")["duration_ms"].as_u64().unwrap() < 2500,
+        "the quick child's own duration, not its sibling's: {}",
+        end("a2")
+    );
+    // Results in call order.
+    let ids: Vec<String> = jsonl(&parent.join("conversation.jsonl"))
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["tool_call_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids, ["a1", "a2"]);
+}
+
+/// Ctrl-C (SIGINT) to `tern exec` while two children run commands: both commands are killed at
+/// once, both results are stored as interrupted, the children's sessions say interrupted, the
+/// run ends with `result` interrupted and exit 130.
+#[test]
+fn ctrl_c_cancels_every_child_and_kills_their_commands() {
+    let w = Wire::OpenAi;
+    let sleeps = ["sleep 35.11", "sleep 35.12"];
+    let ws = WireWs::new(
+        w,
+        vec![crate::support::script::calls(
+            w,
+            &[
+                ("a1", "agent", json!({"task": "first sleeper"})),
+                ("a2", "agent", json!({"task": "second sleeper"})),
+            ],
+        )],
+    );
+    ws.fake.route(
+        "Task: first sleeper",
+        vec![bash(w, "s1", &format!("{}; echo late", sleeps[0]))],
+    );
+    ws.fake
+        .route("Task: second sleeper", vec![bash(w, "s2", sleeps[1])]);
+    let mut child = ws.spawn(&["exec", "--json", "sleep twice"]);
+    let stdout = crate::support::procs::Seen::start(child.stdout.take().unwrap());
+    wait_until("both commands run", || {
+        sleeps.iter().all(|s| !procs_with(s).is_empty())
+    });
+    let sent = Instant::now();
+    // SAFETY: kill(2) on the tern process this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = wait_exit(&mut child, Duration::from_secs(20)).expect("tern ended");
+    assert!(
+        sent.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        sent.elapsed()
+    );
+    assert_eq!(status.code(), Some(130));
+    wait_until("the commands are gone", || {
+        sleeps.iter().all(|s| procs_with(s).is_empty())
+    });
+    let events = events_of(&stdout.finish());
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "result");
+    assert_eq!(last["status"], "interrupted");
+    let parent = ws.session();
+    for id in ["a1", "a2"] {
+        let r = stored_result(&parent, id);
+        assert_eq!(r["is_error"], true);
+        assert_eq!(head_of(&content(&r)).1, "interrupted", "{r}");
+        let kid = child_of(&parent, id);
+        assert_eq!(read_json(&kid.join("meta.json"))["status"], "interrupted");
+        assert!(read(&kid.join("report.md")).contains("[interrupted]"));
+    }
+}
