@@ -1037,3 +1037,472 @@ fn ctrl_c_cancels_every_child_and_kills_their_commands() {
         assert!(read(&kid.join("report.md")).contains("[interrupted]"));
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// 4. Authority: never wider than the parent's live settings and the member's ceiling
+// ---------------------------------------------------------------------------------------------
+
+use tern::event::Event;
+use tern::policy::Approval;
+use tern::runtime::{Answer, Surface};
+use tern::sandbox::Mode;
+
+const APPROVALS: [Approval; 3] = [Approval::Never, Approval::Ask, Approval::Auto];
+
+/// Narrowest first, written out here rather than taken from tern's `Ord`, so a wrong order in
+/// tern would show.
+fn mode_rank(m: Mode) -> u8 {
+    match m {
+        Mode::ReadOnly => 0,
+        Mode::WorkspaceWrite => 1,
+        Mode::DangerFullAccess => 2,
+    }
+}
+
+fn approval_rank(a: Approval) -> u8 {
+    match a {
+        Approval::Never => 0,
+        Approval::Ask => 1,
+        Approval::Auto => 2,
+    }
+}
+
+fn approval_name(a: Approval) -> &'static str {
+    match a {
+        Approval::Never => "never",
+        Approval::Ask => "ask",
+        Approval::Auto => "auto",
+    }
+}
+
+/// A surface that records the approval questions it is asked and answers `answer`.
+struct Asked {
+    inner: Collect,
+    questions: Vec<String>,
+}
+
+impl Surface for Asked {
+    fn event(&mut self, ev: &tern::event::Envelope) {
+        self.inner.event(ev);
+    }
+    fn approve(&mut self, command: &str) -> Answer {
+        self.questions.push(command.to_string());
+        self.inner.answer
+    }
+}
+
+/// Every combination of sandbox (read-only, workspace-write, danger-full-access) × approval
+/// (never, ask, auto) for the parent and for the member's ceiling, plus a member with no
+/// ceiling: the child's sandbox and approval are the narrower of the two, never wider, in its
+/// `agent_start` event and its `meta.json`.
+#[test]
+fn authority_is_the_intersection_in_every_combination() {
+    let mut members = vec![json!({"id": "free", "role": "free"})];
+    let mut combos = Vec::new();
+    for m in Mode::ALL {
+        for a in APPROVALS {
+            let id = format!("m-{}-{}", m.as_str(), approval_name(a));
+            members.push(
+                json!({"id": id, "role": id, "sandbox": m.as_str(), "approval": approval_name(a)}),
+            );
+            combos.push((id, Some((m, a))));
+        }
+    }
+    combos.push(("free".to_string(), None));
+    let calls: Vec<(String, &str, Value)> = combos
+        .iter()
+        .enumerate()
+        .map(|(i, (id, _))| {
+            (
+                format!("a{i}"),
+                "agent",
+                json!({"task": format!("check {id}"), "member": id}),
+            )
+        })
+        .collect();
+    let calls: Vec<(&str, &str, Value)> = calls
+        .iter()
+        .map(|(i, n, a)| (i.as_str(), *n, a.clone()))
+        .collect();
+    let mut checked = 0;
+    for pm in Mode::ALL {
+        for pa in APPROVALS {
+            let mut cfg = fast_config();
+            cfg.sandbox = pm;
+            cfg.approval = pa;
+            let h = InProc::new(
+                Wire::OpenAi,
+                vec![crate::support::script::calls(Wire::OpenAi, &calls)],
+                cfg,
+            );
+            write_project_fleet(h.dir.path(), Value::Array(members.clone()));
+            let mut ui = Collect::default();
+            let mut rt = h.open(&mut ui);
+            rt.run_turn("delegate", &mut ui).expect("the parent's turn");
+            let starts: BTreeMap<String, (Mode, Approval, String)> = ui
+                .of("agent_start")
+                .into_iter()
+                .map(|e| match e {
+                    Event::AgentStart {
+                        member,
+                        sandbox,
+                        approval,
+                        child,
+                        ..
+                    } => (
+                        member.clone().unwrap(),
+                        (*sandbox, *approval, child.clone()),
+                    ),
+                    _ => unreachable!(),
+                })
+                .collect();
+            assert_eq!(starts.len(), combos.len(), "every child started");
+            for (id, ceiling) in &combos {
+                let (want_m, want_a) = match ceiling {
+                    Some((m, a)) => (
+                        if mode_rank(*m) < mode_rank(pm) {
+                            *m
+                        } else {
+                            pm
+                        },
+                        if approval_rank(*a) < approval_rank(pa) {
+                            *a
+                        } else {
+                            pa
+                        },
+                    ),
+                    None => (pm, pa),
+                };
+                let (got_m, got_a, child) = &starts[id];
+                assert_eq!(
+                    (*got_m, *got_a),
+                    (want_m, want_a),
+                    "parent {}/{} member {id}",
+                    pm.as_str(),
+                    approval_name(pa)
+                );
+                let meta = read_json(&rt.session.dir.join("agents").join(child).join("meta.json"));
+                assert_eq!(meta["sandbox"]["mode"], want_m.as_str(), "{meta}");
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 9 * 10);
+}
+
+/// The parent's live setting counts: after the person answered "always" to one of the
+/// parent's commands, a child whose member allows auto runs with auto; before it, with ask.
+#[test]
+fn the_parents_live_always_counts_as_auto_for_its_children() {
+    let w = Wire::OpenAi;
+    let mut cfg = fast_config();
+    cfg.approval = Approval::Ask;
+    let h = InProc::new(
+        w,
+        vec![
+            agent(w, "a1", json!({"task": "before"})),
+            text(w, "child one"),
+            bash(w, "b1", "true"),
+            agent(w, "a2", json!({"task": "after"})),
+            text(w, "child two"),
+            text(w, "done"),
+        ],
+        cfg,
+    );
+    let mut ui = Collect {
+        answer: Answer::Always,
+        ..Collect::default()
+    };
+    let mut rt = h.open(&mut ui);
+    rt.run_turn("go", &mut ui).expect("turn");
+    let approvals: Vec<Approval> = ui
+        .of("agent_start")
+        .into_iter()
+        .map(|e| match e {
+            Event::AgentStart { approval, .. } => *approval,
+            _ => unreachable!(),
+        })
+        .collect();
+    assert_eq!(approvals, [Approval::Ask, Approval::Auto]);
+}
+
+/// The narrowed settings are enforced, not only recorded: a read-only child cannot write in the
+/// workspace (Landlock), an approval-never child's command is refused with the reason its
+/// model reads, and an ask child's question reaches the parent's surface naming the child.
+#[test]
+fn a_childs_narrowed_settings_are_enforced() {
+    if tern::sandbox::landlock_abi().is_err() {
+        eprintln!("SKIPPED: no Landlock here");
+        return;
+    }
+    let w = Wire::OpenAi;
+    let mut cfg = fast_config();
+    cfg.approval = Approval::Ask;
+    cfg.sandbox = Mode::DangerFullAccess;
+    let h = InProc::new(
+        w,
+        vec![
+            agent(w, "a1", json!({"task": "write", "member": "ro"})),
+            bash(w, "c1", "touch ro.txt"),
+            text(w, "could not"),
+            agent(w, "a2", json!({"task": "run", "member": "planner"})),
+            bash(w, "c2", "touch never.txt"),
+            text(w, "refused"),
+            agent(w, "a3", json!({"task": "ask first"})),
+            bash(w, "c3", "touch asked.txt"),
+            text(w, "asked"),
+            text(w, "done"),
+        ],
+        cfg,
+    );
+    write_project_fleet(
+        h.dir.path(),
+        json!([
+            {"id": "ro", "role": "reader", "sandbox": "read-only"},
+            {"id": "planner", "role": "plan", "approval": "never"},
+        ]),
+    );
+    let mut ui = Asked {
+        inner: Collect::default(),
+        questions: Vec::new(),
+    };
+    let mut rt = h
+        .launcher
+        .open(
+            &tern::launcher::SessionRef::New { title: "t".into() },
+            &mut ui,
+        )
+        .expect("open");
+    rt.run_turn("go", &mut ui).expect("turn");
+    let parent = rt.session.dir.clone();
+    let ws = h.dir.path();
+    assert!(!ws.join("ro.txt").exists(), "a read-only child wrote");
+    let r = stored_result(&child_of(&parent, "a1"), "c1");
+    assert!(content(&r).contains("Permission denied"), "{r}");
+    assert!(!ws.join("never.txt").exists());
+    let r = stored_result(&child_of(&parent, "a2"), "c2");
+    assert_eq!(r["is_error"], true);
+    assert!(content(&r).contains("--approval never"), "{r}");
+    // The ask children (the read-only one has no approval ceiling: ask, as its parent) asked
+    // on the parent's surface, each question naming its child; the never child asked nothing.
+    let reader = id_of(&child_of(&parent, "a1"));
+    let asker = id_of(&child_of(&parent, "a3"));
+    assert_eq!(
+        ui.questions,
+        [
+            format!("[sub-agent {reader}] touch ro.txt"),
+            format!("[sub-agent {asker}] touch asked.txt")
+        ]
+    );
+    assert!(ws.join("asked.txt").exists());
+}
+
+/// Runs `cmd` in a new session without a controlling terminal (else, run from a developer's
+/// terminal, tern would ask there).
+fn no_terminal(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setsid is async-signal-safe and touches nothing of the parent's state.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+}
+
+/// Headless (`tern exec --approval ask`, no terminal): a child's command is not run; the
+/// refusal names the child on stderr, and the child's model reads the reason in its next
+/// request.
+#[test]
+fn a_childs_question_with_no_one_to_ask_is_refused_with_a_reason_it_reads() {
+    let w = Wire::OpenAi;
+    let ws = WireWs::new(
+        w,
+        vec![
+            agent(w, "a1", json!({"task": "make the file"})),
+            bash(w, "c1", "touch headless.txt"),
+            text(w, "I could not run it."),
+            text(w, "The child could not."),
+        ],
+    );
+    let mut cmd = ws.cmd(&["exec", "--approval", "ask", "delegate"]);
+    no_terminal(&mut cmd);
+    let out = ok_no_stdin(cmd);
+    assert!(!ws.root().join("headless.txt").exists(), "ran unasked");
+    let child = child_of(&ws.session(), "a1");
+    assert!(
+        out.stderr.contains(&format!(
+            "no terminal to ask on): [sub-agent {}] touch headless.txt",
+            id_of(&child)
+        )),
+        "{out:?}"
+    );
+    let r = stored_result(&child, "c1");
+    assert_eq!(r["is_error"], true);
+    assert!(
+        content(&r).contains("there is no terminal to ask on"),
+        "{r}"
+    );
+    let reqs = ws.fake.requests();
+    assert!(
+        reqs[2]
+            .body_str()
+            .contains("there is no terminal to ask on"),
+        "the child's model reads why"
+    );
+}
+
+/// The REPL asks the person a child's question, naming the child; `y` runs it, `n` refuses it
+/// (the child's model reads that the person declined).
+#[test]
+fn the_repl_asks_the_person_naming_the_child() {
+    let w = Wire::OpenAi;
+    let ws = WireWs::new(
+        w,
+        vec![
+            agent(w, "a1", json!({"task": "make one"})),
+            bash(w, "c1", "touch repl_yes.txt"),
+            text(w, "made it"),
+            text(w, "the child made it"),
+            agent(w, "a2", json!({"task": "make another"})),
+            bash(w, "c2", "touch repl_no.txt"),
+            text(w, "declined"),
+            text(w, "the child was declined"),
+        ],
+    );
+    let mut cmd = ws.cmd(&["chat", "--approval", "ask"]);
+    cmd.stdin(Stdio::piped());
+    let out = crate::support::cli::run(cmd, "first\ny\nsecond\nn\n/quit\n");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let parent = ws.session();
+    let (one, two) = (child_of(&parent, "a1"), child_of(&parent, "a2"));
+    for (kid, file) in [(&one, "repl_yes.txt"), (&two, "repl_no.txt")] {
+        assert!(
+            out.stderr.contains(&format!(
+                "tern wants to run:\n  [sub-agent {}] touch {file}\n",
+                id_of(kid)
+            )),
+            "{out:?}"
+        );
+    }
+    assert!(ws.root().join("repl_yes.txt").exists());
+    assert!(!ws.root().join("repl_no.txt").exists());
+    let r = stored_result(&two, "c2");
+    assert!(content(&r).contains("the person declined"), "{r}");
+}
+
+/// Keys go only to their provider's server: a member of the parent's provider without a
+/// base URL of its own gets that provider's key; one on another server gets none; an Anthropic
+/// member gets no OpenAI key (none at all without ANTHROPIC_API_KEY, that key with it); an
+/// Anthropic member on the default server without its key cannot run: an error result listing
+/// the members, no child. Every child's usage event records the member's model.
+#[test]
+fn keys_go_only_to_their_providers_server_and_usage_records_the_model() {
+    let w = Wire::OpenAi;
+    const OKEY: &str = "sk-parent-openai-key-0123456789";
+    const AKEY: &str = "sk-ant-member-key-9876543210";
+    let other = FakeServer::start(vec![text(w, "other here")]);
+    let ws = WireWs::new(
+        w,
+        vec![
+            agent(w, "a1", json!({"task": "t1", "member": "same"})),
+            text(w, "same here"),
+            agent(w, "a2", json!({"task": "t2", "member": "other"})),
+            agent(w, "a3", json!({"task": "t3", "member": "claude"})),
+            text(Wire::Anthropic, "claude here"),
+            agent(w, "a4", json!({"task": "t4", "member": "claude-default"})),
+            text(w, "done"),
+        ],
+    );
+    write_project_fleet(
+        ws.root(),
+        json!([
+            {"id": "same", "role": "r1", "provider": "openai", "model": "m-same"},
+            {"id": "other", "role": "r2", "provider": "openai", "model": "m-other",
+             "base_url": other.openai_base()},
+            {"id": "claude", "role": "r3", "provider": "anthropic", "model": "c-1",
+             "base_url": ws.fake.base_url()},
+            {"id": "claude-default", "role": "r4", "provider": "anthropic", "model": "c-2"},
+        ]),
+    );
+    let mut cmd = ws.cmd(&["exec", "go"]);
+    cmd.env("OPENAI_API_KEY", OKEY);
+    let out = run_no_stdin(cmd);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let parent = ws.session();
+
+    let auth = |r: &Recorded| {
+        (
+            r.header("authorization").map(str::to_string),
+            r.header("x-api-key").map(str::to_string),
+        )
+    };
+    let bearer = Some(format!("Bearer {OKEY}"));
+    for r in ws.fake.requests() {
+        match model_of(&r).as_str() {
+            "m" | "m-same" => assert_eq!(auth(&r), (bearer.clone(), None), "{}", r.path),
+            "c-1" => {
+                assert!(r.path.ends_with("/messages"));
+                assert_eq!(auth(&r), (None, None), "no key for another provider");
+            }
+            other => panic!("unexpected model {other}"),
+        }
+    }
+    let reqs = other.requests();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(model_of(&reqs[0]), "m-other");
+    assert_eq!(
+        auth(&reqs[0]),
+        (None, None),
+        "another server never gets the key"
+    );
+
+    for (call, model) in [("a1", "m-same"), ("a2", "m-other"), ("a3", "c-1")] {
+        let kid = child_of(&parent, call);
+        let usage = of_type(&jsonl(&kid.join("events.jsonl")), "usage")
+            .into_iter()
+            .cloned()
+            .collect::<Vec<_>>();
+        assert_eq!(usage.len(), 1);
+        assert_eq!(usage[0]["model"], model);
+        assert_eq!(read_json(&kid.join("meta.json"))["model"], model);
+    }
+    let refused = stored_result(&parent, "a4");
+    assert_eq!(refused["is_error"], true);
+    let c = content(&refused);
+    assert!(c.contains("ANTHROPIC_API_KEY"), "{c}");
+    assert!(
+        c.contains("the members are: same (r1), other (r2), claude (r3), claude-default (r4)"),
+        "{c}"
+    );
+    assert_eq!(
+        child_dirs(&parent).len(),
+        3,
+        "no child for the member that cannot run"
+    );
+
+    // With its own key, the Anthropic member gets that key, never the OpenAI one.
+    let ws = WireWs::new(
+        w,
+        vec![
+            agent(w, "a1", json!({"task": "t", "member": "claude-keyed"})),
+            text(Wire::Anthropic, "claude here"),
+            text(w, "done"),
+        ],
+    );
+    write_project_fleet(
+        ws.root(),
+        json!([{"id": "claude-keyed", "role": "r", "provider": "anthropic", "model": "c-3"}]),
+    );
+    let mut cmd = ws.cmd(&["exec", "go"]);
+    cmd.env("OPENAI_API_KEY", OKEY)
+        .env("ANTHROPIC_API_KEY", AKEY)
+        .env("ANTHROPIC_BASE_URL", ws.fake.base_url());
+    let out = run_no_stdin(cmd);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let reqs = ws.fake.requests();
+    assert_eq!(reqs.len(), 3);
+    assert_eq!(model_of(&reqs[1]), "c-3");
+    assert_eq!(auth(&reqs[1]), (None, Some(AKEY.to_string())));
+    assert_eq!(auth(&reqs[0]), (bearer.clone(), None));
+}
