@@ -1928,3 +1928,59 @@ fn selection_is_by_id_then_role_and_fails_closed() {
         "no request for the refused calls; the fresh big child on its own model"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// 7. The cache key
+// ---------------------------------------------------------------------------------------------
+
+/// Where `prompt_cache_key` is sent (the launcher turns it on only for api.openai.com; here a
+/// real OpenAI provider on the fake server with the setting on), a fork and a fresh child send
+/// the parent's key, the parent's session id, not their own; a grandchild too.
+#[test]
+fn children_and_forks_send_the_parents_cache_key() {
+    let w = Wire::OpenAi;
+    let fake = FakeServer::start(vec![
+        crate::support::script::calls(
+            w,
+            &[("a1", "agent", json!({"task": "forked", "fork": true}))],
+        ),
+        agent(w, "a2", json!({"task": "nested"})),
+        text(w, "grandchild"),
+        text(w, "fork done"),
+        agent(w, "a3", json!({"task": "fresh"})),
+        text(w, "fresh done"),
+        text(w, "done"),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join(".tern")).unwrap();
+    let mut cfg = fast_config();
+    cfg.send_cache_key = true;
+    let provider = tern::provider::openai::OpenAi::new(
+        tern::provider::http::HttpConfig::default(),
+        &fake.openai_base(),
+        None,
+    );
+    let launcher = crate::support::harness::launcher(dir.path(), &fake, w, cfg)
+        .with_provider(Box::new(provider), "m");
+    let mut ui = Collect::default();
+    let mut rt = launcher
+        .open(
+            &tern::launcher::SessionRef::New { title: "t".into() },
+            &mut ui,
+        )
+        .expect("open");
+    rt.run_turn("go", &mut ui).expect("turn");
+    let parent_id = rt.session.id.clone();
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 7);
+    for r in &reqs {
+        assert_eq!(
+            r.json()["prompt_cache_key"],
+            parent_id.as_str(),
+            "{}",
+            r.body_str()
+        );
+    }
+    let fork = child_of(&rt.session.dir, "a1");
+    assert!(child_of(&fork, "a2").is_dir(), "the grandchild ran");
+}
