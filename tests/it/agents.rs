@@ -25,12 +25,16 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::support::body::{of_type, system_of};
-use crate::support::cli::{Out, WireWs, Ws, ok_no_stdin, run_no_stdin, run_within};
+use crate::support::cli::{WireWs, ok_no_stdin, run_no_stdin};
 use crate::support::files::{jsonl, read, read_json};
 use crate::support::harness::{Collect, InProc, fast_config};
 use crate::support::procs::{eventually, procs_with, wait_exit};
 use crate::support::script::{agent, bash, text, todo, with_text, work};
-use crate::support::{FakeServer, Recorded, Reply, Wire, validate};
+use crate::support::{FakeServer, Recorded, Wire, validate};
+use tern::event::Event;
+use tern::policy::Approval;
+use tern::runtime::{Answer, Surface};
+use tern::sandbox::Mode;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -183,7 +187,7 @@ fn raw_array<'a>(raw: &'a str, key: &str) -> &'a str {
     panic!("unterminated {key}");
 }
 
-/// The body of the model name `model` (the requests of one child of another model).
+/// The model a recorded request asked for.
 fn model_of(r: &Recorded) -> String {
     r.json()["model"].as_str().unwrap_or("").to_string()
 }
@@ -195,14 +199,6 @@ fn fleet(members: Value) -> String {
 
 fn write_project_fleet(root: &Path, members: Value) {
     std::fs::write(root.join(".tern/fleet.json"), fleet(members)).expect("write fleet.json");
-}
-
-/// The text of a `tool_result` event (or a stored tool message) and whether it is an error.
-fn result_event<'a>(events: &'a [Value], id: &str) -> &'a Value {
-    events
-        .iter()
-        .find(|e| e["type"] == "tool_result" && e["id"] == id)
-        .unwrap_or_else(|| panic!("no tool_result {id}"))
 }
 
 /// The head line of a sub-agent result: `[sub-agent ID: STATUS; N requests; tokens in I
@@ -1041,11 +1037,6 @@ fn ctrl_c_cancels_every_child_and_kills_their_commands() {
 // ---------------------------------------------------------------------------------------------
 // 4. Authority: never wider than the parent's live settings and the member's ceiling
 // ---------------------------------------------------------------------------------------------
-
-use tern::event::Event;
-use tern::policy::Approval;
-use tern::runtime::{Answer, Surface};
-use tern::sandbox::Mode;
 
 const APPROVALS: [Approval; 3] = [Approval::Never, Approval::Ask, Approval::Auto];
 
