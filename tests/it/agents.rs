@@ -1523,7 +1523,7 @@ fn the_record_precedes_the_child_and_the_parents_stream_is_bounded() {
                 ],
             ),
             bash(w, "b1", "echo working"),
-            text(w, "child finished").delay_before(Duration::from_millis(1500)),
+            text(w, "child finished").delay_before(Duration::from_millis(3000)),
             text(w, "parent finished"),
         ],
     );
