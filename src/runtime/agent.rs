@@ -49,6 +49,9 @@ enum ToParent {
         rt: Box<Runtime>,
         outcome: TurnOutcome,
     },
+    /// The child's thread panicked: its runtime is gone. Without this message the parent
+    /// would wait for a `Done` that never comes, and not even Ctrl-C would end the wait.
+    Lost { index: usize },
 }
 
 /// A child's surface: its events are already in its own `events.jsonl` (the parent gets only
@@ -369,11 +372,18 @@ impl Runtime {
                 let spawned = std::thread::Builder::new()
                     .name(format!("agent-{}", child.id))
                     .spawn(move || {
-                        let outcome = rt.run_turn("", &mut surface);
-                        let _ = tx.send(ToParent::Done {
-                            index: i,
-                            rt: Box::new(rt),
-                            outcome,
+                        let ran =
+                            std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+                                let outcome = rt.run_turn("", &mut surface);
+                                (rt, outcome)
+                            }));
+                        let _ = tx.send(match ran {
+                            Ok((rt, outcome)) => ToParent::Done {
+                                index: i,
+                                rt: Box::new(rt),
+                                outcome,
+                            },
+                            Err(_) => ToParent::Lost { index: i },
                         });
                     });
                 match spawned {
@@ -406,6 +416,22 @@ impl Runtime {
                     if let Ok(c) = &mut slots[index].child {
                         c.took = c.started.map(|t| t.elapsed());
                         c.result = Some((rt, outcome));
+                    }
+                }
+                Ok(ToParent::Lost { index }) => {
+                    running = running.saturating_sub(1);
+                    if let Ok(c) = &slots[index].child {
+                        // Its turn never reached its end: the record says how it ended.
+                        let s = crate::store::Session::at(&c.id, c.dir.clone());
+                        let _ = s.update_meta(|m| {
+                            m.status = crate::store::Status::Failed;
+                            m.pid = None;
+                        });
+                        slots[index].child = Err(ToolError::Failed(format!(
+                            "the sub-agent {} stopped on an internal error (a panic); what it did so far is in {}",
+                            c.id,
+                            c.dir.display()
+                        )));
                     }
                 }
                 Err(RecvTimeoutError::Timeout) => {}
