@@ -436,12 +436,32 @@ fn fresh_children_share_system_and_tools_bytes_across_children_and_sessions() {
         ),
         agent(w, "a3", json!({"task": "third look"})),
         text(w, "third done"),
+        agent(
+            w,
+            "a4",
+            json!({"task": "fork under the plan", "fork": true}),
+        ),
+        text(w, "fork done"),
         text(w, "all done"),
     ]);
     ws.ok(&["exec", "plan, then look"]);
     let s2 = ws.session();
     assert_ne!(s1, s2);
     assert!(read(&s2.join("system.txt")).contains("<locked_plan>"));
+    // A fork, unlike a fresh child, keeps the locked plan (its system bytes are the parent's)
+    // and says so in its fork state.
+    let fork = child_of(&s2, "a4");
+    assert_eq!(read(&fork.join("system.txt")), read(&s2.join("system.txt")));
+    let fork_msg = content(
+        jsonl(&fork.join("conversation.jsonl"))
+            .iter()
+            .rfind(|m| m["role"] == "user")
+            .unwrap(),
+    );
+    assert!(
+        fork_msg.contains("\nThe locked plan in the system prompt applies.\n"),
+        "{fork_msg}"
+    );
     // Session 3: a plain new session, for its pinned system bytes.
     ws.push(vec![text(w, "hello")]);
     ws.ok(&["exec", "hi"]);
@@ -477,7 +497,7 @@ fn fresh_children_share_system_and_tools_bytes_across_children_and_sessions() {
             m.len() == 2 && content(&m[1]).contains("Task: ")
         })
         .collect();
-    assert_eq!(child_reqs.len(), 3, "one request per child");
+    assert_eq!(child_reqs.len(), 3, "one request per fresh child");
     for r in &child_reqs {
         let b = r.json();
         assert_eq!(system_of(&b), plain);
@@ -1172,8 +1192,15 @@ fn authority_is_the_intersection_in_every_combination() {
                     pm.as_str(),
                     approval_name(pa)
                 );
-                let meta = read_json(&rt.session.dir.join("agents").join(child).join("meta.json"));
+                let kid = rt.session.dir.join("agents").join(child);
+                let meta = read_json(&kid.join("meta.json"));
                 assert_eq!(meta["sandbox"]["mode"], want_m.as_str(), "{meta}");
+                // A fresh child's system prompt tells its model the sandbox it really has.
+                let system = read(&kid.join("system.txt"));
+                assert!(system.contains(want_m.prompt_line()), "{id}: {system}");
+                for other in Mode::ALL.into_iter().filter(|m| *m != want_m) {
+                    assert!(!system.contains(other.prompt_line()), "{id}: {system}");
+                }
                 checked += 1;
             }
         }
@@ -1974,4 +2001,119 @@ fn children_and_forks_send_the_parents_cache_key() {
     }
     let fork = child_of(&rt.session.dir, "a1");
     assert!(child_of(&fork, "a2").is_dir(), "the grandchild ran");
+}
+
+/// A provider that panics on any request containing `needle`, else forwards to `inner`: a
+/// fault injected at the provider boundary, to see what a child's panic does to its parent.
+struct PanicsOn {
+    inner: tern::provider::openai::OpenAi,
+    needle: &'static str,
+}
+
+impl tern::provider::Provider for PanicsOn {
+    fn name(&self) -> &'static str {
+        "openai"
+    }
+    fn body(&self, req: &tern::provider::Request<'_>) -> Vec<u8> {
+        self.inner.body(req)
+    }
+    fn complete(
+        &mut self,
+        body: &[u8],
+        purpose: tern::event::Purpose,
+        on_text: &mut dyn FnMut(&str),
+        cancel: &tern::cancel::CancelToken,
+    ) -> Result<tern::provider::Completion, tern::provider::ProviderError> {
+        if String::from_utf8_lossy(body).contains(self.needle) {
+            panic!("injected: a child's request panicked");
+        }
+        self.inner.complete(body, purpose, on_text, cancel)
+    }
+}
+
+/// A child whose thread panics does not hang its parent: the call gets an error result naming
+/// the child, its sibling's result is stored, the child's record says failed.
+#[test]
+fn a_panicking_child_never_hangs_its_parent() {
+    let w = Wire::OpenAi;
+    let fake = FakeServer::start(vec![
+        crate::support::script::calls(
+            w,
+            &[
+                ("a1", "agent", json!({"task": "explode"})),
+                ("a2", "agent", json!({"task": "calm"})),
+            ],
+        ),
+        text(w, "calm done"),
+        text(w, "one of two"),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join(".tern")).unwrap();
+    let provider = PanicsOn {
+        inner: tern::provider::openai::OpenAi::new(
+            tern::provider::http::HttpConfig::default(),
+            &fake.openai_base(),
+            None,
+        ),
+        needle: "Task: explode",
+    };
+    let launcher = crate::support::harness::launcher(dir.path(), &fake, w, fast_config())
+        .with_provider(Box::new(provider), "m");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut ui = Collect::default();
+        let mut rt = launcher
+            .open(
+                &tern::launcher::SessionRef::New { title: "t".into() },
+                &mut ui,
+            )
+            .expect("open");
+        let outcome = rt.run_turn("go", &mut ui);
+        let _ = tx.send((outcome, rt.session.dir.clone()));
+    });
+    let (outcome, parent) = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the parent's turn ended (a panicked child must not hang it)");
+    assert_eq!(outcome.as_deref(), Ok("one of two"));
+    let r = stored_result(&parent, "a1");
+    assert_eq!(r["is_error"], true);
+    let kid = child_of(&parent, "a1");
+    assert!(
+        content(&r).contains(&format!(
+            "the sub-agent {} stopped on an internal error",
+            id_of(&kid)
+        )),
+        "{r}"
+    );
+    assert_eq!(read_json(&kid.join("meta.json"))["status"], "failed");
+    assert!(content(&stored_result(&parent, "a2")).ends_with("\ncalm done"));
+}
+
+/// A child whose provider refuses its request ends `failed`: an error result with the status,
+/// the partial output and the error.
+#[test]
+fn a_child_whose_request_fails_ends_failed() {
+    let w = Wire::OpenAi;
+    let ws = WireWs::new(
+        w,
+        vec![
+            agent(w, "a1", json!({"task": "doomed"})),
+            with_text(bash(w, "b1", "echo started"), "started the work"),
+            crate::support::Reply::status(
+                400,
+                r#"{"error":{"message":"bad request, not retried"}}"#,
+            ),
+            text(w, "the child failed"),
+        ],
+    );
+    ws.ok(&["exec", "--max-retry-time", "0", "go"]);
+    let r = stored_result(&ws.session(), "a1");
+    assert_eq!(r["is_error"], true);
+    let c = content(&r);
+    assert_eq!(head_of(&c).1, "failed", "{c}");
+    let body = c.split_once('\n').unwrap().1;
+    assert!(body.starts_with("started the work\n[failed: "), "{body}");
+    assert!(body.contains("bad request, not retried"), "{body}");
+    let kid = child_of(&ws.session(), "a1");
+    assert_eq!(read_json(&kid.join("meta.json"))["status"], "failed");
 }
