@@ -83,8 +83,8 @@ pub fn user_file() -> Option<PathBuf> {
 impl Fleet {
     /// Reads the user's file, then the project's (`<state root>/fleet.json`), and validates the
     /// result. Missing files are an empty Fleet. Errors name the file: JSON that does not parse,
-    /// an unknown field, a member with a provider but no model (or the reverse), duplicate
-    /// ids or roles, a bad id.
+    /// an unknown field, a member with a provider but no model (or the reverse), an id twice in
+    /// one file, duplicate roles, a bad id.
     pub fn load(state_root: &Path, user: Option<&Path>) -> Result<Fleet, String> {
         let mut fleet = Fleet::default();
         for path in user
@@ -92,15 +92,31 @@ impl Fleet {
             .chain([state_root.join("fleet.json").as_path()])
         {
             let Some(members) = read(path)? else { continue };
+            // Each file on its own first, so an error names the file it is in; an id twice in
+            // one file is refused here (across files, the project's replaces the user's).
+            let file = Fleet {
+                members,
+                sources: vec![path.to_path_buf()],
+            };
+            file.validate()
+                .map_err(|e| format!("{}: {e}", path.display()))?;
             fleet.sources.push(path.to_path_buf());
-            for m in members {
+            for m in file.members {
                 match fleet.members.iter_mut().find(|x| x.id == m.id) {
                     Some(x) => *x = m,
                     None => fleet.members.push(m),
                 }
             }
         }
-        fleet.validate()?;
+        // What only the merge can break: two files giving one role to different ids.
+        fleet.validate().map_err(|e| {
+            let files: Vec<String> = fleet
+                .sources
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            format!("{}: {e}", files.join(" + "))
+        })?;
         Ok(fleet)
     }
 
@@ -114,6 +130,12 @@ impl Fleet {
             {
                 return Err(format!(
                     "fleet member id {:?}: use lowercase letters, digits, - and _",
+                    m.id
+                ));
+            }
+            if self.members[..i].iter().any(|o| o.id == m.id) {
+                return Err(format!(
+                    "fleet member id {:?} appears twice: ids must be unique",
                     m.id
                 ));
             }
@@ -276,17 +298,34 @@ mod tests {
             "{e}"
         );
 
+        // A role given to two ids by two files: the error names both files.
+        std::fs::write(
+            d.path().join("fleet.json"),
+            r#"{"members": [{"id": "other", "role": "explore"}]}"#,
+        )
+        .unwrap();
+        let e = Fleet::load(d.path(), Some(&user)).unwrap_err();
+        assert!(
+            e.contains("user.json + ") && e.contains("fleet.json:") && e.contains("explore"),
+            "{e}"
+        );
+
         for bad in [
             r#"{"members": [{"id": "a", "role": "r", "colour": "red"}]}"#,
             r#"{"members": [{"id": "a", "role": "r"}, {"id": "b", "role": "r"}]}"#,
             r#"{"members": [{"id": "a", "role": "r", "model": "m"}]}"#,
             r#"{"members": [{"id": "A b", "role": "r"}]}"#,
             r#"{"members": [{"id": "a", "role": "r", "base_url": "http://x"}]}"#,
+            r#"{"members": [{"id": "a", "role": "r1"}, {"id": "a", "role": "r2"}]}"#,
             r#"{"memberz": []}"#,
             "not json",
         ] {
             std::fs::write(d.path().join("fleet.json"), bad).unwrap();
-            assert!(Fleet::load(d.path(), None).is_err(), "{bad}");
+            let e = Fleet::load(d.path(), None).unwrap_err();
+            assert!(
+                e.contains("fleet.json"),
+                "{bad}: the error names the file: {e}"
+            );
         }
     }
 

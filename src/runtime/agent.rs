@@ -49,6 +49,9 @@ enum ToParent {
         rt: Box<Runtime>,
         outcome: TurnOutcome,
     },
+    /// The child's thread panicked: its runtime is gone. Without this message the parent
+    /// would wait for a `Done` that never comes, and not even Ctrl-C would end the wait.
+    Lost { index: usize },
 }
 
 /// A child's surface: its events are already in its own `events.jsonl` (the parent gets only
@@ -102,6 +105,9 @@ struct Child {
     seeded: usize,
     rt: Option<Runtime>,
     started: Option<Instant>,
+    /// Its own run time, taken when its thread reported: its results are emitted only after
+    /// every sibling has ended, so the time then would count theirs.
+    took: Option<Duration>,
     timed_out: bool,
     result: Option<(Box<Runtime>, TurnOutcome)>,
 }
@@ -332,6 +338,7 @@ impl Runtime {
             seeded: rt.history().len(),
             rt: Some(rt),
             started: None,
+            took: None,
             timed_out: false,
             result: None,
         })
@@ -365,11 +372,18 @@ impl Runtime {
                 let spawned = std::thread::Builder::new()
                     .name(format!("agent-{}", child.id))
                     .spawn(move || {
-                        let outcome = rt.run_turn("", &mut surface);
-                        let _ = tx.send(ToParent::Done {
-                            index: i,
-                            rt: Box::new(rt),
-                            outcome,
+                        let ran =
+                            std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+                                let outcome = rt.run_turn("", &mut surface);
+                                (rt, outcome)
+                            }));
+                        let _ = tx.send(match ran {
+                            Ok((rt, outcome)) => ToParent::Done {
+                                index: i,
+                                rt: Box::new(rt),
+                                outcome,
+                            },
+                            Err(_) => ToParent::Lost { index: i },
                         });
                     });
                 match spawned {
@@ -400,7 +414,24 @@ impl Runtime {
                 Ok(ToParent::Done { index, rt, outcome }) => {
                     running = running.saturating_sub(1);
                     if let Ok(c) = &mut slots[index].child {
+                        c.took = c.started.map(|t| t.elapsed());
                         c.result = Some((rt, outcome));
+                    }
+                }
+                Ok(ToParent::Lost { index }) => {
+                    running = running.saturating_sub(1);
+                    if let Ok(c) = &slots[index].child {
+                        // Its turn never reached its end: the record says how it ended.
+                        let s = crate::store::Session::at(&c.id, c.dir.clone());
+                        let _ = s.update_meta(|m| {
+                            m.status = crate::store::Status::Failed;
+                            m.pid = None;
+                        });
+                        slots[index].child = Err(ToolError::Failed(format!(
+                            "the sub-agent {} stopped on an internal error (a panic); what it did so far is in {}",
+                            c.id,
+                            c.dir.display()
+                        )));
                     }
                 }
                 Err(RecvTimeoutError::Timeout) => {}
@@ -450,7 +481,17 @@ impl Runtime {
                 "interrupted",
                 format!("{}\n[interrupted]", partial_output(&rt, seeded)),
             ),
-            Err(f @ (Failure::MaxTurns(_) | Failure::Budget(_))) => (
+            // A child's turn budget is `--agent-max-turns` or its member's `max_turns`, not the
+            // parent's `--max-turns` that the failure's own text names.
+            Err(Failure::MaxTurns(n)) => (
+                "budget_exhausted",
+                format!(
+                    "{}\n[stopped: its turn budget of {n} model request{} ran out]",
+                    partial_output(&rt, seeded),
+                    if *n == 1 { "" } else { "s" }
+                ),
+            ),
+            Err(f @ Failure::Budget(_)) => (
                 "budget_exhausted",
                 format!("{}\n[stopped: {f}]", partial_output(&rt, seeded)),
             ),
@@ -476,7 +517,7 @@ impl Runtime {
                 status: status.to_string(),
                 requests: t.requests,
                 usage: u,
-                duration_ms: child.started.map_or(0, |s| s.elapsed().as_millis() as u64),
+                duration_ms: child.took.map_or(0, |d| d.as_millis() as u64),
             },
         );
         let head = format!(

@@ -15,7 +15,9 @@
 //!   invalid (tool calls without results, empty content, bad tool-call arguments);
 //! - a simulated prefix cache: with [`Reply::auto_usage`], usage reports input = body bytes / 4
 //!   and cached = the common byte prefix with the previous request, in 128-token blocks, nothing
-//!   under 1024 tokens.
+//!   under 1024 tokens;
+//! - routes ([`FakeServer::route`]): replies kept for requests that contain a needle, so
+//!   clients that call at once (sub-agents) each follow their own script.
 //!
 //! Every request is recorded ([`FakeServer::requests`]); each connection is answered and closed
 //! (`Connection: close`).
@@ -470,6 +472,8 @@ pub type Responder = Box<dyn Fn(&Recorded) -> Option<Reply> + Send>;
 
 struct State {
     script: VecDeque<Reply>,
+    /// Replies kept for requests whose body contains a needle (see [`FakeServer::route`]).
+    routes: Vec<(Vec<u8>, VecDeque<Reply>)>,
     default: Option<Reply>,
     responder: Option<Responder>,
     requests: Vec<Recorded>,
@@ -492,6 +496,7 @@ impl FakeServer {
         let port = listener.local_addr().expect("local addr").port();
         let state = Arc::new(Mutex::new(State {
             script: script.into(),
+            routes: Vec::new(),
             default: None,
             responder: None,
             requests: Vec::new(),
@@ -542,6 +547,26 @@ impl FakeServer {
     /// order, so a script cannot say which one gets which reply.
     pub fn set_responder(&self, f: impl Fn(&Recorded) -> Option<Reply> + Send + 'static) {
         self.lock().responder = Some(Box::new(f));
+    }
+
+    /// Answers requests whose body contains `needle` with `replies`, in order, before the main
+    /// script (the first route with a reply left wins). Concurrent clients (sub-agents running
+    /// at once) reach the server in no fixed order; a needle only one of them sends (its task)
+    /// gives each its own script. Once a route is used up, its requests take the main script.
+    pub fn route(&self, needle: &str, replies: Vec<Reply>) {
+        self.lock()
+            .routes
+            .push((needle.as_bytes().to_vec(), replies.into()));
+    }
+
+    /// How many routed replies are left for `needle`.
+    pub fn routed_left(&self, needle: &str) -> usize {
+        self.lock()
+            .routes
+            .iter()
+            .filter(|(n, _)| n == needle.as_bytes())
+            .map(|(_, q)| q.len())
+            .sum()
     }
 
     /// The reply used once the script is exhausted (instead of a final text answer).
@@ -657,10 +682,20 @@ fn serve(mut conn: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         let reply = match (invalid, chosen) {
             (Some(msg), _) => strict_error(wire, &msg),
             (None, Some(r)) => r,
-            (None, None) => match st.script.pop_front() {
-                Some(r) => r,
-                None => st.default.clone().unwrap_or_else(|| default_answer(wire)),
-            },
+            (None, None) => {
+                let body = &st.requests[st.requests.len() - 1].body;
+                let routed = st
+                    .routes
+                    .iter()
+                    .position(|(needle, q)| !q.is_empty() && contains(body, needle));
+                match routed {
+                    Some(i) => st.routes[i].1.pop_front().expect("a routed reply"),
+                    None => match st.script.pop_front() {
+                        Some(r) => r,
+                        None => st.default.clone().unwrap_or_else(|| default_answer(wire)),
+                    },
+                }
+            }
         };
         (reply, usage)
     };
@@ -749,6 +784,10 @@ fn serve(mut conn: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     }
     let _ = conn.shutdown(Shutdown::Both);
     Ok(())
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty() || hay.windows(needle.len()).any(|w| w == needle)
 }
 
 fn reason(status: u16) -> &'static str {

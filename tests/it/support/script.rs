@@ -73,3 +73,17 @@ pub fn todo(id: &str, content: &str, status: &str) -> Value {
 pub fn work(wire: Wire, id: &str, todos: Vec<Value>) -> Reply {
     call(wire, id, "work_update", json!({ "todos": todos }))
 }
+
+/// `r` (a scripted answer) with `t` as its assistant text, before its tool calls: the partial
+/// output a budget keeps comes from such texts.
+pub fn with_text(mut r: Reply, t: &str) -> Reply {
+    if let super::Content::Answer { text, .. } = &mut r.content {
+        *text = t.to_string();
+    }
+    r
+}
+
+/// One `agent` tool call with `args` in `wire`, with usage.
+pub fn agent(wire: Wire, id: &str, args: Value) -> Reply {
+    call(wire, id, "agent", args)
+}
