@@ -254,7 +254,10 @@ fn fork_extends_the_parents_prefix(wire: Wire) {
             text(wire, "The fork counted 42 words."),
         ],
     );
-    let out = ws.ok(&["exec", "--json", "count the words"]);
+    // A long prompt: the prefix must pass the simulated cache's 1024-token minimum (tern's own
+    // tools + system prompt are below it).
+    let prompt = format!("count the words. {}", "Some context for the count. ".repeat(60));
+    let out = ws.ok(&["exec", "--json", &prompt]);
     let events = events_of(&String::from_utf8_lossy(&out.stdout));
     let raws = ws.raw_bodies();
     assert_eq!(raws.len(), 4, "parent, parent, child, parent");
@@ -579,13 +582,11 @@ fn depth_is_enforced_at_run_time_with_the_same_tool_list() {
 
 /// A text of `n` characters mixing 1-, 2- and 4-byte characters, with recognisable ends.
 fn multibyte(n: usize) -> String {
+    // Numbered words, so the text never repeats itself (a model's output that does is stopped
+    // as a runaway, see tern::provider::runaway).
+    let words = (0..).flat_map(|k: u32| format!("é🦀aß€{k} ").chars().collect::<Vec<_>>());
     let mut s: String = "<<START".into();
-    let cycle = ['é', '🦀', 'a', 'ß', '€', ' '];
-    let mut i = 0;
-    while s.chars().count() < n - 5 {
-        s.push(cycle[i % cycle.len()]);
-        i += 1;
-    }
+    s.extend(words.take(n - 5 - "<<START".chars().count()));
     s.push_str("END>>");
     assert_eq!(s.chars().count(), n);
     s
