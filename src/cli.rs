@@ -205,12 +205,13 @@ pub fn fleet(l: &Launcher, json: bool, check: bool) -> i32 {
         crate::outln!(
             "no fleet members (write {} or {})",
             l.state.root.join("fleet.json").display(),
-            crate::fleet::user_file().map_or_else(String::new, |p| p.display().to_string())
+            crate::fleet::user_file(&l.env).map_or_else(String::new, |p| p.display().to_string())
         );
     } else {
         for (m, r) in fleet.members.iter().zip(&rows) {
             let route = match (&m.provider, &m.model) {
-                (Some(p), Some(model)) => format!("{p:?}/{model}").to_lowercase(),
+                // The model exactly as written (model names are case-sensitive).
+                (Some(p), Some(model)) => format!("{}/{model}", format!("{p:?}").to_lowercase()),
                 _ => "the parent's route".into(),
             };
             let mut line = format!("{:<14} {:<12} {route}", m.id, m.role);
@@ -219,6 +220,15 @@ pub fn fleet(l: &Launcher, json: bool, check: bool) -> i32 {
             }
             if let Some(a) = m.approval {
                 line.push_str(&format!(" · approval ≤ {a:?}").to_lowercase());
+            }
+            if let Some(t) = m.max_turns {
+                line.push_str(&format!(" · max {t} turns"));
+            }
+            if let Some(s) = m.wall_time_s {
+                line.push_str(&format!(" · wall time {s} s"));
+            }
+            if let Some(t) = m.token_budget {
+                line.push_str(&format!(" · {t} tokens"));
             }
             if check {
                 let r = &r["route"];
@@ -301,10 +311,11 @@ pub fn watch(l: &Launcher, process: &Process, t: &Target, height: Option<usize>)
         let rows = height.or(size.map(|(r, _)| r));
         let (text, changed) = match session(l, t) {
             Ok(s) => {
-                let stamps: Vec<Option<SystemTime>> = WATCHED
+                let mut stamps: Vec<Option<SystemTime>> = WATCHED
                     .iter()
                     .map(|f| std::fs::metadata(s.path(f)).and_then(|m| m.modified()).ok())
                     .collect();
+                stamps.extend(crate::status::children_stamps(&s));
                 let key = (s.id.clone(), stamps);
                 let changed = seen.as_ref() != Some(&key);
                 let sn = match snap.take() {

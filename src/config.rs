@@ -35,6 +35,9 @@ pub const READ_ENV: &[&str] = &[
     "TERN_APPROVAL",
     "TERN_STATE_DIR",
     "TERN_SANDBOX",
+    // Where the user's Fleet file is (fleet::user_file).
+    "XDG_CONFIG_HOME",
+    "HOME",
 ];
 
 /// A snapshot of the environment variables tern reads ([`READ_ENV`]), taken before the secrets

@@ -71,12 +71,14 @@ pub struct Fleet {
     pub sources: Vec<PathBuf>,
 }
 
-/// The user's Fleet file: `$XDG_CONFIG_HOME/tern/fleet.json`, else `~/.config/tern/fleet.json`.
-pub fn user_file() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|v| !v.is_empty())
+/// The user's Fleet file: `$XDG_CONFIG_HOME/tern/fleet.json`, else `~/.config/tern/fleet.json`,
+/// from `env` (the launcher's snapshot, so an in-process runtime never reads the developer's own
+/// file). None when neither variable is set.
+pub fn user_file(env: &crate::config::Env) -> Option<PathBuf> {
+    let base = env
+        .get("XDG_CONFIG_HOME")
         .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+        .or_else(|| env.get("HOME").map(|h| PathBuf::from(h).join(".config")))?;
     Some(base.join("tern").join("fleet.json"))
 }
 

@@ -496,7 +496,7 @@ impl Launcher {
         spec: ChildSpec,
         ui: &mut dyn Surface,
     ) -> Result<Runtime, Failure> {
-        let fork = spec.history.len() > 1;
+        let fork = spec.fork;
         let mut parts = self.parts_with(spec.cfg, spec.route)?;
         parts.cancel = parent.cancel.child();
         parts.parent = Some(parent.session.id.clone());
@@ -545,7 +545,10 @@ impl Spawner for Launcher {
     }
 
     fn fleet(&self) -> Result<crate::fleet::Fleet, String> {
-        crate::fleet::Fleet::load(&self.state.root, crate::fleet::user_file().as_deref())
+        crate::fleet::Fleet::load(
+            &self.state.root,
+            crate::fleet::user_file(&self.env).as_deref(),
+        )
     }
 
     fn env(&self) -> &Env {

@@ -29,6 +29,8 @@ pub struct Snapshot {
     /// When every To-do item is settled: the ledger's last change (Unix s), where the elapsed
     /// time stops.
     pub settled_at: Option<u64>,
+    /// Sub-agents running now.
+    pub children: Vec<RunningChild>,
 }
 
 /// Reads a snapshot of `session`. Damaged files do not fail the view: they are listed in
@@ -87,6 +89,7 @@ pub fn snapshot(session: &Session) -> Snapshot {
         tokens_since_goal: tokens,
         problems,
         settled_at,
+        children: running_children(session),
     }
 }
 
@@ -121,26 +124,77 @@ pub fn footer(session: &Session, snap: &Snapshot) -> Vec<String> {
             session_state(session, m)
         ));
     }
+    lines.extend(snap.children.iter().map(RunningChild::line));
     for p in &snap.problems {
         lines.push(format!("! {p}"));
     }
     lines
 }
 
-/// One line per sub-agent running now (at any depth), with its To-do progress:
-/// `Agent 2026…-ab12: running, 2/5 settled (review the diff)`.
-pub fn running_children(session: &Session) -> Vec<String> {
+/// A sub-agent running now (a process really holds it), as the status views show it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RunningChild {
+    /// Its session id (its folder's name under the parent's `agents/`).
+    pub session: String,
+    /// Its title (the task), control characters made safe.
+    pub title: String,
+    /// To-do items settled, of `total`.
+    pub settled: usize,
+    /// To-do items in its ledger.
+    pub total: usize,
+    /// 1 for a child of this session, 2 for a grandchild, …
+    pub depth: usize,
+}
+
+impl RunningChild {
+    /// `Agent 2026…-ab12: running, 2/5 settled (review the diff)`, indented two spaces per
+    /// level below the first.
+    pub fn line(&self) -> String {
+        let progress = if self.total == 0 {
+            String::new()
+        } else {
+            format!(", {}/{} settled", self.settled, self.total)
+        };
+        format!(
+            "{}Agent {}: running{progress} ({})",
+            "  ".repeat(self.depth.saturating_sub(1)),
+            self.session,
+            self.title
+        )
+    }
+}
+
+/// The sub-agents of `session` running now, at any depth, in folder order (a child before its
+/// own children). Unreadable child folders are skipped: the view never fails on them.
+pub fn running_children(session: &Session) -> Vec<RunningChild> {
     let mut out = Vec::new();
+    collect_children(session, 1, &mut out);
+    out
+}
+
+fn child_sessions(session: &Session) -> Vec<Session> {
     let Ok(rd) = std::fs::read_dir(session.path(files::AGENTS)) else {
-        return out;
+        return Vec::new();
     };
     let mut dirs: Vec<_> = rd.flatten().map(|e| e.path()).collect();
     dirs.sort();
-    for d in dirs {
-        let name = d
-            .file_name()
-            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-        let c = Session::at(&name, d);
+    dirs.into_iter()
+        .map(|d| {
+            let name = d
+                .file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+            Session::at(&name, d)
+        })
+        .collect()
+}
+
+fn collect_children(session: &Session, depth: usize, out: &mut Vec<RunningChild>) {
+    // Children nest at most --agent-depth deep; the bound keeps a hand-made loop of folders
+    // from recursing for ever.
+    if depth > 16 {
+        return;
+    }
+    for c in child_sessions(session) {
         if let Ok(m) = c.read_meta()
             && crate::runtime::really_running(&c, &m)
         {
@@ -149,18 +203,36 @@ pub fn running_children(session: &Session) -> Vec<String> {
                 .ok()
                 .flatten()
                 .unwrap_or_default();
-            let progress = if l.items.is_empty() {
-                String::new()
-            } else {
-                format!(", {}/{} settled", l.settled(), l.items.len())
-            };
-            out.push(format!(
-                "Agent {}: running{progress} ({})",
-                c.id,
-                crate::render::safe(&m.title.replace(['\n', '\r'], " "))
-            ));
+            out.push(RunningChild {
+                session: c.id.clone(),
+                title: crate::render::safe(&m.title.replace(['\n', '\r'], " ")).into_owned(),
+                settled: l.settled(),
+                total: l.items.len(),
+                depth,
+            });
         }
-        out.extend(running_children(&c));
+        collect_children(&c, depth + 1, out);
+    }
+}
+
+/// Modification times of every sub-agent's `meta.json` and `ledger.json` (any depth), so
+/// `tern watch` redraws when a child starts, progresses or ends.
+pub fn children_stamps(session: &Session) -> Vec<Option<std::time::SystemTime>> {
+    let mut out = Vec::new();
+    let mut stack = child_sessions(session)
+        .into_iter()
+        .map(|c| (c, 1usize))
+        .collect::<Vec<_>>();
+    while let Some((c, depth)) = stack.pop() {
+        if depth > 16 {
+            continue;
+        }
+        {
+            for f in [files::META, files::LEDGER] {
+                out.push(std::fs::metadata(c.path(f)).and_then(|m| m.modified()).ok());
+            }
+            stack.extend(child_sessions(&c).into_iter().map(|g| (g, depth + 1)));
+        }
     }
     out
 }
@@ -215,7 +287,8 @@ pub fn render_snapshot(
     })
 }
 
-/// The view as JSON for scripts: `{session, status, plan, ledger, cache}`.
+/// The view as JSON for scripts: `{session, status, pid, sandbox, plan, ledger, settled, total,
+/// tokens_since_goal, cache, children, problems}`; `children` are [`RunningChild`] objects.
 pub fn to_json(session: &Session) -> Value {
     snapshot_json(session, &snapshot(session))
 }
@@ -240,6 +313,7 @@ pub fn snapshot_json(session: &Session, snap: &Snapshot) -> Value {
             "cache_hit_ratio": ratio(t.cached_tokens, t.input_tokens),
             "prefix_reuse_ratio": ratio(t.prefix_reuse_bytes, t.request_bytes),
         },
+        "children": snap.children,
         "problems": snap.problems,
     })
 }

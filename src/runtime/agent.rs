@@ -112,8 +112,13 @@ struct Child {
     result: Option<(Box<Runtime>, TurnOutcome)>,
 }
 
-/// A child's settings: the parent's, narrowed by the member's ceiling; its own budgets.
-fn child_config(parent: &Runtime, member: Option<&crate::fleet::Member>) -> super::Config {
+/// A child's settings: the parent's, narrowed by the member's ceiling and by the call's request
+/// (`read_only`); its own budgets.
+fn child_config(
+    parent: &Runtime,
+    member: Option<&crate::fleet::Member>,
+    read_only: bool,
+) -> super::Config {
     let mut cfg = parent.cfg.clone();
     let limits = parent.cfg.agents;
     // The parent's live approval: "always" from the person counts as auto.
@@ -127,7 +132,13 @@ fn child_config(parent: &Runtime, member: Option<&crate::fleet::Member>) -> supe
     let m_sandbox = member
         .and_then(|m| m.sandbox)
         .unwrap_or(crate::sandbox::Mode::DangerFullAccess);
-    cfg.sandbox = parent.cfg.sandbox.min(m_sandbox);
+    // The call's request: `read_only` narrows the sandbox further; it never widens it.
+    let requested = if read_only {
+        crate::sandbox::Mode::ReadOnly
+    } else {
+        crate::sandbox::Mode::DangerFullAccess
+    };
+    cfg.sandbox = parent.cfg.sandbox.min(m_sandbox).min(requested);
     cfg.max_turns = member
         .and_then(|m| m.max_turns)
         .map_or(limits.max_turns, |t| t.min(limits.max_turns))
@@ -278,7 +289,7 @@ impl Runtime {
                 r.model
             )));
         }
-        let cfg = child_config(self, member.as_ref());
+        let cfg = child_config(self, member.as_ref(), a.read_only);
         let instructions = member
             .as_ref()
             .and_then(|m| m.instructions.clone())
@@ -314,6 +325,7 @@ impl Runtime {
             route,
             parent_call: call_id.to_string(),
             member: member.as_ref().map(|m| m.id.clone()),
+            fork: a.fork,
         };
         let rt = spawner
             .child(self, spec, &mut super::Quiet)

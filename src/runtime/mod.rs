@@ -298,6 +298,9 @@ pub struct ChildSpec {
     pub parent_call: String,
     /// The Fleet member it is, if any.
     pub member: Option<String>,
+    /// A fork (it starts from the parent's history) rather than a fresh child; recorded in its
+    /// `meta.json`.
+    pub fork: bool,
 }
 
 /// Opens sub-agents for a runtime (implemented by the launcher, which keeps the provider choice

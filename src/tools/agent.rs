@@ -1,4 +1,4 @@
-//! The `agent` tool as the model sees it: `{task, fork?, member?}`. Its runtime is
+//! The `agent` tool as the model sees it: `{task, fork?, member?, read_only?}`. Its runtime is
 //! `runtime::agent`.
 
 use serde_json::{Value, json};
@@ -19,7 +19,8 @@ pub fn spec() -> ToolSpec {
             "properties": {
                 "task": {"type": "string"},
                 "fork": {"type": "boolean"},
-                "member": {"type": "string"}
+                "member": {"type": "string"},
+                "read_only": {"type": "boolean"}
             },
             "required": ["task"]
         }),
@@ -35,10 +36,14 @@ pub struct AgentArgs {
     pub fork: bool,
     /// The Fleet member (id or role).
     pub member: Option<String>,
+    /// The call's own request for authority: a read-only sandbox. It can only narrow what the
+    /// parent and the member allow (issue 11: the intersection of the three).
+    pub read_only: bool,
 }
 
 /// Parses an `agent` call's arguments. Errors (plain text for an error result): not an object,
-/// no or an empty `task`, a `fork` that is not a boolean, a `member` that is not a string.
+/// no or an empty `task`, a `fork` or `read_only` that is not a boolean, a `member` that is not a
+/// string.
 pub fn parse_args(args: &Value) -> Result<AgentArgs, String> {
     let Some(obj) = args.as_object() else {
         return Err(format!(
@@ -59,16 +64,16 @@ pub fn parse_args(args: &Value) -> Result<AgentArgs, String> {
             ));
         }
     };
-    let fork = match obj.get("fork") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(other) => {
-            return Err(format!(
-                "\"fork\" must be true or false, got {}",
-                crate::domain::json_kind(other)
-            ));
-        }
+    let flag = |name: &str| match obj.get(name) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(other) => Err(format!(
+            "\"{name}\" must be true or false, got {}",
+            crate::domain::json_kind(other)
+        )),
     };
+    let fork = flag("fork")?;
+    let read_only = flag("read_only")?;
     let member = match obj.get("member") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) if s.trim().is_empty() => None,
@@ -80,7 +85,12 @@ pub fn parse_args(args: &Value) -> Result<AgentArgs, String> {
             ));
         }
     };
-    Ok(AgentArgs { task, fork, member })
+    Ok(AgentArgs {
+        task,
+        fork,
+        member,
+        read_only,
+    })
 }
 
 #[cfg(test)]
@@ -95,6 +105,11 @@ mod tests {
             ("look", true, Some("rev"))
         );
         assert!(!parse_args(&json!({"task": "x"})).unwrap().fork);
+        assert!(
+            parse_args(&json!({"task": "x", "read_only": true}))
+                .unwrap()
+                .read_only
+        );
         for bad in [
             json!([]),
             json!({}),
@@ -102,6 +117,7 @@ mod tests {
             json!({"task": 1}),
             json!({"task": "x", "fork": "yes"}),
             json!({"task": "x", "member": 3}),
+            json!({"task": "x", "read_only": "yes"}),
         ] {
             assert!(parse_args(&bad).is_err(), "{bad}");
         }

@@ -256,7 +256,10 @@ fn fork_extends_the_parents_prefix(wire: Wire) {
     );
     // A long prompt: the prefix must pass the simulated cache's 1024-token minimum (tern's own
     // tools + system prompt are below it).
-    let prompt = format!("count the words. {}", "Some context for the count. ".repeat(60));
+    let prompt = format!(
+        "count the words. {}",
+        "Some context for the count. ".repeat(60)
+    );
     let out = ws.ok(&["exec", "--json", &prompt]);
     let events = events_of(&String::from_utf8_lossy(&out.stdout));
     let raws = ws.raw_bodies();
@@ -1316,6 +1319,69 @@ fn a_childs_narrowed_settings_are_enforced() {
     assert!(ws.join("asked.txt").exists());
 }
 
+/// The call's own request narrows too: `read_only: true` gives the child a read-only sandbox
+/// under a parent with full access and a member with no ceiling (recorded and enforced), and
+/// `read_only: false` never widens a read-only parent.
+#[test]
+fn the_calls_read_only_request_narrows_never_widens() {
+    let w = Wire::OpenAi;
+    let enforce = tern::sandbox::landlock_abi().is_ok();
+    let mut cfg = fast_config();
+    cfg.sandbox = Mode::DangerFullAccess;
+    let h = InProc::new(
+        w,
+        vec![
+            agent(w, "a1", json!({"task": "write", "read_only": true})),
+            bash(w, "c1", "touch asked-ro.txt"),
+            text(w, "could not"),
+            agent(w, "a2", json!({"task": "write too", "read_only": false})),
+            bash(w, "c2", "touch free.txt"),
+            text(w, "wrote"),
+            text(w, "done"),
+        ],
+        cfg,
+    );
+    let mut ui = Collect::default();
+    let mut rt = h.open(&mut ui);
+    rt.run_turn("go", &mut ui).expect("turn");
+    let modes: Vec<Mode> = ui
+        .of("agent_start")
+        .into_iter()
+        .map(|e| match e {
+            Event::AgentStart { sandbox, .. } => *sandbox,
+            _ => unreachable!(),
+        })
+        .collect();
+    assert_eq!(modes, [Mode::ReadOnly, Mode::DangerFullAccess]);
+    let ws = h.dir.path();
+    if enforce {
+        assert!(!ws.join("asked-ro.txt").exists(), "a read-only child wrote");
+    }
+    assert!(ws.join("free.txt").exists());
+
+    let mut cfg = fast_config();
+    cfg.sandbox = Mode::ReadOnly;
+    let h = InProc::new(
+        w,
+        vec![
+            agent(w, "a1", json!({"task": "write", "read_only": false})),
+            text(w, "child"),
+            text(w, "done"),
+        ],
+        cfg,
+    );
+    let mut ui = Collect::default();
+    let mut rt = h.open(&mut ui);
+    rt.run_turn("go", &mut ui).expect("turn");
+    assert!(matches!(
+        ui.of("agent_start").as_slice(),
+        [Event::AgentStart {
+            sandbox: Mode::ReadOnly,
+            ..
+        }]
+    ));
+}
+
 /// Runs `cmd` in a new session without a controlling terminal (else, run from a developer's
 /// terminal, tern would ask there).
 fn no_terminal(cmd: &mut std::process::Command) {
@@ -1688,9 +1754,8 @@ fn a_crash_during_a_child_then_continue_names_the_child_and_leaves_nothing_runni
     assert_eq!(last["status"], "completed");
 }
 
-/// `tern status` shows the running children with their To-do progress.
+/// `tern status` (text and `--json`) shows the running children with their To-do progress.
 #[test]
-#[ignore = "bug outside agents: status::running_children is never called by `tern status` / `tern watch` (src/status.rs)"]
 fn status_shows_running_children_with_their_todo_progress() {
     let w = Wire::OpenAi;
     let ws = WireWs::new(
@@ -1713,12 +1778,22 @@ fn status_shows_running_children_with_their_todo_progress() {
     wait_until("the child's last request", || ws.fake.requests().len() >= 3);
     let kid = id_of(&child_of(&ws.session(), "a1"));
     let shown = ok_no_stdin(ws.cmd(&["status"])).stdout;
+    let json: Value =
+        serde_json::from_str(&ok_no_stdin(ws.cmd(&["status", "--json"])).stdout).unwrap();
     let status = wait_exit(&mut tern, Duration::from_secs(60)).expect("tern ended");
     assert_eq!(status.code(), Some(0));
     assert!(
         shown.contains(&format!("Agent {kid}: running, 1/2 settled (do the work)")),
         "{shown}"
     );
+    assert_eq!(
+        json["children"],
+        json!([{"session": kid, "title": "do the work", "settled": 1, "total": 2, "depth": 1}]),
+        "{json}"
+    );
+    // Once it ended, it is no longer shown.
+    let after = ok_no_stdin(ws.cmd(&["status"])).stdout;
+    assert!(!after.contains("Agent "), "{after}");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1746,7 +1821,8 @@ fn fleet_list_and_check_read_the_project_over_the_user_file() {
         ws.root(),
         json!([
             {"id": "rev", "role": "review", "sandbox": "read-only"},
-            {"id": "impl", "role": "implement", "provider": "openai", "model": "m-impl"},
+            {"id": "impl", "role": "implement", "provider": "openai", "model": "M-Impl",
+             "wall_time_s": 90, "token_budget": 5000},
         ]),
     );
     let list = |extra: &[&str]| {
@@ -1770,7 +1846,8 @@ fn fleet_list_and_check_read_the_project_over_the_user_file() {
         [
             json!({"id": "exp", "role": "explore", "max_turns": 5}),
             json!({"id": "rev", "role": "review", "sandbox": "read-only"}),
-            json!({"id": "impl", "role": "implement", "provider": "openai", "model": "m-impl"}),
+            json!({"id": "impl", "role": "implement", "provider": "openai", "model": "M-Impl",
+                   "wall_time_s": 90, "token_budget": 5000}),
         ],
         "user members first, the project's rev replacing the user's whole"
     );
@@ -1784,6 +1861,15 @@ fn fleet_list_and_check_read_the_project_over_the_user_file() {
     let text_out = list(&["list"]).stdout;
     assert!(
         text_out.contains("rev") && text_out.contains("sandbox ≤ read-only"),
+        "{text_out}"
+    );
+    // The budgets, and the model as written (model names are case-sensitive).
+    assert!(
+        text_out.contains("exp") && text_out.contains("max 5 turns"),
+        "{text_out}"
+    );
+    assert!(
+        text_out.contains("openai/M-Impl · wall time 90 s · 5000 tokens"),
         "{text_out}"
     );
 

@@ -215,6 +215,7 @@ fn a_fork_starts_from_the_parents_exact_prefix() {
         route: None,
         parent_call: "c0".into(),
         member: None,
+        fork: true,
     };
     let current_before = std::fs::read_to_string(h.dir.path().join(".tern/current")).ok();
     let mut cui = Collect::default();
