@@ -128,11 +128,14 @@ impl Runtime {
     }
 }
 
-/// The tools whose result is only a receipt of a state change: a repeat is judged by the call.
+/// The tools whose result never repeats even when the call does, so a repeat is judged by the
+/// call: receipts of a state change (each carries a new revision), and `agent` (each result
+/// names a new child session; the same task delegated again is the loop).
 fn is_receipt_tool(name: &str) -> bool {
     name.starts_with("plan_")
         || name == crate::domain::ledger::UPDATE_PLAN
         || crate::tools::work::is_work_tool(name)
+        || name == crate::tools::agent::NAME
 }
 
 /// Parses joined tool-call argument fragments: one JSON object (empty text counts as `{}`, which

@@ -177,9 +177,13 @@ impl Runtime {
                 }
                 let refs: Vec<&Call> = group.iter().collect();
                 let results = self.run_agents(&refs, at, ui);
-                all_repeated = false;
                 for (c, r) in group.iter().zip(results) {
-                    let content = crate::store::redact::for_model(&r.content).into_owned();
+                    let mut content = crate::store::redact::for_model(&r.content).into_owned();
+                    let repeated = self.repeats_previous_step(&c.call, &content);
+                    all_repeated &= repeated;
+                    if repeated {
+                        content = format!("{content}\n{REPEAT_NOTE}");
+                    }
                     self.store(vec![Message::tool(&c.call, content.clone(), r.is_error)])?;
                     self.emit(
                         ui,

@@ -58,6 +58,61 @@ fn the_loop_guard_sees_repeated_receipt_calls() {
     assert_eq!(h.fake.requests().len(), 4);
 }
 
+/// The same `agent` call again and again (seen with the 0.5B model: 12 identical calls with an
+/// unknown member, to the turn limit): each result names a new child, or the same error, and
+/// the guard judges by the call, as for receipts. A failing one and a succeeding one.
+#[test]
+fn the_loop_guard_sees_repeated_agent_calls() {
+    let w = Wire::OpenAi;
+    let failing = || {
+        call(
+            w,
+            "a",
+            "agent",
+            json!({"task": "config.json", "member": "agent"}),
+        )
+    };
+    let fine = || call(w, "a", "agent", json!({"task": "look at config.json"}));
+    for (script, requests) in [
+        (
+            vec![failing(), failing(), failing(), text(w, "I could not.")],
+            4,
+        ),
+        (
+            vec![
+                fine(),
+                text(w, "child 1"),
+                fine(),
+                text(w, "child 2"),
+                fine(),
+                text(w, "child 3"),
+                text(w, "I could not."),
+            ],
+            7,
+        ),
+    ] {
+        let h = InProc::new(w, script, fast_config());
+        let mut ui = Collect::default();
+        let mut rt = h.open(&mut ui);
+        assert_eq!(
+            rt.run_turn("read the port", &mut ui).as_deref(),
+            Ok("I could not.")
+        );
+        assert!(
+            ui.of("boundary").iter().any(|e| matches!(
+                e,
+                Event::Boundary {
+                    kind: BoundaryKind::ToolsOff,
+                    ..
+                }
+            )),
+            "{:?}",
+            ui.kinds()
+        );
+        assert_eq!(h.fake.requests().len(), requests);
+    }
+}
+
 /// PlanConfirm's compaction asks for text only (`tool_choice` none), keeping the tools in the
 /// body; an answer made of calls is not a summary: asked again, the confirm works.
 #[test]
