@@ -84,7 +84,9 @@ impl Input {
                     Some(ed) => match ed.readline(&prompt) {
                         Ok(l) => {
                             if !l.trim().is_empty() && prompt == PROMPT {
-                                let _ = ed.add_history_entry(l.as_str());
+                                // Saved as every other file tern writes: keys redacted.
+                                let entry = crate::store::redact::redact(&l);
+                                let _ = ed.add_history_entry(entry.as_ref());
                                 // The state folder appears with the first session; until then
                                 // the history lives in memory only.
                                 if history_ok && history.parent().is_some_and(|d| d.is_dir()) {

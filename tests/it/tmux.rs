@@ -113,6 +113,11 @@ impl Drop for Tmux {
 
 /// Starts `tern chat --approval auto` in pane `t`, in workspace `ws`, talking to `fake`.
 fn start_chat(tmux: &Tmux, ws: &Path, fake: &FakeServer) {
+    start_chat_with(tmux, ws, fake, "TERN_TEST=1");
+}
+
+/// [`start_chat`] with one more `NAME=value` in tern's environment.
+fn start_chat_with(tmux: &Tmux, ws: &Path, fake: &FakeServer, extra_env: &str) {
     let tern = env!("CARGO_BIN_EXE_tern");
     let path_env = format!("PATH={}", std::env::var("PATH").unwrap_or_default());
     let home = format!("HOME={}", ws.display());
@@ -136,6 +141,7 @@ fn start_chat(tmux: &Tmux, ws: &Path, fake: &FakeServer) {
         &home,
         "TERM=xterm-256color",
         &base,
+        extra_env,
         "TERN_MODEL=m",
         // The shell reports tern's exit status in the pane: tmux's own pane_dead_status is not
         // reliable here (with two test servers at once it sometimes never reaps the pane). It
@@ -368,4 +374,24 @@ fn ctrl_c_clears_a_line_and_typeahead_is_kept_in_tmux() {
     tmux.wait_for("Ctrl-C again");
     tmux.keys(&["C-c"]);
     tmux.wait_for("[tern exited with 0]");
+}
+
+/// A key typed at the prompt is redacted in the input history `.tern/history`, as in every
+/// other file tern writes (found by a new user: it was saved in plain text).
+#[test]
+fn a_key_typed_in_the_repl_is_redacted_in_its_history_file_in_tmux() {
+    let Some((_dir, tmux, ws)) = setup("a_key_typed_in_the_repl_is_redacted_in_its_history_file")
+    else {
+        return;
+    };
+    let fake = FakeServer::strict(vec![openai_text("Noted.")]);
+    let key = "sk-SECRETKEY1234567890abcdef";
+    start_chat_with(&tmux, &ws, &fake, &format!("OPENAI_API_KEY={key}"));
+    tmux.keys(&[&format!("my key is {key} ok"), "Enter"]);
+    tmux.wait_for_prompt_after("Noted.");
+    tmux.keys(&["C-d"]);
+    tmux.wait_for("[tern exited with 0]");
+    let history = read(&ws.join(".tern/history"));
+    assert!(!history.contains(key), "{history}");
+    assert!(history.contains("my key is [REDACTED] ok"), "{history}");
 }
