@@ -549,18 +549,21 @@ impl Runtime {
     }
 
     /// The state files a command may not change: everything in the session folder that tern
-    /// reads back as truth, but the draft (DESIGN.md §10).
-    fn protected(&self) -> Vec<PathBuf> {
+    /// reads back as truth, but the draft (DESIGN.md §10). The conversation is only detected
+    /// (tern rewrites it from memory) and the event log only watched for removal.
+    fn protected(&self) -> Vec<(PathBuf, crate::sandbox::Keep)> {
+        use crate::sandbox::Keep;
         [
-            files::PLAN,
-            files::PLAN_STATE,
-            files::LEDGER,
-            files::CONVERSATION,
-            files::SYSTEM,
-            files::META,
+            (files::PLAN, Keep::Copy),
+            (files::PLAN_STATE, Keep::Copy),
+            (files::LEDGER, Keep::Copy),
+            (files::CONVERSATION, Keep::Detect),
+            (files::SYSTEM, Keep::Copy),
+            (files::META, Keep::Copy),
+            (files::EVENTS, Keep::Append),
         ]
         .iter()
-        .map(|n| self.session.path(n))
+        .map(|(n, k)| (self.session.path(n), *k))
         .collect()
     }
 
@@ -568,8 +571,53 @@ impl Runtime {
     pub(crate) fn guard_refresh(&mut self) {
         match &mut self.guard {
             Some(g) => g.refresh(),
-            None => self.guard = Some(crate::sandbox::Snapshot::take(self.protected())),
+            None => self.guard = Some(crate::sandbox::Snapshot::take_kept(self.protected())),
         }
+    }
+
+    /// Puts back what a command removed around the session files (`rm -rf .tern`): the lease
+    /// (re-taken: a removed lease file would let another process take a second one), the state
+    /// folder's `.gitignore` (else git would see the conversation), `sessions/`, and `current`
+    /// when this runtime keeps it. Returns what it recreated. Costs a few `lstat`s per call.
+    fn repair_structure(&mut self) -> Vec<&'static str> {
+        let mut done = Vec::new();
+        if self.lease.as_ref().is_some_and(|l| !l.intact()) {
+            self.lease = None;
+            if let Ok(Ok(l)) = Lease::try_take(&self.session.dir) {
+                self.lease = Some(l);
+                done.push("lease");
+            }
+        }
+        // The state folder: the parent of the topmost `sessions` folder above this session (a
+        // sub-agent's folder lies deeper, under its parent's `agents/`).
+        let root = self
+            .session
+            .dir
+            .ancestors()
+            .skip(1)
+            .filter(|a| a.file_name().is_some_and(|n| n == "sessions"))
+            .last()
+            .and_then(std::path::Path::parent)
+            .map(std::path::Path::to_path_buf);
+        if let Some(root) = root {
+            let gitignore = root.join(".gitignore");
+            if std::fs::symlink_metadata(&gitignore).is_err() {
+                let state = crate::store::StateDir {
+                    root: root.clone(),
+                    workspace: self.workspace.clone(),
+                };
+                if state.init().is_ok() {
+                    done.push(".gitignore");
+                }
+            }
+            if self.mark_current
+                && std::fs::symlink_metadata(root.join("current")).is_err()
+                && self.session.mark_current().is_ok()
+            {
+                done.push("current");
+            }
+        }
+        done
     }
 
     /// Undoes any change to the state files since tern last wrote them (a command's, or a
@@ -577,12 +625,15 @@ impl Runtime {
     /// the model reads: the files are tern's. The sandbox makes these writes impossible in
     /// `read-only`; in the other modes this is how they are refused.
     pub(crate) fn guard_check(&mut self) -> Option<String> {
-        let g = self.guard.as_mut()?;
-        let changes = g.changes();
-        if changes.is_empty() {
+        let changes = self.guard.as_ref()?.changes();
+        let rebuilt = self.repair_structure();
+        if changes.is_empty() && rebuilt.is_empty() {
             return None;
         }
-        let outcomes = g.restore(&changes);
+        let outcomes = match self.guard.as_mut() {
+            Some(g) => g.restore(&changes),
+            None => Vec::new(),
+        };
         let conversation = self.session.path(files::CONVERSATION);
         if outcomes
             .iter()
@@ -595,8 +646,21 @@ impl Runtime {
         }
         self.guard_refresh();
         self.note_disk();
-        crate::sandbox::Snapshot::refusal(&changes)
+        let mut msg = crate::sandbox::Snapshot::refusal(&changes)
             .map(|m| m.trim_start_matches("Error: ").to_string())
+            .unwrap_or_else(|| {
+                "this command changed tern's own files in its state folder.".to_string()
+            });
+        let events = self.session.path(files::EVENTS);
+        if changes.iter().any(|c| c.path == events) {
+            msg.push_str(
+                " The event log (events.jsonl) cannot be put back: its earlier events are lost.",
+            );
+        }
+        if !rebuilt.is_empty() {
+            msg.push_str(&format!(" tern also recreated: {}.", rebuilt.join(", ")));
+        }
+        Some(msg)
     }
 
     fn disk_stamps(&self) -> (Option<FileStamp>, Option<FileStamp>) {

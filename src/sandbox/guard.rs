@@ -5,8 +5,9 @@
 //! can take a right back below it), so with `.tern/` inside a writable workspace its files
 //! cannot be made read-only. The guard detects instead: a [`Snapshot`] of the protected files is
 //! taken before a command, compared after it, and the small files are put back from the saved
-//! bytes. Large files (the conversation, once over [`SMALL_FILE_BYTES`]) are only detected: the
-//! runtime holds their content in memory and rewrites them itself.
+//! bytes. Files kept as [`Keep::Detect`] (the conversation) or over [`SMALL_FILE_BYTES`] are only
+//! detected: the runtime holds their content in memory and rewrites them itself; an append-only
+//! log ([`Keep::Append`]) counts only when it is removed, replaced or shrunk.
 //!
 //! A change is any difference of the `lstat` fingerprint: device, inode, mode, size, and
 //! modification and status-change times in nanoseconds. The status-change time (ctime) is set by
@@ -115,17 +116,44 @@ pub enum RestoreOutcome {
     Failed(String),
 }
 
+/// What a snapshot keeps of one protected file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// Its bytes while it is small (up to [`SMALL_FILE_BYTES`]): restored by the guard.
+    Copy,
+    /// Only its fingerprint: a change is detected and the runtime rewrites the file from what
+    /// it holds in memory (the conversation: copying it at every step would cost O(history)).
+    Detect,
+    /// An append-only log that tern itself appends to at any moment (`events.jsonl`): growth is
+    /// not a change; removal, replacement (another inode) or shrinking is. Never restorable.
+    Append,
+}
+
 #[derive(Debug, Clone)]
 struct Entry {
     path: PathBuf,
+    keep: Keep,
     fp: Option<Fingerprint>,
     bytes: Option<Vec<u8>>,
 }
 
 impl Entry {
-    fn read(path: PathBuf) -> Entry {
-        let (fp, bytes) = read_state(&path);
-        Entry { path, fp, bytes }
+    fn read(path: PathBuf, keep: Keep) -> Entry {
+        let (fp, bytes) = read_state(&path, keep == Keep::Copy);
+        Entry {
+            path,
+            keep,
+            fp,
+            bytes,
+        }
+    }
+
+    /// Whether `now` differs from the recorded fingerprint in a way that counts.
+    fn differs(&self, now: Option<Fingerprint>) -> bool {
+        match (self.keep, self.fp, now) {
+            (Keep::Append, Some(a), Some(b)) => a.dev != b.dev || a.ino != b.ino || b.size < a.size,
+            (_, a, b) => a != b,
+        }
     }
 }
 
@@ -139,12 +167,12 @@ pub struct Snapshot {
 /// bytes. The bytes are read through a descriptor opened without following links and checked
 /// against its `fstat` before and after, so a file changing meanwhile is kept without bytes
 /// (detected later, not restorable) rather than with a torn copy.
-fn read_state(path: &Path) -> (Option<Fingerprint>, Option<Vec<u8>>) {
+fn read_state(path: &Path, copy: bool) -> (Option<Fingerprint>, Option<Vec<u8>>) {
     let Ok(meta) = fs::symlink_metadata(path) else {
         return (None, None);
     };
     let fp = Fingerprint::of(&meta);
-    if !fp.is_regular() || fp.size > SMALL_FILE_BYTES {
+    if !copy || !fp.is_regular() || fp.size > SMALL_FILE_BYTES {
         return (Some(fp), None);
     }
     let bytes = (|| -> io::Result<Option<Vec<u8>>> {
@@ -172,8 +200,16 @@ impl Snapshot {
         I: IntoIterator<Item = P>,
         P: Into<PathBuf>,
     {
+        Snapshot::take_kept(paths.into_iter().map(|p| (p.into(), Keep::Copy)))
+    }
+
+    /// [`Snapshot::take`] with what to keep of each file (see [`Keep`]).
+    pub fn take_kept(paths: impl IntoIterator<Item = (PathBuf, Keep)>) -> Snapshot {
         Snapshot {
-            entries: paths.into_iter().map(|p| Entry::read(p.into())).collect(),
+            entries: paths
+                .into_iter()
+                .map(|(p, keep)| Entry::read(p, keep))
+                .collect(),
         }
     }
 
@@ -199,9 +235,11 @@ impl Snapshot {
                 let now = fs::symlink_metadata(&e.path)
                     .ok()
                     .map(|m| Fingerprint::of(&m));
+                if !e.differs(now) {
+                    return None;
+                }
                 let kind = match (e.fp, now) {
                     (None, None) => return None,
-                    (Some(a), Some(b)) if a == b => return None,
                     (None, Some(_)) => ChangeKind::Created,
                     (Some(_), None) => ChangeKind::Removed,
                     (Some(_), Some(_)) => ChangeKind::Modified,
@@ -209,7 +247,7 @@ impl Snapshot {
                 Some(Change {
                     path: e.path.clone(),
                     kind,
-                    restorable: e.fp.is_none() || e.bytes.is_some(),
+                    restorable: e.keep != Keep::Append && (e.fp.is_none() || e.bytes.is_some()),
                 })
             })
             .collect()
@@ -228,6 +266,7 @@ impl Snapshot {
                 continue;
             };
             let outcome = match (entry.fp, &entry.bytes) {
+                _ if entry.keep == Keep::Append => RestoreOutcome::NeedsRuntime,
                 (None, _) => match remove_any(&entry.path) {
                     Ok(()) => RestoreOutcome::Restored,
                     Err(e) => RestoreOutcome::Failed(e.to_string()),
@@ -240,7 +279,7 @@ impl Snapshot {
             };
             if outcome == RestoreOutcome::Restored {
                 let bytes = entry.bytes.take();
-                *entry = Entry::read(std::mem::take(&mut entry.path));
+                *entry = Entry::read(std::mem::take(&mut entry.path), entry.keep);
                 // The rewritten file holds exactly the saved bytes; keep them if the re-read
                 // could not (e.g. it raced with another writer, which the next check reports).
                 if entry.bytes.is_none() && entry.fp.is_some() {
@@ -260,7 +299,7 @@ impl Snapshot {
                 .ok()
                 .map(|m| Fingerprint::of(&m));
             if now != entry.fp {
-                *entry = Entry::read(std::mem::take(&mut entry.path));
+                *entry = Entry::read(std::mem::take(&mut entry.path), entry.keep);
             }
         }
     }
@@ -375,6 +414,35 @@ mod tests {
         assert_eq!(changes[0].kind, ChangeKind::Removed);
         snap.restore(&changes);
         assert_eq!(fs::read(&small).unwrap(), b"{\"items\":[]}");
+    }
+
+    #[test]
+    fn detect_and_append_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let conv = dir.path().join("conversation.jsonl");
+        let events = dir.path().join("events.jsonl");
+        fs::write(&conv, b"{}\n").unwrap();
+        fs::write(&events, b"{\"seq\":1}\n").unwrap();
+        let mut snap =
+            Snapshot::take_kept([(conv.clone(), Keep::Detect), (events.clone(), Keep::Append)]);
+        // An append to the log is tern's own: not a change.
+        let mut f = fs::OpenOptions::new().append(true).open(&events).unwrap();
+        f.write_all(b"{\"seq\":2}\n").unwrap();
+        assert!(snap.changes().is_empty());
+        // A small detected file is still not restorable by the guard (never copied).
+        fs::write(&conv, b"{}\n{}\n").unwrap();
+        let c = snap.changes();
+        assert_eq!((c.len(), c[0].restorable), (1, false));
+        assert_eq!(snap.restore(&c)[0].1, RestoreOutcome::NeedsRuntime);
+        snap.refresh();
+        // Shrunk, replaced or removed: each is a change, none restorable.
+        fs::write(&events, b"").unwrap();
+        assert_eq!(snap.changes()[0].kind, ChangeKind::Modified);
+        fs::remove_file(&events).unwrap();
+        let c = snap.changes();
+        assert_eq!((c[0].kind, c[0].restorable), (ChangeKind::Removed, false));
+        assert_eq!(snap.restore(&c)[0].1, RestoreOutcome::NeedsRuntime);
+        assert!(!events.exists());
     }
 
     #[test]

@@ -55,7 +55,9 @@ mod linux;
 mod other;
 
 pub use check::{CheckReport, SelfTest, check};
-pub use guard::{Change, ChangeKind, Fingerprint, RestoreOutcome, SMALL_FILE_BYTES, Snapshot};
+pub use guard::{
+    Change, ChangeKind, Fingerprint, Keep, RestoreOutcome, SMALL_FILE_BYTES, Snapshot,
+};
 
 #[cfg(target_os = "linux")]
 use linux as imp;

@@ -93,6 +93,17 @@ impl Lease {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Whether the file at [`Lease::path`] is still the one this lease locks (same device and
+    /// inode). A command that removed or replaced it leaves a lock nobody else can see: another
+    /// process would take a new file's lock and run a second turn.
+    pub fn intact(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        match (self.file.metadata(), std::fs::symlink_metadata(&self.path)) {
+            (Ok(held), Ok(now)) => held.dev() == now.dev() && held.ino() == now.ino(),
+            _ => false,
+        }
+    }
 }
 
 fn read_holder(file: &mut File) -> Holder {

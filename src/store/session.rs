@@ -357,10 +357,12 @@ impl Session {
         let mut file = fsutil::open_append(&path)?;
         let len = file.metadata()?.len();
         let (known_len, known_seq) = self.event_seq.get();
+        // Another process appended (the file grew), or a command removed the log: never a seq
+        // this process already gave out.
         let last = if len == known_len {
             known_seq
         } else {
-            last_seq(&path)?
+            last_seq(&path)?.max(known_seq)
         };
         env.seq = last + 1;
         let line = fsutil::to_jsonl(&env.to_value())?;

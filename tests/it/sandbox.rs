@@ -939,6 +939,54 @@ mod through_exec {
         ws.ok(&["exec", "--continue", "again"]);
     }
 
+    /// The model removes the whole state folder (`rm -rf .tern`, found by a new user): the
+    /// session files are put back, and so are the state folder's `.gitignore` (else git sees the
+    /// conversation), `current` and the lease; the result says the event log before it is lost;
+    /// `tern status` and the next turn work.
+    #[test]
+    fn the_model_removing_the_state_folder_is_undone() {
+        if !landlock() {
+            return;
+        }
+        let w = Wire::OpenAi;
+        let ws = WireWs::new(w, vec![]);
+        ws.fake.set_strict(true);
+        ws.ok(&["exec", "hi"]);
+        let system = ws.read("system.txt");
+        ws.push(vec![
+            bash(w, "rm", "rm -rf .tern; echo gone"),
+            text(w, "done"),
+        ]);
+        ws.ok(&["exec", "--continue", "clean up"]);
+        let events = ws.events();
+        let r = result_of(&events, "rm");
+        let c = r["content"].as_str().unwrap_or("").to_string();
+        assert_eq!(r["is_error"], true, "{c}");
+        assert!(c.contains("events.jsonl") && c.contains("lost"), "{c}");
+        assert!(
+            c.contains("tern also recreated") && c.contains(".gitignore") && c.contains("current"),
+            "{c}"
+        );
+        let state = ws.root().join(".tern");
+        assert_eq!(
+            std::fs::read_to_string(state.join(".gitignore")).unwrap(),
+            "*\n"
+        );
+        let current = std::fs::read_to_string(state.join("current")).unwrap();
+        assert_eq!(current.trim(), ws.json("meta.json")["id"].as_str().unwrap());
+        assert_eq!(ws.read("system.txt"), system);
+        ws.ok(&["status"]);
+        ws.push(vec![text(w, "still fine")]);
+        ws.ok(&["exec", "--continue", "again"]);
+        // The event log went on without reusing a seq it had given out.
+        let seqs: Vec<u64> = ws
+            .events()
+            .iter()
+            .filter_map(|e| e["seq"].as_u64())
+            .collect();
+        assert!(seqs.windows(2).all(|p| p[0] < p[1]), "{seqs:?}");
+    }
+
     /// read-only: a write in the workspace fails with Permission denied and a line naming the
     /// mode; the mode is in meta.json, in session_start and in the system prompt's one line.
     #[test]
