@@ -43,19 +43,57 @@ pub fn observe_draft(
     parent: Option<&str>,
     ui: &mut dyn Surface,
 ) -> Result<PlanFile, Failure> {
-    let (transition, plan) = {
+    let (transition, plan, unlinked) = {
         let lock = session.lock()?;
+        let unlinked = unlink_odd_draft(session)?;
         let mut plan = plan_file(session)?;
         let t = plan.observe_draft(&draft_text(session)?);
         if t.is_some() {
             session.write_json_locked(&lock, files::PLAN_STATE, &plan)?;
         }
-        (t, plan)
+        (t, plan, unlinked)
     };
+    if let Some(what) = unlinked {
+        emit_to(
+            session,
+            parent,
+            ui,
+            Event::warning(format!(
+                "the plan draft ($PLAN_DRAFT_FILE) was {what}, not a file: tern never reads or writes through one in its state folder, so it took it away (the draft is now empty). Write the draft as a plain file."
+            )),
+        );
+    }
     if let Some(t) = transition {
         emit_to(session, parent, ui, transition_event(&t));
     }
     Ok(plan)
+}
+
+/// Takes away a draft that is not a plain file (a command may replace `$PLAN_DRAFT_FILE` with
+/// a symbolic link, a folder or a FIFO; every later read would refuse it and fail the turn): a
+/// link or special file is removed (never its target), a folder moved to `archive/`. Returns
+/// what it was; None for a plain file or none. The caller holds the session lock.
+fn unlink_odd_draft(session: &Session) -> Result<Option<&'static str>, Failure> {
+    let path = session.path(files::DRAFT);
+    let Ok(m) = std::fs::symlink_metadata(&path) else {
+        return Ok(None);
+    };
+    let ft = m.file_type();
+    if ft.is_file() {
+        return Ok(None);
+    }
+    if ft.is_dir() {
+        crate::store::fsutil::ensure_dir(&session.path(files::ARCHIVE))?;
+        let to = session.next_archive_path("draft-folder", "d")?;
+        std::fs::rename(&path, &to)?;
+        return Ok(Some("a folder (moved to the session's archive/)"));
+    }
+    std::fs::remove_file(&path)?;
+    Ok(Some(if ft.is_symlink() {
+        "a symbolic link"
+    } else {
+        "a special file"
+    }))
 }
 
 /// Replaces the draft with `content` (the `plan_draft` tool, `tern plan draft`).

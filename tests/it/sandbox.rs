@@ -939,6 +939,45 @@ mod through_exec {
         ws.ok(&["exec", "--continue", "again"]);
     }
 
+    /// A command replaces `$PLAN_DRAFT_FILE` with a symbolic link (found by a new user: every
+    /// later turn then failed on "refusing to use plan.draft.md"), or with a folder: tern takes
+    /// it away with a warning, never touching the link's target, and the turns go on.
+    #[test]
+    fn a_draft_replaced_by_a_link_or_folder_is_taken_away() {
+        let w = Wire::OpenAi;
+        for (label, cmd) in [
+            (
+                "link",
+                "rm -f \"$PLAN_DRAFT_FILE\"; ln -s \"$PWD/target.txt\" \"$PLAN_DRAFT_FILE\"",
+            ),
+            (
+                "folder",
+                "rm -f \"$PLAN_DRAFT_FILE\"; mkdir \"$PLAN_DRAFT_FILE\"; echo x > \"$PLAN_DRAFT_FILE/a\"",
+            ),
+        ] {
+            let ws = WireWs::new(w, vec![]);
+            std::fs::write(ws.root().join("target.txt"), "keep me\n").unwrap();
+            ws.fake.set_strict(true);
+            ws.push(vec![bash(w, "l", cmd), text(w, "done")]);
+            ws.ok(&["exec", "--sandbox", "danger-full-access", "go"]);
+            let warned = ws.events().iter().any(|e| {
+                e["type"] == "warning"
+                    && e["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("$PLAN_DRAFT_FILE"))
+            });
+            assert!(warned, "{label}: no warning");
+            ws.push(vec![text(w, "fine")]);
+            ws.ok(&["exec", "--continue", "hi"]);
+            ws.ok(&["status"]);
+            assert_eq!(
+                std::fs::read_to_string(ws.root().join("target.txt")).unwrap(),
+                "keep me\n",
+                "{label}"
+            );
+        }
+    }
+
     /// The model removes the whole state folder (`rm -rf .tern`, found by a new user): the
     /// session files are put back, and so are the state folder's `.gitignore` (else git sees the
     /// conversation), `current` and the lease; the result says the event log before it is lost;
