@@ -574,6 +574,17 @@ impl Runtime {
                 sandbox: self.sandbox(),
             },
         );
+        if self.cfg.sandbox == crate::sandbox::Mode::WorkspaceWrite
+            && self.depth() == 0
+            && let Some(what) = wide_workspace(&self.workspace)
+        {
+            self.emit(
+                ui,
+                Event::warning(format!(
+                    "the workspace is {what}: workspace-write lets commands write all of it. Run tern in a project folder, or pass --sandbox read-only."
+                )),
+            );
+        }
         let Some((meta, was_interrupted)) = before else {
             self.note_disk();
             return Ok(());
@@ -592,6 +603,16 @@ impl Runtime {
         self.switch_model(ui, meta)?;
         self.switch_sandbox(ui, meta)
     }
+}
+
+/// "/" or "your home folder" when `workspace` is one of them (where workspace-write keeps
+/// nothing out); None for a project folder.
+fn wide_workspace(workspace: &std::path::Path) -> Option<&'static str> {
+    if workspace == std::path::Path::new("/") {
+        return Some("/");
+    }
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from)?;
+    (workspace == home).then_some("your home folder")
 }
 
 /// A `meta.json` rebuilt from what the session folder still holds, for one that is missing or

@@ -23,6 +23,8 @@ pub struct SelfTest {
     pub passed: bool,
     /// The command's output, or why it could not run (one line).
     pub detail: String,
+    /// Not tried here (no folder outside the workspace exists: it is `/`): proves nothing.
+    pub skipped: bool,
 }
 
 /// What [`check`] found. `Display` is the short human report; serde gives the JSON.
@@ -65,6 +67,10 @@ impl fmt::Display for CheckReport {
             writeln!(f, "{r}")?;
         }
         for t in &self.self_test {
+            if t.skipped {
+                writeln!(f, "  skip  {}: {}", t.name, t.detail)?;
+                continue;
+            }
             writeln!(
                 f,
                 "  {}  {}: {} (expected {}){}",
@@ -86,7 +92,9 @@ impl fmt::Display for CheckReport {
         write!(
             f,
             "{}",
-            if self.ok {
+            if self.ok && self.self_test.iter().any(|t| t.skipped) {
+                "the sandbox works on this machine, but in this workspace workspace-write keeps no write out (see skip)"
+            } else if self.ok {
                 "the sandbox works on this machine"
             } else if self.landlock_missing.is_some() {
                 "no sandbox on this machine"
@@ -132,6 +140,7 @@ pub fn check(workspace: &Path) -> CheckReport {
             should_succeed: false,
             succeeded: refused.is_ok(),
             passed: refused.is_err(),
+            skipped: false,
             detail: refused.err().map(|e| e.to_string()).unwrap_or_default(),
         });
         return report;
@@ -155,6 +164,7 @@ pub fn check(workspace: &Path) -> CheckReport {
                 should_succeed: true,
                 succeeded: false,
                 passed: false,
+                skipped: false,
                 detail: e.to_string(),
             });
             return report;
@@ -189,7 +199,10 @@ pub fn check(workspace: &Path) -> CheckReport {
                 should_succeed: false,
                 succeeded: false,
                 passed: true,
-                detail: "skipped: no folder outside the workspace to try".into(),
+                skipped: true,
+                detail:
+                    "no folder outside the workspace to try: workspace-write protects nothing here"
+                        .into(),
             }),
         }
         t.push((
@@ -237,6 +250,7 @@ pub fn check(workspace: &Path) -> CheckReport {
                 should_succeed: true,
                 succeeded: false,
                 passed: false,
+                skipped: false,
                 detail: e.to_string(),
             }),
         }
@@ -266,6 +280,7 @@ impl Ctx<'_> {
             should_succeed,
             succeeded: false,
             passed: false,
+            skipped: false,
             detail,
         };
         let prepared = match prepare(policy) {
@@ -301,6 +316,7 @@ impl Ctx<'_> {
             should_succeed,
             succeeded,
             passed: succeeded == should_succeed,
+            skipped: false,
             detail,
         }
     }

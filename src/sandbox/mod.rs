@@ -406,6 +406,39 @@ impl ChildHook {
     }
 }
 
+/// The prefix of a call's private `TMPDIR` folder (in the system temp folder), followed by the
+/// pid of the tern process that made it.
+pub const TMPDIR_PREFIX: &str = "tern-sandbox-";
+
+/// Removes the private temp folders of tern processes that are gone (killed before they could
+/// remove them: a command may even `kill -9` tern itself). Once per process; errors are ignored.
+fn remove_dead_tmpdirs() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let Ok(rd) = std::fs::read_dir(std::env::temp_dir()) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let name = e.file_name();
+            let Some(pid) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix(TMPDIR_PREFIX))
+                .and_then(|rest| rest.split('-').next())
+                .and_then(|p| p.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            // kill(pid, 0): ESRCH means no such process; anything else (alive, or not ours)
+            // keeps the folder.
+            // SAFETY: signal 0 sends nothing; it only checks the pid.
+            let gone = unsafe { libc::kill(pid, 0) } == -1
+                && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+            if gone && e.file_type().is_ok_and(|t| t.is_dir()) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    });
+}
 /// Prepares one bash call under `policy`: probes Landlock, creates the private temp folder (in
 /// the system temp dir, mode 0700) and builds the ruleset. Cost: a few system calls and one
 /// `mkdir` (measured in BENCHMARKS.md, section 6).
@@ -453,9 +486,10 @@ pub fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
         });
     }
     let tmpdir = if policy.mode.is_sandboxed() {
+        remove_dead_tmpdirs();
         Some(
             tempfile::Builder::new()
-                .prefix("tern-sandbox-")
+                .prefix(&format!("{TMPDIR_PREFIX}{}-", std::process::id()))
                 .tempdir()
                 .map_err(|e| SandboxError::Setup(format!("private temp folder: {e}")))?,
         )

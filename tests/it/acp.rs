@@ -1219,7 +1219,7 @@ fn the_state_dir_flag_moves_the_sessions() {
 #[test]
 fn without_a_provider_sessions_fail_with_the_reason() {
     let ws = Ws::new();
-    let mut cmd = crate::support::cli::tern_clean(ws.path());
+    let mut cmd = crate::support::cli::tern_clean(&ws.home());
     cmd.current_dir(ws.path()).arg("acp");
     let mut a = Agent::start(cmd);
     a.init();
@@ -1259,7 +1259,7 @@ fn run_sdk(python: &str, script_name: &str, ws: &Ws, fake: &FakeServer, args: &[
     let mut c = Command::new(python);
     c.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", ws.path())
+        .env("HOME", ws.home())
         .env("TERN_BIN", crate::support::cli::TERN)
         .env("TERN_WS", ws.path())
         .env("TERN_ARGS", args.join(" "))

@@ -1888,11 +1888,11 @@ fn fleet_list_and_check_read_the_project_over_the_user_file() {
         "{out:?}"
     );
 
-    // Without XDG_CONFIG_HOME the user file is under HOME (WireWs sets HOME to the workspace).
+    // Without XDG_CONFIG_HOME the user file is under HOME (WireWs sets HOME to `.home/`).
     std::fs::remove_file(ws.root().join(".tern/fleet.json")).unwrap();
-    std::fs::create_dir_all(ws.root().join(".config/tern")).unwrap();
+    std::fs::create_dir_all(ws.root().join(".home/.config/tern")).unwrap();
     std::fs::write(
-        ws.root().join(".config/tern/fleet.json"),
+        ws.root().join(".home/.config/tern/fleet.json"),
         fleet(json!([{"id": "home", "role": "r"}])),
     )
     .unwrap();

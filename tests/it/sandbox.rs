@@ -939,6 +939,59 @@ mod through_exec {
         ws.ok(&["exec", "--continue", "again"]);
     }
 
+    /// With the workspace at the home folder (or `/`), workspace-write keeps nothing out: the
+    /// session says so in a warning (found by a new user running tern in `/`).
+    #[test]
+    fn a_home_folder_workspace_is_warned_about() {
+        let w = Wire::OpenAi;
+        let ws = WireWs::new(w, vec![text(w, "hi")]);
+        let mut cmd = ws.cmd(&["exec", "--json", "go"]);
+        cmd.env("HOME", ws.root());
+        let out = crate::support::cli::run(cmd, "");
+        assert_eq!(out.code, Some(0), "{out:?}");
+        assert!(
+            out.stdout.contains("\"type\":\"warning\"") && out.stdout.contains("your home folder"),
+            "{}",
+            out.stdout
+        );
+        // In a project folder, no such warning.
+        let ws = WireWs::new(w, vec![text(w, "hi")]);
+        let out = crate::support::cli::run(ws.cmd(&["exec", "--json", "go"]), "");
+        assert!(!out.stdout.contains("your home folder"), "{}", out.stdout);
+    }
+
+    /// The private temp folder of a tern that was killed (a command may `kill -9 $PPID`) is
+    /// removed by the next tern that prepares a sandbox; a live process's folder is kept.
+    #[test]
+    fn a_dead_terns_private_tmpdir_is_removed() {
+        if !landlock() {
+            return;
+        }
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let tmp = std::env::temp_dir();
+        let stale = tmp.join(format!("{}{dead}-test", tern::sandbox::TMPDIR_PREFIX));
+        let live = tmp.join(format!(
+            "{}{}-test",
+            tern::sandbox::TMPDIR_PREFIX,
+            std::process::id()
+        ));
+        for d in [&stale, &live] {
+            std::fs::create_dir_all(d).unwrap();
+            std::fs::write(d.join("f"), "x").unwrap();
+        }
+        let w = Wire::OpenAi;
+        let ws = WireWs::new(w, vec![bash(w, "c", "true"), text(w, "done")]);
+        ws.ok(&["exec", "go"]);
+        let stale_left = stale.exists();
+        let live_left = live.exists();
+        let _ = std::fs::remove_dir_all(&live);
+        let _ = std::fs::remove_dir_all(&stale);
+        assert!(!stale_left, "the dead process's folder is still there");
+        assert!(live_left, "a live process's folder was removed");
+    }
+
     /// A command replaces `$PLAN_DRAFT_FILE` with a symbolic link (found by a new user: every
     /// later turn then failed on "refusing to use plan.draft.md"), or with a folder: tern takes
     /// it away with a warning, never touching the link's target, and the turns go on.

@@ -120,7 +120,7 @@ fn start_chat(tmux: &Tmux, ws: &Path, fake: &FakeServer) {
 fn start_chat_with(tmux: &Tmux, ws: &Path, fake: &FakeServer, extra_env: &str) {
     let tern = env!("CARGO_BIN_EXE_tern");
     let path_env = format!("PATH={}", std::env::var("PATH").unwrap_or_default());
-    let home = format!("HOME={}", ws.display());
+    let home = format!("HOME={}", ws.join(".home").display());
     let base = format!("OPENAI_BASE_URL={}", fake.openai_base());
     let ws_str = ws.display().to_string();
     tmux.run(&[

@@ -82,7 +82,7 @@ impl Site {
 
     /// `tern ARGS` here, talking OpenAI Chat Completions to `base` (the fake server's `/v1`).
     pub fn tern(&self, base: &str, args: &[&str]) -> Command {
-        let mut c = tern_clean(&self.root());
+        let mut c = tern_clean(&self.root().join(".home"));
         c.current_dir(self.root())
             .env("TERN_MODEL", "m")
             .env("OPENAI_BASE_URL", base)

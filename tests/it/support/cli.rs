@@ -50,9 +50,15 @@ impl Ws {
         Ws { dir }
     }
 
-    /// The workspace folder (also HOME of the commands built here).
+    /// The workspace folder.
     pub fn path(&self) -> &Path {
         self.dir.path()
+    }
+
+    /// HOME of the commands built here: `.home/` in the workspace (not the workspace itself, which
+    /// tern would warn about as a workspace that is the home folder).
+    pub fn home(&self) -> PathBuf {
+        self.dir.path().join(".home")
     }
 
     /// `tern` in this workspace ([`tern_clean`]) talking OpenAI Chat Completions to `fake`,
@@ -63,7 +69,7 @@ impl Ws {
 
     /// `tern` in this workspace ([`tern_clean`]) talking `wire` to `fake`, model `m`.
     pub fn tern_wire(&self, fake: &FakeServer, wire: Wire) -> Command {
-        let mut c = tern_clean(self.path());
+        let mut c = tern_clean(&self.home());
         c.current_dir(self.path()).env("TERN_MODEL", "m");
         match wire {
             Wire::OpenAi => c.env("OPENAI_BASE_URL", fake.openai_base()),
