@@ -11,7 +11,8 @@
 //! (`TERN_FAULT_THREADS`, default 4: the processes mostly wait on each other and the fake
 //! server), each in its own workspace (on tmpfs where there is one) with its own fake servers.
 //!
-//! The test writes `RELIABILITY.md` at the repository root (points per scenario, violations by
+//! The test writes `target/RELIABILITY.md`, and with `TERN_FAULT_REPORT=1` the committed
+//! `RELIABILITY.md` at the repository root (points per scenario, violations by
 //! invariant with the points that cause them, runtime, what is not reached), then fails if any
 //! invariant was violated. One point alone, printing what it found:
 //! `TERN_FAULT_ONLY=verbs:57 cargo test --test it faults::sweep -- --nocapture`, or one
@@ -514,8 +515,17 @@ fn kill_point_sweep() {
         }
     } else {
         let text = report(&scenarios, &drys, &results, &m, elapsed);
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("RELIABILITY.md");
-        std::fs::write(&path, text).expect("write RELIABILITY.md");
+        // Every run writes the report under target/ (a test run must not dirty the checkout);
+        // TERN_FAULT_REPORT=1 also writes the committed one at the repository root.
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| root.join("target"));
+        let _ = std::fs::create_dir_all(&target);
+        std::fs::write(target.join("RELIABILITY.md"), &text).expect("write target/RELIABILITY.md");
+        if std::env::var("TERN_FAULT_REPORT").is_ok_and(|v| v == "1") {
+            std::fs::write(root.join("RELIABILITY.md"), &text).expect("write RELIABILITY.md");
+        }
     }
     let failing: Vec<&Outcome> = results.iter().filter(|o| !o.found.is_empty()).collect();
     let n: usize = failing.iter().map(|o| o.found.len()).sum();
@@ -575,7 +585,7 @@ fn report(
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "# Reliability\n\nWritten by the fault-injection suite on every run (`cargo test --test it faults::`; this file by\n`faults::sweep::kill_point_sweep` in tests/it/faults/sweep.rs): do not edit it by hand.\n"
+        "# Reliability\n\nWritten by the fault-injection suite (`faults::sweep::kill_point_sweep` in tests/it/faults/sweep.rs):\nevery run writes `target/RELIABILITY.md`; `TERN_FAULT_REPORT=1 cargo test --test it faults::` writes\nthis file. Do not edit it by hand.\n"
     );
     let _ = writeln!(s, "## Kill-point sweep\n");
     let _ = writeln!(
