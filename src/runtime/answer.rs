@@ -71,11 +71,17 @@ impl Runtime {
                 answer.text = String::new();
             }
         }
-        let text = if answer.text.trim().is_empty() {
+        let runaway = answer.finish_reason.as_deref() == Some("repetition");
+        let mut text = if answer.text.trim().is_empty() {
             String::new()
         } else {
             answer.text
         };
+        if runaway && answer.tool_calls.is_empty() && !text.is_empty() {
+            // The text that ran away is kept up to the cut, which says so (the reader, and the
+            // model on its next request, must not take it for the whole answer).
+            text.push_str(RUNAWAY_NOTE);
+        }
         let cut_off = matches!(
             answer.finish_reason.as_deref(),
             Some("length" | "max_tokens" | "repetition")
@@ -127,6 +133,10 @@ impl Runtime {
         (Some(message), calls)
     }
 }
+
+/// Appended to an answer's text that tern cut because it kept repeating itself
+/// (`provider::runaway`).
+pub const RUNAWAY_NOTE: &str = "\n\n[tern: the answer was cut here: it kept repeating itself]";
 
 /// The tools whose result never repeats even when the call does, so a repeat is judged by the
 /// call: receipts of a state change (each carries a new revision), and `agent` (each result

@@ -32,6 +32,7 @@ use crate::provider::retry::RetryPolicy;
 use crate::store::lease::Lease;
 use crate::store::{Meta, Session, Status, files};
 
+pub use answer::RUNAWAY_NOTE;
 pub use prefix::Prefix;
 pub use turn::TurnOutcome;
 

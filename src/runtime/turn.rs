@@ -77,6 +77,16 @@ impl Runtime {
                     )));
                 }
             }
+            if answer.finish_reason.as_deref() == Some("repetition") {
+                self.emit(
+                    ui,
+                    Event::warning(if answer.tool_calls.is_empty() {
+                        "the model's answer kept repeating itself: tern cut it (the stored answer ends with a note)"
+                    } else {
+                        "the model's answer kept repeating itself (the same call again, or arguments that repeat): tern cut it and kept what came before"
+                    }),
+                );
+            }
             let (message, calls) = self.assistant_message(answer, text_only);
             let Some(message) = message else {
                 // No text and no tool calls: nothing a provider would accept later (case C12).

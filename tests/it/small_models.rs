@@ -245,3 +245,37 @@ fn a_runaway_answer_runs_three_copies_at_most() {
     rt.run_turn("go", &mut ui).expect("turn");
     assert_eq!(ui.of("tool_result").len(), 3, "{:?}", ui.kinds());
 }
+
+/// A text answer that runs away (one line repeated for thousands of bytes) is cut, and says
+/// so: the stored and returned answer ends with the note, and a warning is shown (a new user
+/// found it cut silently, with exit 0).
+#[test]
+fn a_runaway_text_answer_is_cut_and_says_so() {
+    let w = Wire::OpenAi;
+    let long = format!(
+        "Here is the table:\n{}END OF ANSWER",
+        "| a | b |\n".repeat(400)
+    );
+    let h = InProc::new(w, vec![text(w, &long)], fast_config());
+    let mut ui = Collect::default();
+    let mut rt = h.open(&mut ui);
+    let answer = rt.run_turn("make a table", &mut ui).expect("turn");
+    assert!(
+        answer.ends_with(tern::runtime::RUNAWAY_NOTE) && !answer.contains("END OF ANSWER"),
+        "{answer}"
+    );
+    assert!(answer.len() < long.len());
+    assert!(
+        ui.of("warning").iter().any(|e| matches!(
+            e,
+            Event::Warning { message } if message.contains("repeating itself")
+        )),
+        "{:?}",
+        ui.kinds()
+    );
+    let stored = rt.history().last().cloned();
+    assert!(
+        matches!(&stored, Some(tern::message::Message::Assistant { text, .. }) if text == &answer),
+        "{stored:?}"
+    );
+}
