@@ -139,6 +139,17 @@ impl SessionArgs {
     }
 }
 
+/// The model flags of a verb that calls the model (`compact`, `plan confirm`, `plan clear`).
+#[derive(Args, Clone)]
+struct VerbModelArgs {
+    /// Model for this verb's call (default: TERN_MODEL, else the session's own) [env: TERN_MODEL].
+    #[arg(long)]
+    model: Option<String>,
+    /// Longest total time spent retrying a failing provider, in seconds (at most a day).
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    max_retry_time: u64,
+}
+
 #[derive(Args, Clone)]
 struct ModelArgs {
     /// Wire format: openai (any OpenAI-compatible server) or anthropic.
@@ -312,6 +323,8 @@ enum Cmd {
         /// Wait for a turn running in another process instead of refusing.
         #[arg(long)]
         wait: bool,
+        #[command(flatten)]
+        model: VerbModelArgs,
     },
     /// Write handoff.md for the next thread and print it.
     Relay {
@@ -422,6 +435,8 @@ enum PlanCmd {
         /// Wait for a turn running in another process instead of refusing.
         #[arg(long)]
         wait: bool,
+        #[command(flatten)]
+        model: VerbModelArgs,
     },
     /// Discard the draft (archived).
     Cancel {
@@ -435,6 +450,8 @@ enum PlanCmd {
         /// Wait for a turn running in another process instead of refusing.
         #[arg(long)]
         wait: bool,
+        #[command(flatten)]
+        model: VerbModelArgs,
     },
 }
 
@@ -477,11 +494,43 @@ impl Ctx {
     fn verb_launcher(&self, state: &StateArgs) -> Result<Launcher, String> {
         self.launcher(state, Config::new(""), ProviderFlags::default())
     }
+
+    /// [`Ctx::verb_launcher`] for a verb that calls the model, with its `--model` and
+    /// `--max-retry-time`.
+    fn model_verb_launcher(
+        &self,
+        state: &StateArgs,
+        m: &VerbModelArgs,
+    ) -> Result<Launcher, String> {
+        let mut cfg = Config::new("");
+        cfg.retry.max_total = Duration::from_secs(m.max_retry_time);
+        let flags = ProviderFlags {
+            model: m.model.clone(),
+            ..ProviderFlags::default()
+        };
+        self.launcher(state, cfg, flags)
+    }
 }
 
 /// Runs op `id` as a CLI verb and prints its receipt.
 fn verb(ctx: &Ctx, id: &str, arg: Option<&str>, target: &TargetArgs, wait: bool) -> i32 {
-    match ctx.verb_launcher(&target.state) {
+    verb_with(ctx, id, arg, target, wait, None)
+}
+
+/// [`verb`] with the model flags of a verb that calls the model.
+fn verb_with(
+    ctx: &Ctx,
+    id: &str,
+    arg: Option<&str>,
+    target: &TargetArgs,
+    wait: bool,
+    model: Option<&VerbModelArgs>,
+) -> i32 {
+    let launcher = match model {
+        Some(m) => ctx.model_verb_launcher(&target.state, m),
+        None => ctx.verb_launcher(&target.state),
+    };
+    match launcher {
         Ok(l) => tern::cli::verb(&l, id, arg, &target.as_cli(), wait),
         Err(e) => {
             tern::errln!("tern: {e}");
@@ -709,11 +758,23 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
                 }
             },
             PlanCmd::Edit { target } => verb(ctx, "plan.edit", None, &target, false),
-            PlanCmd::Confirm { target, wait } => verb(ctx, "plan.confirm", None, &target, wait),
+            PlanCmd::Confirm {
+                target,
+                wait,
+                model,
+            } => verb_with(ctx, "plan.confirm", None, &target, wait, Some(&model)),
             PlanCmd::Cancel { target } => verb(ctx, "plan.cancel", None, &target, false),
-            PlanCmd::Clear { target, wait } => verb(ctx, "plan.clear", None, &target, wait),
+            PlanCmd::Clear {
+                target,
+                wait,
+                model,
+            } => verb_with(ctx, "plan.clear", None, &target, wait, Some(&model)),
         },
-        Cmd::Compact { target, wait } => verb(ctx, "compact", None, &target, wait),
+        Cmd::Compact {
+            target,
+            wait,
+            model,
+        } => verb_with(ctx, "compact", None, &target, wait, Some(&model)),
         Cmd::Relay { target, start } => {
             if start {
                 match ctx.verb_launcher(&target.state) {

@@ -1013,3 +1013,36 @@ fn verbs_refused_while_a_turn_runs_elsewhere_and_wait() {
     assert_eq!(ws.json("plan.json")["state"], "confirmed");
     assert_eq!(ws.read("plan.md"), "1. the plan\n");
 }
+
+/// The verbs that call the model take `--model` (that model answers the compaction, over the
+/// session's) and `--max-retry-time` (a failing provider is given up on in time, exit 75), as
+/// the README says (found by a new user: both were refused as unexpected arguments).
+#[test]
+fn model_verbs_take_model_and_max_retry_time() {
+    let w = Wire::OpenAi;
+    let ws = WireWs::new(w, vec![text(w, "Hello.")]);
+    ws.ok(&["exec", "hi"]);
+    ws.fake.push(text(w, "Summary: hello was said."));
+    ws.ok(&["compact", "--model", "other-model"]);
+    let last = ws.bodies().last().cloned().expect("a compaction request");
+    assert_eq!(last["model"], "other-model");
+    // A provider that always fails: --max-retry-time 0 gives up after the first attempt
+    // (counted in requests, not timed).
+    for _ in 0..20 {
+        ws.fake.push(Reply::status(500, "down"));
+    }
+    let before = ws.fake.requests().len();
+    let out = crate::support::cli::run_no_stdin(ws.cmd(&["compact", "--max-retry-time", "0"]));
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stderr.contains("provider unavailable"), "{out:?}");
+    assert_eq!(ws.fake.requests().len() - before, 1, "it retried");
+    let out = crate::support::cli::run_no_stdin(ws.cmd(&[
+        "plan",
+        "confirm",
+        "--model",
+        "m",
+        "--max-retry-time",
+        "0",
+    ]));
+    assert!(out.stderr.contains("no plan draft"), "{out:?}");
+}
