@@ -269,6 +269,19 @@ impl Runtime {
 
     /// Holds the session, marks it running with our pid, stores the prompt, emits `turn_start`.
     fn begin_turn(&mut self, prompt: &str, ui: &mut dyn Surface) -> Result<(), Failure> {
+        // A turn without a prompt continues what is waiting for the model (a seeded handoff, the
+        // results of an interrupted turn); after the model's own answer there is nothing to
+        // answer, and a request ending in it would make the model talk to itself.
+        if prompt.trim().is_empty()
+            && !matches!(
+                self.prefix.history.last(),
+                Some(Message::User { .. } | Message::Tool { .. })
+            )
+        {
+            return Err(Failure::Usage(
+                "nothing to continue without a prompt: the session's last message is the model's answer. Give a prompt (tern exec --continue \"…\")".into(),
+            ));
+        }
         // Hold first: only the process holding the session may reload (and repair) it.
         self.hold()?;
         let started = (|| -> Result<(), Failure> {

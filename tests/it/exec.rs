@@ -1432,6 +1432,16 @@ fn exit_3_when_max_turns_is_reached() {
         "no empty user message was added"
     );
     assert_eq!(roles(&ws.conversation(&id)), TWO_CALLS_THEN_ANSWER);
+
+    // Once the model has answered, `--continue` without a prompt has nothing to continue: a
+    // usage error, no request, the history untouched (it sent a request ending in the model's
+    // own answer, and the repair merged the answers, found by a new user).
+    let out = exec(ws.openai(&server), &["--continue"]);
+    out.expect_code(2);
+    assert!(out.stderr.contains("Give a prompt"), "{}", out.stderr);
+    assert_eq!(posts(&server).len(), 3);
+    assert_eq!(roles(&ws.conversation(&id)), TWO_CALLS_THEN_ANSWER);
+    assert_eq!(ws.meta(&id)["status"], "completed");
 }
 
 #[test]
