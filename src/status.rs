@@ -123,6 +123,9 @@ pub fn footer(session: &Session, snap: &Snapshot) -> Vec<String> {
             session.id,
             session_state(session, m)
         ));
+        if let Some(sb) = &m.sandbox {
+            lines.push(format!("Sandbox: {}", sandbox_text(sb)));
+        }
     }
     lines.extend(snap.children.iter().map(RunningChild::line));
     for p in &snap.problems {

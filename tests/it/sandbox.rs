@@ -1114,6 +1114,9 @@ mod through_exec {
             ws.read("system.txt")
                 .contains(tern::sandbox::Mode::ReadOnly.prompt_line())
         );
+        // `tern status` names the mode in its text too (the README says so; only --json did).
+        let status = String::from_utf8_lossy(&ws.ok(&["status"]).stdout).into_owned();
+        assert!(status.contains("Sandbox: read-only"), "{status}");
         // Resumed with another mode: a declared boundary replaces the line.
         ws.push(vec![text(Wire::OpenAi, "ok")]);
         ws.ok(&[
