@@ -156,6 +156,18 @@ impl Fleet {
                     m.id
                 ));
             }
+            for (field, zero) in [
+                ("max_turns", m.max_turns == Some(0)),
+                ("wall_time_s", m.wall_time_s == Some(0)),
+                ("token_budget", m.token_budget == Some(0)),
+            ] {
+                if zero {
+                    return Err(format!(
+                        "fleet member {}: {field} is 0, so it could never run; give at least 1 or leave it out",
+                        m.id
+                    ));
+                }
+            }
             if let Some(other) = self.members[..i].iter().find(|o| o.role == m.role) {
                 return Err(format!(
                     "fleet members {} and {} share the role {:?}: roles must be unique, so selection never depends on order",
