@@ -115,7 +115,8 @@ Set one of:
   OPENAI_API_KEY (and optionally OPENAI_BASE_URL) for OpenAI or any OpenAI-compatible server
     (DeepSeek, OpenRouter, vLLM, llama.cpp, Ollama: OPENAI_BASE_URL=http://127.0.0.1:8080/v1 needs no key)
   ANTHROPIC_API_KEY (and optionally ANTHROPIC_BASE_URL) for Anthropic
-and TERN_MODEL (or --model) for the model name.
+and TERN_MODEL (or --model) for the model name (default: gpt-4.1-mini for OpenAI-compatible servers,
+claude-sonnet-4-5 for Anthropic; local servers such as llama.cpp accept any name).
 To see tern work without a model, run `tern demo`.";
 
 /// Resolves the provider from `flags` and the environment read through `env`.

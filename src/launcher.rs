@@ -261,6 +261,12 @@ impl Launcher {
                 .map_err(|e| Failure::Usage(e.to_string())),
             SessionRef::Current => match self.state.current() {
                 Ok(Some(s)) => Ok(Some(s)),
+                Ok(None) if self.state.session_ids().is_ok_and(|ids| !ids.is_empty()) => {
+                    Err(Failure::Usage(format!(
+                        "no current session: {} is missing or empty; name one with --session ID (see `tern sessions`)",
+                        self.state.root.join("current").display()
+                    )))
+                }
                 Ok(None) => Err(Failure::Usage(format!(
                     "no session in {} yet: start one with `tern exec PROMPT` or `tern`",
                     self.state.root.display()

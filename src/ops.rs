@@ -729,9 +729,17 @@ fn plan_edit(s: &Session, ui: &mut dyn Surface) -> Result<String, OpError> {
             "the editor {editor:?} exited with {status}; the draft is as the editor left it"
         )));
     }
-    let before = plan::plan_file(s)?.revision;
+    let before = plan::plan_file(s)?;
     let p = plan::observe_draft(s, None, ui)?;
-    let what = if p.revision == before {
+    let empty = s
+        .read_text(files::DRAFT)?
+        .is_none_or(|d| d.trim().is_empty());
+    // An emptied draft is a removed draft (its state says so), not an unchanged one.
+    let what = if empty && p.state != before.state {
+        "draft emptied"
+    } else if empty {
+        "draft is empty"
+    } else if p.revision == before.revision {
         "draft unchanged"
     } else {
         "draft saved"

@@ -20,9 +20,18 @@ pub fn refuse_symlink(path: &Path) -> io::Result<()> {
     }
 }
 
-/// Creates `dir` (and parents) unless present, refusing a symlink in its place.
+/// Creates `dir` (and parents) unless present, refusing a symlink or a file in its place.
 pub fn ensure_dir(dir: &Path) -> io::Result<()> {
     refuse_symlink(dir)?;
+    if fs::symlink_metadata(dir).is_ok_and(|m| !m.is_dir()) {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!(
+                "{} exists and is not a folder: tern keeps its state in a folder there (move the file, or pass --state-dir)",
+                dir.display()
+            ),
+        ));
+    }
     fs::create_dir_all(dir).map_err(|e| with_path(e, dir))?;
     refuse_symlink(dir)
 }
@@ -332,6 +341,15 @@ pub fn with_path(e: io::Error, path: &Path) -> io::Error {
             "refusing to use {}: it is a symbolic link",
             path.display()
         ));
+    }
+    if e.raw_os_error() == Some(libc::ENOTDIR) {
+        return io::Error::new(
+            e.kind(),
+            format!(
+                "{}: a folder on this path is a file (tern keeps its state in a folder; move the file, or pass --state-dir)",
+                path.display()
+            ),
+        );
     }
     io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }

@@ -113,10 +113,16 @@ impl StateDir {
                 fsutil::refuse_symlink(&dir)?;
                 Ok(Session::at(one, dir))
             }
-            [] => Err(io::Error::other(format!(
-                "no session {id:?} in {} (see `tern sessions`)",
-                self.root.display()
-            ))),
+            [] => Err(io::Error::other(match self.find_child(id) {
+                Some((child, parent)) => format!(
+                    "{child} is a sub-agent of session {parent}, not a session of its own: `tern sessions` lists it under its parent, `tern status --session {parent}` shows it while it runs, and its files are in {}",
+                    self.session_dir(&parent).join(files::AGENTS).display()
+                ),
+                None => format!(
+                    "no session {id:?} in {} (see `tern sessions`)",
+                    self.root.display()
+                ),
+            })),
             many => Err(io::Error::other(format!(
                 "session id {id:?} is ambiguous: {}",
                 many.join(", ")
@@ -124,10 +130,41 @@ impl StateDir {
         }
     }
 
-    /// The session named by `.tern/current`, if any.
+    /// A sub-agent (at any depth) whose id starts with `id`: (its id, its top-level session's).
+    fn find_child(&self, id: &str) -> Option<(String, String)> {
+        fn walk(dir: &Path, id: &str, depth: usize) -> Option<String> {
+            if depth > 16 {
+                return None;
+            }
+            let mut names: Vec<_> = std::fs::read_dir(dir.join(files::AGENTS))
+                .ok()?
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            for n in &names {
+                if n.starts_with(id) {
+                    return Some(n.clone());
+                }
+                if let Some(found) = walk(&dir.join(files::AGENTS).join(n), id, depth + 1) {
+                    return Some(found);
+                }
+            }
+            None
+        }
+        let ids = self.session_ids().ok()?;
+        ids.into_iter()
+            .find_map(|p| walk(&self.session_dir(&p), id, 0).map(|c| (c, p)))
+    }
+
+    /// The session named by `.tern/current`, if any. Errors name the file: a `current` that
+    /// names no session (edited, or its session removed) says so.
     pub fn current(&self) -> io::Result<Option<Session>> {
-        match fsutil::read_text(&self.root.join("current"))? {
-            Some(t) if !t.trim().is_empty() => self.open_session(t.trim()).map(Some),
+        let path = self.root.join("current");
+        match fsutil::read_text(&path)? {
+            Some(t) if !t.trim().is_empty() => self.open_session(t.trim()).map(Some).map_err(|e| {
+                io::Error::other(format!("{} names {:?}: {e}", path.display(), t.trim()))
+            }),
             _ => Ok(None),
         }
     }

@@ -1929,9 +1929,18 @@ fn bad_fleet_files_are_refused_and_an_agent_call_fails_closed() {
             json!([{"id": "a", "role": "r1"}, {"id": "a", "role": "r2"}]),
         ),
         ("bad id", json!([{"id": "A b", "role": "r"}])),
-        ("zero turns", json!([{"id": "a", "role": "r", "max_turns": 0}])),
-        ("zero wall time", json!([{"id": "a", "role": "r", "wall_time_s": 0}])),
-        ("zero tokens", json!([{"id": "a", "role": "r", "token_budget": 0}])),
+        (
+            "zero turns",
+            json!([{"id": "a", "role": "r", "max_turns": 0}]),
+        ),
+        (
+            "zero wall time",
+            json!([{"id": "a", "role": "r", "wall_time_s": 0}]),
+        ),
+        (
+            "zero tokens",
+            json!([{"id": "a", "role": "r", "token_budget": 0}]),
+        ),
         (
             "base_url alone",
             json!([{"id": "a", "role": "r", "base_url": "http://x"}]),

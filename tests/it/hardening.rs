@@ -411,3 +411,50 @@ fn a_third_ctrl_c_exits_at_once_and_takes_the_command_with_it() {
         "the command outlived tern"
     );
 }
+
+/// Errors that say what is wrong with the state folder (found by a new user): a sub-agent's id
+/// given as `--session`, an empty or edited `.tern/current`, a file where the state folder
+/// should be, and an editor that empties the draft.
+#[test]
+fn clear_errors_for_odd_state() {
+    let w = crate::support::Wire::OpenAi;
+    let ws = crate::support::cli::WireWs::new(w, vec![crate::support::script::text(w, "Hi.")]);
+    ws.ok(&["exec", "hi"]);
+    let id = ws.session();
+    let id = id.file_name().unwrap().to_string_lossy().into_owned();
+    let child = "20261201-000000-c0de";
+    let child_dir = ws
+        .root()
+        .join(format!(".tern/sessions/{id}/agents/{child}"));
+    std::fs::create_dir_all(&child_dir).unwrap();
+    std::fs::write(child_dir.join("meta.json"), "{}").unwrap();
+    let said = |args: &[&str]| {
+        let out = run_no_stdin(ws.cmd(args));
+        assert_ne!(out.code, Some(0), "{args:?}: {out:?}");
+        out.stderr
+    };
+    let e = said(&["status", "--session", child]);
+    assert!(e.contains("sub-agent of session") && e.contains(&id), "{e}");
+
+    let current = ws.root().join(".tern/current");
+    std::fs::write(&current, "").unwrap();
+    let e = said(&["status"]);
+    assert!(
+        e.contains("no current session") && e.contains("--session"),
+        "{e}"
+    );
+    std::fs::write(&current, "garbage\n").unwrap();
+    let e = said(&["status"]);
+    assert!(e.contains("current names \"garbage\""), "{e}");
+    std::fs::write(&current, format!("{id}\n")).unwrap();
+
+    std::fs::write(ws.root().join("afile"), "").unwrap();
+    let e = said(&["exec", "--state-dir", "afile", "hi"]);
+    assert!(e.contains("is not a folder"), "{e}");
+
+    crate::support::cli::ok(ws.cmd(&["plan", "draft"]), "1. a step\n");
+    let mut cmd = ws.cmd(&["plan", "edit"]);
+    cmd.env("EDITOR", "truncate -s 0");
+    let out = ok_no_stdin(cmd);
+    assert!(out.stdout.contains("draft emptied"), "{out:?}");
+}
