@@ -96,7 +96,8 @@ pub fn status(l: &Launcher, t: &Target, height: Option<usize>) -> i32 {
         Ok(s) => s,
         Err(e) => {
             crate::errln!("tern: {e}");
-            return 1;
+            // No such session is a usage error, as for every verb.
+            return 2;
         }
     };
     if t.json {
@@ -112,11 +113,14 @@ pub fn status(l: &Launcher, t: &Target, height: Option<usize>) -> i32 {
 
 /// `tern stats --json`.
 pub fn stats_json(l: &Launcher, t: &Target) -> i32 {
-    match session(l, t).and_then(|s| {
-        crate::stats::requests(&s)
-            .map(|r| crate::stats::to_json(&s.id, &r))
-            .map_err(|e| e.to_string())
-    }) {
+    let s = match session(l, t) {
+        Ok(s) => s,
+        Err(e) => {
+            crate::errln!("tern: {e}");
+            return 2;
+        }
+    };
+    match crate::stats::requests(&s).map(|r| crate::stats::to_json(&s.id, &r)) {
         Ok(v) => {
             crate::output::print_json_line(&v);
             0
@@ -130,7 +134,14 @@ pub fn stats_json(l: &Launcher, t: &Target) -> i32 {
 
 /// `tern relay --start`: writes the handoff and opens a new session seeded with it.
 pub fn relay_start(l: &Launcher, t: &Target) -> i32 {
-    let result = session(l, t).and_then(|from| crate::relay::start(l, &from));
+    let from = match session(l, t) {
+        Ok(s) => s,
+        Err(e) => {
+            crate::errln!("tern: {e}");
+            return 2;
+        }
+    };
+    let result = crate::relay::start(l, &from);
     match result {
         Ok(new) => {
             if t.json {
@@ -295,7 +306,7 @@ pub fn watch(l: &Launcher, process: &Process, t: &Target, height: Option<usize>)
         && let Err(e) = session(l, t)
     {
         crate::errln!("tern: {e}");
-        return 1;
+        return 2;
     }
     let stopped = || process.cancel.is_cancelled() || process.term.load(Ordering::SeqCst);
     let tty = !t.json && terminal_size().is_some();

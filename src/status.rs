@@ -281,9 +281,20 @@ pub fn render_snapshot(
     now: u64,
 ) -> String {
     let footer = footer(session, snap);
+    // The elapsed time stops when every item is settled, or when the session stopped running
+    // (its last update): a finished session's clock does not run on.
+    let stopped = snap
+        .meta
+        .as_ref()
+        .filter(|m| m.status != crate::store::Status::Running)
+        .and_then(|m| crate::clock::parse_rfc3339(&m.updated_at));
+    let until = match (snap.settled_at, stopped) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
     sidebar::render(&SidebarInput {
         ledger: &snap.ledger,
-        now_unix: snap.settled_at.map_or(now, |t| t.min(now)),
+        now_unix: until.map_or(now, |t| t.min(now)),
         tokens_used: Some(snap.tokens_since_goal),
         height,
         footer: &footer,
@@ -319,4 +330,36 @@ pub fn snapshot_json(session: &Session, snap: &Snapshot) -> Value {
         "children": snap.children,
         "problems": snap.problems,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A finished session's elapsed time stops at its last update, however long ago that was
+    /// (a new user saw it count on, 33 minutes after the session completed).
+    #[test]
+    fn a_finished_sessions_elapsed_time_stops() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Session::at("s1", dir.path().to_path_buf());
+        let t = crate::clock::parse_rfc3339("2026-12-01T10:00:00Z").unwrap();
+        let meta = crate::store::Meta {
+            id: "s1".into(),
+            status: crate::store::Status::Completed,
+            updated_at: "2026-12-01T10:00:00Z".into(),
+            ..crate::store::Meta::default()
+        };
+        std::fs::write(
+            dir.path().join(files::META),
+            serde_json::to_string(&meta).unwrap(),
+        )
+        .unwrap();
+        let ledger = serde_json::json!({"goal": {"objective": "g", "started_at": t - 120},
+            "items": [{"id": "1", "content": "a", "status": "in_progress"}], "revision": 1});
+        std::fs::write(dir.path().join(files::LEDGER), ledger.to_string()).unwrap();
+        let snap = snapshot(&s);
+        assert!(snap.meta.is_some(), "{:?}", snap.problems);
+        let text = render_snapshot(&s, &snap, None, t + 3600);
+        assert!(text.contains("elapsed: 2m"), "{text}");
+    }
 }

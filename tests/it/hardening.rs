@@ -433,6 +433,13 @@ fn clear_errors_for_odd_state() {
         assert_ne!(out.code, Some(0), "{args:?}: {out:?}");
         out.stderr
     };
+    // No such session is a usage error for status as for every verb (it was 1, the others 2).
+    for args in [
+        &["status", "--session", "nope"][..],
+        &["stats", "--session", "nope"],
+    ] {
+        assert_eq!(run_no_stdin(ws.cmd(args)).code, Some(2), "{args:?}");
+    }
     let e = said(&["status", "--session", child]);
     assert!(e.contains("sub-agent of session") && e.contains(&id), "{e}");
 
