@@ -230,7 +230,13 @@ pub fn describe(env: &Envelope) -> Option<String> {
         Event::ToolCall {
             name, arguments, ..
         } if name == "bash" => {
-            let cmd = arguments["command"].as_str().unwrap_or("");
+            let Some(cmd) = arguments["command"]
+                .as_str()
+                .filter(|c| !c.trim().is_empty())
+            else {
+                // Arguments that were not JSON are stored as {}: the error result says why.
+                return Some("bash (no command)".into());
+            };
             let mut lines = cmd.lines();
             let first = lines.next().unwrap_or("");
             let more = lines.count();
