@@ -100,6 +100,23 @@ fn main() -> ExitCode {
             }
         };
     }
+    // `TERN_BENCH_BASELINE=old/tern cargo bench -- --baseline-only`: the side-by-side part of
+    // section 1 alone, printed.
+    if args.iter().any(|a| a == "--baseline-only") {
+        let result = std::env::var(BASELINE_ENV)
+            .map_err(|_| format!("--baseline-only needs {BASELINE_ENV}=<tern binary>"))
+            .and_then(|b| bench_baseline(&b));
+        return match result {
+            Ok(md) => {
+                println!("{md}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("tern_bench failed: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if args.get(1).map(String::as_str) == Some("--serve") {
         return match serve(&args[2..]) {
             Ok(()) => ExitCode::SUCCESS,
@@ -460,9 +477,23 @@ fn run_session(script: Vec<Reply>, requests: usize, prompt: &str) -> R<Session> 
 
 /// [`run_session`] with the workspace (and so the session folder) under `base`.
 fn run_session_in(script: Vec<Reply>, requests: usize, prompt: &str, base: &Path) -> R<Session> {
+    run_program(TERN, &[], script, requests, prompt, base)
+}
+
+/// [`run_session_in`] with another tern binary (`program`) and extra environment, for
+/// side-by-side comparisons.
+fn run_program(
+    program: &str,
+    env: &[(&str, &str)],
+    script: Vec<Reply>,
+    requests: usize,
+    prompt: &str,
+    base: &Path,
+) -> R<Session> {
     let server = FakeServer::start(script);
     let tmp = tempfile::tempdir_in(base).map_err(|e| e.to_string())?;
-    let mut cmd = tern_command(&server, tmp.path(), TERN, &exec_args(requests, prompt))?;
+    let mut cmd = tern_command(&server, tmp.path(), program, &exec_args(requests, prompt))?;
+    cmd.envs(env.iter().copied());
     let m = measure(&mut cmd, Some(&server))?;
     finish_session(tmp, m, server.requests(), requests)
 }
@@ -623,6 +654,9 @@ fn bench_turns() -> R<(String, String)> {
         &measured,
         met,
     );
+    if let Ok(baseline) = std::env::var(BASELINE_ENV) {
+        md.push_str(&bench_baseline(&baseline)?);
+    }
     let _ = writeln!(
         md,
         "How measured: the bench spawns tern and polls `waitid(P_PID, WEXITED | WNOWAIT | \
@@ -644,6 +678,78 @@ fn bench_turns() -> R<(String, String)> {
         tick_ms(),
     );
     Ok((md, goal))
+}
+
+/// Environment variable naming another tern binary (an older commit's `target/release/tern`)
+/// to measure side by side with this one in section 1.
+const BASELINE_ENV: &str = "TERN_BENCH_BASELINE";
+/// Interleaved pairs of 200-turn sessions in the side-by-side comparison.
+const BASELINE_PAIRS: usize = 6;
+
+/// Section 1's 200-turn session run in turn by this tern, by this tern without the sandbox
+/// (`TERN_SANDBOX=danger-full-access`) and by `baseline`, so all see the same machine load;
+/// returns a Markdown subsection with their own CPU and its ratios.
+fn bench_baseline(baseline: &str) -> R<String> {
+    const NO_SANDBOX: &[(&str, &str)] = &[("TERN_SANDBOX", "danger-full-access")];
+    let requests = 200;
+    let arms: [(&str, &str, &[(&str, &str)]); 3] = [
+        ("this commit", TERN, &[]),
+        (
+            "this commit, `--sandbox danger-full-access`",
+            TERN,
+            NO_SANDBOX,
+        ),
+        ("baseline", baseline, &[]),
+    ];
+    // Per arm: own CPU per turn, bash child CPU per call.
+    let mut own: [Vec<f64>; 3] = Default::default();
+    let mut kids: [Vec<f64>; 3] = Default::default();
+    for round in 0..BASELINE_PAIRS {
+        // Rotate which goes first, so a drift in load favours none.
+        for i in 0..arms.len() {
+            let arm = (round + i) % arms.len();
+            let (name, program, env) = arms[arm];
+            let s = run_program(
+                program,
+                env,
+                script(requests, |k| {
+                    bash_call(&format!("call_{k}"), &format!("true {k}"))
+                }),
+                requests,
+                "Run true until told to stop (each call numbered, so no two steps repeat).",
+                &std::env::temp_dir(),
+            )?;
+            own[arm].push(s.m.own_ms() / requests as f64);
+            kids[arm].push(s.m.children_ms() / (requests - 1) as f64);
+            eprintln!(
+                "  round {} {name}: own {:.3} ms/turn",
+                round + 1,
+                s.m.own_ms() / requests as f64
+            );
+        }
+    }
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "### Side by side with a baseline binary\n\n`{BASELINE_ENV}={baseline}`: the 200-turn \
+         session above, run {BASELINE_PAIRS} times by each arm in rotation (which goes first \
+         rotates too), so all see the same load.\n\n\
+         | arm | tern CPU per turn (median) | mean | / baseline (medians) | bash child CPU per call (median) |\n\
+         |---|---|---|---|---|"
+    );
+    let base = median(&own[2]).max(f64::MIN_POSITIVE);
+    for (i, (name, _, _)) in arms.iter().enumerate() {
+        let _ = writeln!(
+            md,
+            "| {name} | **{:.3} ms** | {:.3} ms | {:.2}× | {:.2} ms |",
+            median(&own[i]),
+            mean(&own[i]),
+            median(&own[i]) / base,
+            median(&kids[i]),
+        );
+    }
+    md.push('\n');
+    Ok(md)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1559,6 +1665,7 @@ fn sandbox_child(args: &[String]) -> R<()> {
         workspace: ws.clone(),
         no_network: false,
         draft_file: Some(session.join("plan.draft.md")),
+        tmpdir: None,
     };
     let run = |sb: Option<&sandbox::Prepared>| -> R<()> {
         let req = tern::tools::bash::BashRequest {

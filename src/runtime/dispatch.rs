@@ -178,11 +178,18 @@ impl Runtime {
             return Err(ToolError::Failed(format!("not run: {e}"))).into();
         }
         // A sandboxed mode that this machine cannot enforce refuses, never runs unsandboxed.
+        if self.cfg.sandbox.is_sandboxed() && self.tmp.is_none() {
+            match crate::sandbox::TempFolder::new() {
+                Ok(t) => self.tmp = Some(t),
+                Err(e) => return Err(ToolError::Refused(format!("not run: {e}"))).into(),
+            }
+        }
         let policy = crate::sandbox::Policy {
             mode: self.cfg.sandbox,
             workspace: self.workspace.clone(),
             no_network: self.cfg.no_network,
             draft_file: Some(self.session.path(files::DRAFT)),
+            tmpdir: self.tmp.as_ref().map(|t| t.path().to_path_buf()),
         };
         let prepared = match crate::sandbox::prepare(&policy) {
             Ok(p) => p,
@@ -214,6 +221,11 @@ impl Runtime {
                 &spill,
                 crate::tools::bash::SPILL_BUDGET_BYTES,
             );
+        }
+        // Nothing a call leaves in its TMPDIR reaches the next one; a folder that cannot be
+        // emptied (a command changed its mode) is dropped and made anew.
+        if self.tmp.as_ref().is_some_and(|t| t.clear().is_err()) {
+            self.tmp = None;
         }
         let refused = self.guard_check().or(before);
         let mut content = out.content;

@@ -370,6 +370,9 @@ pub struct Runtime {
     /// The state files the model's commands may not change (DESIGN.md §10), as tern last left
     /// them.
     guard: Option<crate::sandbox::Snapshot>,
+    /// The commands' private `TMPDIR` in a sandboxed mode: made at the first call, emptied
+    /// after each.
+    tmp: Option<crate::sandbox::TempFolder>,
 }
 
 impl Runtime {
@@ -386,6 +389,7 @@ impl Runtime {
             session,
             sandbox,
             guard: None,
+            tmp: None,
             workspace: parts.workspace,
             cfg: parts.cfg,
             cancel: parts.cancel,
@@ -545,8 +549,22 @@ impl Runtime {
     fn store(&mut self, msgs: Vec<Message>) -> Result<(), Failure> {
         self.session.append_messages(&msgs)?;
         self.prefix.history.extend(msgs);
-        self.note_disk();
+        // Only the conversation changed: two `lstat`s, where a whole refresh costs nine (this
+        // runs twice a turn) and would also accept what another process changed meanwhile.
+        let conversation = self.session.path(files::CONVERSATION);
+        match &mut self.seen.disk {
+            Some((_, c)) => *c = stamp(&conversation),
+            None => self.seen.disk = Some(self.disk_stamps()),
+        }
+        self.guard_accept(&conversation);
         Ok(())
+    }
+
+    /// Accepts `path` as tern just wrote it (see [`crate::sandbox::Snapshot::accept`]).
+    pub(crate) fn guard_accept(&mut self, path: &std::path::Path) {
+        if let Some(g) = &mut self.guard {
+            g.accept(path);
+        }
     }
 
     /// The state files a command may not change: everything in the session folder that tern

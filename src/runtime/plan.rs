@@ -180,6 +180,8 @@ impl Runtime {
             return Ok(());
         }
         let plan = observe_draft(&self.session, self.parent.as_deref(), ui)?;
+        // It may have written plan.json.
+        self.guard_accept(&self.session.path(files::PLAN_STATE));
         if !self.seen.warned_plan_md {
             let on_disk = self.session.read_text(files::PLAN)?.unwrap_or_default();
             if on_disk != plan.locked.clone().unwrap_or_default() {

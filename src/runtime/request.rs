@@ -61,9 +61,6 @@ impl Runtime {
         // now, and the model is told in this request's tail (the history stays as it was).
         let refused = self.guard_check();
         self.observe_plan_files(ui)?;
-        if self.guard.is_some() {
-            self.guard_refresh();
-        }
         let mut tail = self.work_state_tail();
         if let Some(msg) = refused {
             self.emit(ui, Event::warning(msg.clone()));

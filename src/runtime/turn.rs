@@ -258,7 +258,6 @@ impl Runtime {
                 if let Err(e) = self.observe_plan_files(ui) {
                     self.emit(ui, Event::warning(e.to_string()));
                 }
-                self.guard_refresh();
             }
             if interrupted {
                 return Err(Failure::Interrupted);

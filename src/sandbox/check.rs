@@ -132,6 +132,7 @@ pub fn check(workspace: &Path) -> CheckReport {
         workspace: workspace.to_path_buf(),
         no_network,
         draft_file: None,
+        tmpdir: None,
     };
     if report.landlock_missing.is_some() {
         let refused = prepare(&policy(Mode::WorkspaceWrite, false));

@@ -291,6 +291,16 @@ impl Snapshot {
         done
     }
 
+    /// Accepts the current state of `path` alone as its new baseline (after tern's own write to
+    /// that one file), so a change a background process made meanwhile to another protected
+    /// file is still reported. One `lstat`, and a re-read if it is a small copied file; a path
+    /// that is not protected is ignored.
+    pub fn accept(&mut self, path: &Path) {
+        if let Some(entry) = self.entries.iter_mut().find(|e| e.path == path) {
+            *entry = Entry::read(std::mem::take(&mut entry.path), entry.keep);
+        }
+    }
+
     /// Accepts the files' current state as the new baseline (after tern's own writes): one
     /// `lstat` per file, and a re-read of each small file whose fingerprint changed.
     pub fn refresh(&mut self) {

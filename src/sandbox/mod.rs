@@ -2,7 +2,7 @@
 //!
 //! **Modes** (Codex CLI's names, so habits carry over), chosen with `--sandbox` / `TERN_SANDBOX`:
 //! - [`Mode::ReadOnly`]: commands read anything and write only `/dev/null`, a private temp folder
-//!   (`TMPDIR`, removed after the call) and `$PLAN_DRAFT_FILE`;
+//!   (`TMPDIR`, emptied after each call; see [`TempFolder`]) and `$PLAN_DRAFT_FILE`;
 //! - [`Mode::WorkspaceWrite`] (the default): the same plus the whole workspace tree;
 //! - [`Mode::DangerFullAccess`]: no filesystem sandbox (tern's behaviour before issue 10).
 //!
@@ -200,6 +200,9 @@ pub struct Policy {
     /// as `cat > "$PLAN_DRAFT_FILE"` work). Created empty when missing, since a Landlock rule
     /// needs an existing file (an empty draft means no draft to tern).
     pub draft_file: Option<PathBuf>,
+    /// The private `TMPDIR` to grant (a runtime's [`TempFolder`], made once and emptied after
+    /// each call). `None`: [`prepare`] makes a fresh one that goes with the [`Prepared`].
+    pub tmpdir: Option<PathBuf>,
 }
 
 /// Why a command cannot run under the asked policy. `Display` is one line for the person and
@@ -268,7 +271,7 @@ pub struct Report {
     /// `/dev/null`, the draft file. Stable for a session (the per-call temp folder is not
     /// listed, see `private_tmpdir`).
     pub writable: Vec<PathBuf>,
-    /// Each call gets a private, writable `TMPDIR` (removed after the call).
+    /// Each call gets a private, writable `TMPDIR` (emptied after the call).
     pub private_tmpdir: bool,
     /// What was left out and why, one line each (e.g. a draft file that is a symlink).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -329,8 +332,9 @@ impl fmt::Display for Report {
 }
 
 /// One call's sandbox, ready to apply in the child: the Landlock ruleset (an open file
-/// descriptor, Linux) and the private temp folder. Dropping it closes the ruleset and removes
-/// the temp folder with whatever the command left there.
+/// descriptor, Linux) and the private temp folder. Dropping it closes the ruleset and, unless
+/// the folder was given ([`Policy::tmpdir`]), removes the temp folder with whatever the command
+/// left there.
 ///
 /// One `Prepared` may also serve several calls (restricting a child does not use the ruleset
 /// up), and then `TMPDIR` lives across them. But Landlock rules name inodes, opened at
@@ -352,7 +356,7 @@ impl fmt::Display for Report {
 pub struct Prepared {
     mode: Mode,
     no_network: bool,
-    tmpdir: Option<tempfile::TempDir>,
+    tmpdir: Option<Tmp>,
     ruleset: Option<std::os::fd::OwnedFd>,
     report: Report,
 }
@@ -371,7 +375,10 @@ impl Prepared {
     /// The private temp folder given to the command as `TMPDIR` (none in danger-full-access,
     /// where the command keeps the user's `TMPDIR`).
     pub fn tmpdir(&self) -> Option<&Path> {
-        self.tmpdir.as_ref().map(tempfile::TempDir::path)
+        self.tmpdir.as_ref().map(|t| match t {
+            Tmp::Own(t) => t.path(),
+            Tmp::Given(p) => p.as_path(),
+        })
     }
 
     /// The effective ABI and rights of this call's sandbox.
@@ -403,6 +410,63 @@ impl ChildHook {
             Some(fd) => imp::restrict_self(fd),
             None => Ok(()),
         }
+    }
+}
+
+/// A [`Prepared`]'s private temp folder: its own (removed with it) or a runtime's.
+#[derive(Debug)]
+enum Tmp {
+    Own(TempFolder),
+    Given(PathBuf),
+}
+
+/// A private `TMPDIR` for the commands of one runtime: a folder `tern-sandbox-<pid>-<random>`
+/// in the system temp folder, mode 0700, made once and [`TempFolder::clear`]ed after each call,
+/// so no call sees what an earlier one left there. Removed, with whatever is in it, when
+/// dropped. Why not one folder per call: `mkdir` and `rmdir` on a disk file system (ext4 `/tmp`)
+/// cost about a tenth of tern's own CPU per turn (BENCHMARKS.md, section 1).
+#[derive(Debug)]
+pub struct TempFolder(tempfile::TempDir);
+
+impl TempFolder {
+    /// Makes the folder (and first removes those of tern processes that are gone).
+    ///
+    /// Errors: [`SandboxError::Setup`] when the system temp folder refuses.
+    pub fn new() -> Result<TempFolder, SandboxError> {
+        remove_dead_tmpdirs();
+        tempfile::Builder::new()
+            .prefix(&format!("{TMPDIR_PREFIX}{}-", std::process::id()))
+            .tempdir()
+            .map(TempFolder)
+            .map_err(|e| SandboxError::Setup(format!("private temp folder: {e}")))
+    }
+
+    /// The folder.
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+
+    /// Removes everything in the folder, keeping the folder. Never follows a link out of it.
+    ///
+    /// Errors: the first entry that could not be removed, or the folder itself no longer being
+    /// a plain folder (a command may `chmod` it: Landlock does not restrict metadata); the
+    /// caller then drops this one and makes a new one.
+    pub fn clear(&self) -> std::io::Result<()> {
+        let meta = std::fs::symlink_metadata(self.path())?;
+        if !meta.is_dir() {
+            return Err(std::io::Error::other(
+                "the private temp folder was replaced",
+            ));
+        }
+        for entry in std::fs::read_dir(self.path())? {
+            let entry = entry?;
+            if entry.file_type()?.is_dir() {
+                std::fs::remove_dir_all(entry.path())?;
+            } else {
+                std::fs::remove_file(entry.path())?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -439,9 +503,9 @@ fn remove_dead_tmpdirs() {
         }
     });
 }
-/// Prepares one bash call under `policy`: probes Landlock, creates the private temp folder (in
-/// the system temp dir, mode 0700) and builds the ruleset. Cost: a few system calls and one
-/// `mkdir` (measured in BENCHMARKS.md, section 6).
+/// Prepares one bash call under `policy`: probes Landlock, takes the policy's private temp folder
+/// or creates one (in the system temp dir, mode 0700) and builds the ruleset. Cost: a few
+/// system calls, plus one `mkdir` without a given folder (measured in BENCHMARKS.md, section 6).
 ///
 /// Errors: [`SandboxError::Unsupported`] for a sandboxed mode without Landlock,
 /// [`SandboxError::NoNetworkRules`] for `--no-network` without network rules,
@@ -485,16 +549,10 @@ pub fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
             abi: kernel_abi.abi(),
         });
     }
-    let tmpdir = if policy.mode.is_sandboxed() {
-        remove_dead_tmpdirs();
-        Some(
-            tempfile::Builder::new()
-                .prefix(&format!("{TMPDIR_PREFIX}{}-", std::process::id()))
-                .tempdir()
-                .map_err(|e| SandboxError::Setup(format!("private temp folder: {e}")))?,
-        )
-    } else {
-        None
+    let tmpdir = match &policy.tmpdir {
+        _ if !policy.mode.is_sandboxed() => None,
+        Some(given) => Some(Tmp::Given(given.clone())),
+        None => Some(Tmp::Own(TempFolder::new()?)),
     };
     let mut writable = Vec::new();
     if policy.mode == Mode::WorkspaceWrite {
@@ -502,7 +560,10 @@ pub fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
     }
     let mut dirs = writable.clone();
     if let Some(t) = &tmpdir {
-        dirs.push(t.path().to_path_buf());
+        dirs.push(match t {
+            Tmp::Own(t) => t.path().to_path_buf(),
+            Tmp::Given(p) => p.clone(),
+        });
     }
     let draft = match &policy.draft_file {
         Some(d) if policy.mode.is_sandboxed() => {

@@ -92,6 +92,7 @@ impl World {
             workspace: self.ws.clone(),
             no_network,
             draft_file: Some(self.draft()),
+            tmpdir: None,
         }
     }
 
@@ -990,6 +991,65 @@ mod through_exec {
         let _ = std::fs::remove_dir_all(&stale);
         assert!(!stale_left, "the dead process's folder is still there");
         assert!(live_left, "a live process's folder was removed");
+    }
+
+    /// One session's calls share one private TMPDIR (made once: a `mkdir` per call on a disk
+    /// `/tmp` was a tenth of tern's CPU per turn), emptied after each call, so nothing one call
+    /// leaves there reaches the next; a folder a command made unusable (`chmod 0`) is replaced;
+    /// the folder is gone when tern exits.
+    #[test]
+    fn the_private_tmpdir_is_emptied_after_each_call() {
+        if !landlock() {
+            return;
+        }
+        let w = Wire::OpenAi;
+        let ws = WireWs::new(
+            w,
+            vec![
+                bash(
+                    w,
+                    "a",
+                    "echo \"$TMPDIR\"; echo x > \"$TMPDIR/f\"; mkdir \"$TMPDIR/d\"; touch \"$TMPDIR/d/g\"",
+                ),
+                bash(
+                    w,
+                    "b",
+                    "echo \"$TMPDIR\"; ls -A \"$TMPDIR\" | wc -l; chmod 0 \"$TMPDIR\"",
+                ),
+                bash(
+                    w,
+                    "c",
+                    "echo \"$TMPDIR\"; ls -A \"$TMPDIR\" | wc -l; echo y > \"$TMPDIR/h\" && echo wrote",
+                ),
+                text(w, "done"),
+            ],
+        );
+        ws.ok(&["exec", "go"]);
+        let events = ws.events();
+        let lines = |id: &str| -> Vec<String> {
+            let r = result_of(&events, id);
+            assert_eq!(r["is_error"], false, "{id}: {r}");
+            r["content"]
+                .as_str()
+                .unwrap_or("")
+                .lines()
+                .map(|l| l.trim().to_string())
+                .collect()
+        };
+        let (a, b, c) = (lines("a"), lines("b"), lines("c"));
+        assert_eq!(a[0], b[0], "one folder for the session's calls");
+        assert_eq!(b[1], "0", "emptied after the first call: {b:?}");
+        assert!(a[0].contains(tern::sandbox::TMPDIR_PREFIX), "{a:?}");
+        // As root, chmod 0 does not stop tern emptying it; as a user, it is replaced: either
+        // way the third call starts empty and can write.
+        assert_eq!(c[1], "0", "{c:?}");
+        assert_eq!(c[2], "wrote", "{c:?}");
+        for dir in [&a[0], &c[0]] {
+            assert!(
+                !std::path::Path::new(dir).exists(),
+                "{dir} is left after tern exited"
+            );
+        }
     }
 
     /// A command replaces `$PLAN_DRAFT_FILE` with a symbolic link (found by a new user: every
