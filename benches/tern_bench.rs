@@ -692,7 +692,8 @@ const BASELINE_PAIRS: usize = 6;
 fn bench_baseline(baseline: &str) -> R<String> {
     const NO_SANDBOX: &[(&str, &str)] = &[("TERN_SANDBOX", "danger-full-access")];
     let requests = 200;
-    let arms: [(&str, &str, &[(&str, &str)]); 3] = [
+    type Env<'a> = &'a [(&'a str, &'a str)];
+    let arms: [(&str, &str, Env); 3] = [
         ("this commit", TERN, &[]),
         (
             "this commit, `--sandbox danger-full-access`",
