@@ -110,6 +110,14 @@ pub fn draft(
             "the draft content is empty. To discard a draft use plan_cancel.".into(),
         ));
     }
+    // Refused now, not at the confirm: a draft that can never be locked is wasted work.
+    if content.len() > crate::domain::plan::MAX_PLAN_BYTES {
+        return Err(ToolError::Arguments(format!(
+            "the draft is {} bytes; a plan may be at most {} bytes (it goes into every request once confirmed). Nothing was saved: write a shorter draft.",
+            content.len(),
+            crate::domain::plan::MAX_PLAN_BYTES
+        )));
+    }
     let (t, plan) = (|| -> Result<(Option<Transition>, PlanFile), Failure> {
         let lock = session.lock()?;
         session.write_text_locked(&lock, files::DRAFT, content)?;

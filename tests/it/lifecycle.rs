@@ -113,6 +113,20 @@ fn cli_refused_transitions_change_nothing() {
     }
 }
 
+/// `n` bytes of text that never repeats itself (the runaway guard would cut a repeated one).
+fn varied_text(n: usize) -> String {
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut s = String::with_capacity(n + 32);
+    while s.len() < n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s.push_str(&format!("{x:016x} "));
+    }
+    s.truncate(n);
+    s
+}
+
 /// The same refusals through the model's tools: error tool results, no compaction request, the
 /// plan files and the system prompt untouched.
 #[test]
@@ -126,6 +140,13 @@ fn tool_refused_transitions_change_nothing() {
             call(wire, "t2", "plan_cancel", json!({})),
             call(wire, "t3", "plan_clear", json!({})),
             call(wire, "t4", "plan_draft", json!({"content": "   "})),
+            // Over the limit a confirm would refuse: refused now, nothing saved.
+            call(
+                wire,
+                "t5",
+                "plan_draft",
+                json!({"content": varied_text(tern::domain::plan::MAX_PLAN_BYTES + 1)}),
+            ),
             text(wire, "Nothing to do."),
         ]);
         ws.ok(&["exec", "--continue", "Try the plan tools."]);
@@ -135,6 +156,7 @@ fn tool_refused_transitions_change_nothing() {
             ("t2", "no plan draft to cancel"),
             ("t3", "no locked plan to clear"),
             ("t4", "draft content is empty"),
+            ("t5", "Nothing was saved"),
         ] {
             let c = error_text(&events, id);
             assert!(c.contains(message), "{c}");
@@ -142,7 +164,7 @@ fn tool_refused_transitions_change_nothing() {
         assert!(of_type(&events, "compaction").is_empty());
         assert!(of_type(&events, "plan_state").is_empty());
         let bodies = ws.bodies();
-        assert_eq!(bodies.len(), 1 + 5, "no compaction request");
+        assert_eq!(bodies.len(), 1 + 6, "no compaction request");
         assert!(bodies.iter().all(|b| !is_compaction(b)));
         assert!(bodies.iter().all(|b| system_of(b) == system));
         assert_eq!(ws.read("system.txt"), system);
