@@ -158,19 +158,12 @@ impl Runtime {
         if let Err(e) = self.approve(&args.command, ui) {
             return Err(e).into();
         }
-        let env = vec![
-            (
-                "PLAN_DRAFT_FILE".to_string(),
-                self.session.path(files::DRAFT).display().to_string(),
-            ),
-            (
-                "PLAN_FILE".to_string(),
-                self.session.path(files::PLAN).display().to_string(),
-            ),
-            (
-                "TERN_SESSION_DIR".to_string(),
-                self.session.dir.display().to_string(),
-            ),
+        // The paths as they are, bytes and all: a workspace whose path is not UTF-8 must still
+        // give the command a $PLAN_DRAFT_FILE it can write.
+        let env = [
+            ("PLAN_DRAFT_FILE", self.session.path(files::DRAFT).into()),
+            ("PLAN_FILE", self.session.path(files::PLAN).into()),
+            ("TERN_SESSION_DIR", self.session.dir.clone().into()),
         ];
         let spill = self.session.path(files::SPILL);
         // Full outputs go to spill/: never through a link planted in its place.

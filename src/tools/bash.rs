@@ -193,7 +193,8 @@ pub struct BashRequest<'a> {
     /// Working directory of the shell.
     pub cwd: &'a Path,
     /// Variables added to the environment (after tern's fixed ones, so they may override them).
-    pub env: &'a [(String, String)],
+    /// Values are OS strings: a path need not be UTF-8.
+    pub env: &'a [(&'a str, std::ffi::OsString)],
     /// Variables removed from the environment (e.g. API keys); applied last.
     pub env_remove: &'a [&'a str],
     /// Folder for the spill file of a truncated output; created on demand.

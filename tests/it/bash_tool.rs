@@ -43,7 +43,7 @@ impl Env {
         &self,
         command: &str,
         timeout_s: u64,
-        env: &[(String, String)],
+        env: &[(&str, std::ffi::OsString)],
         env_remove: &[&str],
         cancel: &CancelToken,
     ) -> BashOutcome {
@@ -451,9 +451,9 @@ fn environment_added_fixed_and_removed() {
         .find(|(k, _)| k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
         .expect("some inherited variable");
     let added = vec![
-        ("TERN_T_ADDED".to_string(), "yes".to_string()),
-        ("TERN_T_BOTH".to_string(), "no".to_string()),
-        ("TERM".to_string(), "dumb-override".to_string()),
+        ("TERN_T_ADDED", "yes".into()),
+        ("TERN_T_BOTH", "no".into()),
+        ("TERM", "dumb-override".into()),
     ];
     let removed = ["TERN_T_BOTH", inherited.as_str()];
     let out = env.run_full(
@@ -503,7 +503,7 @@ fn git_commit_without_message_fails_fast() {
     let env = Env::new();
     let home = env.cwd().join("home");
     std::fs::create_dir(&home).unwrap();
-    let vars: Vec<(String, String)> = [
+    let vars: Vec<(&str, std::ffi::OsString)> = [
         ("HOME", home.to_str().unwrap()),
         ("GIT_CONFIG_NOSYSTEM", "1"),
         ("GIT_AUTHOR_NAME", "t"),
@@ -512,7 +512,7 @@ fn git_commit_without_message_fails_fast() {
         ("GIT_COMMITTER_EMAIL", "t@example.com"),
     ]
     .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .map(|(k, v)| (*k, v.into()))
     .collect();
     let out = env.run_full(
         "git init -q repo && cd repo && echo hi > f && git add f && git commit; echo rc=$?",

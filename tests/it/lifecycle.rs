@@ -178,6 +178,46 @@ fn tool_refused_transitions_change_nothing() {
 
 // ---------------------------------------------------------------- drafting
 
+/// In a workspace whose path is not UTF-8, $PLAN_DRAFT_FILE names the draft byte for byte, so
+/// the command can write it (found by a new user: the path reached bash with U+FFFD in it).
+#[test]
+fn a_non_utf8_workspace_path_still_gives_a_writable_draft() {
+    use std::os::unix::ffi::OsStrExt;
+    let wire = Wire::OpenAi;
+    let ws = WireWs::new(
+        wire,
+        vec![
+            bash(
+                wire,
+                "b1",
+                r#"echo '1. odd path' > "$PLAN_DRAFT_FILE" && echo ok; test -d "$TERN_SESSION_DIR" && echo dir"#,
+            ),
+            text(wire, "Drafted."),
+        ],
+    );
+    let odd = ws.root().join(std::ffi::OsStr::from_bytes(b"w\xff\xfe"));
+    std::fs::create_dir_all(odd.join(".tern")).expect("mkdir");
+    let mut cmd = ws.cmd(&["exec", "--json", "draft it"]);
+    cmd.current_dir(&odd);
+    let out = crate::support::cli::run(cmd, "");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let sessions: Vec<_> = std::fs::read_dir(odd.join(".tern/sessions"))
+        .expect("sessions")
+        .flatten()
+        .collect();
+    assert_eq!(sessions.len(), 1);
+    let dir = sessions[0].path();
+    let draft = std::fs::read_to_string(dir.join("plan.draft.md")).unwrap_or_default();
+    assert_eq!(draft, "1. odd path\n", "{}", out.stdout);
+    let events = jsonl(&dir.join("events.jsonl"));
+    let r = result_of(&events, "b1");
+    assert_eq!(r["is_error"], false, "{r}");
+    assert!(
+        r["content"].as_str().unwrap_or("").starts_with("ok\ndir"),
+        "{r}"
+    );
+}
+
 /// A draft written with bash through $PLAN_DRAFT_FILE is noticed before the next request
 /// (plan_state drafting, then revised on the next write); its text never reaches a request;
 /// `tern plan show` and `tern plan path` report it.

@@ -104,15 +104,12 @@ impl World {
     /// Runs `command` in the workspace under `prepared` (or none), with HOME, PLAN_DRAFT_FILE,
     /// ROOT and WS set.
     fn run_in(&self, prepared: Option<&Prepared>, command: &str) -> BashOutcome {
-        let env = vec![
-            ("HOME".to_string(), self.home.display().to_string()),
-            (
-                "PLAN_DRAFT_FILE".to_string(),
-                self.draft().display().to_string(),
-            ),
-            ("ROOT".to_string(), self.root.display().to_string()),
-            ("WS".to_string(), self.ws.display().to_string()),
-            ("SESSION".to_string(), self.session.display().to_string()),
+        let env = [
+            ("HOME", self.home.clone().into()),
+            ("PLAN_DRAFT_FILE", self.draft().into()),
+            ("ROOT", self.root.clone().into()),
+            ("WS", self.ws.clone().into()),
+            ("SESSION", self.session.clone().into()),
         ];
         let req = BashRequest {
             command,
