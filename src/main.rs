@@ -547,12 +547,18 @@ fn verb_with(
 fn install_signals(p: &Process) {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let (sigints, groups) = (p.sigints.clone(), p.groups.clone());
-    // SAFETY: the handler only touches atomics and calls kill(2) and _exit(2), all
+    // SAFETY: the handler only touches atomics and calls kill(2), write(2) and _exit(2), all
     // async-signal-safe.
     let _ = unsafe {
         signal_hook::low_level::register(SIGINT, move || {
             if sigints.fetch_add(1, Ordering::SeqCst) >= 2 {
                 groups.kill_all(libc::SIGKILL);
+                // One fixed line, written raw: nothing else is safe here (no allocation, no
+                // lock, so no `result` event either; the next open marks the session
+                // interrupted).
+                const NOTE: &[u8] =
+                    b"\ntern: a third Ctrl-C: killed the running commands and left at once\n";
+                libc::write(2, NOTE.as_ptr().cast(), NOTE.len());
                 libc::_exit(130);
             }
         })

@@ -920,6 +920,35 @@ fn continue_refuses_a_session_whose_turn_runs_in_another_process() {
     out.expect_code(130);
 }
 
+/// A third Ctrl-C while the orderly stop waits on a command that ignores SIGTERM leaves at once
+/// with 130: the command's group is killed and stderr says what happened (found by a new user:
+/// the exit was silent; the JSON output cannot end in `result` then, as the README says).
+#[test]
+fn a_third_ctrl_c_kills_the_command_and_says_so() {
+    let needle = "sleep 62.4317";
+    let server = FakeServer::start(vec![openai_bash(
+        "call_1",
+        &format!("trap '' TERM INT HUP; {needle}"),
+    )]);
+    let ws = Ws::new();
+    let (running, _) = exec_until(ws.openai(&server), &["--json", "wait"], "tool_call");
+    thread::sleep(Duration::from_millis(500));
+    for _ in 0..2 {
+        // SAFETY: signals the child we spawned (not yet waited for).
+        unsafe { libc::kill(running.pid(), libc::SIGINT) };
+        thread::sleep(Duration::from_millis(150));
+    }
+    let (out, took) = running.stop(libc::SIGINT, Duration::from_secs(30));
+    assert_eq!(out.code, 130, "{out:?}");
+    assert!(
+        out.stderr.contains("a third Ctrl-C"),
+        "stderr says why: {}",
+        out.stderr
+    );
+    assert!(took < Duration::from_secs(20), "{took:?}");
+    assert_gone(needle);
+}
+
 #[test]
 fn sigkilled_turn_is_marked_interrupted_and_repaired_on_continue() {
     let needle = "sleep 64.4317";
