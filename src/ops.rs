@@ -620,10 +620,20 @@ fn dispatch(
         }
         OpId::PlanDraft => {
             let text = arg.ok_or_else(|| OpError::Usage("no draft text given".into()))?;
-            Ok(done(plan::draft(need()?, parent.as_deref(), text, ui)?))
+            let s = need()?;
+            if target.runtime.is_none() && runtime::held_elsewhere(s).is_some() {
+                return Ok(done(plan::draft_for_holder(s, Some(text))?));
+            }
+            Ok(done(plan::draft(s, parent.as_deref(), text, ui)?))
         }
         OpId::PlanEdit => plan_edit(need()?, ui).map(done),
-        OpId::PlanCancel => Ok(done(plan::cancel(need()?, parent.as_deref(), ui)?)),
+        OpId::PlanCancel => {
+            let s = need()?;
+            if target.runtime.is_none() && runtime::held_elsewhere(s).is_some() {
+                return Ok(done(plan::draft_for_holder(s, None)?));
+            }
+            Ok(done(plan::cancel(s, parent.as_deref(), ui)?))
+        }
         OpId::PlanConfirm | OpId::PlanClear | OpId::Compact => {
             with_runtime(op, target, need()?, ui).map(done)
         }
@@ -728,6 +738,13 @@ fn plan_edit(s: &Session, ui: &mut dyn Surface) -> Result<String, OpError> {
         return Err(OpError::Failed(format!(
             "the editor {editor:?} exited with {status}; the draft is as the editor left it"
         )));
+    }
+    // plan.json is the holder's while another process runs the session (see
+    // `plan::draft_for_holder`).
+    if runtime::held_elsewhere(s).is_some() {
+        return Ok(
+            "draft as the editor left it; the tern running this session records it before its next request".into(),
+        );
     }
     let before = plan::plan_file(s)?;
     let p = plan::observe_draft(s, None, ui)?;

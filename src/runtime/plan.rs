@@ -105,19 +105,7 @@ pub fn draft(
     content: &str,
     ui: &mut dyn Surface,
 ) -> Result<String, ToolError> {
-    if content.trim().is_empty() {
-        return Err(ToolError::Arguments(
-            "the draft content is empty. To discard a draft use plan_cancel.".into(),
-        ));
-    }
-    // Refused now, not at the confirm: a draft that can never be locked is wasted work.
-    if content.len() > crate::domain::plan::MAX_PLAN_BYTES {
-        return Err(ToolError::Arguments(format!(
-            "the draft is {} bytes; a plan may be at most {} bytes (it goes into every request once confirmed). Nothing was saved: write a shorter draft.",
-            content.len(),
-            crate::domain::plan::MAX_PLAN_BYTES
-        )));
-    }
+    check_draft(content)?;
     let (t, plan) = (|| -> Result<(Option<Transition>, PlanFile), Failure> {
         let lock = session.lock()?;
         session.write_text_locked(&lock, files::DRAFT, content)?;
@@ -135,6 +123,56 @@ pub fn draft(
         plan.revision,
         plan.state.as_str()
     ))
+}
+
+/// Refuses an empty draft, and one over the plan limit (refused at once, not at the confirm: a
+/// draft that can never be locked is wasted work).
+fn check_draft(content: &str) -> Result<(), ToolError> {
+    if content.trim().is_empty() {
+        return Err(ToolError::Arguments(
+            "the draft content is empty. To discard a draft use plan_cancel.".into(),
+        ));
+    }
+    if content.len() > crate::domain::plan::MAX_PLAN_BYTES {
+        return Err(ToolError::Arguments(format!(
+            "the draft is {} bytes; a plan may be at most {} bytes (it goes into every request once confirmed). Nothing was saved: write a shorter draft.",
+            content.len(),
+            crate::domain::plan::MAX_PLAN_BYTES
+        )));
+    }
+    Ok(())
+}
+
+/// `tern plan draft` / `plan cancel` while another process holds the session (a turn running
+/// in another pane, or the verb run by that turn's own command): only the draft is written
+/// (`content`; `None` archives the draft and empties it). `plan.json` is the holder's, which
+/// notices the draft before its next request and records the plan state itself; written here,
+/// its sandbox guard would take the change for a command's and undo it.
+///
+/// Errors: an empty or oversized draft; nothing to cancel; the files.
+pub fn draft_for_holder(session: &Session, content: Option<&str>) -> Result<String, ToolError> {
+    if let Some(c) = content {
+        check_draft(c)?;
+    }
+    (|| -> Result<Result<String, String>, Failure> {
+        let lock = session.lock()?;
+        let Some(c) = content else {
+            let draft = draft_text(session)?;
+            if draft.trim().is_empty() {
+                return Ok(Err("no plan draft to cancel.".into()));
+            }
+            session.write_archive_locked(&lock, "draft", "md", &draft)?;
+            session.write_text_locked(&lock, files::DRAFT, "")?;
+            return Ok(Ok("Draft discarded (archived); the tern running this session records it before its next request.".into()));
+        };
+        session.write_text_locked(&lock, files::DRAFT, c)?;
+        Ok(Ok(
+            "Draft saved; the tern running this session records it before its next request."
+                .into(),
+        ))
+    })()
+    .map_err(failed)?
+    .map_err(ToolError::Refused)
 }
 
 /// Cancels the pending draft: archives it (`archive/draft-NNNN.md`) and empties it; the state

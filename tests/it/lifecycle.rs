@@ -301,6 +301,58 @@ fn bash_draft_noticed_before_next_request_and_never_sent() {
     );
 }
 
+/// `tern plan draft` and `tern plan cancel` run by the model's own command while its turn holds
+/// the session write only the draft: the running tern records the plan state itself, and its
+/// guard does not take plan.json for a command's change (found by a new user: the result said
+/// "refused and put back" while the draft stood).
+#[test]
+fn plan_verbs_inside_the_running_turn_leave_plan_json_to_it() {
+    let wire = Wire::OpenAi;
+    let tern = crate::support::cli::TERN;
+    let ws = WireWs::new(
+        wire,
+        vec![
+            bash(
+                wire,
+                "v1",
+                &format!("printf '1. from the verb\\n' | {tern} plan draft"),
+            ),
+            bash(wire, "v2", &format!("{tern} plan cancel")),
+            text(wire, "done"),
+        ],
+    );
+    ws.ok(&["exec", "draft through the verb"]);
+    let events = ws.events();
+    for id in ["v1", "v2"] {
+        let r = result_of(&events, id);
+        let c = r["content"].as_str().unwrap_or("");
+        assert_eq!(r["is_error"], false, "{id}: {c}");
+        assert!(!c.contains("tern's own files"), "{id}: {c}");
+        assert!(
+            c.contains("records it before its next request"),
+            "{id}: {c}"
+        );
+    }
+    // The running tern saw the draft, then its removal, and recorded both.
+    let states: Vec<_> = of_type(&events, "plan_state")
+        .iter()
+        .map(|e| e["to"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(
+        states.first().map(String::as_str),
+        Some("drafting"),
+        "{states:?}"
+    );
+    assert_eq!(states.len(), 2, "{states:?}");
+    assert_eq!(ws.read("plan.draft.md"), "");
+    let archived = std::fs::read_dir(ws.session().join("archive"))
+        .expect("archive")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("draft-"))
+        .count();
+    assert_eq!(archived, 1);
+}
+
 /// `tern plan draft` (stdin) then `tern plan cancel`: the draft is archived and emptied, the
 /// state returns to idle; the model's plan_cancel does the same.
 #[test]
