@@ -370,6 +370,9 @@ pub struct Runtime {
     /// The state files the model's commands may not change (DESIGN.md §10), as tern last left
     /// them.
     guard: Option<crate::sandbox::Snapshot>,
+    /// The folders tern only adds to (this session's `archive/` and `agents/`, the state
+    /// folder's `sessions/`), watched with the guard for entries a command removed.
+    listings: Vec<crate::sandbox::Listing>,
     /// The commands' private `TMPDIR` in a sandboxed mode: made at the first call, emptied
     /// after each.
     tmp: Option<crate::sandbox::TempFolder>,
@@ -389,6 +392,7 @@ impl Runtime {
             session,
             sandbox,
             guard: None,
+            listings: Vec::new(),
             tmp: None,
             workspace: parts.workspace,
             cfg: parts.cfg,
@@ -590,8 +594,48 @@ impl Runtime {
     pub(crate) fn guard_refresh(&mut self) {
         match &mut self.guard {
             Some(g) => g.refresh(),
-            None => self.guard = Some(crate::sandbox::Snapshot::take_kept(self.protected())),
+            None => {
+                self.guard = Some(crate::sandbox::Snapshot::take_kept(self.protected()));
+                let skip = crate::store::fsutil::TEMP_PREFIX;
+                let mut dirs = vec![
+                    self.session.path(files::ARCHIVE),
+                    self.session.path(files::AGENTS),
+                ];
+                dirs.extend(self.state_root().map(|r| r.join("sessions")));
+                self.listings = dirs
+                    .into_iter()
+                    .map(|d| crate::sandbox::Listing::take(d, skip))
+                    .collect();
+            }
         }
+    }
+
+    /// The state folder: the parent of the topmost `sessions` folder above this session (a
+    /// sub-agent's folder lies deeper, under its parent's `agents/`).
+    fn state_root(&self) -> Option<PathBuf> {
+        self.session
+            .dir
+            .ancestors()
+            .skip(1)
+            .filter(|a| a.file_name().is_some_and(|n| n == "sessions"))
+            .last()
+            .and_then(std::path::Path::parent)
+            .map(std::path::Path::to_path_buf)
+    }
+
+    /// What a command removed from the folders tern only adds to, as `folder/name` (sessions by
+    /// id), since the last look.
+    fn guard_vanished(&mut self) -> Vec<String> {
+        let mut gone = Vec::new();
+        for l in &mut self.listings {
+            let folder = l
+                .dir()
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            gone.extend(l.vanished().into_iter().map(|n| format!("{folder}/{n}")));
+        }
+        gone
     }
 
     /// Puts back what a command removed around the session files (`rm -rf .tern`): the lease
@@ -607,18 +651,7 @@ impl Runtime {
                 done.push("lease");
             }
         }
-        // The state folder: the parent of the topmost `sessions` folder above this session (a
-        // sub-agent's folder lies deeper, under its parent's `agents/`).
-        let root = self
-            .session
-            .dir
-            .ancestors()
-            .skip(1)
-            .filter(|a| a.file_name().is_some_and(|n| n == "sessions"))
-            .last()
-            .and_then(std::path::Path::parent)
-            .map(std::path::Path::to_path_buf);
-        if let Some(root) = root {
+        if let Some(root) = self.state_root() {
             let gitignore = root.join(".gitignore");
             if std::fs::symlink_metadata(&gitignore).is_err() {
                 let state = crate::store::StateDir {
@@ -647,7 +680,11 @@ impl Runtime {
         let changes = self.guard.as_ref()?.changes();
         let rebuilt = self.repair_structure();
         if changes.is_empty() && rebuilt.is_empty() {
-            return None;
+            let gone = self.guard_vanished();
+            if gone.is_empty() {
+                return None;
+            }
+            return Some(lost_message(&gone));
         }
         let outcomes = match self.guard.as_mut() {
             Some(g) => g.restore(&changes),
@@ -678,6 +715,12 @@ impl Runtime {
         }
         if !rebuilt.is_empty() {
             msg.push_str(&format!(" tern also recreated: {}.", rebuilt.join(", ")));
+        }
+        // After the repair, so this session's own folder is back in `sessions/`.
+        let gone = self.guard_vanished();
+        if !gone.is_empty() {
+            msg.push(' ');
+            msg.push_str(&lost_message(&gone));
         }
         Some(msg)
     }
@@ -855,6 +898,18 @@ pub fn emit_to(
 pub(crate) type FileStamp = (u64, std::time::SystemTime);
 
 /// The stamp of `path` (None when absent or unreadable).
+/// The refusal for entries a command removed from `archive/`, `agents/` or `sessions/` (at most
+/// ten named): lost for good, since tern keeps no copy.
+fn lost_message(gone: &[String]) -> String {
+    let mut named = gone.iter().take(10).cloned().collect::<Vec<_>>().join(", ");
+    if gone.len() > 10 {
+        named.push_str(&format!(" and {} more", gone.len() - 10));
+    }
+    format!(
+        "this command removed what tern keeps in its state folder and cannot put back: {named}. They are lost. Never remove anything under .tern/."
+    )
+}
+
 pub(crate) fn stamp(path: &std::path::Path) -> Option<FileStamp> {
     let m = std::fs::symlink_metadata(path).ok()?;
     Some((m.len(), m.modified().ok()?))

@@ -338,6 +338,68 @@ impl Snapshot {
     }
 }
 
+/// The names in a folder that tern only ever adds to (`archive/`, `agents/`, `sessions/`), so
+/// that a command removing what is in it is noticed and named: such entries cannot be put back
+/// (they are neither small files nor held in memory), but neither the model nor the person
+/// should learn of the loss only later. Names starting with `skip` (tern's own temp files) are
+/// not tracked.
+///
+/// Cost: one `lstat` per [`Listing::vanished`]; the folder is read again only when its
+/// modification time changed (any entry added or removed).
+#[derive(Debug, Clone)]
+pub struct Listing {
+    dir: PathBuf,
+    skip: &'static str,
+    fp: Option<Fingerprint>,
+    names: std::collections::BTreeSet<std::ffi::OsString>,
+}
+
+impl Listing {
+    /// Lists `dir` now (absent: no names).
+    pub fn take(dir: PathBuf, skip: &'static str) -> Listing {
+        let mut l = Listing {
+            dir,
+            skip,
+            fp: None,
+            names: Default::default(),
+        };
+        l.vanished();
+        l
+    }
+
+    /// The folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The names that were there at the last look and are gone now, sorted; the names now
+    /// there become the baseline (new ones are accepted: tern and other panes add entries).
+    pub fn vanished(&mut self) -> Vec<String> {
+        let now = fs::symlink_metadata(&self.dir)
+            .ok()
+            .map(|m| Fingerprint::of(&m));
+        if now.is_some() && now == self.fp {
+            return Vec::new();
+        }
+        self.fp = now;
+        let names: std::collections::BTreeSet<_> = match fs::read_dir(&self.dir) {
+            Ok(rd) => rd
+                .flatten()
+                .map(|e| e.file_name())
+                .filter(|n| !n.to_string_lossy().starts_with(self.skip))
+                .collect(),
+            Err(_) => Default::default(),
+        };
+        let gone = self
+            .names
+            .difference(&names)
+            .map(|n| n.to_string_lossy().into_owned())
+            .collect();
+        self.names = names;
+        gone
+    }
+}
+
 /// Removes a file, symlink or folder at `path`; absent is fine.
 fn remove_any(path: &Path) -> io::Result<()> {
     match fs::symlink_metadata(path) {

@@ -56,7 +56,7 @@ mod other;
 
 pub use check::{CheckReport, SelfTest, check};
 pub use guard::{
-    Change, ChangeKind, Fingerprint, Keep, RestoreOutcome, SMALL_FILE_BYTES, Snapshot,
+    Change, ChangeKind, Fingerprint, Keep, Listing, RestoreOutcome, SMALL_FILE_BYTES, Snapshot,
 };
 
 #[cfg(target_os = "linux")]

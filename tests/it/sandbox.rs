@@ -1102,6 +1102,10 @@ mod through_exec {
         ws.fake.set_strict(true);
         ws.ok(&["exec", "hi"]);
         let system = ws.read("system.txt");
+        // What cannot be put back is named: an archived file, another session.
+        std::fs::write(ws.session().join("archive/conversation-0001.jsonl"), "{}\n").unwrap();
+        let other = ws.root().join(".tern/sessions/20200101-000000-0ther");
+        std::fs::create_dir_all(&other).unwrap();
         ws.push(vec![
             bash(w, "rm", "rm -rf .tern; echo gone"),
             text(w, "done"),
@@ -1112,6 +1116,12 @@ mod through_exec {
         let c = r["content"].as_str().unwrap_or("").to_string();
         assert_eq!(r["is_error"], true, "{c}");
         assert!(c.contains("events.jsonl") && c.contains("lost"), "{c}");
+        assert!(
+            c.contains(
+                "cannot put back: archive/conversation-0001.jsonl, sessions/20200101-000000-0ther."
+            ),
+            "{c}"
+        );
         assert!(
             c.contains("tern also recreated") && c.contains(".gitignore") && c.contains("current"),
             "{c}"
@@ -1134,6 +1144,48 @@ mod through_exec {
             .filter_map(|e| e["seq"].as_u64())
             .collect();
         assert!(seqs.windows(2).all(|p| p[0] < p[1]), "{seqs:?}");
+    }
+
+    /// A command that removes only what tern cannot put back (another session, an archived
+    /// conversation, a sub-agent's folder) is still caught: its result is an error naming each
+    /// (found by a new user: such removals went unsaid).
+    #[test]
+    fn removing_other_sessions_or_the_archive_is_named() {
+        if !landlock() {
+            return;
+        }
+        let w = Wire::OpenAi;
+        let ws = WireWs::new(w, vec![]);
+        ws.ok(&["exec", "hi"]);
+        let dir = ws.session();
+        std::fs::write(dir.join("archive/conversation-0001.jsonl"), "{}\n").unwrap();
+        std::fs::create_dir_all(dir.join("agents/20200101-000000-kid1")).unwrap();
+        let other = ws.root().join(".tern/sessions/20200101-000000-0ther");
+        std::fs::create_dir_all(&other).unwrap();
+        ws.push(vec![
+            bash(w, "ok", "echo fine > notes.txt; echo x > \"$TMPDIR/t\""),
+            bash(
+                w,
+                "rm",
+                "rm -rf .tern/sessions/20200101-000000-0ther \"$TERN_SESSION_DIR\"/archive/* \"$TERN_SESSION_DIR\"/agents/*",
+            ),
+            text(w, "done"),
+        ]);
+        ws.ok(&["exec", "--continue", "clean up"]);
+        let events = ws.events();
+        let ok = result_of(&events, "ok");
+        assert_eq!(ok["is_error"], false, "{ok}");
+        let r = result_of(&events, "rm");
+        let c = r["content"].as_str().unwrap_or("");
+        assert_eq!(r["is_error"], true, "{c}");
+        for name in [
+            "archive/conversation-0001.jsonl",
+            "agents/20200101-000000-kid1",
+            "sessions/20200101-000000-0ther",
+        ] {
+            assert!(c.contains(name), "{name}: {c}");
+        }
+        assert!(c.contains("They are lost"), "{c}");
     }
 
     /// read-only: a write in the workspace fails with Permission denied and a line naming the
