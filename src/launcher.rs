@@ -604,6 +604,20 @@ impl Runtime {
                 },
             );
         }
+        // A removed conversation reads as an empty one; with turns on record, say so rather
+        // than go on as if the session had just begun.
+        if meta.turns > 0
+            && std::fs::symlink_metadata(self.session.path(files::CONVERSATION)).is_err()
+        {
+            self.emit(
+                ui,
+                Event::warning(format!(
+                    "conversation.jsonl is missing from {} though {} turn(s) are on record: the history is lost; going on from an empty one (copies made by compactions are in archive/)",
+                    self.session.dir.display(),
+                    meta.turns
+                )),
+            );
+        }
         self.load_history(ui)?;
         self.after_load();
         self.switch_model(ui, meta)?;

@@ -238,6 +238,28 @@ fn huge_timeouts_and_bad_flags_are_usage_errors_with_a_result_line() {
     }
 }
 
+/// A removed `conversation.jsonl` with turns on record: the resumed run warns that the history
+/// is lost instead of going on silently from nothing (found by a new user).
+#[test]
+fn a_missing_conversation_is_warned_about() {
+    let fake = FakeServer::start(vec![openai_text("one"), openai_text("two")]);
+    let ws = one_turn(&fake);
+    std::fs::remove_file(ws.current_dir().join("conversation.jsonl")).unwrap();
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["exec", "--json", "--continue", "msg 2"]);
+    let out = ok_no_stdin(cmd);
+    assert!(
+        out.stdout.contains("\"type\":\"warning\"") && out.stdout.contains("the history is lost"),
+        "{}",
+        out.stdout
+    );
+    // A fresh session has nothing on record: no such warning.
+    let fresh = one_turn(&fake);
+    let mut cmd = fresh.tern(&fake);
+    cmd.args(["exec", "--json", "--continue", "msg 2"]);
+    assert!(!ok_no_stdin(cmd).stdout.contains("history is lost"));
+}
+
 #[test]
 fn a_repair_keeps_the_damaged_file_in_the_archive() {
     let fake = FakeServer::start(vec![openai_text("one"), openai_text("two")]);
