@@ -1661,12 +1661,19 @@ fn sandbox_child(args: &[String]) -> R<()> {
     for ((_, size), path) in files.iter().zip(&protected) {
         fs::write(path, "x".repeat(*size)).map_err(|e| e.to_string())?;
     }
+    // As the runtime does: one private TMPDIR, given to every call and emptied after it.
+    let folder = sandbox::TempFolder::new().map_err(|e| e.to_string())?;
     let policy = Policy {
         mode: Mode::WorkspaceWrite,
         workspace: ws.clone(),
         no_network: false,
         draft_file: Some(session.join("plan.draft.md")),
+        tmpdir: Some(folder.path().to_path_buf()),
+    };
+    // A folder of its own per call (tern before: a mkdir and an rmdir each time).
+    let own_folder = Policy {
         tmpdir: None,
+        ..policy.clone()
     };
     let run = |sb: Option<&sandbox::Prepared>| -> R<()> {
         let req = tern::tools::bash::BashRequest {
@@ -1685,8 +1692,14 @@ fn sandbox_child(args: &[String]) -> R<()> {
         }
         Ok(())
     };
-    let (mut plain, mut boxed, mut prep, mut take, mut check) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut plain, mut boxed, mut prep, mut prep_own, mut take, mut check) = (
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+    );
     let ms = |t: Instant| t.elapsed().as_secs_f64() * 1000.0;
     for i in 0..SANDBOX_CALLS {
         // ABBA order, so neither path always runs right after the other.
@@ -1699,6 +1712,7 @@ fn sandbox_child(args: &[String]) -> R<()> {
                 let p = sandbox::prepare(&policy).map_err(|e| e.to_string())?;
                 run(Some(&p))?;
                 drop(p);
+                folder.clear().map_err(|e| e.to_string())?;
                 boxed.push(ms(t));
             }
         }
@@ -1706,7 +1720,13 @@ fn sandbox_child(args: &[String]) -> R<()> {
         let t = Instant::now();
         let p = sandbox::prepare(&policy).map_err(|e| e.to_string())?;
         drop(p);
+        folder.clear().map_err(|e| e.to_string())?;
         prep.push(ms(t));
+
+        let t = Instant::now();
+        let p = sandbox::prepare(&own_folder).map_err(|e| e.to_string())?;
+        drop(p);
+        prep_own.push(ms(t));
 
         let t = Instant::now();
         let snap = Snapshot::take(&protected);
@@ -1722,7 +1742,7 @@ fn sandbox_child(args: &[String]) -> R<()> {
         "{}",
         json!({
             "plain_ms": plain, "sandboxed_ms": boxed, "prepare_ms": prep,
-            "take_ms": take, "changes_ms": check,
+            "prepare_own_ms": prep_own, "take_ms": take, "changes_ms": check,
             "abi": sandbox::landlock_abi().ok(),
             "guard_bytes": files.iter().map(|(_, n)| n).sum::<usize>(),
         })
@@ -1775,7 +1795,7 @@ fn bench_sandbox() -> R<String> {
     row(&mut md, "no sandbox (`sandbox: None`)", &plain);
     row(
         &mut md,
-        "workspace-write: `sandbox::prepare` + call + drop",
+        "workspace-write: `sandbox::prepare` + call + drop + `TempFolder::clear`",
         &boxed,
     );
     let _ = writeln!(
@@ -1785,8 +1805,13 @@ fn bench_sandbox() -> R<String> {
     );
     row(
         &mut md,
-        "`sandbox::prepare` + drop alone",
+        "`sandbox::prepare` + drop + `TempFolder::clear` alone (the runtime's way)",
         &list("prepare_ms"),
+    );
+    row(
+        &mut md,
+        "`sandbox::prepare` + drop with a temp folder of its own (mkdir + rmdir per call)",
+        &list("prepare_own_ms"),
     );
     let kb = v["guard_bytes"].as_u64().unwrap_or(0) as f64 / 1000.0;
     row(
@@ -1802,8 +1827,10 @@ fn bench_sandbox() -> R<String> {
     md.push_str(
         "\nHow measured: this bench binary re-runs itself as a fresh process (`--sandbox-child`) \
          and times each path with `Instant` around the call. The sandboxed path includes the \
-         per-call preparation (probe, private `TMPDIR` folder, Landlock ruleset with the \
-         workspace, the temp folder, /dev/null and the draft file) and its removal; the child \
+         per-call preparation (probe, Landlock ruleset with the workspace, the private `TMPDIR` \
+         folder, /dev/null and the draft file) and emptying that folder after the call (the \
+         folder is made once, as the runtime makes it once per session run; the last row but \
+         two shows what making and removing one per call cost, on this machine's `/tmp`); the child \
          then applies it with `prctl` + `landlock_restrict_self` before exec. The difference of \
          medians is what a call pays; `prepare` + drop timed alone can read higher, because \
          there the kernel frees the unused ruleset at once (under strace the `close` of the \
