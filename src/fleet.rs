@@ -249,13 +249,10 @@ impl Member {
             }
         };
         let get = |k: &str| {
-            if k == key_var && !keyed {
-                return None;
+            if (k == key_var && !keyed) || k == "TERN_MODEL" {
+                return crate::config::Var::Unset;
             }
-            if k == "TERN_MODEL" {
-                return None;
-            }
-            env.get(k)
+            env.var(k)
         };
         crate::config::resolve(&flags, &get).map(Some).map_err(|e| {
             format!(
