@@ -617,3 +617,25 @@ fn a_blank_model_variable_is_refused_by_model_verbs_too() {
     assert!(out.stderr.contains("(TERN_MODEL)"), "{out:?}");
     assert_eq!(ws.fake.requests().len(), before, "no request sent");
 }
+
+/// No such session is a usage error (exit 2) on every surface: the REPL exited 1 where `tern
+/// exec` exited 2.
+#[test]
+fn no_such_session_exits_2_on_every_surface() {
+    let fake = FakeServer::start(vec![]);
+    let ws = Ws::new();
+    for args in [
+        &["chat", "--resume", "nope"][..],
+        &["--resume", "nope"],
+        &["chat", "--continue"],
+        &["exec", "--resume", "nope"],
+        &["exec", "--continue", "x"],
+    ] {
+        let mut cmd = ws.tern(&fake);
+        cmd.args(args);
+        let out = run_no_stdin(cmd);
+        assert_eq!(out.code, Some(2), "{args:?}: {out:?}");
+        assert!(out.stderr.contains("session"), "{args:?}: {out:?}");
+    }
+    assert!(fake.requests().is_empty());
+}
