@@ -639,3 +639,28 @@ fn no_such_session_exits_2_on_every_surface() {
     }
     assert!(fake.requests().is_empty());
 }
+
+/// `.tern` a regular file: `tern sessions` said a bare "Not a directory (os error 20)"; it and
+/// the other readers now name the file in the way, as a write does.
+#[test]
+fn a_file_where_the_state_folder_should_be_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join(".home");
+    std::fs::create_dir(&home).unwrap();
+    let file = dir.path().join(".tern");
+    std::fs::write(&file, "").unwrap();
+    let says = format!("{} exists and is not a folder", file.display());
+    for args in [
+        &["sessions"][..],
+        &["status"],
+        &["fleet", "list"],
+        &["plan", "show"],
+    ] {
+        let mut cmd = crate::support::cli::tern_clean(&home);
+        cmd.current_dir(dir.path()).args(args);
+        let out = run_no_stdin(cmd);
+        assert_ne!(out.code, Some(0), "{args:?}: {out:?}");
+        assert!(out.stderr.contains(&says), "{args:?}: {out:?}");
+        assert!(!out.stderr.contains("os error"), "{args:?}: {out:?}");
+    }
+}
