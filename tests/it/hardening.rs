@@ -664,3 +664,34 @@ fn a_file_where_the_state_folder_should_be_is_named() {
         assert!(!out.stderr.contains("os error"), "{args:?}: {out:?}");
     }
 }
+
+/// A negative number after a numeric flag reaches the flag's range check (clap called it an
+/// unexpected argument before: `--temperature -5` and `--temperature=-5` said different things).
+#[test]
+fn negative_numbers_reach_the_range_check() {
+    let ws = Ws::new();
+    for (args, says) in [
+        (
+            &["exec", "--temperature", "-5", "x"][..],
+            "-5 is not between 0 and 2",
+        ),
+        (
+            &["chat", "--temperature", "-0.5"],
+            "-0.5 is not between 0 and 2",
+        ),
+        (&["exec", "--max-turns", "-1", "x"], "-1 is not in 1.."),
+        (&["exec", "--idle-timeout", "-1", "x"], "-1 is not in 1.."),
+        (&["exec", "--agent-depth", "-1", "x"], "-1 is not in 0..=8"),
+        (&["status", "--height", "-3"], "-3 is not in 1.."),
+        (
+            &["compact", "--max-retry-time", "-1"],
+            "-1 is not in 0..=86400",
+        ),
+    ] {
+        let mut cmd = crate::support::cli::tern_clean(&ws.home());
+        cmd.current_dir(ws.path()).args(args);
+        let out = run_no_stdin(cmd);
+        assert_eq!(out.code, Some(2), "{args:?}: {out:?}");
+        assert!(out.stderr.contains(says), "{args:?}: {out:?}");
+    }
+}
