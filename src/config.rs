@@ -41,9 +41,32 @@ pub const READ_ENV: &[&str] = &[
 ];
 
 /// A snapshot of the environment variables tern reads ([`READ_ENV`]), taken before the secrets
-/// leave the process environment. Values that are empty or only whitespace count as unset.
+/// leave the process environment. [`Env::get`] treats values that are empty or only whitespace
+/// as unset; [`Env::var`] tells set-but-blank and not-UTF-8 apart from unset, for the variables
+/// where a bad value must be an error rather than a silent default (the provider's).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Env(BTreeMap<String, String>);
+pub struct Env(BTreeMap<String, Var>);
+
+/// One variable as the environment holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Var {
+    /// Not set.
+    Unset,
+    /// Set to this text (possibly empty or blank).
+    Text(String),
+    /// Set, but not to UTF-8 text.
+    NotUtf8,
+}
+
+impl Var {
+    /// The text when set to a value that is not blank.
+    fn filled(&self) -> Option<&str> {
+        match self {
+            Var::Text(v) if !v.trim().is_empty() => Some(v),
+            _ => None,
+        }
+    }
+}
 
 impl Env {
     /// The snapshot of this process's environment. The keys and URL credentials found are
@@ -51,7 +74,14 @@ impl Env {
     pub fn capture() -> Env {
         let env = Env(READ_ENV
             .iter()
-            .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
+            .filter_map(|k| {
+                let v = match std::env::var(k) {
+                    Ok(v) => Var::Text(v),
+                    Err(std::env::VarError::NotUnicode(_)) => Var::NotUtf8,
+                    Err(std::env::VarError::NotPresent) => return None,
+                };
+                Some((k.to_string(), v))
+            })
             .collect());
         for k in ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"] {
             if let Some(v) = env.get(k) {
@@ -70,13 +100,18 @@ impl Env {
     pub fn of(pairs: &[(&str, &str)]) -> Env {
         Env(pairs
             .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .map(|(k, v)| (k.to_string(), Var::Text(v.to_string())))
             .collect())
     }
 
-    /// The value of `key`, None when unset or blank.
+    /// The value of `key`, None when unset, blank or not UTF-8.
     pub fn get(&self, key: &str) -> Option<String> {
-        self.0.get(key).filter(|v| !v.trim().is_empty()).cloned()
+        self.0.get(key).and_then(Var::filled).map(str::to_string)
+    }
+
+    /// `key` as the environment holds it: unset, its text (even blank), or not UTF-8.
+    pub fn var(&self, key: &str) -> Var {
+        self.0.get(key).cloned().unwrap_or(Var::Unset)
     }
 }
 
@@ -119,25 +154,33 @@ and TERN_MODEL (or --model) for the model name (default: gpt-4.1-mini for OpenAI
 claude-sonnet-4-5 for Anthropic; local servers such as llama.cpp accept any name).
 To see tern work without a model, run `tern demo`.";
 
-/// Resolves the provider from `flags` and the environment read through `env`.
+/// Resolves the provider from `flags` and the environment read through `env` (each variable as
+/// [`Env::var`] gives it).
 ///
-/// Order: `--provider`, else OpenAI when OPENAI_API_KEY or OPENAI_BASE_URL (or `--base-url`) is
-/// set, else Anthropic when ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL is set. Errors with
-/// [`NO_PROVIDER`] when none is configured, or when a base URL is not http(s).
-pub fn resolve(
-    flags: &ProviderFlags,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<ProviderChoice, String> {
-    let get = |k: &str| env(k).filter(|v| !v.trim().is_empty());
+/// Order: `--provider`, else OpenAI when OPENAI_API_KEY (not blank) or OPENAI_BASE_URL (set at
+/// all, even blank) or `--base-url` is given, else Anthropic when ANTHROPIC_API_KEY or
+/// ANTHROPIC_BASE_URL is. Errors with [`NO_PROVIDER`] when none is configured, and with a message
+/// naming the flag or variable when a base URL is blank, not UTF-8, not http(s) or a full
+/// endpoint instead of a base, when a model name is blank, not UTF-8 or holds control characters,
+/// or when a key cannot go in an HTTP header.
+pub fn resolve(flags: &ProviderFlags, env: &dyn Fn(&str) -> Var) -> Result<ProviderChoice, String> {
+    // A key set to blank counts as unset (`OPENAI_API_KEY= tern …` runs without it); a URL or a
+    // model set to blank is a mistake worth saying, never a silent default.
+    let key_set = |k: &str| match env(k) {
+        Var::Text(v) => !v.trim().is_empty(),
+        Var::NotUtf8 => true,
+        Var::Unset => false,
+    };
+    let url_set = |k: &str| env(k) != Var::Unset;
     let kind = match flags.provider {
         Some(k) => k,
-        None if get("OPENAI_API_KEY").is_some()
-            || get("OPENAI_BASE_URL").is_some()
+        None if key_set("OPENAI_API_KEY")
+            || url_set("OPENAI_BASE_URL")
             || flags.base_url.is_some() =>
         {
             ProviderKind::Openai
         }
-        None if get("ANTHROPIC_API_KEY").is_some() || get("ANTHROPIC_BASE_URL").is_some() => {
+        None if key_set("ANTHROPIC_API_KEY") || url_set("ANTHROPIC_BASE_URL") => {
             ProviderKind::Anthropic
         }
         None => return Err(NO_PROVIDER.into()),
@@ -156,42 +199,49 @@ pub fn resolve(
             DEFAULT_ANTHROPIC_MODEL,
         ),
     };
-    let api_key = get(key_var);
-    let base_url = flags
-        .base_url
-        .clone()
-        .or_else(|| get(url_var))
-        .unwrap_or_else(|| default_url.to_string());
-    let base_url = base_url.trim().trim_end_matches('/').to_string();
-    let scheme = base_url
-        .split("://")
-        .next()
-        .unwrap_or("")
-        .to_ascii_lowercase();
-    // Schemes are case-insensitive (RFC 3986): `HTTP://…` is written `http://…`.
-    let base_url = match base_url.split_once("://") {
-        Some((_, rest)) => format!("{scheme}://{rest}"),
-        None => base_url,
+    let api_key = match env(key_var) {
+        Var::NotUtf8 => {
+            return Err(format!(
+                "{key_var} is not UTF-8 text: it cannot go in an HTTP header"
+            ));
+        }
+        v => v.filled().map(str::to_string),
     };
-    if !base_url.contains("://") || !(scheme == "http" || scheme == "https") {
-        return Err(format!(
-            "the base URL {:?} is not an http:// or https:// URL",
-            crate::store::redact::redact(&base_url)
-        ));
-    }
+    let base_url = match (&flags.base_url, env(url_var)) {
+        (Some(u), _) => base_url(u, kind, "--base-url")?,
+        (None, Var::Text(u)) if u.trim().is_empty() => {
+            return Err(format!(
+                "the base URL {u:?} ({url_var}) is not an http:// or https:// URL\n(unset {url_var} to use {default_url})"
+            ));
+        }
+        (None, Var::Text(u)) => base_url(&u, kind, url_var)?,
+        (None, Var::NotUtf8) => {
+            return Err(format!(
+                "{url_var} is not UTF-8 text: give an http:// or https:// base URL, or unset it to use {default_url}"
+            ));
+        }
+        (None, Var::Unset) => default_url.to_string(),
+    };
     if api_key.is_none() && base_url == default_url {
         return Err(format!(
             "{key_var} is not set: {default_url} needs an API key.\n\n{NO_PROVIDER}"
         ));
     }
-    let model = flags
-        .model
-        .clone()
-        .or_else(|| get("TERN_MODEL"))
-        .unwrap_or_else(|| default_model.to_string());
-    if model.trim().is_empty() {
-        return Err("the model name is empty (--model / TERN_MODEL)".into());
-    }
+    let model = match (&flags.model, env("TERN_MODEL")) {
+        (Some(m), _) => model_name(m, "--model")?,
+        (None, Var::Text(m)) if m.trim().is_empty() => {
+            return Err(format!(
+                "the model name is empty (TERN_MODEL)\n(unset TERN_MODEL to use {default_model})"
+            ));
+        }
+        (None, Var::Text(m)) => model_name(&m, "TERN_MODEL")?,
+        (None, Var::NotUtf8) => {
+            return Err(format!(
+                "the model name in TERN_MODEL is not UTF-8 text\n(unset TERN_MODEL to use {default_model})"
+            ));
+        }
+        (None, Var::Unset) => default_model.to_string(),
+    };
     if let Some(k) = &api_key {
         if !k.bytes().all(|b| b.is_ascii_graphic()) {
             return Err(format!(
@@ -207,6 +257,66 @@ pub fn resolve(
         api_key,
         model,
     })
+}
+
+/// The endpoint each wire format adds to its base URL, which a pasted base must not end in
+/// already (it would be doubled: `…/v1/chat/completions/chat/completions`).
+fn endpoint_suffix(kind: ProviderKind) -> &'static str {
+    match kind {
+        ProviderKind::Openai => "/chat/completions",
+        ProviderKind::Anthropic => "/v1/messages",
+    }
+}
+
+/// `url` (from `source`: `--base-url` or a variable) checked and normalised: trimmed, no trailing
+/// `/`, the scheme in lower case. Errors: not an http(s) URL, or the full endpoint rather than the
+/// base. URLs are shown redacted (they may carry credentials).
+fn base_url(url: &str, kind: ProviderKind, source: &str) -> Result<String, String> {
+    let url = url.trim().trim_end_matches('/');
+    let scheme = url.split("://").next().unwrap_or("").to_ascii_lowercase();
+    // Schemes are case-insensitive (RFC 3986): `HTTP://…` is written `http://…`.
+    let url = match url.split_once("://") {
+        Some((_, rest)) => format!("{scheme}://{rest}"),
+        None => url.to_string(),
+    };
+    if !url.contains("://") || !(scheme == "http" || scheme == "https") {
+        return Err(format!(
+            "the base URL {:?} ({source}) is not an http:// or https:// URL",
+            crate::store::redact::redact(&url)
+        ));
+    }
+    let end = url.find(['?', '#']).unwrap_or(url.len());
+    let (path, tail) = url.split_at(end);
+    let path = path.trim_end_matches('/');
+    let suffix = endpoint_suffix(kind);
+    let cut = path.len().saturating_sub(suffix.len());
+    if path.len() > suffix.len()
+        && path.is_char_boundary(cut)
+        && path[cut..].eq_ignore_ascii_case(suffix)
+    {
+        let base = format!("{}{tail}", &path[..cut]);
+        return Err(format!(
+            "the base URL {:?} ({source}) is the full endpoint, not the base: give {:?} (tern adds {suffix} itself)",
+            crate::store::redact::redact(&url),
+            crate::store::redact::redact(&base)
+        ));
+    }
+    Ok(url)
+}
+
+/// `name` (from `source`: `--model` or TERN_MODEL) checked: not blank, and no control
+/// characters (the name is shown in the banner, the status and `tern sessions`, where a newline
+/// or an escape sequence would garble the terminal).
+fn model_name(name: &str, source: &str) -> Result<String, String> {
+    if name.trim().is_empty() {
+        return Err(format!("the model name is empty ({source})"));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(format!(
+            "the model name {name:?} ({source}) holds control characters"
+        ));
+    }
+    Ok(name.to_string())
 }
 
 /// Registers the credentials a URL may carry (`user:password@`, the query string) for
@@ -324,13 +434,8 @@ pub fn is_openai_host(base_url: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
-        move |k| {
-            pairs
-                .iter()
-                .find(|(a, _)| *a == k)
-                .map(|(_, v)| v.to_string())
-        }
+    fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Var {
+        move |k| Env::of(pairs).var(k)
     }
 
     #[test]
@@ -406,6 +511,151 @@ mod tests {
             resolve(&flags, &env_of(&[]))
                 .unwrap_err()
                 .contains("ANTHROPIC_API_KEY")
+        );
+    }
+
+    /// An environment of these text pairs with `not_utf8` set to bytes that are not UTF-8.
+    fn env_with_bad(
+        pairs: &'static [(&'static str, &'static str)],
+        not_utf8: &'static str,
+    ) -> impl Fn(&str) -> Var {
+        move |k| {
+            if k == not_utf8 {
+                Var::NotUtf8
+            } else {
+                Env::of(pairs).var(k)
+            }
+        }
+    }
+
+    const LOCAL: (&str, &str) = ("OPENAI_BASE_URL", "http://127.0.0.1:8088/v1");
+
+    #[test]
+    fn a_blank_or_non_utf8_model_variable_is_an_error_naming_it() {
+        let e = resolve(
+            &ProviderFlags::default(),
+            &env_of(&[LOCAL, ("TERN_MODEL", " ")]),
+        )
+        .unwrap_err();
+        assert!(e.contains("model name is empty (TERN_MODEL)"), "{e}");
+        let e = resolve(
+            &ProviderFlags::default(),
+            &env_with_bad(&[LOCAL], "TERN_MODEL"),
+        )
+        .unwrap_err();
+        assert!(e.contains("TERN_MODEL is not UTF-8"), "{e}");
+        let flag = |m: &str| ProviderFlags {
+            model: Some(m.into()),
+            ..ProviderFlags::default()
+        };
+        let e = resolve(&flag(""), &env_of(&[LOCAL])).unwrap_err();
+        assert!(e.contains("model name is empty (--model)"), "{e}");
+        // The flag wins over a blank variable, as it wins over any.
+        assert_eq!(
+            resolve(&flag("q"), &env_of(&[LOCAL, ("TERN_MODEL", "")]))
+                .unwrap()
+                .model,
+            "q"
+        );
+    }
+
+    #[test]
+    fn a_model_name_with_control_characters_is_refused() {
+        let e = resolve(
+            &ProviderFlags::default(),
+            &env_of(&[LOCAL, ("TERN_MODEL", "a\nb")]),
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("control characters") && e.contains("TERN_MODEL"),
+            "{e}"
+        );
+        let flags = ProviderFlags {
+            model: Some("a\u{1b}[2Jb".into()),
+            ..ProviderFlags::default()
+        };
+        let e = resolve(&flags, &env_of(&[LOCAL])).unwrap_err();
+        assert!(
+            e.contains("control characters") && e.contains("--model"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_blank_or_non_utf8_url_variable_is_an_error_naming_it() {
+        for (var, value) in [
+            ("OPENAI_BASE_URL", " "),
+            ("OPENAI_BASE_URL", ""),
+            ("ANTHROPIC_BASE_URL", " "),
+        ] {
+            let pairs: &'static [(&str, &str)] = Box::leak(Box::new([(var, value)]));
+            let e = resolve(&ProviderFlags::default(), &env_of(pairs)).unwrap_err();
+            assert!(
+                e.contains(&format!("({var}) is not an http:// or https:// URL")),
+                "{var}={value:?}: {e}"
+            );
+        }
+        let e = resolve(
+            &ProviderFlags::default(),
+            &env_with_bad(&[], "ANTHROPIC_BASE_URL"),
+        )
+        .unwrap_err();
+        assert!(e.contains("ANTHROPIC_BASE_URL is not UTF-8"), "{e}");
+        let e = resolve(
+            &ProviderFlags::default(),
+            &env_with_bad(&[], "OPENAI_API_KEY"),
+        )
+        .unwrap_err();
+        assert!(e.contains("OPENAI_API_KEY is not UTF-8"), "{e}");
+        // A blank key still counts as unset: the local server runs without one.
+        let c = resolve(
+            &ProviderFlags::default(),
+            &env_of(&[LOCAL, ("OPENAI_API_KEY", " ")]),
+        )
+        .unwrap();
+        assert_eq!(c.api_key, None);
+    }
+
+    #[test]
+    fn a_full_endpoint_given_as_the_base_is_refused_with_the_base() {
+        let e = resolve(
+            &ProviderFlags::default(),
+            &env_of(&[("OPENAI_BASE_URL", "http://host/v1/chat/completions")]),
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("(OPENAI_BASE_URL)") && e.contains("give \"http://host/v1\""),
+            "{e}"
+        );
+        let flags = |u: &str| ProviderFlags {
+            base_url: Some(u.into()),
+            ..ProviderFlags::default()
+        };
+        let e = resolve(
+            &flags("http://host/v1/Chat/Completions/?key=k"),
+            &env_of(&[]),
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("(--base-url)") && e.contains("give \"http://host/v1?key=k\""),
+            "{e}"
+        );
+        let anthropic = |u: &str| ProviderFlags {
+            provider: Some(ProviderKind::Anthropic),
+            ..flags(u)
+        };
+        let e = resolve(&anthropic("https://host/v1/messages"), &env_of(&[])).unwrap_err();
+        assert!(e.contains("give \"https://host\""), "{e}");
+        for ok in ["https://host", "https://host/v1"] {
+            assert_eq!(resolve(&anthropic(ok), &env_of(&[])).unwrap().base_url, ok);
+        }
+        // A path that merely contains the endpoint's words is a base like any other.
+        assert!(
+            resolve(
+                &flags("http://host/chat/completions-proxy/v1"),
+                &env_of(&[])
+            )
+            .is_ok()
         );
     }
 }

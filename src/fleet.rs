@@ -93,7 +93,9 @@ impl Fleet {
             .into_iter()
             .chain([state_root.join("fleet.json").as_path()])
         {
-            let Some(members) = read(path)? else { continue };
+            let Some(members) = read(path, path.starts_with(state_root))? else {
+                continue;
+            };
             // Each file on its own first, so an error names the file it is in; an id twice in
             // one file is refused here (across files, the project's replaces the user's).
             let file = Fleet {
@@ -206,10 +208,13 @@ impl Fleet {
     }
 }
 
-fn read(path: &Path) -> Result<Option<Vec<Member>>, String> {
+/// One Fleet file's members; None when it is absent. `in_state` says the file is in the state
+/// folder, so an error from a file in the way of that folder says so.
+fn read(path: &Path, in_state: bool) -> Result<Option<Vec<Member>>, String> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if in_state => return Err(crate::store::fsutil::with_path(e, path).to_string()),
         Err(e) => return Err(format!("{}: {e}", path.display())),
     };
     let f: FleetFile =
@@ -249,13 +254,10 @@ impl Member {
             }
         };
         let get = |k: &str| {
-            if k == key_var && !keyed {
-                return None;
+            if (k == key_var && !keyed) || k == "TERN_MODEL" {
+                return crate::config::Var::Unset;
             }
-            if k == "TERN_MODEL" {
-                return None;
-            }
-            env.get(k)
+            env.var(k)
         };
         crate::config::resolve(&flags, &get).map(Some).map_err(|e| {
             format!(

@@ -194,7 +194,7 @@ impl Launcher {
     /// The provider route from flags and environment. Errors (a usage error, exit 2): nothing
     /// configured, a bad URL or key.
     pub fn route(&self) -> Result<ProviderChoice, Failure> {
-        config::resolve(&self.flags, &|k| self.env.get(k)).map_err(Failure::Usage)
+        config::resolve(&self.flags, &|k| self.env.var(k)).map_err(Failure::Usage)
     }
 
     /// Checks that a runtime can get a provider (a usage error when nothing is configured), so a
@@ -218,11 +218,12 @@ impl Launcher {
         let mut f = self.flags.clone();
         if let Some(k) = kind {
             f.provider = f.provider.or(Some(k));
-            if self.env.get("TERN_MODEL").is_none() {
+            // TERN_MODEL set at all (even blank, which `resolve` refuses) overrides the session's.
+            if self.env.var("TERN_MODEL") == config::Var::Unset {
                 f.model = f.model.or(Some(meta.model.clone()));
             }
         }
-        config::resolve(&f, &|k| self.env.get(k)).map_err(|e| {
+        config::resolve(&f, &|k| self.env.var(k)).map_err(|e| {
             Failure::Usage(if kind.is_none() {
                 format!(
                     "this session's model was the demo's replay; a compaction needs a real model.\n{e}"

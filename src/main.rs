@@ -35,7 +35,7 @@ struct ChatArgs {
     #[command(flatten)]
     session: SessionArgs,
     /// Model requests (agentic turns) allowed per prompt before it stops.
-    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 50, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..))]
     max_turns: u32,
     #[command(flatten)]
     model: ModelArgs,
@@ -70,6 +70,12 @@ struct StateArgs {
     /// State folder to use instead of <workspace>/.tern [env: TERN_STATE_DIR].
     #[arg(long)]
     state_dir: Option<PathBuf>,
+}
+
+/// The parser of a `u64` flag in `range`. It reads the number as signed, so a negative one gets
+/// the range error (clap's own `u64` parser stops at the sign with "invalid digit").
+fn u64_in(range: impl std::ops::RangeBounds<i64>) -> clap::builder::RangedI64ValueParser<u64> {
+    clap::builder::RangedI64ValueParser::new().range(range)
 }
 
 /// `--temperature`: a number from 0 to 2.
@@ -146,7 +152,7 @@ struct VerbModelArgs {
     #[arg(long)]
     model: Option<String>,
     /// Longest total time spent retrying a failing provider, in seconds (at most a day).
-    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    #[arg(long, default_value_t = 300, allow_negative_numbers = true, value_parser = u64_in(0..=86_400))]
     max_retry_time: u64,
 }
 
@@ -162,35 +168,35 @@ struct ModelArgs {
     #[arg(long)]
     base_url: Option<String>,
     /// The model's context window in tokens; compaction starts at 80 % of it.
-    #[arg(long, default_value_t = 128_000, value_parser = clap::value_parser!(u64).range(1024..))]
+    #[arg(long, default_value_t = 128_000, allow_negative_numbers = true, value_parser = u64_in(1024..))]
     context_window: u64,
     /// Longest total time spent retrying a failing provider, in seconds (at most a day).
-    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    #[arg(long, default_value_t = 300, allow_negative_numbers = true, value_parser = u64_in(0..=86_400))]
     max_retry_time: u64,
     /// Longest silence from the provider before an attempt fails, in seconds (1 s to a day).
-    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    #[arg(long, default_value_t = 300, allow_negative_numbers = true, value_parser = u64_in(1..=86_400))]
     idle_timeout: u64,
     /// The most tokens one answer may have (sent as the output cap of every request).
-    #[arg(long, default_value_t = 8192, value_parser = clap::value_parser!(u32).range(16..=1_000_000))]
+    #[arg(long, default_value_t = 8192, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(16..=1_000_000))]
     max_output_tokens: u32,
     /// Sampling temperature sent with every request (default: the server's own; Anthropic
     /// takes 0 to 1).
-    #[arg(long, value_parser = temperature)]
+    #[arg(long, allow_negative_numbers = true, value_parser = temperature)]
     temperature: Option<f64>,
     /// How deep sub-agents may nest (0: no sub-agents).
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=8))]
+    #[arg(long, default_value_t = 2, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(0..=8))]
     agent_depth: u32,
     /// Sub-agents of one answer running at once.
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=32))]
+    #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = u64_in(1..=32))]
     agents_parallel: u64,
     /// Model requests a sub-agent may make.
-    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 30, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..))]
     agent_max_turns: u32,
     /// Wall time of a sub-agent, in seconds.
-    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    #[arg(long, default_value_t = 600, allow_negative_numbers = true, value_parser = u64_in(1..=86_400))]
     agent_wall_time: u64,
     /// Tokens (input + output) a sub-agent may use.
-    #[arg(long, default_value_t = 2_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 2_000_000, allow_negative_numbers = true, value_parser = u64_in(1..))]
     agent_token_budget: u64,
 }
 
@@ -243,7 +249,7 @@ enum Cmd {
         #[arg(long)]
         json: bool,
         /// Model requests (agentic turns) allowed before stopping with exit code 3.
-        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
+        #[arg(long, default_value_t = 50, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..))]
         max_turns: u32,
         #[command(flatten)]
         session: SessionArgs,
@@ -259,7 +265,7 @@ enum Cmd {
     Acp {
         /// Model requests (agentic turns) allowed per prompt before it stops (stop reason
         /// max_turn_requests).
-        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
+        #[arg(long, default_value_t = 50, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..))]
         max_turns: u32,
         /// When bash may run at first: ask, auto or never (= plan mode) [env: TERN_APPROVAL].
         #[arg(long, value_enum)]
@@ -300,7 +306,7 @@ enum Cmd {
         #[command(flatten)]
         target: TargetArgs,
         /// Lines available (default: the terminal's height).
-        #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+        #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u16).range(1..))]
         height: Option<u16>,
     },
     /// Redraw `tern status` live when the session changes (for a tmux pane). Ctrl-C leaves.
@@ -308,7 +314,7 @@ enum Cmd {
         #[command(flatten)]
         target: TargetArgs,
         /// Lines available (default: the terminal's height).
-        #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+        #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u16).range(1..))]
         height: Option<u16>,
     },
     /// The plan lifecycle: show, path, draft, edit, confirm, cancel, clear.

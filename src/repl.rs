@@ -270,7 +270,7 @@ impl Surface for ReplSurface<'_> {
 pub fn run(launcher: &Launcher, process: &Process, continues: Option<SessionRef>) -> i32 {
     if let Err(e) = launcher.ready() {
         crate::errln!("tern: {e}");
-        return 2;
+        return e.exit_code();
     }
     let state = &launcher.state;
     if let Some(note) = std::env::current_dir()
@@ -290,8 +290,9 @@ pub fn run(launcher: &Launcher, process: &Process, continues: Option<SessionRef>
     if let Some(r) = continues
         && let Err(e) = repl.open(&r, &mut input)
     {
+        // The one mapping every surface uses: no such session is a usage error (exit 2).
         crate::errln!("tern: {e}");
-        return 1;
+        return e.exit_code();
     }
     if tty {
         let model = repl

@@ -24,16 +24,21 @@ pub fn refuse_symlink(path: &Path) -> io::Result<()> {
 pub fn ensure_dir(dir: &Path) -> io::Result<()> {
     refuse_symlink(dir)?;
     if fs::symlink_metadata(dir).is_ok_and(|m| !m.is_dir()) {
-        return Err(io::Error::new(
-            io::ErrorKind::AlreadyExists,
-            format!(
-                "{} exists and is not a folder: tern keeps its state in a folder there (move the file, or pass --state-dir)",
-                dir.display()
-            ),
-        ));
+        return Err(not_a_folder(dir, io::ErrorKind::AlreadyExists));
     }
     fs::create_dir_all(dir).map_err(|e| with_path(e, dir))?;
     refuse_symlink(dir)
+}
+
+/// The error for `path`, a file (or anything but a folder) where tern needs a folder.
+fn not_a_folder(path: &Path, kind: io::ErrorKind) -> io::Error {
+    io::Error::new(
+        kind,
+        format!(
+            "{} exists and is not a folder: tern keeps its state in a folder there (move the file, or pass --state-dir)",
+            path.display()
+        ),
+    )
 }
 
 /// The prefix of every atomic write's tempfile: a crash between its creation and its rename leaves
@@ -343,6 +348,13 @@ pub fn with_path(e: io::Error, path: &Path) -> io::Error {
         ));
     }
     if e.raw_os_error() == Some(libc::ENOTDIR) {
+        // Name the file in the way (`.tern` itself, say), not only the path beneath it.
+        if let Some(file) = path
+            .ancestors()
+            .find(|a| fs::symlink_metadata(a).is_ok_and(|m| !m.is_dir()))
+        {
+            return not_a_folder(file, e.kind());
+        }
         return io::Error::new(
             e.kind(),
             format!(

@@ -189,7 +189,7 @@ impl StateDir {
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
+            Err(e) => return Err(fsutil::with_path(e, &dir)),
         }
         ids.sort();
         Ok(ids)

@@ -487,3 +487,233 @@ fn clear_errors_for_odd_state() {
     let out = ok_no_stdin(cmd);
     assert!(out.stdout.contains("draft emptied"), "{out:?}");
 }
+
+/// `tern exec --json x` in a fresh workspace talking to `fake`, with `vars` set on top (a
+/// non-UTF-8 value given as bytes) and `args` before the prompt.
+fn exec_with(fake: &FakeServer, vars: &[(&str, &[u8])], args: &[&str]) -> crate::support::cli::Out {
+    use std::os::unix::ffi::OsStrExt;
+    let ws = Ws::new();
+    let mut cmd = ws.tern(fake);
+    for (k, v) in vars {
+        cmd.env(k, std::ffi::OsStr::from_bytes(v));
+    }
+    cmd.args(["exec", "--json"]).args(args).arg("x");
+    run_no_stdin(cmd)
+}
+/// The error a run reported: the `result` event's under `--json` (stdout), else stderr.
+fn said(out: &crate::support::cli::Out) -> String {
+    let last = out.stdout.trim_end().lines().last().unwrap_or("");
+    let v: Value = serde_json::from_str(last).unwrap_or_default();
+    match v["error"].as_str() {
+        Some(e) => e.to_string(),
+        None => out.stderr.clone(),
+    }
+}
+/// A blank or non-UTF-8 TERN_MODEL is an error naming it (it silently became gpt-4.1-mini), as
+/// `--model=` is; a model name with control characters is refused from either (found by a new
+/// user).
+#[test]
+fn a_blank_non_utf8_or_control_model_name_is_a_usage_error() {
+    let fake = FakeServer::start(vec![openai_text("never")]);
+    for (value, says) in [
+        (&b" "[..], "the model name is empty (TERN_MODEL)"),
+        (b"", "the model name is empty (TERN_MODEL)"),
+        (b"\xffm", "the model name in TERN_MODEL is not UTF-8"),
+        (b"a\nb", "(TERN_MODEL) holds control characters"),
+    ] {
+        let out = exec_with(&fake, &[("TERN_MODEL", value)], &[]);
+        usage_error_with_result(&out, &fake);
+        assert!(said(&out).contains(says), "{value:?}: {out:?}");
+    }
+    for (flag, says) in [
+        ("--model=", "the model name is empty (--model)"),
+        ("--model=a\nb", "(--model) holds control characters"),
+    ] {
+        let out = exec_with(&fake, &[], &[flag]);
+        usage_error_with_result(&out, &fake);
+        assert!(said(&out).contains(says), "{flag:?}: {out:?}");
+    }
+}
+/// A set-but-blank or non-UTF-8 base URL variable gives the flag's clear error naming the
+/// variable (it was "no model provider configured"), for both providers' variables.
+#[test]
+fn a_blank_or_non_utf8_base_url_variable_is_named_in_its_error() {
+    use std::os::unix::ffi::OsStrExt;
+    let ws = Ws::new();
+    for (var, value, says) in [
+        (
+            "OPENAI_BASE_URL",
+            &b" "[..],
+            "(OPENAI_BASE_URL) is not an http:// or https:// URL",
+        ),
+        (
+            "OPENAI_BASE_URL",
+            b"",
+            "(OPENAI_BASE_URL) is not an http:// or https:// URL",
+        ),
+        (
+            "ANTHROPIC_BASE_URL",
+            b" ",
+            "(ANTHROPIC_BASE_URL) is not an http:// or https:// URL",
+        ),
+        (
+            "OPENAI_BASE_URL",
+            b"http://h\xff/v1",
+            "OPENAI_BASE_URL is not UTF-8",
+        ),
+        (
+            "ANTHROPIC_BASE_URL",
+            b"\xff",
+            "ANTHROPIC_BASE_URL is not UTF-8",
+        ),
+    ] {
+        let mut cmd = crate::support::cli::tern_clean(&ws.home());
+        cmd.current_dir(ws.path())
+            .env(var, std::ffi::OsStr::from_bytes(value))
+            .args(["exec", "x"]);
+        let out = run_no_stdin(cmd);
+        assert_eq!(out.code, Some(2), "{var}={value:?}: {out:?}");
+        assert!(out.stderr.contains(says), "{var}={value:?}: {out:?}");
+        assert!(!out.stderr.contains("no model provider"), "{out:?}");
+    }
+    let mut cmd = crate::support::cli::tern_clean(&ws.home());
+    cmd.current_dir(ws.path())
+        .args(["exec", "--base-url", "", "x"]);
+    let out = run_no_stdin(cmd);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(
+        out.stderr.contains("(--base-url) is not an http://"),
+        "{out:?}"
+    );
+}
+/// A full endpoint pasted as the base URL (`…/v1/chat/completions`, Anthropic's
+/// `…/v1/messages`) is refused with the base to give; it was accepted and every request went to
+/// `…/chat/completions/chat/completions`.
+#[test]
+fn a_pasted_endpoint_is_refused_with_the_base_to_give() {
+    let fake = FakeServer::start(vec![openai_text("never")]);
+    let base = fake.openai_base();
+    let endpoint = format!("{base}/chat/completions");
+    let give = format!("give {base:?}");
+    let out = exec_with(&fake, &[("OPENAI_BASE_URL", endpoint.as_bytes())], &[]);
+    usage_error_with_result(&out, &fake);
+    let e = said(&out);
+    assert!(
+        e.contains("(OPENAI_BASE_URL)") && e.contains(&give),
+        "{out:?}"
+    );
+    let flag = format!("--base-url={endpoint}/");
+    let out = exec_with(&fake, &[], &[&flag]);
+    usage_error_with_result(&out, &fake);
+    let e = said(&out);
+    assert!(e.contains("(--base-url)") && e.contains(&give), "{out:?}");
+
+    let fake = FakeServer::start(vec![crate::support::anthropic_text("never")]);
+    let ws = Ws::new();
+    let mut cmd = ws.tern_wire(&fake, crate::support::Wire::Anthropic);
+    cmd.env(
+        "ANTHROPIC_BASE_URL",
+        format!("{}/v1/messages", fake.base_url()),
+    )
+    .args(["exec", "--json", "x"]);
+    let out = run_no_stdin(cmd);
+    usage_error_with_result(&out, &fake);
+    let e = said(&out);
+    assert!(
+        e.contains("(ANTHROPIC_BASE_URL)") && e.contains(&format!("give {:?}", fake.base_url())),
+        "{out:?}"
+    );
+}
+/// A verb that calls the model (`compact`) refuses a blank TERN_MODEL too, instead of quietly
+/// taking the session's model.
+#[test]
+fn a_blank_model_variable_is_refused_by_model_verbs_too() {
+    let w = crate::support::Wire::OpenAi;
+    let ws = crate::support::cli::WireWs::new(w, vec![crate::support::script::text(w, "Hi.")]);
+    ws.ok(&["exec", "hi"]);
+    let before = ws.fake.requests().len();
+    let mut cmd = ws.cmd(&["compact"]);
+    cmd.env("TERN_MODEL", " ");
+    let out = run_no_stdin(cmd);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("(TERN_MODEL)"), "{out:?}");
+    assert_eq!(ws.fake.requests().len(), before, "no request sent");
+}
+
+/// No such session is a usage error (exit 2) on every surface: the REPL exited 1 where `tern
+/// exec` exited 2.
+#[test]
+fn no_such_session_exits_2_on_every_surface() {
+    let fake = FakeServer::start(vec![]);
+    let ws = Ws::new();
+    for args in [
+        &["chat", "--resume", "nope"][..],
+        &["--resume", "nope"],
+        &["chat", "--continue"],
+        &["exec", "--resume", "nope"],
+        &["exec", "--continue", "x"],
+    ] {
+        let mut cmd = ws.tern(&fake);
+        cmd.args(args);
+        let out = run_no_stdin(cmd);
+        assert_eq!(out.code, Some(2), "{args:?}: {out:?}");
+        assert!(out.stderr.contains("session"), "{args:?}: {out:?}");
+    }
+    assert!(fake.requests().is_empty());
+}
+
+/// `.tern` a regular file: `tern sessions` said a bare "Not a directory (os error 20)"; it and
+/// the other readers now name the file in the way, as a write does.
+#[test]
+fn a_file_where_the_state_folder_should_be_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join(".home");
+    std::fs::create_dir(&home).unwrap();
+    let file = dir.path().join(".tern");
+    std::fs::write(&file, "").unwrap();
+    let says = format!("{} exists and is not a folder", file.display());
+    for args in [
+        &["sessions"][..],
+        &["status"],
+        &["fleet", "list"],
+        &["plan", "show"],
+    ] {
+        let mut cmd = crate::support::cli::tern_clean(&home);
+        cmd.current_dir(dir.path()).args(args);
+        let out = run_no_stdin(cmd);
+        assert_ne!(out.code, Some(0), "{args:?}: {out:?}");
+        assert!(out.stderr.contains(&says), "{args:?}: {out:?}");
+        assert!(!out.stderr.contains("os error"), "{args:?}: {out:?}");
+    }
+}
+
+/// A negative number after a numeric flag reaches the flag's range check (clap called it an
+/// unexpected argument before: `--temperature -5` and `--temperature=-5` said different things).
+#[test]
+fn negative_numbers_reach_the_range_check() {
+    let ws = Ws::new();
+    for (args, says) in [
+        (
+            &["exec", "--temperature", "-5", "x"][..],
+            "-5 is not between 0 and 2",
+        ),
+        (
+            &["chat", "--temperature", "-0.5"],
+            "-0.5 is not between 0 and 2",
+        ),
+        (&["exec", "--max-turns", "-1", "x"], "-1 is not in 1.."),
+        (&["exec", "--idle-timeout", "-1", "x"], "-1 is not in 1.."),
+        (&["exec", "--agent-depth", "-1", "x"], "-1 is not in 0..=8"),
+        (&["status", "--height", "-3"], "-3 is not in 1.."),
+        (
+            &["compact", "--max-retry-time", "-1"],
+            "-1 is not in 0..=86400",
+        ),
+    ] {
+        let mut cmd = crate::support::cli::tern_clean(&ws.home());
+        cmd.current_dir(ws.path()).args(args);
+        let out = run_no_stdin(cmd);
+        assert_eq!(out.code, Some(2), "{args:?}: {out:?}");
+        assert!(out.stderr.contains(says), "{args:?}: {out:?}");
+    }
+}
