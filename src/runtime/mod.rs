@@ -52,6 +52,9 @@ pub enum Answer {
     Always,
     /// There was no one to ask (no terminal): not run, and the model is told so.
     Unavailable,
+    /// The one asked went away before answering (an editor closed the connection): not run,
+    /// the model is told so, and the surface cancels the turn.
+    Disconnected,
 }
 
 /// What a surface (exec output, REPL, demo, ACP) receives from the runtime. Events arrive after
