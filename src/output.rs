@@ -338,6 +338,10 @@ fn boundary_name(kind: BoundaryKind) -> &'static str {
 }
 
 /// A short view of a tool result: the first lines and the last (the exit line), indented.
+///
+/// The lines between are counted as the command printed them: when they hold the marker of a
+/// cut output (`[N bytes, M lines left out; full output: PATH]`), its M lines count too, and the
+/// count says how many of them the result left out and where the full output is.
 pub fn preview(content: &str, is_error: bool) -> String {
     let lines: Vec<&str> = content.lines().collect();
     let mut out = Vec::new();
@@ -345,11 +349,31 @@ pub fn preview(content: &str, is_error: bool) -> String {
         out.extend(lines.iter().copied());
     } else {
         out.extend(lines[..PREVIEW_LINES].iter().copied());
-        let hidden = format!("… {} more lines", lines.len() - PREVIEW_LINES - 1);
+        let between = &lines[PREVIEW_LINES..lines.len() - 1];
+        let hidden = match between.iter().find_map(|l| cut_marker(l)) {
+            Some((left_out, saved)) => {
+                let more = (between.len() as u64 - 1).saturating_add(left_out);
+                // Not clipped: the path is the point (the marker is one bounded line).
+                format!("… {more} more lines ({left_out} of them left out of the result; {saved})")
+            }
+            None => format!("… {} more lines", between.len()),
+        };
         let last = lines[lines.len() - 1];
         return indent(&out, is_error) + "\n  " + &hidden + "\n  " + &clip(last);
     }
     indent(&out, is_error)
+}
+
+/// The lines left out and the note on the full output, when `line` is the marker the bash tool
+/// puts where it cut an output (`[N bytes, M lines left out; NOTE]`).
+fn cut_marker(line: &str) -> Option<(u64, &str)> {
+    let rest = line.strip_prefix('[')?.strip_suffix(']')?;
+    let (bytes, rest) = rest.split_once(" bytes, ")?;
+    let (lines, saved) = rest.split_once(" lines left out; ")?;
+    if bytes.is_empty() || !bytes.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((lines.parse().ok()?, saved))
 }
 
 fn indent(lines: &[&str], is_error: bool) -> String {
