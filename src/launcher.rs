@@ -433,10 +433,8 @@ impl Launcher {
         }
         self.state.remove_stray_temps()?;
         session.remove_stray_temps()?;
-        if let Some(archive) = session.repair_events()? {
-            notes.push(format!(
-                "events.jsonl ended in a torn line (a crash mid-write): repaired; the file as it was is {archive}"
-            ));
+        if let Some(repair) = session.repair_events()? {
+            notes.push(repair.note());
         }
         let lines = system::sandbox_lines(self.config.sandbox, self.config.no_network);
         notes.extend(crate::runtime::plan::reconcile(

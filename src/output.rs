@@ -301,14 +301,16 @@ pub fn describe(env: &Envelope) -> Option<String> {
         Event::Warning { message } => format!("warning: {message}"),
         Event::Repair {
             dropped_lines,
+            torn_tail,
             answered_calls,
             dropped_messages,
             merged,
             fixed,
             ..
         } => format!(
-            "repaired the history: {} dropped lines, {} unanswered tool calls closed, {dropped_messages} messages dropped, {merged} merged, {fixed} fixed",
+            "repaired the history: {} dropped lines{}, {} unanswered tool calls closed, {dropped_messages} messages dropped, {merged} merged, {fixed} fixed",
             dropped_lines.len(),
+            dropped_why(dropped_lines.len(), *torn_tail),
             answered_calls.len(),
         ),
         Event::TurnInterrupted { .. } => {
@@ -327,6 +329,25 @@ pub fn describe(env: &Envelope) -> Option<String> {
         ),
         _ => return None,
     })
+}
+
+/// Why lines of `conversation.jsonl` were dropped: only a last line without a final newline is a
+/// torn write; a complete line that does not parse was edited or damaged.
+fn dropped_why(dropped: usize, torn_tail: bool) -> String {
+    let torn = torn_tail && dropped > 0;
+    let damaged = match dropped - usize::from(torn) {
+        0 => None,
+        1 => Some("a line that is not a JSON message: edited or damaged".to_string()),
+        n => Some(format!(
+            "{n} lines that are not JSON messages: edited or damaged"
+        )),
+    };
+    match (torn, damaged) {
+        (false, None) => String::new(),
+        (true, None) => " (a torn last line: a crash mid-write)".into(),
+        (false, Some(d)) => format!(" ({d})"),
+        (true, Some(d)) => format!(" (a torn last line: a crash mid-write; and {d})"),
+    }
 }
 
 fn boundary_name(kind: BoundaryKind) -> &'static str {

@@ -723,7 +723,8 @@ impl Runtime {
                 None => repair::LOST_RESULT.to_string(),
             }
         };
-        let (history, report) = repair::repair_with(read.items, &read.skipped, &lost);
+        let (history, mut report) = repair::repair_with(read.items, &read.skipped, &lost);
+        report.torn_tail = read.torn_tail;
         if report.changed() {
             // The file as it was goes to archive/ first: a repair drops lines, and nothing may be
             // lost for good.
