@@ -250,8 +250,12 @@ impl Launcher {
     }
 
     /// The session a reference names (None for [`SessionRef::New`]). One error text for every
-    /// surface; a reference that names nothing is a usage error (exit 2).
+    /// surface; a reference that names nothing is a usage error (exit 2). A state folder that
+    /// is a symbolic link fails (exit 1) with the words `tern exec` refuses it with.
     pub fn find(&self, r: &SessionRef) -> Result<Option<Session>, Failure> {
+        if !matches!(r, SessionRef::New { .. }) {
+            self.state.check_links()?;
+        }
         match r {
             SessionRef::New { .. } => Ok(None),
             SessionRef::Id(id) => self

@@ -365,6 +365,10 @@ impl Bridge {
             });
         }
         let state = self.state_for(cwd);
+        // A linked state folder is refused, as by `session/new` and every verb.
+        state
+            .check_links()
+            .map_err(|e| RpcError::internal(e.to_string()))?;
         let session = state
             .open_session(id)
             .ok()
@@ -470,7 +474,8 @@ impl Backend for Bridge {
             }
         };
         let ids = state
-            .session_ids()
+            .check_links()
+            .and_then(|()| state.session_ids())
             .map_err(|e| RpcError::internal(e.to_string()))?;
         let want = cwd.map(|c| c.display().to_string());
         // Most recently active first (then the newer id), so a client shows the latest work.

@@ -54,6 +54,14 @@ impl StateDir {
         fsutil::ensure_dir(&self.root.join("sessions"))
     }
 
+    /// Errors when the state folder or its `sessions/` is a symbolic link: every writer refuses
+    /// one (see [`fsutil::ensure_dir`]), so a reader refuses it with the same words instead of
+    /// showing what no session can be written into.
+    pub fn check_links(&self) -> io::Result<()> {
+        fsutil::refuse_symlink(&self.root)?;
+        fsutil::refuse_symlink(&self.root.join("sessions"))
+    }
+
     /// Removes the tempfiles a crash left in `.tern/` itself (a write of `current` or
     /// `.gitignore` cut short), under the state folder's lock that those writes take.
     pub fn remove_stray_temps(&self) -> io::Result<usize> {

@@ -1200,6 +1200,49 @@ fn closing_stdin_during_a_permission_question_is_a_disconnect_not_a_decline() {
     assert_eq!(fake.requests().len(), 1);
 }
 
+/// A `.tern` that is a symbolic link is refused by every method that opens or lists sessions,
+/// as `tern exec` and the verbs refuse it: nothing is read or written through the link.
+#[test]
+fn a_linked_state_folder_is_refused_by_every_session_method() {
+    let w = Wire::OpenAi;
+    let real = Ws::new();
+    let fake = FakeServer::start(vec![script::text(w, "Hi."), script::text(w, "unused")]);
+    let mut cmd = real.tern(&fake);
+    cmd.args(["exec", "hi"]);
+    crate::support::cli::ok_no_stdin(cmd);
+    let sid = real.current_id();
+    let ws = Ws::new();
+    std::fs::remove_dir(ws.path().join(".tern")).unwrap();
+    std::os::unix::fs::symlink(real.path().join(".tern"), ws.path().join(".tern")).unwrap();
+    let before = std::fs::read(real.session_dir(&sid).join("events.jsonl")).unwrap();
+    let mut a = Agent::spawn(&ws, &fake, &[]);
+    a.init();
+    let refusal = "it is a symbolic link (tern never writes through links in its state folder)";
+    for (method, params) in [
+        ("session/new", json!({"cwd": ws.path(), "mcpServers": []})),
+        ("session/list", json!({"cwd": ws.path()})),
+        (
+            "session/load",
+            json!({"sessionId": sid, "cwd": ws.path(), "mcpServers": []}),
+        ),
+        (
+            "session/resume",
+            json!({"sessionId": sid, "cwd": ws.path(), "mcpServers": []}),
+        ),
+    ] {
+        let r = a.call(method, params);
+        assert_eq!(error_code(&r), -32603, "{method}: {r}");
+        assert!(r.to_string().contains(refusal), "{method}: {r}");
+    }
+    a.finish();
+    assert_eq!(
+        std::fs::read(real.session_dir(&sid).join("events.jsonl")).unwrap(),
+        before,
+        "written through the link"
+    );
+    assert_eq!(fake.requests().len(), 1);
+}
+
 #[test]
 fn sigterm_mid_turn_cancels_and_exits() {
     let ws = Ws::new();

@@ -434,10 +434,7 @@ fn clear_errors_for_odd_state() {
         out.stderr
     };
     // No such session is a usage error for status as for every verb (it was 1, the others 2).
-    for args in [
-        &["status", "--session", "nope"][..],
-        &["stats", "--session", "nope"],
-    ] {
+    for args in [&["status", "--session", "nope"][..], &["stats", "nope"]] {
         assert_eq!(run_no_stdin(ws.cmd(args)).code, Some(2), "{args:?}");
     }
     let e = said(&["status", "--session", child]);
@@ -465,3 +462,54 @@ fn clear_errors_for_odd_state() {
     let out = ok_no_stdin(cmd);
     assert!(out.stdout.contains("draft emptied"), "{out:?}");
 }
+
+/// A `.tern` that is a symbolic link: `tern exec` refuses it (tern never writes through links),
+/// and so does every verb that reads it, with the same words and exit code, instead of showing
+/// the linked folder's sessions or saying "no session yet: start one with `tern exec`" (found
+/// by a new user).
+#[test]
+fn a_linked_state_folder_is_refused_by_the_readers_as_by_exec() {
+    let w = crate::support::Wire::OpenAi;
+    // A real state folder elsewhere, with a finished session in it.
+    let real = crate::support::cli::WireWs::new(w, vec![crate::support::script::text(w, "Hi.")]);
+    real.ok(&["exec", "hi"]);
+    let id = real.session();
+    let id = id.file_name().unwrap().to_string_lossy().into_owned();
+    let fake = FakeServer::start(vec![openai_text("unused")]);
+    let ws = Ws::new();
+    std::fs::remove_dir(ws.path().join(".tern")).unwrap();
+    std::os::unix::fs::symlink(real.root().join(".tern"), ws.path().join(".tern")).unwrap();
+    let run_in = |args: &[&str]| {
+        let mut cmd = ws.tern(&fake);
+        cmd.args(args);
+        crate::support::cli::run_within(cmd, None, Duration::from_secs(20))
+    };
+    let exec = run_in(&["exec", "hi"]);
+    let refusal = format!(
+        "refusing to use {}: it is a symbolic link (tern never writes through links in its state folder)",
+        ws.path().join(".tern").display()
+    );
+    assert!(exec.stderr.contains(&refusal), "{exec:?}");
+    assert_eq!(exec.code, Some(1), "{exec:?}");
+    for args in [
+        &["status"][..],
+        &["status", "--json"],
+        &["status", "--session", &id],
+        &["stats"],
+        &["stats", "--json"],
+        &["sessions"],
+        &["watch"],
+        &["watch", "--json"],
+        &["plan", "show"],
+        &["relay", "--start"],
+        &["exec", "--continue", "more"],
+    ] {
+        let out = run_in(args);
+        assert_eq!(out.code, exec.code, "{args:?}: {out:?}");
+        assert!(out.stderr.contains(&refusal), "{args:?}: {out:?}");
+        assert!(!out.stderr.contains("start one with"), "{args:?}: {out:?}");
+        assert!(!out.stdout.contains(&id), "{args:?}: {out:?}");
+    }
+    assert!(fake.requests().is_empty());
+}
+
