@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::launcher::{Launcher, Process, SessionRef};
 use crate::ops::{self, Target as OpTarget};
+use crate::runtime::Failure;
 use crate::store::{Session, files};
 
 /// The session and output choice of a verb.
@@ -19,15 +20,15 @@ pub struct Target {
     pub json: bool,
 }
 
-fn session(l: &Launcher, t: &Target) -> Result<Session, String> {
+fn session(l: &Launcher, t: &Target) -> Result<Session, Failure> {
     let r = match &t.session {
         Some(id) => SessionRef::Id(id.clone()),
         None => SessionRef::Current,
     };
     match l.find(&r) {
         Ok(Some(s)) => Ok(s),
-        Ok(None) => Err("no session".into()),
-        Err(e) => Err(e.to_string()),
+        Ok(None) => Err(Failure::Usage("no session".into())),
+        Err(e) => Err(e),
     }
 }
 
@@ -96,8 +97,9 @@ pub fn status(l: &Launcher, t: &Target, height: Option<usize>) -> i32 {
         Ok(s) => s,
         Err(e) => {
             crate::errln!("tern: {e}");
-            // No such session is a usage error, as for every verb.
-            return 2;
+            // No such session is a usage error (2), as for every verb; a linked state folder
+            // fails (1), as in `tern exec`.
+            return e.exit_code();
         }
     };
     if t.json {
@@ -117,7 +119,7 @@ pub fn stats_json(l: &Launcher, t: &Target) -> i32 {
         Ok(s) => s,
         Err(e) => {
             crate::errln!("tern: {e}");
-            return 2;
+            return e.exit_code();
         }
     };
     match crate::stats::requests(&s).map(|r| crate::stats::to_json(&s.id, &r)) {
@@ -138,7 +140,7 @@ pub fn relay_start(l: &Launcher, t: &Target) -> i32 {
         Ok(s) => s,
         Err(e) => {
             crate::errln!("tern: {e}");
-            return 2;
+            return e.exit_code();
         }
     };
     let result = crate::relay::start(l, &from);
@@ -301,12 +303,17 @@ const WATCHED: [&str; 5] = [
 /// Follows `.tern/current` when no `--session` is given. In a pipe it prints a new frame per
 /// change; with `--json`, one status object per change. Ctrl-C leaves cleanly.
 pub fn watch(l: &Launcher, process: &Process, t: &Target, height: Option<usize>) -> i32 {
+    // A linked state folder is refused at once (no session can be written into it).
+    if let Err(e) = l.state.check_links() {
+        crate::errln!("tern: {e}");
+        return 1;
+    }
     // A named session that is not there will not appear: say so instead of waiting for it.
     if t.session.is_some()
         && let Err(e) = session(l, t)
     {
         crate::errln!("tern: {e}");
-        return 2;
+        return e.exit_code();
     }
     let stopped = || process.cancel.is_cancelled() || process.term.load(Ordering::SeqCst);
     let tty = !t.json && terminal_size().is_some();

@@ -261,6 +261,10 @@ pub enum Event {
     Repair {
         /// 1-based line numbers that did not parse.
         dropped_lines: Vec<usize>,
+        /// The last of them had no final newline: a torn write (a crash mid-append). The
+        /// others are complete lines that are not JSON messages (edited or damaged).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        torn_tail: bool,
         /// Tool calls that got an error result.
         answered_calls: Vec<String>,
         /// Empty messages and orphan results dropped.
@@ -530,6 +534,7 @@ impl Event {
             },
             Event::Repair {
                 dropped_lines: vec![3],
+                torn_tail: true,
                 answered_calls: vec![s("c1")],
                 dropped_messages: 0,
                 merged: 0,

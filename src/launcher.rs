@@ -251,8 +251,12 @@ impl Launcher {
     }
 
     /// The session a reference names (None for [`SessionRef::New`]). One error text for every
-    /// surface; a reference that names nothing is a usage error (exit 2).
+    /// surface; a reference that names nothing is a usage error (exit 2). A state folder that
+    /// is a symbolic link fails (exit 1) with the words `tern exec` refuses it with.
     pub fn find(&self, r: &SessionRef) -> Result<Option<Session>, Failure> {
+        if !matches!(r, SessionRef::New { .. }) {
+            self.state.check_links()?;
+        }
         match r {
             SessionRef::New { .. } => Ok(None),
             SessionRef::Id(id) => self
@@ -434,10 +438,8 @@ impl Launcher {
         }
         self.state.remove_stray_temps()?;
         session.remove_stray_temps()?;
-        if let Some(archive) = session.repair_events()? {
-            notes.push(format!(
-                "events.jsonl ended in a torn line (a crash mid-write): repaired; the file as it was is {archive}"
-            ));
+        if let Some(repair) = session.repair_events()? {
+            notes.push(repair.note());
         }
         let lines = system::sandbox_lines(self.config.sandbox, self.config.no_network);
         notes.extend(crate::runtime::plan::reconcile(

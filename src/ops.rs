@@ -889,6 +889,7 @@ fn wait_or_refuse(
 }
 
 fn sessions(state: &StateDir) -> Result<Vec<SessionRow>, OpError> {
+    state.check_links()?;
     let ids = state.session_ids()?;
     let current = state.current().ok().flatten().map(|s| s.id);
     let mut rows = Vec::new();

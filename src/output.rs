@@ -301,14 +301,16 @@ pub fn describe(env: &Envelope) -> Option<String> {
         Event::Warning { message } => format!("warning: {message}"),
         Event::Repair {
             dropped_lines,
+            torn_tail,
             answered_calls,
             dropped_messages,
             merged,
             fixed,
             ..
         } => format!(
-            "repaired the history: {} dropped lines, {} unanswered tool calls closed, {dropped_messages} messages dropped, {merged} merged, {fixed} fixed",
+            "repaired the history: {} dropped lines{}, {} unanswered tool calls closed, {dropped_messages} messages dropped, {merged} merged, {fixed} fixed",
             dropped_lines.len(),
+            dropped_why(dropped_lines.len(), *torn_tail),
             answered_calls.len(),
         ),
         Event::TurnInterrupted { .. } => {
@@ -329,6 +331,25 @@ pub fn describe(env: &Envelope) -> Option<String> {
     })
 }
 
+/// Why lines of `conversation.jsonl` were dropped: only a last line without a final newline is a
+/// torn write; a complete line that does not parse was edited or damaged.
+fn dropped_why(dropped: usize, torn_tail: bool) -> String {
+    let torn = torn_tail && dropped > 0;
+    let damaged = match dropped - usize::from(torn) {
+        0 => None,
+        1 => Some("a line that is not a JSON message: edited or damaged".to_string()),
+        n => Some(format!(
+            "{n} lines that are not JSON messages: edited or damaged"
+        )),
+    };
+    match (torn, damaged) {
+        (false, None) => String::new(),
+        (true, None) => " (a torn last line: a crash mid-write)".into(),
+        (false, Some(d)) => format!(" ({d})"),
+        (true, Some(d)) => format!(" (a torn last line: a crash mid-write; and {d})"),
+    }
+}
+
 fn boundary_name(kind: BoundaryKind) -> &'static str {
     match kind {
         BoundaryKind::ModelSwitch => "model_switch",
@@ -338,6 +359,10 @@ fn boundary_name(kind: BoundaryKind) -> &'static str {
 }
 
 /// A short view of a tool result: the first lines and the last (the exit line), indented.
+///
+/// The lines between are counted as the command printed them: when they hold the marker of a
+/// cut output (`[N bytes, M lines left out; full output: PATH]`), its M lines count too, and the
+/// count says how many of them the result left out and where the full output is.
 pub fn preview(content: &str, is_error: bool) -> String {
     let lines: Vec<&str> = content.lines().collect();
     let mut out = Vec::new();
@@ -345,11 +370,31 @@ pub fn preview(content: &str, is_error: bool) -> String {
         out.extend(lines.iter().copied());
     } else {
         out.extend(lines[..PREVIEW_LINES].iter().copied());
-        let hidden = format!("… {} more lines", lines.len() - PREVIEW_LINES - 1);
+        let between = &lines[PREVIEW_LINES..lines.len() - 1];
+        let hidden = match between.iter().find_map(|l| cut_marker(l)) {
+            Some((left_out, saved)) => {
+                let more = (between.len() as u64 - 1).saturating_add(left_out);
+                // Not clipped: the path is the point (the marker is one bounded line).
+                format!("… {more} more lines ({left_out} of them left out of the result; {saved})")
+            }
+            None => format!("… {} more lines", between.len()),
+        };
         let last = lines[lines.len() - 1];
         return indent(&out, is_error) + "\n  " + &hidden + "\n  " + &clip(last);
     }
     indent(&out, is_error)
+}
+
+/// The lines left out and the note on the full output, when `line` is the marker the bash tool
+/// puts where it cut an output (`[N bytes, M lines left out; NOTE]`).
+fn cut_marker(line: &str) -> Option<(u64, &str)> {
+    let rest = line.strip_prefix('[')?.strip_suffix(']')?;
+    let (bytes, rest) = rest.split_once(" bytes, ")?;
+    let (lines, saved) = rest.split_once(" lines left out; ")?;
+    if bytes.is_empty() || !bytes.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((lines.parse().ok()?, saved))
 }
 
 fn indent(lines: &[&str], is_error: bool) -> String {

@@ -25,7 +25,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError, channel};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -365,6 +365,10 @@ impl Bridge {
             });
         }
         let state = self.state_for(cwd);
+        // A linked state folder is refused, as by `session/new` and every verb.
+        state
+            .check_links()
+            .map_err(|e| RpcError::internal(e.to_string()))?;
         let session = state
             .open_session(id)
             .ok()
@@ -470,7 +474,8 @@ impl Backend for Bridge {
             }
         };
         let ids = state
-            .session_ids()
+            .check_links()
+            .and_then(|()| state.session_ids())
             .map_err(|e| RpcError::internal(e.to_string()))?;
         let want = cwd.map(|c| c.display().to_string());
         // Most recently active first (then the newer id), so a client shows the latest work.
@@ -1070,6 +1075,10 @@ impl<'a> AcpSurface<'a> {
         );
         let answer = loop {
             if self.cancel.is_cancelled() {
+                // A hang-up cancels every turn too: its closed channel tells the two apart.
+                if let Err(TryRecvError::Disconnected) = rx.try_recv() {
+                    return self.disconnected();
+                }
                 // ACP v1, prompt turn: the client answers pending permission requests with
                 // `cancelled` itself; tern stops waiting now, and drops that late answer.
                 self.wire.forget(rid);
@@ -1078,7 +1087,8 @@ impl<'a> AcpSurface<'a> {
             match rx.recv_timeout(POLL) {
                 Ok(a) => break a,
                 Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return Answer::No,
+                // stdin closed (or stdout broke) before an answer came.
+                Err(RecvTimeoutError::Disconnected) => return self.disconnected(),
             }
         };
         let parsed = answer.map_err(|e| e.message).and_then(|v| {
@@ -1117,6 +1127,17 @@ impl<'a> AcpSurface<'a> {
                 Answer::No
             }
         }
+    }
+
+    /// The client went away with the question unanswered: the command does not run, the model
+    /// reads that no one declined it, and the turn ends as interrupted (as a hang-up mid-command
+    /// does).
+    fn disconnected(&mut self) -> Answer {
+        crate::errln!(
+            "tern acp: the client disconnected before answering a permission request; not running the command"
+        );
+        self.cancel.cancel();
+        Answer::Disconnected
     }
 }
 

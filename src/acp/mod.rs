@@ -43,7 +43,9 @@
 //! request before `initialize`, a prompt while a turn runs · `-32601` unknown method · `-32602`
 //! wrong params · `-32603` tern could not do it (no provider configured, a session held by
 //! another process) · `-32002` unknown session. Never a panic; a client that closes stdin
-//! mid-turn cancels the turn, which stores its results and marks the session interrupted.
+//! mid-turn cancels the turn, which stores its results and marks the session interrupted; a
+//! permission question it left unanswered is not run, and its result says the client
+//! disconnected (not that anyone declined).
 
 pub mod bridge;
 pub mod protocol;

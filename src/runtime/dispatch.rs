@@ -145,6 +145,9 @@ impl Runtime {
                 Answer::Unavailable => Err(ToolError::Refused(
                     "not run: commands need the person's approval (--approval ask) and there is no terminal to ask on.".into(),
                 )),
+                Answer::Disconnected => Err(ToolError::Refused(
+                    "not run: the client disconnected before answering the permission question (no one declined it).".into(),
+                )),
             },
             _ => Ok(()),
         }

@@ -52,6 +52,9 @@ pub enum Answer {
     Always,
     /// There was no one to ask (no terminal): not run, and the model is told so.
     Unavailable,
+    /// The one asked went away before answering (an editor closed the connection): not run,
+    /// the model is told so, and the surface cancels the turn.
+    Disconnected,
 }
 
 /// What a surface (exec output, REPL, demo, ACP) receives from the runtime. Events arrive after
@@ -763,7 +766,8 @@ impl Runtime {
                 None => repair::LOST_RESULT.to_string(),
             }
         };
-        let (history, report) = repair::repair_with(read.items, &read.skipped, &lost);
+        let (history, mut report) = repair::repair_with(read.items, &read.skipped, &lost);
+        report.torn_tail = read.torn_tail;
         if report.changed() {
             // The file as it was goes to archive/ first: a repair drops lines, and nothing may be
             // lost for good.

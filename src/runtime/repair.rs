@@ -18,6 +18,10 @@ pub const LOST_RESULT: &str = "Error: no result was recorded: the tern process r
 pub struct RepairReport {
     /// 1-based line numbers of `conversation.jsonl` that did not parse and were dropped.
     pub dropped_lines: Vec<usize>,
+    /// The last dropped line had no final newline (a torn write); see [`JsonlRead::torn_tail`].
+    ///
+    /// [`JsonlRead::torn_tail`]: crate::store::fsutil::JsonlRead::torn_tail
+    pub torn_tail: bool,
     /// Ids of tool calls that got an error result because none was stored.
     pub answered_calls: Vec<String>,
     /// Empty messages and tool results that answered no call, dropped.
@@ -47,6 +51,7 @@ impl RepairReport {
     pub fn event(&self, archive: String) -> crate::event::Event {
         crate::event::Event::Repair {
             dropped_lines: self.dropped_lines.clone(),
+            torn_tail: self.torn_tail,
             answered_calls: self.answered_calls.clone(),
             dropped_messages: self.dropped_messages,
             merged: self.merged,

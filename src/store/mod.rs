@@ -54,6 +54,14 @@ impl StateDir {
         fsutil::ensure_dir(&self.root.join("sessions"))
     }
 
+    /// Errors when the state folder or its `sessions/` is a symbolic link: every writer refuses
+    /// one (see [`fsutil::ensure_dir`]), so a reader refuses it with the same words instead of
+    /// showing what no session can be written into.
+    pub fn check_links(&self) -> io::Result<()> {
+        fsutil::refuse_symlink(&self.root)?;
+        fsutil::refuse_symlink(&self.root.join("sessions"))
+    }
+
     /// Removes the tempfiles a crash left in `.tern/` itself (a write of `current` or
     /// `.gitignore` cut short), under the state folder's lock that those writes take.
     pub fn remove_stray_temps(&self) -> io::Result<usize> {
@@ -113,14 +121,21 @@ impl StateDir {
                 fsutil::refuse_symlink(&dir)?;
                 Ok(Session::at(one, dir))
             }
-            [] => Err(io::Error::other(match self.find_child(id) {
-                Some((child, parent)) => format!(
+            [] => Err(io::Error::other(match self.find_children(id).as_slice() {
+                [(child, parent, dir)] => format!(
                     "{child} is a sub-agent of session {parent}, not a session of its own: `tern sessions` lists it under its parent, `tern status --session {parent}` shows it while it runs, and its files are in {}",
-                    self.session_dir(&parent).join(files::AGENTS).display()
+                    dir.parent().unwrap_or(dir).display()
                 ),
-                None => format!(
+                [] => format!(
                     "no session {id:?} in {} (see `tern sessions`)",
                     self.root.display()
+                ),
+                many => format!(
+                    "{id:?} names no session, and is ambiguous among sub-agents: {}",
+                    many.iter()
+                        .map(|(c, p, _)| format!("{c} (of session {p})"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             })),
             many => Err(io::Error::other(format!(
@@ -130,31 +145,42 @@ impl StateDir {
         }
     }
 
-    /// A sub-agent (at any depth) whose id starts with `id`: (its id, its top-level session's).
-    fn find_child(&self, id: &str) -> Option<(String, String)> {
-        fn walk(dir: &Path, id: &str, depth: usize) -> Option<String> {
+    /// The sub-agents (at any depth) that `id` names as [`StateDir::open_session`] names a
+    /// session: those whose id starts with `id`, else those whose id holds it (the short unique
+    /// part `tern sessions` suggests). Each as (its id, its top-level session's id, its folder).
+    fn find_children(&self, id: &str) -> Vec<(String, String, PathBuf)> {
+        type Found = Vec<(String, String, PathBuf)>;
+        fn walk(dir: &Path, top: &str, depth: usize, out: &mut Found) {
             if depth > 16 {
-                return None;
+                return;
             }
-            let mut names: Vec<_> = std::fs::read_dir(dir.join(files::AGENTS))
-                .ok()?
+            let Ok(rd) = std::fs::read_dir(dir.join(files::AGENTS)) else {
+                return;
+            };
+            let mut names: Vec<_> = rd
                 .flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
                 .collect();
             names.sort();
-            for n in &names {
-                if n.starts_with(id) {
-                    return Some(n.clone());
-                }
-                if let Some(found) = walk(&dir.join(files::AGENTS).join(n), id, depth + 1) {
-                    return Some(found);
-                }
+            for n in names {
+                let child = dir.join(files::AGENTS).join(&n);
+                out.push((n, top.to_string(), child.clone()));
+                walk(&child, top, depth + 1, out);
             }
-            None
         }
-        let ids = self.session_ids().ok()?;
-        ids.into_iter()
-            .find_map(|p| walk(&self.session_dir(&p), id, 0).map(|c| (c, p)))
+        let mut all = Vec::new();
+        for p in self.session_ids().unwrap_or_default() {
+            walk(&self.session_dir(&p), &p, 0, &mut all);
+        }
+        let prefixed: Found = all
+            .iter()
+            .filter(|(c, ..)| c.starts_with(id))
+            .cloned()
+            .collect();
+        if !prefixed.is_empty() {
+            return prefixed;
+        }
+        all.into_iter().filter(|(c, ..)| c.contains(id)).collect()
     }
 
     /// The session named by `.tern/current`, if any. Errors name the file: a `current` that

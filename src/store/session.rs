@@ -104,6 +104,41 @@ pub struct ParentLink {
     pub fork: bool,
 }
 
+/// What [`Session::repair_events`] dropped from `events.jsonl`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventsRepair {
+    /// The copy of the file as it was, `archive/events-NNNN.jsonl`.
+    pub archive: String,
+    /// The last line had no final newline and did not parse: a torn write (a crash mid-append).
+    pub torn_tail: bool,
+    /// Complete lines (ending in a newline) that are not JSON events: edited or damaged.
+    pub damaged: usize,
+}
+
+impl EventsRepair {
+    /// The warning a resumed session shows: what was dropped, why, and where the old file is.
+    pub fn note(&self) -> String {
+        let damaged = match self.damaged {
+            0 => None,
+            1 => Some("a line that is not a JSON event (edited or damaged)".to_string()),
+            n => Some(format!(
+                "{n} lines that are not JSON events (edited or damaged)"
+            )),
+        };
+        let what = match (self.torn_tail, damaged) {
+            (true, None) => "ended in a torn line (a crash mid-write)".to_string(),
+            (true, Some(d)) => format!("ended in a torn line (a crash mid-write) and had {d}"),
+            (false, Some(d)) => format!("had {d}"),
+            // Not built: a repair drops at least one line.
+            (false, None) => "had nothing to drop".to_string(),
+        };
+        format!(
+            "events.jsonl {what}: repaired; the file as it was is {}",
+            self.archive
+        )
+    }
+}
+
 /// A handle on one session folder. Cheap; holds no open files.
 #[derive(Debug)]
 pub struct Session {
@@ -181,8 +216,8 @@ impl Session {
     /// Repairs `events.jsonl` after a crash or a full disk: lines that do not parse (a torn last
     /// line, half a line a short write left) are dropped. The file as it was goes to
     /// `archive/events-NNNN.jsonl` (a copy of its own), then the repaired copy is renamed in.
-    /// Returns the archive's name when something was repaired.
-    pub fn repair_events(&self) -> io::Result<Option<String>> {
+    /// Returns what was repaired, when something was.
+    pub fn repair_events(&self) -> io::Result<Option<EventsRepair>> {
         let lock = self.lock()?;
         let path = self.path(files::EVENTS);
         let bytes = match std::fs::read(&path) {
@@ -191,12 +226,15 @@ impl Session {
             Err(e) => return Err(e),
         };
         let whole = |l: &[u8]| serde_json::from_slice::<Value>(l).is_ok_and(|v| v.is_object());
-        let bad = bytes
-            .split(|b| *b == b'\n')
-            .any(|l| !l.iter().all(u8::is_ascii_whitespace) && !whole(l));
-        if !bad {
+        let is_bad = |l: &[u8]| !l.iter().all(u8::is_ascii_whitespace) && !whole(l);
+        let bad = bytes.split(|b| *b == b'\n').filter(|l| is_bad(l)).count();
+        if bad == 0 {
             return Ok(None);
         }
+        // Only a last line without a final newline is a torn write; `split` gives an empty
+        // last piece when the file ends in one.
+        let torn_tail = bytes.last() != Some(&b'\n')
+            && bytes.split(|b| *b == b'\n').next_back().is_some_and(is_bad);
         let mut kept = Vec::with_capacity(bytes.len());
         for l in bytes.split(|b| *b == b'\n') {
             if whole(l) {
@@ -213,7 +251,11 @@ impl Session {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        Ok(Some(format!("{}/{name}", files::ARCHIVE)))
+        Ok(Some(EventsRepair {
+            archive: format!("{}/{name}", files::ARCHIVE),
+            torn_tail,
+            damaged: bad - usize::from(torn_tail),
+        }))
     }
 
     /// Points `.tern/current` (two folders up) at this session, atomically.

@@ -1149,6 +1149,100 @@ fn closing_stdin_mid_turn_ends_cleanly_with_a_valid_session() {
     assert_eq!(out.code, Some(0));
 }
 
+/// A client that hangs up while a permission question is pending declined nothing: the command
+/// does not run, its result says the client disconnected, and the turn ends interrupted.
+#[test]
+fn closing_stdin_during_a_permission_question_is_a_disconnect_not_a_decline() {
+    let ws = Ws::new();
+    let w = Wire::OpenAi;
+    let fake = FakeServer::start(vec![
+        script::bash(w, "p1", "touch hung-up.txt"),
+        script::text(w, "unused"),
+    ]);
+    let mut a = Agent::spawn(&ws, &fake, &[]);
+    a.init();
+    let sid = a.new_session(ws.path());
+    let _ = a.prompt(&sid, "touch it");
+    a.until("a permission request", |v| {
+        v["method"] == "session/request_permission"
+    });
+    let st = a.close(Duration::from_secs(15));
+    assert_eq!(st.and_then(|s| s.code()), Some(0), "{}", a.stderr());
+    assert!(!ws.path().join("hung-up.txt").exists());
+    let dir = session_dir(&ws, &sid);
+    let meta = read_json(&dir.join("meta.json"));
+    assert_eq!(meta["status"], "interrupted", "{meta}");
+    let conv = jsonl(&dir.join("conversation.jsonl"));
+    let last = conv.last().unwrap();
+    assert_eq!(last["role"], "tool", "{conv:#?}");
+    assert_eq!(last["tool_call_id"], "p1");
+    let content = last["content"].as_str().unwrap();
+    assert!(content.contains("disconnected"), "{content}");
+    assert!(!content.contains("the person declined"), "{content}");
+    let events = jsonl(&dir.join("events.jsonl"));
+    let result = events
+        .iter()
+        .find(|e| e["type"] == "tool_result" && e["id"] == "p1")
+        .unwrap_or_else(|| panic!("no tool_result: {events:#?}"));
+    assert!(result["content"].as_str().unwrap().contains("disconnected"));
+    assert!(
+        !events
+            .iter()
+            .any(|e| e.to_string().contains("the person declined")),
+        "{events:#?}"
+    );
+    let end = events
+        .iter()
+        .rfind(|e| e["type"] == "turn_end")
+        .unwrap_or_else(|| panic!("no turn_end: {events:#?}"));
+    assert_eq!(end["status"], "interrupted", "{end}");
+    // The model was asked only once: nothing ran after the hang-up.
+    assert_eq!(fake.requests().len(), 1);
+}
+
+/// A `.tern` that is a symbolic link is refused by every method that opens or lists sessions,
+/// as `tern exec` and the verbs refuse it: nothing is read or written through the link.
+#[test]
+fn a_linked_state_folder_is_refused_by_every_session_method() {
+    let w = Wire::OpenAi;
+    let real = Ws::new();
+    let fake = FakeServer::start(vec![script::text(w, "Hi."), script::text(w, "unused")]);
+    let mut cmd = real.tern(&fake);
+    cmd.args(["exec", "hi"]);
+    crate::support::cli::ok_no_stdin(cmd);
+    let sid = real.current_id();
+    let ws = Ws::new();
+    std::fs::remove_dir(ws.path().join(".tern")).unwrap();
+    std::os::unix::fs::symlink(real.path().join(".tern"), ws.path().join(".tern")).unwrap();
+    let before = std::fs::read(real.session_dir(&sid).join("events.jsonl")).unwrap();
+    let mut a = Agent::spawn(&ws, &fake, &[]);
+    a.init();
+    let refusal = "it is a symbolic link (tern never writes through links in its state folder)";
+    for (method, params) in [
+        ("session/new", json!({"cwd": ws.path(), "mcpServers": []})),
+        ("session/list", json!({"cwd": ws.path()})),
+        (
+            "session/load",
+            json!({"sessionId": sid, "cwd": ws.path(), "mcpServers": []}),
+        ),
+        (
+            "session/resume",
+            json!({"sessionId": sid, "cwd": ws.path(), "mcpServers": []}),
+        ),
+    ] {
+        let r = a.call(method, params);
+        assert_eq!(error_code(&r), -32603, "{method}: {r}");
+        assert!(r.to_string().contains(refusal), "{method}: {r}");
+    }
+    a.finish();
+    assert_eq!(
+        std::fs::read(real.session_dir(&sid).join("events.jsonl")).unwrap(),
+        before,
+        "written through the link"
+    );
+    assert_eq!(fake.requests().len(), 1);
+}
+
 #[test]
 fn sigterm_mid_turn_cancels_and_exits() {
     let ws = Ws::new();

@@ -211,6 +211,7 @@ fn durable_torn_last_line_is_dropped_and_reported() {
     let repair = of_type(&events, "repair");
     assert_eq!(repair.len(), 1, "{out:?}");
     assert_eq!(repair[0]["dropped_lines"], json!([3]));
+    assert_eq!(repair[0]["torn_tail"], true);
     assert_eq!(repair[0]["answered_calls"], json!([]));
     let text = read(&conv_path);
     assert!(!text.contains("half a li"), "{text}");
@@ -237,11 +238,102 @@ fn durable_torn_last_line_is_dropped_and_reported() {
     cmd.args(["exec", "--continue", "again"]);
     let out = ok_no_stdin(cmd);
     assert!(
-        out.stderr.contains("repaired the history: 1 dropped lines"),
+        out.stderr.contains(
+            "repaired the history: 1 dropped lines (a torn last line: a crash mid-write),"
+        ),
         "{out:?}"
     );
     assert!(out.stdout.contains("And again."), "{out:?}");
     assert_eq!(jsonl(&conv_path).len(), 6);
+}
+
+/// A complete last line (newline included) that is not JSON, in `conversation.jsonl` and in
+/// `events.jsonl`, was edited or damaged: it is repaired away as a torn line is (the file archived
+/// first), but reported as not JSON, never as a torn write. A last line without its newline is.
+#[test]
+fn a_complete_line_that_is_not_json_is_not_called_torn() {
+    let fake = FakeServer::strict(vec![
+        openai_text("Hello."),
+        openai_text("Next."),
+        openai_text("Again."),
+    ]);
+    let ws = Ws::new();
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["exec", "hello"]);
+    ok_no_stdin(cmd);
+    let dir = ws.session_dir(&ws.current_id());
+    let append = |file: &str, text: &str| {
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join(file))
+            .unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+    };
+    let archives = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir.join("archive"))
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+
+    // Complete lines: edited or damaged.
+    append("conversation.jsonl", "garbage, not JSON\n");
+    append("events.jsonl", "more garbage\n");
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["exec", "--continue", "next"]);
+    let out = ok_no_stdin(cmd);
+    assert!(
+        out.stderr.contains(
+            "repaired the history: 1 dropped lines (a line that is not a JSON message: edited or damaged),"
+        ),
+        "{out:?}"
+    );
+    assert!(
+        out.stderr.contains(
+            "events.jsonl had a line that is not a JSON event (edited or damaged): repaired; the file as it was is archive/events-"
+        ),
+        "{out:?}"
+    );
+    assert!(!out.stderr.contains("torn"), "{out:?}");
+    // The repair is as before: both files archived as they were, the bad lines gone.
+    let names = archives();
+    assert!(
+        names.iter().any(|n| n.starts_with("events-"))
+            && names.iter().any(|n| n.starts_with("conversation-")),
+        "{names:?}"
+    );
+    let events_text = read(&dir.join("events.jsonl"));
+    assert!(!events_text.contains("more garbage"));
+    assert!(!read(&dir.join("conversation.jsonl")).contains("garbage"));
+    let events = jsonl(&dir.join("events.jsonl"));
+    let repair = of_type(&events, "repair");
+    assert_eq!(repair.len(), 1, "{events:?}");
+    assert!(repair[0].get("torn_tail").is_none(), "{}", repair[0]);
+
+    // Lines cut before their newline: torn writes.
+    append("conversation.jsonl", r#"{"role":"user","cont"#);
+    append("events.jsonl", r#"{"type":"warn"#);
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["exec", "--continue", "again"]);
+    let out = ok_no_stdin(cmd);
+    assert!(
+        out.stderr.contains(
+            "repaired the history: 1 dropped lines (a torn last line: a crash mid-write),"
+        ),
+        "{out:?}"
+    );
+    assert!(
+        out.stderr.contains(
+            "events.jsonl ended in a torn line (a crash mid-write): repaired; the file as it was is archive/events-"
+        ),
+        "{out:?}"
+    );
+    assert!(!out.stderr.contains("edited or damaged"), "{out:?}");
 }
 
 /// `tern sessions`: every session with its status, turns, tokens (input + output), last activity

@@ -621,6 +621,47 @@ fn multi_step_task_completes_and_leaves_a_complete_session_folder() {
     assert_eq!(last(&events)["text"], final_text);
 }
 
+/// The stderr view of a cut output counts every line the command printed that it does not show,
+/// the left-out middle included, and names the full output.
+#[test]
+fn the_stderr_view_of_a_cut_output_counts_the_lines_left_out() {
+    // 10 000 000 lines of "y"; the view shows 6 of them and the exit line.
+    let server = FakeServer::strict(vec![
+        openai_bash("call_1", "yes | head -c 20000000"),
+        openai_text("done"),
+    ]);
+    let ws = Ws::new();
+    let out = exec(ws.openai(&server), &["print a lot"]);
+    out.expect_code(0);
+    let id = ws.current();
+    let conv = ws.conversation(&id);
+    let content = conv[2]["content"].as_str().unwrap();
+    let marker = content
+        .lines()
+        .find(|l| l.contains(" lines left out; full output: "))
+        .unwrap_or_else(|| panic!("no marker: {content}"));
+    let left_out = marker
+        .split(", ")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap();
+    let view = out
+        .stderr
+        .lines()
+        .find(|l| l.contains(" more lines"))
+        .unwrap_or_else(|| panic!("no count: {}", out.stderr));
+    let expected =
+        format!("… 9999994 more lines ({left_out} of them left out of the result; full output: ");
+    assert!(
+        view.trim().starts_with(&expected)
+            && view.contains("/spill/out-")
+            && view.ends_with(".log)"),
+        "{view}\nexpected {expected}…"
+    );
+}
+
 fn is_session_id(id: &str) -> bool {
     let b = id.as_bytes();
     b.len() == 20

@@ -456,10 +456,7 @@ fn clear_errors_for_odd_state() {
         out.stderr
     };
     // No such session is a usage error for status as for every verb (it was 1, the others 2).
-    for args in [
-        &["status", "--session", "nope"][..],
-        &["stats", "--session", "nope"],
-    ] {
+    for args in [&["status", "--session", "nope"][..], &["stats", "nope"]] {
         assert_eq!(run_no_stdin(ws.cmd(args)).code, Some(2), "{args:?}");
     }
     let e = said(&["status", "--session", child]);
@@ -716,4 +713,105 @@ fn negative_numbers_reach_the_range_check() {
         assert_eq!(out.code, Some(2), "{args:?}: {out:?}");
         assert!(out.stderr.contains(says), "{args:?}: {out:?}");
     }
+}
+
+/// A `.tern` that is a symbolic link: `tern exec` refuses it (tern never writes through links),
+/// and so does every verb that reads it, with the same words and exit code, instead of showing
+/// the linked folder's sessions or saying "no session yet: start one with `tern exec`" (found
+/// by a new user).
+#[test]
+fn a_linked_state_folder_is_refused_by_the_readers_as_by_exec() {
+    let w = crate::support::Wire::OpenAi;
+    // A real state folder elsewhere, with a finished session in it.
+    let real = crate::support::cli::WireWs::new(w, vec![crate::support::script::text(w, "Hi.")]);
+    real.ok(&["exec", "hi"]);
+    let id = real.session();
+    let id = id.file_name().unwrap().to_string_lossy().into_owned();
+    let fake = FakeServer::start(vec![openai_text("unused")]);
+    let ws = Ws::new();
+    std::fs::remove_dir(ws.path().join(".tern")).unwrap();
+    std::os::unix::fs::symlink(real.root().join(".tern"), ws.path().join(".tern")).unwrap();
+    let run_in = |args: &[&str]| {
+        let mut cmd = ws.tern(&fake);
+        cmd.args(args);
+        crate::support::cli::run_within(cmd, None, Duration::from_secs(20))
+    };
+    let exec = run_in(&["exec", "hi"]);
+    let refusal = format!(
+        "refusing to use {}: it is a symbolic link (tern never writes through links in its state folder)",
+        ws.path().join(".tern").display()
+    );
+    assert!(exec.stderr.contains(&refusal), "{exec:?}");
+    assert_eq!(exec.code, Some(1), "{exec:?}");
+    for args in [
+        &["status"][..],
+        &["status", "--json"],
+        &["status", "--session", &id],
+        &["stats"],
+        &["stats", "--json"],
+        &["sessions"],
+        &["watch"],
+        &["watch", "--json"],
+        &["plan", "show"],
+        &["relay", "--start"],
+        &["exec", "--continue", "more"],
+    ] {
+        let out = run_in(args);
+        assert_eq!(out.code, exec.code, "{args:?}: {out:?}");
+        assert!(out.stderr.contains(&refusal), "{args:?}: {out:?}");
+        assert!(!out.stderr.contains("start one with"), "{args:?}: {out:?}");
+        assert!(!out.stdout.contains(&id), "{args:?}: {out:?}");
+    }
+    assert!(fake.requests().is_empty());
+}
+
+/// A sub-agent named by the short unique part `tern sessions` suggests (its last four
+/// characters) gets the same help as its full id, not "no session" (found by a new user).
+#[test]
+fn a_sub_agents_short_part_names_it_as_its_full_id_does() {
+    let w = crate::support::Wire::OpenAi;
+    let ws = crate::support::cli::WireWs::new(w, vec![crate::support::script::text(w, "Hi.")]);
+    ws.ok(&["exec", "hi"]);
+    let id = ws.session();
+    let id = id.file_name().unwrap().to_string_lossy().into_owned();
+    // A part that is not in the parent's id, so it can name only the child.
+    let part = if id.contains("c0de") { "beef" } else { "c0de" };
+    let deep = if id.contains("face") { "f00d" } else { "face" };
+    let nested_id = format!("19990101-000002-{deep}");
+    let full = format!("20261201-125821-{part}");
+    let twin = "19990101-000001-0123";
+    let agents = ws.root().join(format!(".tern/sessions/{id}/agents"));
+    // The child of a child too: the lookup goes down every level.
+    let nested = agents.join(twin).join("agents").join(&nested_id);
+    for dir in [agents.join(&full), agents.join(twin), nested] {
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("meta.json"), "{}").unwrap();
+    }
+    let said = |args: &[&str]| {
+        let out = run_no_stdin(ws.cmd(args));
+        assert_eq!(out.code, Some(2), "{args:?}: {out:?}");
+        out.stderr
+    };
+    for verb in [
+        &["status", "--session"][..],
+        &["stats"],
+        &["stats", "--json"],
+    ] {
+        let by_full = said(&[verb, &[full.as_str()]].concat());
+        assert!(
+            by_full.contains(&format!("{full} is a sub-agent of session {id}")),
+            "{by_full}"
+        );
+        assert_eq!(said(&[verb, &[part]].concat()), by_full, "{verb:?}");
+    }
+    let e = said(&["status", "--session", deep]);
+    assert!(
+        e.contains(&format!("{nested_id} is a sub-agent of session {id}"))
+            && e.contains(&format!("{twin}/agents")),
+        "{e}"
+    );
+    // A part that two sub-agents share names neither.
+    let e = said(&["status", "--session", "19990101"]);
+    assert!(e.contains("ambiguous among sub-agents"), "{e}");
+    assert!(e.contains(twin) && e.contains(&nested_id), "{e}");
 }
