@@ -729,10 +729,25 @@ fn bench_baseline(baseline: &str) -> R<String> {
             );
         }
     }
+    // The baseline's commit, when the binary lies in a git checkout's target folder.
+    let commit = Path::new(baseline)
+        .ancestors()
+        .find(|d| d.join(".git").exists())
+        .and_then(|d| {
+            Command::new("git")
+                .arg("-C")
+                .arg(d)
+                .args(["rev-parse", "--short", "HEAD"])
+                .output()
+                .ok()
+        })
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|c| !c.is_empty())
+        .map_or(String::new(), |c| format!(" (commit {c})"));
     let mut md = String::new();
     let _ = writeln!(
         md,
-        "### Side by side with a baseline binary\n\n`{BASELINE_ENV}={baseline}`: the 200-turn \
+        "### Side by side with a baseline binary\n\n`{BASELINE_ENV}={baseline}`{commit}: the 200-turn \
          session above, run {BASELINE_PAIRS} times by each arm in rotation (which goes first \
          rotates too), so all see the same load.\n\n\
          | arm | tern CPU per turn (median) | mean | / baseline (medians) | bash child CPU per call (median) |\n\
