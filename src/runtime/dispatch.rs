@@ -207,6 +207,7 @@ impl Runtime {
             groups: &self.groups,
             sandbox: Some(&prepared),
         };
+        self.ran_commands = true;
         ui.progress("running… (Ctrl-C stops it)");
         let out = match bash::run(&req, &self.cancel) {
             Ok(out) => out,

@@ -379,6 +379,21 @@ pub struct Runtime {
     /// The commands' private `TMPDIR` in a sandboxed mode: made at the first call, emptied
     /// after each.
     tmp: Option<crate::sandbox::TempFolder>,
+    /// A bash command ran in this runtime: what it left running is killed when the runtime
+    /// ends (see the `Drop`).
+    ran_commands: bool,
+}
+
+/// What the commands of this runtime left running (a background job, a daemon: found by the
+/// `TERN_SESSION_DIR` in their environment) is killed when the runtime ends, so no command
+/// outlives tern and changes the workspace, or tern's files, behind the next run. Not while
+/// another process holds the session: those are its commands.
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        if self.ran_commands && (self.lease.is_some() || held_elsewhere(&self.session).is_none()) {
+            crate::tools::bash::kill_orphans(&self.session.dir);
+        }
+    }
 }
 
 impl Runtime {
@@ -397,6 +412,7 @@ impl Runtime {
             guard: None,
             listings: Vec::new(),
             tmp: None,
+            ran_commands: false,
             workspace: parts.workspace,
             cfg: parts.cfg,
             cancel: parts.cancel,

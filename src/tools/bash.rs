@@ -492,7 +492,14 @@ pub fn run(req: &BashRequest<'_>, cancel: &CancelToken) -> Result<BashOutcome, S
 /// turn died is reopened, so a command does not outlive tern and change the workspace behind the
 /// next turn. Reads `/proc`; does nothing where there is none.
 pub fn kill_orphans(session_dir: &Path) -> usize {
-    let marker = format!("TERN_SESSION_DIR={}", session_dir.display());
+    // The bytes of the path, as the command's environment holds them (not lossy: a non-UTF-8
+    // path must still match).
+    let marker = {
+        use std::os::unix::ffi::OsStrExt;
+        let mut m = b"TERN_SESSION_DIR=".to_vec();
+        m.extend_from_slice(session_dir.as_os_str().as_bytes());
+        m
+    };
     let me = std::process::id();
     // SAFETY: getpgrp(2) has no arguments and cannot fail.
     let my_group = unsafe { libc::getpgrp() };
@@ -512,7 +519,7 @@ pub fn kill_orphans(session_dir: &Path) -> usize {
         };
         // The session's own commands and its sub-agents' (their folders are under it).
         let ours = |v: &[u8]| {
-            v.strip_prefix(marker.as_bytes())
+            v.strip_prefix(marker.as_slice())
                 .is_some_and(|rest| rest.is_empty() || rest.starts_with(b"/"))
         };
         if !env.split(|b| *b == 0).any(ours) {

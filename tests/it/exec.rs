@@ -961,6 +961,28 @@ fn continue_refuses_a_session_whose_turn_runs_in_another_process() {
     out.expect_code(130);
 }
 
+/// What a command leaves running is killed when tern exits (found by a new user: a background
+/// job wrote tern's files after the run, where no guard was watching, and the next run trusted
+/// them).
+#[test]
+fn a_background_job_does_not_outlive_tern() {
+    let server = FakeServer::start(vec![
+        openai_bash(
+            "call_1",
+            "(sleep 2; echo late > late.txt) >/dev/null 2>&1 & echo started",
+        ),
+        openai_text("done"),
+    ]);
+    let ws = Ws::new();
+    let out = exec(ws.openai(&server), &["leave a job behind"]);
+    out.expect_code(0);
+    thread::sleep(Duration::from_secs(4));
+    assert!(
+        !ws.path("late.txt").exists(),
+        "the background job outlived tern"
+    );
+}
+
 /// A third Ctrl-C while the orderly stop waits on a command that ignores SIGTERM leaves at once
 /// with 130: the command's group is killed and stderr says what happened (found by a new user:
 /// the exit was silent; the JSON output cannot end in `result` then, as the README says).
