@@ -657,6 +657,53 @@ impl Runtime {
         gone
     }
 
+    /// Undoes a folder on the way from the state folder down to this session (`.tern`,
+    /// `sessions`, the session's own, a parent's `agents`) replaced by a symbolic link (`mv
+    /// .tern/sessions x && ln -s x .tern/sessions`): tern never writes through links in its state
+    /// folder, and a link out of the workspace would let the command have tern write where the
+    /// sandbox lets no command write. The link is removed and the folder it named renamed back
+    /// into place (or, across file systems, an empty folder made, which the guard then refills).
+    /// Returns what it put back, as "NAME (a link)". One `lstat` per level.
+    fn unlink_structure(&mut self) -> Vec<String> {
+        let Some(root) = self.state_root() else {
+            return Vec::new();
+        };
+        let mut chain: Vec<PathBuf> = self
+            .session
+            .dir
+            .ancestors()
+            .take_while(|a| a.starts_with(&root))
+            .map(std::path::Path::to_path_buf)
+            .collect();
+        chain.reverse();
+        let mut done = Vec::new();
+        for dir in chain {
+            let is_link = std::fs::symlink_metadata(&dir).is_ok_and(|m| m.file_type().is_symlink());
+            if !is_link {
+                continue;
+            }
+            let target = std::fs::read_link(&dir).ok().map(|t| match dir.parent() {
+                Some(p) if t.is_relative() => p.join(t),
+                _ => t,
+            });
+            if std::fs::remove_file(&dir).is_err() {
+                continue;
+            }
+            let back = target
+                .filter(|t| std::fs::symlink_metadata(t).is_ok_and(|m| m.is_dir()))
+                .is_some_and(|t| std::fs::rename(&t, &dir).is_ok());
+            if !back {
+                let _ = crate::store::fsutil::ensure_dir(&dir);
+            }
+            let name = dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            done.push(format!("{name} (a link)"));
+        }
+        done
+    }
+
     /// Puts back what a command removed around the session files (`rm -rf .tern`): the lease
     /// (re-taken: a removed lease file would let another process take a second one), the state
     /// folder's `.gitignore` (else git would see the conversation), `sessions/`, and `current`
@@ -696,8 +743,16 @@ impl Runtime {
     /// the model reads: the files are tern's. The sandbox makes these writes impossible in
     /// `read-only`; in the other modes this is how they are refused.
     pub(crate) fn guard_check(&mut self) -> Option<String> {
+        self.guard.as_ref()?;
+        // First, so the fingerprints below are taken along the real path again.
+        let unlinked = self.unlink_structure();
         let changes = self.guard.as_ref()?.changes();
-        let rebuilt = self.repair_structure();
+        let mut rebuilt: Vec<String> = self
+            .repair_structure()
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        rebuilt.extend(unlinked);
         if changes.is_empty() && rebuilt.is_empty() {
             let gone = self.guard_vanished();
             if gone.is_empty() {

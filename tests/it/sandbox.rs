@@ -1146,6 +1146,56 @@ mod through_exec {
         assert!(seqs.windows(2).all(|p| p[0] < p[1]), "{seqs:?}");
     }
 
+    /// A command that swaps a folder on the way to the session for a symbolic link (`.tern/
+    /// sessions`, the session's own) gets an error result, and the link is undone: the folder
+    /// is back in place and the turn and the verbs go on (found by a new user: tern wrote the
+    /// rest of the turn through the link, and every later verb refused the workspace).
+    #[test]
+    fn a_state_folder_swapped_for_a_link_is_put_back() {
+        if !landlock() {
+            return;
+        }
+        let w = Wire::OpenAi;
+        let ws = WireWs::new(w, vec![]);
+        ws.ok(&["exec", "hi"]);
+        ws.push(vec![
+            bash(
+                w,
+                "ln1",
+                "mv .tern/sessions .tern/s2 && ln -s s2 .tern/sessions && echo swapped",
+            ),
+            bash(
+                w,
+                "ln2",
+                "d=\"$TERN_SESSION_DIR\"; mv \"$d\" \"$d.x\" && ln -s \"$d.x\" \"$d\" && echo swapped",
+            ),
+            bash(w, "after", "echo next"),
+            text(w, "done"),
+        ]);
+        ws.ok(&["exec", "--continue", "swap"]);
+        let events = ws.events();
+        for (id, name) in [("ln1", "sessions (a link)"), ("ln2", " (a link)")] {
+            let r = result_of(&events, id);
+            let c = r["content"].as_str().unwrap_or("");
+            assert_eq!(r["is_error"], true, "{id}: {c}");
+            assert!(c.contains(name), "{id}: {c}");
+        }
+        assert_eq!(result_of(&events, "after")["is_error"], false);
+        let state = ws.root().join(".tern");
+        for dir in [state.join("sessions"), ws.session()] {
+            let m = std::fs::symlink_metadata(&dir).unwrap();
+            assert!(
+                m.is_dir() && !m.file_type().is_symlink(),
+                "{}",
+                dir.display()
+            );
+        }
+        assert!(!state.join("s2").exists());
+        ws.ok(&["status"]);
+        ws.push(vec![text(w, "still fine")]);
+        ws.ok(&["exec", "--continue", "again"]);
+    }
+
     /// A command that removes only what tern cannot put back (another session, an archived
     /// conversation, a sub-agent's folder) is still caught: its result is an error naming each
     /// (found by a new user: such removals went unsaid).
