@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use tern::config::{Env, ProviderFlags, ProviderKind};
+use tern::config::{Env, ProviderFlags, ProviderKind, Var};
 use tern::exec::ExecOptions;
 use tern::launcher::{Launcher, Process, SessionRef};
 use tern::runtime::{Approval, Config};
@@ -102,11 +102,53 @@ fn approval_or_env(
     if let Some(a) = flag {
         return Ok(a);
     }
-    match env.get("TERN_APPROVAL") {
+    let name = default
+        .to_possible_value()
+        .map_or_else(|| "the default".to_string(), |v| v.get_name().to_string());
+    match set_var(env, "TERN_APPROVAL", "ask, auto or never", &name)? {
         Some(v) => Approval::from_str(v.trim(), true)
             .map_err(|_| format!("TERN_APPROVAL={v:?}: expected ask, auto or never")),
         None => Ok(default),
     }
+}
+
+/// `key` when set to text that is not blank; None when unset. A variable set but blank or not
+/// UTF-8 is an error naming it (a usage error: someone who set `TERN_SANDBOX` meant a mode, and
+/// must not get the default silently): `expected` says what to give, `default` what unsetting it
+/// gives.
+fn set_var(env: &Env, key: &str, expected: &str, default: &str) -> Result<Option<String>, String> {
+    match env.var(key) {
+        Var::Unset => Ok(None),
+        Var::Text(v) if v.trim().is_empty() => Err(format!(
+            "{key} is set but empty: give {expected}, or unset {key} to use {default}"
+        )),
+        Var::Text(v) => Ok(Some(v)),
+        Var::NotUtf8 => Err(format!(
+            "{key} is not UTF-8 text: give {expected}, or unset {key} to use {default}"
+        )),
+    }
+}
+
+/// `--state-dir`, else TERN_STATE_DIR, else None (the workspace's `.tern/`). Usage errors: a
+/// TERN_STATE_DIR set but blank or not UTF-8, and a state folder named that exists and is not a
+/// folder (`/dev/null`).
+fn state_dir_or_env(flag: Option<PathBuf>, env: &Env) -> Result<Option<PathBuf>, String> {
+    let (dir, from) = match flag {
+        Some(d) => (d, "--state-dir"),
+        None => match set_var(env, "TERN_STATE_DIR", "a folder", "<workspace>/.tern")? {
+            Some(d) => (PathBuf::from(d), "TERN_STATE_DIR"),
+            None => return Ok(None),
+        },
+    };
+    if let Ok(m) = std::fs::metadata(&dir)
+        && !m.is_dir()
+    {
+        return Err(format!(
+            "{} (from {from}) exists and is not a folder: give a folder for tern's state",
+            dir.display()
+        ));
+    }
+    Ok(Some(dir))
 }
 
 /// `--sandbox`, else TERN_SANDBOX, else workspace-write. Errors on a bad TERN_SANDBOX.
@@ -118,7 +160,8 @@ fn sandbox_or_env(
     if let Some(m) = flag {
         return Ok(m);
     }
-    match env.get("TERN_SANDBOX") {
+    let expected = "read-only, workspace-write or danger-full-access";
+    match set_var(env, "TERN_SANDBOX", expected, "workspace-write")? {
         Some(v) => tern::sandbox::Mode::from_str(v.trim(), true).map_err(|_| {
             format!("TERN_SANDBOX={v:?}: expected read-only, workspace-write or danger-full-access")
         }),
@@ -228,7 +271,7 @@ impl ModelArgs {
     }
 
     /// The launcher for these flags in the current folder's workspace.
-    fn launcher(&self, cfg: Config, state: &StateArgs, ctx: &Ctx) -> Result<Launcher, String> {
+    fn launcher(&self, cfg: Config, state: &StateArgs, ctx: &Ctx) -> Result<Launcher, NoLauncher> {
         let mut l = ctx.launcher(state, cfg, self.flags())?;
         l.idle_timeout = Duration::from_secs(self.idle_timeout);
         Ok(l)
@@ -477,6 +520,19 @@ struct Ctx {
     process: Process,
 }
 
+/// Why no launcher could be made: the message, and the exit code to leave with (2 for a usage
+/// error such as a bad TERN_STATE_DIR).
+struct NoLauncher {
+    message: String,
+    code: i32,
+}
+
+impl std::fmt::Display for NoLauncher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 impl Ctx {
     /// A launcher for the current folder's workspace (or `--state-dir`).
     fn launcher(
@@ -484,9 +540,14 @@ impl Ctx {
         state: &StateArgs,
         cfg: Config,
         flags: ProviderFlags,
-    ) -> Result<Launcher, String> {
-        let cwd = std::env::current_dir().map_err(|e| format!("no current folder: {e}"))?;
-        let dir = Launcher::locate(&cwd, state.state_dir.clone(), &self.env);
+    ) -> Result<Launcher, NoLauncher> {
+        let cwd = std::env::current_dir().map_err(|e| NoLauncher {
+            message: format!("no current folder: {e}"),
+            code: 1,
+        })?;
+        let state_dir = state_dir_or_env(state.state_dir.clone(), &self.env)
+            .map_err(|message| NoLauncher { message, code: 2 })?;
+        let dir = Launcher::locate(&cwd, state_dir, &self.env);
         Ok(Launcher::new(
             dir,
             self.env.clone(),
@@ -497,7 +558,7 @@ impl Ctx {
     }
 
     /// A launcher for a verb: the session's model unless `--model` / TERN_MODEL says otherwise.
-    fn verb_launcher(&self, state: &StateArgs) -> Result<Launcher, String> {
+    fn verb_launcher(&self, state: &StateArgs) -> Result<Launcher, NoLauncher> {
         self.launcher(state, Config::new(""), ProviderFlags::default())
     }
 
@@ -507,7 +568,7 @@ impl Ctx {
         &self,
         state: &StateArgs,
         m: &VerbModelArgs,
-    ) -> Result<Launcher, String> {
+    ) -> Result<Launcher, NoLauncher> {
         let mut cfg = Config::new("");
         cfg.retry.max_total = Duration::from_secs(m.max_retry_time);
         let flags = ProviderFlags {
@@ -540,7 +601,7 @@ fn verb_with(
         Ok(l) => tern::cli::verb(&l, id, arg, &target.as_cli(), wait),
         Err(e) => {
             tern::errln!("tern: {e}");
-            1
+            e.code
         }
     }
 }
@@ -623,7 +684,7 @@ fn chat(ctx: &Ctx, args: ChatArgs) -> i32 {
         Ok(l) => tern::repl::run(&l, &ctx.process, args.session.continues()),
         Err(e) => {
             tern::errln!("tern: {e}");
-            1
+            e.code
         }
     }
 }
@@ -674,7 +735,7 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
             }
             let launcher = match model.launcher(cfg, &state, ctx) {
                 Ok(l) => l,
-                Err(e) => return fail(&e, 1),
+                Err(e) => return fail(&e.message, e.code),
             };
             tern::exec::run(
                 &launcher,
@@ -708,11 +769,13 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
             let _ =
                 signal_hook::flag::register(signal_hook::consts::SIGINT, ctx.process.term.clone());
             let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-            let state_dir = state
-                .state_dir
-                .clone()
-                .or_else(|| ctx.env.get("TERN_STATE_DIR").map(PathBuf::from))
-                .map(|d| if d.is_relative() { cwd.join(d) } else { d });
+            let state_dir = match state_dir_or_env(state.state_dir.clone(), &ctx.env) {
+                Ok(d) => d.map(|d| if d.is_relative() { cwd.join(d) } else { d }),
+                Err(e) => {
+                    tern::errln!("tern: {e}");
+                    return 2;
+                }
+            };
             tern::acp::run(tern::acp::AcpOptions {
                 env: ctx.env.clone(),
                 flags: model.flags(),
@@ -738,7 +801,7 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
                     Ok(l) => tern::cli::stats_json(&l, &target.as_cli()),
                     Err(e) => {
                         tern::errln!("tern: {e}");
-                        1
+                        e.code
                     }
                 }
             } else {
@@ -749,14 +812,14 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
             Ok(l) => tern::cli::status(&l, &target.as_cli(), height.map(usize::from)),
             Err(e) => {
                 tern::errln!("tern: {e}");
-                1
+                e.code
             }
         },
         Cmd::Watch { target, height } => match ctx.verb_launcher(&target.state) {
             Ok(l) => tern::cli::watch(&l, &ctx.process, &target.as_cli(), height.map(usize::from)),
             Err(e) => {
                 tern::errln!("tern: {e}");
-                1
+                e.code
             }
         },
         Cmd::Plan { cmd } => match cmd {
@@ -793,7 +856,7 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
                     Ok(l) => tern::cli::relay_start(&l, &target.as_cli()),
                     Err(e) => {
                         tern::errln!("tern: {e}");
-                        1
+                        e.code
                     }
                 }
             } else {
@@ -818,7 +881,7 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
                 Ok(l) => tern::cli::fleet(&l, json, check),
                 Err(e) => {
                     tern::errln!("tern: {e}");
-                    1
+                    e.code
                 }
             }
         }
@@ -828,7 +891,7 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
             Ok(l) => tern::cli::sandbox_check(&l, json),
             Err(e) => {
                 tern::errln!("tern: {e}");
-                1
+                e.code
             }
         },
     }

@@ -305,8 +305,10 @@ pub struct PlanView {
     pub revision: u64,
     /// The last PlanConfirm.
     pub confirmed_at: Option<String>,
-    /// `$PLAN_DRAFT_FILE`'s text.
+    /// `$PLAN_DRAFT_FILE`'s text (empty when [`PlanView::draft_problem`] is set).
     pub draft: String,
+    /// Why the draft is not shown: over the plan limit, or not UTF-8 text (it is not loaded).
+    pub draft_problem: Option<String>,
     /// The locked plan, from `plan.json`.
     pub locked: Option<String>,
     /// `plan.md` differs from the locked copy (edited outside PlanConfirm).
@@ -662,7 +664,9 @@ fn dispatch(
 
 fn plan_view(s: &Session) -> Result<PlanView, OpError> {
     let p = plan::plan_file(s)?;
-    let draft = s.read_text(files::DRAFT)?.unwrap_or_default();
+    let read = plan::read_draft(s)?;
+    let draft_problem = read.problem();
+    let draft = read.text().unwrap_or_default().to_string();
     let plan_md_edited = match &p.locked {
         Some(l) => s.read_text(files::PLAN)?.unwrap_or_default() != *l,
         None => false,
@@ -672,6 +676,7 @@ fn plan_view(s: &Session) -> Result<PlanView, OpError> {
         revision: p.revision,
         confirmed_at: p.confirmed_at,
         draft,
+        draft_problem,
         locked: p.locked,
         plan_md_edited,
     })
@@ -686,7 +691,9 @@ fn render_plan(v: &PlanView) -> String {
         out.push_str(&format!("last confirmed: {at}\n"));
     }
     out.push_str("\n# draft ($PLAN_DRAFT_FILE, not in the prompt)\n");
-    if v.draft.trim().is_empty() {
+    if let Some(problem) = &v.draft_problem {
+        out.push_str(&format!("({problem})\n"));
+    } else if v.draft.trim().is_empty() {
         out.push_str("(empty)\n");
     } else {
         out.push_str(&safe(&v.draft));
@@ -722,7 +729,7 @@ fn plan_edit(s: &Session, ui: &mut dyn Surface) -> Result<String, OpError> {
     }
     let editor = chosen.unwrap_or_else(|| "vi".into());
     let path = s.path(files::DRAFT);
-    if s.read_text(files::DRAFT)?.is_none() {
+    if std::fs::symlink_metadata(&path).is_err() {
         let lock = s.lock()?;
         s.write_text_locked(&lock, files::DRAFT, "")?;
     }
@@ -748,9 +755,7 @@ fn plan_edit(s: &Session, ui: &mut dyn Surface) -> Result<String, OpError> {
     }
     let before = plan::plan_file(s)?;
     let p = plan::observe_draft(s, None, ui)?;
-    let empty = s
-        .read_text(files::DRAFT)?
-        .is_none_or(|d| d.trim().is_empty());
+    let empty = plan::read_draft(s)?.is_blank();
     // An emptied draft is a removed draft (its state says so), not an unchanged one.
     let what = if empty && p.state != before.state {
         "draft emptied"
@@ -784,7 +789,7 @@ fn with_runtime(
     // `session_start`) nor need a reachable provider: "error, nothing changed".
     match op.id {
         OpId::PlanConfirm => {
-            let draft = session.read_text(files::DRAFT)?.unwrap_or_default();
+            let draft = plan::read_draft(session)?;
             plan::plan_file(session)?
                 .check_confirm(&draft)
                 .map_err(OpError::Refused)?;

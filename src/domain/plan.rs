@@ -79,12 +79,90 @@ pub struct Transition {
 /// FNV-1a 64-bit hash as 16 hex digits: stable across builds and platforms (std's hasher is not
 /// promised to be), used only to notice that the draft changed.
 pub fn fingerprint(text: &str) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in text.as_bytes() {
+    format!("{:016x}", fnv(0xcbf2_9ce4_8422_2325, text.as_bytes()))
+}
+
+fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+    for b in bytes {
         h ^= u64::from(*b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
-    format!("{h:016x}")
+    h
+}
+
+/// The draft file as tern reads it: at most [`MAX_PLAN_BYTES`] + 1 bytes of it and its real
+/// size, so a huge draft (a command may `truncate -s 3G "$PLAN_DRAFT_FILE"`) costs bounded
+/// memory, and still counts as changed when its bytes or its size change.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Draft {
+    /// The bytes read: the whole file when it is within the limit.
+    pub bytes: Vec<u8>,
+    /// The file's size in bytes.
+    pub size: u64,
+}
+
+impl Draft {
+    /// How many bytes of the draft file a reader reads.
+    pub const READ_LIMIT: usize = MAX_PLAN_BYTES + 1;
+
+    /// A draft of this text.
+    pub fn from_text(text: &str) -> Draft {
+        Draft {
+            bytes: text.as_bytes().to_vec(),
+            size: u64::try_from(text.len()).unwrap_or(u64::MAX),
+        }
+    }
+
+    /// True when the file is over [`MAX_PLAN_BYTES`] (then only its start was read).
+    pub fn oversized(&self) -> bool {
+        self.size > MAX_PLAN_BYTES as u64 || self.bytes.len() > MAX_PLAN_BYTES
+    }
+
+    /// The draft's text; None when it is over the limit or not UTF-8.
+    pub fn text(&self) -> Option<&str> {
+        if self.oversized() {
+            return None;
+        }
+        std::str::from_utf8(&self.bytes).ok()
+    }
+
+    /// True for an empty or all-whitespace draft (no draft at all). An oversized or non-UTF-8
+    /// draft is never blank.
+    pub fn is_blank(&self) -> bool {
+        self.text().is_some_and(|t| t.trim().is_empty())
+    }
+
+    /// Why the draft cannot be shown or confirmed: over the limit, or not UTF-8 text.
+    pub fn problem(&self) -> Option<String> {
+        if self.oversized() {
+            return Some(format!(
+                "the draft is {} bytes, over the {MAX_PLAN_BYTES}-byte limit: shorten it",
+                self.size
+            ));
+        }
+        if std::str::from_utf8(&self.bytes).is_err() {
+            return Some(format!(
+                "the draft ({} bytes) is not UTF-8 text: rewrite it as text",
+                self.size
+            ));
+        }
+        None
+    }
+
+    /// The fingerprint [`PlanFile`] keeps to notice a change; None for a blank draft. A text
+    /// draft's is [`fingerprint`] of its text; an oversized one's covers the bytes read and the
+    /// size.
+    pub fn fingerprint(&self) -> Option<String> {
+        if self.is_blank() {
+            return None;
+        }
+        let h = fnv(0xcbf2_9ce4_8422_2325, &self.bytes);
+        Some(if self.oversized() {
+            format!("{:016x}", fnv(h, &self.size.to_le_bytes()))
+        } else {
+            format!("{h:016x}")
+        })
+    }
 }
 
 impl PlanFile {
@@ -132,7 +210,13 @@ impl PlanFile {
     /// write) or revised (later writes), revision counted; an emptied draft → back to the resting
     /// state. None when unchanged.
     pub fn observe_draft(&mut self, draft: &str) -> Option<Transition> {
-        let fp = (!draft.trim().is_empty()).then(|| fingerprint(draft));
+        self.observe(&Draft::from_text(draft))
+    }
+
+    /// [`PlanFile::observe_draft`] for a draft as read from its file (perhaps oversized or not
+    /// UTF-8: still a draft, which changes when its bytes do).
+    pub fn observe(&mut self, draft: &Draft) -> Option<Transition> {
+        let fp = draft.fingerprint();
         if fp == self.draft_fingerprint {
             return None;
         }
@@ -152,21 +236,28 @@ impl PlanFile {
 
     /// Checks that PlanConfirm may run with this draft. Errors (nothing changes): an empty draft,
     /// or one over [`MAX_PLAN_BYTES`] (it would go into every request's system prompt).
-    pub fn check_confirm(&self, draft: &str) -> Result<(), String> {
-        if draft.len() > MAX_PLAN_BYTES {
+    /// Returns the draft's text.
+    pub fn check_confirm<'a>(&self, draft: &'a Draft) -> Result<&'a str, String> {
+        if draft.oversized() {
             return Err(format!(
                 "the draft is {} bytes; a locked plan may be at most {MAX_PLAN_BYTES} bytes (it goes into every request). Shorten it first.",
-                draft.len()
+                draft.size
             ));
         }
-        if draft.trim().is_empty() {
+        let Some(text) = draft.text() else {
+            return Err(
+                "the draft is not UTF-8 text; a locked plan goes into every request as text. Rewrite it as text first."
+                    .into(),
+            );
+        };
+        if text.trim().is_empty() {
             return Err(
                 "no plan draft to confirm. Write the plan to $PLAN_DRAFT_FILE \
                         (or call plan_draft) first, then call plan_confirm."
                     .into(),
             );
         }
-        Ok(())
+        Ok(text)
     }
 
     /// Records a successful PlanConfirm of `draft` (after the compaction succeeded).
@@ -179,8 +270,8 @@ impl PlanFile {
     }
 
     /// Cancels the pending draft (the caller archives and empties it). Errors: no draft.
-    pub fn cancel(&mut self, draft: &str) -> Result<Transition, String> {
-        if draft.trim().is_empty() {
+    pub fn cancel(&mut self, draft: &Draft) -> Result<Transition, String> {
+        if draft.is_blank() {
             return Err("no plan draft to cancel.".into());
         }
         self.draft_fingerprint = None;
@@ -237,7 +328,7 @@ mod tests {
         assert!(p.observe_draft("step 1").is_none());
         let t = p.observe_draft("step 1\nstep 2").unwrap();
         assert_eq!((t.to, t.revision), (PlanState::Revised, 2));
-        assert!(p.check_confirm("step 1\nstep 2").is_ok());
+        assert!(p.check_confirm(&Draft::from_text("step 1\nstep 2")).is_ok());
         let t = p.confirm("step 1\nstep 2", "now");
         assert_eq!(t.to, PlanState::Confirmed);
         assert!(p.observe_draft("").is_none());
@@ -264,10 +355,38 @@ mod tests {
     fn refused_transitions_change_nothing() {
         let mut p = PlanFile::default();
         let before = p.clone();
-        assert!(p.check_confirm("  \n").is_err());
-        assert!(p.cancel("").is_err());
+        assert!(p.check_confirm(&Draft::from_text("  \n")).is_err());
+        assert!(p.cancel(&Draft::default()).is_err());
         assert!(p.check_clear().is_err());
         assert_eq!(p, before);
+    }
+
+    #[test]
+    fn an_oversized_draft_changes_with_its_size_and_is_refused_with_it() {
+        let start = vec![0u8; Draft::READ_LIMIT];
+        let big = |size: u64| Draft {
+            bytes: start.clone(),
+            size,
+        };
+        let mut p = PlanFile::default();
+        assert_eq!(p.observe(&big(3 << 30)).unwrap().to, PlanState::Drafting);
+        assert!(p.observe(&big(3 << 30)).is_none());
+        assert_eq!(
+            p.observe(&big((3 << 30) + 1)).unwrap().to,
+            PlanState::Revised
+        );
+        let e = p.check_confirm(&big(3 << 30)).unwrap_err();
+        assert!(e.contains(&format!("{} bytes", 3u64 << 30)), "{e}");
+        assert!(!big(3 << 30).is_blank());
+        // A text draft keeps its old fingerprint (plan.json files already written stay valid).
+        let d = Draft::from_text("1. a\n");
+        assert_eq!(d.fingerprint(), Some(fingerprint("1. a\n")));
+        let odd = Draft {
+            bytes: b"\xff".to_vec(),
+            size: 1,
+        };
+        assert!(odd.problem().unwrap().contains("not UTF-8"));
+        assert!(p.check_confirm(&odd).is_err());
     }
 
     #[test]
@@ -279,6 +398,9 @@ mod tests {
         p.observe_draft("b");
         assert_eq!(p.state, PlanState::Drafting);
         assert!(p.draft_pending());
-        assert_eq!(p.cancel("b").unwrap().to, PlanState::Executing);
+        assert_eq!(
+            p.cancel(&Draft::from_text("b")).unwrap().to,
+            PlanState::Executing
+        );
     }
 }

@@ -4,7 +4,7 @@
 //! draft and cancel never touch the conversation, so they need no runtime.
 
 use super::{Failure, Runtime, Surface, emit_to, system};
-use crate::domain::plan::{PlanFile, Transition};
+use crate::domain::plan::{Draft, PlanFile, Transition};
 use crate::event::{CompactTrigger, Event};
 use crate::store::{Session, files};
 use crate::tools::ToolError;
@@ -14,8 +14,35 @@ pub fn plan_file(session: &Session) -> Result<PlanFile, Failure> {
     Ok(session.read_json(files::PLAN_STATE)?.unwrap_or_default())
 }
 
-fn draft_text(session: &Session) -> Result<String, Failure> {
-    Ok(session.read_text(files::DRAFT)?.unwrap_or_default())
+/// The session's draft as read: at most [`Draft::READ_LIMIT`] bytes of `$PLAN_DRAFT_FILE` and its
+/// size (an empty draft when absent), so a huge draft never costs its size in memory.
+pub fn read_draft(session: &Session) -> Result<Draft, Failure> {
+    let path = session.path(files::DRAFT);
+    Ok(crate::store::fsutil::read_prefix(&path, Draft::READ_LIMIT)?
+        .map(|(bytes, size)| Draft { bytes, size })
+        .unwrap_or_default())
+}
+
+/// Archives a pending draft and empties it, the caller holding the lock. A text draft is written
+/// to `archive/draft-NNNN.md` (redacted, as every archive); one over the limit or not UTF-8 is
+/// moved there whole (never read into memory).
+fn archive_draft(
+    session: &Session,
+    lock: &crate::store::lock::SessionLock,
+    draft: &Draft,
+) -> Result<(), Failure> {
+    match draft.text() {
+        Some(text) => {
+            session.write_archive_locked(lock, "draft", "md", text)?;
+        }
+        None => {
+            crate::store::fsutil::ensure_dir(&session.path(files::ARCHIVE))?;
+            let to = session.next_archive_path("draft", "md")?;
+            std::fs::rename(session.path(files::DRAFT), to)?;
+        }
+    }
+    session.write_text_locked(lock, files::DRAFT, "")?;
+    Ok(())
 }
 
 /// The `plan_state` event of a transition.
@@ -47,7 +74,7 @@ pub fn observe_draft(
         let lock = session.lock()?;
         let unlinked = unlink_odd_draft(session)?;
         let mut plan = plan_file(session)?;
-        let t = plan.observe_draft(&draft_text(session)?);
+        let t = plan.observe(&read_draft(session)?);
         if t.is_some() {
             session.write_json_locked(&lock, files::PLAN_STATE, &plan)?;
         }
@@ -157,12 +184,11 @@ pub fn draft_for_holder(session: &Session, content: Option<&str>) -> Result<Stri
     (|| -> Result<Result<String, String>, Failure> {
         let lock = session.lock()?;
         let Some(c) = content else {
-            let draft = draft_text(session)?;
-            if draft.trim().is_empty() {
+            let draft = read_draft(session)?;
+            if draft.is_blank() {
                 return Ok(Err("no plan draft to cancel.".into()));
             }
-            session.write_archive_locked(&lock, "draft", "md", &draft)?;
-            session.write_text_locked(&lock, files::DRAFT, "")?;
+            archive_draft(session, &lock, &draft)?;
             return Ok(Ok("Draft discarded (archived); the tern running this session records it before its next request.".into()));
         };
         session.write_text_locked(&lock, files::DRAFT, c)?;
@@ -187,14 +213,13 @@ pub fn cancel(
     let t = (|| -> Result<Result<Transition, String>, Failure> {
         let lock = session.lock()?;
         let mut plan = plan_file(session)?;
-        let draft = draft_text(session)?;
-        plan.observe_draft(&draft);
+        let draft = read_draft(session)?;
+        plan.observe(&draft);
         let t = match plan.cancel(&draft) {
             Ok(t) => t,
             Err(e) => return Ok(Err(e)),
         };
-        session.write_archive_locked(&lock, "draft", "md", &draft)?;
-        session.write_text_locked(&lock, files::DRAFT, "")?;
+        archive_draft(session, &lock, &draft)?;
         session.write_json_locked(&lock, files::PLAN_STATE, &plan)?;
         Ok(Ok(t))
     })()
@@ -256,11 +281,12 @@ impl Runtime {
         ui: &mut dyn Surface,
     ) -> Result<String, ToolError> {
         self.observe_plan_files(ui).map_err(failed)?;
-        let draft = draft_text(&self.session).map_err(failed)?;
-        plan_file(&self.session)
+        let draft = read_draft(&self.session).map_err(failed)?;
+        let draft = plan_file(&self.session)
             .map_err(failed)?
             .check_confirm(&draft)
-            .map_err(ToolError::Refused)?;
+            .map_err(ToolError::Refused)?
+            .to_string();
         self.compact(CompactTrigger::PlanConfirm, keep_from, ui)
             .map_err(|e| compaction_failed("confirmed", e))?;
         let t = self.lock_draft(&draft, ui).map_err(failed)?;
@@ -280,7 +306,7 @@ impl Runtime {
         let t = {
             let lock = self.session.lock()?;
             let mut plan = plan_file(&self.session)?;
-            let now_draft = draft_text(&self.session)?;
+            let now_draft = read_draft(&self.session)?;
             if let Some(old) = &plan.locked {
                 self.session
                     .write_archive_locked(&lock, "plan", "md", old)?;
@@ -292,7 +318,7 @@ impl Runtime {
                 .write_json_locked(&lock, files::PLAN_STATE, &plan)?;
             // Derived from the record above.
             self.session.write_text_locked(&lock, files::PLAN, draft)?;
-            if now_draft == draft {
+            if now_draft.text() == Some(draft) {
                 self.session.write_text_locked(&lock, files::DRAFT, "")?;
             }
             self.session
@@ -394,7 +420,7 @@ pub fn reconcile(
             if let Some(l) = &locked {
                 p.confirm(l, &crate::clock::now_rfc3339());
             }
-            p.observe_draft(&draft_text(session)?);
+            p.observe(&read_draft(session)?);
             session.write_json_locked(&lock, files::PLAN_STATE, &p)?;
             fixed.push(
                 "plan.json was damaged: rebuilt from system.txt, plan.md and the draft".into(),
@@ -423,7 +449,7 @@ pub fn reconcile(
     }
     if let Some(l) = &plan.locked
         && plan.state == crate::domain::plan::PlanState::Confirmed
-        && draft_text(session)? == *l
+        && read_draft(session)?.text() == Some(l.as_str())
     {
         session.write_text_locked(&lock, files::DRAFT, "")?;
         fixed.push("the confirmed draft was still pending: emptied".into());

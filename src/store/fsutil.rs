@@ -283,6 +283,38 @@ pub fn read_text(path: &Path) -> io::Result<Option<String>> {
     }
 }
 
+/// Reads at most `max` bytes from the start of a file (None when absent), refusing symlinks and
+/// anything but a plain file (opened without blocking, so a FIFO cannot hang the reader). Returns
+/// the bytes and the file's size from its metadata (at least the number of bytes read), so a huge
+/// file costs `max` bytes of memory, never its size.
+pub fn read_prefix(path: &Path, max: usize) -> io::Result<Option<(Vec<u8>, u64)>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    refuse_symlink(path)?;
+    let file = match fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(with_path(e, path)),
+    };
+    let meta = file.metadata().map_err(|e| with_path(e, path))?;
+    if !meta.is_file() {
+        return Err(io::Error::other(format!(
+            "{} is not a plain file",
+            path.display()
+        )));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(max).min(max));
+    file.take(u64::try_from(max).unwrap_or(u64::MAX))
+        .read_to_end(&mut bytes)
+        .map_err(|e| with_path(e, path))?;
+    let read = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+    Ok(Some((bytes, meta.len().max(read))))
+}
+
 /// Reads and parses a JSON state file (None when absent). A file that does not parse is an error
 /// naming the file, never a panic.
 pub fn read_json<T: DeserializeOwned>(path: &Path) -> io::Result<Option<T>> {

@@ -815,3 +815,72 @@ fn a_sub_agents_short_part_names_it_as_its_full_id_does() {
     assert!(e.contains("ambiguous among sub-agents"), "{e}");
     assert!(e.contains(twin) && e.contains(&nested_id), "{e}");
 }
+
+/// A set-but-blank or non-UTF-8 TERN_SANDBOX, TERN_APPROVAL or TERN_STATE_DIR is a usage error
+/// naming the variable on every surface that reads it (found by a new user: they were taken for
+/// unset, so a blank TERN_SANDBOX gave workspace-write while TERN_SANDBOX=bogus exited 2; someone
+/// who meant read-only got write access silently). Nothing is sent to the provider.
+#[test]
+fn a_blank_or_non_utf8_policy_or_state_variable_is_a_usage_error() {
+    use std::os::unix::ffi::OsStrExt;
+    let fake = FakeServer::start(vec![openai_text("never")]);
+    let surfaces: [&[&str]; 3] = [&["exec", "x"], &["chat"], &["acp"]];
+    let verbs: [&[&str]; 3] = [&["plan", "show"], &["sessions"], &["status"]];
+    for var in ["TERN_SANDBOX", "TERN_APPROVAL", "TERN_STATE_DIR"] {
+        let args: Vec<&[&str]> = if var == "TERN_STATE_DIR" {
+            surfaces.iter().chain(verbs.iter()).copied().collect()
+        } else {
+            surfaces.to_vec()
+        };
+        for value in [&b""[..], b" ", b"\xffx"] {
+            for a in &args {
+                let ws = Ws::new();
+                let mut cmd = ws.tern(&fake);
+                cmd.env(var, std::ffi::OsStr::from_bytes(value)).args(*a);
+                let out = run_no_stdin(cmd);
+                assert_eq!(out.code, Some(2), "{var}={value:?} {a:?}: {out:?}");
+                assert!(
+                    out.stderr.contains(var) && out.stderr.contains(&format!("unset {var}")),
+                    "{var}={value:?} {a:?}: {out:?}"
+                );
+            }
+        }
+    }
+    let out = exec_with(&fake, &[("TERN_SANDBOX", b" ")], &[]);
+    usage_error_with_result(&out, &fake);
+    assert!(
+        said(&out).contains("TERN_SANDBOX is set but empty"),
+        "{out:?}"
+    );
+    assert!(fake.requests().is_empty());
+}
+
+/// A TERN_STATE_DIR or --state-dir naming something that is not a folder (`/dev/null`) is a usage
+/// error (exit 2, as other bad values are; it was 1).
+#[test]
+fn a_state_dir_that_is_not_a_folder_is_a_usage_error() {
+    let fake = FakeServer::start(vec![openai_text("never")]);
+    let ws = Ws::new();
+    for a in [
+        &["exec", "x"][..],
+        &["plan", "show"],
+        &["sessions"],
+        &["acp"],
+    ] {
+        let mut cmd = ws.tern(&fake);
+        cmd.env("TERN_STATE_DIR", "/dev/null").args(a);
+        let out = run_no_stdin(cmd);
+        assert_eq!(out.code, Some(2), "{a:?}: {out:?}");
+        assert!(
+            out.stderr
+                .contains("/dev/null (from TERN_STATE_DIR) exists and is not a folder"),
+            "{a:?}: {out:?}"
+        );
+    }
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["status", "--state-dir", "/dev/null"]);
+    let out = run_no_stdin(cmd);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("(from --state-dir)"), "{out:?}");
+    assert!(fake.requests().is_empty());
+}

@@ -1160,3 +1160,100 @@ fn model_verbs_take_model_and_max_retry_time() {
     ]));
     assert!(out.stderr.contains("no plan draft"), "{out:?}");
 }
+
+/// A 3 GB draft (`truncate -s 3G "$PLAN_DRAFT_FILE"`, sparse) is read only up to the plan limit
+/// (found by a new user: `tern plan show` took 9 s and 3.1 GB, and the running tern read it whole
+/// before each request). It still counts as a draft that changes with its size, `plan show` says
+/// it is over the limit instead of showing it, `plan confirm` refuses it with its real size, and
+/// `plan cancel` moves it to the archive whole.
+#[test]
+fn a_huge_draft_is_never_read_whole() {
+    let wire = Wire::OpenAi;
+    let ws = WireWs::new(
+        wire,
+        vec![
+            bash(
+                wire,
+                "b1",
+                r#"truncate -s 3G "$PLAN_DRAFT_FILE" && echo ok"#,
+            ),
+            text(wire, "Drafted."),
+            text(wire, "Again."),
+        ],
+    );
+    ws.ok(&["exec", "Draft a plan."]);
+    let events = ws.events();
+    let r = result_of(&events, "b1");
+    assert!(r["content"].as_str().unwrap_or("").starts_with("ok"), "{r}");
+    let size: u64 = 3 << 30;
+    assert_eq!(
+        std::fs::metadata(ws.path("plan.draft.md")).unwrap().len(),
+        size
+    );
+    let plan = ws.json("plan.json");
+    assert_eq!(plan["state"], "drafting", "{plan}");
+    assert_eq!(plan["revision"], 1, "{plan}");
+
+    let show = String::from_utf8_lossy(&ws.ok(&["plan", "show"]).stdout).into_owned();
+    assert!(
+        show.contains(&format!(
+            "(the draft is {size} bytes, over the 65536-byte limit: shorten it)"
+        )),
+        "{show}"
+    );
+    let refused = ws.refused(&["plan", "confirm"]);
+    assert!(
+        refused.contains(&format!("the draft is {size} bytes")),
+        "{refused}"
+    );
+
+    // Same first bytes, one byte longer: a changed draft.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(ws.path("plan.draft.md"))
+        .unwrap()
+        .set_len(size + 1)
+        .unwrap();
+    ws.ok(&["exec", "--continue", "Again."]);
+    let plan = ws.json("plan.json");
+    assert_eq!(plan["state"], "revised", "{plan}");
+    assert_eq!(plan["revision"], 2, "{plan}");
+
+    ws.ok(&["plan", "cancel"]);
+    assert_eq!(ws.read("plan.draft.md"), "");
+    let archived = std::fs::metadata(ws.path("archive/draft-0001.md")).unwrap();
+    assert_eq!(archived.len(), size + 1);
+    assert_eq!(ws.json("plan.json")["state"], "idle");
+}
+
+/// A draft that is not UTF-8 (a command wrote binary to `$PLAN_DRAFT_FILE`) is a draft all the
+/// same: the turn goes on, `plan show` says it is not text, `plan confirm` refuses it, and
+/// `plan cancel` archives it byte for byte.
+#[test]
+fn a_non_utf8_draft_is_reported_not_fatal() {
+    let wire = Wire::OpenAi;
+    let ws = WireWs::new(
+        wire,
+        vec![
+            bash(
+                wire,
+                "b1",
+                r#"printf '1. step \377\376\n' > "$PLAN_DRAFT_FILE" && echo ok"#,
+            ),
+            text(wire, "Drafted."),
+        ],
+    );
+    let out = ws.ok(&["exec", "Draft a plan."]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Drafted."));
+    let plan = ws.json("plan.json");
+    assert_eq!(plan["state"], "drafting", "{plan}");
+    let show = String::from_utf8_lossy(&ws.ok(&["plan", "show"]).stdout).into_owned();
+    assert!(show.contains("is not UTF-8 text"), "{show}");
+    let refused = ws.refused(&["plan", "confirm"]);
+    assert!(refused.contains("not UTF-8"), "{refused}");
+    ws.ok(&["plan", "cancel"]);
+    assert_eq!(
+        std::fs::read(ws.path("archive/draft-0001.md")).unwrap(),
+        b"1. step \xff\xfe\n"
+    );
+}
