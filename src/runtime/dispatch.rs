@@ -174,6 +174,10 @@ impl Runtime {
             return Err(ToolError::Failed(format!("not run: {e}"))).into();
         }
         // A sandboxed mode that this machine cannot enforce refuses, never runs unsandboxed.
+        // Emptied before the call too: a job an earlier call left running may have written.
+        if self.tmp.as_ref().is_some_and(|t| t.clear().is_err()) {
+            self.tmp = None;
+        }
         if self.cfg.sandbox.is_sandboxed() && self.tmp.is_none() {
             match crate::sandbox::TempFolder::new() {
                 Ok(t) => self.tmp = Some(t),

@@ -343,6 +343,8 @@ struct Seen {
     disk: Option<(Option<FileStamp>, Option<FileStamp>)>,
     /// `plan.md` edited outside PlanConfirm was reported (once per process).
     warned_plan_md: bool,
+    /// The state folder's `current` at the guard's last look.
+    current: Option<FileStamp>,
 }
 
 /// The one runtime of a session.
@@ -728,11 +730,27 @@ impl Runtime {
                     done.push(".gitignore");
                 }
             }
-            if self.mark_current
-                && std::fs::symlink_metadata(root.join("current")).is_err()
-                && self.session.mark_current().is_ok()
-            {
-                done.push("current");
+            if self.mark_current {
+                let current = root.join("current");
+                let now = stamp(&current);
+                // Another pane may point `current` at its own session: fine. Garbage, or a
+                // session that does not exist, is a command's doing: pointed back at this one.
+                // Read only when it changed since the last look.
+                let broken = now.is_none()
+                    || (now != self.seen.current
+                        && !std::fs::read_to_string(&current).is_ok_and(|id| {
+                            let id = id.trim();
+                            !id.is_empty()
+                                && !id.contains(['/', '\0'])
+                                && id != "."
+                                && id != ".."
+                                && std::fs::symlink_metadata(root.join("sessions").join(id))
+                                    .is_ok_and(|m| m.is_dir())
+                        }));
+                if broken && self.session.mark_current().is_ok() {
+                    done.push("current");
+                }
+                self.seen.current = stamp(&current);
             }
         }
         done

@@ -421,8 +421,8 @@ enum Tmp {
 }
 
 /// A private `TMPDIR` for the commands of one runtime: a folder `tern-sandbox-<pid>-<random>`
-/// in the system temp folder, mode 0700, made once and [`TempFolder::clear`]ed after each call,
-/// so no call sees what an earlier one left there. Removed, with whatever is in it, when
+/// in the system temp folder, mode 0700, made once and [`TempFolder::clear`]ed before and after
+/// each call, so no call sees what an earlier one (or a job it left running) left there. Removed, with whatever is in it, when
 /// dropped. Why not one folder per call: `mkdir` and `rmdir` on a disk file system (ext4 `/tmp`)
 /// cost about a tenth of tern's own CPU per turn (BENCHMARKS.md, section 1).
 #[derive(Debug)]
@@ -433,9 +433,11 @@ impl TempFolder {
     ///
     /// Errors: [`SandboxError::Setup`] when the system temp folder refuses.
     pub fn new() -> Result<TempFolder, SandboxError> {
+        use std::os::unix::fs::PermissionsExt;
         remove_dead_tmpdirs();
         tempfile::Builder::new()
             .prefix(&format!("{TMPDIR_PREFIX}{}-", std::process::id()))
+            .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir()
             .map(TempFolder)
             .map_err(|e| SandboxError::Setup(format!("private temp folder: {e}")))
@@ -452,11 +454,16 @@ impl TempFolder {
     /// a plain folder (a command may `chmod` it: Landlock does not restrict metadata); the
     /// caller then drops this one and makes a new one.
     pub fn clear(&self) -> std::io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
         let meta = std::fs::symlink_metadata(self.path())?;
         if !meta.is_dir() {
             return Err(std::io::Error::other(
                 "the private temp folder was replaced",
             ));
+        }
+        // Private again if a command changed its mode (Landlock does not restrict `chmod`).
+        if meta.permissions().mode() & 0o7777 != 0o700 {
+            std::fs::set_permissions(self.path(), std::fs::Permissions::from_mode(0o700))?;
         }
         for entry in std::fs::read_dir(self.path())? {
             let entry = entry?;

@@ -1196,6 +1196,33 @@ mod through_exec {
         ws.ok(&["exec", "--continue", "again"]);
     }
 
+    /// A command that writes garbage into `.tern/current` gets an error result and `current`
+    /// names the session again (found by a new user: every later verb failed on "current
+    /// names \"bogus\"").
+    #[test]
+    fn a_garbage_current_is_pointed_back() {
+        if !landlock() {
+            return;
+        }
+        let w = Wire::OpenAi;
+        let ws = WireWs::new(w, vec![]);
+        ws.ok(&["exec", "hi"]);
+        ws.push(vec![
+            bash(w, "cur", "rm -f .tern/current; echo bogus > .tern/current"),
+            text(w, "done"),
+        ]);
+        ws.ok(&["exec", "--continue", "point it away"]);
+        let events = ws.events();
+        let r = result_of(&events, "cur");
+        let c = r["content"].as_str().unwrap_or("");
+        assert_eq!(r["is_error"], true, "{c}");
+        assert!(c.contains("current"), "{c}");
+        let id = ws.json("meta.json")["id"].as_str().unwrap().to_string();
+        let current = std::fs::read_to_string(ws.root().join(".tern/current")).unwrap();
+        assert_eq!(current.trim(), id);
+        ws.ok(&["status"]);
+    }
+
     /// A command that removes only what tern cannot put back (another session, an archived
     /// conversation, a sub-agent's folder) is still caught: its result is an error naming each
     /// (found by a new user: such removals went unsaid).
