@@ -89,33 +89,16 @@ fn main() -> ExitCode {
     }
     // `cargo bench -- --sandbox-only`: section 6 alone, printed, BENCHMARKS.md left as it is.
     if args.iter().any(|a| a == "--sandbox-only") {
-        return match bench_sandbox() {
-            Ok(md) => {
-                println!("{md}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("tern_bench failed: {e}");
-                ExitCode::FAILURE
-            }
-        };
+        return printed(bench_sandbox());
     }
     // `TERN_BENCH_BASELINE=old/tern cargo bench -- --baseline-only`: the side-by-side part of
     // section 1 alone, printed.
     if args.iter().any(|a| a == "--baseline-only") {
-        let result = std::env::var(BASELINE_ENV)
-            .map_err(|_| format!("--baseline-only needs {BASELINE_ENV}=<tern binary>"))
-            .and_then(|b| bench_baseline(&b));
-        return match result {
-            Ok(md) => {
-                println!("{md}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("tern_bench failed: {e}");
-                ExitCode::FAILURE
-            }
-        };
+        return printed(
+            std::env::var(BASELINE_ENV)
+                .map_err(|_| format!("--baseline-only needs {BASELINE_ENV}=<tern binary>"))
+                .and_then(|b| bench_baseline(&b)),
+        );
     }
     if args.get(1).map(String::as_str) == Some("--serve") {
         return match serve(&args[2..]) {
@@ -128,6 +111,20 @@ fn main() -> ExitCode {
     }
     match run_all() {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tern_bench failed: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Prints one section's Markdown, or the error, as a `--…-only` run ends.
+fn printed(section: R<String>) -> ExitCode {
+    match section {
+        Ok(md) => {
+            println!("{md}");
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("tern_bench failed: {e}");
             ExitCode::FAILURE
