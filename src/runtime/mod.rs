@@ -999,7 +999,7 @@ fn lost_message(gone: &[String]) -> String {
         named.push_str(&format!(" and {} more", gone.len() - 10));
     }
     format!(
-        "this command removed what tern keeps in its state folder and cannot put back: {named}. They are lost. Never remove anything under .tern/."
+        "this command removed (or moved away) what tern keeps in its state folder and cannot put back: {named}. They are lost unless moved back. Never remove or move anything under .tern/."
     )
 }
 
