@@ -801,6 +801,12 @@ impl Runtime {
             });
         let events = self.session.path(files::EVENTS);
         if changes.iter().any(|c| c.path == events) {
+            // The log has no copy: "put them back" would claim too much.
+            if changes.len() == 1 {
+                msg = msg.replace("and tern put them back", "but tern cannot put it back");
+            } else {
+                msg = msg.replace("tern put them back", "tern put back the others");
+            }
             msg.push_str(
                 " The event log (events.jsonl) cannot be put back: its earlier events are lost.",
             );

@@ -1196,6 +1196,32 @@ mod through_exec {
         ws.ok(&["exec", "--continue", "again"]);
     }
 
+    /// Removing the event log alone: the result says it cannot be put back, and never that
+    /// tern put it back (found by a new user: the result said both).
+    #[test]
+    fn a_removed_event_log_is_not_said_to_be_put_back() {
+        if !landlock() {
+            return;
+        }
+        let w = Wire::OpenAi;
+        let ws = WireWs::new(w, vec![]);
+        ws.ok(&["exec", "hi"]);
+        ws.push(vec![
+            bash(w, "ev", "rm \"$TERN_SESSION_DIR/events.jsonl\""),
+            text(w, "done"),
+        ]);
+        ws.ok(&["exec", "--continue", "drop the log"]);
+        let events = ws.events();
+        let r = result_of(&events, "ev");
+        let c = r["content"].as_str().unwrap_or("");
+        assert_eq!(r["is_error"], true, "{c}");
+        assert!(
+            c.contains("cannot put it back") && c.contains("earlier events are lost"),
+            "{c}"
+        );
+        assert!(!c.contains("put them back"), "{c}");
+    }
+
     /// A command that writes garbage into `.tern/current` gets an error result and `current`
     /// names the session again (found by a new user: every later verb failed on "current
     /// names \"bogus\"").
