@@ -118,6 +118,28 @@ fn main() -> ExitCode {
     }
 }
 
+/// Runs this bench binary again as a fresh process with `flag` and a scratch folder, and
+/// returns the one JSON object the child prints (its figures).
+fn child_figures(flag: &str) -> R<Value> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let out = Command::new(&exe)
+        .arg(flag)
+        .arg(tmp.path())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| e.to_string())?;
+    serde_json::from_slice(&out.stdout).map_err(|e| format!("{flag} output: {e}: {:?}", out.stdout))
+}
+
+/// The numbers of the array `v[key]` (none when it is missing).
+fn floats(v: &Value, key: &str) -> Vec<f64> {
+    v[key]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_f64).collect())
+        .unwrap_or_default()
+}
+
 /// Prints one section's Markdown, or the error, as a `--…-only` run ends.
 fn printed(section: R<String>) -> ExitCode {
     match section {
@@ -951,20 +973,8 @@ fn bench_drain() -> R<(String, String)> {
             s.m.hwm_kb
         );
     }
-    let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let out = Command::new(&exe)
-        .arg("--overhead-child")
-        .arg(tmp.path())
-        .stderr(Stdio::inherit())
-        .output()
-        .map_err(|e| e.to_string())?;
-    let v: Value = serde_json::from_slice(&out.stdout)
-        .map_err(|e| format!("overhead child output: {e}: {:?}", out.stdout))?;
-    let list = |k: &str| -> Vec<f64> {
-        v[k].as_array()
-            .map(|a| a.iter().filter_map(Value::as_f64).collect())
-            .unwrap_or_default()
-    };
+    let v = child_figures("--overhead-child")?;
+    let list = |k: &str| floats(&v, k);
     let (tool, plain) = (list("tool_ms"), list("plain_ms"));
     let worst = peaks.iter().copied().max().unwrap_or(0);
     let _ = writeln!(
@@ -1775,21 +1785,8 @@ fn bench_sandbox() -> R<String> {
             return Ok(md);
         }
     };
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let out = Command::new(&exe)
-        .arg("--sandbox-child")
-        .arg(tmp.path())
-        .stderr(Stdio::inherit())
-        .output()
-        .map_err(|e| e.to_string())?;
-    let v: Value = serde_json::from_slice(&out.stdout)
-        .map_err(|e| format!("sandbox child output: {e}: {:?}", out.stdout))?;
-    let list = |k: &str| -> Vec<f64> {
-        v[k].as_array()
-            .map(|a| a.iter().filter_map(Value::as_f64).collect())
-            .unwrap_or_default()
-    };
+    let v = child_figures("--sandbox-child")?;
+    let list = |k: &str| floats(&v, k);
     let row = |md: &mut String, name: &str, l: &[f64]| {
         let _ = writeln!(
             md,

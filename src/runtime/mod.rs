@@ -710,13 +710,13 @@ impl Runtime {
     /// (re-taken: a removed lease file would let another process take a second one), the state
     /// folder's `.gitignore` (else git would see the conversation), `sessions/`, and `current`
     /// when this runtime keeps it. Returns what it recreated. Costs a few `lstat`s per call.
-    fn repair_structure(&mut self) -> Vec<&'static str> {
+    fn repair_structure(&mut self) -> Vec<String> {
         let mut done = Vec::new();
         if self.lease.as_ref().is_some_and(|l| !l.intact()) {
             self.lease = None;
             if let Ok(Ok(l)) = Lease::try_take(&self.session.dir) {
                 self.lease = Some(l);
-                done.push("lease");
+                done.push("lease".to_string());
             }
         }
         if let Some(root) = self.state_root() {
@@ -727,7 +727,7 @@ impl Runtime {
                     workspace: self.workspace.clone(),
                 };
                 if state.init().is_ok() {
-                    done.push(".gitignore");
+                    done.push(".gitignore".to_string());
                 }
             }
             if self.mark_current {
@@ -748,7 +748,7 @@ impl Runtime {
                                     .is_ok_and(|m| m.is_dir())
                         }));
                 if broken && self.session.mark_current().is_ok() {
-                    done.push("current");
+                    done.push("current".to_string());
                 }
                 self.seen.current = stamp(&current);
             }
@@ -765,11 +765,7 @@ impl Runtime {
         // First, so the fingerprints below are taken along the real path again.
         let unlinked = self.unlink_structure();
         let changes = self.guard.as_ref()?.changes();
-        let mut rebuilt: Vec<String> = self
-            .repair_structure()
-            .into_iter()
-            .map(str::to_string)
-            .collect();
+        let mut rebuilt = self.repair_structure();
         rebuilt.extend(unlinked);
         if changes.is_empty() && rebuilt.is_empty() {
             let gone = self.guard_vanished();

@@ -874,6 +874,18 @@ mod through_exec {
         ok
     }
 
+    /// A workspace whose session ran one turn, then one more turn in which the model runs
+    /// `command` (call id `id`); returns the workspace and that call's tool result.
+    fn after_one_command(id: &str, command: &str) -> (WireWs, serde_json::Value) {
+        let w = Wire::OpenAi;
+        let ws = WireWs::new(w, vec![]);
+        ws.ok(&["exec", "hi"]);
+        ws.push(vec![bash(w, id, command), text(w, "done")]);
+        ws.ok(&["exec", "--continue", "run it"]);
+        let r = result_of(&ws.events(), id).clone();
+        (ws, r)
+    }
+
     /// The model writes each of tern's state files directly with bash: every change is refused
     /// with an error result saying the file is tern's, the file is put back, and the next
     /// request is a valid continuation; writing $PLAN_DRAFT_FILE is fine.
@@ -1203,16 +1215,7 @@ mod through_exec {
         if !landlock() {
             return;
         }
-        let w = Wire::OpenAi;
-        let ws = WireWs::new(w, vec![]);
-        ws.ok(&["exec", "hi"]);
-        ws.push(vec![
-            bash(w, "ev", "rm \"$TERN_SESSION_DIR/events.jsonl\""),
-            text(w, "done"),
-        ]);
-        ws.ok(&["exec", "--continue", "drop the log"]);
-        let events = ws.events();
-        let r = result_of(&events, "ev");
+        let (_ws, r) = after_one_command("ev", "rm \"$TERN_SESSION_DIR/events.jsonl\"");
         let c = r["content"].as_str().unwrap_or("");
         assert_eq!(r["is_error"], true, "{c}");
         assert!(
@@ -1230,16 +1233,7 @@ mod through_exec {
         if !landlock() {
             return;
         }
-        let w = Wire::OpenAi;
-        let ws = WireWs::new(w, vec![]);
-        ws.ok(&["exec", "hi"]);
-        ws.push(vec![
-            bash(w, "cur", "rm -f .tern/current; echo bogus > .tern/current"),
-            text(w, "done"),
-        ]);
-        ws.ok(&["exec", "--continue", "point it away"]);
-        let events = ws.events();
-        let r = result_of(&events, "cur");
+        let (ws, r) = after_one_command("cur", "rm -f .tern/current; echo bogus > .tern/current");
         let c = r["content"].as_str().unwrap_or("");
         assert_eq!(r["is_error"], true, "{c}");
         assert!(c.contains("current"), "{c}");
