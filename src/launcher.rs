@@ -268,7 +268,7 @@ impl Launcher {
                 Ok(Some(s)) => Ok(Some(s)),
                 Ok(None) if self.state.session_ids().is_ok_and(|ids| !ids.is_empty()) => {
                     Err(Failure::Usage(format!(
-                        "no current session: {} is missing or empty; name one with --session ID (see `tern sessions`)",
+                        "no current session: {} is missing or empty; name one by id: `tern exec --resume ID` or `tern chat --resume ID`, or a verb's `--session ID` (`tern sessions` lists them)",
                         self.state.root.join("current").display()
                     )))
                 }
@@ -353,12 +353,12 @@ impl Launcher {
             title: title.trim().chars().take(80).collect(),
             ..Meta::default()
         };
-        let session = self.state.create_session(meta)?;
-        {
-            let lock = session.lock()?;
-            session.write_text_locked(&lock, files::SYSTEM, &system)?;
-            session.write_text_locked(&lock, files::DRAFT, "")?;
-        }
+        // Start-up: what a killed creation or write left in `.tern/` goes first.
+        self.state.remove_stray_temps()?;
+        let session = self.state.create_session(meta, |s, lock| {
+            s.write_text_locked(lock, files::SYSTEM, &system)?;
+            s.write_text_locked(lock, files::DRAFT, "")
+        })?;
         if self.mark_current {
             self.state.set_current(&session.id)?;
         }
@@ -471,22 +471,21 @@ impl Launcher {
             title: seed.title.chars().take(80).collect(),
             ..Meta::default()
         };
-        let session = self.state.create_session(meta)?;
-        {
-            let lock = session.lock()?;
-            session.write_text_locked(&lock, files::SYSTEM, &seed.system)?;
-            session.write_text_locked(&lock, files::DRAFT, "")?;
+        self.state.remove_stray_temps()?;
+        let session = self.state.create_session(meta, |session, lock| {
+            session.write_text_locked(lock, files::SYSTEM, &seed.system)?;
+            session.write_text_locked(lock, files::DRAFT, "")?;
             if let Some(plan) = &seed.plan {
                 if let Some(locked) = &plan.locked {
-                    session.write_text_locked(&lock, files::PLAN, locked)?;
+                    session.write_text_locked(lock, files::PLAN, locked)?;
                 }
-                session.write_json_locked(&lock, files::PLAN_STATE, plan)?;
+                session.write_json_locked(lock, files::PLAN_STATE, plan)?;
             }
             if let Some(l) = &seed.ledger {
-                session.write_json_locked(&lock, files::LEDGER, l)?;
+                session.write_json_locked(lock, files::LEDGER, l)?;
             }
-            session.append_messages_locked(&lock, &seed.history)?;
-        }
+            session.append_messages_locked(lock, &seed.history)
+        })?;
         if self.mark_current {
             self.state.set_current(&session.id)?;
         }
@@ -530,13 +529,11 @@ impl Launcher {
             }),
             ..Meta::default()
         };
-        let session = self.state.create_child(&parent.session, meta)?;
-        {
-            let lock = session.lock()?;
-            session.write_text_locked(&lock, files::SYSTEM, &spec.system)?;
-            session.write_text_locked(&lock, files::DRAFT, "")?;
-            session.append_messages_locked(&lock, &spec.history)?;
-        }
+        let session = self.state.create_child(&parent.session, meta, |s, lock| {
+            s.write_text_locked(lock, files::SYSTEM, &spec.system)?;
+            s.write_text_locked(lock, files::DRAFT, "")?;
+            s.append_messages_locked(lock, &spec.history)
+        })?;
         let mut rt = Runtime::assemble(session, parts, spec.system, spec.history);
         rt.begin(ui, false, None)?;
         Ok(rt)

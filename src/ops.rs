@@ -941,15 +941,10 @@ fn session_rows(s: &Session, current: bool, depth: usize, rows: &mut Vec<Session
         };
         rows.push(row);
     }
-    let Ok(rd) = std::fs::read_dir(s.path(files::AGENTS)) else {
-        return;
-    };
-    let mut children: Vec<Session> = rd
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| Session::at(&e.file_name().to_string_lossy(), e.path()))
+    let children: Vec<Session> = crate::store::session::child_dirs(&s.path(files::AGENTS))
+        .into_iter()
+        .map(|(id, dir)| Session::at(&id, dir))
         .collect();
-    children.sort_by(|a, b| a.id.cmp(&b.id));
     for c in &children {
         session_rows(c, false, depth + 1, rows);
     }

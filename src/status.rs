@@ -176,18 +176,9 @@ pub fn running_children(session: &Session) -> Vec<RunningChild> {
 }
 
 fn child_sessions(session: &Session) -> Vec<Session> {
-    let Ok(rd) = std::fs::read_dir(session.path(files::AGENTS)) else {
-        return Vec::new();
-    };
-    let mut dirs: Vec<_> = rd.flatten().map(|e| e.path()).collect();
-    dirs.sort();
-    dirs.into_iter()
-        .map(|d| {
-            let name = d
-                .file_name()
-                .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-            Session::at(&name, d)
-        })
+    crate::store::session::child_dirs(&session.path(files::AGENTS))
+        .into_iter()
+        .map(|(id, dir)| Session::at(&id, dir))
         .collect()
 }
 

@@ -558,9 +558,8 @@ pub fn child_of_call(
     agents_dir: &std::path::Path,
     call_id: &str,
 ) -> Option<(String, std::path::PathBuf)> {
-    let rd = std::fs::read_dir(agents_dir).ok()?;
-    for e in rd.flatten() {
-        let s = crate::store::Session::at(&e.file_name().to_string_lossy(), e.path());
+    for (id, dir) in crate::store::session::child_dirs(agents_dir) {
+        let s = crate::store::Session::at(&id, dir);
         if let Ok(m) = s.read_meta()
             && m.parent.as_ref().is_some_and(|p| p.call_id == call_id)
         {
@@ -574,11 +573,8 @@ pub fn child_of_call(
 /// as interrupted (its lease is free), recursively. Returns the ids marked.
 pub fn mark_dead_children(dir: &std::path::Path) -> Vec<String> {
     let mut marked = Vec::new();
-    let Ok(rd) = std::fs::read_dir(dir.join(files::AGENTS)) else {
-        return marked;
-    };
-    for e in rd.flatten() {
-        let s = crate::store::Session::at(&e.file_name().to_string_lossy(), e.path());
+    for (id, child) in crate::store::session::child_dirs(&dir.join(files::AGENTS)) {
+        let s = crate::store::Session::at(&id, child);
         marked.extend(mark_dead_children(&s.dir));
         if super::held_elsewhere(&s).is_some() {
             continue;

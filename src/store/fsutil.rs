@@ -208,6 +208,50 @@ pub fn remove_stray_temps(dir: &Path) -> io::Result<usize> {
     Ok(n)
 }
 
+/// Removes the half-built folders (`.tmp-*`) a killed creation left in `dir` (not deeper), with
+/// everything in them. The caller holds the lock every creation in `dir` is made under, or knows
+/// no creation there is in flight. Returns how many were removed.
+pub fn remove_stray_folders(dir: &Path) -> io::Result<usize> {
+    let mut n = 0;
+    let rd = match fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(with_path(e, dir)),
+    };
+    for e in rd.flatten() {
+        // `file_type` does not follow a link: a planted link is never followed into.
+        if e.file_name().to_string_lossy().starts_with(TEMP_PREFIX)
+            && e.file_type().is_ok_and(|t| t.is_dir())
+        {
+            fault::point("remove", &e.path());
+            fs::remove_dir_all(e.path()).map_err(|err| with_path(err, &e.path()))?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// Renames the folder `from` to `to` (which must not exist) and fsyncs their parent, so the
+/// rename survives a power cut: the commit point of a folder built under a temporary name.
+pub fn rename_folder(from: &Path, to: &Path) -> io::Result<()> {
+    if fs::symlink_metadata(to).is_ok() {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("{} already exists", to.display()),
+        ));
+    }
+    if let Ok(d) = File::open(from) {
+        let _ = d.sync_all();
+    }
+    fault::point("rename", to);
+    fs::rename(from, to).map_err(|e| with_path(e, to))?;
+    fault::point("renamed", to);
+    if let Some(parent) = to.parent() {
+        sync_dir(parent);
+    }
+    Ok(())
+}
+
 /// Opens `path` for appending without following a symlink (O_NOFOLLOW), creating it if absent.
 pub fn open_append(path: &Path) -> io::Result<File> {
     OpenOptions::new()

@@ -207,10 +207,21 @@ impl Session {
 
     /// Removes the tempfiles a crash left in the session folder and its `archive/`, under the
     /// session lock every atomic write there is made under. Returns how many.
+    ///
+    /// Its sub-agents' folders too, at any depth, each under its own lock, and the half-built
+    /// ones (`agents/.tmp-*`) a killed creation left: call it only while no turn of this session
+    /// runs (no child is being created then).
     pub fn remove_stray_temps(&self) -> io::Result<usize> {
-        let _lock = self.lock()?;
-        Ok(fsutil::remove_stray_temps(&self.dir)?
-            + fsutil::remove_stray_temps(&self.path(files::ARCHIVE))?)
+        let mut n = {
+            let _lock = self.lock()?;
+            fsutil::remove_stray_temps(&self.dir)?
+                + fsutil::remove_stray_temps(&self.path(files::ARCHIVE))?
+                + fsutil::remove_stray_folders(&self.path(files::AGENTS))?
+        };
+        for (id, dir) in child_dirs(&self.path(files::AGENTS)) {
+            n += Session::at(&id, dir).remove_stray_temps()?;
+        }
+        Ok(n)
     }
 
     /// Repairs `events.jsonl` after a crash or a full disk: lines that do not parse (a torn last
@@ -480,6 +491,22 @@ impl Session {
 }
 
 /// The `seq` of the last whole event line of `path` (0 when none). Reads only the file's tail.
+/// The sub-agents' session folders in `agents` (a session's `agents/`), sorted by id: folders
+/// only, never a half-built `.tmp-*` one (nor any dot-name).
+pub fn child_dirs(agents: &Path) -> Vec<(String, PathBuf)> {
+    let Ok(rd) = std::fs::read_dir(agents) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, PathBuf)> = rd
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
+        .filter(|(n, _)| !n.starts_with('.'))
+        .collect();
+    out.sort();
+    out
+}
+
 fn last_seq(path: &Path) -> io::Result<u64> {
     use std::io::{Read, Seek, SeekFrom};
     let mut f = match std::fs::File::open(path) {

@@ -15,6 +15,7 @@
 //! [`run`] holds what they share: throw-away workspaces and bounded runs of the binary.
 
 mod check;
+mod create;
 mod enospc;
 mod fuzz;
 mod hostile;

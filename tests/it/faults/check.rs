@@ -322,14 +322,53 @@ pub fn files(state: &Path, acked: &Acked, resumed: Option<&str>) -> Vec<Violatio
             ));
         }
     }
+    // A killed creation: every start sweeps what it left, so after recovery no half-built
+    // session folder is left (nor, from older builds, a folder without meta.json).
+    for t in half_built(&state.join("sessions")) {
+        out.push(v("temp_left", normal(&t, state)));
+    }
     if let Some(id) = resumed {
         let dir = state.join("sessions").join(id);
-        for d in [dir.clone(), dir.join("archive"), state.to_path_buf()] {
-            for t in temps(&d) {
+        for t in temps(state) {
+            out.push(v("temp_left", normal(&t, state)));
+        }
+        // The resumed session and its sub-agents at any depth (their temps and half-built
+        // children are swept when the parent is reopened).
+        let mut stack = vec![dir];
+        while let Some(d) = stack.pop() {
+            for t in temps(&d).into_iter().chain(temps(&d.join("archive"))) {
                 out.push(v("temp_left", normal(&t, state)));
+            }
+            for t in half_built(&d.join("agents")) {
+                out.push(v("temp_left", normal(&t, state)));
+            }
+            if let Ok(rd) = std::fs::read_dir(d.join("agents")) {
+                stack.extend(
+                    rd.flatten()
+                        .map(|e| e.path())
+                        .filter(|p| p.join("meta.json").is_file()),
+                );
             }
         }
     }
+    out
+}
+
+/// What a killed creation left in `dir` (`sessions/` or an `agents/`): a `.tmp-*` entry, or a
+/// folder without `meta.json`.
+pub fn half_built(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if e.file_name().to_string_lossy().starts_with(".tmp-")
+                || (p.is_dir() && !p.join("meta.json").is_file())
+            {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
     out
 }
 
@@ -780,6 +819,31 @@ fn every_invariant_can_fail() {
             Box::new(|d: &Path| std::fs::write(d.join(".tmp-AbCdEf"), "half").unwrap()),
         ),
     ];
+    damage.push((
+        "temp_left",
+        Box::new(|d: &Path| {
+            // A creation killed before its rename (the folder's temporary name).
+            std::fs::create_dir_all(d.parent().unwrap().join(".tmp-20260101-000000-abcd/spill"))
+                .unwrap()
+        }),
+    ));
+    damage.push((
+        "temp_left",
+        Box::new(|d: &Path| {
+            // An older build's half-made session: a folder without meta.json.
+            std::fs::create_dir_all(d.parent().unwrap().join("20260101-000000-abcd/spill")).unwrap()
+        }),
+    ));
+    damage.push((
+        "temp_left",
+        Box::new(|d: &Path| {
+            // A tempfile in a sub-agent's folder.
+            let c = d.join("agents/20260101-000000-beef");
+            std::fs::create_dir_all(&c).unwrap();
+            std::fs::copy(d.join("meta.json"), c.join("meta.json")).unwrap();
+            std::fs::write(c.join(".tmp-XyZ"), "half").unwrap();
+        }),
+    ));
     damage.push((
         "message_lost",
         Box::new(|d: &Path| {

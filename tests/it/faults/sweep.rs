@@ -787,9 +787,9 @@ fn report(
 }
 
 /// Every kind of fault point in `src/store/fsutil.rs` and `src/store/session.rs`.
-const ALL_KINDS: [&str; 11] = [
-    "create", "write", "fsync", "rename", "renamed", "torn", "appended", "link", "copy", "remove",
-    "spill",
+const ALL_KINDS: [&str; 12] = [
+    "mkdir", "create", "write", "fsync", "rename", "renamed", "torn", "appended", "link", "copy",
+    "remove", "spill",
 ];
 
 fn why_kind(k: &str) -> &'static str {
