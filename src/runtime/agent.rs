@@ -552,6 +552,106 @@ impl Runtime {
     }
 }
 
+/// The result of the parent's `agent` call `call_id` that tern stopped before recording, read
+/// from the child's own record under `agents_dir` (its `meta.json`, `report.md`,
+/// `conversation.jsonl`), and whether it is an error:
+/// - completed: its final answer, bounded as a live result is, with a note that tern restarted
+///   (not an error: the work is done, so the model need not redo it);
+/// - running when tern stopped (marked interrupted at start-up), interrupted or failed: that
+///   status, naming the child and where its partial work is;
+/// - no child folder, or one that never ran a turn: it never started, so nothing ran.
+///
+/// Every path it names exists.
+pub fn repaired_result(agents_dir: &std::path::Path, call_id: &str) -> (String, bool) {
+    use crate::store::Status;
+    let Some((child, dir)) = child_of_call(agents_dir, call_id) else {
+        return (
+            "Error: no result was recorded: tern stopped before the sub-agent for this call started (no session was made for it), so nothing of its task ran. Call agent again if it still needs doing.".to_string(),
+            true,
+        );
+    };
+    let session = crate::store::Session::at(&child, dir.clone());
+    let Ok(meta) = session.read_meta() else {
+        return (super::repair::LOST_RESULT.to_string(), true);
+    };
+    let (u, requests) = (meta.usage, meta.turns);
+    let head = |status: &str| {
+        format!(
+            "[sub-agent {child}: {status}; {requests} requests; tokens in {} (cached {}), out {}]",
+            u.input_tokens, u.cached_tokens, u.output_tokens
+        )
+    };
+    let conversation = dir.join(files::CONVERSATION);
+    match meta.status {
+        Status::Completed => {
+            let report = dir.join(REPORT);
+            let answer = match session.read_text(REPORT) {
+                Ok(Some(t)) if !t.trim().is_empty() => t.trim().to_string(),
+                _ => session
+                    .read_conversation()
+                    .ok()
+                    .and_then(|r| {
+                        r.items.into_iter().rev().find_map(|m| match m {
+                            Message::Assistant { text, .. } if !text.trim().is_empty() => {
+                                Some(text.trim().to_string())
+                            }
+                            _ => None,
+                        })
+                    })
+                    .unwrap_or_default(),
+            };
+            let whole = if report.is_file() {
+                report
+            } else {
+                conversation
+            };
+            (
+                format!(
+                    "{}
+[tern restarted before this result was recorded; this is the sub-agent's final answer, read from its session record]
+{}",
+                    head("completed"),
+                    bound(&answer, &whole)
+                ),
+                false,
+            )
+        }
+        Status::Idle if meta.turns == 0 => (
+            format!(
+                "Error: no result was recorded: tern stopped before the sub-agent session {child} ran its first request, so nothing of its task ran. Call agent again if it still needs doing."
+            ),
+            true,
+        ),
+        status => {
+            let how = match status {
+                Status::Running | Status::Interrupted => format!(
+                    "tern stopped while the sub-agent session {child} was running; it was marked interrupted"
+                ),
+                Status::Failed => format!(
+                    "the sub-agent session {child} failed, and tern stopped before its result was recorded"
+                ),
+                Status::Idle | Status::Completed => format!(
+                    "tern stopped before the result of the sub-agent session {child} was recorded"
+                ),
+            };
+            let report = dir.join(REPORT);
+            let where_ = if report.is_file() {
+                format!("{} and {}", conversation.display(), report.display())
+            } else {
+                conversation.display().to_string()
+            };
+            (
+                format!(
+                    "{}
+Error: no result was recorded: {how}. What it did so far is in {where_}; check the state before retrying.",
+                    head(status.as_str())
+                ),
+                true,
+            )
+        }
+    }
+}
+
 /// The child session that the parent's call `call_id` started, under `agents_dir` (its id and
 /// folder), read from each child's `meta.json`.
 pub fn child_of_call(

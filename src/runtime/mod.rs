@@ -845,17 +845,11 @@ impl Runtime {
             return Ok(());
         }
         let agents = self.session.path(files::AGENTS);
-        let lost = |id: &str, name: &str| -> String {
+        let lost = |id: &str, name: &str| -> (String, bool) {
             if name != crate::tools::agent::NAME {
-                return repair::LOST_RESULT.to_string();
+                return (repair::LOST_RESULT.to_string(), true);
             }
-            match agent::child_of_call(&agents, id) {
-                Some((child, dir)) => format!(
-                    "Error: no result was recorded: tern stopped while the sub-agent session {child} was running; it was marked interrupted. What it did so far is in {} (its conversation.jsonl and report).",
-                    dir.display()
-                ),
-                None => repair::LOST_RESULT.to_string(),
-            }
+            agent::repaired_result(&agents, id)
         };
         let (history, mut report) = repair::repair_with(read.items, &read.skipped, &lost);
         report.torn_tail = read.torn_tail;

@@ -33,7 +33,7 @@ use tern::runtime::repair::LOST_RESULT;
 use crate::support::{Recorded, Wire, validate};
 
 /// Every invariant's key, in the order the report lists them.
-pub const INVARIANTS: [&str; 11] = [
+pub const INVARIANTS: [&str; 12] = [
     "resume_failed",
     "request_invalid",
     "unparseable",
@@ -45,6 +45,7 @@ pub const INVARIANTS: [&str; 11] = [
     "ledger_regressed",
     "seq_repeated",
     "temp_left",
+    "agent_result_untrue",
 ];
 
 /// One broken invariant.
@@ -304,6 +305,7 @@ pub fn files(state: &Path, acked: &Acked, resumed: Option<&str>) -> Vec<Violatio
         }
         out.extend(seq_increases(&id, &dir));
         out.extend(results_kept(&id, &dir, acked));
+        out.extend(agent_results_true(&id, &dir));
         out.extend(messages_kept(&id, &dir, acked));
         out.extend(draft_kept(&id, &dir, acked));
         out.extend(archives_unchanged(&id, &dir));
@@ -526,6 +528,72 @@ fn results_kept(id: &str, dir: &Path, acked: &Acked) -> Vec<Violation> {
             out.push(v(
                 "result_lost",
                 format!("sessions/{id}: the acknowledged result of {call} is in no history"),
+            ));
+        }
+    }
+    out
+}
+
+/// Each `agent` call's result that a repair wrote (tern stopped before recording it) tells the
+/// truth about the child's own record: a completed child's answer is given (not an error, not
+/// "interrupted"), a call with no child says it never started, and every path it names exists.
+fn agent_results_true(id: &str, dir: &Path) -> Vec<Violation> {
+    let msgs = all_messages(dir);
+    let agent_calls: BTreeSet<String> = msgs
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .flat_map(|m| m["tool_calls"].as_array().cloned().unwrap_or_default())
+        .filter(|c| c["name"] == "agent")
+        .filter_map(|c| c["id"].as_str().map(str::to_string))
+        .collect();
+    let children: Vec<(Value, std::path::PathBuf)> = std::fs::read_dir(dir.join("agents"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| Some((json(&e.path().join("meta.json"))?.ok()?, e.path())))
+        .collect();
+    let mut out = Vec::new();
+    for m in &msgs {
+        let Some(call) = m["tool_call_id"].as_str() else {
+            continue;
+        };
+        let c = m["content"].as_str().unwrap_or("");
+        let repaired = c.contains("no result was recorded") || c.contains("tern restarted");
+        if m["role"] != "tool" || !agent_calls.contains(call) || !repaired {
+            continue;
+        }
+        let child = children
+            .iter()
+            .find(|(meta, _)| meta["parent"]["call_id"] == call);
+        let bad = match child {
+            Some((meta, _)) if meta["status"] == "completed" => {
+                (!c.contains("tern restarted") || m["is_error"] == true).then(|| {
+                    "the child completed, but the result does not give its answer".to_string()
+                })
+            }
+            Some((meta, _)) => (!c.contains(meta["id"].as_str().unwrap_or("?")))
+                .then(|| "the result does not name the child".to_string()),
+            None => (c.contains("was running"))
+                .then(|| "no child was made, but the result says one was running".to_string()),
+        };
+        let missing: Vec<&str> = c
+            .split(|ch: char| {
+                ch.is_whitespace() || ch == ')' || ch == '(' || ch == ']' || ch == ';'
+            })
+            .map(|w| w.trim_end_matches(['.', ',']))
+            .filter(|w| w.starts_with('/') && !Path::new(w).exists())
+            .collect();
+        for d in bad.into_iter().chain(
+            missing
+                .iter()
+                .map(|p| format!("it names {p}, which does not exist")),
+        ) {
+            out.push(v(
+                "agent_result_untrue",
+                format!(
+                    "sessions/{id}: the repaired result of {call}: {d} «{}»",
+                    short(c)
+                ),
             ));
         }
     }
