@@ -65,16 +65,54 @@ pub enum BoundaryKind {
     SandboxSwitch,
 }
 
-/// How a turn ended, as `turn_end` and `meta.json` name it.
+/// How a run (a turn, a `tern exec`, a sub-agent) ended: the one vocabulary of `turn_end`,
+/// `result`, `agent_end`, `error`, `meta.json` (see [`crate::store::Status`]), `tern sessions`,
+/// `tern status`, the parent's `agent` result and ACP's `_meta`. Renderers match every variant,
+/// so a new one cannot be forgotten.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum TurnStatus {
+pub enum Ending {
     /// A final answer.
     Completed,
-    /// Provider error, max turns, anything but an interrupt.
+    /// An error (a tool or state error, a refused request): exit 1, or 2 for a usage error.
     Failed,
-    /// Ctrl-C, SIGTERM, a cancel.
+    /// Ctrl-C, SIGTERM, a cancel, or its process died (exit 130).
     Interrupted,
+    /// `--max-turns` (or a sub-agent's turn budget) reached (exit 3).
+    MaxTurns,
+    /// A sub-agent's wall time or token budget ran out (exit 1).
+    BudgetExhausted,
+    /// The provider stayed unavailable after retries (exit 75).
+    ProviderUnavailable,
+}
+
+/// The name `turn_end` used before [`Ending`] covered every way a run ends.
+pub type TurnStatus = Ending;
+
+impl Ending {
+    /// The snake_case name used in files and events.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ending::Completed => "completed",
+            Ending::Failed => "failed",
+            Ending::Interrupted => "interrupted",
+            Ending::MaxTurns => "max_turns",
+            Ending::BudgetExhausted => "budget_exhausted",
+            Ending::ProviderUnavailable => "provider_unavailable",
+        }
+    }
+
+    /// The reason in words, for people (`tern sessions`, `tern status`).
+    pub fn words(self) -> &'static str {
+        match self {
+            Ending::Completed => "completed",
+            Ending::Failed => "failed",
+            Ending::Interrupted => "interrupted",
+            Ending::MaxTurns => "stopped: its turn budget ran out",
+            Ending::BudgetExhausted => "stopped: its budget (wall time or tokens) ran out",
+            Ending::ProviderUnavailable => "failed: the provider stayed unavailable",
+        }
+    }
 }
 
 /// One tool call as listed in an `assistant` event.
@@ -322,8 +360,8 @@ pub enum Event {
         call_id: String,
         /// The child's session id.
         child: String,
-        /// `completed`, `failed`, `interrupted`, `budget_exhausted`.
-        status: String,
+        /// How the child ended.
+        status: Ending,
         /// Its model requests.
         requests: u64,
         /// Its usage.
@@ -333,15 +371,15 @@ pub enum Event {
     },
     /// A turn failed (not an interrupt), just before its `turn_end`.
     Error {
-        /// `failed`, `max_turns`, `provider_unavailable`.
-        kind: String,
+        /// How the turn failed (never `completed` nor `interrupted`).
+        kind: Ending,
         /// What went wrong.
         message: String,
     },
     /// A turn ended.
     TurnEnd {
         /// How.
-        status: TurnStatus,
+        status: Ending,
         /// Model requests made in it.
         requests: u64,
         /// The failure, if any.
@@ -354,8 +392,8 @@ pub enum Event {
 /// The fields of a `result` event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResultFields {
-    /// `completed`, `failed`, `interrupted`, `max_turns`, `provider_unavailable`.
-    pub status: String,
+    /// How the run ended.
+    pub status: Ending,
     /// The final answer (empty on failure).
     pub text: String,
     /// The failure, if any.
@@ -564,13 +602,13 @@ impl Event {
             Event::AgentEnd {
                 call_id: s("c2"),
                 child: s("20261201-000000-ab12"),
-                status: s("completed"),
+                status: Ending::Completed,
                 requests: 2,
                 usage: Usage::default(),
                 duration_ms: 10,
             },
             Event::Error {
-                kind: s("failed"),
+                kind: Ending::Failed,
                 message: s("boom"),
             },
             Event::TurnEnd {
@@ -579,7 +617,7 @@ impl Event {
                 error: None,
             },
             Event::Result(ResultFields {
-                status: s("completed"),
+                status: Ending::Completed,
                 text: s("done"),
                 error: None,
                 exit_code: 0,

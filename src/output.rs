@@ -80,7 +80,7 @@ pub fn print_sessionless_result(error: &str, code: i32) {
         "",
         None,
         Event::Result(crate::event::ResultFields {
-            status: "failed".into(),
+            status: crate::event::Ending::Failed,
             text: String::new(),
             error: Some(error.to_string()),
             exit_code: code,

@@ -22,6 +22,7 @@
 //! always finds the session free. Each turn gets a new flag, so a late cancel never reaches the
 //! next turn.
 
+use crate::event::Ending;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -738,9 +739,9 @@ fn run_turn(
     let mut ui = AcpSurface::new(ctx, rt, ids, cancel.clone());
     let outcome = rt.run_turn(text, &mut ui);
     let (stop, status, error) = match &outcome {
-        _ if cancel.is_cancelled() => (StopReason::Cancelled, "interrupted", None),
-        Ok(_) => (StopReason::EndTurn, "completed", None),
-        Err(Failure::Interrupted) => (StopReason::Cancelled, "interrupted", None),
+        _ if cancel.is_cancelled() => (StopReason::Cancelled, Ending::Interrupted, None),
+        Ok(_) => (StopReason::EndTurn, Ending::Completed, None),
+        Err(Failure::Interrupted) => (StopReason::Cancelled, Ending::Interrupted, None),
         Err(f @ Failure::MaxTurns(_)) => (StopReason::MaxTurnRequests, f.kind(), None),
         Err(f) => {
             let sep = if ui.said_anything { "\n\n" } else { "" };
@@ -754,7 +755,7 @@ fn run_turn(
         &request,
         PromptResult {
             stop_reason: stop,
-            meta: Some(json!({"tern": {"status": status, "error": error}})),
+            meta: Some(json!({"tern": {"status": status.as_str(), "error": error}})),
         },
     );
 }

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use super::answer::Call;
 use super::dispatch::ToolResult;
 use super::{Answer, Approval, ChildSpec, Failure, Runtime, Surface, TurnOutcome, system};
-use crate::event::{Envelope, Event};
+use crate::event::{Ending, Envelope, Event};
 use crate::message::Message;
 use crate::store::files;
 use crate::tools::ToolError;
@@ -458,7 +458,10 @@ impl Runtime {
                     && c.started.is_some_and(|t| t.elapsed() >= c.wall_time)
                 {
                     c.timed_out = true;
-                    c.token.cancel();
+                    c.token.cancel_for_budget(format!(
+                        "its wall time of {} s ran out",
+                        c.wall_time.as_secs()
+                    ));
                 }
             }
         }
@@ -479,38 +482,30 @@ impl Runtime {
             .into();
         };
         let seeded = child.seeded;
-        let (status, text) = match &outcome {
-            Ok(t) => ("completed", t.clone()),
-            Err(Failure::Interrupted) if child.timed_out => (
-                "budget_exhausted",
-                format!(
-                    "{}\n[stopped: its wall time of {} s ran out]",
-                    partial_output(&rt, seeded),
-                    child.wall_time.as_secs()
-                ),
+        let status = match &outcome {
+            Ok(_) => Ending::Completed,
+            // Cut by its wall time before its turn could say so itself.
+            Err(Failure::Interrupted) if child.timed_out => Ending::BudgetExhausted,
+            Err(f) => f.kind(),
+        };
+        let partial = || partial_output(&rt, seeded);
+        let text = match &outcome {
+            Ok(t) => t.clone(),
+            Err(Failure::Interrupted) if child.timed_out => format!(
+                "{}\n[stopped: its wall time of {} s ran out]",
+                partial(),
+                child.wall_time.as_secs()
             ),
-            Err(Failure::Interrupted) => (
-                "interrupted",
-                format!("{}\n[interrupted]", partial_output(&rt, seeded)),
-            ),
+            Err(Failure::Interrupted) => format!("{}\n[interrupted]", partial()),
             // A child's turn budget is `--agent-max-turns` or its member's `max_turns`, not the
             // parent's `--max-turns` that the failure's own text names.
-            Err(Failure::MaxTurns(n)) => (
-                "budget_exhausted",
-                format!(
-                    "{}\n[stopped: its turn budget of {n} model request{} ran out]",
-                    partial_output(&rt, seeded),
-                    if *n == 1 { "" } else { "s" }
-                ),
+            Err(Failure::MaxTurns(n)) => format!(
+                "{}\n[stopped: its turn budget of {n} model request{} ran out]",
+                partial(),
+                if *n == 1 { "" } else { "s" }
             ),
-            Err(f @ Failure::Budget(_)) => (
-                "budget_exhausted",
-                format!("{}\n[stopped: {f}]", partial_output(&rt, seeded)),
-            ),
-            Err(f) => (
-                "failed",
-                format!("{}\n[failed: {f}]", partial_output(&rt, seeded)),
-            ),
+            Err(f @ Failure::Budget(_)) => format!("{}\n[stopped: {f}]", partial()),
+            Err(f) => format!("{}\n[failed: {f}]", partial()),
         };
         let text = text.trim().to_string();
         let report = child.dir.join(REPORT);
@@ -526,15 +521,20 @@ impl Runtime {
             Event::AgentEnd {
                 call_id: slot.call_id.clone(),
                 child: child.id.clone(),
-                status: status.to_string(),
+                status,
                 requests: t.requests,
                 usage: u,
                 duration_ms: child.took.map_or(0, |d| d.as_millis() as u64),
             },
         );
         let head = format!(
-            "[sub-agent {}: {status}; {} requests; tokens in {} (cached {}), out {}]",
-            child.id, t.requests, u.input_tokens, u.cached_tokens, u.output_tokens
+            "[sub-agent {}: {}; {} requests; tokens in {} (cached {}), out {}]",
+            child.id,
+            status.as_str(),
+            t.requests,
+            u.input_tokens,
+            u.cached_tokens,
+            u.output_tokens
         );
         let body = bound(&text, &report);
         let content = if body.is_empty() {
@@ -544,7 +544,7 @@ impl Runtime {
         };
         ToolResult {
             content,
-            is_error: status != "completed",
+            is_error: status != Ending::Completed,
             interrupted: false,
             bash: None,
             duration_ms: 0,
@@ -627,8 +627,12 @@ pub fn repaired_result(agents_dir: &std::path::Path, call_id: &str) -> (String, 
                 Status::Running | Status::Interrupted => format!(
                     "tern stopped while the sub-agent session {child} was running; it was marked interrupted"
                 ),
-                Status::Failed => format!(
-                    "the sub-agent session {child} failed, and tern stopped before its result was recorded"
+                Status::Failed
+                | Status::MaxTurns
+                | Status::BudgetExhausted
+                | Status::ProviderUnavailable => format!(
+                    "the sub-agent session {child} ended ({}), and tern stopped before its result was recorded",
+                    status.as_str()
                 ),
                 Status::Idle | Status::Completed => format!(
                     "tern stopped before the result of the sub-agent session {child} was recorded"

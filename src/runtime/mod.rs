@@ -217,15 +217,15 @@ pub enum Failure {
 }
 
 impl Failure {
-    /// The status name used in `result` and `error` events: `interrupted`, `max_turns`,
-    /// `provider_unavailable`, `failed`.
-    pub fn kind(&self) -> &'static str {
+    /// How a run that failed this way ended (`result`, `error`, `turn_end`, `meta.json`).
+    pub fn kind(&self) -> crate::event::Ending {
+        use crate::event::Ending;
         match self {
-            Failure::Interrupted => "interrupted",
-            Failure::MaxTurns(_) => "max_turns",
-            Failure::ProviderUnavailable(_) => "provider_unavailable",
-            Failure::Budget(_) => "budget_exhausted",
-            Failure::Usage(_) | Failure::Failed(_) => "failed",
+            Failure::Interrupted => Ending::Interrupted,
+            Failure::MaxTurns(_) => Ending::MaxTurns,
+            Failure::ProviderUnavailable(_) => Ending::ProviderUnavailable,
+            Failure::Budget(_) => Ending::BudgetExhausted,
+            Failure::Usage(_) | Failure::Failed(_) => Ending::Failed,
         }
     }
 
@@ -933,13 +933,13 @@ impl Runtime {
     /// Emits the final `result` event for `outcome` and returns the exit code (DESIGN.md §8).
     pub fn finish(&self, outcome: &TurnOutcome, ui: &mut dyn Surface) -> i32 {
         let (status, text, error, code) = match outcome {
-            Ok(text) => ("completed", text.clone(), None, 0),
+            Ok(text) => (crate::event::Ending::Completed, text.clone(), None, 0),
             Err(f) => (f.kind(), String::new(), Some(f.to_string()), f.exit_code()),
         };
         self.emit(
             ui,
             Event::Result(ResultFields {
-                status: status.to_string(),
+                status,
                 text,
                 error,
                 exit_code: code,

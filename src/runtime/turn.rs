@@ -38,7 +38,14 @@ impl Runtime {
         let requests_before = self.meter.totals.requests;
         let usage_before = self.meter.totals.usage;
         self.begin_turn(prompt, ui)?;
-        let outcome = self.steps(ui);
+        let outcome = match self.steps(ui) {
+            // A cancel by a budget (a sub-agent's wall time) is no interrupt by a person.
+            Err(Failure::Interrupted) => match self.cancel.budget() {
+                Some(why) => Err(Failure::Budget(why)),
+                None => Err(Failure::Interrupted),
+            },
+            other => other,
+        };
         self.end_turn(&outcome, requests_before, usage_before, ui);
         outcome
     }
@@ -334,11 +341,11 @@ impl Runtime {
         usage_before: Usage,
         ui: &mut dyn Surface,
     ) {
-        let (status, stored) = match outcome {
-            Ok(_) => (TurnStatus::Completed, Status::Completed),
-            Err(Failure::Interrupted) => (TurnStatus::Interrupted, Status::Interrupted),
-            Err(_) => (TurnStatus::Failed, Status::Failed),
+        let status = match outcome {
+            Ok(_) => TurnStatus::Completed,
+            Err(f) => f.kind(),
         };
+        let stored = Status::from(status);
         let requests = self.meter.totals.requests - requests_before;
         let usage = self.meter.totals.usage.since(&usage_before);
         if let Err(e) = self.session.update_meta(|m| {
@@ -360,7 +367,7 @@ impl Runtime {
             self.emit(
                 ui,
                 Event::Error {
-                    kind: f.kind().to_string(),
+                    kind: f.kind(),
                     message: f.to_string(),
                 },
             );

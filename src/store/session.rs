@@ -11,13 +11,15 @@ use serde_json::Value;
 use super::fsutil::{self, JsonlRead};
 use super::lock::SessionLock;
 use super::redact::redact;
-use crate::event::Envelope;
+use crate::event::{Ending, Envelope};
 use crate::message::Message;
 use crate::message::Usage;
 
-/// Lifecycle status of a session's latest turn, as stored in `meta.json`.
+/// Lifecycle status of a session's latest turn, as stored in `meta.json`: idle, running, or how
+/// it ended in the one vocabulary of [`Ending`] (the same names `turn_end`, `result` and
+/// `agent_end` use).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum Status {
     /// Created, no turn run yet.
     #[default]
@@ -26,21 +28,56 @@ pub enum Status {
     Running,
     /// The latest turn ended with a final answer.
     Completed,
-    /// The latest turn failed (provider error, max turns).
+    /// The latest turn failed.
     Failed,
     /// The latest turn was interrupted (Ctrl-C, SIGTERM, or its process died).
     Interrupted,
+    /// The latest turn reached its turn budget (`--max-turns`, a sub-agent's).
+    MaxTurns,
+    /// A sub-agent's wall time or token budget ran out.
+    BudgetExhausted,
+    /// The provider stayed unavailable after retries.
+    ProviderUnavailable,
 }
 
 impl Status {
-    /// The lowercase name used in files and events.
+    /// The snake_case name used in files and events.
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Idle => "idle",
             Status::Running => "running",
-            Status::Completed => "completed",
-            Status::Failed => "failed",
-            Status::Interrupted => "interrupted",
+            Status::Completed
+            | Status::Failed
+            | Status::Interrupted
+            | Status::MaxTurns
+            | Status::BudgetExhausted
+            | Status::ProviderUnavailable => self.ending().map_or("?", Ending::as_str),
+        }
+    }
+
+    /// How the latest turn ended; None while idle or running.
+    pub fn ending(self) -> Option<Ending> {
+        match self {
+            Status::Idle | Status::Running => None,
+            Status::Completed => Some(Ending::Completed),
+            Status::Failed => Some(Ending::Failed),
+            Status::Interrupted => Some(Ending::Interrupted),
+            Status::MaxTurns => Some(Ending::MaxTurns),
+            Status::BudgetExhausted => Some(Ending::BudgetExhausted),
+            Status::ProviderUnavailable => Some(Ending::ProviderUnavailable),
+        }
+    }
+}
+
+impl From<Ending> for Status {
+    fn from(e: Ending) -> Status {
+        match e {
+            Ending::Completed => Status::Completed,
+            Ending::Failed => Status::Failed,
+            Ending::Interrupted => Status::Interrupted,
+            Ending::MaxTurns => Status::MaxTurns,
+            Ending::BudgetExhausted => Status::BudgetExhausted,
+            Ending::ProviderUnavailable => Status::ProviderUnavailable,
         }
     }
 }

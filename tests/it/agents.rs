@@ -676,12 +676,14 @@ fn results_are_bounded_with_the_report_path_and_carry_status_id_and_usage() {
         )
     );
 
-    // The error result: budget_exhausted, bounded, the stop line kept at its end.
+    // The error result: max_turns (its turn budget; the child's own meta.json says the same),
+    // bounded, the stop line kept at its end.
     let child = child_of(&parent, "a2");
     let r = stored_result(&parent, "a2");
     assert_eq!(r["is_error"], true);
     let c = content(&r);
-    assert_eq!(head_of(&c).1, "budget_exhausted");
+    assert_eq!(head_of(&c).1, "max_turns");
+    assert_eq!(read_json(&child.join("meta.json"))["status"], "max_turns");
     let body = c.split_once('\n').unwrap().1;
     let full = read(&child.join("report.md"));
     assert!(full.starts_with(&partial), "the partial output is kept");
@@ -755,11 +757,21 @@ fn each_member_budget_ends_in_a_terminal_result_with_the_partial_output() {
     );
     assert!(procs_with(sleep).is_empty(), "{:?}", procs_with(sleep));
     let parent = ws.session();
+    // One vocabulary (issue 18): the parent's result, `agent_end`, the child's meta.json, its
+    // own `turn_end` and `tern sessions` say the same: its turn budget is `max_turns`, a wall
+    // time or token budget `budget_exhausted` (never `interrupted` or `failed`).
+    let want = |id: &str| {
+        if id == "a1" {
+            "max_turns"
+        } else {
+            "budget_exhausted"
+        }
+    };
     let body = |id: &str| {
         let r = stored_result(&parent, id);
         assert_eq!(r["is_error"], true, "{r}");
         let c = content(&r);
-        assert_eq!(head_of(&c).1, "budget_exhausted", "{c}");
+        assert_eq!(head_of(&c).1, want(id), "{c}");
         c.split_once('\n').unwrap().1.to_string()
     };
     assert_eq!(
@@ -779,7 +791,23 @@ fn each_member_budget_ends_in_a_terminal_result_with_the_partial_output() {
     let hung = child_of(&parent, "a3");
     let r = stored_result(&hung, "b4");
     assert_eq!(r["is_error"], true, "{r}");
-    assert_eq!(read_json(&hung.join("meta.json"))["status"], "interrupted");
+    let listing = String::from_utf8_lossy(&ws.ok(&["sessions"]).stdout).into_owned();
+    for id in ["a1", "a2", "a3"] {
+        let kid = child_of(&parent, id);
+        assert_eq!(
+            read_json(&kid.join("meta.json"))["status"],
+            want(id),
+            "{id}"
+        );
+        let events = jsonl(&kid.join("events.jsonl"));
+        let ends = of_type(&events, "turn_end");
+        assert_eq!(ends.last().unwrap()["status"], want(id), "{id}");
+        let line = listing
+            .lines()
+            .find(|l| l.contains(&id_of(&kid)))
+            .unwrap_or_else(|| panic!("{listing}"));
+        assert!(line.contains(want(id)), "{line}");
+    }
     let ends = of_type(&jsonl(&parent.join("events.jsonl")), "agent_end")
         .into_iter()
         .map(|e| {
@@ -790,7 +818,7 @@ fn each_member_budget_ends_in_a_terminal_result_with_the_partial_output() {
         })
         .collect::<BTreeMap<_, _>>();
     for id in ["a1", "a2", "a3"] {
-        assert_eq!(ends[id], "budget_exhausted", "{ends:?}");
+        assert_eq!(ends[id], want(id), "{ends:?}");
     }
 }
 
