@@ -278,18 +278,45 @@ impl Runtime {
                 (Some(m), route)
             }
         };
+        // A fork reads the parent's cached prefix: only the same wire format, server and model
+        // can. Each difference is named.
         if a.fork
             && let Some(r) = &route
-            && (r.model != self.cfg.model || r.base_url != self.cfg.base_url)
         {
-            return Err(ToolError::Refused(format!(
-                "a fork runs on the parent's route ({}); member {} names another model ({}). Call it without fork",
-                self.cfg.model,
-                member.as_ref().map_or("", |m| m.id.as_str()),
-                r.model
-            )));
+            let provider = match r.kind {
+                crate::config::ProviderKind::Openai => "openai",
+                crate::config::ProviderKind::Anthropic => "anthropic",
+            };
+            let display_url = crate::provider::http::display_url;
+            let mut differs = Vec::new();
+            if provider != self.provider_name() {
+                differs.push(format!(
+                    "provider {provider} (the parent's: {})",
+                    self.provider_name()
+                ));
+            }
+            if r.base_url != self.cfg.base_url {
+                differs.push(format!(
+                    "base URL {} (the parent's: {})",
+                    display_url(&r.base_url),
+                    display_url(&self.cfg.base_url)
+                ));
+            }
+            if r.model != self.cfg.model {
+                differs.push(format!(
+                    "model {} (the parent's: {})",
+                    r.model, self.cfg.model
+                ));
+            }
+            if !differs.is_empty() {
+                return Err(ToolError::Refused(format!(
+                    "a fork runs on the parent's route and reads its cache; member {} differs in {}. Call it without fork",
+                    member.as_ref().map_or("", |m| m.id.as_str()),
+                    differs.join(", ")
+                )));
+            }
         }
-        let cfg = child_config(self, member.as_ref(), a.read_only);
+        let mut cfg = child_config(self, member.as_ref(), a.read_only);
         let instructions = member
             .as_ref()
             .and_then(|m| m.instructions.clone())
@@ -317,6 +344,9 @@ impl Runtime {
             .map_or(self.cfg.agents.wall_time, |w| {
                 w.min(self.cfg.agents.wall_time)
             });
+        // A child's retries fit its wall time: a stalled server never holds the parent (and a
+        // finished sibling) for the default five minutes of retries.
+        cfg.retry.max_total = cfg.retry.max_total.min(wall_time);
         let spec = ChildSpec {
             title: a.task.chars().take(80).collect(),
             system,

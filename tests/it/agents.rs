@@ -1998,6 +1998,16 @@ fn bad_fleet_files_are_refused_and_an_agent_call_fails_closed() {
     std::fs::write(ws.root().join(".tern/fleet.json"), "not json").unwrap();
     let out = run_no_stdin(ws.cmd(&["fleet", "list"]));
     assert_eq!(out.code, Some(1), "{out:?}");
+    // A top-level array (serde would read the struct's fields from it in order): refused.
+    for text in [r#"[[{"id": "a", "role": "r"}]]"#, "[]", "null"] {
+        std::fs::write(ws.root().join(".tern/fleet.json"), text).unwrap();
+        let out = run_no_stdin(ws.cmd(&["fleet", "list"]));
+        assert_eq!(out.code, Some(1), "{text}: {out:?}");
+        assert!(
+            out.stderr.contains("a Fleet file is a JSON object"),
+            "{text}: {out:?}"
+        );
+    }
 }
 
 /// Selection is by id, then by role, exactly; an unknown name is an error result listing the
@@ -2027,9 +2037,20 @@ fn selection_is_by_id_then_role_and_fails_closed() {
             text(w, "forked"),
             agent(w, "a6", json!({"task": "fresh other", "member": "big"})),
             text(w, "big here"),
+            agent(
+                w,
+                "a7",
+                json!({"task": "fork wire", "member": "anth", "fork": true}),
+            ),
+            agent(
+                w,
+                "a8",
+                json!({"task": "fork url", "member": "elsewhere", "fork": true}),
+            ),
             text(w, "done"),
         ],
     );
+    let url = ws.fake.openai_base();
     // "review" is one member's id and the other's role: the id wins.
     write_project_fleet(
         ws.root(),
@@ -2037,6 +2058,12 @@ fn selection_is_by_id_then_role_and_fails_closed() {
             {"id": "review", "role": "checker"},
             {"id": "x", "role": "review"},
             {"id": "big", "role": "large", "provider": "openai", "model": "m-big"},
+            // The parent's model and server, the other wire format: its cache is not the
+            // parent's.
+            {"id": "anth", "role": "a", "provider": "anthropic", "model": "m", "base_url": url},
+            // The same model on another server.
+            {"id": "elsewhere", "role": "e", "provider": "openai", "model": "m",
+             "base_url": "http://127.0.0.1:9/v1"},
         ]),
     );
     ws.ok(&["exec", "pick"]);
@@ -2046,7 +2073,8 @@ fn selection_is_by_id_then_role_and_fails_closed() {
     };
     assert_eq!(member("a1"), "review");
     assert_eq!(member("a2"), "review", "by role: checker is review's role");
-    let listing = "the members are: review (checker), x (review), big (large)";
+    let listing =
+        "the members are: review (checker), x (review), big (large), anth (a), elsewhere (e)";
     let r = content(&stored_result(&parent, "a3"));
     assert!(
         r.contains("there is no fleet member \"reviewer\"") && r.contains(listing),
@@ -2055,8 +2083,22 @@ fn selection_is_by_id_then_role_and_fails_closed() {
     let r = content(&stored_result(&parent, "a4"));
     assert!(
         r.starts_with(
-            "Error: a fork runs on the parent's route (m); member big names another model (m-big)"
+            "Error: a fork runs on the parent's route and reads its cache; member big differs in model m-big (the parent's: m)"
         ),
+        "{r}"
+    );
+    // The route check compares provider, base URL and model, naming only what differs.
+    let r = content(&stored_result(&parent, "a7"));
+    assert!(
+        r.contains(
+            "member anth differs in provider anthropic (the parent's: openai). Call it without fork"
+        ),
+        "{r}"
+    );
+    let r = content(&stored_result(&parent, "a8"));
+    assert!(
+        r.contains("member elsewhere differs in base URL http://127.0.0.1:9/v1 (the parent's: ")
+            && !r.contains("model"),
         "{r}"
     );
     assert_eq!(
@@ -2065,11 +2107,17 @@ fn selection_is_by_id_then_role_and_fails_closed() {
     );
     let big = child_of(&parent, "a6");
     assert_eq!(read_json(&big.join("meta.json"))["model"], "m-big");
-    assert_eq!(child_dirs(&parent).len(), 4, "a3 and a4 opened nothing");
+    assert_eq!(
+        child_dirs(&parent).len(),
+        4,
+        "a3, a4, a7 and a8 opened nothing"
+    );
     let models: Vec<String> = ws.fake.requests().iter().map(model_of).collect();
     assert_eq!(
         models,
-        ["m", "m", "m", "m", "m", "m", "m", "m", "m", "m-big", "m"],
+        [
+            "m", "m", "m", "m", "m", "m", "m", "m", "m", "m-big", "m", "m", "m"
+        ],
         "no request for the refused calls; the fresh big child on its own model"
     );
 }
