@@ -655,7 +655,33 @@ fn main() -> ExitCode {
         env,
         process: Process::default(),
     };
-    install_signals(&ctx.process);
+    // A verb that only reads or writes state files keeps the default dispositions: SIGTERM
+    // ends it at once (its writes are atomic), where a handler that only sets a flag would
+    // leave it deaf. Commands that run a turn, a model call or a loop poll the flags.
+    let polls = match &cli.cmd {
+        None
+        | Some(
+            Cmd::Chat(_)
+            | Cmd::Exec { .. }
+            | Cmd::Acp { .. }
+            | Cmd::Demo { .. }
+            | Cmd::Watch { .. }
+            | Cmd::Compact { .. }
+            | Cmd::Relay { .. }
+            | Cmd::Ops { .. },
+        ) => true,
+        Some(Cmd::Plan { cmd }) => matches!(cmd, PlanCmd::Confirm { .. } | PlanCmd::Clear { .. }),
+        Some(
+            Cmd::Stats { .. }
+            | Cmd::Status { .. }
+            | Cmd::Sessions { .. }
+            | Cmd::Fleet { .. }
+            | Cmd::Sandbox { .. },
+        ) => false,
+    };
+    if polls {
+        install_signals(&ctx.process);
+    }
     let code = match cli.cmd {
         None => chat(&ctx, cli.chat),
         Some(cmd) => run(&ctx, cmd),

@@ -31,7 +31,7 @@ pub fn ensure_dir(dir: &Path) -> io::Result<()> {
 }
 
 /// The error for `path`, a file (or anything but a folder) where tern needs a folder.
-fn not_a_folder(path: &Path, kind: io::ErrorKind) -> io::Error {
+pub(crate) fn not_a_folder(path: &Path, kind: io::ErrorKind) -> io::Error {
     io::Error::new(
         kind,
         format!(
@@ -253,14 +253,30 @@ pub fn rename_folder(from: &Path, to: &Path) -> io::Result<()> {
 }
 
 /// Opens `path` for appending without following a symlink (O_NOFOLLOW), creating it if absent.
+/// Anything but a plain file is refused (opened without blocking, so a FIFO cannot hang tern).
 pub fn open_append(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
+    let f = OpenOptions::new()
         .create(true)
         .append(true)
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
-        .map_err(|e| with_path(e, path))
+        .map_err(|e| with_path(e, path))?;
+    plain(&f, path)?;
+    Ok(f)
+}
+
+/// Errors unless the open `f` is a plain file: tern's state files are never FIFOs, devices or
+/// folders (a FIFO would block every reader and writer).
+pub fn plain(f: &File, path: &Path) -> io::Result<()> {
+    let meta = f.metadata().map_err(|e| with_path(e, path))?;
+    if meta.is_file() {
+        return Ok(());
+    }
+    Err(io::Error::other(format!(
+        "{} is not a plain file (a FIFO, a device or a folder): tern keeps its state in plain files only; remove it",
+        path.display()
+    )))
 }
 
 /// Appends one JSON line (`line` must not contain a newline) in a single write. If the file ends
@@ -317,13 +333,11 @@ pub fn to_jsonl<T: serde::Serialize + ?Sized>(value: &T) -> io::Result<String> {
 
 /// Reads a whole small file as UTF-8 text (None when absent), refusing symlinks.
 pub fn read_text(path: &Path) -> io::Result<Option<String>> {
-    refuse_symlink(path)?;
-    match fs::read(path) {
-        Ok(b) => String::from_utf8(b)
+    match read_prefix(path, usize::MAX)? {
+        Some((b, _)) => String::from_utf8(b)
             .map(Some)
             .map_err(|_| io::Error::other(format!("{} is not valid UTF-8", path.display()))),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(with_path(e, path)),
+        None => Ok(None),
     }
 }
 
@@ -344,13 +358,8 @@ pub fn read_prefix(path: &Path, max: usize) -> io::Result<Option<(Vec<u8>, u64)>
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(with_path(e, path)),
     };
+    plain(&file, path)?;
     let meta = file.metadata().map_err(|e| with_path(e, path))?;
-    if !meta.is_file() {
-        return Err(io::Error::other(format!(
-            "{} is not a plain file",
-            path.display()
-        )));
-    }
     let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(max).min(max));
     file.take(u64::try_from(max).unwrap_or(u64::MAX))
         .read_to_end(&mut bytes)
@@ -384,12 +393,9 @@ pub struct JsonlRead<T> {
 /// Reads a JSONL file (empty result when absent). Lines that do not parse are skipped and
 /// reported, never fatal: a torn last line is what a crash mid-append leaves.
 pub fn read_jsonl<T: DeserializeOwned>(path: &Path) -> io::Result<JsonlRead<T>> {
-    refuse_symlink(path)?;
-    let bytes = match fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(with_path(e, path)),
-    };
+    let bytes = read_prefix(path, usize::MAX)?
+        .map(|(b, _)| b)
+        .unwrap_or_default();
     let mut out = JsonlRead {
         items: Vec::new(),
         skipped: Vec::new(),

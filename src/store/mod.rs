@@ -57,8 +57,17 @@ impl StateDir {
     /// Errors when the state folder or its `sessions/` is a symbolic link: every writer refuses
     /// one (see [`fsutil::ensure_dir`]), so a reader refuses it with the same words instead of
     /// showing what no session can be written into.
+    ///
+    /// A file in the state folder's place fails with the words every writer uses, so every
+    /// verb exits 1 on it as `tern exec` does.
     pub fn check_links(&self) -> io::Result<()> {
         fsutil::refuse_symlink(&self.root)?;
+        if std::fs::symlink_metadata(&self.root).is_ok_and(|m| !m.is_dir()) {
+            return Err(fsutil::not_a_folder(
+                &self.root,
+                io::ErrorKind::AlreadyExists,
+            ));
+        }
         fsutil::refuse_symlink(&self.root.join("sessions"))
     }
 

@@ -268,10 +268,8 @@ impl Session {
     pub fn repair_events(&self) -> io::Result<Option<EventsRepair>> {
         let lock = self.lock()?;
         let path = self.path(files::EVENTS);
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e),
+        let Some((bytes, _)) = fsutil::read_prefix(&path, usize::MAX)? else {
+            return Ok(None);
         };
         let whole = |l: &[u8]| serde_json::from_slice::<Value>(l).is_ok_and(|v| v.is_object());
         let is_bad = |l: &[u8]| !l.iter().all(u8::is_ascii_whitespace) && !whole(l);
@@ -546,11 +544,17 @@ pub fn child_dirs(agents: &Path) -> Vec<(String, PathBuf)> {
 
 fn last_seq(path: &Path) -> io::Result<u64> {
     use std::io::{Read, Seek, SeekFrom};
-    let mut f = match std::fs::File::open(path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(path)
+    {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
-        Err(e) => return Err(e),
+        Err(e) => return Err(fsutil::with_path(e, path)),
     };
+    fsutil::plain(&f, path)?;
     let len = f.metadata()?.len();
     // Events are small; 64 KiB holds the last few whole lines. If not, fall back to reading all.
     let start = len.saturating_sub(64 * 1024);

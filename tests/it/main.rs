@@ -17,6 +17,7 @@ mod hardening;
 mod lifecycle;
 mod prefix;
 mod provider;
+mod records;
 mod repl;
 mod repl_sync;
 mod runtime;

@@ -1,0 +1,93 @@
+//! Messages that tell the truth (issue 18, item 5): each case a real run of the binary against
+//! real files, checking the words and the exit code a person gets.
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::Stdio;
+use std::time::Duration;
+
+use crate::support::cli::{run_no_stdin, run_within};
+use crate::support::procs::wait_exit;
+use crate::support::script::text;
+use crate::support::{Wire, cli::WireWs};
+
+/// A bound far above a normal run: a verb still running then is hung.
+const HUNG: Duration = Duration::from_secs(20);
+
+/// A FIFO in place of `events.jsonl`: every verb and `exec --continue` answers (never blocks),
+/// and those that need the file name it and say it is not a plain file.
+#[test]
+fn a_fifo_state_file_never_hangs_a_verb() {
+    let ws = WireWs::new(Wire::OpenAi, vec![text(Wire::OpenAi, "Done.")]);
+    ws.ok(&["exec", "hello"]);
+    let events = ws.session().join("events.jsonl");
+    std::fs::remove_file(&events).unwrap();
+    let c = std::ffi::CString::new(events.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo(3) on a NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    for args in [
+        &["stats"][..],
+        &["status"],
+        &["plan", "show"],
+        &["sessions"],
+        &["exec", "--continue", "go on"],
+    ] {
+        let out = run_within(ws.cmd(args), None, HUNG);
+        if out.code != Some(0) {
+            assert_eq!(out.code, Some(1), "{args:?}: {out:?}");
+            assert!(
+                out.stderr.contains("events.jsonl is not a plain file"),
+                "{args:?}: {out:?}"
+            );
+        }
+    }
+    let out = run_no_stdin(ws.cmd(&["stats"]));
+    assert_eq!(out.code, Some(1), "stats needs the events: {out:?}");
+}
+
+/// A verb that only reads leaves at once on SIGTERM (no handler that merely sets a flag).
+#[test]
+fn a_reading_verb_leaves_on_sigterm() {
+    let ws = WireWs::new(Wire::OpenAi, vec![text(Wire::OpenAi, "Done.")]);
+    ws.ok(&["exec", "hello"]);
+    // `tern status` reading its input from a pipe nobody writes: plan draft reads stdin, so
+    // use it, a writer, as the slow one: it waits for stdin until the signal.
+    let mut child = ws
+        .cmd(&["plan", "draft"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let status = wait_exit(&mut child, HUNG).expect("plan draft left on SIGTERM");
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+}
+
+/// `.tern` as a file: every command exits 1 with the same words.
+#[test]
+fn a_state_file_in_the_folders_place_is_exit_1_everywhere() {
+    let ws = WireWs::new(Wire::OpenAi, vec![]);
+    let tern = ws.root().join(".tern");
+    std::fs::remove_dir_all(&tern).ok();
+    std::fs::write(&tern, "not a folder").unwrap();
+    for args in [
+        &["exec", "hi"][..],
+        &["exec", "--continue", "hi"],
+        &["sessions"],
+        &["status"],
+        &["stats"],
+        &["plan", "show"],
+        &["compact"],
+    ] {
+        let out = run_no_stdin(ws.cmd(args));
+        assert_eq!(out.code, Some(1), "{args:?}: {out:?}");
+        assert!(
+            out.stderr.contains("exists and is not a folder"),
+            "{args:?}: {out:?}"
+        );
+    }
+}
