@@ -313,6 +313,9 @@ pub struct PlanView {
     pub locked: Option<String>,
     /// `plan.md` differs from the locked copy (edited outside PlanConfirm).
     pub plan_md_edited: bool,
+    /// Set when `plan.json` was damaged and rebuilt just now (the words a start uses).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repaired: Option<String>,
 }
 
 /// One row of `tern sessions`.
@@ -663,7 +666,8 @@ fn dispatch(
 }
 
 fn plan_view(s: &Session) -> Result<PlanView, OpError> {
-    let p = plan::plan_file(s)?;
+    // A damaged plan.json is rebuilt here as `exec --continue` rebuilds it, with its words.
+    let (p, rebuilt) = plan::plan_file_repaired(s)?;
     let read = plan::read_draft(s)?;
     let draft_problem = read.problem();
     let draft = read.text().unwrap_or_default().to_string();
@@ -679,6 +683,7 @@ fn plan_view(s: &Session) -> Result<PlanView, OpError> {
         draft_problem,
         locked: p.locked,
         plan_md_edited,
+        repaired: rebuilt.then(|| plan::PLAN_REBUILT.to_string()),
     })
 }
 
@@ -686,7 +691,14 @@ fn render_plan(v: &PlanView) -> String {
     // The draft and the plan are the model's or a person's text: shown through the
     // terminal-safe filter, so they cannot move the cursor or hide text.
     let safe = |t: &str| crate::render::safe(t).into_owned();
-    let mut out = format!("plan state: {} (revision {})\n", v.state, v.revision);
+    let mut out = String::new();
+    if let Some(r) = &v.repaired {
+        out.push_str(&format!("note: {r}\n"));
+    }
+    out.push_str(&format!(
+        "plan state: {} (revision {})\n",
+        v.state, v.revision
+    ));
     if let Some(at) = &v.confirmed_at {
         out.push_str(&format!("last confirmed: {at}\n"));
     }

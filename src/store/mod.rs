@@ -44,7 +44,23 @@ impl StateDir {
     }
 
     /// Creates `.tern/`, its `.gitignore` (`*`) and `sessions/` when absent.
+    ///
+    /// Errors: a state folder that cannot be written (a read-only workspace) says so and names
+    /// `--state-dir`.
     pub fn init(&self) -> io::Result<()> {
+        self.init_here().map_err(|e| match e.kind() {
+            io::ErrorKind::ReadOnlyFilesystem | io::ErrorKind::PermissionDenied => io::Error::new(
+                e.kind(),
+                format!(
+                    "{e}: tern cannot write its state in {}; pass --state-dir DIR (or set TERN_STATE_DIR) to keep it in a writable folder",
+                    self.root.display()
+                ),
+            ),
+            _ => e,
+        })
+    }
+
+    fn init_here(&self) -> io::Result<()> {
         fsutil::ensure_dir(&self.root)?;
         let gi = self.root.join(".gitignore");
         if fsutil::read_text(&gi)?.is_none() {

@@ -91,3 +91,58 @@ fn a_state_file_in_the_folders_place_is_exit_1_everywhere() {
         );
     }
 }
+
+/// A read-only workspace: the error names the folder and `--state-dir` (not a bare
+/// `os error 30`). Mounting a read-only tmpfs needs root; without it the test says SKIPPED.
+#[test]
+fn a_read_only_workspace_points_to_state_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "ro,size=64k", "tmpfs"])
+        .arg(dir.path())
+        .output();
+    if !out.as_ref().is_ok_and(|o| o.status.success()) {
+        println!("SKIPPED: cannot mount a read-only tmpfs here ({out:?})");
+        return;
+    }
+    let ws = WireWs::new(Wire::OpenAi, vec![text(Wire::OpenAi, "Done.")]);
+    let mut cmd = ws.cmd(&["exec", "hello"]);
+    cmd.current_dir(dir.path());
+    let out = run_no_stdin(cmd);
+    let _ = std::process::Command::new("umount")
+        .arg(dir.path())
+        .status();
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(
+        out.stderr.contains("--state-dir") && out.stderr.contains("cannot write its state"),
+        "{out:?}"
+    );
+}
+
+/// A damaged `plan.json`: `tern plan show` rebuilds it as `exec --continue` does, with the same
+/// words (before, one failed and the other quietly rebuilt it).
+#[test]
+fn a_damaged_plan_json_is_rebuilt_alike_by_plan_show_and_continue() {
+    let ws = WireWs::new(
+        Wire::OpenAi,
+        vec![text(Wire::OpenAi, "Done."), text(Wire::OpenAi, "Again.")],
+    );
+    ws.ok(&["exec", "hello"]);
+    let plan = ws.session().join("plan.json");
+    let words = tern::runtime::plan::PLAN_REBUILT;
+    for args in [
+        &["plan", "show"][..],
+        &["exec", "--json", "--continue", "go on"],
+    ] {
+        std::fs::write(&plan, "{\"state\":").unwrap();
+        let out = run_no_stdin(ws.cmd(args));
+        assert_eq!(out.code, Some(0), "{args:?}: {out:?}");
+        assert!(
+            out.stdout.contains(words) || out.stderr.contains(words),
+            "{args:?}: {out:?}"
+        );
+        let fixed: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).expect("rebuilt");
+        assert!(fixed.is_object());
+    }
+}
