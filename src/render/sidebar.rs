@@ -7,7 +7,7 @@
 //! To-do
 //! ◆ Goal: Land the v0.9.2 website docs cluster
 //! elapsed: 18m
-//! [█████████░░░░░░░░░░░] 45%
+//! [█████████░░░░░░░░░░░] 45% of the token budget
 //! 50% settled (2/4)
 //! [✓] #1 Read docs-map.ts and the Modes page pattern
 //! [✓] #2 Draft the Fleet and Sandbox pages
@@ -59,8 +59,10 @@ pub fn format_elapsed(secs: u64) -> String {
     }
 }
 
-/// `[█████████░░░░░░░░░░░] 45%`: the percentage of `budget` that `used` is, rounded down and
-/// capped at 100; filled cells = percentage / 5. `budget` must be positive (0 reads as 100 %).
+/// `[█████████░░░░░░░░░░░] 45% of the token budget`: the percentage of `budget` that `used` is,
+/// rounded down and capped at 100; filled cells = percentage / 5. `budget` must be positive (0
+/// reads as 100 %). It says what it measures: beside `50% settled` a bare percentage read as
+/// the work's progress.
 pub fn budget_bar(used: u64, budget: u64) -> String {
     let pct = (used as u128 * 100)
         .checked_div(budget as u128)
@@ -68,7 +70,7 @@ pub fn budget_bar(used: u64, budget: u64) -> String {
         .min(100) as usize;
     let full = pct / 5;
     format!(
-        "[{}{}] {pct}%",
+        "[{}{}] {pct}% of the token budget",
         "█".repeat(full),
         "░".repeat(BAR_CELLS - full)
     )

@@ -200,10 +200,19 @@ impl Shaper {
             if !text.is_empty() && !text.ends_with('\n') {
                 text.push('\n');
             }
-            text.push_str(&format!(
-                "[{} bytes, {} lines left out; {saved}]\n",
-                parts.dropped_bytes, parts.dropped_lines
-            ));
+            // A cut inside one long line leaves out no whole line: "0 lines" would say nothing
+            // was cut.
+            text.push_str(&if parts.dropped_lines == 0 {
+                format!(
+                    "[{} bytes of a long line left out; {saved}]\n",
+                    parts.dropped_bytes
+                )
+            } else {
+                format!(
+                    "[{} bytes, {} lines left out; {saved}]\n",
+                    parts.dropped_bytes, parts.dropped_lines
+                )
+            });
             text.push_str(&parts.tail);
             text
         } else {
@@ -651,6 +660,21 @@ mod tests {
         );
         let path = out.spill_path.unwrap();
         assert_eq!(std::fs::read(path).unwrap(), [0u8, 1, 2, 3, 0xff, b'a']);
+    }
+
+    #[test]
+    fn a_cut_inside_one_long_line_says_so() {
+        // One 184 KB line (issue 18): never "0 lines left out".
+        let input = "x".repeat(184 * 1024);
+        let (out, _dir) = shape_in(input.as_bytes(), limits(100, 100));
+        assert!(out.cut);
+        assert!(!out.text.contains("0 lines left out"), "{}", out.text);
+        assert!(
+            out.text
+                .contains(" bytes of a long line left out; full output: "),
+            "{}",
+            out.text
+        );
     }
 
     #[test]

@@ -839,12 +839,21 @@ fn sidebar_optional_lines_and_formats() {
     assert_eq!(sidebar::format_elapsed(18 * 60 + 59), "18m");
     assert_eq!(sidebar::format_elapsed(2 * 3600 + 5 * 60 + 9), "2h 05m");
     assert_eq!(sidebar::format_elapsed(50 * 3600), "50h 00m");
-    assert_eq!(sidebar::budget_bar(0, 100), "[░░░░░░░░░░░░░░░░░░░░] 0%");
-    assert_eq!(sidebar::budget_bar(99, 100), "[███████████████████░] 99%");
-    assert_eq!(sidebar::budget_bar(500, 100), "[████████████████████] 100%");
+    assert_eq!(
+        sidebar::budget_bar(0, 100),
+        "[░░░░░░░░░░░░░░░░░░░░] 0% of the token budget"
+    );
+    assert_eq!(
+        sidebar::budget_bar(99, 100),
+        "[███████████████████░] 99% of the token budget"
+    );
+    assert_eq!(
+        sidebar::budget_bar(500, 100),
+        "[████████████████████] 100% of the token budget"
+    );
     assert_eq!(
         sidebar::budget_bar(u64::MAX, 1),
-        "[████████████████████] 100%"
+        "[████████████████████] 100% of the token budget"
     );
 
     let mut l = seed_ledger();
@@ -976,7 +985,7 @@ fn sidebar_windows_fifty_items_around_the_active_one() {
     assert_eq!(
         at(10),
         "To-do\n◆ Goal: Land the v0.9.2 website docs cluster\nelapsed: 18m\n\
-         [█████████░░░░░░░░░░░] 45%\n72% settled (36/50)\n+35 earlier To-do items\n\
+         [█████████░░░░░░░░░░░] 45% of the token budget\n72% settled (36/50)\n+35 earlier To-do items\n\
          [✓] #36 task 36\n[~] #37 task 37\n[ ] #38 task 38\n+12 more To-do items\n"
     );
     // Below the fixed lines: header lines go (bar first, settled line last), then the markers;
