@@ -229,10 +229,22 @@ const MORE: &str = "… ";
 struct ReplSurface<'a> {
     human: Human,
     input: &'a mut Input,
+    /// The one-line bash command the latest `tool_call` line showed in full (`$ CMD`): its
+    /// approval question does not print it again.
+    shown: Option<String>,
 }
 
 impl Surface for ReplSurface<'_> {
     fn event(&mut self, ev: &Envelope) {
+        self.shown = match &ev.event {
+            crate::event::Event::ToolCall {
+                name, arguments, ..
+            } if name == "bash" => arguments["command"]
+                .as_str()
+                .filter(|c| !c.contains('\n'))
+                .map(str::to_string),
+            _ => None,
+        };
         self.human.event(ev);
     }
     fn text_delta(&mut self, text: &str) {
@@ -242,7 +254,9 @@ impl Surface for ReplSurface<'_> {
         self.human.progress(note);
     }
     fn approve(&mut self, command: &str) -> Answer {
-        crate::errln!("tern wants to run:\n  {}", command.replace('\n', "\n  "));
+        if self.shown.take().as_deref() != Some(command) {
+            crate::errln!("tern wants to run:\n  {}", command.replace('\n', "\n  "));
+        }
         loop {
             match self
                 .input
@@ -363,6 +377,7 @@ impl Repl<'_> {
         let mut ui = ReplSurface {
             human: Human::new(),
             input,
+            shown: None,
         };
         let rt = self.launcher.open(r, &mut ui)?;
         self.launcher.state.set_current(&rt.session.id)?;
@@ -376,6 +391,7 @@ impl Repl<'_> {
             let mut ui = ReplSurface {
                 human: Human::new(),
                 input,
+                shown: None,
             };
             let rt = self
                 .launcher
@@ -403,6 +419,7 @@ impl Repl<'_> {
         let mut ui = ReplSurface {
             human: Human::new(),
             input,
+            shown: None,
         };
         match rt.run_turn(text, &mut ui) {
             Ok(_) => {}
@@ -466,6 +483,7 @@ impl Repl<'_> {
         let mut ui = ReplSurface {
             human: Human::new(),
             input,
+            shown: None,
         };
         let r = ops::run(op, arg, &mut target, &mut ui);
         crate::output::print_receipt(&r, false);

@@ -63,8 +63,15 @@ impl fmt::Display for CheckReport {
                 self.os
             )?,
         }
+        // The rules are probed with --no-network (to test the network rules too), which the
+        // person did not give: the heading says the check added it.
         if let Some(r) = &self.rules {
-            writeln!(f, "{r}")?;
+            let why = if r.no_network {
+                " (the check adds --no-network to test the network rules)"
+            } else {
+                ""
+            };
+            writeln!(f, "rules checked{why}: {r}")?;
         }
         for t in &self.self_test {
             if t.skipped {

@@ -146,3 +146,23 @@ fn a_damaged_plan_json_is_rebuilt_alike_by_plan_show_and_continue() {
         assert!(fixed.is_object());
     }
 }
+
+/// `tern sandbox check` names `--no-network` in its rules heading only as what the check added.
+#[test]
+fn sandbox_check_says_the_check_added_no_network() {
+    let ws = WireWs::new(Wire::OpenAi, vec![]);
+    let out = run_no_stdin(ws.cmd(&["sandbox", "check"]));
+    for line in out
+        .stdout
+        .lines()
+        .filter(|l| l.contains("sandbox workspace-write"))
+    {
+        assert!(line.starts_with("rules checked"), "{line}");
+        if line.contains("--no-network:") {
+            assert!(
+                line.contains("(the check adds --no-network to test the network rules)"),
+                "{line}"
+            );
+        }
+    }
+}

@@ -66,14 +66,21 @@ fn repl_approvals_slash_commands_and_status_lines() {
         assert!(ws.path().join(f).exists(), "{f} missing: {out:?}");
     }
     assert_eq!(
-        out.stderr.matches("tern wants to run:").count(),
-        3,
-        "asked for c1, c2, c3 only (a = always for the session): {out:?}"
+        out.stderr.matches("run it? [y]es").count(),
+        4,
+        "asked for c1, c2 (twice: `maybe` first), c3 only (a = always for the session): {out:?}"
     );
+    // The `$ touch declined.txt` line shows the command; the question does not repeat it.
     assert!(
-        out.stderr
-            .contains("tern wants to run:\n  touch declined.txt\n")
+        out.stderr.contains("$ touch declined.txt\nrun it? [y]es"),
+        "{out:?}"
     );
+    assert_eq!(
+        out.stderr.matches("touch declined.txt").count(),
+        1,
+        "the command once: {out:?}"
+    );
+    assert!(!out.stderr.contains("tern wants to run:"), "{out:?}");
     assert_eq!(out.stderr.matches("answer y, n or a").count(), 1, "{out:?}");
     // /confirm compacted the history: the turns before it are in the archive.
     let conv = jsonl(&ses.join("archive/conversation-0001.jsonl"));
