@@ -402,9 +402,9 @@ impl Launcher {
         let (before, was_interrupted) = {
             let lock = session.lock()?;
             if let Some(pid) = held_elsewhere(&session) {
-                return Err(Failure::Failed(format!(
-                    "session {} is running a turn in process {pid}; wait for it to finish (or interrupt it) first",
-                    session.id
+                return Err(Failure::Held(crate::runtime::held_message(
+                    &session.id,
+                    Some(pid),
                 )));
             }
             let mut meta = match session.read_meta() {

@@ -817,8 +817,11 @@ fn with_runtime(
         let s = Session::at(&session.id, session.dir.clone());
         match target.launcher.resume_for_verb(s, &mut runtime::Quiet) {
             Ok(rt) => break rt,
-            Err(_) if target.wait && runtime::held_elsewhere(session).is_some() => {
+            // Held when it looked: wait (a turn that ended since is no refusal either: the
+            // next try opens it). A second look at the lease here raced the turn's end.
+            Err(Failure::Held(_)) if target.wait => {
                 wait_or_refuse(op, session, true, ui)?;
+                std::thread::sleep(Duration::from_millis(50));
             }
             Err(e) => return Err(e.into()),
         }

@@ -212,6 +212,10 @@ pub enum Failure {
     Budget(String),
     /// A session reference that names nothing, or a bad flag value (exit 2).
     Usage(String),
+    /// Another process holds the session (a turn runs there): exit 1. Its own variant, so a
+    /// caller told to wait (`--wait`) can tell it from every other failure without racing a
+    /// second look at the lease.
+    Held(String),
     /// Anything else (exit 1).
     Failed(String),
 }
@@ -225,7 +229,7 @@ impl Failure {
             Failure::MaxTurns(_) => Ending::MaxTurns,
             Failure::ProviderUnavailable(_) => Ending::ProviderUnavailable,
             Failure::Budget(_) => Ending::BudgetExhausted,
-            Failure::Usage(_) | Failure::Failed(_) => Ending::Failed,
+            Failure::Usage(_) | Failure::Failed(_) | Failure::Held(_) => Ending::Failed,
         }
     }
 
@@ -236,7 +240,7 @@ impl Failure {
             Failure::MaxTurns(_) => 3,
             Failure::ProviderUnavailable(_) => 75,
             Failure::Usage(_) => 2,
-            Failure::Budget(_) | Failure::Failed(_) => 1,
+            Failure::Budget(_) | Failure::Failed(_) | Failure::Held(_) => 1,
         }
     }
 }
@@ -247,7 +251,9 @@ impl std::fmt::Display for Failure {
             Failure::Interrupted => f.write_str("interrupted"),
             Failure::MaxTurns(n) => write!(f, "stopped after --max-turns {n} model requests"),
             Failure::ProviderUnavailable(m) => write!(f, "provider unavailable: {m}"),
-            Failure::Usage(m) | Failure::Failed(m) | Failure::Budget(m) => f.write_str(m),
+            Failure::Usage(m) | Failure::Failed(m) | Failure::Budget(m) | Failure::Held(m) => {
+                f.write_str(m)
+            }
         }
     }
 }
@@ -880,7 +886,7 @@ impl Runtime {
                 self.session.remove_stray_temps()?;
                 Ok(())
             }
-            Err(h) => Err(Failure::Failed(held_message(&self.session.id, h.pid))),
+            Err(h) => Err(Failure::Held(held_message(&self.session.id, h.pid))),
         }
     }
 
@@ -951,7 +957,7 @@ impl Runtime {
 }
 
 /// The message of a refused hold.
-fn held_message(id: &str, pid: Option<u32>) -> String {
+pub(crate) fn held_message(id: &str, pid: Option<u32>) -> String {
     match pid {
         Some(pid) => format!(
             "session {id} is running a turn in process {pid}; wait for it to finish (or interrupt it) first"

@@ -1334,12 +1334,16 @@ fn without_a_provider_sessions_fail_with_the_reason() {
 
 /// The Python of a venv holding the pinned SDK (`TERN_ACP_PYTHON`, set by `.ci/run`); None
 /// (the test says SKIPPED) when it is not set.
-fn sdk_python() -> Option<String> {
+fn sdk_python(test: &str) -> Option<String> {
     let p = std::env::var("TERN_ACP_PYTHON")
         .ok()
         .filter(|p| !p.is_empty());
     if p.is_none() {
-        eprintln!("SKIPPED: TERN_ACP_PYTHON is not set (.ci/run installs the ACP Python SDK)");
+        crate::support::skipped(
+            test,
+            "TERN_ACP_PYTHON is not set (.ci/run installs the ACP Python SDK)",
+            true,
+        );
     }
     p
 }
@@ -1386,7 +1390,9 @@ fn run_sdk(python: &str, script_name: &str, ws: &Ws, fake: &FakeServer, args: &[
 
 #[test]
 fn sdk_prompt_turn_with_a_bash_call() {
-    let Some(py) = sdk_python() else { return };
+    let Some(py) = sdk_python("sdk_prompt_turn_with_a_bash_call") else {
+        return;
+    };
     let ws = Ws::new();
     let w = Wire::OpenAi;
     let fake = FakeServer::start(vec![
@@ -1400,7 +1406,9 @@ fn sdk_prompt_turn_with_a_bash_call() {
 
 #[test]
 fn sdk_cancel_during_sleep() {
-    let Some(py) = sdk_python() else { return };
+    let Some(py) = sdk_python("sdk_cancel_during_sleep") else {
+        return;
+    };
     let ws = Ws::new();
     let fake = FakeServer::start(vec![
         script::bash(Wire::OpenAi, "call_1", "sleep 30.0421"),
@@ -1414,7 +1422,9 @@ fn sdk_cancel_during_sleep() {
 
 #[test]
 fn sdk_load_replays_both_turns_in_a_new_process() {
-    let Some(py) = sdk_python() else { return };
+    let Some(py) = sdk_python("sdk_load_replays_both_turns_in_a_new_process") else {
+        return;
+    };
     let ws = Ws::new();
     let w = Wire::OpenAi;
     let fake = FakeServer::start(vec![
@@ -1429,7 +1439,9 @@ fn sdk_load_replays_both_turns_in_a_new_process() {
 
 #[test]
 fn sdk_permission_rejected_means_not_run() {
-    let Some(py) = sdk_python() else { return };
+    let Some(py) = sdk_python("sdk_permission_rejected_means_not_run") else {
+        return;
+    };
     let ws = Ws::new();
     let w = Wire::OpenAi;
     let fake = FakeServer::start(vec![

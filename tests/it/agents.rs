@@ -1282,7 +1282,11 @@ fn the_parents_live_always_counts_as_auto_for_its_children() {
 #[test]
 fn a_childs_narrowed_settings_are_enforced() {
     if tern::sandbox::landlock_abi().is_err() {
-        eprintln!("SKIPPED: no Landlock here");
+        crate::support::skipped(
+            "agents::a_childs_narrowed_settings_are_enforced",
+            "no Landlock here",
+            false,
+        );
         return;
     }
     let w = Wire::OpenAi;

@@ -102,7 +102,11 @@ fn a_read_only_workspace_points_to_state_dir() {
         .arg(dir.path())
         .output();
     if !out.as_ref().is_ok_and(|o| o.status.success()) {
-        println!("SKIPPED: cannot mount a read-only tmpfs here ({out:?})");
+        crate::support::skipped(
+            "records::a_read_only_workspace_points_to_state_dir",
+            &format!("cannot mount a read-only tmpfs here ({out:?})"),
+            false,
+        );
         return;
     }
     let ws = WireWs::new(Wire::OpenAi, vec![text(Wire::OpenAi, "Done.")]);

@@ -162,7 +162,7 @@ fn start_chat_with(tmux: &Tmux, ws: &Path, fake: &FakeServer, extra_env: &str) {
 fn setup(test: &str) -> Option<(tempfile::TempDir, Tmux, PathBuf)> {
     let dir = tempfile::tempdir().unwrap();
     let Some(tmux) = Tmux::start(dir.path()) else {
-        eprintln!("SKIPPED {test}: tmux is not installed (.ci/run installs it)");
+        crate::support::skipped(test, "tmux is not installed (.ci/run installs it)", true);
         return None;
     };
     let ws = dir.path().join("ws");
