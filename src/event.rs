@@ -420,6 +420,12 @@ pub struct ResultTotals {
     pub prefix_reuse_ratio: f64,
     /// Wall time of the run in milliseconds.
     pub duration_ms: u64,
+    /// Model requests of its sub-agents (not in `turns`).
+    #[serde(default)]
+    pub children_turns: u64,
+    /// Their usage summed (not in `usage`): the run's whole bill is both.
+    #[serde(default)]
+    pub children_usage: Usage,
 }
 
 impl Event {
@@ -628,6 +634,8 @@ impl Event {
                     prefix_reuse_bytes: 0,
                     prefix_reuse_ratio: 0.0,
                     duration_ms: 1,
+                    children_turns: 0,
+                    children_usage: Usage::default(),
                 }),
             }),
         ]

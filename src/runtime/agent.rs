@@ -546,6 +546,14 @@ impl Runtime {
         }
         let t = rt.totals();
         let u = t.usage;
+        // The parent's result gives its children's total: theirs and their own children's.
+        let mine = &mut self.meter.totals;
+        mine.child_requests = mine
+            .child_requests
+            .saturating_add(t.requests)
+            .saturating_add(t.child_requests);
+        mine.child_usage.add(&u);
+        mine.child_usage.add(&t.child_usage);
         self.emit(
             ui,
             Event::AgentEnd {

@@ -177,6 +177,10 @@ pub struct Totals {
     pub prefix_reuse_bytes: u64,
     /// Sum of request body sizes in bytes.
     pub request_bytes: u64,
+    /// The requests of this runtime's sub-agents (at any depth), not in `requests`.
+    pub child_requests: u64,
+    /// Their usage, not in `usage`.
+    pub child_usage: Usage,
 }
 
 impl Totals {
@@ -933,6 +937,8 @@ impl Runtime {
             prefix_reuse_bytes: t.prefix_reuse_bytes,
             prefix_reuse_ratio: t.prefix_reuse_ratio(),
             duration_ms: self.started.elapsed().as_millis() as u64,
+            children_turns: t.child_requests,
+            children_usage: t.child_usage,
         }
     }
 

@@ -19,7 +19,7 @@ use super::dispatch::ToolResult;
 use super::request::Ask;
 use super::{Failure, Runtime, Surface};
 use crate::event::{BoundaryKind, CallView, Event, TurnStatus};
-use crate::message::{Message, Usage};
+use crate::message::Message;
 use crate::store::Status;
 
 /// Identical steps (same calls, same results) in a row after which the next request asks for a
@@ -36,7 +36,6 @@ impl Runtime {
     /// Runs one turn for `prompt` (empty: continue from the stored history, e.g. after resume).
     pub fn run_turn(&mut self, prompt: &str, ui: &mut dyn Surface) -> TurnOutcome {
         let requests_before = self.meter.totals.requests;
-        let usage_before = self.meter.totals.usage;
         self.begin_turn(prompt, ui)?;
         let outcome = match self.steps(ui) {
             // A cancel by a budget (a sub-agent's wall time) is no interrupt by a person.
@@ -46,7 +45,7 @@ impl Runtime {
             },
             other => other,
         };
-        self.end_turn(&outcome, requests_before, usage_before, ui);
+        self.end_turn(&outcome, requests_before, ui);
         outcome
     }
 
@@ -334,25 +333,17 @@ impl Runtime {
 
     /// Records how the turn ended in `meta.json`, emits `error` / `turn_end`, lets go of the
     /// session.
-    fn end_turn(
-        &mut self,
-        outcome: &TurnOutcome,
-        requests_before: u64,
-        usage_before: Usage,
-        ui: &mut dyn Surface,
-    ) {
+    fn end_turn(&mut self, outcome: &TurnOutcome, requests_before: u64, ui: &mut dyn Surface) {
         let status = match outcome {
             Ok(_) => TurnStatus::Completed,
             Err(f) => f.kind(),
         };
         let stored = Status::from(status);
         let requests = self.meter.totals.requests - requests_before;
-        let usage = self.meter.totals.usage.since(&usage_before);
+        // Requests and usage went into meta.json as each request's usage arrived.
         if let Err(e) = self.session.update_meta(|m| {
             m.status = stored;
             m.pid = None;
-            m.turns = m.turns.saturating_add(requests);
-            m.usage.add(&usage);
         }) {
             self.emit(
                 ui,

@@ -170,3 +170,75 @@ fn sandbox_check_says_the_check_added_no_network() {
         }
     }
 }
+
+/// One token count per session: `meta.json` (what `tern sessions` shows), `tern stats` and
+/// `tern status` agree after a turn and a `tern compact` (whose request the record used to
+/// leave out), and a parent's `result` gives its children's total.
+#[test]
+fn one_token_count_per_session_everywhere() {
+    use crate::support::script::agent;
+    let w = Wire::OpenAi;
+    let ws = WireWs::new(
+        w,
+        vec![
+            agent(w, "a1", serde_json::json!({"task": "say hi"})),
+            text(w, "hi from the child"),
+            text(w, "The child said hi."),
+            text(
+                w,
+                "The person asked for a child to say hi; it did. Next: nothing is left to do.",
+            ),
+        ],
+    );
+    let out = ws.ok(&["exec", "--json", "delegate"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let result: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let kid = std::fs::read_dir(ws.session().join("agents"))
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    let kid_meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(kid.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(result["children_turns"], kid_meta["turns"], "{result}");
+    assert_eq!(result["children_usage"], kid_meta["usage"], "{result}");
+    assert!(result["children_usage"]["input_tokens"].as_u64().unwrap() > 0);
+
+    let before = ws.json("meta.json");
+    assert_eq!(before["turns"], 2, "{before}");
+    ws.ok(&["compact"]);
+    let meta = ws.json("meta.json");
+    let sum = |v: &serde_json::Value| {
+        v["input_tokens"].as_u64().unwrap() + v["output_tokens"].as_u64().unwrap()
+    };
+    let recorded = sum(&meta["usage"]);
+    let usage_events: Vec<serde_json::Value> = ws
+        .events()
+        .into_iter()
+        .filter(|e| e["type"] == "usage")
+        .collect();
+    assert_eq!(meta["turns"].as_u64().unwrap(), usage_events.len() as u64);
+    assert!(usage_events.iter().any(|e| e["purpose"] == "compaction"));
+    assert_eq!(recorded, usage_events.iter().map(sum).sum::<u64>());
+    let stats: serde_json::Value =
+        serde_json::from_slice(&ws.ok(&["stats", "--json"]).stdout).unwrap();
+    assert_eq!(sum(&stats["total"]), recorded, "{stats}");
+    let listing = String::from_utf8_lossy(&ws.ok(&["sessions"]).stdout).into_owned();
+    let shown = format!("{recorded}");
+    let with_commas = {
+        let d: Vec<char> = shown.chars().collect();
+        let mut s = String::new();
+        for (i, c) in d.iter().enumerate() {
+            if i > 0 && (d.len() - i) % 3 == 0 {
+                s.push(',');
+            }
+            s.push(*c);
+        }
+        s
+    };
+    assert!(
+        listing.contains(&shown) || listing.contains(&with_commas),
+        "tern sessions shows {recorded}: {listing}"
+    );
+}
