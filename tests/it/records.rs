@@ -230,7 +230,7 @@ fn one_token_count_per_session_everywhere() {
         let d: Vec<char> = shown.chars().collect();
         let mut s = String::new();
         for (i, c) in d.iter().enumerate() {
-            if i > 0 && (d.len() - i) % 3 == 0 {
+            if i > 0 && (d.len() - i).is_multiple_of(3) {
                 s.push(',');
             }
             s.push(*c);
