@@ -910,7 +910,7 @@ fn replay_history(rt: &Runtime, wire: &Wire, ids: &mut IdMap) {
     let mut names: HashMap<String, String> = HashMap::new();
     for m in rt.history() {
         match m {
-            Message::User { content } => notify(
+            Message::User { content, .. } => notify(
                 wire,
                 sid,
                 SessionUpdate::UserMessageChunk {
