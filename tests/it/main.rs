@@ -23,6 +23,7 @@ mod runtime;
 mod sandbox;
 mod small_models;
 mod state_formats;
+mod steer;
 mod store;
 mod tmux;
 mod work_e2e;

@@ -1,0 +1,278 @@
+//! Steering a running turn (issue 22): `tern steer` from another process writes the session's
+//! inbox; the running turn delivers each message at its next model request, after the last tool
+//! result, without changing a byte before it; a crash between the steer and its delivery neither
+//! loses nor doubles it.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::cli::WireWs;
+use crate::support::files::jsonl;
+use crate::support::procs::{eventually, wait_exit};
+use crate::support::script::{bash, text};
+use crate::support::Wire;
+
+/// The model's command: `sleep 2`, then a wait for the test's go-ahead file, so the steer is
+/// written while the command runs however loaded the machine is.
+fn sleep_then_wait(go: &str) -> String {
+    format!("sleep 2; while [ ! -e {go} ]; do sleep 0.05; done")
+}
+
+/// The stored user messages' texts.
+fn users(conversation: &[Value]) -> Vec<String> {
+    conversation
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+/// Waits until the current session's events hold a `tool_call` for `id`.
+fn wait_tool_call(ws: &WireWs, id: &str) {
+    assert!(
+        eventually(Duration::from_secs(60), || {
+            ws.root().join(".tern/current").exists()
+                && ws
+                    .events()
+                    .iter()
+                    .any(|e| e["type"] == "tool_call" && e["id"] == id)
+        }),
+        "the turn never started the call {id}"
+    );
+}
+
+fn steer(ws: &WireWs, args: &[&str]) -> std::process::Output {
+    let mut a = vec!["steer"];
+    a.extend_from_slice(args);
+    ws.tern(&a)
+}
+
+fn steer_ok(ws: &WireWs, msg: &str) {
+    let out = steer(ws, &[msg]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "tern steer: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("next request"));
+}
+
+fn steered_run(wire: Wire) {
+    let ws = WireWs::new(
+        wire,
+        vec![
+            bash(wire, "c1", &sleep_then_wait("go1")),
+            bash(wire, "c2", &sleep_then_wait("go2")),
+            text(wire, "done"),
+        ],
+    );
+    let mut child = ws.spawn(&["exec", "--json", "start the build"]);
+    wait_tool_call(&ws, "c1");
+    steer_ok(&ws, "use tabs, not spaces");
+    std::fs::write(ws.root().join("go1"), "").unwrap();
+    wait_tool_call(&ws, "c2");
+    steer_ok(&ws, "first: also run the tests");
+    steer_ok(&ws, "second: then stop");
+    std::fs::write(ws.root().join("go2"), "").unwrap();
+    let st = wait_exit(&mut child, Duration::from_secs(120)).expect("tern exec ended");
+    assert!(st.success(), "tern exec failed");
+
+    let bodies = ws.bodies();
+    assert_eq!(bodies.len(), 3, "three requests");
+    let raws = ws.raw_bodies();
+    for i in 1..3 {
+        let prev = crate::prefix::core(wire, &raws[i - 1]);
+        let next = match wire {
+            Wire::OpenAi => raws[i].clone(),
+            Wire::Anthropic => raws[i].replace(crate::prefix::BREAKPOINT, ""),
+        };
+        assert!(
+            next.starts_with(&prev),
+            "request {}: the prefix before the steered message is byte-identical",
+            i + 1
+        );
+    }
+    // Stored: prompt, call, result, steer, call, result, steer A, steer B, answer.
+    let conv = ws.conversation();
+    let roles: Vec<&str> = conv.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(
+        roles,
+        [
+            "user",
+            "assistant",
+            "tool",
+            "user",
+            "assistant",
+            "tool",
+            "user",
+            "user",
+            "assistant"
+        ]
+    );
+    assert_eq!(
+        users(&conv),
+        [
+            "start the build",
+            "use tabs, not spaces",
+            "first: also run the tests",
+            "second: then stop"
+        ]
+    );
+    assert!(conv[3]["steer"].is_string(), "the id is kept: {}", conv[3]);
+    // Each request's last words are the messages steered since the one before, after the result.
+    let tail_text = |b: &Value| b.to_string();
+    assert!(!tail_text(&bodies[0]).contains("use tabs"));
+    assert!(tail_text(&bodies[1]).contains("use tabs, not spaces"));
+    assert!(!tail_text(&bodies[1]).contains("also run the tests"));
+    let third = tail_text(&bodies[2]);
+    let (a, b) = (
+        third.find("first: also run the tests").expect("A sent"),
+        third.find("second: then stop").expect("B sent"),
+    );
+    assert!(a < b, "in the order they were steered");
+    let events = ws.events();
+    let steers: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "steer")
+        .map(|e| e["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        steers,
+        [
+            "use tabs, not spaces",
+            "first: also run the tests",
+            "second: then stop"
+        ]
+    );
+    assert!(inbox_names(&ws.session()).is_empty(), "the inbox is empty");
+}
+
+fn inbox_names(session: &Path) -> Vec<String> {
+    match std::fs::read_dir(session.join("inbox")) {
+        Ok(rd) => rd
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+#[test]
+fn a_steer_arrives_at_the_next_request_after_the_tool_result_openai() {
+    steered_run(Wire::OpenAi);
+}
+
+#[test]
+fn a_steer_arrives_at_the_next_request_after_the_tool_result_anthropic() {
+    steered_run(Wire::Anthropic);
+}
+
+#[test]
+fn a_steer_with_no_running_turn_is_refused_or_queued() {
+    let wire = Wire::OpenAi;
+    let ws = WireWs::new(wire, vec![text(wire, "hello"), text(wire, "noted")]);
+    ws.ok(&["exec", "hi"]);
+    let out = steer(&ws, &["are you there?"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no turn is running"), "{err}");
+    assert!(inbox_names(&ws.session()).is_empty(), "nothing written");
+    let out = steer(&ws, &[" "]);
+    assert_eq!(out.status.code(), Some(2), "an empty message is a usage error");
+
+    // --queue keeps it for the next turn: delivered after that turn's prompt.
+    let out = steer(&ws, &["--queue", "keep this for later"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("next turn"));
+    ws.ok(&["exec", "--continue", "next"]);
+    let bodies = ws.bodies();
+    let last = bodies[1]["messages"].as_array().unwrap();
+    let n = last.len();
+    assert_eq!(last[n - 2]["content"], "next");
+    assert_eq!(last[n - 1]["content"], "keep this for later");
+    assert!(inbox_names(&ws.session()).is_empty());
+}
+
+/// The fault points one `tern exec --continue` passes, as `(n, kind, path)`.
+fn points(log: &Path) -> Vec<(usize, String, String)> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.splitn(3, ' ');
+            Some((
+                it.next()?.parse().ok()?,
+                it.next()?.to_string(),
+                it.next()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// A crash right after the steered message was stored (before its inbox entry is removed), and
+/// one right before it was stored: after a restart the model reads it exactly once.
+#[test]
+fn a_crash_between_steer_and_delivery_neither_loses_nor_doubles_it() {
+    let wire = Wire::OpenAi;
+    // Dry run: count the points of the delivery.
+    let probe = WireWs::new(wire, vec![text(wire, "hello"), text(wire, "ok")]);
+    probe.ok(&["exec", "hi"]);
+    probe.ok(&["steer", "--queue", "the steered words"]);
+    let log = probe.root().join("faults.log");
+    let out = probe
+        .cmd(&["exec", "--continue", "next"])
+        .env("TERN_FAULT_LOG", &log)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let pts = points(&log);
+    let remove = pts
+        .iter()
+        .find(|(_, k, p)| k == "remove" && p.contains("/inbox/"))
+        .expect("the inbox entry's removal is a fault point")
+        .0;
+    let store = pts
+        .iter()
+        .rev()
+        .find(|(n, _, p)| *n < remove && p.ends_with("conversation.jsonl"))
+        .expect("the steered message's append")
+        .0;
+
+    for (at, stored) in [(remove, true), (store, false)] {
+        let ws = WireWs::new(
+            wire,
+            vec![text(wire, "hello"), text(wire, "ok"), text(wire, "ok")],
+        );
+        ws.ok(&["exec", "hi"]);
+        ws.ok(&["steer", "--queue", "the steered words"]);
+        let out = ws
+            .cmd(&["exec", "--continue", "next"])
+            .env("TERN_FAULT_AT", at.to_string())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), None, "killed at point {at}");
+        let count = |ws: &WireWs| {
+            jsonl(&ws.path("conversation.jsonl"))
+                .iter()
+                .filter(|m| m["content"] == "the steered words")
+                .count()
+        };
+        if stored {
+            assert_eq!(count(&ws), 1, "stored before the crash");
+            assert_eq!(inbox_names(&ws.session()).len(), 1, "its entry is still there");
+        }
+        ws.ok(&["exec", "--continue", "again"]);
+        assert_eq!(count(&ws), 1, "point {at}: delivered exactly once");
+        assert!(inbox_names(&ws.session()).is_empty(), "point {at}: inbox empty");
+        let bodies = ws.bodies();
+        let last = bodies.last().unwrap().to_string();
+        assert_eq!(
+            last.matches("the steered words").count(),
+            1,
+            "point {at}: the model reads it once"
+        );
+    }
+}
