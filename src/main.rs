@@ -559,13 +559,10 @@ impl Ctx {
         let state_dir = state_dir_or_env(state.state_dir.clone(), &self.env)
             .map_err(|message| NoLauncher { message, code: 2 })?;
         let dir = Launcher::locate(&cwd, state_dir, &self.env);
-        Ok(Launcher::new(
-            dir,
-            self.env.clone(),
-            flags,
-            cfg,
-            &self.process,
-        ))
+        let mut l = Launcher::new(dir, self.env.clone(), flags, cfg, &self.process);
+        // AGENTS.md files are read from the workspace root down to here.
+        l.here = cwd;
+        Ok(l)
     }
 
     /// A launcher for a verb: the session's model unless `--model` / TERN_MODEL says otherwise.

@@ -95,7 +95,9 @@ impl Sent {
 /// [`SteerError::Failed`] for an I/O error.
 pub fn send(session: &Session, text: &str, queue: bool) -> Result<Sent, SteerError> {
     if text.trim().is_empty() {
-        return Err(SteerError::Usage("nothing to steer with: the message is empty".into()));
+        return Err(SteerError::Usage(
+            "nothing to steer with: the message is empty".into(),
+        ));
     }
     if text.len() > super::MAX_PROMPT_BYTES {
         return Err(SteerError::Usage(format!(
@@ -123,7 +125,14 @@ pub fn send(session: &Session, text: &str, queue: bool) -> Result<Sent, SteerErr
     let newest = list(&dir)
         .map_err(failed)?
         .last()
-        .and_then(|p| p.file_stem()?.to_str()?.split('-').next()?.parse::<u128>().ok())
+        .and_then(|p| {
+            p.file_stem()?
+                .to_str()?
+                .split('-')
+                .next()?
+                .parse::<u128>()
+                .ok()
+        })
         .unwrap_or(0);
     let id = format!("{:020}-{}", now.max(newest + 1), std::process::id());
     let entry = Entry {
@@ -186,7 +195,9 @@ fn delivered(history: &[Message]) -> HashSet<&str> {
     history
         .iter()
         .filter_map(|m| match m {
-            Message::User { steer: Some(id), .. } => Some(id.as_str()),
+            Message::User {
+                steer: Some(id), ..
+            } => Some(id.as_str()),
             _ => None,
         })
         .collect()

@@ -803,13 +803,23 @@ fn an_inbox_entry_and_a_steered_message_match_their_documented_shapes() {
         .map(|e| e.path())
         .collect();
     assert_eq!(entries.len(), 1);
-    let name = entries[0].file_name().unwrap().to_string_lossy().into_owned();
+    let name = entries[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
     assert!(d.documented_file(&format!("inbox/{name}")), "{name}");
     let v: Value = serde_json::from_slice(&std::fs::read(&entries[0]).unwrap()).unwrap();
     assert_eq!(check(d.shape("inbox"), &v, "inbox"), Vec::<String>::new());
     assert_eq!(format!("{}.json", v["id"].as_str().unwrap()), name);
     ws.ok(&["exec", "--continue", "go on"]);
     let conv = ws.conversation();
-    let steered = conv.iter().find(|m| m["steer"].is_string()).expect("stored");
-    assert_eq!(d.check_message(steered, "conversation"), Vec::<String>::new());
+    let steered = conv
+        .iter()
+        .find(|m| m["steer"].is_string())
+        .expect("stored");
+    assert_eq!(
+        d.check_message(steered, "conversation"),
+        Vec::<String>::new()
+    );
 }

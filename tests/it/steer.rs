@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::support::Wire;
 use crate::support::cli::WireWs;
 use crate::support::files::jsonl;
 use crate::support::procs::{eventually, wait_exit};
 use crate::support::script::{bash, text};
-use crate::support::Wire;
 
 /// The model's command: `sleep 2`, then a wait for the test's go-ahead file, so the steer is
 /// written while the command runs however loaded the machine is.
@@ -181,7 +181,11 @@ fn a_steer_with_no_running_turn_is_refused_or_queued() {
     assert!(err.contains("no turn is running"), "{err}");
     assert!(inbox_names(&ws.session()).is_empty(), "nothing written");
     let out = steer(&ws, &[" "]);
-    assert_eq!(out.status.code(), Some(2), "an empty message is a usage error");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "an empty message is a usage error"
+    );
 
     // --queue keeps it for the next turn: delivered after that turn's prompt.
     let out = steer(&ws, &["--queue", "keep this for later"]);
@@ -262,11 +266,18 @@ fn a_crash_between_steer_and_delivery_neither_loses_nor_doubles_it() {
         };
         if stored {
             assert_eq!(count(&ws), 1, "stored before the crash");
-            assert_eq!(inbox_names(&ws.session()).len(), 1, "its entry is still there");
+            assert_eq!(
+                inbox_names(&ws.session()).len(),
+                1,
+                "its entry is still there"
+            );
         }
         ws.ok(&["exec", "--continue", "again"]);
         assert_eq!(count(&ws), 1, "point {at}: delivered exactly once");
-        assert!(inbox_names(&ws.session()).is_empty(), "point {at}: inbox empty");
+        assert!(
+            inbox_names(&ws.session()).is_empty(),
+            "point {at}: inbox empty"
+        );
         let bodies = ws.bodies();
         let last = bodies.last().unwrap().to_string();
         assert_eq!(
