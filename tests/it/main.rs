@@ -6,6 +6,7 @@ mod support;
 
 mod acp;
 mod agents;
+mod agents_md;
 mod architecture;
 mod bash_tool;
 mod budget;
