@@ -395,3 +395,49 @@ fn a_key_typed_in_the_repl_is_redacted_in_its_history_file_in_tmux() {
     assert!(!history.contains(key), "{history}");
     assert!(history.contains("my key is [REDACTED] ok"), "{history}");
 }
+
+/// Issue 22: a line typed while a turn runs is queued (shown so), delivered at the model's next
+/// request after the tool result, and the turn goes on.
+#[test]
+fn a_line_typed_during_a_turn_is_steered_into_it_in_tmux() {
+    let Some((_dir, tmux, ws)) = setup("a_line_typed_during_a_turn_is_steered_into_it_in_tmux")
+    else {
+        return;
+    };
+    let args = json!({"command": "sleep 2; while [ ! -e go ]; do sleep 0.05; done"}).to_string();
+    let fake = FakeServer::strict(vec![
+        openai_tool_calls(&[("call_wait", "bash", args.as_str())]),
+        openai_text("Switched to tabs as you asked."),
+    ]);
+    start_chat(&tmux, &ws, &fake);
+    tmux.keys(&["reformat the code", "Enter"]);
+    tmux.wait_for("$ sleep 2");
+    assert!(
+        eventually(Duration::from_secs(20), || fake.requests().len() == 1),
+        "the first request"
+    );
+    tmux.keys(&["use tabs please", "Enter"]);
+    tmux.wait_for("(queued for the model's next request: use tabs please)");
+    // A slash command is for tern: it waits for the end of the turn, it is not steered.
+    tmux.keys(&["/status", "Enter"]);
+    tmux.wait_for("(/status runs when the turn ends)");
+    std::fs::write(ws.join("go"), "").unwrap();
+    tmux.wait_for("Switched to tabs as you asked.");
+    let screen = tmux.wait_for("Plan: idle");
+    assert!(
+        screen.find("Plan: idle") > screen.find("Switched to tabs as you asked."),
+        "{screen}"
+    );
+    assert!(screen.contains("steered in: use tabs please"), "{screen}");
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 2, "{screen}");
+    let msgs = second_request_messages(&reqs);
+    assert_eq!(
+        roles(&msgs),
+        ["system", "user", "assistant", "tool", "user"]
+    );
+    assert_eq!(msgs[4]["content"], "use tabs please");
+    // The line was a steer, not a second prompt: the REPL is back at its prompt, nothing queued.
+    tmux.wait_for_prompt_after("Switched to tabs as you asked.");
+    assert_eq!(fake.requests().len(), 2);
+}
