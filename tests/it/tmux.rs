@@ -118,6 +118,17 @@ fn start_chat(tmux: &Tmux, ws: &Path, fake: &FakeServer) {
 
 /// [`start_chat`] with one more `NAME=value` in tern's environment.
 fn start_chat_with(tmux: &Tmux, ws: &Path, fake: &FakeServer, extra_env: &str) {
+    start_chat_approval(tmux, ws, fake, extra_env, "auto");
+}
+
+/// [`start_chat_with`] with `--approval approval`.
+fn start_chat_approval(
+    tmux: &Tmux,
+    ws: &Path,
+    fake: &FakeServer,
+    extra_env: &str,
+    approval: &str,
+) {
     let tern = env!("CARGO_BIN_EXE_tern");
     let path_env = format!("PATH={}", std::env::var("PATH").unwrap_or_default());
     let home = format!("HOME={}", ws.join(".home").display());
@@ -152,7 +163,7 @@ fn start_chat_with(tmux: &Tmux, ws: &Path, fake: &FakeServer, extra_env: &str) {
         tern,
         "chat",
         "--approval",
-        "auto",
+        approval,
     ]);
     tmux.wait_for_prompt_after("/help for commands");
 }
@@ -440,4 +451,26 @@ fn a_line_typed_during_a_turn_is_steered_into_it_in_tmux() {
     // The line was a steer, not a second prompt: the REPL is back at its prompt, nothing queued.
     tmux.wait_for_prompt_after("Switched to tabs as you asked.");
     assert_eq!(fake.requests().len(), 2);
+}
+
+/// While a turn runs, the steer watcher leaves an approval question's answer to the question.
+#[test]
+fn an_approval_answer_is_not_steered_in_tmux() {
+    let Some((_dir, tmux, ws)) = setup("an_approval_answer_is_not_steered_in_tmux") else {
+        return;
+    };
+    let fake = FakeServer::strict(vec![
+        openai_tool_calls(&[("call_1", "bash", r#"{"command":"touch asked.txt"}"#)]),
+        openai_text("Made the file."),
+    ]);
+    start_chat_approval(&tmux, &ws, &fake, "TERN_TEST=1", "ask");
+    tmux.keys(&["make a file", "Enter"]);
+    tmux.wait_for("run it?");
+    tmux.keys(&["y", "Enter"]);
+    let screen = tmux.wait_for("Made the file.");
+    assert!(ws.join("asked.txt").exists(), "{screen}");
+    assert!(!screen.contains("queued for the model"), "{screen}");
+    let reqs = fake.requests();
+    let msgs = second_request_messages(&reqs);
+    assert_eq!(roles(&msgs), ["system", "user", "assistant", "tool"]);
 }
