@@ -163,6 +163,23 @@ pub struct EventsParams {
     pub limit: Option<usize>,
 }
 
+/// tern's extension method that steers a running turn (see `crate::runtime::steer`).
+pub const STEER_METHOD: &str = "_tern/steer";
+
+/// [`STEER_METHOD`] params: `text` for the running turn of `sessionId`; with `queue`, kept for
+/// its next turn when none is running (else refused).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SteerParams {
+    /// An open session of this connection.
+    pub session_id: String,
+    /// The message, as the model will read it.
+    pub text: String,
+    /// Keep it for the next turn when no turn is running.
+    #[serde(default)]
+    pub queue: bool,
+}
+
 /// Default and largest page of [`EVENTS_METHOD`].
 pub const EVENTS_PAGE: usize = 1000;
 

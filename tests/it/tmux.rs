@@ -122,13 +122,7 @@ fn start_chat_with(tmux: &Tmux, ws: &Path, fake: &FakeServer, extra_env: &str) {
 }
 
 /// [`start_chat_with`] with `--approval approval`.
-fn start_chat_approval(
-    tmux: &Tmux,
-    ws: &Path,
-    fake: &FakeServer,
-    extra_env: &str,
-    approval: &str,
-) {
+fn start_chat_approval(tmux: &Tmux, ws: &Path, fake: &FakeServer, extra_env: &str, approval: &str) {
     let tern = env!("CARGO_BIN_EXE_tern");
     let path_env = format!("PATH={}", std::env::var("PATH").unwrap_or_default());
     let home = format!("HOME={}", ws.join(".home").display());
