@@ -235,17 +235,25 @@ impl Runtime {
         }
         let (good, bad) = waiting(&self.session)?;
         for p in bad {
+            // Moved aside (or, failing that, removed): an entry left in place would be "waiting"
+            // for ever and keep the turn asking the model.
             let to = p.with_extension("bad");
-            if std::fs::rename(&p, &to).is_ok() {
-                self.emit(
-                    ui,
-                    Event::warning(format!(
-                        "a steered message in {} could not be read; it was not delivered (kept as {})",
-                        p.display(),
-                        to.display()
-                    )),
-                );
+            let kept = std::fs::rename(&p, &to).is_ok();
+            if !kept {
+                remove(&p)?;
             }
+            self.emit(
+                ui,
+                Event::warning(format!(
+                    "a steered message in {} could not be read; it was not delivered ({})",
+                    p.display(),
+                    if kept {
+                        format!("kept as {}", to.display())
+                    } else {
+                        "removed".to_string()
+                    }
+                )),
+            );
         }
         let done = delivered(&self.prefix.history);
         let fresh: Vec<Entry> = good

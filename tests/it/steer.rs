@@ -33,11 +33,20 @@ fn users(conversation: &[Value]) -> Vec<String> {
 fn wait_tool_call(ws: &WireWs, id: &str) {
     assert!(
         eventually(Duration::from_secs(60), || {
-            ws.root().join(".tern/current").exists()
-                && ws
-                    .events()
-                    .iter()
+            // Read leniently: the files appear while the turn starts.
+            let Ok(current) = std::fs::read_to_string(ws.root().join(".tern/current")) else {
+                return false;
+            };
+            let events = ws
+                .root()
+                .join(".tern/sessions")
+                .join(current.trim())
+                .join("events.jsonl");
+            std::fs::read_to_string(events).is_ok_and(|t| {
+                t.lines()
+                    .filter_map(|l| serde_json::from_str::<Value>(l).ok())
                     .any(|e| e["type"] == "tool_call" && e["id"] == id)
+            })
         }),
         "the turn never started the call {id}"
     );
@@ -286,4 +295,27 @@ fn a_crash_between_steer_and_delivery_neither_loses_nor_doubles_it() {
             "point {at}: the model reads it once"
         );
     }
+}
+
+/// An inbox file that is not an entry (torn, edited) is never sent: moved aside with a warning,
+/// and the turn goes on.
+#[test]
+fn a_damaged_inbox_entry_is_moved_aside_not_sent() {
+    let wire = Wire::OpenAi;
+    let ws = WireWs::new(wire, vec![text(wire, "hello"), text(wire, "fine")]);
+    ws.ok(&["exec", "hi"]);
+    let inbox = ws.session().join("inbox");
+    std::fs::create_dir_all(&inbox).unwrap();
+    std::fs::write(
+        inbox.join("00000000000000000001-1.json"),
+        "{\"id\": \"x\", \"te",
+    )
+    .unwrap();
+    ws.ok(&["exec", "--continue", "next"]);
+    assert_eq!(inbox_names(&ws.session()), ["00000000000000000001-1.bad"]);
+    let warned = ws.events().iter().any(|e| {
+        e["type"] == "warning" && e["message"].as_str().unwrap().contains("could not be read")
+    });
+    assert!(warned);
+    assert_eq!(users(&ws.conversation()), ["hi", "next"]);
 }
