@@ -173,8 +173,12 @@ pub fn pending(session: &Session) -> bool {
     list(&session.path(INBOX)).is_ok_and(|v| !v.is_empty())
 }
 
-/// The waiting messages, oldest first, and the files that are not an entry (torn or edited).
-pub fn waiting(session: &Session) -> std::io::Result<(Vec<(PathBuf, Entry)>, Vec<PathBuf>)> {
+/// What the inbox holds: the entries with their files, oldest first, and the files that are not
+/// an entry (torn or edited).
+pub type Waiting = (Vec<(PathBuf, Entry)>, Vec<PathBuf>);
+
+/// The waiting messages (see [`Waiting`]).
+pub fn waiting(session: &Session) -> std::io::Result<Waiting> {
     let mut good = Vec::new();
     let mut bad = Vec::new();
     for p in list(&session.path(INBOX))? {
