@@ -103,6 +103,10 @@ pub fn steer(l: &Launcher, t: &Target, text: &str, queue: bool) -> i32 {
         }
     };
     let text = if text.is_empty() || text == "-" {
+        use std::io::IsTerminal;
+        if std::io::stdin().is_terminal() {
+            crate::errln!("Type the message, then Ctrl-D on an empty line:");
+        }
         let limit = crate::runtime::MAX_PROMPT_BYTES as u64 + 1;
         let mut s = String::new();
         if let Err(e) = std::io::stdin().take(limit).read_to_string(&mut s) {

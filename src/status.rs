@@ -176,6 +176,15 @@ pub fn footer(session: &Session, snap: &Snapshot) -> Vec<String> {
         }
     }
     lines.extend(instructions_line(&snap.instructions));
+    if let Ok((waiting, _)) = crate::runtime::steer::waiting(session)
+        && !waiting.is_empty()
+    {
+        let n = waiting.len();
+        lines.push(format!(
+            "Steered: {n} message{} waiting for the model's next request",
+            if n == 1 { "" } else { "s" }
+        ));
+    }
     lines.extend(snap.children.iter().map(RunningChild::line));
     for p in &snap.problems {
         lines.push(format!("! {p}"));

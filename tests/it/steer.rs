@@ -200,6 +200,11 @@ fn a_steer_with_no_running_turn_is_refused_or_queued() {
     let out = steer(&ws, &["--queue", "keep this for later"]);
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stdout).contains("next turn"));
+    let status = String::from_utf8_lossy(&ws.ok(&["status"]).stdout).into_owned();
+    assert!(
+        status.contains("Steered: 1 message waiting for the model's next request"),
+        "{status}"
+    );
     ws.ok(&["exec", "--continue", "next"]);
     let bodies = ws.bodies();
     let last = bodies[1]["messages"].as_array().unwrap();
