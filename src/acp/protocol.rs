@@ -395,7 +395,7 @@ pub struct AgentCapabilities {
     pub mcp_capabilities: McpCapabilities,
     /// Optional session methods: list, resume, close.
     pub session_capabilities: SessionCapabilities,
-    /// Custom capabilities: `{"tern": {"events": "_tern/events"}}`.
+    /// Custom capabilities: `{"tern": {"events": "_tern/events", "steer": "_tern/steer"}}`.
     #[serde(rename = "_meta")]
     pub meta: Value,
 }
@@ -452,7 +452,7 @@ pub fn agent_capabilities() -> AgentCapabilities {
             resume: Value::Object(Map::new()),
             close: Value::Object(Map::new()),
         },
-        meta: serde_json::json!({"tern": {"events": EVENTS_METHOD}}),
+        meta: serde_json::json!({"tern": {"events": EVENTS_METHOD, "steer": STEER_METHOD}}),
     }
 }
 

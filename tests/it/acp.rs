@@ -310,6 +310,7 @@ fn initialize_negotiates_the_version_and_states_capabilities() {
         json!({"list": {}, "resume": {}, "close": {}})
     );
     assert_eq!(caps["_meta"]["tern"]["events"], "_tern/events");
+    assert_eq!(caps["_meta"]["tern"]["steer"], "_tern/steer");
     assert_eq!(r["result"]["authMethods"], json!([]));
     assert_eq!(r["result"]["agentInfo"]["name"], "tern");
     let r = a.call("authenticate", json!({"methodId": "x"}));
