@@ -182,7 +182,10 @@ fn a_steer_arrives_at_the_next_request_after_the_tool_result_anthropic() {
 #[test]
 fn a_steer_with_no_running_turn_is_refused_or_queued() {
     let wire = Wire::OpenAi;
-    let ws = WireWs::new(wire, vec![text(wire, "hello"), text(wire, "noted")]);
+    let ws = WireWs::new(
+        wire,
+        vec![text(wire, "hello"), text(wire, "noted"), text(wire, "yes")],
+    );
     ws.ok(&["exec", "hi"]);
     let out = steer(&ws, &["are you there?"]);
     assert_eq!(out.status.code(), Some(1));
@@ -212,6 +215,12 @@ fn a_steer_with_no_running_turn_is_refused_or_queued() {
     assert_eq!(last[n - 2]["content"], "next");
     assert_eq!(last[n - 1]["content"], "keep this for later");
     assert!(inbox_names(&ws.session()).is_empty());
+    // Part of the history from then on: a later process resuming the session sends it again,
+    // in place, and the prefix before the new prompt is the previous request's.
+    ws.ok(&["exec", "--continue", "and more"]);
+    let raws = ws.raw_bodies();
+    assert_eq!(raws[2].matches("keep this for later").count(), 1);
+    assert!(raws[2].starts_with(&crate::prefix::core(wire, &raws[1])));
 }
 
 /// The fault points one `tern exec --continue` passes, as `(n, kind, path)`.
@@ -323,4 +332,45 @@ fn a_damaged_inbox_entry_is_moved_aside_not_sent() {
     });
     assert!(warned);
     assert_eq!(users(&ws.conversation()), ["hi", "next"]);
+}
+
+/// A fork carries a steered message: a sub-agent forked after it starts from the parent's history
+/// with the message in place.
+#[test]
+fn a_fork_after_a_steer_carries_it() {
+    let wire = Wire::OpenAi;
+    let ws = WireWs::new(
+        wire,
+        vec![
+            bash(wire, "c1", &sleep_then_wait("go")),
+            crate::support::script::call(
+                wire,
+                "a1",
+                "agent",
+                serde_json::json!({"task": "check the tabs", "fork": true}),
+            ),
+            text(wire, "the child saw it"),
+            text(wire, "done"),
+        ],
+    );
+    let mut child = ws.spawn(&["exec", "--json", "start"]);
+    wait_tool_call(&ws, "c1");
+    steer_ok(&ws, "tabs everywhere");
+    std::fs::write(ws.root().join("go"), "").unwrap();
+    let st = wait_exit(&mut child, Duration::from_secs(120)).expect("tern exec ended");
+    assert!(st.success());
+    let bodies = ws.bodies();
+    assert_eq!(bodies.len(), 4, "parent, parent, child, parent");
+    let child_msgs = bodies[2]["messages"].as_array().unwrap();
+    let steered: Vec<&Value> = child_msgs
+        .iter()
+        .filter(|m| m["content"] == "tabs everywhere")
+        .collect();
+    assert_eq!(steered.len(), 1, "the fork starts with the steered message");
+    assert!(
+        child_msgs.last().unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .contains("check the tabs")
+    );
 }
