@@ -134,7 +134,11 @@ pub fn send(session: &Session, text: &str, queue: bool) -> Result<Sent, SteerErr
                 .ok()
         })
         .unwrap_or(0);
-    let id = format!("{:020}-{}", now.max(newest + 1), std::process::id());
+    let id = format!(
+        "{:020}-{}",
+        now.max(newest.saturating_add(1)),
+        std::process::id()
+    );
     let entry = Entry {
         id: id.clone(),
         text: text.to_string(),
@@ -146,8 +150,10 @@ pub fn send(session: &Session, text: &str, queue: bool) -> Result<Sent, SteerErr
     Ok(Sent { entry, running })
 }
 
-/// The waiting entries' files, oldest first (tempfiles and other names skipped).
+/// The waiting entries' files, oldest first (tempfiles, links and other names skipped; an inbox
+/// that is itself a link is refused: tern never reads or writes through links in its folders).
 fn list(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    fsutil::refuse_symlink(dir)?;
     let rd = match std::fs::read_dir(dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -292,5 +298,67 @@ impl Runtime {
             );
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session() -> (tempfile::TempDir, Session) {
+        let d = tempfile::tempdir().unwrap();
+        let s = Session::at("s", d.path().to_path_buf());
+        (d, s)
+    }
+
+    #[test]
+    fn entries_keep_their_order_even_after_a_name_from_the_future() {
+        let (_d, s) = session();
+        std::fs::create_dir(s.path(INBOX)).unwrap();
+        // A name no clock reaches (edited by hand): the next ones still sort after it, no panic.
+        let far = format!("{}-1", u128::MAX);
+        let e = Entry {
+            id: far.clone(),
+            text: "far".into(),
+            at: String::new(),
+        };
+        std::fs::write(
+            s.path(INBOX).join(format!("{far}.json")),
+            serde_json::to_vec(&e).unwrap(),
+        )
+        .unwrap();
+        send(&s, "one", true).unwrap();
+        let (good, bad) = waiting(&s).unwrap();
+        assert!(bad.is_empty());
+        assert_eq!(good.len(), 2);
+    }
+
+    #[test]
+    fn links_in_the_inbox_are_never_followed() {
+        let (d, s) = session();
+        let elsewhere = d.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, s.path(INBOX)).unwrap();
+        assert!(send(&s, "x", true).is_err(), "never written through a link");
+        assert!(!pending(&s));
+        std::fs::remove_file(s.path(INBOX)).unwrap();
+        std::fs::create_dir(s.path(INBOX)).unwrap();
+        let secret = d.path().join("secret.json");
+        std::fs::write(&secret, r#"{"id":"1-1","text":"secret","at":""}"#).unwrap();
+        std::os::unix::fs::symlink(&secret, s.path(INBOX).join("1-1.json")).unwrap();
+        assert!(!pending(&s), "a link entry is not an entry");
+    }
+
+    #[test]
+    fn blank_or_oversized_messages_are_refused_and_a_session_without_a_turn_too() {
+        let (_d, s) = session();
+        assert!(matches!(send(&s, " \n", true), Err(SteerError::Usage(_))));
+        let big = "x".repeat(crate::runtime::MAX_PROMPT_BYTES + 1);
+        assert!(matches!(send(&s, &big, true), Err(SteerError::Usage(_))));
+        assert!(matches!(
+            send(&s, "hi", false),
+            Err(SteerError::NotRunning(_))
+        ));
+        assert!(!pending(&s));
     }
 }
