@@ -374,3 +374,58 @@ fn a_fork_after_a_steer_carries_it() {
             .contains("check the tabs")
     );
 }
+
+/// A message steered while the model writes its final answer is not left behind: the turn asks
+/// the model once more, with the message after that answer.
+#[test]
+fn a_steer_during_the_final_answer_is_read_before_the_turn_ends() {
+    let wire = Wire::OpenAi;
+    let ws = WireWs::new(
+        wire,
+        vec![text(wire, "all done"), text(wire, "then also the tests")],
+    );
+    let (root, home) = (ws.root().to_path_buf(), ws.ws.home());
+    let steered = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let once = steered.clone();
+    // On the turn's first request, before the answer is sent: `tern steer` from another process.
+    ws.fake.set_responder(move |_| {
+        if !once.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let out = crate::support::cli::tern_clean(&home)
+                .current_dir(&root)
+                .args(["steer", "run the tests too"])
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        None
+    });
+    ws.ok(&["exec", "finish up"]);
+    assert!(steered.load(std::sync::atomic::Ordering::SeqCst));
+    let bodies = ws.bodies();
+    assert_eq!(bodies.len(), 2, "one more request for the steered words");
+    let msgs = bodies[1]["messages"].as_array().unwrap();
+    let n = msgs.len();
+    assert_eq!(msgs[n - 2]["content"], "all done");
+    assert_eq!(msgs[n - 1]["content"], "run the tests too");
+    let conv = ws.conversation();
+    let roles: Vec<&str> = conv.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "assistant", "user", "assistant"]);
+}
+
+/// A message queued for the next turn lets `tern exec --continue` run without a prompt: the
+/// model reads the queued words.
+#[test]
+fn a_queued_steer_is_enough_to_continue() {
+    let wire = Wire::OpenAi;
+    let ws = WireWs::new(wire, vec![text(wire, "hello"), text(wire, "on it")]);
+    ws.ok(&["exec", "hi"]);
+    let out = ws.tern(&["exec", "--continue"]);
+    assert_eq!(out.status.code(), Some(2), "nothing to continue yet");
+    ws.ok(&["steer", "--queue", "now the docs"]);
+    ws.ok(&["exec", "--continue"]);
+    assert_eq!(users(&ws.conversation()), ["hi", "now the docs"]);
+}
