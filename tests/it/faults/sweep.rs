@@ -864,7 +864,7 @@ const OTHER_TESTS: &str = "## The other fault tests\n\n\
 
 const NOT_REACHED: &str = "## What the suite does not reach\n\n\
 - Power loss: SIGKILL keeps what the kernel already has (the page cache), so a missing fsync, or a folder\n  not fsynced after a rename, cannot show here; only a kill between two steps of one process can.\n\
-- Writes that are not fault points: the `lease` file's pid (a plain write, display only), the creation of\n  the empty `lock` file and of folders (`mkdir`), the REPL's input history `.tern/history` (rustyline),\n  the spill file's bytes after its creation, stdout and stderr.\n\
+- Writes that are not fault points: the `lease` file's pid (a plain write, display only), the creation of\n  the empty `lock` file and of folders other than a new session's (`mkdir`), the REPL's input history `.tern/history` (rustyline),\n  the spill file's bytes after its creation, stdout and stderr.\n\
 - `tern relay --start` (a seeded new session), the REPL and `tern acp`: not in the scenarios (they write\n  through the same primitives). Sub-agents' folders (`agents/<id>/`) only where the build has the `agent`\n  tool (then the `agents` scenario sweeps them).\n\
 - Two kills at once in different processes: the races test runs concurrent processes without killing them,\n  and the sweep kills one process at a time (at most two in a row).\n\
 - The Anthropic wire: the sweep speaks OpenAI Chat Completions only (the state folder is the same for both).\n\
