@@ -808,9 +808,11 @@ fn drain_child(args: &[String]) -> R<()> {
         cwd: dir,
         env: &[],
         env_remove: &[],
+        pass_env: &[],
         spill_dir: &spill,
         groups: &groups,
         sandbox: None,
+        jail: None,
     };
     let t = Instant::now();
     let out = tern::tools::bash::run(&req, &cancel)?;
@@ -865,9 +867,11 @@ fn overhead_child(args: &[String]) -> R<()> {
         cwd: dir,
         env: &[],
         env_remove: &[],
+        pass_env: &[],
         spill_dir: &spill,
         groups: &groups,
         sandbox: None,
+        jail: None,
     };
     let (mut tool, mut plain) = (Vec::new(), Vec::new());
     for _ in 0..OVERHEAD_CALLS {
@@ -1704,9 +1708,11 @@ fn sandbox_child(args: &[String]) -> R<()> {
             cwd: &ws,
             env: &[],
             env_remove: &[],
+            pass_env: &[],
             spill_dir: &spill,
             groups: &groups,
             sandbox: sb,
+            jail: None,
         };
         let out = tern::tools::bash::run(&req, &cancel)?;
         if out.exit_code != Some(0) {

@@ -107,6 +107,8 @@ pub struct Config {
     pub sandbox: crate::sandbox::Mode,
     /// Commands may not connect or bind TCP (`--no-network`).
     pub no_network: bool,
+    /// What commands may reach beyond the mode's defaults, and whether they run in the jail.
+    pub reach: crate::sandbox::jail::Reach,
     /// Sub-agents: how deep they may nest, how many run at once, and each child's budgets.
     pub agents: AgentLimits,
     /// The token budget of one turn (input + output tokens over its requests); a sub-agent's
@@ -160,6 +162,7 @@ impl Config {
             base_url: String::new(),
             sandbox: crate::sandbox::Mode::default(),
             no_network: false,
+            reach: crate::sandbox::jail::Reach::default(),
             agents: AgentLimits::default(),
             token_budget: None,
         }
@@ -381,6 +384,9 @@ pub struct Runtime {
     /// The commands' private `TMPDIR` in a sandboxed mode: made at the first call, emptied
     /// after each.
     tmp: Option<crate::sandbox::TempFolder>,
+    /// The jail the commands run in (sandboxed modes, unless `--no-jail`): started at the first
+    /// command, shared with sub-agents whose jail would be the same, gone with the runtime.
+    jail: crate::sandbox::jail::JailSlot,
     /// A bash command ran in this runtime: what it left running is killed when the runtime
     /// ends (see the `Drop`).
     ran_commands: bool,
@@ -392,6 +398,10 @@ pub struct Runtime {
 /// another process holds the session: those are its commands.
 impl Drop for Runtime {
     fn drop(&mut self) {
+        // In a jail, what the commands left running dies with it (its PID namespace).
+        if matches!(self.jail, crate::sandbox::jail::JailSlot::Running(_)) {
+            return;
+        }
         if self.ran_commands && (self.lease.is_some() || held_elsewhere(&self.session).is_none()) {
             crate::tools::bash::kill_orphans(&self.session.dir);
         }
@@ -414,6 +424,7 @@ impl Runtime {
             guard: None,
             listings: Vec::new(),
             tmp: None,
+            jail: crate::sandbox::jail::JailSlot::Unstarted,
             ran_commands: false,
             workspace: parts.workspace,
             cfg: parts.cfg,
@@ -633,7 +644,7 @@ impl Runtime {
 
     /// The state folder: the parent of the topmost `sessions` folder above this session (a
     /// sub-agent's folder lies deeper, under its parent's `agents/`).
-    fn state_root(&self) -> Option<PathBuf> {
+    pub(crate) fn state_root(&self) -> Option<PathBuf> {
         self.session
             .dir
             .ancestors()

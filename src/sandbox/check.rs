@@ -296,9 +296,11 @@ impl Ctx<'_> {
             cwd: self.workspace,
             env: &[],
             env_remove: &[],
+            pass_env: &[],
             spill_dir: self.spill,
             groups: &groups,
             sandbox: Some(&prepared),
+            jail: None,
         };
         let out = match bash::run(&req, &cancel) {
             Ok(o) => o,

@@ -49,6 +49,8 @@ use serde::{Deserialize, Serialize};
 
 mod check;
 mod guard;
+// Linux only, like the rest of the jail's system calls (tern builds on Linux).
+pub mod jail;
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(not(target_os = "linux"))]
@@ -358,6 +360,7 @@ pub struct Prepared {
     no_network: bool,
     tmpdir: Option<Tmp>,
     ruleset: Option<std::os::fd::OwnedFd>,
+    draft: Option<PathBuf>,
     report: Report,
 }
 
@@ -379,6 +382,11 @@ impl Prepared {
             Tmp::Own(t) => t.path(),
             Tmp::Given(p) => p.as_path(),
         })
+    }
+
+    /// `$PLAN_DRAFT_FILE` when this call may write it.
+    pub fn draft_file(&self) -> Option<&Path> {
+        self.draft.as_deref()
     }
 
     /// The effective ABI and rights of this call's sandbox.
@@ -403,6 +411,11 @@ pub(crate) struct ChildHook {
 }
 
 impl ChildHook {
+    /// The Landlock ruleset's descriptor, for a jail to apply in its own child.
+    pub(crate) fn ruleset_fd(self) -> Option<std::os::fd::RawFd> {
+        self.ruleset_fd
+    }
+
     /// In the forked child, before exec only: restricts the calling thread (and so the command)
     /// for good. Makes only async-signal-safe system calls (see [`Prepared`]).
     pub(crate) fn apply(self) -> std::io::Result<()> {
@@ -527,6 +540,7 @@ pub fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
             no_network: false,
             tmpdir: None,
             ruleset: None,
+            draft: None,
             report: Report {
                 mode: policy.mode,
                 no_network: false,
@@ -598,6 +612,9 @@ pub fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
         no_network: policy.no_network,
         tmpdir,
         ruleset: Some(built.fd),
+        draft: draft
+            .filter(|_| built.draft_granted)
+            .map(Path::to_path_buf),
         report: Report {
             mode: policy.mode,
             no_network: policy.no_network,

@@ -117,9 +117,11 @@ impl World {
             cwd: &self.ws,
             env: &env,
             env_remove: &[],
+            pass_env: &[],
             spill_dir: self.spill.path(),
             groups: &tern::procs::ProcessGroups::new(),
             sandbox: prepared,
+            jail: None,
         };
         bash::run(&req, &tern::cancel::CancelToken::new()).expect("bash starts")
     }
