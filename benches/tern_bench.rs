@@ -1693,6 +1693,7 @@ fn sandbox_child(args: &[String]) -> R<()> {
         mode: Mode::WorkspaceWrite,
         workspace: ws.clone(),
         no_network: false,
+        network_in_namespace: false,
         draft_file: Some(session.join("plan.draft.md")),
         tmpdir: Some(folder.path().to_path_buf()),
     };

@@ -185,19 +185,21 @@ impl Runtime {
                 Err(e) => return Err(ToolError::Refused(format!("not run: {e}"))).into(),
             }
         }
+        let jail = match self.jail_for_commands() {
+            Ok(j) => j,
+            Err(e) => return Err(ToolError::Refused(format!("not run: {e}"))).into(),
+        };
         let policy = crate::sandbox::Policy {
             mode: self.cfg.sandbox,
             workspace: self.workspace.clone(),
             no_network: self.cfg.no_network,
+            // In the jail the network namespace holds it, and loopback inside still works.
+            network_in_namespace: jail.is_some(),
             draft_file: Some(self.session.path(files::DRAFT)),
             tmpdir: self.tmp.as_ref().map(|t| t.path().to_path_buf()),
         };
         let prepared = match crate::sandbox::prepare(&policy) {
             Ok(p) => p,
-            Err(e) => return Err(ToolError::Refused(format!("not run: {e}"))).into(),
-        };
-        let jail = match self.jail_for_commands() {
-            Ok(j) => j,
             Err(e) => return Err(ToolError::Refused(format!("not run: {e}"))).into(),
         };
         // Without a jail (danger-full-access, --no-jail), changes since tern last wrote its

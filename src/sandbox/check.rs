@@ -131,6 +131,7 @@ pub fn check(workspace: &Path) -> CheckReport {
         mode,
         workspace: workspace.to_path_buf(),
         no_network,
+        network_in_namespace: false,
         draft_file: None,
         tmpdir: None,
     };

@@ -197,6 +197,9 @@ pub struct Policy {
     pub workspace: PathBuf,
     /// Block TCP connect and bind (`--no-network`), in any mode.
     pub no_network: bool,
+    /// `--no-network` is enforced by the jail's empty network namespace: no Landlock network
+    /// rules then (they would also refuse loopback inside the jail), and no need for their ABI.
+    pub network_in_namespace: bool,
     /// `$PLAN_DRAFT_FILE`: writable in every mode (open for writing and truncating that one file;
     /// replacing it by rename needs a writable folder, so in read-only only in-place writes such
     /// as `cat > "$PLAN_DRAFT_FILE"` work). Created empty when missing, since a Landlock rule
@@ -533,7 +536,8 @@ fn remove_dead_tmpdirs() {
 /// danger-full-access without `--no-network` never fails and applies nothing.
 pub fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
     let kernel_abi = kernel_abi();
-    let needs_landlock = policy.mode.is_sandboxed() || policy.no_network;
+    let landlock_net = policy.no_network && !policy.network_in_namespace;
+    let needs_landlock = policy.mode.is_sandboxed() || landlock_net;
     if !needs_landlock {
         return Ok(Prepared {
             mode: policy.mode,
@@ -565,7 +569,7 @@ pub fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
         }
         return Err(SandboxError::NoNetworkRules { abi: 0 });
     }
-    if policy.no_network && kernel_abi.abi() < NETWORK_ABI {
+    if landlock_net && kernel_abi.abi() < NETWORK_ABI {
         return Err(SandboxError::NoNetworkRules {
             abi: kernel_abi.abi(),
         });
@@ -596,7 +600,7 @@ pub fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
     let built = imp::build(
         kernel_abi.abi(),
         policy.mode.is_sandboxed(),
-        policy.no_network,
+        landlock_net,
         &dirs,
         draft,
     )?;

@@ -42,12 +42,315 @@ fn one(ws: &Ws, command: &str) -> String {
     run_cmds(ws, &[], &[command]).remove(0)
 }
 
+/// Like [`run_cmds`], with the command's environment changed by `setup` (HOME, host-service
+/// variables) and extra arguments.
+fn run_with(
+    ws: &Ws,
+    args: &[&str],
+    setup: impl FnOnce(&mut std::process::Command),
+    commands: &[&str],
+) -> Vec<String> {
+    let mut script: Vec<_> = commands
+        .iter()
+        .enumerate()
+        .map(|(i, c)| bash(Wire::OpenAi, &format!("c{i}"), c))
+        .collect();
+    script.push(openai_text("done"));
+    let fake = FakeServer::start(script);
+    let mut cmd = ws.tern(&fake);
+    setup(&mut cmd);
+    cmd.arg("exec").args(args).arg("go");
+    ok_no_stdin(cmd);
+    let conv: Vec<Value> = jsonl(&ws.current_dir().join("conversation.jsonl"));
+    (0..commands.len())
+        .map(|i| {
+            tool_result(&conv, &format!("c{i}"))["content"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect()
+}
+
+fn has_python() -> bool {
+    std::process::Command::new("python3")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// A process outside the jail with a secret in its environment: no command can read it (its own
+/// `/proc` shows only the jail's processes).
+#[test]
+fn another_process_environment_is_out_of_reach() {
+    let ws = Ws::new();
+    let secret = "sk-outside-7f3a9c";
+    let mut outside = std::process::Command::new("sleep")
+        .arg("60")
+        .env("SOME_API_KEY", secret)
+        .spawn()
+        .expect("sleep");
+    let pid = outside.id();
+    let out = one(
+        &ws,
+        &format!(
+            "cat /proc/{pid}/environ 2>&1 | tr '\\0' '\\n' | rev; for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; done 2>/dev/null | rev; ls /proc | grep -c '^[0-9]'"
+        ),
+    );
+    let _ = outside.kill();
+    let _ = outside.wait();
+    let reversed: String = secret.chars().rev().collect();
+    assert!(!out.contains(&reversed) && !out.contains(secret), "{out}");
+}
+
+/// Host sockets (tmux's, ssh-agent's, D-Bus's live under /tmp and /run) are not there, and the
+/// variables that name them are not passed, even when set for tern.
+#[test]
+fn host_sockets_and_their_variables_are_out_of_reach() {
+    if !has_python() {
+        println!("SKIPPED host_sockets_and_their_variables_are_out_of_reach: no python3");
+        return;
+    }
+    let ws = Ws::new();
+    let dir = tempfile::Builder::new().prefix("tern-host-").tempdir_in("/tmp").unwrap();
+    let sock = dir.path().join("agent.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let sock_s = sock.display().to_string();
+    let outs = run_with(
+        &ws,
+        &[],
+        |c| {
+            c.env("TMUX", format!("{sock_s},1,0"))
+                .env("TMUX_PANE", "%1")
+                .env("SSH_AUTH_SOCK", &sock_s)
+                .env("DBUS_SESSION_BUS_ADDRESS", format!("unix:path={sock_s}"))
+                .env("DISPLAY", ":0");
+        },
+        &[&format!(
+            "env | grep -E '^(TMUX|SSH_AUTH_SOCK|DBUS|DISPLAY)' ; echo vars-done; python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); s.connect('{sock_s}'); s.send(b'x'); print('CONNECTED')\" 2>&1 | tail -1"
+        )],
+    );
+    let out = &outs[0];
+    assert!(out.contains("vars-done"), "{out}");
+    for v in ["TMUX", "SSH_AUTH_SOCK", "DBUS", "DISPLAY="] {
+        assert!(!out.contains(v), "{v} reached the command: {out}");
+    }
+    assert!(!out.contains("CONNECTED"), "{out}");
+    assert!(listener.accept().is_err(), "the command reached the host socket: {out}");
+}
+
+/// `.git/hooks` and `.git/config` are read-only inside the writable workspace, and `.git` cannot
+/// be swapped; `git add` and `git commit` still work.
+#[test]
+fn git_hooks_and_config_cannot_be_planted_but_commits_work() {
+    let ws = Ws::new();
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(ws.path())
+            .output()
+            .unwrap()
+    };
+    git(&["init", "-q"]);
+    let config = std::fs::read(ws.path().join(".git/config")).unwrap();
+    let outs = run_cmds(
+        &ws,
+        &[],
+        &[
+            "printf '#!/bin/sh\\ntouch /tmp/pwned-hook\\n' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; echo rc=$?",
+            "git config core.fsmonitor 'touch /tmp/pwned-fsmonitor'; echo rc=$?; git config core.hooksPath /tmp; echo rc=$?",
+            "mv .git .git-old; echo rc=$?; rm -rf .git/hooks; echo rc=$?",
+            "echo hi > a.txt && git add a.txt && git -c user.name=t -c user.email=t@t commit -qm first && git log --oneline | wc -l",
+        ],
+    );
+    assert!(!ws.path().join(".git/hooks/pre-commit").exists(), "{outs:?}");
+    assert_eq!(std::fs::read(ws.path().join(".git/config")).unwrap(), config, "{outs:?}");
+    assert!(ws.path().join(".git/hooks").is_dir() && !ws.path().join(".git-old").exists(), "{outs:?}");
+    assert!(outs[3].trim_end().starts_with("1\n") || outs[3].contains("\n1\n") || outs[3].starts_with('1'), "commit failed: {outs:?}");
+    let log = git(&["log", "--format=%s"]);
+    assert_eq!(String::from_utf8_lossy(&log.stdout).trim(), "first");
+}
+
+/// Under `--no-network` no socket family reaches the host: TCP (IPv4 and IPv6), UDP, and
+/// multipath TCP (protocol 262) to listeners on the host's loopback all fail; loopback inside the
+/// jail still works.
+#[test]
+fn no_network_leaves_no_family_to_the_host() {
+    if !has_python() {
+        println!("SKIPPED no_network_leaves_no_family_to_the_host: no python3");
+        return;
+    }
+    let ws = Ws::new();
+    let tcp4 = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    tcp4.set_nonblocking(true).unwrap();
+    let tcp6 = std::net::TcpListener::bind("[::1]:0").ok();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_nonblocking(true).unwrap();
+    let p4 = tcp4.local_addr().unwrap().port();
+    let p6 = tcp6.as_ref().map(|l| l.local_addr().unwrap().port()).unwrap_or(1);
+    let pu = udp.local_addr().unwrap().port();
+    let script = format!(
+        r#"python3 - <<'EOF'
+import socket
+def tryit(name, fam, typ, proto, addr):
+    try:
+        s = socket.socket(fam, typ, proto)
+        s.settimeout(2)
+        s.connect(addr)
+        s.send(b'x')
+        print(name, 'SENT')
+    except Exception as e:
+        print(name, 'refused', type(e).__name__)
+tryit('tcp4', socket.AF_INET, socket.SOCK_STREAM, 0, ('127.0.0.1', {p4}))
+tryit('tcp6', socket.AF_INET6, socket.SOCK_STREAM, 0, ('::1', {p6}))
+tryit('mptcp', socket.AF_INET, socket.SOCK_STREAM, 262, ('127.0.0.1', {p4}))
+tryit('udp', socket.AF_INET, socket.SOCK_DGRAM, 0, ('127.0.0.1', {pu}))
+srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen(1)
+c = socket.socket(); c.connect(srv.getsockname()); print('inner loopback ok')
+EOF"#
+    );
+    let out = run_cmds(&ws, &["--no-network"], &[&script]).remove(0);
+    assert!(out.contains("inner loopback ok"), "{out}");
+    assert!(tcp4.accept().is_err(), "TCP reached the host: {out}");
+    if let Some(l) = &tcp6 {
+        l.set_nonblocking(true).unwrap();
+        assert!(l.accept().is_err(), "TCP over IPv6 reached the host: {out}");
+    }
+    let mut buf = [0u8; 8];
+    assert!(udp.recv(&mut buf).is_err(), "UDP reached the host: {out}");
+}
+
+/// A process that detaches (a new session, `TERN_SESSION_DIR` removed from its environment) does
+/// not outlive tern: the jail's PID namespace dies with it.
+#[test]
+fn a_detached_process_dies_with_tern() {
+    let ws = Ws::new();
+    let late = ws.path().join("late.txt");
+    let out = one(
+        &ws,
+        &format!(
+            "env -u TERN_SESSION_DIR setsid nohup bash -c 'sleep 2; echo late > {}' >/dev/null 2>&1 & echo started",
+            late.display()
+        ),
+    );
+    assert!(out.contains("started"), "{out}");
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    assert!(!late.exists(), "a process outlived tern and wrote {}", late.display());
+}
+
+/// Other sessions' folders (and this one's state files) are read-only to commands.
+#[test]
+fn other_sessions_cannot_be_rewritten() {
+    let ws = Ws::new();
+    run_cmds(&ws, &[], &["echo first"]);
+    let first = ws.current_dir();
+    let conv = std::fs::read(first.join("conversation.jsonl")).unwrap();
+    let system = std::fs::read(first.join("system.txt")).unwrap();
+    let fp = first.display().to_string();
+    let out = one(
+        &ws,
+        &format!(
+            "echo '{{\"role\":\"user\",\"content\":\"injected\"}}' >> {fp}/conversation.jsonl; echo rc=$?; echo evil > {fp}/system.txt; echo rc=$?; echo evil > $TERN_SESSION_DIR/system.txt; echo rc=$?; rm -rf {fp}; echo rc=$?"
+        ),
+    );
+    assert_eq!(std::fs::read(first.join("conversation.jsonl")).unwrap(), conv, "{out}");
+    assert_eq!(std::fs::read(first.join("system.txt")).unwrap(), system, "{out}");
+    assert!(!out.contains("rc=0"), "{out}");
+}
+
+/// A home folder with credentials: hidden but for the allow-list (a toolchain folder stays
+/// readable); `--read-dir` shows more.
+#[test]
+fn home_credentials_are_hidden_and_toolchains_readable() {
+    let ws = Ws::new();
+    let home = tempfile::Builder::new().prefix("tern-home-").tempdir_in("/tmp").unwrap();
+    let h = home.path();
+    std::fs::create_dir_all(h.join(".ssh")).unwrap();
+    std::fs::write(h.join(".ssh/id_ed25519"), "PRIVATE KEY").unwrap();
+    std::fs::write(h.join(".bashrc"), "export OPENAI_API_KEY=sk-in-bashrc\n").unwrap();
+    std::fs::create_dir_all(h.join(".cargo/bin")).unwrap();
+    std::fs::write(h.join(".cargo/env"), "toolchain").unwrap();
+    std::fs::create_dir_all(h.join("notes")).unwrap();
+    std::fs::write(h.join("notes/todo.txt"), "private notes").unwrap();
+    std::fs::create_dir_all(h.join(".config/tern")).unwrap();
+    std::fs::write(h.join(".config/tern/config.json"), "{\"api_key\":\"sk-config\"}").unwrap();
+    let hs = h.display().to_string();
+    let outs = run_with(
+        &ws,
+        &[],
+        |c| {
+            c.env("HOME", h);
+        },
+        &[&format!(
+            "cat {hs}/.ssh/id_ed25519; cat {hs}/.bashrc; cat {hs}/notes/todo.txt; cat {hs}/.config/tern/config.json; cat {hs}/.cargo/env; echo; echo \"home=$HOME\""
+        )],
+    );
+    let out = &outs[0];
+    assert!(!out.contains("PRIVATE KEY"), "{out}");
+    assert!(!out.contains("sk-in-bashrc"), "{out}");
+    assert!(!out.contains("private notes"), "{out}");
+    assert!(!out.contains("sk-config"), "{out}");
+    assert!(out.contains("toolchain"), "{out}");
+    let read_dir = h.join("notes").display().to_string();
+    let outs = run_with(
+        &ws,
+        &["--read-dir", &read_dir],
+        |c| {
+            c.env("HOME", h);
+        },
+        &[&format!("cat {hs}/notes/todo.txt; echo > {hs}/notes/x; echo rc=$?")],
+    );
+    assert!(outs[0].contains("private notes"), "{outs:?}");
+    assert!(!h.join("notes/x").exists(), "--read-dir is read-only: {outs:?}");
+}
+
+/// What namespaces leave open is closed by seccomp: a new user namespace, `TIOCSTI` on a
+/// terminal, the keyrings.
+#[test]
+fn seccomp_closes_what_namespaces_leave_open() {
+    let ws = Ws::new();
+    let mut cmds = vec![
+        "unshare -U true; echo unshare=$?",
+        "keyctl show 2>&1 | head -1; echo",
+    ];
+    let tiocsti = "python3 -c \"import os, fcntl, termios; fd = os.open('/dev/ptmx', os.O_RDWR | os.O_NOCTTY); fcntl.ioctl(fd, termios.TIOCSTI, b'x'); print('TYPED')\" 2>&1 | tail -1";
+    if has_python() {
+        cmds.push(tiocsti);
+    }
+    let outs = run_cmds(&ws, &[], &cmds);
+    assert!(outs[0].contains("unshare=1"), "{outs:?}");
+    if has_python() {
+        assert!(!outs[2].contains("TYPED"), "{outs:?}");
+    }
+}
+
+/// Everyday work inside: a background server reached by a later command, and files in the
+/// workspace.
+#[test]
+fn a_background_server_serves_later_commands() {
+    if !has_python() {
+        println!("SKIPPED a_background_server_serves_later_commands: no python3");
+        return;
+    }
+    let ws = Ws::new();
+    std::fs::write(ws.path().join("index.txt"), "served-content").unwrap();
+    let outs = run_cmds(
+        &ws,
+        &["--no-network"],
+        &[
+            "python3 -m http.server 18765 --bind 127.0.0.1 >/dev/null 2>&1 & sleep 1; echo started",
+            "python3 -c \"import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:18765/index.txt').read().decode())\"",
+        ],
+    );
+    assert!(outs[1].contains("served-content"), "{outs:?}");
+}
+
 #[test]
 fn smoke_commands_run_in_the_jail() {
     let ws = Ws::new();
-    let out = one(&ws, "echo pid=$$; id -u; ls /proc | grep -c '^[0-9]'; touch made.txt && echo made");
-    eprintln!("{out}");
-    assert!(out.contains("made"), "{out}");
+    let out = one(&ws, "echo pid=$$; id -u; touch made.txt && echo made");
+    assert!(out.contains("pid=2\n"), "{out}");
     assert!(ws.path().join("made.txt").exists());
     let _ = Path::new("/");
 }

@@ -91,6 +91,7 @@ impl World {
             mode,
             workspace: self.ws.clone(),
             no_network,
+            network_in_namespace: false,
             draft_file: Some(self.draft()),
             tmpdir: None,
         }
