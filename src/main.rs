@@ -213,7 +213,11 @@ impl SessionArgs {
         };
         let mut pass_env = self.env.clone();
         if let Some(v) = set_var(env, "TERN_ENV", "variable names separated by ','", "none")? {
-            pass_env.extend(v.split(',').map(|n| n.trim().to_string()).filter(|n| !n.is_empty()));
+            pass_env.extend(
+                v.split(',')
+                    .map(|n| n.trim().to_string())
+                    .filter(|n| !n.is_empty()),
+            );
         }
         for n in &pass_env {
             tern::tools::bash::check_pass_env(n)?;
@@ -698,7 +702,9 @@ fn install_signals(p: &Process) {
 fn main() -> ExitCode {
     // The jail's own process (src/sandbox/jail/init.rs): before anything else, while this
     // process is still single-threaded, as namespaces and fork require.
-    if std::env::args_os().nth(1).as_deref() == Some(std::ffi::OsStr::new(tern::sandbox::jail::JAIL_ARG)) {
+    if std::env::args_os().nth(1).as_deref()
+        == Some(std::ffi::OsStr::new(tern::sandbox::jail::JAIL_ARG))
+    {
         return ExitCode::from(u8::try_from(tern::sandbox::jail::init::main()).unwrap_or(1));
     }
     let cli = match Cli::try_parse() {

@@ -285,7 +285,10 @@ impl Runtime {
         let tmp = self.tmp.as_ref().map(|t| t.path().to_path_buf());
         if let JailSlot::Running(j) = &self.jail {
             if j.spec().writable.iter().any(|w| Some(w) == tmp.as_ref())
-                || tmp.as_ref().and_then(|t| std::fs::canonicalize(t).ok()).is_some_and(|t| j.spec().writable.contains(&t))
+                || tmp
+                    .as_ref()
+                    .and_then(|t| std::fs::canonicalize(t).ok())
+                    .is_some_and(|t| j.spec().writable.contains(&t))
             {
                 return Ok(Some(j.clone()));
             }
@@ -295,7 +298,9 @@ impl Runtime {
             return Err(why.clone());
         }
         let draft = self.session.path(files::DRAFT);
-        let state = self.state_root().unwrap_or_else(|| self.session.dir.clone());
+        let state = self
+            .state_root()
+            .unwrap_or_else(|| self.session.dir.clone());
         let home = std::env::var_os("HOME").map(PathBuf::from);
         let spec = JailSpec::new(&JailPaths {
             workspace: &self.workspace,
@@ -322,7 +327,12 @@ impl Runtime {
                 ),
             })
         } else {
-            Jail::start(std::path::Path::new("/proc/self/exe"), &spec, Some(&self.groups))
+            let exe = self
+                .cfg
+                .jail_exe
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("/proc/self/exe"));
+            Jail::start(&exe, &spec, Some(&self.groups))
         };
         match started {
             Ok(j) => {

@@ -109,6 +109,9 @@ pub struct Config {
     pub no_network: bool,
     /// What commands may reach beyond the mode's defaults, and whether they run in the jail.
     pub reach: crate::sandbox::jail::Reach,
+    /// The program that serves as the jail's init (`tern __jail`); None: this process's own
+    /// binary (`/proc/self/exe`). Set by embedders whose process is not `tern` (the tests).
+    pub jail_exe: Option<PathBuf>,
     /// Sub-agents: how deep they may nest, how many run at once, and each child's budgets.
     pub agents: AgentLimits,
     /// The token budget of one turn (input + output tokens over its requests); a sub-agent's
@@ -163,6 +166,7 @@ impl Config {
             sandbox: crate::sandbox::Mode::default(),
             no_network: false,
             reach: crate::sandbox::jail::Reach::default(),
+            jail_exe: None,
             agents: AgentLimits::default(),
             token_budget: None,
         }
@@ -417,7 +421,11 @@ impl Runtime {
         system: String,
         history: Vec<Message>,
     ) -> Runtime {
-        let sandbox = crate::sandbox::Setting::probe(parts.cfg.sandbox, parts.cfg.no_network);
+        let sandbox = crate::sandbox::Setting::probe(
+            parts.cfg.sandbox,
+            parts.cfg.no_network,
+            !parts.cfg.reach.no_jail,
+        );
         Runtime {
             session,
             sandbox,

@@ -90,11 +90,17 @@ pub struct Setting {
     /// Whether commands really run inside a Landlock domain (false for `danger-full-access`, and
     /// for a sandboxed mode this kernel cannot enforce: such a session refuses to run commands).
     pub enforced: bool,
+    /// Whether commands run in the jail of namespaces and seccomp (a sandboxed mode without
+    /// `--no-jail`); its layers are in `tern sandbox check`, and a machine that refuses them
+    /// refuses commands. Absent in sessions older than the jail.
+    #[serde(default)]
+    pub jail: bool,
 }
 
 impl Setting {
-    /// The setting of `mode` on this machine (probes the kernel's Landlock ABI).
-    pub fn probe(mode: Mode, no_network: bool) -> Setting {
+    /// The setting of `mode` on this machine (probes the kernel's Landlock ABI); `jail` unless
+    /// `--no-jail`.
+    pub fn probe(mode: Mode, no_network: bool, jail: bool) -> Setting {
         let landlock_abi = landlock_abi().unwrap_or(0);
         let enforced =
             mode.is_sandboxed() && landlock_abi > 0 && (!no_network || landlock_abi >= NETWORK_ABI);
@@ -103,6 +109,7 @@ impl Setting {
             no_network,
             landlock_abi,
             enforced,
+            jail: jail && mode.is_sandboxed(),
         }
     }
 }
@@ -616,9 +623,7 @@ pub fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
         no_network: policy.no_network,
         tmpdir,
         ruleset: Some(built.fd),
-        draft: draft
-            .filter(|_| built.draft_granted)
-            .map(Path::to_path_buf),
+        draft: draft.filter(|_| built.draft_granted).map(Path::to_path_buf),
         report: Report {
             mode: policy.mode,
             no_network: policy.no_network,

@@ -439,7 +439,10 @@ pub fn run(req: &BashRequest<'_>, cancel: &CancelToken) -> Result<BashOutcome, S
     if let Some(jail) = req.jail {
         use std::os::fd::AsRawFd;
         let bash = find_bash(&env);
-        let args = [std::ffi::OsStr::new("-c"), std::ffi::OsStr::new(req.command)];
+        let args = [
+            std::ffi::OsStr::new("-c"),
+            std::ffi::OsStr::new(req.command),
+        ];
         let spawned = jail.spawn(&crate::sandbox::jail::Spawn {
             program: &bash,
             args: &args,
@@ -511,7 +514,14 @@ pub fn run(req: &BashRequest<'_>, cancel: &CancelToken) -> Result<BashOutcome, S
     // Unregistered on every way out of this function, so the emergency exit never signals a
     // stale group.
     let registered = req.groups.register(pgid);
-    finish(req, cancel, start, reader, Proc::Local(child, pgid), Some(registered))
+    finish(
+        req,
+        cancel,
+        start,
+        reader,
+        Proc::Local(child, pgid),
+        Some(registered),
+    )
 }
 
 /// Reads the output of the started `proc` and waits for it (see [`run`]).

@@ -112,7 +112,10 @@ fn host_sockets_and_their_variables_are_out_of_reach() {
         return;
     }
     let ws = Ws::new();
-    let dir = tempfile::Builder::new().prefix("tern-host-").tempdir_in("/tmp").unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("tern-host-")
+        .tempdir_in("/tmp")
+        .unwrap();
     let sock = dir.path().join("agent.sock");
     let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
     listener.set_nonblocking(true).unwrap();
@@ -137,7 +140,10 @@ fn host_sockets_and_their_variables_are_out_of_reach() {
         assert!(!out.contains(v), "{v} reached the command: {out}");
     }
     assert!(!out.contains("CONNECTED"), "{out}");
-    assert!(listener.accept().is_err(), "the command reached the host socket: {out}");
+    assert!(
+        listener.accept().is_err(),
+        "the command reached the host socket: {out}"
+    );
 }
 
 /// `.git/hooks` and `.git/config` are read-only inside the writable workspace, and `.git` cannot
@@ -164,10 +170,25 @@ fn git_hooks_and_config_cannot_be_planted_but_commits_work() {
             "echo hi > a.txt && git add a.txt && git -c user.name=t -c user.email=t@t commit -qm first && git log --oneline | wc -l",
         ],
     );
-    assert!(!ws.path().join(".git/hooks/pre-commit").exists(), "{outs:?}");
-    assert_eq!(std::fs::read(ws.path().join(".git/config")).unwrap(), config, "{outs:?}");
-    assert!(ws.path().join(".git/hooks").is_dir() && !ws.path().join(".git-old").exists(), "{outs:?}");
-    assert!(outs[3].trim_end().starts_with("1\n") || outs[3].contains("\n1\n") || outs[3].starts_with('1'), "commit failed: {outs:?}");
+    assert!(
+        !ws.path().join(".git/hooks/pre-commit").exists(),
+        "{outs:?}"
+    );
+    assert_eq!(
+        std::fs::read(ws.path().join(".git/config")).unwrap(),
+        config,
+        "{outs:?}"
+    );
+    assert!(
+        ws.path().join(".git/hooks").is_dir() && !ws.path().join(".git-old").exists(),
+        "{outs:?}"
+    );
+    assert!(
+        outs[3].trim_end().starts_with("1\n")
+            || outs[3].contains("\n1\n")
+            || outs[3].starts_with('1'),
+        "commit failed: {outs:?}"
+    );
     let log = git(&["log", "--format=%s"]);
     assert_eq!(String::from_utf8_lossy(&log.stdout).trim(), "first");
 }
@@ -188,7 +209,10 @@ fn no_network_leaves_no_family_to_the_host() {
     let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     udp.set_nonblocking(true).unwrap();
     let p4 = tcp4.local_addr().unwrap().port();
-    let p6 = tcp6.as_ref().map(|l| l.local_addr().unwrap().port()).unwrap_or(1);
+    let p6 = tcp6
+        .as_ref()
+        .map(|l| l.local_addr().unwrap().port())
+        .unwrap_or(1);
     let pu = udp.local_addr().unwrap().port();
     let script = format!(
         r#"python3 - <<'EOF'
@@ -236,7 +260,11 @@ fn a_detached_process_dies_with_tern() {
     );
     assert!(out.contains("started"), "{out}");
     std::thread::sleep(std::time::Duration::from_secs(4));
-    assert!(!late.exists(), "a process outlived tern and wrote {}", late.display());
+    assert!(
+        !late.exists(),
+        "a process outlived tern and wrote {}",
+        late.display()
+    );
 }
 
 /// Other sessions' folders (and this one's state files) are read-only to commands.
@@ -254,8 +282,16 @@ fn other_sessions_cannot_be_rewritten() {
             "echo '{{\"role\":\"user\",\"content\":\"injected\"}}' >> {fp}/conversation.jsonl; echo rc=$?; echo evil > {fp}/system.txt; echo rc=$?; echo evil > $TERN_SESSION_DIR/system.txt; echo rc=$?; rm -rf {fp}; echo rc=$?"
         ),
     );
-    assert_eq!(std::fs::read(first.join("conversation.jsonl")).unwrap(), conv, "{out}");
-    assert_eq!(std::fs::read(first.join("system.txt")).unwrap(), system, "{out}");
+    assert_eq!(
+        std::fs::read(first.join("conversation.jsonl")).unwrap(),
+        conv,
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read(first.join("system.txt")).unwrap(),
+        system,
+        "{out}"
+    );
     assert!(!out.contains("rc=0"), "{out}");
 }
 
@@ -264,7 +300,10 @@ fn other_sessions_cannot_be_rewritten() {
 #[test]
 fn home_credentials_are_hidden_and_toolchains_readable() {
     let ws = Ws::new();
-    let home = tempfile::Builder::new().prefix("tern-home-").tempdir_in("/tmp").unwrap();
+    let home = tempfile::Builder::new()
+        .prefix("tern-home-")
+        .tempdir_in("/tmp")
+        .unwrap();
     let h = home.path();
     std::fs::create_dir_all(h.join(".ssh")).unwrap();
     std::fs::write(h.join(".ssh/id_ed25519"), "PRIVATE KEY").unwrap();
@@ -274,7 +313,11 @@ fn home_credentials_are_hidden_and_toolchains_readable() {
     std::fs::create_dir_all(h.join("notes")).unwrap();
     std::fs::write(h.join("notes/todo.txt"), "private notes").unwrap();
     std::fs::create_dir_all(h.join(".config/tern")).unwrap();
-    std::fs::write(h.join(".config/tern/config.json"), "{\"api_key\":\"sk-config\"}").unwrap();
+    std::fs::write(
+        h.join(".config/tern/config.json"),
+        "{\"api_key\":\"sk-config\"}",
+    )
+    .unwrap();
     let hs = h.display().to_string();
     let outs = run_with(
         &ws,
@@ -299,10 +342,15 @@ fn home_credentials_are_hidden_and_toolchains_readable() {
         |c| {
             c.env("HOME", h);
         },
-        &[&format!("cat {hs}/notes/todo.txt; echo > {hs}/notes/x; echo rc=$?")],
+        &[&format!(
+            "cat {hs}/notes/todo.txt; echo > {hs}/notes/x; echo rc=$?"
+        )],
     );
     assert!(outs[0].contains("private notes"), "{outs:?}");
-    assert!(!h.join("notes/x").exists(), "--read-dir is read-only: {outs:?}");
+    assert!(
+        !h.join("notes/x").exists(),
+        "--read-dir is read-only: {outs:?}"
+    );
 }
 
 /// What namespaces leave open is closed by seccomp: a new user namespace, `TIOCSTI` on a
@@ -353,4 +401,126 @@ fn smoke_commands_run_in_the_jail() {
     assert!(out.contains("pid=2\n"), "{out}");
     assert!(ws.path().join("made.txt").exists());
     let _ = Path::new("/");
+}
+
+/// Where the kernel refuses the jail (a test switch stands in for it), a sandboxed mode refuses
+/// every command in one line naming both choices, and never runs it with fewer layers.
+#[test]
+fn a_refused_jail_refuses_commands_and_names_the_choices() {
+    let ws = Ws::new();
+    let outs = run_with(
+        &ws,
+        &[],
+        |c| {
+            c.env(tern::sandbox::jail::FAKE_REFUSAL_ENV, "1");
+        },
+        &["touch ran.txt", "touch ran2.txt"],
+    );
+    assert!(!ws.path().join("ran.txt").exists() && !ws.path().join("ran2.txt").exists());
+    for o in &outs {
+        assert!(
+            o.contains("--no-jail") && o.contains("--sandbox danger-full-access"),
+            "{o}"
+        );
+        assert!(!o.contains('\n'), "one line: {o}");
+    }
+    // --no-jail: Landlock alone runs it.
+    let outs = run_with(
+        &ws,
+        &["--no-jail"],
+        |c| {
+            c.env(tern::sandbox::jail::FAKE_REFUSAL_ENV, "1");
+        },
+        &["touch ran.txt && echo ok"],
+    );
+    assert!(outs[0].contains("ok"), "{outs:?}");
+}
+
+/// `--env NAME` passes one more variable; a door out of the sandbox cannot be passed.
+#[test]
+fn env_allow_list_and_its_refusals() {
+    let ws = Ws::new();
+    let outs = run_with(
+        &ws,
+        &["--env", "MY_SETTING"],
+        |c| {
+            c.env("MY_SETTING", "visible")
+                .env("OTHER_SETTING", "hidden");
+        },
+        &["echo \"[$MY_SETTING][$OTHER_SETTING]\""],
+    );
+    assert!(outs[0].contains("[visible][]"), "{outs:?}");
+    let fake = FakeServer::start(vec![openai_text("never")]);
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["exec", "--env", "SSH_AUTH_SOCK", "go"]);
+    let out = crate::support::cli::run_no_stdin(cmd);
+    assert_eq!(out.code, Some(2), "{:?}", out.stderr);
+    assert!(out.stderr.contains("SSH_AUTH_SOCK"), "{}", out.stderr);
+}
+
+/// Normal work with the network on: a virtual environment in the workspace and a package
+/// installed into it (from the package index, as a person would; skipped without python3's venv
+/// or the index).
+#[test]
+fn venv_and_pip_install_work_inside() {
+    if std::process::Command::new("python3")
+        .args(["-c", "import ensurepip"])
+        .output()
+        .map_or(true, |o| !o.status.success())
+    {
+        println!("SKIPPED venv_and_pip_install_work_inside: no python3 venv");
+        return;
+    }
+    let ws = Ws::new();
+    let outs = run_cmds(
+        &ws,
+        &[],
+        &[
+            "python3 -m venv .venv && .venv/bin/pip install --quiet --disable-pip-version-check six==1.16.0 2>&1 | tail -2; .venv/bin/python -c 'import six; print(\"six\", six.__version__)'",
+        ],
+    );
+    if outs[0].contains("Could not find a version")
+        || outs[0].contains("Network is unreachable")
+        || outs[0].contains("Temporary failure in name resolution")
+    {
+        println!(
+            "SKIPPED venv_and_pip_install_work_inside: no package index here: {}",
+            outs[0]
+        );
+        return;
+    }
+    assert!(outs[0].contains("six 1.16.0"), "{outs:?}");
+}
+
+/// `cargo build` of a small crate, with `--add-dir` for cargo's home (its registry cache and
+/// lock live there); skipped where this user has no cargo.
+#[test]
+fn cargo_build_works_with_add_dir() {
+    let Some(cargo_home) = std::env::var_os("CARGO_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))
+        .filter(|p| p.join("bin/cargo").exists())
+    else {
+        println!("SKIPPED cargo_build_works_with_add_dir: no cargo home");
+        return;
+    };
+    let ws = Ws::new();
+    let home = cargo_home.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let add = cargo_home.display().to_string();
+    let outs = run_with(
+        &ws,
+        &["--add-dir", &add],
+        |c| {
+            c.env("HOME", &home);
+            for v in ["RUSTUP_HOME", "CARGO_HOME"] {
+                if let Some(x) = std::env::var_os(v) {
+                    c.env(v, x);
+                }
+            }
+        },
+        &[
+            "cargo new -q --vcs none hello && cd hello && cargo build -q --offline 2>&1 | tail -3; ./target/debug/hello",
+        ],
+    );
+    assert!(outs[0].contains("Hello, world!"), "{outs:?}");
 }

@@ -863,6 +863,8 @@ fn device_nodes_are_refused_even_in_the_workspace() {
 
 // ---------------------------------------------------------------- through `tern exec`
 
+/// The guard of the fallback without a jail (`--no-jail`: Landlock alone), where a command can
+/// still reach the state folder; in the jail these writes fail (tests/it/jail.rs).
 mod through_exec {
     use crate::support::Wire;
     use crate::support::body::result_of;
@@ -882,9 +884,9 @@ mod through_exec {
     fn after_one_command(id: &str, command: &str) -> (WireWs, serde_json::Value) {
         let w = Wire::OpenAi;
         let ws = WireWs::new(w, vec![]);
-        ws.ok(&["exec", "hi"]);
+        ws.ok(&["exec", "--no-jail", "hi"]);
         ws.push(vec![bash(w, id, command), text(w, "done")]);
-        ws.ok(&["exec", "--continue", "run it"]);
+        ws.ok(&["exec", "--no-jail", "--continue", "run it"]);
         let r = result_of(&ws.events(), id).clone();
         (ws, r)
     }
@@ -921,11 +923,16 @@ mod through_exec {
         script.push(text(Wire::OpenAi, "done"));
         let ws = WireWs::new(Wire::OpenAi, vec![]);
         ws.fake.set_strict(true);
-        ws.ok(&["exec", "hi"]);
+        ws.ok(&["exec", "--no-jail", "hi"]);
         let system = ws.read("system.txt");
         let meta_before = ws.json("meta.json");
         ws.push(script);
-        ws.ok(&["exec", "--continue", "try to change tern's files"]);
+        ws.ok(&[
+            "exec",
+            "--no-jail",
+            "--continue",
+            "try to change tern's files",
+        ]);
         let events = ws.events();
         for (i, f) in files.iter().enumerate() {
             let r = result_of(&events, &format!("w{i}"));
@@ -949,7 +956,7 @@ mod through_exec {
         assert_eq!(ws.read("plan.draft.md"), "1. my plan\n");
         // The session is still valid for a strict provider: one more turn runs.
         ws.push(vec![text(Wire::OpenAi, "still fine")]);
-        ws.ok(&["exec", "--continue", "again"]);
+        ws.ok(&["exec", "--no-jail", "--continue", "again"]);
     }
 
     /// With the workspace at the home folder (or `/`), workspace-write keeps nothing out: the
@@ -958,7 +965,7 @@ mod through_exec {
     fn a_home_folder_workspace_is_warned_about() {
         let w = Wire::OpenAi;
         let ws = WireWs::new(w, vec![text(w, "hi")]);
-        let mut cmd = ws.cmd(&["exec", "--json", "go"]);
+        let mut cmd = ws.cmd(&["exec", "--no-jail", "--json", "go"]);
         cmd.env("HOME", ws.root());
         let out = crate::support::cli::run(cmd, "");
         assert_eq!(out.code, Some(0), "{out:?}");
@@ -969,7 +976,7 @@ mod through_exec {
         );
         // In a project folder, no such warning.
         let ws = WireWs::new(w, vec![text(w, "hi")]);
-        let out = crate::support::cli::run(ws.cmd(&["exec", "--json", "go"]), "");
+        let out = crate::support::cli::run(ws.cmd(&["exec", "--no-jail", "--json", "go"]), "");
         assert!(!out.stdout.contains("your home folder"), "{}", out.stdout);
     }
 
@@ -996,7 +1003,7 @@ mod through_exec {
         }
         let w = Wire::OpenAi;
         let ws = WireWs::new(w, vec![bash(w, "c", "true"), text(w, "done")]);
-        ws.ok(&["exec", "go"]);
+        ws.ok(&["exec", "--no-jail", "go"]);
         let stale_left = stale.exists();
         let live_left = live.exists();
         let _ = std::fs::remove_dir_all(&live);
@@ -1036,7 +1043,7 @@ mod through_exec {
                 text(w, "done"),
             ],
         );
-        ws.ok(&["exec", "go"]);
+        ws.ok(&["exec", "--no-jail", "go"]);
         let events = ws.events();
         let lines = |id: &str| -> Vec<String> {
             let r = result_of(&events, id);
@@ -1084,7 +1091,7 @@ mod through_exec {
             std::fs::write(ws.root().join("target.txt"), "keep me\n").unwrap();
             ws.fake.set_strict(true);
             ws.push(vec![bash(w, "l", cmd), text(w, "done")]);
-            ws.ok(&["exec", "--sandbox", "danger-full-access", "go"]);
+            ws.ok(&["exec", "--no-jail", "--sandbox", "danger-full-access", "go"]);
             let warned = ws.events().iter().any(|e| {
                 e["type"] == "warning"
                     && e["message"]
@@ -1093,7 +1100,7 @@ mod through_exec {
             });
             assert!(warned, "{label}: no warning");
             ws.push(vec![text(w, "fine")]);
-            ws.ok(&["exec", "--continue", "hi"]);
+            ws.ok(&["exec", "--no-jail", "--continue", "hi"]);
             ws.ok(&["status"]);
             assert_eq!(
                 std::fs::read_to_string(ws.root().join("target.txt")).unwrap(),
@@ -1115,7 +1122,7 @@ mod through_exec {
         let w = Wire::OpenAi;
         let ws = WireWs::new(w, vec![]);
         ws.fake.set_strict(true);
-        ws.ok(&["exec", "hi"]);
+        ws.ok(&["exec", "--no-jail", "hi"]);
         let system = ws.read("system.txt");
         // What cannot be put back is named: an archived file, another session.
         std::fs::write(ws.session().join("archive/conversation-0001.jsonl"), "{}\n").unwrap();
@@ -1125,7 +1132,7 @@ mod through_exec {
             bash(w, "rm", "rm -rf .tern; echo gone"),
             text(w, "done"),
         ]);
-        ws.ok(&["exec", "--continue", "clean up"]);
+        ws.ok(&["exec", "--no-jail", "--continue", "clean up"]);
         let events = ws.events();
         let r = result_of(&events, "rm");
         let c = r["content"].as_str().unwrap_or("").to_string();
@@ -1151,7 +1158,7 @@ mod through_exec {
         assert_eq!(ws.read("system.txt"), system);
         ws.ok(&["status"]);
         ws.push(vec![text(w, "still fine")]);
-        ws.ok(&["exec", "--continue", "again"]);
+        ws.ok(&["exec", "--no-jail", "--continue", "again"]);
         // The event log went on without reusing a seq it had given out.
         let seqs: Vec<u64> = ws
             .events()
@@ -1172,7 +1179,7 @@ mod through_exec {
         }
         let w = Wire::OpenAi;
         let ws = WireWs::new(w, vec![]);
-        ws.ok(&["exec", "hi"]);
+        ws.ok(&["exec", "--no-jail", "hi"]);
         ws.push(vec![
             bash(
                 w,
@@ -1187,7 +1194,7 @@ mod through_exec {
             bash(w, "after", "echo next"),
             text(w, "done"),
         ]);
-        ws.ok(&["exec", "--continue", "swap"]);
+        ws.ok(&["exec", "--no-jail", "--continue", "swap"]);
         let events = ws.events();
         for (id, name) in [("ln1", "sessions (a link)"), ("ln2", " (a link)")] {
             let r = result_of(&events, id);
@@ -1208,7 +1215,7 @@ mod through_exec {
         assert!(!state.join("s2").exists());
         ws.ok(&["status"]);
         ws.push(vec![text(w, "still fine")]);
-        ws.ok(&["exec", "--continue", "again"]);
+        ws.ok(&["exec", "--no-jail", "--continue", "again"]);
     }
 
     /// Removing the event log alone: the result says it cannot be put back, and never that
@@ -1256,7 +1263,7 @@ mod through_exec {
         }
         let w = Wire::OpenAi;
         let ws = WireWs::new(w, vec![]);
-        ws.ok(&["exec", "hi"]);
+        ws.ok(&["exec", "--no-jail", "hi"]);
         let dir = ws.session();
         std::fs::write(dir.join("archive/conversation-0001.jsonl"), "{}\n").unwrap();
         std::fs::create_dir_all(dir.join("agents/20200101-000000-kid1")).unwrap();
@@ -1271,7 +1278,7 @@ mod through_exec {
             ),
             text(w, "done"),
         ]);
-        ws.ok(&["exec", "--continue", "clean up"]);
+        ws.ok(&["exec", "--no-jail", "--continue", "clean up"]);
         let events = ws.events();
         let ok = result_of(&events, "ok");
         assert_eq!(ok["is_error"], false, "{ok}");
@@ -1302,7 +1309,7 @@ mod through_exec {
                 text(Wire::OpenAi, "done"),
             ],
         );
-        ws.ok(&["exec", "--sandbox", "read-only", "make a file"]);
+        ws.ok(&["exec", "--no-jail", "--sandbox", "read-only", "make a file"]);
         assert!(!ws.root().join("made.txt").exists());
         let events = ws.events();
         let c = result_of(&events, "c1")["content"]
@@ -1362,7 +1369,7 @@ mod through_exec {
                 text(Wire::OpenAi, "done"),
             ],
         );
-        let mut cmd = ws.cmd(&["exec", "make a file"]);
+        let mut cmd = ws.cmd(&["exec", "--no-jail", "make a file"]);
         cmd.env(tern::sandbox::FAKE_ABI_ENV, "0");
         let out = crate::support::cli::run(cmd, "");
         assert_eq!(out.code, Some(0), "{out:?}");

@@ -27,7 +27,9 @@ pub const CONTROL_FD: RawFd = 3;
 
 fn fail(ctl: RawFd, step: &str, e: &dyn std::fmt::Display) -> i32 {
     let mut w = Writer::default();
-    w.u8(b'F').bytes(step.as_bytes()).bytes(e.to_string().as_bytes());
+    w.u8(b'F')
+        .bytes(step.as_bytes())
+        .bytes(e.to_string().as_bytes());
     let _ = wire::send(ctl, &w.0, &[]);
     1
 }
@@ -45,13 +47,18 @@ pub fn main() -> i32 {
     };
     // SAFETY: getuid/getgid cannot fail.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC;
+    let mut flags =
+        libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC;
     if spec.no_network {
         flags |= libc::CLONE_NEWNET;
     }
     // SAFETY: unshare(2) with namespace flags; single-threaded here, as it requires.
     if unsafe { libc::unshare(flags) } != 0 {
-        return fail(ctl, "user namespace", &unshare_reason(io::Error::last_os_error()));
+        return fail(
+            ctl,
+            "user namespace",
+            &unshare_reason(io::Error::last_os_error()),
+        );
     }
     for (file, text) in [
         ("/proc/self/setgroups", "deny".to_string()),
@@ -93,7 +100,11 @@ pub fn main() -> i32 {
 
 /// The kernel's refusal of `unshare(CLONE_NEWUSER | …)`, said as the likely cause.
 fn unshare_reason(e: io::Error) -> String {
-    let read = |p: &str| std::fs::read_to_string(p).ok().map(|s| s.trim().to_string());
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .ok()
+            .map(|s| s.trim().to_string())
+    };
     let mut why = e.to_string();
     if read("/proc/sys/kernel/unprivileged_userns_clone").as_deref() == Some("0") {
         why.push_str(" (kernel.unprivileged_userns_clone = 0)");
@@ -166,7 +177,9 @@ fn serve(ctl: RawFd, spec: &JailSpec) -> i32 {
         bits |= 32;
     }
     let mut w = Writer::default();
-    w.u8(b'R').u8(bits).u32(u32::try_from(notes.len()).unwrap_or(0));
+    w.u8(b'R')
+        .u8(bits)
+        .u32(u32::try_from(notes.len()).unwrap_or(0));
     for n in &notes {
         w.bytes(n.as_bytes());
     }
@@ -372,7 +385,13 @@ fn drop_capabilities() -> io::Result<()> {
         for cap in 0..64 {
             libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
         }
-        libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        );
         #[repr(C)]
         struct Header {
             version: u32,

@@ -171,7 +171,8 @@ impl JailSpec {
         let workspace = canon(p.workspace);
         if p.workspace_writable {
             s.writable.extend(workspace.clone());
-            s.writable.extend(p.add_dirs.iter().filter_map(|d| canon(d)));
+            s.writable
+                .extend(p.add_dirs.iter().filter_map(|d| canon(d)));
         }
         s.writable.extend(p.tmpdir.and_then(canon));
         s.writable_files.extend(p.draft.and_then(canon));
@@ -205,7 +206,8 @@ impl JailSpec {
             }
             s.home = Some(home);
         }
-        s.readable.extend(p.read_dirs.iter().filter_map(|d| canon(d)));
+        s.readable
+            .extend(p.read_dirs.iter().filter_map(|d| canon(d)));
         s
     }
 
@@ -244,7 +246,12 @@ fn git_dirs(ws: &Path) -> Vec<PathBuf> {
         Some(dot)
     } else if meta.is_file() {
         std::fs::read_to_string(&dot).ok().and_then(|t| {
-            let rel = t.lines().next()?.strip_prefix("gitdir:")?.trim().to_string();
+            let rel = t
+                .lines()
+                .next()?
+                .strip_prefix("gitdir:")?
+                .trim()
+                .to_string();
             std::fs::canonicalize(ws.join(rel)).ok()
         })
     } else {
@@ -500,7 +507,9 @@ impl Jail {
                 status: None,
                 gone: false,
             }),
-            b'E' => Err(io::Error::other(String::from_utf8_lossy(&r.bytes()?).into_owned())),
+            b'E' => Err(io::Error::other(
+                String::from_utf8_lossy(&r.bytes()?).into_owned(),
+            )),
             _ => Err(io::Error::other("a jail answer tern does not know")),
         }
     }

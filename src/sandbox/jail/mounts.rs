@@ -50,7 +50,10 @@ fn cstr(p: &Path) -> io::Result<CString> {
 fn check(r: libc::c_long, what: &str, p: &Path) -> io::Result<libc::c_long> {
     if r < 0 {
         let e = io::Error::last_os_error();
-        return Err(io::Error::new(e.kind(), format!("{what} {}: {e}", p.display())));
+        return Err(io::Error::new(
+            e.kind(),
+            format!("{what} {}: {e}", p.display()),
+        ));
     }
     Ok(r)
 }
@@ -126,7 +129,15 @@ fn mount_fs(fstype: &str, target: &Path, flags: libc::c_ulong, data: &str) -> io
     let ty = CString::new(fstype).map_err(io::Error::other)?;
     let d = CString::new(data).map_err(io::Error::other)?;
     // SAFETY: valid C strings for source, target, type and data.
-    let r = unsafe { libc::mount(ty.as_ptr(), t.as_ptr(), ty.as_ptr(), flags, d.as_ptr().cast()) };
+    let r = unsafe {
+        libc::mount(
+            ty.as_ptr(),
+            t.as_ptr(),
+            ty.as_ptr(),
+            flags,
+            d.as_ptr().cast(),
+        )
+    };
     check(r as libc::c_long, &format!("mount {fstype} on"), target).map(|_| ())
 }
 
@@ -184,7 +195,13 @@ pub(super) fn build(spec: &JailSpec) -> io::Result<Vec<String>> {
         };
         let fd = clone_tree(p)?;
         if read_only {
-            set_attr(Some(fd.as_raw_fd()), p, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, true)?;
+            set_attr(
+                Some(fd.as_raw_fd()),
+                p,
+                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                0,
+                true,
+            )?;
         }
         copies.push(Copy {
             path: p.to_path_buf(),
@@ -273,7 +290,10 @@ pub(super) fn build(spec: &JailSpec) -> io::Result<Vec<String>> {
                 attach(&fd, p)?;
             }
             // A link or something else: covering it would follow it; leave a note.
-            Ok(_) => notes.push(format!("{}: not a plain file or folder; not hidden", p.display())),
+            Ok(_) => notes.push(format!(
+                "{}: not a plain file or folder; not hidden",
+                p.display()
+            )),
             Err(_) => {}
         }
     }
@@ -359,7 +379,9 @@ pub(super) fn refresh_file(p: &Path, last: &mut Option<(u64, u64)>) -> io::Resul
 /// The inode at `p`, for [`refresh_file`].
 pub(super) fn inode(p: &Path) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
-    std::fs::symlink_metadata(p).ok().map(|m| (m.dev(), m.ino()))
+    std::fs::symlink_metadata(p)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
 }
 
 /// Brings up the loopback interface of a new network namespace (`SIOCSIFFLAGS` with `IFF_UP`),

@@ -25,9 +25,14 @@ pub(super) fn programs() -> Result<Vec<BpfProgram>, String> {
     let e = |e: seccompiler::BackendError| e.to_string();
     let newuser = libc::CLONE_NEWUSER as u64;
     let flag_rule = |arg: u8| {
-        SeccompCondition::new(arg, SeccompCmpArgLen::Qword, SeccompCmpOp::MaskedEq(newuser), newuser)
-            .and_then(|c| SeccompRule::new(vec![c]))
-            .map_err(e)
+        SeccompCondition::new(
+            arg,
+            SeccompCmpArgLen::Qword,
+            SeccompCmpOp::MaskedEq(newuser),
+            newuser,
+        )
+        .and_then(|c| SeccompRule::new(vec![c]))
+        .map_err(e)
     };
     let ioctl = |req: u64| {
         SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, req)
@@ -57,8 +62,12 @@ pub(super) fn programs() -> Result<Vec<BpfProgram>, String> {
         arch,
     )
     .map_err(e)?;
-    let a: BpfProgram = eperm.try_into().map_err(|e: seccompiler::BackendError| e.to_string())?;
-    let b: BpfProgram = enosys.try_into().map_err(|e: seccompiler::BackendError| e.to_string())?;
+    let a: BpfProgram = eperm
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| e.to_string())?;
+    let b: BpfProgram = enosys
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| e.to_string())?;
     Ok(vec![a, b])
 }
 

@@ -92,7 +92,11 @@ fn send_packet(sock: RawFd, data: &[u8], fds: &[RawFd]) -> io::Result<()> {
             (*c).cmsg_level = libc::SOL_SOCKET;
             (*c).cmsg_type = libc::SCM_RIGHTS;
             (*c).cmsg_len = libc::CMSG_LEN(bytes as u32) as usize;
-            std::ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(c).cast::<RawFd>(), fds.len());
+            std::ptr::copy_nonoverlapping(
+                fds.as_ptr(),
+                libc::CMSG_DATA(c).cast::<RawFd>(),
+                fds.len(),
+            );
         }
     }
     loop {
@@ -302,4 +306,3 @@ impl Reader<'_> {
         Ok(v)
     }
 }
-
