@@ -130,8 +130,9 @@ impl fmt::Display for CheckReport {
 /// workspace-write, denied in read-only), outside it (denied), to the private `TMPDIR`
 /// (allowed), and, with network rules, a TCP connect to a listener on 127.0.0.1 (denied under
 /// `--no-network`, allowed without). Without Landlock the test is that a sandboxed mode
-/// refuses. Leaves nothing behind (its probe folders are removed). Takes some tens of ms.
-pub fn check(workspace: &Path) -> CheckReport {
+/// refuses. Then the jail (started from `exe`, tern's own binary): its layers and the attacks of
+/// [`jail_tests`]. Leaves nothing behind (its probe folders are removed). Takes some tens of ms.
+pub fn check(workspace: &Path, exe: &Path) -> CheckReport {
     let probe = kernel_abi();
     let (abi, missing) = match &probe {
         Probe::Abi(n) => (*n, None),
@@ -278,7 +279,7 @@ pub fn check(workspace: &Path) -> CheckReport {
             }),
         }
     }
-    jail_tests(&mut report, workspace, &ctx, network_rules);
+    jail_tests(&mut report, workspace, exe, &ctx);
     report.ok = report.self_test.iter().all(|t| t.passed) && report.jail.is_ok();
     report
 }
@@ -291,9 +292,8 @@ fn yes(b: bool) -> &'static str {
 /// in it: another process's environment, a host socket in the system temp folder, a write
 /// outside the workspace, a new user namespace, and under `--no-network` a TCP connect to the
 /// host's loopback (refused) beside a loopback connect inside (allowed).
-fn jail_tests(report: &mut CheckReport, workspace: &Path, ctx: &Ctx<'_>, network_rules: bool) {
+fn jail_tests(report: &mut CheckReport, workspace: &Path, exe: &Path, ctx: &Ctx<'_>) {
     use super::jail::{Jail, JailPaths, JailSpec, refusal};
-    let _ = network_rules;
     let spec_for = |no_network: bool| {
         JailSpec::new(&JailPaths {
             workspace,
@@ -307,7 +307,6 @@ fn jail_tests(report: &mut CheckReport, workspace: &Path, ctx: &Ctx<'_>, network
             no_network,
         })
     };
-    let exe = Path::new("/proc/self/exe");
     let jail = match Jail::start(exe, &spec_for(false), None) {
         Ok(j) => j,
         Err(e) => {
