@@ -75,7 +75,10 @@ pub const FAKE_ABI_ENV: &str = "TERN_SANDBOX_FAKE_ABI";
 pub const NETWORK_ABI: u8 = 4;
 
 /// The line appended to the system prompt when `--no-network` is on (stable bytes, no paths).
-pub const NO_NETWORK_PROMPT_LINE: &str =
+pub const NO_NETWORK_PROMPT_LINE: &str = "Commands have no network but loopback.";
+
+/// The `--no-network` line of sessions pinned before the jail (recognised, never written).
+pub const LEGACY_NO_NETWORK_PROMPT_LINE: &str =
     "Commands have no network: TCP fails with Permission denied.";
 
 /// A session's sandbox as `meta.json` and the `session_start` event record it.
@@ -717,8 +720,15 @@ const DENIAL_MARKERS: [&str; 4] = [
     "Invalid cross-device link",
 ];
 
-/// Texts of a refused TCP connect, checked only under `--no-network` (curl, Node).
-const NET_DENIAL_MARKERS: [&str; 2] = ["Couldn't connect to server", "EACCES"];
+/// Texts of a refused connect or name lookup, checked only under `--no-network` (curl, Node,
+/// Python, the resolver).
+const NET_DENIAL_MARKERS: [&str; 5] = [
+    "Couldn't connect to server",
+    "EACCES",
+    "Network is unreachable",
+    "Could not resolve host",
+    "Temporary failure in name resolution",
+];
 
 /// When `output` shows a denial (`Permission denied`, `Read-only file system`, `Operation not
 /// permitted`, `Invalid cross-device link`, or a refused connect under `--no-network`), one line for the model naming the mode
@@ -740,7 +750,7 @@ pub fn explain_denial(mode: Mode, no_network: bool, output: &str) -> Option<Stri
         ));
     }
     let net = if no_network {
-        "; network off (--no-network: TCP connect and bind refused)"
+        "; network off (--no-network: only loopback)"
     } else {
         ""
     };
