@@ -532,10 +532,18 @@ fn the_draft_stays_writable_after_a_confirm() {
     use crate::support::script::call;
     let ws = Ws::new();
     let fake = FakeServer::start(vec![
-        bash(Wire::OpenAi, "c0", "printf '1. first step\\n' > \"$PLAN_DRAFT_FILE\" && echo wrote"),
+        bash(
+            Wire::OpenAi,
+            "c0",
+            "printf '1. first step\\n' > \"$PLAN_DRAFT_FILE\" && echo wrote",
+        ),
         call(Wire::OpenAi, "c1", "plan_confirm", serde_json::json!({})),
         openai_text("Summary: the plan was drafted."),
-        bash(Wire::OpenAi, "c2", "printf '1. next plan\\n' > \"$PLAN_DRAFT_FILE\" && echo again=$?"),
+        bash(
+            Wire::OpenAi,
+            "c2",
+            "printf '1. next plan\\n' > \"$PLAN_DRAFT_FILE\" && echo again=$?",
+        ),
         openai_text("done"),
     ]);
     let mut cmd = ws.tern(&fake);
@@ -543,8 +551,18 @@ fn the_draft_stays_writable_after_a_confirm() {
     ok_no_stdin(cmd);
     let dir = ws.current_dir();
     let conv: Vec<Value> = jsonl(&dir.join("conversation.jsonl"));
-    let c2 = tool_result(&conv, "c2")["content"].as_str().unwrap_or("").to_string();
+    let c2 = tool_result(&conv, "c2")["content"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
     assert!(c2.contains("again=0"), "{c2}");
-    assert_eq!(std::fs::read_to_string(dir.join("plan.draft.md")).unwrap(), "1. next plan\n");
-    assert!(std::fs::read_to_string(dir.join("plan.md")).unwrap().contains("first step"));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("plan.draft.md")).unwrap(),
+        "1. next plan\n"
+    );
+    assert!(
+        std::fs::read_to_string(dir.join("plan.md"))
+            .unwrap()
+            .contains("first step")
+    );
 }
