@@ -436,6 +436,17 @@ enum Cmd {
         #[command(flatten)]
         model: VerbModelArgs,
     },
+    /// Send a message into the running turn of a session: the model reads it at its next
+    /// request, after the last tool result (the turn is not stopped).
+    Steer {
+        /// The message (none, or `-`: read stdin).
+        text: Vec<String>,
+        /// With no turn running, keep it for the session's next turn instead of refusing.
+        #[arg(long)]
+        queue: bool,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
     /// Write handoff.md for the next thread and print it.
     Relay {
         #[command(flatten)]
@@ -609,13 +620,10 @@ impl Ctx {
         let state_dir = state_dir_or_env(state.state_dir.clone(), &self.env)
             .map_err(|message| NoLauncher { message, code: 2 })?;
         let dir = Launcher::locate(&cwd, state_dir, &self.env);
-        Ok(Launcher::new(
-            dir,
-            self.env.clone(),
-            flags,
-            cfg,
-            &self.process,
-        ))
+        let mut l = Launcher::new(dir, self.env.clone(), flags, cfg, &self.process);
+        // AGENTS.md files are read from the workspace root down to here.
+        l.here = cwd;
+        Ok(l)
     }
 
     /// A launcher for a verb: the session's model unless `--model` / TERN_MODEL says otherwise.
@@ -918,6 +926,17 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
             wait,
             model,
         } => verb_with(ctx, "compact", None, &target, wait, Some(&model)),
+        Cmd::Steer {
+            text,
+            queue,
+            target,
+        } => match ctx.verb_launcher(&target.state) {
+            Ok(l) => tern::cli::steer(&l, &target.as_cli(), &text.join(" "), queue),
+            Err(e) => {
+                tern::errln!("tern: {e}");
+                e.code
+            }
+        },
         Cmd::Relay { target, start } => {
             if start {
                 match ctx.verb_launcher(&target.state) {

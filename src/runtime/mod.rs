@@ -15,6 +15,7 @@ pub mod plan;
 pub mod prefix;
 pub mod repair;
 mod request;
+pub mod steer;
 pub mod system;
 pub mod textcall;
 mod turn;
@@ -903,6 +904,10 @@ impl Runtime {
                 self.lease = Some(l);
                 // What a crashed writer left: no atomic write is in flight under the lock.
                 self.session.remove_stray_temps()?;
+                // A steer delivered just before a crash is not delivered twice (nor summarised
+                // away by a compaction first and then sent again).
+                // Best effort: the delivery itself checks the history again.
+                let _ = steer::sweep(&self.session, &self.prefix.history);
                 Ok(())
             }
             Err(h) => Err(Failure::Failed(held_message(&self.session.id, h.pid))),

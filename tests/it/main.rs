@@ -6,6 +6,7 @@ mod support;
 
 mod acp;
 mod agents;
+mod agents_md;
 mod architecture;
 mod bash_tool;
 mod budget;
@@ -24,6 +25,7 @@ mod runtime;
 mod sandbox;
 mod small_models;
 mod state_formats;
+mod steer;
 mod store;
 mod tmux;
 mod work_e2e;
