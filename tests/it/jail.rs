@@ -566,3 +566,26 @@ fn the_draft_stays_writable_after_a_confirm() {
             .contains("first step")
     );
 }
+
+/// The fallback without a jail (`--no-jail`) guards other sessions too: a command that rewrites
+/// another session's history is named in its result (never silently), as tern cannot put it back.
+#[test]
+fn without_the_jail_the_guard_names_other_sessions_rewritten() {
+    let ws = Ws::new();
+    run_cmds(&ws, &[], &["echo first"]);
+    let first = ws.current_dir();
+    let id = ws.current_id();
+    let fp = first.display().to_string();
+    let outs = run_cmds(
+        &ws,
+        &["--no-jail"],
+        &[&format!(
+            "echo '{{\"role\":\"user\",\"content\":\"injected\"}}' >> {fp}/conversation.jsonl; echo wrote"
+        )],
+    );
+    assert!(
+        outs[0].contains(&id) && outs[0].contains("conversation.jsonl"),
+        "{outs:?}"
+    );
+    assert!(outs[0].contains("other sessions"), "{outs:?}");
+}
