@@ -510,6 +510,7 @@ impl Event {
                     no_network: false,
                     landlock_abi: 7,
                     enforced: true,
+                    jail: true,
                 },
             },
             Event::TurnStart { prompt: s("hi") },

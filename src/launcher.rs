@@ -357,7 +357,11 @@ impl Launcher {
         let (mode, no_network) = (parts.cfg.sandbox, parts.cfg.no_network);
         let system = system::base_from(&self.lookup(), &system::sandbox_lines(mode, no_network));
         let meta = Meta {
-            sandbox: Some(crate::sandbox::Setting::probe(mode, no_network)),
+            sandbox: Some(crate::sandbox::Setting::probe(
+                mode,
+                no_network,
+                !parts.cfg.reach.no_jail,
+            )),
             cwd: self.state.workspace.display().to_string(),
             provider: parts.provider.name().to_string(),
             model: parts.cfg.model.clone(),
@@ -532,6 +536,7 @@ impl Launcher {
             sandbox: Some(crate::sandbox::Setting::probe(
                 parts.cfg.sandbox,
                 parts.cfg.no_network,
+                !parts.cfg.reach.no_jail,
             )),
             parent: Some(crate::store::session::ParentLink {
                 session: parent.session.id.clone(),

@@ -212,7 +212,8 @@ pub fn sandbox_of(system: &str) -> &str {
         let known = crate::sandbox::Mode::ALL
             .iter()
             .any(|m| m.prompt_line() == l)
-            || l == crate::sandbox::NO_NETWORK_PROMPT_LINE;
+            || l == crate::sandbox::NO_NETWORK_PROMPT_LINE
+            || l == crate::sandbox::LEGACY_NO_NETWORK_PROMPT_LINE;
         if !known {
             break;
         }

@@ -15,6 +15,7 @@ mod durable;
 mod exec;
 mod faults;
 mod hardening;
+mod jail;
 mod lifecycle;
 mod prefix;
 mod provider;
