@@ -108,7 +108,11 @@ fn another_process_environment_is_out_of_reach() {
 #[test]
 fn host_sockets_and_their_variables_are_out_of_reach() {
     if !has_python() {
-        println!("SKIPPED host_sockets_and_their_variables_are_out_of_reach: no python3");
+        crate::support::skipped(
+            "host_sockets_and_their_variables_are_out_of_reach",
+            "no python3",
+            false,
+        );
         return;
     }
     let ws = Ws::new();
@@ -199,7 +203,11 @@ fn git_hooks_and_config_cannot_be_planted_but_commits_work() {
 #[test]
 fn no_network_leaves_no_family_to_the_host() {
     if !has_python() {
-        println!("SKIPPED no_network_leaves_no_family_to_the_host: no python3");
+        crate::support::skipped(
+            "no_network_leaves_no_family_to_the_host",
+            "no python3",
+            false,
+        );
         return;
     }
     let ws = Ws::new();
@@ -378,7 +386,11 @@ fn seccomp_closes_what_namespaces_leave_open() {
 #[test]
 fn a_background_server_serves_later_commands() {
     if !has_python() {
-        println!("SKIPPED a_background_server_serves_later_commands: no python3");
+        crate::support::skipped(
+            "a_background_server_serves_later_commands",
+            "no python3",
+            false,
+        );
         return;
     }
     let ws = Ws::new();
@@ -468,7 +480,7 @@ fn venv_and_pip_install_work_inside() {
         .output()
         .map_or(true, |o| !o.status.success())
     {
-        println!("SKIPPED venv_and_pip_install_work_inside: no python3 venv");
+        crate::support::skipped("venv_and_pip_install_work_inside", "no python3 venv", false);
         return;
     }
     let ws = Ws::new();
@@ -501,7 +513,7 @@ fn cargo_build_works_with_add_dir() {
         .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))
         .filter(|p| p.join("bin/cargo").exists())
     else {
-        println!("SKIPPED cargo_build_works_with_add_dir: no cargo home");
+        crate::support::skipped("cargo_build_works_with_add_dir", "no cargo home", false);
         return;
     };
     let ws = Ws::new();

@@ -556,7 +556,7 @@ fn everyday_tools_still_work_inside() {
             crate::support::skipped(&format!("sandbox: python3 in {mode}"), "no python3", false);
         }
         if !has("cargo") {
-            println!("SKIPPED cargo in {mode}: no cargo for this user");
+            crate::support::skipped(&format!("cargo in {mode}"), "no cargo for this user", false);
             continue;
         }
         // cargo through rustup's proxy needs the real HOME to find its toolchain.
@@ -568,7 +568,7 @@ fn everyday_tools_still_work_inside() {
     // A cargo build in the workspace (offline, no dependencies): target/ is in the workspace.
     let real_home = std::env::var("HOME").unwrap_or_default();
     let out = if !has("cargo") {
-        println!("SKIPPED cargo build: no cargo for this user");
+        crate::support::skipped("cargo build", "no cargo for this user", false);
         None
     } else {
         Some(w.run(
