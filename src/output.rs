@@ -33,17 +33,13 @@ pub fn ask_on_terminal(command: &str) -> Answer {
     else {
         crate::errln!(
             "tern: not running (--approval ask, and no terminal to ask on): {}",
-            safe(command)
+            crate::render::safe_line(command)
         );
         return Answer::Unavailable;
     };
     let mut out = &tty;
     let mut input = BufReader::new(&tty);
-    let _ = writeln!(
-        out,
-        "tern wants to run:\n  {}",
-        safe(command).replace('\n', "\n  ")
-    );
+    let _ = write!(out, "{}", crate::render::approval_question(command));
     loop {
         let _ = write!(out, "run it? [y]es / [n]o / [a]lways (until tern exits): ");
         let _ = out.flush();
