@@ -230,3 +230,52 @@ fn a_planted_history_link_makes_the_repl_write_nothing_outside() {
     );
     tmux.keys(&["C-d"]);
 }
+
+/// `.tern/sessions` swapped for a link to a copy outside the workspace between two runs (as a
+/// process an earlier command left behind would): a verb writing the draft and the next
+/// `--continue` (which removes stray tempfiles when it takes the session) change nothing in the
+/// copy, a tempfile-named file there included; the refusal names the link.
+#[test]
+fn a_swapped_sessions_folder_is_never_written_through() {
+    let fake = FakeServer::strict(vec![openai_text("hello"), openai_text("again")]);
+    let ws = Ws::new();
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["exec", "hi"]);
+    let out = run_no_stdin(cmd);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let id = ws.current_id();
+
+    let outside = tempfile::tempdir().unwrap();
+    let copy = outside.path().join("sessions");
+    let sessions = ws.path().join(".tern/sessions");
+    let cp = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&sessions)
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(cp.success());
+    std::fs::write(
+        copy.join(&id).join(".tmp-keep"),
+        b"not a tempfile of tern's",
+    )
+    .unwrap();
+    std::fs::remove_dir_all(&sessions).unwrap();
+    std::os::unix::fs::symlink(&copy, &sessions).unwrap();
+    let before = snapshot(outside.path());
+
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["plan", "draft"]);
+    let draft = run(cmd, "a plan written through the link\n");
+    assert_eq!(snapshot(outside.path()), before, "{draft:?}");
+    assert_ne!(draft.code, Some(0), "{draft:?}");
+    assert!(
+        draft.stderr.contains("sessions: it is a symbolic link"),
+        "{draft:?}"
+    );
+
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["exec", "--continue", "again"]);
+    let cont = run_no_stdin(cmd);
+    assert_eq!(snapshot(outside.path()), before, "{cont:?}");
+}
