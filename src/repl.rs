@@ -340,6 +340,7 @@ impl Surface for ReplSurface<'_> {
         self.human.progress(note);
     }
     fn approve(&mut self, command: &str) -> Answer {
+        self.human.asking();
         crate::errln!("{}", crate::render::approval_question(command).trim_end());
         loop {
             match self

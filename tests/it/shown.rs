@@ -43,6 +43,8 @@ fn the_approval_question_shows_the_whole_command_with_its_escapes() {
         screen.contains("it holds 4 control or invisible characters"),
         "{screen}"
     );
+    // Asked once, not also as a `$` activity line above the question (issue 18).
+    assert_eq!(screen.matches("touch ran.txt").count(), 1, "{screen}");
     tmux.keys(&["n", "Enter"]);
     tmux.wait_for("not run, then");
     assert!(!ws.join("ran.txt").exists());
