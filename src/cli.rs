@@ -358,7 +358,10 @@ pub fn watch(l: &Launcher, process: &Process, t: &Target, height: Option<usize>)
             Err(e) => {
                 let changed = seen.take().is_some() || drawn.is_none();
                 snap = None;
-                let text = format!("tern watch: {e}\n(waiting for a session…)\n");
+                let text = format!(
+                    "tern watch: {}\n(waiting for a session…)\n",
+                    crate::render::safe_line(&e.to_string())
+                );
                 if t.json {
                     // stdout carries only status objects.
                     if changed {
