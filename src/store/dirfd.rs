@@ -7,7 +7,7 @@
 //! How a path is split ([`split`]): the anchor is the folder holding the state folder (the
 //! workspace for `<workspace>/.tern`), opened as given (the person's own links above it are
 //! theirs); everything beneath it, the state folder included, is resolved without links. The
-//! state folder is the topmost `.tern` on the path, else the folder above the last `sessions`
+//! state folder is the last `.tern` on the path, else the folder above the last `sessions`
 //! (a `--state-dir` layout); a path in neither is resolved from its own parent folder.
 //!
 //! Resolution: `openat2(2)` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` where the kernel has
@@ -64,7 +64,7 @@ pub fn split(path: &Path) -> (PathBuf, PathBuf) {
         |c: &Component, name: &str| matches!(c, Component::Normal(n) if *n == OsStr::new(name));
     let root = comps
         .iter()
-        .position(|c| is(c, ".tern"))
+        .rposition(|c| is(c, ".tern"))
         .or_else(|| {
             comps
                 .iter()
@@ -505,6 +505,10 @@ mod tests {
             )
         );
         assert_eq!(s("/tmp/a/b"), ("/tmp/a".into(), "b".into()));
+        assert_eq!(
+            s("/h/.tern/w/.tern/current"),
+            ("/h/.tern/w".into(), ".tern/current".into())
+        );
     }
 
     /// Both resolvers refuse a link at any level and open plain folders.
