@@ -77,6 +77,16 @@ pub fn budget_bar(used: u64, budget: u64) -> String {
     )
 }
 
+/// One To-do item as the person sees it: the block's line ([`work_state::item_line`]: same mark,
+/// same cap) of the item with its content shown through [`safe_line`], so control characters,
+/// escape sequences and bidi overrides appear as visible escapes instead of blanks.
+pub fn item_line(item: &crate::domain::ledger::Item) -> String {
+    work_state::item_line(&crate::domain::ledger::Item {
+        content: safe_line(&item.content).into_owned(),
+        ..item.clone()
+    })
+}
+
 /// The Work view as text (format and windowing in the module docs), every line ending in `\n`.
 pub fn render(input: &SidebarInput) -> String {
     let ledger = input.ledger;
@@ -109,16 +119,7 @@ pub fn render(input: &SidebarInput) -> String {
         .map(|l| safe_line(l).into_owned())
         .collect();
 
-    let lines: Vec<String> = ledger
-        .items
-        .iter()
-        .map(|i| {
-            work_state::item_line(&crate::domain::ledger::Item {
-                content: safe_line(&i.content).into_owned(),
-                ..i.clone()
-            })
-        })
-        .collect();
+    let lines: Vec<String> = ledger.items.iter().map(item_line).collect();
     let n = lines.len();
     let anchor = work_state::anchor(ledger);
 
