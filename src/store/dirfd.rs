@@ -92,11 +92,21 @@ impl Dir {
     /// the anchor is a link, `ENOTDIR` when one is a file, `ENOENT` when one is missing.
     pub fn open(path: &Path) -> io::Result<Dir> {
         let (anchor, rel) = split(path);
-        let base = open_anchor(&anchor)?;
-        let fd = if rel.as_os_str().is_empty() {
-            base
-        } else {
-            beneath(&base, &rel)?
+        if rel.as_os_str().is_empty() {
+            return Ok(Dir {
+                fd: open_anchor(&anchor)?,
+                path: path.to_path_buf(),
+            });
+        }
+        let base = anchor_fd(&anchor)?;
+        let fd = match beneath(&base, &rel) {
+            // The kept anchor may be a folder since removed (and made anew at its path).
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                forget_anchor(&anchor);
+                let base = anchor_fd(&anchor)?;
+                beneath(&base, &rel)?
+            }
+            other => other?,
         };
         Ok(Dir {
             fd,
@@ -290,6 +300,37 @@ pub fn first_link(path: &Path) -> Option<PathBuf> {
 
 const DIR_FLAGS: libc::c_int =
     libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+
+/// Anchors opened so far (at most [`ANCHORS_KEPT`], newest last), so a write resolves only the
+/// levels beneath its anchor: the anchor is trusted, and a folder stays the same folder while
+/// open (renamed or not). Opened close-on-exec, so no command inherits one.
+static ANCHORS: std::sync::Mutex<Vec<(PathBuf, std::sync::Arc<OwnedFd>)>> =
+    std::sync::Mutex::new(Vec::new());
+const ANCHORS_KEPT: usize = 8;
+
+/// The anchor's folder: a kept descriptor when one is open, else opened (see [`open_anchor`]).
+fn anchor_fd(anchor: &Path) -> io::Result<std::sync::Arc<OwnedFd>> {
+    let mut kept = ANCHORS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, fd)) = kept.iter().find(|(p, _)| p == anchor) {
+        return Ok(fd.clone());
+    }
+    let fd = std::sync::Arc::new(open_anchor(anchor)?);
+    if kept.len() >= ANCHORS_KEPT {
+        kept.remove(0);
+    }
+    kept.push((anchor.to_path_buf(), fd.clone()));
+    Ok(fd)
+}
+
+/// Drops the kept descriptor of `anchor`, if any.
+fn forget_anchor(anchor: &Path) {
+    let mut kept = ANCHORS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    kept.retain(|(p, _)| p != anchor);
+}
 
 /// Opens the anchor itself, following links (it is the person's, above tern's folders).
 fn open_anchor(anchor: &Path) -> io::Result<OwnedFd> {
@@ -535,6 +576,21 @@ mod tests {
             first_link(&ws.join(".tern/sessions/s1/archive/deeper")),
             Some(ws.join(".tern/sessions/s1/archive"))
         );
+    }
+
+    /// A kept anchor removed and made anew at its path: the new folder is used.
+    #[test]
+    fn a_removed_anchor_is_opened_anew() {
+        let d = tempfile::tempdir().unwrap();
+        let ws = d.path().join("ws");
+        std::fs::create_dir_all(ws.join(".tern/sessions")).unwrap();
+        Dir::open(&ws.join(".tern/sessions")).unwrap();
+        std::fs::remove_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(ws.join(".tern/sessions")).unwrap();
+        let dir = Dir::open(&ws.join(".tern/sessions")).unwrap();
+        dir.open_file(OsStr::new("x"), libc::O_CREAT | libc::O_WRONLY, 0o600)
+            .unwrap();
+        assert!(ws.join(".tern/sessions/x").is_file());
     }
 
     #[test]
