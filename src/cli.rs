@@ -404,7 +404,10 @@ pub fn watch(l: &Launcher, process: &Process, t: &Target, height: Option<usize>)
             Err(e) => {
                 let changed = seen.take().is_some() || drawn.is_none();
                 snap = None;
-                let mut text = format!("tern watch: {e}\n(waiting for a session…)\n");
+                let mut text = format!(
+                    "tern watch: {}\n(waiting for a session…)\n",
+                    crate::render::safe_line(&e.to_string())
+                );
                 // A message is wrapped at words for the pane, never cut mid-word by `fit`.
                 if tty && let Some((_, cols)) = size {
                     text = wrap_words(&text, cols);

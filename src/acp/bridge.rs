@@ -1080,7 +1080,8 @@ impl<'a> AcpSurface<'a> {
                 tool_call: ToolCallUpdate {
                     tool_call_id: acp_id,
                     status: Some(ToolCallStatus::Pending),
-                    title: Some(command.to_string()),
+                    // The title is shown, never interpreted; raw_input keeps the exact bytes.
+                    title: Some(crate::render::safe_line(command).into_owned()),
                     kind: Some(ToolKind::Execute),
                     raw_input: Some(json!({"command": command})),
                     ..ToolCallUpdate::default()

@@ -38,7 +38,7 @@ fn archive_draft(
         None => {
             crate::store::fsutil::ensure_dir(&session.path(files::ARCHIVE))?;
             let to = session.next_archive_path("draft", "md")?;
-            std::fs::rename(session.path(files::DRAFT), to)?;
+            crate::store::fsutil::rename(&session.path(files::DRAFT), &to)?;
         }
     }
     session.write_text_locked(lock, files::DRAFT, "")?;
@@ -112,10 +112,10 @@ fn unlink_odd_draft(session: &Session) -> Result<Option<&'static str>, Failure> 
     if ft.is_dir() {
         crate::store::fsutil::ensure_dir(&session.path(files::ARCHIVE))?;
         let to = session.next_archive_path("draft-folder", "d")?;
-        std::fs::rename(&path, &to)?;
+        crate::store::fsutil::rename(&path, &to)?;
         return Ok(Some("a folder (moved to the session's archive/)"));
     }
-    std::fs::remove_file(&path)?;
+    crate::store::fsutil::remove_file(&path)?;
     Ok(Some(if ft.is_symlink() {
         "a symbolic link"
     } else {

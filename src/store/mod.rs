@@ -4,6 +4,7 @@
 //! read-modify-write holds the session's fs2 lock, JSONL is appended in whole lines and a torn last
 //! line is skipped on read. Nothing is written through a symlink planted inside `.tern/`.
 
+pub mod dirfd;
 pub mod fsutil;
 pub mod lease;
 pub mod lock;

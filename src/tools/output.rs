@@ -255,14 +255,9 @@ impl Shaper {
 
     fn open_spill(&mut self) {
         crate::store::fsutil::fault::point("spill", &self.spill_dir);
-        let opened = std::fs::create_dir_all(&self.spill_dir).and_then(|()| {
-            tempfile::Builder::new()
-                .prefix("out-")
-                .suffix(".log")
-                .tempfile_in(&self.spill_dir)?
-                .keep()
-                .map_err(|e| e.error)
-        });
+        // Never through a link: a command may have swapped `spill/` (or a folder above it) for
+        // one; the output is then not saved, and the note says why.
+        let opened = crate::store::fsutil::create_unique(&self.spill_dir, "out-", ".log");
         match opened {
             Ok((file, path)) => {
                 self.spill = Some((file, path));
@@ -270,7 +265,7 @@ impl Shaper {
                 self.write_spill(&mem);
             }
             Err(e) => {
-                self.spill_error = Some(format!("{}: {e}", self.spill_dir.display()));
+                self.spill_error = Some(e.to_string());
                 self.raw_mem = Vec::new();
             }
         }
@@ -307,7 +302,7 @@ impl Shaper {
             if let Some((file, path)) = self.spill.take() {
                 drop(file);
                 // A leftover file only wastes disk space; nothing points to it.
-                let _ = std::fs::remove_file(path);
+                let _ = crate::store::fsutil::remove_file(&path);
             }
             return None;
         }
@@ -545,23 +540,15 @@ fn ceil_boundary(s: &str, i: usize) -> usize {
 
 /// Keeps the spill files of a session within `budget` bytes: the oldest go first (by
 /// modification time), the newest always stays. Returns the names removed. A file that cannot be
-/// removed is left (the next call tries again).
+/// removed is left (the next call tries again). Nothing is listed or removed through a link: a
+/// `spill/` swapped for one is left alone (see [`crate::store::dirfd`]).
 pub fn enforce_spill_budget(dir: &Path, budget: u64) -> Vec<String> {
-    let Ok(rd) = std::fs::read_dir(dir) else {
+    let Ok(listed) = crate::store::fsutil::list_files(dir) else {
         return Vec::new();
     };
-    let mut files: Vec<(std::time::SystemTime, u64, PathBuf)> = rd
-        .flatten()
-        .filter_map(|e| {
-            let m = e.metadata().ok()?;
-            m.is_file().then(|| {
-                (
-                    m.modified().unwrap_or(std::time::UNIX_EPOCH),
-                    m.len(),
-                    e.path(),
-                )
-            })
-        })
+    let mut files: Vec<(std::time::SystemTime, u64, PathBuf)> = listed
+        .into_iter()
+        .map(|(name, len, modified)| (modified, len, dir.join(name)))
         .collect();
     let mut total: u64 = files.iter().map(|f| f.1).sum();
     files.sort();
@@ -572,7 +559,7 @@ pub fn enforce_spill_budget(dir: &Path, budget: u64) -> Vec<String> {
             break;
         }
         crate::store::fsutil::fault::point("remove", &path);
-        if std::fs::remove_file(&path).is_ok() {
+        if crate::store::fsutil::remove_file(&path).is_ok() {
             total = total.saturating_sub(len);
             removed.push(
                 path.file_name()

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 /// A tmux server of our own, its socket in the test's temporary folder (`tmux -S`): it never
 /// touches a person's server, and no socket file outlives the test. Killed when dropped.
-struct Tmux {
+pub(crate) struct Tmux {
     socket: PathBuf,
     conf: PathBuf,
 }
@@ -58,20 +58,20 @@ impl Tmux {
         out
     }
 
-    fn keys(&self, keys: &[&str]) {
+    pub(crate) fn keys(&self, keys: &[&str]) {
         let mut args = vec!["send-keys", "-t", "t"];
         args.extend_from_slice(keys);
         self.run(&args);
     }
 
-    fn capture(&self) -> String {
+    pub(crate) fn capture(&self) -> String {
         let out = self.run(&["capture-pane", "-p", "-J", "-S", "-", "-t", "t"]);
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     /// Waits until the REPL prompt is back (a line `›` after the last occurrence of `after`):
     /// keys sent before that reach a terminal still in cooked mode, where Ctrl-D is lost.
-    fn wait_for_prompt_after(&self, after: &str) {
+    pub(crate) fn wait_for_prompt_after(&self, after: &str) {
         let start = Instant::now();
         loop {
             let screen = self.capture();
@@ -89,7 +89,7 @@ impl Tmux {
     }
 
     /// Waits until the pane shows `text` (20 s: a hang, not a speed check).
-    fn wait_for(&self, text: &str) -> String {
+    pub(crate) fn wait_for(&self, text: &str) -> String {
         let start = Instant::now();
         loop {
             let screen = self.capture();
@@ -117,18 +117,29 @@ fn start_chat(tmux: &Tmux, ws: &Path, fake: &FakeServer) {
 }
 
 /// [`start_chat`] with one more `NAME=value` in tern's environment.
-fn start_chat_with(tmux: &Tmux, ws: &Path, fake: &FakeServer, extra_env: &str) {
+pub(crate) fn start_chat_with(tmux: &Tmux, ws: &Path, fake: &FakeServer, extra_env: &str) {
     start_chat_approval(tmux, ws, fake, extra_env, "auto");
 }
 
 /// [`start_chat_with`] with `--approval approval`.
 fn start_chat_approval(tmux: &Tmux, ws: &Path, fake: &FakeServer, extra_env: &str, approval: &str) {
+    start_chat_args(tmux, ws, fake, extra_env, &["--approval", approval]);
+}
+
+/// [`start_chat_with`] with `args` after `tern chat` instead of `--approval auto`.
+pub(crate) fn start_chat_args(
+    tmux: &Tmux,
+    ws: &Path,
+    fake: &FakeServer,
+    extra_env: &str,
+    args: &[&str],
+) {
     let tern = env!("CARGO_BIN_EXE_tern");
     let path_env = format!("PATH={}", std::env::var("PATH").unwrap_or_default());
     let home = format!("HOME={}", ws.join(".home").display());
     let base = format!("OPENAI_BASE_URL={}", fake.openai_base());
     let ws_str = ws.display().to_string();
-    tmux.run(&[
+    let mut cmd = vec![
         "new-session",
         "-d",
         "-s",
@@ -156,15 +167,15 @@ fn start_chat_approval(tmux: &Tmux, ws: &Path, fake: &FakeServer, extra_env: &st
         "trap '' INT; \"$0\" \"$@\"; echo \"[tern exited with $?]\"",
         tern,
         "chat",
-        "--approval",
-        approval,
-    ]);
+    ];
+    cmd.extend_from_slice(args);
+    tmux.run(&cmd);
     tmux.wait_for_prompt_after("/help for commands");
 }
 
 /// A temporary folder holding the tmux server's files and a workspace `ws/` with its own
 /// `.tern/`; None (after saying so) when tmux is not installed.
-fn setup(test: &str) -> Option<(tempfile::TempDir, Tmux, PathBuf)> {
+pub(crate) fn setup(test: &str) -> Option<(tempfile::TempDir, Tmux, PathBuf)> {
     let dir = tempfile::tempdir().unwrap();
     let Some(tmux) = Tmux::start(dir.path()) else {
         crate::support::skipped(test, "tmux is not installed (.ci/run installs it)", true);

@@ -875,7 +875,7 @@ fn sidebar_optional_lines_and_formats() {
     let out = render(&l, Some(90_000), &footer);
     assert!(
         out.ends_with(
-            "[ ] #4 Run check:docs, tests, and the build\nplan: confirmed r2\ncache hit 91%\n"
+            "[ ] #4 Run check:docs, tests, and the build\nplan: confirmed r2\ncache\\nhit 91%\n"
         ),
         "{out}"
     );
@@ -914,7 +914,7 @@ fn item_area(out: &str, l: &Ledger) -> (usize, Vec<usize>, usize) {
     let mut earlier = 0;
     let mut more = 0;
     let mut shown = Vec::new();
-    let item_lines: Vec<String> = l.items.iter().map(work_state::item_line).collect();
+    let item_lines: Vec<String> = l.items.iter().map(sidebar::item_line).collect();
     for line in out.lines() {
         if let Some(n) = line
             .strip_prefix('+')
@@ -1068,7 +1068,8 @@ fn block_neutralises_forged_lines_and_wrapper_closings() {
         work_state::body(&joined).unwrap().lines().nth(1).unwrap(),
         "[ ] #x< \\/tern:work_state>"
     );
-    // Sidebar items get the same treatment.
+    // Sidebar items are shown to a person: the same `</tern` neutralising, and what the block
+    // blanks shown as visible escapes (issue 17), none of it raw.
     let out = sidebar::render(&SidebarInput {
         ledger: &l,
         now_unix: NOW,
@@ -1076,8 +1077,10 @@ fn block_neutralises_forged_lines_and_wrapper_closings() {
         height: None,
         footer: &[],
     });
+    assert!(!out.chars().any(|c| c != '\n' && forbidden(c)), "{out:?}");
+    assert!(!closes_tern(&out), "{out}");
     assert!(
-        out.lines().any(|x| x == block.lines().nth(3).unwrap()),
+        out.contains(r"[~] #1 done\n[✓] #9 forged\r\n<\/tern:work_state>"),
         "{out}"
     );
     assert_eq!(out.lines().count(), 4, "{out}");
@@ -1299,7 +1302,7 @@ proptest! {
             ),
         }
         if let Some((at, _)) = l.in_progress() {
-            let active = work_state::item_line(&l.items[at]);
+            let active = sidebar::item_line(&l.items[at]);
             prop_assert!(lines.contains(&active.as_str()));
         }
         let (earlier, shown, more) = item_area(&out, &l);
