@@ -82,6 +82,7 @@ pub fn print_sessionless_result(error: &str, code: i32) {
         Event::Result(crate::event::ResultFields {
             status: "failed".into(),
             text: String::new(),
+            goal: None,
             error: Some(error.to_string()),
             exit_code: code,
             totals: None,

@@ -384,6 +384,8 @@ pub struct Runtime {
     /// A bash command ran in this runtime: what it left running is killed when the runtime
     /// ends (see the `Drop`).
     ran_commands: bool,
+    /// The person's hooks and the goal's outcome (src/hooks: the door is `hooks::door`).
+    pub(crate) hook_state: crate::hooks::door::HookState,
 }
 
 /// What the commands of this runtime left running (a background job, a daemon: found by the
@@ -392,6 +394,8 @@ pub struct Runtime {
 /// another process holds the session: those are its commands.
 impl Drop for Runtime {
     fn drop(&mut self) {
+        // A surface that did not end the session itself (the REPL, ACP): SessionEnd now.
+        self.hook_session_end("other", &mut Quiet);
         if self.ran_commands && (self.lease.is_some() || held_elsewhere(&self.session).is_none()) {
             crate::tools::bash::kill_orphans(&self.session.dir);
         }
@@ -415,6 +419,7 @@ impl Runtime {
             listings: Vec::new(),
             tmp: None,
             ran_commands: false,
+            hook_state: Default::default(),
             workspace: parts.workspace,
             cfg: parts.cfg,
             cancel: parts.cancel,
@@ -466,6 +471,11 @@ impl Runtime {
     /// What commands may write in this runtime.
     pub fn sandbox(&self) -> crate::sandbox::Setting {
         self.sandbox
+    }
+
+    /// The registry the running commands' (and hooks') process groups go in.
+    pub(crate) fn process_groups(&self) -> &ProcessGroups {
+        &self.groups
     }
 
     /// The parent session of a sub-agent.
@@ -605,9 +615,17 @@ impl Runtime {
             (files::SYSTEM, Keep::Copy),
             (files::META, Keep::Copy),
             (files::EVENTS, Keep::Append),
+            (crate::hooks::goal::FILE, Keep::Copy),
         ]
         .iter()
         .map(|(n, k)| (self.session.path(n), *k))
+        .chain(
+            // The hooks files and the trust record run as the person's code: never the model's.
+            self.hook_state
+                .protected()
+                .iter()
+                .map(|p| (p.clone(), Keep::Copy)),
+        )
         .collect()
     }
 
@@ -947,6 +965,7 @@ impl Runtime {
             Event::Result(ResultFields {
                 status: status.to_string(),
                 text,
+                goal: self.hook_state.goal.clone(),
                 error,
                 exit_code: code,
                 totals: Some(self.result_totals()),

@@ -37,6 +37,7 @@ impl Runtime {
     pub fn run_turn(&mut self, prompt: &str, ui: &mut dyn Surface) -> TurnOutcome {
         let requests_before = self.meter.totals.requests;
         let usage_before = self.meter.totals.usage;
+        self.hook_state.goal = None;
         self.begin_turn(prompt, ui)?;
         let outcome = self.steps(ui);
         self.end_turn(&outcome, requests_before, usage_before, ui);
@@ -49,10 +50,14 @@ impl Runtime {
         };
         let mut repeats = 0;
         let mut unrun = false;
+        let mut gate = crate::hooks::door::StopGate::default();
         let usage_before = self.meter.totals.usage;
         for _ in 0..self.cfg.max_turns {
             if self.cancelled() {
                 return Err(Failure::Interrupted);
+            }
+            if let Some(f) = self.hook_stopped() {
+                return Err(f);
             }
             if let Some(budget) = self.cfg.token_budget {
                 let used = self.meter.totals.usage.since(&usage_before);
@@ -142,7 +147,14 @@ impl Runtime {
                     );
                     continue;
                 }
-                return Ok(text);
+                // The person's Stop hooks and the goal may send the model back to work.
+                match self.stop_gate(&text, &mut gate, ui)? {
+                    Some(next) => {
+                        self.store(vec![Message::user(next)])?;
+                        continue;
+                    }
+                    None => return Ok(text),
+                }
             }
             unrun = false;
             repeats = if self.run_calls(calls, ui)? {
@@ -283,6 +295,14 @@ impl Runtime {
         }
         // Hold first: only the process holding the session may reload (and repair) it.
         self.hold()?;
+        // The person's hooks see the prompt before it is stored; a refused one changes nothing.
+        let stored = match self.hook_prompt(prompt, ui) {
+            Ok(p) => p,
+            Err(e) => {
+                self.release();
+                return Err(e);
+            }
+        };
         let started = (|| -> Result<(), Failure> {
             self.session.update_meta(|m| {
                 m.status = Status::Running;
@@ -293,7 +313,7 @@ impl Runtime {
             })?;
             self.sync_from_disk(ui)?;
             if !prompt.trim().is_empty() {
-                self.store(vec![Message::user(prompt)])?;
+                self.store(vec![Message::user(stored)])?;
             }
             // The state files as this turn starts are tern's baseline for the sandbox guard.
             self.guard_refresh();
