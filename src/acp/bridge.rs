@@ -137,8 +137,8 @@ impl Mode {
 }
 
 /// The ops offered as the client's commands (ACP v1, slash commands), by slash name.
-pub const COMMANDS: [&str; 7] = [
-    "plan", "confirm", "cancel", "clear", "compact", "status", "relay",
+pub const COMMANDS: [&str; 8] = [
+    "plan", "confirm", "cancel", "clear", "compact", "status", "relay", "goal",
 ];
 
 /// The available commands: [`COMMANDS`] with their op table help.
@@ -1228,6 +1228,13 @@ impl Surface for AcpSurface<'_> {
                         "outputTokens": output_tokens,
                     }}),
                 });
+            }
+            Event::Hook { .. } => {
+                if let Some(line) = crate::output::describe(env) {
+                    self.send(SessionUpdate::AgentThoughtChunk {
+                        content: TextBlock::new(format!("{line}\n")),
+                    });
+                }
             }
             Event::WorkUpdate { .. } => {
                 if let Some(l) = read_ledger(&self.session) {
