@@ -14,6 +14,7 @@ mod durable;
 mod exec;
 mod faults;
 mod hardening;
+mod hooks;
 mod lifecycle;
 mod prefix;
 mod provider;
