@@ -284,6 +284,11 @@ fn a_goal_that_fails_twice_then_passes_takes_three_answers() {
     assert_eq!(ws.fake.requests().len(), 3);
     let msgs = messages(&ws.fake.requests()[2]);
     assert!(content(msgs.last().unwrap()).contains("run 2"));
+    let goal_json = ws.json("goal.json");
+    let docs = crate::state_formats::docs();
+    let problems = crate::state_formats::check(docs.shape("goal.json"), &goal_json, "goal.json");
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(goal_json["last"]["passed"], true);
     let status = ws.ok(&["status"]);
     assert!(String::from_utf8_lossy(&status.stdout).contains("Goal gate"), "status");
 }
