@@ -80,7 +80,10 @@ pub fn run(launcher: &Launcher, opts: ExecOptions) -> i32 {
     if let Some((cmd, attempts)) = &opts.goal
         && let Err(e) = crate::hooks::goal::set(&rt.session, Some((cmd, *attempts)))
     {
-        return early_failure(&opts, &Failure::Failed(format!("could not set the goal: {e}")));
+        return early_failure(
+            &opts,
+            &Failure::Failed(format!("could not set the goal: {e}")),
+        );
     }
     let mut outcome = rt.run_turn(&prompt, ui);
     if let (Err(Failure::Interrupted), Some(limit)) = (&outcome, opts.max_wall_time)

@@ -930,10 +930,9 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
         Cmd::Ops { json } => tern::cli::ops(json),
         Cmd::Hooks { cmd, json, state } => {
             let (state, trust) = match cmd {
-                Some(HooksCmd::Trust { state: s }) => (
-                    if s.state_dir.is_some() { s } else { state },
-                    true,
-                ),
+                Some(HooksCmd::Trust { state: s }) => {
+                    (if s.state_dir.is_some() { s } else { state }, true)
+                }
                 None => (state, false),
             };
             match ctx.verb_launcher(&state) {

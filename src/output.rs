@@ -322,7 +322,9 @@ pub fn describe(env: &Envelope) -> Option<String> {
             let msg = message
                 .as_deref()
                 .filter(|m| !m.is_empty())
-                .map_or_else(String::new, |m| format!(": {}", clip(m.lines().next().unwrap_or(""))));
+                .map_or_else(String::new, |m| {
+                    format!(": {}", clip(m.lines().next().unwrap_or("")))
+                });
             format!("hook {event} `{cmd}`: {what}{exit}, {duration_ms} ms{msg}")
         }
         Event::Repair {

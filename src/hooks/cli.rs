@@ -24,8 +24,10 @@ pub fn to_json(files: &Files, hooks: &Hooks) -> serde_json::Value {
     if let Some(u) = &files.user {
         rows.push(json!({"path": u, "source": "user", "exists": u.exists(), "trusted": true}));
     }
-    rows.push(json!({"path": files.project, "source": "project", "exists": files.project.exists(),
-        "trusted": files.project.exists() && hooks.untrusted.is_none()}));
+    rows.push(
+        json!({"path": files.project, "source": "project", "exists": files.project.exists(),
+        "trusted": files.project.exists() && hooks.untrusted.is_none()}),
+    );
     let list: Vec<_> = hooks
         .listing()
         .into_iter()
@@ -41,7 +43,11 @@ pub fn to_json(files: &Files, hooks: &Hooks) -> serde_json::Value {
 pub fn render(files: &Files, hooks: &Hooks) -> String {
     let mut out = String::new();
     if let Some(u) = &files.user {
-        let state = if u.exists() { "trusted (yours)" } else { "absent" };
+        let state = if u.exists() {
+            "trusted (yours)"
+        } else {
+            "absent"
+        };
         out.push_str(&format!("{}: {state}\n", u.display()));
     }
     let p = &files.project;
@@ -50,7 +56,11 @@ pub fn render(files: &Files, hooks: &Hooks) -> String {
         (None, true) => "trusted".to_string(),
         (Some(u), true) => format!(
             "NOT TRUSTED{}: its hooks do not run (tern hooks trust)",
-            if u.changed { " (changed since trusted)" } else { "" }
+            if u.changed {
+                " (changed since trusted)"
+            } else {
+                ""
+            }
         ),
     };
     out.push_str(&format!("{}: {state}\n", p.display()));
@@ -90,7 +100,10 @@ pub fn trust(files: &Files) -> i32 {
             crate::outln!("{} is trusted already", files.project.display());
             return 0;
         }
-        crate::errln!("tern: {} does not exist: nothing to trust", files.project.display());
+        crate::errln!(
+            "tern: {} does not exist: nothing to trust",
+            files.project.display()
+        );
         return 1;
     };
     let mut t = match Trust::read(record) {

@@ -121,12 +121,7 @@ impl Runtime {
         m.insert("session_id".into(), Value::from(self.session.id.as_str()));
         m.insert(
             "transcript_path".into(),
-            Value::from(
-                self.session
-                    .path(files::CONVERSATION)
-                    .display()
-                    .to_string(),
-            ),
+            Value::from(self.session.path(files::CONVERSATION).display().to_string()),
         );
         m.insert(
             "cwd".into(),
@@ -215,7 +210,9 @@ impl Runtime {
             ));
         }
         if let Some(reason) = &v.stop {
-            return PreTool::Deny(format!("not run: a PreToolUse hook stopped the turn: {reason}"));
+            return PreTool::Deny(format!(
+                "not run: a PreToolUse hook stopped the turn: {reason}"
+            ));
         }
         self.hook_state.permission = v.permission;
         PreTool::Run(v.updated_input.filter(Value::is_object))
@@ -465,7 +462,11 @@ fn read_answer(
 }
 
 /// The JSON (or plain) stdout of a hook that exited 0.
-fn read_json_answer(event: HookEvent, stdout: &str, v: &mut Verdict) -> (HookDecision, Option<String>) {
+fn read_json_answer(
+    event: HookEvent,
+    stdout: &str,
+    v: &mut Verdict,
+) -> (HookDecision, Option<String>) {
     let text = stdout.trim();
     let parsed = text
         .starts_with('{')

@@ -89,7 +89,12 @@ pub fn status_line(g: &Goal) -> String {
         Some(l) if l.passed => format!("passed ({} of {} attempts)", l.attempts, g.max_attempts),
         Some(l) => format!("failing ({} of {} attempts)", l.attempts, g.max_attempts),
     };
-    let cmd: String = g.command.replace(['\n', '\r'], " ").chars().take(60).collect();
+    let cmd: String = g
+        .command
+        .replace(['\n', '\r'], " ")
+        .chars()
+        .take(60)
+        .collect();
     format!("Goal gate: `{cmd}` — {state}")
 }
 

@@ -132,7 +132,9 @@ impl Matcher {
         if t.is_empty() || t == "*" {
             return Ok(Matcher::All);
         }
-        if t.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '|') {
+        if t.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '|')
+        {
             return Ok(Matcher::Names(
                 t.split('|')
                     .filter(|n| !n.is_empty())
@@ -245,9 +247,9 @@ impl Hooks {
                 .push(format!("{}: cannot be read: {e}", project.display())),
             Ok(Some(bytes)) => {
                 let sha = sha256_hex(&bytes);
-                let recorded = trust.and_then(|t| Trust::read(t).ok()).and_then(|t| {
-                    t.files.get(&key_of(project)).cloned()
-                });
+                let recorded = trust
+                    .and_then(|t| Trust::read(t).ok())
+                    .and_then(|t| t.files.get(&key_of(project)).cloned());
                 if recorded.as_deref() == Some(sha.as_str()) {
                     hooks.add_bytes(project, &bytes, Source::Project);
                 } else {
@@ -542,7 +544,10 @@ mod tests {
         .unwrap();
         let h = Hooks::load(Some(&user), &dir.path().join("none.json"), None);
         assert_eq!(h.matching(HookEvent::PreToolUse, Some("Bash")).len(), 1);
-        assert_eq!(h.matching(HookEvent::PreToolUse, Some("work_update")).len(), 0);
+        assert_eq!(
+            h.matching(HookEvent::PreToolUse, Some("work_update")).len(),
+            0
+        );
         let pre = h.matching(HookEvent::PreToolUse, Some("Bash"));
         assert_eq!(pre[0].timeout, Duration::from_secs(5));
         assert_eq!(
@@ -551,7 +556,11 @@ mod tests {
         );
         assert_eq!(h.notes.len(), 2, "{:?}", h.notes);
         // A broken file runs nothing, and says so.
-        std::fs::write(&user, r#"{"hooks": {"Stop": [{"hooks": [{"command": ""}]}]}}"#).unwrap();
+        std::fs::write(
+            &user,
+            r#"{"hooks": {"Stop": [{"hooks": [{"command": ""}]}]}}"#,
+        )
+        .unwrap();
         let h = Hooks::load(Some(&user), &dir.path().join("none.json"), None);
         assert!(h.is_empty() && h.notes.len() == 1, "{:?}", h.notes);
     }

@@ -97,8 +97,20 @@ pub fn run(
     }
     let (tx, rx) = mpsc::channel::<(bool, Vec<u8>)>();
     for (is_err, pipe) in [
-        (false, child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>)),
-        (true, child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>)),
+        (
+            false,
+            child
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        ),
+        (
+            true,
+            child
+                .stderr
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        ),
     ] {
         let Some(mut pipe) = pipe else { continue };
         let tx = tx.clone();

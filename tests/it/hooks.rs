@@ -44,10 +44,7 @@ fn last(events: &[Value]) -> &Value {
 
 #[test]
 fn a_pre_tool_use_exit_2_keeps_the_command_from_running_and_the_model_reads_stderr() {
-    let ws = WireWs::new(
-        W,
-        vec![bash(W, "c1", "touch ran.txt"), text(W, "done")],
-    );
+    let ws = WireWs::new(W, vec![bash(W, "c1", "touch ran.txt"), text(W, "done")]);
     user_hooks(
         &ws,
         one(
@@ -91,7 +88,10 @@ fn a_post_tool_use_hook_receives_bash_the_command_and_the_response() {
     assert_eq!(input["tool_name"], "Bash");
     assert_eq!(input["tool_input"]["command"], "echo hello-out");
     let resp = &input["tool_response"];
-    assert!(resp["stdout"].as_str().unwrap().contains("hello-out"), "{resp}");
+    assert!(
+        resp["stdout"].as_str().unwrap().contains("hello-out"),
+        "{resp}"
+    );
     assert_eq!(resp["exit_code"], 0);
     // Its context went into the tool result (the newest message), never the system prompt.
     let reqs = ws.fake.requests();
@@ -122,7 +122,10 @@ fn what_hooks_add_never_changes_the_cached_prefix() {
     );
     hooked.ok(&["exec", "go"]);
     let bodies = hooked.raw_bodies();
-    let parsed: Vec<Value> = bodies.iter().map(|b| serde_json::from_str(b).unwrap()).collect();
+    let parsed: Vec<Value> = bodies
+        .iter()
+        .map(|b| serde_json::from_str(b).unwrap())
+        .collect();
     // Tools and system prompt: byte-identical to a session without hooks.
     let plain_first: Value = serde_json::from_str(&plain.raw_bodies()[0]).unwrap();
     assert_eq!(parsed[0]["tools"], plain_first["tools"]);
@@ -132,14 +135,20 @@ fn what_hooks_add_never_changes_the_cached_prefix() {
     );
     // Every request repeats the previous one's messages byte for byte (but its tail).
     for w in parsed.windows(2) {
-        let (a, b) = (w[0]["messages"].as_array().unwrap(), w[1]["messages"].as_array().unwrap());
+        let (a, b) = (
+            w[0]["messages"].as_array().unwrap(),
+            w[1]["messages"].as_array().unwrap(),
+        );
         for i in 0..a.len() - 1 {
             assert_eq!(a[i], b[i], "message {i} changed between requests");
         }
         assert_eq!(w[0]["tools"], w[1]["tools"]);
     }
     let user = content(&parsed[0]["messages"][1]);
-    assert!(user.starts_with("go") && user.contains("start-context") && user.contains("prompt-context"), "{user}");
+    assert!(
+        user.starts_with("go") && user.contains("start-context") && user.contains("prompt-context"),
+        "{user}"
+    );
 }
 
 #[test]
@@ -175,12 +184,21 @@ fn a_user_prompt_submit_block_refuses_the_prompt() {
     let ws = WireWs::new(W, vec![text(W, "never")]);
     user_hooks(
         &ws,
-        one("UserPromptSubmit", "", "echo 'no secrets in prompts' >&2; exit 2"),
+        one(
+            "UserPromptSubmit",
+            "",
+            "echo 'no secrets in prompts' >&2; exit 2",
+        ),
     );
     let out = ws.tern(&["exec", "--json", "my password is hunter2"]);
     assert_eq!(out.status.code(), Some(1));
     let ev = stdout_json(&out);
-    assert!(last(&ev)["error"].as_str().unwrap().contains("no secrets in prompts"));
+    assert!(
+        last(&ev)["error"]
+            .as_str()
+            .unwrap()
+            .contains("no secrets in prompts")
+    );
     assert!(ws.fake.requests().is_empty(), "the model was asked");
     let conv = ws.path("conversation.jsonl");
     assert!(
@@ -194,27 +212,34 @@ fn an_untrusted_project_hook_does_not_run_and_is_named_until_trusted() {
     let ws = WireWs::new(W, vec![text(W, "a"), text(W, "b"), text(W, "c")]);
     let project = ws.root().join(".tern/hooks.json");
     let write = |cmd: &str| {
-        std::fs::write(
-            &project,
-            json!({"hooks": one("Stop", "", cmd)}).to_string(),
-        )
-        .unwrap()
+        std::fs::write(&project, json!({"hooks": one("Stop", "", cmd)}).to_string()).unwrap()
     };
     write("touch \"$TERN_PROJECT_DIR/project-hook-ran\"");
     let out = ws.ok(&["exec", "--json", "one"]);
-    assert!(!ws.root().join("project-hook-ran").exists(), "an untrusted hook ran");
+    assert!(
+        !ws.root().join("project-hook-ran").exists(),
+        "an untrusted hook ran"
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains(".tern/hooks.json") && stderr.contains("not trusted"), "{stderr}");
+    assert!(
+        stderr.contains(".tern/hooks.json") && stderr.contains("not trusted"),
+        "{stderr}"
+    );
     let ev = stdout_json(&out);
-    assert!(of(&ev, "session_start")[0]["untrusted_hooks"]
-        .as_str()
-        .unwrap()
-        .ends_with(".tern/hooks.json"));
+    assert!(
+        of(&ev, "session_start")[0]["untrusted_hooks"]
+            .as_str()
+            .unwrap()
+            .ends_with(".tern/hooks.json")
+    );
     let listed = ws.ok(&["hooks"]);
     assert!(String::from_utf8_lossy(&listed.stdout).contains("NOT TRUSTED"));
     ws.ok(&["hooks", "trust"]);
     ws.ok(&["exec", "two"]);
-    assert!(ws.root().join("project-hook-ran").exists(), "a trusted hook did not run");
+    assert!(
+        ws.root().join("project-hook-ran").exists(),
+        "a trusted hook did not run"
+    );
     // Any change needs trust again.
     std::fs::remove_file(ws.root().join("project-hook-ran")).unwrap();
     write("touch \"$TERN_PROJECT_DIR/project-hook-ran\" # changed");
@@ -228,7 +253,11 @@ fn a_model_command_cannot_write_either_hooks_file_nor_the_trust_record() {
     let ws = WireWs::new(W, vec![]);
     let user = user_hooks(&ws, one("PreToolUse", "Bash", "exit 0"));
     let project = ws.root().join(".tern/hooks.json");
-    std::fs::write(&project, json!({"hooks": one("Stop", "", "true")}).to_string()).unwrap();
+    std::fs::write(
+        &project,
+        json!({"hooks": one("Stop", "", "true")}).to_string(),
+    )
+    .unwrap();
     ws.ok(&["hooks", "trust"]);
     let trust = ws.ws.home().join(".config/tern/trusted-hooks.json");
     let before: Vec<Vec<u8>> = [&user, &project, &trust]
@@ -243,11 +272,19 @@ fn a_model_command_cannot_write_either_hooks_file_nor_the_trust_record() {
         ws.push(vec![bash(W, "c1", &cmd), text(W, "done")]);
         ws.ok(&["exec", "--sandbox", mode, "rewrite the hooks"]);
         for (p, b) in [&user, &project, &trust].iter().zip(&before) {
-            assert_eq!(&std::fs::read(p).unwrap(), b, "{mode}: {} changed", p.display());
+            assert_eq!(
+                &std::fs::read(p).unwrap(),
+                b,
+                "{mode}: {} changed",
+                p.display()
+            );
         }
         // The hooks as configured still run, unaltered.
         let listed = String::from_utf8_lossy(&ws.ok(&["hooks"]).stdout).into_owned();
-        assert!(!listed.contains("/tmp/evil") && listed.contains("trusted"), "{listed}");
+        assert!(
+            !listed.contains("/tmp/evil") && listed.contains("trusted"),
+            "{listed}"
+        );
     }
 }
 
@@ -280,7 +317,10 @@ fn a_goal_that_fails_twice_then_passes_takes_three_answers() {
     let ev = stdout_json(&out);
     let r = last(&ev);
     assert_eq!(r["status"], "completed", "{r}");
-    assert_eq!(r["goal"], json!({"command": goal, "passed": true, "attempts": 3}));
+    assert_eq!(
+        r["goal"],
+        json!({"command": goal, "passed": true, "attempts": 3})
+    );
     assert_eq!(ws.fake.requests().len(), 3);
     let msgs = messages(&ws.fake.requests()[2]);
     assert!(content(msgs.last().unwrap()).contains("run 2"));
@@ -290,14 +330,23 @@ fn a_goal_that_fails_twice_then_passes_takes_three_answers() {
     assert!(problems.is_empty(), "{problems:?}");
     assert_eq!(goal_json["last"]["passed"], true);
     let status = ws.ok(&["status"]);
-    assert!(String::from_utf8_lossy(&status.stdout).contains("Goal gate"), "status");
+    assert!(
+        String::from_utf8_lossy(&status.stdout).contains("Goal gate"),
+        "status"
+    );
 }
 
 #[test]
 fn a_goal_that_never_passes_fails_after_its_attempts() {
     let ws = WireWs::new(W, vec![text(W, "a1"), text(W, "a2"), text(W, "a3")]);
     let out = ws.tern(&[
-        "exec", "--json", "--goal", "echo not yet; exit 1", "--goal-attempts", "2", "work",
+        "exec",
+        "--json",
+        "--goal",
+        "echo not yet; exit 1",
+        "--goal-attempts",
+        "2",
+        "work",
     ]);
     assert_eq!(out.status.code(), Some(1));
     let ev = stdout_json(&out);
@@ -311,7 +360,10 @@ fn a_goal_that_never_passes_fails_after_its_attempts() {
 
 #[test]
 fn exec_as_a_worker_cd_output_last_message_and_max_wall_time() {
-    let ws = WireWs::new(W, vec![bash(W, "c1", "pwd > where.txt"), text(W, "the answer")]);
+    let ws = WireWs::new(
+        W,
+        vec![bash(W, "c1", "pwd > where.txt"), text(W, "the answer")],
+    );
     let task = ws.root().join("task");
     std::fs::create_dir_all(task.join(".tern")).unwrap();
     let out_file = ws.root().join("out/last.txt");
@@ -332,5 +384,10 @@ fn exec_as_a_worker_cd_output_last_message_and_max_wall_time() {
     assert_eq!(out.status.code(), Some(1));
     let ev = stdout_json(&out);
     assert_eq!(last(&ev)["status"], "budget_exhausted");
-    assert!(last(&ev)["error"].as_str().unwrap().contains("--max-wall-time"));
+    assert!(
+        last(&ev)["error"]
+            .as_str()
+            .unwrap()
+            .contains("--max-wall-time")
+    );
 }
