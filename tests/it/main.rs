@@ -22,6 +22,7 @@ mod repl;
 mod repl_sync;
 mod runtime;
 mod sandbox;
+mod scale;
 mod small_models;
 mod state_formats;
 mod store;
