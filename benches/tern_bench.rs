@@ -826,17 +826,17 @@ fn bench_hooks() -> R<String> {
             json!([{"matcher": "*", "hooks": [{"type": "command", "command": "true"}]}]),
         );
     }
-    fs::write(dir.join("hooks.json"), json!({ "hooks": hooks }).to_string())
-        .map_err(|e| e.to_string())?;
+    fs::write(
+        dir.join("hooks.json"),
+        json!({ "hooks": hooks }).to_string(),
+    )
+    .map_err(|e| e.to_string())?;
     let cfg_path = cfg.path().to_str().ok_or("config path is not UTF-8")?;
     let hooked = [("XDG_CONFIG_HOME", cfg_path)];
     let baseline = std::env::var(BASELINE_ENV).ok();
     type Env<'a> = &'a [(&'a str, &'a str)];
-    let mut arms: Vec<(String, String, Env)> = vec![(
-        "this commit, no hooks".into(),
-        TERN.to_string(),
-        &[],
-    )];
+    let mut arms: Vec<(String, String, Env)> =
+        vec![("this commit, no hooks".into(), TERN.to_string(), &[])];
     if let Some(b) = &baseline {
         arms.push(("baseline, no hooks".into(), b.clone(), &[]));
     }

@@ -391,3 +391,58 @@ fn exec_as_a_worker_cd_output_last_message_and_max_wall_time() {
             .contains("--max-wall-time")
     );
 }
+
+#[test]
+fn pre_tool_use_json_decisions_deny_and_replace_the_input() {
+    let ws = WireWs::new(
+        W,
+        vec![
+            bash(W, "c1", "echo original"),
+            bash(W, "c2", "rm -rf build"),
+            text(W, "done"),
+        ],
+    );
+    // Claude's JSON answer: rewrite echo commands, deny rm with a reason the model reads.
+    let hook = r#"input=$(cat); case "$input" in
+  *'"rm -rf'*) echo '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "rm -rf is not allowed here"}}' ;;
+  *) echo '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow", "updatedInput": {"command": "echo replaced"}}}' ;;
+esac"#;
+    user_hooks(&ws, one("PreToolUse", "Bash", hook));
+    let out = ws.ok(&["exec", "--json", "--approval", "never", "go"]);
+    let ev = stdout_json(&out);
+    let results = of(&ev, "tool_result");
+    // allow + updatedInput: the replaced command ran (allow does not lift --approval never).
+    assert!(
+        results[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("--approval never"),
+        "{}",
+        results[0]
+    );
+    assert!(
+        results[1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("rm -rf is not allowed here")
+    );
+    let decisions: Vec<&str> = of(&ev, "hook")
+        .iter()
+        .map(|h| h["decision"].as_str().unwrap())
+        .collect();
+    assert_eq!(decisions, ["allow", "deny"]);
+    // Under auto approval the replaced input is what runs.
+    ws.push(vec![bash(W, "c3", "echo original"), text(W, "done")]);
+    let out = ws.ok(&["exec", "--json", "again"]);
+    let ev = stdout_json(&out);
+    let r = of(&ev, "tool_result")[0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(r.contains("replaced") && !r.contains("original"), "{r}");
+    let status = String::from_utf8_lossy(&ws.ok(&["status"]).stdout).into_owned();
+    assert!(
+        status.contains("Hooks: 1 run; last: hook PreToolUse"),
+        "{status}"
+    );
+}
