@@ -77,6 +77,12 @@ pub fn run(launcher: &Launcher, opts: ExecOptions) -> i32 {
         Ok(rt) => rt,
         Err(e) => return early_failure(&opts, &e),
     };
+    // In --json mode stdout carries only events: the untrusted hooks file is named on stderr.
+    if opts.json
+        && let Some(u) = &rt.hooks().untrusted
+    {
+        crate::errln!("tern: {}", crate::hooks::untrusted_note(u));
+    }
     if let Some((cmd, attempts)) = &opts.goal
         && let Err(e) = crate::hooks::goal::set(&rt.session, Some((cmd, *attempts)))
     {

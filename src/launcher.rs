@@ -601,11 +601,9 @@ impl Runtime {
                 untrusted_hooks: untrusted.as_ref().map(|u| u.path.display().to_string()),
             },
         );
-        // Hooks that do not run are never skipped silently.
+        // Hooks that do not run are never skipped silently: the untrusted file is named in
+        // `session_start` (surfaces show it), the rest as warnings.
         if self.depth() == 0 {
-            if let Some(u) = &untrusted {
-                crate::errln!("tern: {}", crate::hooks::untrusted_note(u));
-            }
             for n in self.hooks().notes.clone() {
                 self.emit(ui, Event::warning(format!("hooks: {n}")));
             }

@@ -936,8 +936,20 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
                 None => (state, false),
             };
             match ctx.verb_launcher(&state) {
-                Ok(l) if trust => tern::hooks::cli::trust(&l.hook_files()),
-                Ok(l) => tern::hooks::cli::list(&l.hook_files(), json),
+                Ok(l) if trust => match tern::hooks::cli::trust(&l.hook_files()) {
+                    Ok(receipt) => {
+                        tern::outln!("{receipt}");
+                        0
+                    }
+                    Err(e) => {
+                        tern::errln!("tern: {e}");
+                        1
+                    }
+                },
+                Ok(l) => {
+                    tern::outln!("{}", tern::hooks::cli::list(&l.hook_files(), json));
+                    0
+                }
                 Err(e) => {
                     tern::errln!("tern: {e}");
                     e.code

@@ -300,33 +300,11 @@ pub fn describe(env: &Envelope) -> Option<String> {
             archive.as_deref().unwrap_or("")
         ),
         Event::Warning { message } => format!("warning: {message}"),
-        Event::Hook {
-            event,
-            command,
-            exit_code,
-            duration_ms,
-            decision,
-            message,
-        } => {
-            let cmd = clip(command.lines().next().unwrap_or(""));
-            let what = match decision {
-                crate::event::HookDecision::None => "ok",
-                crate::event::HookDecision::Allow => "allow",
-                crate::event::HookDecision::Deny => "deny",
-                crate::event::HookDecision::Ask => "ask",
-                crate::event::HookDecision::Block => "block",
-                crate::event::HookDecision::Stop => "stop",
-                crate::event::HookDecision::Error => "warning",
-            };
-            let exit = exit_code.map_or_else(String::new, |c| format!(", exit {c}"));
-            let msg = message
-                .as_deref()
-                .filter(|m| !m.is_empty())
-                .map_or_else(String::new, |m| {
-                    format!(": {}", clip(m.lines().next().unwrap_or("")))
-                });
-            format!("hook {event} `{cmd}`: {what}{exit}, {duration_ms} ms{msg}")
-        }
+        Event::Hook { .. } => return crate::hooks::run_line(&env.event),
+        Event::SessionStart {
+            untrusted_hooks: Some(path),
+            ..
+        } => crate::hooks::untrusted_line(path),
         Event::Repair {
             dropped_lines,
             torn_tail,

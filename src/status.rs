@@ -63,7 +63,7 @@ pub fn snapshot(session: &Session) -> Snapshot {
         Ok(events) => {
             for e in &events {
                 if matches!(e.event, Event::Hook { .. }) {
-                    hooks = (hooks.0 + 1, crate::output::describe(e));
+                    hooks = (hooks.0 + 1, crate::hooks::run_line(&e.event));
                 }
                 if let Event::Usage {
                     input_tokens,

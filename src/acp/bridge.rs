@@ -1229,6 +1229,13 @@ impl Surface for AcpSurface<'_> {
                     }}),
                 });
             }
+            Event::SessionStart {
+                untrusted_hooks: Some(path),
+                ..
+            } => {
+                // Logs go to stderr; the client sees the event through `_tern/events`.
+                crate::errln!("tern acp: {}", crate::hooks::untrusted_line(path));
+            }
             Event::Hook { .. } => {
                 if let Some(line) = crate::output::describe(env) {
                     self.send(SessionUpdate::AgentThoughtChunk {

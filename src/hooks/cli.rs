@@ -6,15 +6,14 @@ use serde_json::json;
 
 use super::{Files, Hooks, Trust, key_of};
 
-/// `tern hooks [--json]`: exit 0.
-pub fn list(files: &Files, json: bool) -> i32 {
+/// `tern hooks [--json]`: what the surface prints (one JSON line with `json`).
+pub fn list(files: &Files, json: bool) -> String {
     let hooks = files.load();
     if json {
-        crate::output::print_json_line(&to_json(files, &hooks));
+        to_json(files, &hooks).to_string()
     } else {
-        crate::outln!("{}", crate::render::safe(&render(files, &hooks)));
+        crate::render::safe(&render(files, &hooks)).into_owned()
     }
-    0
 }
 
 /// The listing as one JSON object: `{files: [{path, source, exists, trusted}], hooks: [{event,
@@ -87,41 +86,30 @@ pub fn render(files: &Files, hooks: &Hooks) -> String {
     out.trim_end().to_string()
 }
 
-/// `tern hooks trust`: records the project file's hash. Exit 0 (also when already trusted), 1
-/// when there is no project file, no home folder, or the record cannot be written.
-pub fn trust(files: &Files) -> i32 {
+/// `tern hooks trust`: records the project file's hash; returns the receipt. Errors (exit 1):
+/// no project file, no home folder, a record that cannot be read or written.
+pub fn trust(files: &Files) -> Result<String, String> {
     let hooks = files.load();
-    let Some(record) = &files.trust else {
-        crate::errln!("tern: no home folder (HOME / XDG_CONFIG_HOME): nowhere to record trust");
-        return 1;
-    };
+    let record = files
+        .trust
+        .as_ref()
+        .ok_or("no home folder (HOME / XDG_CONFIG_HOME): nowhere to record trust")?;
     let Some(u) = &hooks.untrusted else {
         if files.project.exists() {
-            crate::outln!("{} is trusted already", files.project.display());
-            return 0;
+            return Ok(format!("{} is trusted already", files.project.display()));
         }
-        crate::errln!(
-            "tern: {} does not exist: nothing to trust",
+        return Err(format!(
+            "{} does not exist: nothing to trust",
             files.project.display()
-        );
-        return 1;
+        ));
     };
-    let mut t = match Trust::read(record) {
-        Ok(t) => t,
-        Err(e) => {
-            crate::errln!("tern: {e}");
-            return 1;
-        }
-    };
+    let mut t = Trust::read(record)?;
     t.files.insert(key_of(&u.path), u.sha256.clone());
-    if let Err(e) = t.write(record) {
-        crate::errln!("tern: could not record the trust: {e}");
-        return 1;
-    }
-    crate::outln!(
+    t.write(record)
+        .map_err(|e| format!("could not record the trust: {e}"))?;
+    Ok(format!(
         "trusted {} (sha256 {}); any change to it needs `tern hooks trust` again",
         u.path.display(),
         u.sha256
-    );
-    0
+    ))
 }

@@ -6,16 +6,14 @@
 //! last output.
 //!
 //! The goal is session state, `goal.json` in the session folder, written by `tern exec --goal`,
-//! `/goal CMD` (REPL, ACP: the op table) and read by the runtime at each final answer and by
-//! `tern status`. It stays set for later turns until `/goal off`.
+//! `/goal CMD` (REPL, ACP: the op table) and read by the runtime at each final answer (the gate
+//! itself is in the runtime's hook door, `runtime::hooks`) and by `tern status`. It stays set
+//! for later turns until `/goal off`.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::door::StopGate;
-use crate::event::{Event, GoalResult, HookDecision};
-use crate::runtime::{Failure, Runtime, Surface};
 use crate::store::Session;
 
 /// The goal's file in the session folder.
@@ -25,7 +23,7 @@ pub const DEFAULT_ATTEMPTS: u32 = 5;
 /// A goal command's timeout (the bash tool's longest).
 pub const TIMEOUT: Duration = Duration::from_secs(crate::tools::bash::MAX_TIMEOUT_S);
 /// Bytes of the last output kept in `goal.json` and the `result` event.
-const KEPT_OUTPUT_BYTES: usize = 4000;
+pub const KEPT_OUTPUT_BYTES: usize = 4000;
 
 /// `goal.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -96,77 +94,4 @@ pub fn status_line(g: &Goal) -> String {
         .take(60)
         .collect();
     format!("Goal gate: `{cmd}` — {state}")
-}
-
-impl Runtime {
-    /// The goal part of the Stop gate (see the module docs).
-    pub(crate) fn goal_gate(
-        &mut self,
-        gate: &mut StopGate,
-        ui: &mut dyn Surface,
-    ) -> Result<Option<String>, Failure> {
-        if self.depth() > 0 {
-            return Ok(None);
-        }
-        let goal = match read(&self.session) {
-            Ok(Some(g)) => g,
-            Ok(None) => return Ok(None),
-            Err(e) => return Err(Failure::Failed(e)),
-        };
-        gate.attempts += 1;
-        let n = gate.attempts;
-        ui.progress(&format!("goal: {}", goal.command));
-        let out = self.bash_for_person(&goal.command, TIMEOUT, ui);
-        let passed = out.exit_code == Some(0) && !out.refused;
-        let kept = crate::runtime::system::cut(&out.content, KEPT_OUTPUT_BYTES).to_string();
-        self.emit(
-            ui,
-            Event::Hook {
-                event: "Stop".into(),
-                command: format!("--goal {}", goal.command),
-                exit_code: out.exit_code,
-                duration_ms: out.duration_ms,
-                decision: if passed {
-                    HookDecision::None
-                } else {
-                    HookDecision::Block
-                },
-                message: (!passed).then(|| crate::runtime::system::cut(&kept, 2000).to_string()),
-            },
-        );
-        let last = LastRun {
-            attempts: n,
-            passed,
-            output: kept.clone(),
-            at: crate::clock::now_rfc3339(),
-        };
-        if let Ok(lock) = self.session.lock() {
-            let g = Goal {
-                last: Some(last),
-                ..goal.clone()
-            };
-            let _ = self.session.write_json_locked(&lock, FILE, &g);
-        }
-        self.guard_accept(&self.session.path(FILE));
-        self.hook_state.goal = Some(GoalResult {
-            command: goal.command.clone(),
-            passed,
-            attempts: n,
-            output: (!passed).then(|| kept.clone()),
-        });
-        if passed {
-            return Ok(None);
-        }
-        if n >= goal.max_attempts {
-            return Err(Failure::Failed(format!(
-                "the goal `{}` did not pass in {n} attempt{}; its last output:\n{kept}",
-                goal.command,
-                if n == 1 { "" } else { "s" }
-            )));
-        }
-        Ok(Some(format!(
-            "[tern: the goal `{}` did not pass (attempt {n} of {}); keep working until it does. Its output:]\n{}",
-            goal.command, goal.max_attempts, out.content
-        )))
-    }
 }

@@ -18,11 +18,10 @@
 //! result, a user message), never the system prompt ([`door`]).
 //!
 //! The room's parts: this file (the configuration, matchers, trust), [`run`] (one process),
-//! [`door`] (the one door into the runtime: what each event does with a hook's answer),
-//! [`goal`] (`--goal`, a built-in Stop gate) and [`cli`] (`tern hooks`).
+//! [`goal`] (`--goal`'s file), [`cli`] (`tern hooks`); its one door into the runtime is
+//! `runtime::hooks` (what each event does with a hook's answer, and the goal's Stop gate).
 
 pub mod cli;
-pub mod door;
 pub mod goal;
 pub mod run;
 
@@ -496,6 +495,57 @@ impl Files {
         v.extend(self.trust.iter().cloned());
         v
     }
+}
+
+/// The line a person sees for a `session_start` naming an untrusted project hooks file.
+pub fn untrusted_line(path: &str) -> String {
+    format!(
+        "{path} is not trusted (or changed since it was trusted): its hooks do not run. Read it, then run `tern hooks trust` to let them run."
+    )
+}
+
+/// The line a person sees for a `hook` event (the REPL, `tern exec`'s stderr, `tern status`, an
+/// editor's thought chunk); None for other events.
+pub fn run_line(ev: &crate::event::Event) -> Option<String> {
+    use crate::event::HookDecision as D;
+    let crate::event::Event::Hook {
+        event,
+        command,
+        exit_code,
+        duration_ms,
+        decision,
+        message,
+    } = ev
+    else {
+        return None;
+    };
+    let clip = |t: &str| {
+        let line = t.lines().next().unwrap_or("");
+        let c = crate::runtime::system::cut(line, 200);
+        if c.len() < line.len() {
+            format!("{c}…")
+        } else {
+            c.to_string()
+        }
+    };
+    let what = match decision {
+        D::None => "ok",
+        D::Allow => "allow",
+        D::Deny => "deny",
+        D::Ask => "ask",
+        D::Block => "block",
+        D::Stop => "stop",
+        D::Error => "warning",
+    };
+    let exit = exit_code.map_or_else(String::new, |c| format!(", exit {c}"));
+    let msg = message
+        .as_deref()
+        .filter(|m| !m.is_empty())
+        .map_or_else(String::new, |m| format!(": {}", clip(m)));
+    Some(format!(
+        "hook {event} `{}`: {what}{exit}, {duration_ms} ms{msg}",
+        clip(command)
+    ))
 }
 
 /// The line an untrusted project file gets on stderr (and, shorter, in `session_start`).

@@ -72,12 +72,12 @@ impl Runtime {
         let started = Instant::now();
         // The person's PreToolUse hooks may deny the call or replace its arguments.
         let args = match (&c.bad_arguments, self.hook_pre_tool(call, ui)) {
-            (None, crate::hooks::door::PreTool::Deny(why)) => {
+            (None, super::hooks::PreTool::Deny(why)) => {
                 let mut r: ToolResult = Err(ToolError::Refused(why)).into();
                 r.duration_ms = started.elapsed().as_millis() as u64;
                 return r;
             }
-            (_, crate::hooks::door::PreTool::Run(updated)) => updated,
+            (_, super::hooks::PreTool::Run(updated)) => updated,
             (Some(_), _) => None,
         };
         let args = args.as_ref().unwrap_or(&call.arguments);
@@ -163,7 +163,7 @@ impl Runtime {
 
     /// Whether bash may run this command now (approval policy, the person's answer).
     fn approve(&mut self, command: &str, ui: &mut dyn Surface) -> Result<(), ToolError> {
-        use crate::hooks::door::Permission;
+        use super::hooks::Permission;
         // A PreToolUse hook's allow skips the question, its ask asks whatever the policy.
         let ask = match (self.hook_state.permission.take(), self.cfg.approval) {
             (_, Approval::Never) => true,

@@ -11,6 +11,7 @@ pub mod agent;
 mod answer;
 pub mod compact;
 mod dispatch;
+pub mod hooks;
 pub mod plan;
 pub mod prefix;
 pub mod repair;
@@ -384,8 +385,8 @@ pub struct Runtime {
     /// A bash command ran in this runtime: what it left running is killed when the runtime
     /// ends (see the `Drop`).
     ran_commands: bool,
-    /// The person's hooks and the goal's outcome (src/hooks: the door is `hooks::door`).
-    pub(crate) hook_state: crate::hooks::door::HookState,
+    /// The person's hooks and the goal's outcome (src/hooks; the door is `runtime::hooks`).
+    pub(crate) hook_state: hooks::HookState,
 }
 
 /// What the commands of this runtime left running (a background job, a daemon: found by the

@@ -50,7 +50,7 @@ impl Runtime {
         };
         let mut repeats = 0;
         let mut unrun = false;
-        let mut gate = crate::hooks::door::StopGate::default();
+        let mut gate = super::hooks::StopGate::default();
         let usage_before = self.meter.totals.usage;
         for _ in 0..self.cfg.max_turns {
             if self.cancelled() {

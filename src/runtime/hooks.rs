@@ -1,4 +1,4 @@
-//! The one door of hooks into the runtime: each event's input, what its hooks' answers do, and
+//! The one door of hooks (src/hooks) into the runtime: each event's input, what its hooks' answers do, and
 //! the `hook` event of every run. The turn loop calls these methods at its fixed points and does
 //! nothing else with hooks; with no hook configured each is one check of an empty list.
 //!
@@ -15,11 +15,12 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use super::run::Ran;
-use super::{HookEvent, Hooks};
-use crate::event::{Event, HookDecision};
+use super::{Failure, Runtime, Surface};
+use crate::event::{Event, GoalResult, HookDecision};
+use crate::hooks::goal::{self, Goal, LastRun};
+use crate::hooks::run::Ran;
+use crate::hooks::{HookEvent, Hooks};
 use crate::message::ToolCall;
-use crate::runtime::{Failure, Runtime, Surface};
 use crate::store::files;
 
 /// Characters of a hook's message kept in its `hook` event.
@@ -48,7 +49,7 @@ pub struct HookState {
 }
 
 impl HookState {
-    /// The files a model's command must not change (see [`super::Files::protected`]).
+    /// The files a model's command must not change (see [`crate::hooks::Files::protected`]).
     pub(crate) fn protected(&self) -> &[std::path::PathBuf] {
         &self.protected
     }
@@ -157,7 +158,7 @@ impl Runtime {
         let input = Value::Object(input).to_string();
         for h in handlers {
             ui.progress(&format!("hook {}: {}", event.as_str(), h.command));
-            let ran = super::run::run(
+            let ran = crate::hooks::run::run(
                 &h.command,
                 input.as_bytes(),
                 &self.workspace,
@@ -533,4 +534,77 @@ fn read_json_answer(
         return (HookDecision::Block, Some(why));
     }
     (decision, shown)
+}
+
+impl Runtime {
+    /// The goal part of the Stop gate (see the module docs).
+    pub(crate) fn goal_gate(
+        &mut self,
+        gate: &mut StopGate,
+        ui: &mut dyn Surface,
+    ) -> Result<Option<String>, Failure> {
+        if self.depth() > 0 {
+            return Ok(None);
+        }
+        let goal: Goal = match goal::read(&self.session) {
+            Ok(Some(g)) => g,
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(Failure::Failed(e)),
+        };
+        gate.attempts += 1;
+        let n = gate.attempts;
+        ui.progress(&format!("goal: {}", goal.command));
+        let out = self.bash_for_person(&goal.command, goal::TIMEOUT, ui);
+        let passed = out.exit_code == Some(0) && !out.refused;
+        let kept = super::system::cut(&out.content, goal::KEPT_OUTPUT_BYTES).to_string();
+        self.emit(
+            ui,
+            Event::Hook {
+                event: "Stop".into(),
+                command: format!("--goal {}", goal.command),
+                exit_code: out.exit_code,
+                duration_ms: out.duration_ms,
+                decision: if passed {
+                    HookDecision::None
+                } else {
+                    HookDecision::Block
+                },
+                message: (!passed).then(|| crate::runtime::system::cut(&kept, 2000).to_string()),
+            },
+        );
+        let last = LastRun {
+            attempts: n,
+            passed,
+            output: kept.clone(),
+            at: crate::clock::now_rfc3339(),
+        };
+        if let Ok(lock) = self.session.lock() {
+            let g = Goal {
+                last: Some(last),
+                ..goal.clone()
+            };
+            let _ = self.session.write_json_locked(&lock, goal::FILE, &g);
+        }
+        self.guard_accept(&self.session.path(goal::FILE));
+        self.hook_state.goal = Some(GoalResult {
+            command: goal.command.clone(),
+            passed,
+            attempts: n,
+            output: (!passed).then(|| kept.clone()),
+        });
+        if passed {
+            return Ok(None);
+        }
+        if n >= goal.max_attempts {
+            return Err(Failure::Failed(format!(
+                "the goal `{}` did not pass in {n} attempt{}; its last output:\n{kept}",
+                goal.command,
+                if n == 1 { "" } else { "s" }
+            )));
+        }
+        Ok(Some(format!(
+            "[tern: the goal `{}` did not pass (attempt {n} of {}); keep working until it does. Its output:]\n{}",
+            goal.command, goal.max_attempts, out.content
+        )))
+    }
 }
