@@ -270,7 +270,11 @@ fn a_model_command_cannot_write_either_hooks_file_nor_the_trust_record() {
     );
     for mode in ["workspace-write", "danger-full-access"] {
         ws.push(vec![bash(W, "c1", &cmd), text(W, "done")]);
-        ws.ok(&["exec", "--sandbox", mode, "rewrite the hooks"]);
+        let out = ws.ok(&["exec", "--json", "--sandbox", mode, "rewrite the hooks"]);
+        // The command's result is an error that says tern put the files back.
+        let ev = stdout_json(&out);
+        let r = of(&ev, "tool_result")[0];
+        assert_eq!(r["is_error"], true, "{mode}: {r}");
         for (p, b) in [&user, &project, &trust].iter().zip(&before) {
             assert_eq!(
                 &std::fs::read(p).unwrap(),
