@@ -107,9 +107,16 @@ pub fn trust(files: &Files) -> Result<String, String> {
     t.files.insert(key_of(&u.path), u.sha256.clone());
     t.write(record)
         .map_err(|e| format!("could not record the trust: {e}"))?;
-    Ok(format!(
-        "trusted {} (sha256 {}); any change to it needs `tern hooks trust` again",
+    let mut receipt = format!(
+        "trusted {} (sha256 {}); any change to it needs `tern hooks trust` again. Its hooks:",
         u.path.display(),
         u.sha256
-    ))
+    );
+    let now = files.load();
+    for (e, m, h) in now.listing() {
+        if h.source == super::Source::Project {
+            receipt.push_str(&format!("\n  {} {m}: {}", e.as_str(), h.command));
+        }
+    }
+    Ok(crate::render::safe(&receipt).into_owned())
 }
