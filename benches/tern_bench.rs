@@ -21,6 +21,9 @@ use support::{FakeServer, Recorded, Reply};
 
 type R<T> = Result<T, String>;
 
+#[path = "sections/jail.rs"]
+mod jail_section;
+
 /// The release binary (`cargo bench` builds it with the bench profile, which inherits release).
 const TERN: &str = env!("CARGO_BIN_EXE_tern");
 
@@ -87,11 +90,15 @@ fn main() -> ExitCode {
             }
         };
     }
+    // `cargo bench -- --jail-only`: section 8 alone, printed, BENCHMARKS.md left as it is.
+    if args.iter().any(|a| a == "--jail-only") {
+        return printed(jail_section::bench_jail());
+    }
     // `cargo bench -- --sandbox-only`: section 6 alone, printed, BENCHMARKS.md left as it is.
     if args.iter().any(|a| a == "--sandbox-only") {
         return printed(bench_sandbox());
     }
-    // `cargo bench -- --hooks-only`: section 8 alone, printed (side by side with
+    // `cargo bench -- --hooks-only`: section 9 alone, printed (side by side with
     // TERN_BENCH_BASELINE when it is set).
     if args.iter().any(|a| a == "--hooks-only") {
         return printed(bench_hooks());
@@ -204,7 +211,9 @@ fn run_all() -> R<()> {
     let sandbox = bench_sandbox()?;
     eprintln!("[7/7] sub-agents …");
     let (agents, goal_agents) = bench_agents()?;
-    eprintln!("[8/8] hooks …");
+    eprintln!("[8/8] the jail …");
+    let jail = jail_section::bench_jail()?;
+    eprintln!("[9/9] hooks …");
     let hooks = bench_hooks()?;
 
     let load_after = fs::read_to_string("/proc/loadavg").unwrap_or_default();
@@ -221,6 +230,7 @@ fn run_all() -> R<()> {
     md.push_str(&peers);
     md.push_str(&sandbox);
     md.push_str(&agents);
+    md.push_str(&jail);
     md.push_str(&hooks);
 
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("BENCHMARKS.md");
@@ -796,12 +806,12 @@ fn bench_baseline(baseline: &str) -> R<String> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 8. Hooks
+// 9. Hooks
 
 /// Rounds of the hooks comparison (each arm once per round, in rotation).
 const HOOK_ROUNDS: usize = 5;
 
-/// Section 8: the 200-turn session of section 1 with no hooks configured, by this tern and (when
+/// Section 9: the 200-turn session of section 1 with no hooks configured, by this tern and (when
 /// `TERN_BENCH_BASELINE` names one) a baseline binary, side by side; and by this tern with one
 /// trivial hook (`true`) on each of the eight events. Returns the Markdown subsection.
 fn bench_hooks() -> R<String> {
@@ -880,7 +890,7 @@ fn bench_hooks() -> R<String> {
     let mut md = String::new();
     let _ = writeln!(
         md,
-        "## 8. Hooks: cost per turn\n\n\
+        "## 9. Hooks: cost per turn\n\n\
          Section 1's 200-turn session (199 bash calls of `true`, then a final answer), run \
          {HOOK_ROUNDS} times by each arm in rotation. No hooks: no hooks file exists (the turn \
          loop's hook door is one check of an empty list per call). One hook per event: \
@@ -936,9 +946,11 @@ fn drain_child(args: &[String]) -> R<()> {
         cwd: dir,
         env: &[],
         env_remove: &[],
+        pass_env: &[],
         spill_dir: &spill,
         groups: &groups,
         sandbox: None,
+        jail: None,
     };
     let t = Instant::now();
     let out = tern::tools::bash::run(&req, &cancel)?;
@@ -993,9 +1005,11 @@ fn overhead_child(args: &[String]) -> R<()> {
         cwd: dir,
         env: &[],
         env_remove: &[],
+        pass_env: &[],
         spill_dir: &spill,
         groups: &groups,
         sandbox: None,
+        jail: None,
     };
     let (mut tool, mut plain) = (Vec::new(), Vec::new());
     for _ in 0..OVERHEAD_CALLS {
@@ -1817,6 +1831,7 @@ fn sandbox_child(args: &[String]) -> R<()> {
         mode: Mode::WorkspaceWrite,
         workspace: ws.clone(),
         no_network: false,
+        network_in_namespace: false,
         draft_file: Some(session.join("plan.draft.md")),
         tmpdir: Some(folder.path().to_path_buf()),
     };
@@ -1832,9 +1847,11 @@ fn sandbox_child(args: &[String]) -> R<()> {
             cwd: &ws,
             env: &[],
             env_remove: &[],
+            pass_env: &[],
             spill_dir: &spill,
             groups: &groups,
             sandbox: sb,
+            jail: None,
         };
         let out = tern::tools::bash::run(&req, &cancel)?;
         if out.exit_code != Some(0) {

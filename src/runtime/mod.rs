@@ -16,6 +16,7 @@ pub mod plan;
 pub mod prefix;
 pub mod repair;
 mod request;
+pub mod steer;
 pub mod system;
 pub mod textcall;
 mod turn;
@@ -108,6 +109,11 @@ pub struct Config {
     pub sandbox: crate::sandbox::Mode,
     /// Commands may not connect or bind TCP (`--no-network`).
     pub no_network: bool,
+    /// What commands may reach beyond the mode's defaults, and whether they run in the jail.
+    pub reach: crate::sandbox::jail::Reach,
+    /// The program that serves as the jail's init (`tern __jail`); None: this process's own
+    /// binary (`/proc/self/exe`). Set by embedders whose process is not `tern` (the tests).
+    pub jail_exe: Option<PathBuf>,
     /// Sub-agents: how deep they may nest, how many run at once, and each child's budgets.
     pub agents: AgentLimits,
     /// The token budget of one turn (input + output tokens over its requests); a sub-agent's
@@ -161,6 +167,8 @@ impl Config {
             base_url: String::new(),
             sandbox: crate::sandbox::Mode::default(),
             no_network: false,
+            reach: crate::sandbox::jail::Reach::default(),
+            jail_exe: None,
             agents: AgentLimits::default(),
             token_budget: None,
         }
@@ -382,6 +390,9 @@ pub struct Runtime {
     /// The commands' private `TMPDIR` in a sandboxed mode: made at the first call, emptied
     /// after each.
     tmp: Option<crate::sandbox::TempFolder>,
+    /// The jail the commands run in (sandboxed modes, unless `--no-jail`): started at the first
+    /// command, shared with sub-agents whose jail would be the same, gone with the runtime.
+    jail: crate::sandbox::jail::JailSlot,
     /// A bash command ran in this runtime: what it left running is killed when the runtime
     /// ends (see the `Drop`).
     ran_commands: bool,
@@ -397,6 +408,10 @@ impl Drop for Runtime {
     fn drop(&mut self) {
         // A surface that did not end the session itself (the REPL, ACP): SessionEnd now.
         self.hook_session_end("other", &mut Quiet);
+        // In a jail, what the commands left running dies with it (its PID namespace).
+        if matches!(self.jail, crate::sandbox::jail::JailSlot::Running(_)) {
+            return;
+        }
         if self.ran_commands && (self.lease.is_some() || held_elsewhere(&self.session).is_none()) {
             crate::tools::bash::kill_orphans(&self.session.dir);
         }
@@ -412,13 +427,18 @@ impl Runtime {
         system: String,
         history: Vec<Message>,
     ) -> Runtime {
-        let sandbox = crate::sandbox::Setting::probe(parts.cfg.sandbox, parts.cfg.no_network);
+        let sandbox = crate::sandbox::Setting::probe(
+            parts.cfg.sandbox,
+            parts.cfg.no_network,
+            !parts.cfg.reach.no_jail,
+        );
         Runtime {
             session,
             sandbox,
             guard: None,
             listings: Vec::new(),
             tmp: None,
+            jail: crate::sandbox::jail::JailSlot::Unstarted,
             ran_commands: false,
             hook_state: Default::default(),
             workspace: parts.workspace,
@@ -652,7 +672,7 @@ impl Runtime {
 
     /// The state folder: the parent of the topmost `sessions` folder above this session (a
     /// sub-agent's folder lies deeper, under its parent's `agents/`).
-    fn state_root(&self) -> Option<PathBuf> {
+    pub(crate) fn state_root(&self) -> Option<PathBuf> {
         self.session
             .dir
             .ancestors()
@@ -903,6 +923,10 @@ impl Runtime {
                 self.lease = Some(l);
                 // What a crashed writer left: no atomic write is in flight under the lock.
                 self.session.remove_stray_temps()?;
+                // A steer delivered just before a crash is not delivered twice (nor summarised
+                // away by a compaction first and then sent again).
+                // Best effort: the delivery itself checks the history again.
+                let _ = steer::sweep(&self.session, &self.prefix.history);
                 Ok(())
             }
             Err(h) => Err(Failure::Failed(held_message(&self.session.id, h.pid))),
