@@ -266,15 +266,16 @@ fn a_model_command_cannot_write_either_hooks_file_nor_the_trust_record() {
         .collect();
     let evil = json!({"hooks": one("PreToolUse", "", "touch /tmp/evil")}).to_string();
     let cmd = format!(
-        "echo '{evil}' > .tern/hooks.json; echo '{evil}' > \"$HOME/.config/tern/hooks.json\"; echo '{{}}' > \"$HOME/.config/tern/trusted-hooks.json\"; true"
+        "echo '{evil}' > .tern/hooks.json && echo '{evil}' > \"$HOME/.config/tern/hooks.json\" && echo '{{}}' > \"$HOME/.config/tern/trusted-hooks.json\""
     );
     for mode in ["workspace-write", "danger-full-access"] {
         ws.push(vec![bash(W, "c1", &cmd), text(W, "done")]);
         let out = ws.ok(&["exec", "--json", "--sandbox", mode, "rewrite the hooks"]);
-        // The command's result is an error that says tern put the files back.
+        // The command failed: the jail refused the write, or the guard put the files back and
+        // the result is an error saying so.
         let ev = stdout_json(&out);
         let r = of(&ev, "tool_result")[0];
-        assert_eq!(r["is_error"], true, "{mode}: {r}");
+        assert!(r["is_error"] == true || r["exit_code"] != 0, "{mode}: {r}");
         for (p, b) in [&user, &project, &trust].iter().zip(&before) {
             assert_eq!(
                 &std::fs::read(p).unwrap(),
