@@ -387,6 +387,9 @@ pub struct Runtime {
     /// The folders tern only adds to (this session's `archive/` and `agents/`, the state
     /// folder's `sessions/`), watched with the guard for entries a command removed.
     listings: Vec<crate::sandbox::Listing>,
+    /// Other sessions' files (fallback without a jail): a command's change to them is detected
+    /// and named, never undone (another pane may be running that session).
+    others: Option<crate::sandbox::Snapshot>,
     /// The commands' private `TMPDIR` in a sandboxed mode: made at the first call, emptied
     /// after each.
     tmp: Option<crate::sandbox::TempFolder>,
@@ -437,6 +440,7 @@ impl Runtime {
             sandbox,
             guard: None,
             listings: Vec::new(),
+            others: None,
             tmp: None,
             jail: crate::sandbox::jail::JailSlot::Unstarted,
             ran_commands: false,
@@ -652,6 +656,11 @@ impl Runtime {
 
     /// Accepts the state files as tern itself just left them (after each of its own writes).
     pub(crate) fn guard_refresh(&mut self) {
+        self.others = Some(crate::sandbox::Snapshot::take_kept(
+            self.other_session_files()
+                .into_iter()
+                .map(|p| (p, crate::sandbox::Keep::Detect)),
+        ));
         match &mut self.guard {
             Some(g) => g.refresh(),
             None => {
@@ -668,6 +677,70 @@ impl Runtime {
                     .collect();
             }
         }
+    }
+
+    /// The files of the state folder's other sessions that a resume trusts (history, system
+    /// prompt, To-do, plan, metadata), for the fallback guard.
+    fn other_session_files(&self) -> Vec<PathBuf> {
+        let Some(root) = self.state_root() else {
+            return Vec::new();
+        };
+        let Ok(rd) = std::fs::read_dir(root.join("sessions")) else {
+            return Vec::new();
+        };
+        let mine: Vec<PathBuf> = self
+            .session
+            .dir
+            .ancestors()
+            .map(std::path::Path::to_path_buf)
+            .collect();
+        let mut out = Vec::new();
+        for e in rd.flatten() {
+            let dir = e.path();
+            if mine.contains(&dir) || !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            for f in [
+                files::CONVERSATION,
+                files::SYSTEM,
+                files::LEDGER,
+                files::PLAN,
+                files::PLAN_STATE,
+                files::META,
+            ] {
+                out.push(dir.join(f));
+            }
+        }
+        out
+    }
+
+    /// Other sessions whose files changed since the last look, as `id (files)`, leaving out
+    /// sessions another live process holds (their own turn writes them).
+    fn others_changed(&mut self) -> Vec<String> {
+        let Some(snap) = &self.others else {
+            return Vec::new();
+        };
+        let mut by_session: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        for c in snap.changes() {
+            let (Some(dir), Some(name)) = (c.path.parent(), c.path.file_name()) else {
+                continue;
+            };
+            let id = dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if held_elsewhere(&Session::at(&id, dir.to_path_buf())).is_some() {
+                continue;
+            }
+            by_session
+                .entry(id)
+                .or_default()
+                .push(name.to_string_lossy().into_owned());
+        }
+        by_session
+            .into_iter()
+            .map(|(id, f)| format!("{id} ({})", f.join(", ")))
+            .collect()
     }
 
     /// The state folder: the parent of the topmost `sessions` folder above this session (a
@@ -801,6 +874,28 @@ impl Runtime {
     /// `read-only`; in the other modes this is how they are refused.
     pub(crate) fn guard_check(&mut self) -> Option<String> {
         self.guard.as_ref()?;
+        let others = self.others_changed();
+        let msg = self.guard_check_own();
+        if others.is_empty() {
+            return msg;
+        }
+        self.others = Some(crate::sandbox::Snapshot::take_kept(
+            self.other_session_files()
+                .into_iter()
+                .map(|p| (p, crate::sandbox::Keep::Detect)),
+        ));
+        let note = format!(
+            "this command changed other sessions' files, which are tern's: {}. tern keeps no copy of them, so they are not put back: review those sessions before resuming them.",
+            others.join("; ")
+        );
+        Some(match msg {
+            Some(m) => format!("{m} {note}"),
+            None => note,
+        })
+    }
+
+    /// [`Runtime::guard_check`] for this session's own files.
+    fn guard_check_own(&mut self) -> Option<String> {
         // First, so the fingerprints below are taken along the real path again.
         let unlinked = self.unlink_structure();
         let changes = self.guard.as_ref()?.changes();
