@@ -166,6 +166,10 @@ pub enum Event {
         /// events written before the sandbox).
         #[serde(default)]
         sandbox: crate::sandbox::Setting,
+        /// The project's hooks file when it exists and is not trusted (its hooks do not run
+        /// until `tern hooks trust`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        untrusted_hooks: Option<String>,
     },
     /// A turn began; `prompt` is empty when it continues the stored history.
     TurnStart {
@@ -393,8 +397,47 @@ pub enum Event {
         /// The failure, if any.
         error: Option<String>,
     },
+    /// A hook ran (one per command: `tern hooks` lists them).
+    Hook {
+        /// The hook event: `SessionStart`, `UserPromptSubmit`, `PreToolUse`, `PostToolUse`,
+        /// `Stop`, `SubagentStop`, `PreCompact`, `SessionEnd`.
+        event: String,
+        /// The command as configured.
+        command: String,
+        /// Its exit code; null when it timed out, was interrupted, died of a signal or did not
+        /// start.
+        exit_code: Option<i32>,
+        /// Its wall time in milliseconds.
+        duration_ms: u64,
+        /// What it decided.
+        decision: HookDecision,
+        /// What it said that counts (the reason, stderr of a block or a failure), cut to 2,000
+        /// characters.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
     /// The last event of `tern exec`, also on failure and Ctrl-C.
     Result(ResultFields),
+}
+
+/// What one hook run decided (Claude Code's exit codes and JSON fields).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookDecision {
+    /// Exit 0 with no decision: the work goes on.
+    None,
+    /// `permissionDecision: allow` (or the older `decision: approve`): no approval question.
+    Allow,
+    /// `permissionDecision: deny`: the call does not run; the model reads the reason.
+    Deny,
+    /// `permissionDecision: ask`: the person is asked.
+    Ask,
+    /// Exit 2 or `decision: block`: blocked (the event says what that means).
+    Block,
+    /// `continue: false`: the turn stops.
+    Stop,
+    /// Any other exit code, a timeout, a hook that did not start: a warning; the work goes on.
+    Error,
 }
 
 /// The fields of a `result` event.
@@ -404,6 +447,9 @@ pub struct ResultFields {
     pub status: Ending,
     /// The final answer (empty on failure).
     pub text: String,
+    /// The `--goal` of the turn, when one was set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goal: Option<GoalResult>,
     /// The failure, if any.
     pub error: Option<String>,
     /// The process exit code (DESIGN.md §8).
@@ -411,6 +457,20 @@ pub struct ResultFields {
     /// Totals of this process's requests; absent before a session existed.
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub totals: Option<ResultTotals>,
+}
+
+/// How a `--goal` ended, in the `result` event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GoalResult {
+    /// The goal's command.
+    pub command: String,
+    /// Its last run exited 0.
+    pub passed: bool,
+    /// Times it ran in this turn.
+    pub attempts: u32,
+    /// Its last output (shaped like a tool result) when it did not pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
 }
 
 /// The totals a `result` carries once a runtime existed.
@@ -459,6 +519,7 @@ impl Event {
         "agent_end",
         "error",
         "turn_end",
+        "hook",
         "result",
     ];
 
@@ -485,6 +546,7 @@ impl Event {
             Event::AgentEnd { .. } => "agent_end",
             Event::Error { .. } => "error",
             Event::TurnEnd { .. } => "turn_end",
+            Event::Hook { .. } => "hook",
             Event::Result(_) => "result",
         }
     }
@@ -512,6 +574,7 @@ impl Event {
                     enforced: true,
                     jail: true,
                 },
+                untrusted_hooks: Some(s(".tern/hooks.json")),
             },
             Event::TurnStart { prompt: s("hi") },
             Event::Steer {
@@ -637,9 +700,23 @@ impl Event {
                 requests: 1,
                 error: None,
             },
+            Event::Hook {
+                event: s("PreToolUse"),
+                command: s("./guard.sh"),
+                exit_code: Some(2),
+                duration_ms: 4,
+                decision: HookDecision::Block,
+                message: Some(s("no rm")),
+            },
             Event::Result(ResultFields {
                 status: Ending::Completed,
                 text: s("done"),
+                goal: Some(GoalResult {
+                    command: s("make check"),
+                    passed: true,
+                    attempts: 1,
+                    output: Some(s("[exit 0]")),
+                }),
                 error: None,
                 exit_code: 0,
                 totals: Some(ResultTotals {

@@ -379,6 +379,7 @@ impl Launcher {
             self.state.set_current(&session.id)?;
         }
         let mut rt = Runtime::assemble(session, parts, system, Vec::new());
+        self.give_hooks(&mut rt);
         rt.begin(ui, false, None)?;
         Ok(rt)
     }
@@ -466,6 +467,7 @@ impl Launcher {
         let system = session.read_text(files::SYSTEM)?.unwrap_or_default();
         let parts = self.parts(route)?;
         let mut rt = Runtime::assemble(session, parts, system, Vec::new());
+        self.give_hooks(&mut rt);
         rt.begin(ui, true, Some((&before, was_interrupted)))?;
         for n in notes {
             rt.emit(ui, Event::warning(n));
@@ -552,8 +554,22 @@ impl Launcher {
             s.append_messages_locked(lock, &spec.history)
         })?;
         let mut rt = Runtime::assemble(session, parts, spec.system, spec.history);
+        self.give_hooks(&mut rt);
         rt.begin(ui, false, None)?;
         Ok(rt)
+    }
+}
+
+impl Launcher {
+    /// The hooks files of this workspace (the person's, the project's, the trust record).
+    pub fn hook_files(&self) -> crate::hooks::Files {
+        crate::hooks::Files::new(&self.state.root, &self.env)
+    }
+
+    /// Loads the hooks (a snapshot, as Claude Code takes one at start-up) into `rt`.
+    fn give_hooks(&self, rt: &mut Runtime) {
+        let files = self.hook_files();
+        rt.set_hooks(files.load(), files.protected());
     }
 }
 
@@ -588,6 +604,7 @@ impl Runtime {
         resumed: bool,
         before: Option<(&Meta, bool)>,
     ) -> Result<(), Failure> {
+        let untrusted = self.hooks().untrusted.clone();
         self.emit(
             ui,
             Event::SessionStart {
@@ -595,8 +612,16 @@ impl Runtime {
                 model: self.cfg.model.clone(),
                 resumed,
                 sandbox: self.sandbox(),
+                untrusted_hooks: untrusted.as_ref().map(|u| u.path.display().to_string()),
             },
         );
+        // Hooks that do not run are never skipped silently: the untrusted file is named in
+        // `session_start` (surfaces show it), the rest as warnings.
+        if self.depth() == 0 {
+            for n in self.hooks().notes.clone() {
+                self.emit(ui, Event::warning(format!("hooks: {n}")));
+            }
+        }
         if self.cfg.sandbox == crate::sandbox::Mode::WorkspaceWrite
             && self.depth() == 0
             && let Some(what) = wide_workspace(&self.workspace)

@@ -13,6 +13,7 @@ pub mod domain;
 pub mod event;
 pub mod exec;
 pub mod fleet;
+pub mod hooks;
 pub mod launcher;
 /// `println!` that never panics: a closed stdout (`tern … | head`) must not stop a turn.
 #[macro_export]

@@ -81,6 +81,27 @@ struct SessionArgs {
     no_jail: bool,
 }
 
+/// `tern exec` as a worker of a scheduler (GNU parallel, a Kubernetes Job, xargs), and its goal.
+#[derive(Args, Clone)]
+struct WorkerArgs {
+    /// A command that must pass (exit 0) before the turn counts as completed: run in the sandbox
+    /// after each final answer; its failing output goes back to the model.
+    #[arg(long)]
+    goal: Option<String>,
+    /// Runs of --goal allowed before the turn fails.
+    #[arg(long, default_value_t = tern::hooks::goal::DEFAULT_ATTEMPTS, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    goal_attempts: u32,
+    /// Run in DIR (the workspace is found from there).
+    #[arg(long = "cd", value_name = "DIR")]
+    cd: Option<PathBuf>,
+    /// Write the final answer to FILE (atomically) when the run completes.
+    #[arg(long, value_name = "FILE")]
+    output_last_message: Option<PathBuf>,
+    /// The whole run's wall time in seconds; past it the run stops (budget_exhausted, exit 1).
+    #[arg(long, value_name = "S", allow_negative_numbers = true, value_parser = u64_in(1..=604_800))]
+    max_wall_time: Option<u64>,
+}
+
 #[derive(Args, Clone)]
 struct StateArgs {
     /// State folder to use instead of <workspace>/.tern [env: TERN_STATE_DIR].
@@ -361,6 +382,8 @@ enum Cmd {
         model: ModelArgs,
         #[command(flatten)]
         state: StateArgs,
+        #[command(flatten)]
+        worker: WorkerArgs,
     },
     /// Speak the Agent Client Protocol (ACP v1) on stdin/stdout, for editors (Zed, Neovim, …).
     ///
@@ -470,6 +493,16 @@ enum Cmd {
         #[command(subcommand)]
         cmd: SandboxCmd,
     },
+    /// The hooks that run here (~/.config/tern/hooks.json, .tern/hooks.json) and their trust.
+    Hooks {
+        #[command(subcommand)]
+        cmd: Option<HooksCmd>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        state: StateArgs,
+    },
     /// List the op table: every verb and its slash command.
     Ops {
         /// Print JSON.
@@ -506,6 +539,16 @@ enum FleetCmd {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        state: StateArgs,
+    },
+}
+
+#[derive(Subcommand)]
+enum HooksCmd {
+    /// Trust the project's .tern/hooks.json as it is now (by its SHA-256): its hooks run from
+    /// the next session on; any change needs trust again.
+    Trust {
         #[command(flatten)]
         state: StateArgs,
     },
@@ -753,6 +796,7 @@ fn main() -> ExitCode {
             | Cmd::Sessions { .. }
             | Cmd::Steer { .. }
             | Cmd::Fleet { .. }
+            | Cmd::Hooks { .. }
             | Cmd::Sandbox { .. },
         ) => false,
     };
@@ -823,7 +867,8 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
             max_turns,
             session,
             model,
-            state,
+            mut state,
+            worker,
         } => {
             let fail = |e: &str, code: i32| {
                 tern::errln!("tern: {e}");
@@ -832,6 +877,15 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
                 }
                 code
             };
+            // Paths given on the command line stay relative to where tern was started.
+            let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+            let output_last_message = worker.output_last_message.map(|p| here.join(p));
+            state.state_dir = state.state_dir.map(|p| here.join(p));
+            if let Some(dir) = &worker.cd
+                && let Err(e) = std::env::set_current_dir(dir)
+            {
+                return fail(&format!("--cd {}: {e}", dir.display()), 2);
+            }
             let mut cfg = model.config(Approval::Auto, max_turns);
             if let Err(e) = session.policy(&mut cfg, &ctx.env, Approval::Auto) {
                 return fail(&e, 2);
@@ -846,6 +900,9 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
                     prompt,
                     json,
                     continues: session.continues(),
+                    goal: worker.goal.map(|g| (g, worker.goal_attempts)),
+                    output_last_message,
+                    max_wall_time: worker.max_wall_time.map(Duration::from_secs),
                 },
             )
         }
@@ -986,6 +1043,34 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
             verb(ctx, "sessions", None, &target, false)
         }
         Cmd::Ops { json } => tern::cli::ops(json),
+        Cmd::Hooks { cmd, json, state } => {
+            let (state, trust) = match cmd {
+                Some(HooksCmd::Trust { state: s }) => {
+                    (if s.state_dir.is_some() { s } else { state }, true)
+                }
+                None => (state, false),
+            };
+            match ctx.verb_launcher(&state) {
+                Ok(l) if trust => match tern::hooks::cli::trust(&l.hook_files()) {
+                    Ok(receipt) => {
+                        tern::outln!("{receipt}");
+                        0
+                    }
+                    Err(e) => {
+                        tern::errln!("tern: {e}");
+                        1
+                    }
+                },
+                Ok(l) => {
+                    tern::outln!("{}", tern::hooks::cli::list(&l.hook_files(), json));
+                    0
+                }
+                Err(e) => {
+                    tern::errln!("tern: {e}");
+                    e.code
+                }
+            }
+        }
         Cmd::Fleet { cmd } => {
             let (json, state, check) = match cmd {
                 FleetCmd::List { json, state } => (json, state, false),

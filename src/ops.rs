@@ -48,6 +48,8 @@ pub enum OpId {
     Help,
     /// `quit`
     Quit,
+    /// `goal`
+    Goal,
 }
 
 impl OpId {
@@ -69,6 +71,7 @@ impl OpId {
             OpId::Resume => "resume",
             OpId::Help => "help",
             OpId::Quit => "quit",
+            OpId::Goal => "goal",
         }
     }
 }
@@ -265,6 +268,14 @@ pub const OPS: &[Op] = &[
         Access::Read,
         "the op table",
         "list these operations",
+    ),
+    op(
+        OpId::Goal,
+        "exec --goal",
+        "/goal",
+        Access::Write,
+        "the goal set, cleared or shown",
+        "a command that must pass before a turn completes (/goal CMD [--attempts N], /goal off)",
     ),
     op(
         OpId::Quit,
@@ -603,7 +614,7 @@ fn dispatch(
     ui: &mut dyn Surface,
 ) -> Result<OpOutput, OpError> {
     let need = || session.ok_or_else(|| OpError::Usage("no session".to_string()));
-    if arg.is_some() && !matches!(op.id, OpId::PlanDraft | OpId::Resume) {
+    if arg.is_some() && !matches!(op.id, OpId::PlanDraft | OpId::Resume | OpId::Goal) {
         return Err(OpError::Usage(format!(
             "{} takes no argument (see /help)",
             op.slash
@@ -661,6 +672,7 @@ fn dispatch(
             rows: sessions(&target.launcher.state)?,
         }),
         OpId::Help => Ok(OpOutput::Help),
+        OpId::Goal => goal_op(need()?, arg).map(done),
         OpId::Resume | OpId::Quit => Err(OpError::Usage(format!("{} is a REPL command", op.slash))),
     }
 }
@@ -1010,6 +1022,37 @@ fn render_sessions(root: &std::path::Path, rows: &[SessionRow]) -> String {
     out.trim_end().to_string()
 }
 
+/// `/goal`: shows the goal; `/goal CMD [--attempts N]` sets it; `/goal off` clears it.
+fn goal_op(s: &Session, arg: Option<&str>) -> Result<String, OpError> {
+    use crate::hooks::goal;
+    let Some(arg) = arg.map(str::trim).filter(|a| !a.is_empty()) else {
+        return Ok(match goal::read(s).map_err(OpError::Failed)? {
+            Some(g) => goal::status_line(&g),
+            None => "no goal set (/goal CMD sets one)".into(),
+        });
+    };
+    if matches!(arg, "off" | "clear" | "none") {
+        goal::set(s, None)?;
+        return Ok("goal cleared".into());
+    }
+    let (cmd, attempts) = match arg.rsplit_once("--attempts") {
+        Some((c, n)) if !c.trim().is_empty() => {
+            let n: u32 = n
+                .trim()
+                .parse()
+                .ok()
+                .filter(|n| (1..=1000).contains(n))
+                .ok_or_else(|| OpError::Usage("--attempts takes a number from 1 to 1000".into()))?;
+            (c.trim(), n)
+        }
+        _ => (arg, goal::DEFAULT_ATTEMPTS),
+    };
+    goal::set(s, Some((cmd, attempts)))?;
+    Ok(format!(
+        "goal set: `{cmd}` must pass (exit 0) before a turn completes; {attempts} attempts per turn"
+    ))
+}
+
 /// The op table as text (`tern ops`, `/help`).
 pub fn help() -> String {
     let cli = |o: &Op| {
@@ -1064,6 +1107,7 @@ mod tests {
             OpId::Resume,
             OpId::Help,
             OpId::Quit,
+            OpId::Goal,
         ];
         assert_eq!(ids.len(), OPS.len());
         for id in ids {

@@ -78,6 +78,7 @@ pub fn print_sessionless_result(error: &str, code: i32) {
         Event::Result(crate::event::ResultFields {
             status: crate::event::Ending::Failed,
             text: String::new(),
+            goal: None,
             error: Some(error.to_string()),
             exit_code: code,
             totals: None,
@@ -330,6 +331,11 @@ pub fn describe(env: &Envelope) -> Option<String> {
         ),
         Event::Warning { message } => format!("warning: {message}"),
         Event::Steer { text, .. } => format!("steered in: {}", text.trim()),
+        Event::Hook { .. } => return crate::hooks::run_line(&env.event),
+        Event::SessionStart {
+            untrusted_hooks: Some(path),
+            ..
+        } => crate::hooks::untrusted_line(path),
         Event::Repair {
             dropped_lines,
             torn_tail,

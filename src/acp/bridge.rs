@@ -138,8 +138,8 @@ impl Mode {
 }
 
 /// The ops offered as the client's commands (ACP v1, slash commands), by slash name.
-pub const COMMANDS: [&str; 7] = [
-    "plan", "confirm", "cancel", "clear", "compact", "status", "relay",
+pub const COMMANDS: [&str; 8] = [
+    "plan", "confirm", "cancel", "clear", "compact", "status", "relay", "goal",
 ];
 
 /// The available commands: [`COMMANDS`] with their op table help.
@@ -1248,6 +1248,20 @@ impl Surface for AcpSurface<'_> {
             Event::Steer { text, .. } => self.send(SessionUpdate::UserMessageChunk {
                 content: TextBlock::new(text.clone()),
             }),
+            Event::SessionStart {
+                untrusted_hooks: Some(path),
+                ..
+            } => {
+                // Logs go to stderr; the client sees the event through `_tern/events`.
+                crate::errln!("tern acp: {}", crate::hooks::untrusted_line(path));
+            }
+            Event::Hook { .. } => {
+                if let Some(line) = crate::output::describe(env) {
+                    self.send(SessionUpdate::AgentThoughtChunk {
+                        content: TextBlock::new(format!("{line}\n")),
+                    });
+                }
+            }
             Event::WorkUpdate { .. } => {
                 if let Some(l) = read_ledger(&self.session) {
                     self.send(SessionUpdate::Plan {

@@ -591,6 +591,12 @@ pub enum SessionUpdate {
         /// The text.
         content: TextBlock,
     },
+    /// The agent's own notes (ACP v1, prompt turn: `agent_thought_chunk`): tern sends each
+    /// `hook` run here.
+    AgentThoughtChunk {
+        /// The text.
+        content: TextBlock,
+    },
     /// A new tool call (ACP v1, tool calls: "Creating").
     ToolCall(ToolCall),
     /// A change to a tool call (ACP v1, tool calls: "Updating").

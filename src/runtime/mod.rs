@@ -11,6 +11,7 @@ pub mod agent;
 mod answer;
 pub mod compact;
 mod dispatch;
+pub mod hooks;
 pub mod plan;
 pub mod prefix;
 pub mod repair;
@@ -408,6 +409,8 @@ pub struct Runtime {
     /// A bash command ran in this runtime: what it left running is killed when the runtime
     /// ends (see the `Drop`).
     ran_commands: bool,
+    /// The person's hooks and the goal's outcome (src/hooks; the door is `runtime::hooks`).
+    pub(crate) hook_state: hooks::HookState,
 }
 
 /// What the commands of this runtime left running (a background job, a daemon: found by the
@@ -416,6 +419,8 @@ pub struct Runtime {
 /// another process holds the session: those are its commands.
 impl Drop for Runtime {
     fn drop(&mut self) {
+        // A surface that did not end the session itself (the REPL, ACP): SessionEnd now.
+        self.hook_session_end("other", &mut Quiet);
         // In a jail, what the commands left running dies with it (its PID namespace).
         if matches!(self.jail, crate::sandbox::jail::JailSlot::Running(_)) {
             return;
@@ -449,6 +454,7 @@ impl Runtime {
             tmp: None,
             jail: crate::sandbox::jail::JailSlot::Unstarted,
             ran_commands: false,
+            hook_state: Default::default(),
             workspace: parts.workspace,
             cfg: parts.cfg,
             cancel: parts.cancel,
@@ -500,6 +506,11 @@ impl Runtime {
     /// What commands may write in this runtime.
     pub fn sandbox(&self) -> crate::sandbox::Setting {
         self.sandbox
+    }
+
+    /// The registry the running commands' (and hooks') process groups go in.
+    pub(crate) fn process_groups(&self) -> &ProcessGroups {
+        &self.groups
     }
 
     /// The parent session of a sub-agent.
@@ -639,9 +650,17 @@ impl Runtime {
             (files::SYSTEM, Keep::Copy),
             (files::META, Keep::Copy),
             (files::EVENTS, Keep::Append),
+            (crate::hooks::goal::FILE, Keep::Copy),
         ]
         .iter()
         .map(|(n, k)| (self.session.path(n), *k))
+        .chain(
+            // The hooks files and the trust record run as the person's code: never the model's.
+            self.hook_state
+                .protected()
+                .iter()
+                .map(|p| (p.clone(), Keep::Copy)),
+        )
         .collect()
     }
 
@@ -1072,6 +1091,7 @@ impl Runtime {
             Event::Result(ResultFields {
                 status,
                 text,
+                goal: self.hook_state.goal.clone(),
                 error,
                 exit_code: code,
                 totals: Some(self.result_totals()),

@@ -36,6 +36,7 @@ impl Runtime {
     /// Runs one turn for `prompt` (empty: continue from the stored history, e.g. after resume).
     pub fn run_turn(&mut self, prompt: &str, ui: &mut dyn Surface) -> TurnOutcome {
         let requests_before = self.meter.totals.requests;
+        self.hook_state.goal = None;
         self.begin_turn(prompt, ui)?;
         let outcome = match self.steps(ui) {
             // A cancel by a budget (a sub-agent's wall time) is no interrupt by a person.
@@ -55,10 +56,14 @@ impl Runtime {
         };
         let mut repeats = 0;
         let mut unrun = false;
+        let mut gate = super::hooks::StopGate::default();
         let usage_before = self.meter.totals.usage;
         for _ in 0..self.cfg.max_turns {
             if self.cancelled() {
                 return Err(Failure::Interrupted);
+            }
+            if let Some(f) = self.hook_stopped() {
+                return Err(f);
             }
             if let Some(budget) = self.cfg.token_budget {
                 let used = self.meter.totals.usage.since(&usage_before);
@@ -154,7 +159,14 @@ impl Runtime {
                     // Steered while the model answered: the model reads it before the turn ends.
                     continue;
                 }
-                return Ok(text);
+                // The person's Stop hooks and the goal may send the model back to work.
+                match self.stop_gate(&text, &mut gate, ui)? {
+                    Some(next) => {
+                        self.store(vec![Message::user(next)])?;
+                        continue;
+                    }
+                    None => return Ok(text),
+                }
             }
             unrun = false;
             repeats = if self.run_calls(calls, ui)? {
@@ -296,6 +308,14 @@ impl Runtime {
         }
         // Hold first: only the process holding the session may reload (and repair) it.
         self.hold()?;
+        // The person's hooks see the prompt before it is stored; a refused one changes nothing.
+        let stored = match self.hook_prompt(prompt, ui) {
+            Ok(p) => p,
+            Err(e) => {
+                self.release();
+                return Err(e);
+            }
+        };
         let started = (|| -> Result<(), Failure> {
             self.session.update_meta(|m| {
                 m.status = Status::Running;
@@ -306,7 +326,7 @@ impl Runtime {
             })?;
             self.sync_from_disk(ui)?;
             if !prompt.trim().is_empty() {
-                self.store(vec![Message::user(prompt)])?;
+                self.store(vec![Message::user(stored)])?;
             }
             // The state files as this turn starts are tern's baseline for the sandbox guard.
             self.guard_refresh();

@@ -360,6 +360,8 @@ enum Verb {
     Text,
     /// `tern chat --resume ID`: a REPL on that session.
     Resume,
+    /// A flag of `tern exec` (`--goal`): the REPL's receipt, the flag's `result`.
+    Flag,
     /// No CLI verb (`cli` is empty).
     None,
 }
@@ -373,6 +375,7 @@ fn verb_kind(op: &tern::ops::Op) -> Verb {
         | "plan.clear" | "compact" | "relay" => Verb::Receipt,
         "status" | "stats" | "sessions" | "help" => Verb::Text,
         "resume" => Verb::Resume,
+        "goal" => Verb::Flag,
         other => panic!("op {other} has no parity check: add it to tests/repl.rs"),
     }
 }
@@ -434,6 +437,7 @@ fn ops_parity_every_op_same_receipt_from_verb_and_slash() {
         ("sessions", None),
         ("help", None),
         ("resume", None),
+        ("goal", Some("true")),
         ("quit", None),
     ];
     let mut covered = BTreeSet::new();
@@ -541,6 +545,40 @@ fn ops_parity_every_op_same_receipt_from_verb_and_slash() {
                     "{step}"
                 );
                 assert!(cli.stderr.contains(&format!("resumed session {}", a.first)));
+            }
+            Verb::Flag => {
+                // `/goal CMD` sets the session's goal; `tern exec --goal CMD` sets it and runs
+                // it at the end of its turn: the same goal.json either way.
+                let mut cmd = a.tern();
+                cmd.args(["exec", "--continue", "--json", "--goal", arg.unwrap_or("")])
+                    .arg("go on");
+                let cli = ok(cmd, "");
+                let result: Value =
+                    serde_json::from_str(cli.stdout.lines().last().unwrap_or("")).unwrap();
+                assert_eq!(result["goal"]["passed"], true, "{step}: {cli:?}");
+                let mut cmd = b.tern();
+                cmd.args(["chat", "--continue"]);
+                let repl = ok(cmd, &format!("{} {}\ngo on\n", op.slash, arg.unwrap_or("")));
+                assert!(repl.stdout.contains("goal set"), "{step}: {repl:?}");
+                // The REPL's turn ran the goal too.
+                assert!(
+                    repl.stderr.contains("hook Stop `--goal true`: ok"),
+                    "{step}: {repl:?}"
+                );
+                let goal = |s: &Side| {
+                    let g: Value = serde_json::from_str(
+                        &std::fs::read_to_string(s.ws.current_dir().join("goal.json")).unwrap(),
+                    )
+                    .unwrap();
+                    (g["command"].clone(), g["max_attempts"].clone())
+                };
+                assert_eq!(goal(&a), goal(&b), "{step}");
+                // Cleared again, so later steps see the same sessions.
+                for s in [&a, &b] {
+                    let mut cmd = s.tern();
+                    cmd.args(["chat", "--continue"]);
+                    ok(cmd, &format!("{} off\n", op.slash));
+                }
             }
             Verb::None => {
                 // /quit leaves before reading the next line.
