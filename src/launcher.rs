@@ -150,6 +150,8 @@ impl Launcher {
         config: Config,
         process: &Process,
     ) -> Launcher {
+        let mut config = config;
+        config.checkpoints = crate::checkpoint::Limits::from_env(&env);
         Launcher {
             state,
             env,
@@ -594,6 +596,7 @@ impl Runtime {
                 )),
             );
         }
+        self.checkpoint(crate::checkpoint::Moment::Open, ui);
         let Some((meta, was_interrupted)) = before else {
             self.note_disk();
             return Ok(());

@@ -112,6 +112,8 @@ pub struct Config {
     /// The token budget of one turn (input + output tokens over its requests); a sub-agent's
     /// comes from [`AgentLimits::token_budget`]. None: no budget.
     pub token_budget: Option<u64>,
+    /// The checkpoint store's limits (`TERN_CHECKPOINT_*`).
+    pub checkpoints: crate::checkpoint::Limits,
 }
 
 /// Sub-agent limits (`--agent-depth`, `--agents-parallel`, `--agent-max-turns`,
@@ -162,6 +164,7 @@ impl Config {
             no_network: false,
             agents: AgentLimits::default(),
             token_budget: None,
+            checkpoints: crate::checkpoint::Limits::default(),
         }
     }
 }
@@ -384,6 +387,8 @@ pub struct Runtime {
     /// A bash command ran in this runtime: what it left running is killed when the runtime
     /// ends (see the `Drop`).
     ran_commands: bool,
+    /// The turn's checkpoint state (the door: [`Runtime::checkpoint`]).
+    pub(crate) checkpoints: crate::checkpoint::Tracker,
 }
 
 /// What the commands of this runtime left running (a background job, a daemon: found by the
@@ -415,6 +420,7 @@ impl Runtime {
             listings: Vec::new(),
             tmp: None,
             ran_commands: false,
+            checkpoints: crate::checkpoint::Tracker::default(),
             workspace: parts.workspace,
             cfg: parts.cfg,
             cancel: parts.cancel,

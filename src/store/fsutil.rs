@@ -180,7 +180,7 @@ pub fn copy_atomic(src: &Path, dst: &Path) -> io::Result<()> {
 
 /// fsyncs a folder so a rename or a new file in it is durable; errors are ignored (some
 /// filesystems refuse it, and the data itself was already synced).
-fn sync_dir(dir: &Path) {
+pub fn sync_dir(dir: &Path) {
     if let Ok(d) = File::open(dir) {
         let _ = d.sync_all();
     }

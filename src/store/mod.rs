@@ -84,6 +84,50 @@ impl StateDir {
         create_in(&self.root.join("sessions"), meta)
     }
 
+    /// Creates a session whose files `fill` writes, then moves it into `sessions/` in one
+    /// rename (the commit point): a crash before leaves no session, only a `sessions/.tmp-session-*`
+    /// folder, removed by the next staged creation. Held under the state folder's lock.
+    pub fn create_session_staged(
+        &self,
+        mut meta: Meta,
+        fill: impl FnOnce(&Session) -> io::Result<()>,
+    ) -> io::Result<Session> {
+        self.init()?;
+        let sessions = self.root.join("sessions");
+        // A tempfile's prefix: the guard's watch of `sessions/` skips these names.
+        let staged_prefix = format!("{}session-", fsutil::TEMP_PREFIX);
+        let _lock = root_lock(&self.root)?;
+        if let Ok(rd) = std::fs::read_dir(&sessions) {
+            for e in rd.flatten() {
+                if e.file_name().to_string_lossy().starts_with(&staged_prefix) {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+        let mut id = crate::clock::new_session_id();
+        while sessions.join(&id).exists() {
+            id = crate::clock::new_session_id();
+        }
+        let staged = sessions.join(format!("{staged_prefix}{id}"));
+        fsutil::ensure_dir(&staged)?;
+        fsutil::ensure_dir(&staged.join(files::SPILL))?;
+        fsutil::ensure_dir(&staged.join(files::ARCHIVE))?;
+        let session = Session::at(&id, staged.clone());
+        meta.id = id.clone();
+        meta.created_at = crate::clock::now_rfc3339();
+        meta.updated_at = meta.created_at.clone();
+        {
+            let lock = session.lock()?;
+            session.write_meta_locked(&lock, &meta)?;
+        }
+        fill(&session)?;
+        let dir = sessions.join(&id);
+        fsutil::fault::point("rename", &dir);
+        std::fs::rename(&staged, &dir)?;
+        fsutil::sync_dir(&sessions);
+        Ok(Session::at(&id, dir))
+    }
+
     /// Creates a sub-agent's session folder under its parent's, `<parent>/agents/<id>/`, laid out
     /// like a top-level one. It is not listed among the top-level sessions and never becomes
     /// `current`.
@@ -209,8 +253,10 @@ impl StateDir {
             Ok(rd) => {
                 for e in rd {
                     let e = e?;
-                    if e.file_type()?.is_dir() {
-                        ids.push(e.file_name().to_string_lossy().into_owned());
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    // `.tmp-session-*`: a session being built (see `create_session_staged`).
+                    if e.file_type()?.is_dir() && !name.starts_with('.') {
+                        ids.push(name);
                     }
                 }
             }
