@@ -8,6 +8,7 @@ mod acp;
 mod agents;
 mod architecture;
 mod bash_tool;
+mod checkpoints;
 mod budget;
 
 mod durable;
