@@ -748,12 +748,9 @@ fn dispatch(
             root: target.launcher.state.root.clone(),
             rows: sessions(&target.launcher.state)?,
         }),
-        OpId::Undo
-        | OpId::Redo
-        | OpId::Checkpoints
-        | OpId::Diff
-        | OpId::Fork
-        | OpId::Rewind => checkpoint_op(op, arg, target, need()?),
+        OpId::Undo | OpId::Redo | OpId::Checkpoints | OpId::Diff | OpId::Fork | OpId::Rewind => {
+            checkpoint_op(op, arg, target, need()?)
+        }
         OpId::Help => Ok(OpOutput::Help),
         OpId::Resume | OpId::Quit => Err(OpError::Usage(format!("{} is a REPL command", op.slash))),
     }
@@ -771,9 +768,9 @@ fn checkpoint_op(
     use crate::checkpoint as cp;
     let number = |what: &str| -> Result<Option<u32>, OpError> {
         arg.map(|a| {
-            a.trim().parse::<u32>().map_err(|_| {
-                OpError::Usage(format!("{} takes {what}, not {a:?}", op.slash))
-            })
+            a.trim()
+                .parse::<u32>()
+                .map_err(|_| OpError::Usage(format!("{} takes {what}, not {a:?}", op.slash)))
         })
         .transpose()
     };
@@ -830,8 +827,7 @@ fn checkpoint_op(
                     })
                 }
                 _ => {
-                    let (s, message) =
-                        cp::rewind(state, &store()?, session, n.unwrap_or(0), mark)?;
+                    let (s, message) = cp::rewind(state, &store()?, session, n.unwrap_or(0), mark)?;
                     Ok(OpOutput::Forked {
                         session: s.id,
                         message,

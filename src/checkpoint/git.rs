@@ -13,8 +13,7 @@ use std::process::{Command, Stdio};
 /// The `info/attributes` of the store: every path is taken as bytes, whatever the workspace's
 /// `.gitattributes` ask for (filter drivers would run commands; `text`/`eol`/`ident`/encodings
 /// would change the bytes restored).
-pub const ATTRIBUTES: &str =
-    "* -text !eol -ident -filter -working-tree-encoding !diff !merge\n";
+pub const ATTRIBUTES: &str = "* -text !eol -ident -filter -working-tree-encoding !diff !merge\n";
 
 /// A git command line bound to one store (`GIT_DIR`) and one work tree.
 #[derive(Debug, Clone)]
@@ -46,9 +45,8 @@ impl From<GitError> for io::Error {
 impl Git {
     /// The git of `dir` (a shadow repository) over `work`. Errors: no `git` on `PATH`.
     pub fn new(dir: PathBuf, work: PathBuf) -> io::Result<Git> {
-        let program = find_program("git").ok_or_else(|| {
-            io::Error::other("checkpoints need git, and there is no git on PATH")
-        })?;
+        let program = find_program("git")
+            .ok_or_else(|| io::Error::other("checkpoints need git, and there is no git on PATH"))?;
         Ok(Git { program, dir, work })
     }
 

@@ -251,10 +251,14 @@ pub fn open(state: &StateDir, limits: Limits) -> Result<Store, Failure> {
 /// files. Returns the receipt.
 pub fn undo(store: &Store, session: &Session, n: u32) -> Result<String, Failure> {
     if n == 0 {
-        return Err(Failure::Usage("undo takes a number of turns, 1 or more".into()));
+        return Err(Failure::Usage(
+            "undo takes a number of turns, 1 or more".into(),
+        ));
     }
     let r = store.undo(&session.id, n).map_err(failed)?;
-    let turn = r.turn.map_or(String::new(), |t| format!(" before turn {t}"));
+    let turn = r
+        .turn
+        .map_or(String::new(), |t| format!(" before turn {t}"));
     Ok(format!(
         "the workspace is as it was{turn}: {}. `tern redo` puts it back.",
         r.summary()
@@ -322,7 +326,10 @@ pub fn render_rows(rows: &[Row]) -> String {
         return "no checkpoints in this session yet (one is taken before each turn's first command)"
             .into();
     }
-    let mut out = format!("{:>5}  {:<20}  {:>6}  {:>9}\n", "turn", "time", "files", "size");
+    let mut out = format!(
+        "{:>5}  {:<20}  {:>6}  {:>9}\n",
+        "turn", "time", "files", "size"
+    );
     for r in rows {
         out.push_str(&format!(
             "{:>5}  {:<20}  {:>6}  {:>9}\n",
@@ -332,7 +339,9 @@ pub fn render_rows(rows: &[Row]) -> String {
             size_text(r.bytes)
         ));
     }
-    out.push_str("(files: what that turn changed; the last row's are counted against the workspace now)");
+    out.push_str(
+        "(files: what that turn changed; the last row's are counted against the workspace now)",
+    );
     out
 }
 

@@ -139,7 +139,15 @@ impl Store {
     pub fn snapshot(&self) -> io::Result<(String, Vec<String>)> {
         self.sync_excludes()?;
         let listed = self.git.run(
-            &["ls-files", "-z", "-t", "-m", "-d", "-o", "--exclude-standard"],
+            &[
+                "ls-files",
+                "-z",
+                "-t",
+                "-m",
+                "-d",
+                "-o",
+                "--exclude-standard",
+            ],
             None,
         )?;
         let mut seen = std::collections::BTreeSet::new();
@@ -274,7 +282,12 @@ impl Store {
             .refs(&[&prefix])?
             .into_iter()
             .filter_map(|r| {
-                let turn = r.name.strip_prefix(&prefix)?.strip_prefix('t')?.parse().ok()?;
+                let turn = r
+                    .name
+                    .strip_prefix(&prefix)?
+                    .strip_prefix('t')?
+                    .parse()
+                    .ok()?;
                 let time = std::fs::symlink_metadata(self.git.dir.join(&r.name))
                     .and_then(|m| m.modified())
                     .ok()
@@ -338,7 +351,10 @@ impl Store {
             &["cat-file", "--batch-check=%(objectsize:disk)"],
             Some(input.as_bytes()),
         )?;
-        Ok(out.lines().filter_map(|l| l.trim().parse::<u64>().ok()).sum())
+        Ok(out
+            .lines()
+            .filter_map(|l| l.trim().parse::<u64>().ok())
+            .sum())
     }
 
     /// The patch from tree `a` to tree `b` (text; binary files named), at most `max` bytes.
@@ -354,7 +370,10 @@ impl Store {
                 cut -= 1;
             }
             text.truncate(cut);
-            text.push_str(&format!("\n… (cut at {} of the patch)", size_text(max as u64)));
+            text.push_str(&format!(
+                "\n… (cut at {} of the patch)",
+                size_text(max as u64)
+            ));
         }
         Ok(text)
     }

@@ -108,22 +108,45 @@ fn undo_and_redo_restore_each_turn_exactly() {
 
     let out = ws.ok(&["undo"]);
     assert!(stdout(&out).contains("before turn 2"), "{}", stdout(&out));
-    assert_eq!(tracked(&tree(ws.root())), tracked(&s1), "undo: the state after turn 1");
+    assert_eq!(
+        tracked(&tree(ws.root())),
+        tracked(&s1),
+        "undo: the state after turn 1"
+    );
     assert_eq!(ign(), "i2\n", "an ignored file is untouched");
     // b.txt's mode came back too.
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(ws.root().join("b.txt")).unwrap().permissions().mode();
-    assert_eq!(mode & 0o111, 0o111, "b.txt is executable again, as turn 1 left it");
+    let mode = std::fs::metadata(ws.root().join("b.txt"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(
+        mode & 0o111,
+        0o111,
+        "b.txt is executable again, as turn 1 left it"
+    );
 
     ws.ok(&["undo"]);
-    assert_eq!(tracked(&tree(ws.root())), tracked(&s0), "a second undo: before turn 1");
+    assert_eq!(
+        tracked(&tree(ws.root())),
+        tracked(&s0),
+        "a second undo: before turn 1"
+    );
     let err = ws.refused(&["undo"]);
     assert!(err.contains("nothing to undo"), "{err}");
 
     ws.ok(&["redo"]);
-    assert_eq!(tracked(&tree(ws.root())), tracked(&s1), "redo: after turn 1");
+    assert_eq!(
+        tracked(&tree(ws.root())),
+        tracked(&s1),
+        "redo: after turn 1"
+    );
     ws.ok(&["redo"]);
-    assert_eq!(tracked(&tree(ws.root())), tracked(&s2), "redo again: after turn 2");
+    assert_eq!(
+        tracked(&tree(ws.root())),
+        tracked(&s2),
+        "redo again: after turn 2"
+    );
     let err = ws.refused(&["redo"]);
     assert!(err.contains("nothing to redo"), "{err}");
 
@@ -144,7 +167,10 @@ fn undo_and_redo_restore_each_turn_exactly() {
     let diff = stdout(&ws.ok(&["diff", "1"]));
     assert!(diff.contains("+one") && diff.contains("-zero"), "{diff}");
     assert!(diff.contains("c.txt"), "{diff}");
-    assert!(!diff.contains("ign.log"), "ignored files are not shown: {diff}");
+    assert!(
+        !diff.contains("ign.log"),
+        "ignored files are not shown: {diff}"
+    );
     let diff2 = stdout(&ws.ok(&["diff"]));
     assert!(diff2.contains("+two") && diff2.contains("n.txt"), "{diff2}");
 
@@ -157,7 +183,10 @@ fn undo_and_redo_restore_each_turn_exactly() {
 fn undo_in_a_git_repository_leaves_its_git_alone() {
     let ws = WireWs::new(
         W,
-        vec![bash(W, "c1", "echo changed > a.txt; echo new > n.txt"), text(W, "ok")],
+        vec![
+            bash(W, "c1", "echo changed > a.txt; echo new > n.txt"),
+            text(W, "ok"),
+        ],
     );
     let root = ws.root();
     std::fs::write(root.join("a.txt"), "orig\n").unwrap();
@@ -182,11 +211,18 @@ fn undo_in_a_git_repository_leaves_its_git_alone() {
     let (index, head) = (snap("index"), git(&["rev-parse", "HEAD"]));
     ws.ok(&["exec", "change it"]);
     ws.ok(&["undo"]);
-    assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "orig\n");
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "orig\n"
+    );
     assert!(!root.join("n.txt").exists());
     assert_eq!(snap("index"), index, "the person's index is untouched");
     assert_eq!(git(&["rev-parse", "HEAD"]), head);
-    assert_eq!(git(&["status", "--porcelain"]), "", "the work tree is as committed");
+    assert_eq!(
+        git(&["status", "--porcelain"]),
+        "",
+        "the work tree is as committed"
+    );
 }
 
 #[test]
@@ -204,7 +240,11 @@ fn rewind_restores_files_and_history() {
         .iter()
         .position(|m| m["content"].as_str() == Some("second prompt"))
         .expect("turn 2's prompt");
-    assert_eq!(conv, before[..second].to_vec(), "the history up to the end of turn 1");
+    assert_eq!(
+        conv,
+        before[..second].to_vec(),
+        "the history up to the end of turn 1"
+    );
     let meta = ws.json("meta.json");
     assert_eq!(meta["forked_from"]["session"], original.as_str());
     assert_eq!(meta["forked_from"]["turn"], 1);
@@ -227,7 +267,10 @@ fn fork_at_a_turn_repeats_the_original_bytes() {
     let conv = ws.conversation();
     let all = jsonl(&ws.ws.session_dir(&original).join("conversation.jsonl"));
     assert!(conv.iter().any(|m| m["content"] == "first prompt"));
-    assert!(!conv.iter().any(|m| m["content"] == "second prompt"), "no turn 2");
+    assert!(
+        !conv.iter().any(|m| m["content"] == "second prompt"),
+        "no turn 2"
+    );
     assert!(all.starts_with(&conv));
     let turns = jsonl(&ws.path("turns.jsonl"));
     assert_eq!(turns.len(), 1, "the fork carries turn 1's line");
@@ -278,7 +321,10 @@ fn warnings(events: &[Value]) -> Vec<String> {
 fn a_big_file_is_left_out_and_said_so() {
     let ws = WireWs::new(
         W,
-        vec![bash(W, "c1", "echo small > s.txt; echo more >> big.bin"), text(W, "ok")],
+        vec![
+            bash(W, "c1", "echo small > s.txt; echo more >> big.bin"),
+            text(W, "ok"),
+        ],
     );
     let big = ws.root().join("big.bin");
     std::fs::File::create(&big)
@@ -288,27 +334,38 @@ fn a_big_file_is_left_out_and_said_so() {
     ws.ok(&["exec", "go"]);
     let w = warnings(&ws.events());
     assert!(
-        w.iter().any(|m| m.contains("big.bin") && m.contains("size limit")),
+        w.iter()
+            .any(|m| m.contains("big.bin") && m.contains("size limit")),
         "{w:?}"
     );
     let size = std::fs::metadata(&big).unwrap().len();
     assert_eq!(size, 20_000_005);
     ws.ok(&["undo"]);
-    assert!(!ws.root().join("s.txt").exists(), "the small file was undone");
+    assert!(
+        !ws.root().join("s.txt").exists(),
+        "the small file was undone"
+    );
     assert_eq!(
         std::fs::metadata(&big).unwrap().len(),
         size,
         "the big file is left as it is"
     );
     let objects = dir_size(&ws.root().join(".tern/checkpoints/git/objects"));
-    assert!(objects < 1_000_000, "the store holds no copy of it ({objects} bytes)");
+    assert!(
+        objects < 1_000_000,
+        "the store holds no copy of it ({objects} bytes)"
+    );
 }
 
 fn dir_size(p: &Path) -> u64 {
     let mut n = 0;
     for e in std::fs::read_dir(p).unwrap().flatten() {
         let m = e.metadata().unwrap();
-        n += if m.is_dir() { dir_size(&e.path()) } else { m.len() };
+        n += if m.is_dir() {
+            dir_size(&e.path())
+        } else {
+            m.len()
+        };
     }
     n
 }
@@ -317,7 +374,11 @@ fn dir_size(p: &Path) -> u64 {
 fn the_budget_prunes_the_oldest_checkpoints() {
     let mut script = Vec::new();
     for i in 0..4 {
-        script.push(bash(W, &format!("c{i}"), "head -c 200000 /dev/urandom > f.bin"));
+        script.push(bash(
+            W,
+            &format!("c{i}"),
+            "head -c 200000 /dev/urandom > f.bin",
+        ));
         script.push(text(W, "ok"));
     }
     let ws = WireWs::new(W, script);
@@ -334,7 +395,8 @@ fn the_budget_prunes_the_oldest_checkpoints() {
     }
     let w = warnings(&ws.events());
     assert!(
-        w.iter().any(|m| m.contains("over its budget") && m.contains("oldest")),
+        w.iter()
+            .any(|m| m.contains("over its budget") && m.contains("oldest")),
         "{w:?}"
     );
     // Each checkpoint holds one 200 kB file of its own: the newest two fit in the budget.
@@ -366,14 +428,22 @@ fn a_turn_without_a_command_records_nothing() {
 fn the_verbs_are_refused_while_a_turn_runs() {
     let ws = WireWs::new(
         W,
-        vec![bash(W, "c1", "echo x > a.txt"), text(W, "one"), bash(W, "c2", "sleep 4"), text(W, "two")],
+        vec![
+            bash(W, "c1", "echo x > a.txt"),
+            text(W, "one"),
+            bash(W, "c2", "sleep 4"),
+            text(W, "two"),
+        ],
     );
     ws.ok(&["exec", "first"]);
     let mut child = ws.spawn(&["exec", "--continue", "second"]);
     // Wait until the turn holds the session.
     let meta = ws.path("meta.json");
     let t0 = std::time::Instant::now();
-    while !std::fs::read_to_string(&meta).unwrap_or_default().contains("\"running\"") {
+    while !std::fs::read_to_string(&meta)
+        .unwrap_or_default()
+        .contains("\"running\"")
+    {
         assert!(t0.elapsed().as_secs() < 30, "the turn never started");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
@@ -384,5 +454,8 @@ fn the_verbs_are_refused_while_a_turn_runs() {
         assert!(err.contains("refused"), "{verb:?}: {err}");
     }
     assert!(child.wait().unwrap().success());
-    assert_eq!(std::fs::read_to_string(ws.root().join("a.txt")).unwrap(), "x\n");
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("a.txt")).unwrap(),
+        "x\n"
+    );
 }

@@ -8,8 +8,8 @@ mod acp;
 mod agents;
 mod architecture;
 mod bash_tool;
-mod checkpoints;
 mod budget;
+mod checkpoints;
 
 mod durable;
 mod exec;
