@@ -87,6 +87,19 @@ fn main() -> ExitCode {
             }
         };
     }
+    // `cargo bench -- --checkpoints-only`: section 8 alone, printed, BENCHMARKS.md left as it is.
+    if args.iter().any(|a| a == "--checkpoints-only") {
+        return match bench_checkpoints() {
+            Ok((md, goal)) => {
+                println!("{goal}\n{md}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("tern_bench failed: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     // `cargo bench -- --sandbox-only`: section 6 alone, printed, BENCHMARKS.md left as it is.
     if args.iter().any(|a| a == "--sandbox-only") {
         return printed(bench_sandbox());
@@ -197,13 +210,21 @@ fn run_all() -> R<()> {
     let peers = bench_peers()?;
     eprintln!("[6/7] sandbox cost per bash call …");
     let sandbox = bench_sandbox()?;
-    eprintln!("[7/7] sub-agents …");
+    eprintln!("[7/8] sub-agents …");
     let (agents, goal_agents) = bench_agents()?;
+    eprintln!("[8/8] checkpoints …");
+    let (checkpoints, goal_checkpoints) = bench_checkpoints()?;
 
     let load_after = fs::read_to_string("/proc/loadavg").unwrap_or_default();
     md.push_str(&machine(&load_before, &load_after, started.elapsed()));
     md.push_str("## Goals at a glance\n\n| goal | measured in this run | |\n|---|---|---|\n");
-    for row in [goal_turns, goal_drain, goal_cache, goal_agents] {
+    for row in [
+        goal_turns,
+        goal_drain,
+        goal_cache,
+        goal_agents,
+        goal_checkpoints,
+    ] {
         md.push_str(&row);
     }
     md.push('\n');
@@ -214,6 +235,7 @@ fn run_all() -> R<()> {
     md.push_str(&peers);
     md.push_str(&sandbox);
     md.push_str(&agents);
+    md.push_str(&checkpoints);
 
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("BENCHMARKS.md");
     fs::write(&path, &md).map_err(|e| format!("write {}: {e}", path.display()))?;
@@ -2599,4 +2621,216 @@ fn machine(load_before: &str, load_after: &str, took: Duration) -> String {
     let _ = writeln!(md, "| bench duration | {:.0} s |", took.as_secs_f64());
     md.push('\n');
     md
+}
+
+// ---------------------------------------------------------------------------------------------
+// 8. Checkpoints
+
+/// Files of the checkpoint workspace, changed files per turn, turns for the store size.
+const CP_FILES: usize = 10_000;
+const CP_CHANGED: usize = 10;
+const CP_TURNS: usize = 100;
+
+/// A small pseudo-random generator (xorshift), so runs write the same kind of content.
+struct Xs(u64);
+impl Xs {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// A source-like file of about 1–4 kB: lines of words, some varying.
+fn cp_file(rng: &mut Xs, n: usize) -> String {
+    let lines = 20 + (rng.next() % 60) as usize;
+    let mut s = String::new();
+    for l in 0..lines {
+        let _ = writeln!(
+            s,
+            "fn item_{n}_{l}(x: u64) -> u64 {{ x.wrapping_mul({}) ^ {} }}",
+            rng.next() % 1000,
+            rng.next() % 100_000
+        );
+    }
+    s
+}
+
+fn cp_path(ws: &Path, i: usize) -> std::path::PathBuf {
+    ws.join(format!("src/m{:03}/f{:04}.rs", i / 100, i))
+}
+
+/// Writes `CP_CHANGED` files chosen at random with new content.
+fn cp_change(ws: &Path, rng: &mut Xs) -> R<()> {
+    for _ in 0..CP_CHANGED {
+        let i = (rng.next() % CP_FILES as u64) as usize;
+        fs::write(cp_path(ws, i), cp_file(rng, i)).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+fn dir_bytes(p: &Path) -> u64 {
+    let mut n = 0;
+    if let Ok(rd) = fs::read_dir(p) {
+        for e in rd.flatten() {
+            if let Ok(m) = e.metadata() {
+                n += if m.is_dir() { dir_bytes(&e.path()) } else { m.len() };
+            }
+        }
+    }
+    n
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// The checkpoint store in-process (the library's `Store`, what a turn runs): a 10,000-file
+/// workspace, its first checkpoint, warm checkpoints with 10 changed files, an unchanged one,
+/// undo of 10 files, the store's size after 100 turns, and what a turn without a command costs.
+fn bench_checkpoints() -> R<(String, String)> {
+    use tern::checkpoint::{Limits, Store};
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let ws = dir.path().join("ws");
+    let mut rng = Xs(0x9e37_79b9_7f4a_7c15);
+    for i in 0..CP_FILES {
+        let p = cp_path(&ws, i);
+        if let Some(parent) = p.parent() {
+            fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+        }
+        fs::write(&p, cp_file(&mut rng, i)).map_err(|e| e.to_string())?;
+    }
+    fs::write(ws.join(".gitignore"), "target/\n").map_err(|e| e.to_string())?;
+    let ws_bytes = dir_bytes(&ws);
+    let state = ws.join(".tern");
+    fs::create_dir_all(&state).map_err(|e| e.to_string())?;
+    let limits = Limits::default();
+    let store = Store::open(&state, &ws, limits).map_err(|e| e.to_string())?;
+    let session = "20261201-000000-bench";
+    let mut turn = 1u32;
+    let t = Instant::now();
+    store.record_turn(session, turn).map_err(|e| e.to_string())?;
+    let first = t.elapsed();
+
+    // Warm: each turn changes 10 files, then the next turn's checkpoint is taken.
+    let mut warm = Vec::new();
+    for _ in 0..30 {
+        cp_change(&ws, &mut rng)?;
+        turn += 1;
+        let t = Instant::now();
+        let (new, _) = store.record_turn(session, turn).map_err(|e| e.to_string())?;
+        warm.push(ms(t.elapsed()));
+        if !new {
+            return Err("a changed workspace made no new checkpoint".into());
+        }
+    }
+    let mut same = Vec::new();
+    for _ in 0..10 {
+        turn += 1;
+        let t = Instant::now();
+        store.record_turn(session, turn).map_err(|e| e.to_string())?;
+        same.push(ms(t.elapsed()));
+    }
+    // Undo of 10 files: a turn changes 10, undo puts them back; redo in between so each undo
+    // starts from the same kind of state.
+    let mut undo = Vec::new();
+    let mut redo = Vec::new();
+    for _ in 0..10 {
+        turn += 1;
+        store.record_turn(session, turn).map_err(|e| e.to_string())?;
+        cp_change(&ws, &mut rng)?;
+        let t = Instant::now();
+        let r = store.undo(session, 1).map_err(|e| e.to_string())?;
+        undo.push(ms(t.elapsed()));
+        if r.changes.is_empty() {
+            return Err("undo changed nothing".into());
+        }
+        let t = Instant::now();
+        store.redo().map_err(|e| e.to_string())?;
+        redo.push(ms(t.elapsed()));
+    }
+    // The store after 100 turns of 10 changed files each (the turns above count).
+    while (turn as usize) < CP_TURNS + 1 {
+        cp_change(&ws, &mut rng)?;
+        turn += 1;
+        store.record_turn(session, turn).map_err(|e| e.to_string())?;
+    }
+    let store_bytes = dir_bytes(&store.folder().join("git"));
+
+    // A turn without a command: the door writes turns.jsonl's line and takes no checkpoint.
+    let sdir = state.join("sessions").join(session);
+    fs::create_dir_all(&sdir).map_err(|e| e.to_string())?;
+    let s = tern::store::Session::at(session, sdir);
+    let mut no_cmd = Vec::new();
+    for _ in 0..20 {
+        let t = Instant::now();
+        tern::checkpoint::turns::start(&s, 0).map_err(|e| e.to_string())?;
+        no_cmd.push(ms(t.elapsed()));
+    }
+
+    let (wm, w90) = (median(&warm), percentile(&warm, 90.0));
+    let um = median(&undo);
+    let mut md = String::new();
+    md.push_str("## 8. Checkpoints: cost per turn, undo, store size\n\n");
+    let _ = writeln!(
+        md,
+        "In-process, the library's `checkpoint::Store` (what a turn runs before its first command): a \
+         workspace of {CP_FILES} source-like files ({}) in 100 folders, on this machine's temporary \
+         folder; the store in its `.tern/checkpoints/git`. git {}. Each warm turn first rewrites \
+         {CP_CHANGED} files chosen at random, then times `record_turn` (list changed files, update the \
+         store's index, write the tree, commit, one ref transaction). Undo: a checkpoint, then \
+         {CP_CHANGED} files changed, then `undo` timed (snapshot of the state now, ref transaction, \
+         `read-tree -u`), then `redo` timed.\n",
+        tern::checkpoint::size_text(ws_bytes),
+        Command::new("git")
+            .arg("--version")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default()
+    );
+    md.push_str("| measure | median | p90 | max | goal |\n|---|---|---|---|---|\n");
+    let row = |md: &mut String, name: &str, v: &[f64], goal: &str| {
+        let max = v.iter().copied().fold(0.0, f64::max);
+        let _ = writeln!(
+            md,
+            "| {name} | {:.1} ms | {:.1} ms | {:.1} ms | {goal} |",
+            median(v),
+            percentile(v, 90.0),
+            max
+        );
+    };
+    let _ = writeln!(
+        md,
+        "| first checkpoint (cold: every file hashed) | {:.0} ms | | | |",
+        ms(first)
+    );
+    row(&mut md, "checkpoint, 10 files changed (warm, 30 turns)", &warm, "< 50 ms");
+    row(&mut md, "checkpoint, nothing changed (10 turns)", &same, "");
+    row(&mut md, "undo of 10 files (10 runs)", &undo, "< 100 ms");
+    row(&mut md, "redo of 10 files (10 runs)", &redo, "");
+    row(
+        &mut md,
+        "a turn without a command (turns.jsonl line only, 20 runs)",
+        &no_cmd,
+        "0 ms of checkpoint",
+    );
+    let _ = writeln!(
+        md,
+        "\nStore size after {CP_TURNS} turns of {CP_CHANGED} changed files each: **{}** on disk (loose \
+         objects, zlib; the workspace itself is {}). A turn without a command runs no git at all: \
+         its cost is the `turns.jsonl` line in the table (a small append under the session lock), \
+         which forks need.\n",
+        tern::checkpoint::size_text(store_bytes),
+        tern::checkpoint::size_text(ws_bytes)
+    );
+    let goal = goal_row(
+        "checkpoint under 50 ms warm (10 of 10,000 files changed), undo of 10 files under 100 ms (§8)",
+        &format!(
+            "checkpoint median {wm:.1} ms (p90 {w90:.1} ms); undo median {um:.1} ms; store {} after {CP_TURNS} turns",
+            tern::checkpoint::size_text(store_bytes)
+        ),
+        wm < 50.0 && um < 100.0,
+    );
+    Ok((md, goal))
 }

@@ -142,6 +142,18 @@ pub struct Tracker {
     said: BTreeSet<String>,
 }
 
+/// The checkpoint store's files the sandbox guard keeps a copy of (where no jail makes the state
+/// folder read-only, a command that changes them sees them put back): what steers tern's git
+/// (`config`, `HEAD`, `info/attributes`, `info/exclude`) and the newest snapshot's ref. The
+/// per-turn refs and the objects need the jail.
+pub fn guarded(state_root: &Path) -> Vec<PathBuf> {
+    let git = state_root.join("checkpoints").join("git");
+    ["config", "HEAD", "info/attributes", "info/exclude", "refs/tern/latest"]
+        .iter()
+        .map(|f| git.join(f))
+        .collect()
+}
+
 /// The state folder above a top-level session folder (`<root>/sessions/<id>`).
 fn state_root_of(session: &Session) -> Option<PathBuf> {
     let sessions = session.dir.parent()?;
@@ -198,6 +210,12 @@ impl Runtime {
                         )),
                     },
                     Err(e) => notes.push(e),
+                }
+                // tern's own writes: the guard's baseline, not a command's change.
+                if let Some(root) = state_root_of(&self.session) {
+                    for p in guarded(&root) {
+                        self.guard_accept(&p);
+                    }
                 }
             }
         }

@@ -614,6 +614,13 @@ impl Runtime {
         ]
         .iter()
         .map(|(n, k)| (self.session.path(n), *k))
+        .chain(
+            self.state_root()
+                .map(|r| crate::checkpoint::guarded(&r))
+                .unwrap_or_default()
+                .into_iter()
+                .map(|p| (p, Keep::Copy)),
+        )
         .collect()
     }
 

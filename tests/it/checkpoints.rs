@@ -459,3 +459,64 @@ fn the_verbs_are_refused_while_a_turn_runs() {
         "x\n"
     );
 }
+
+/// The store is tern's (item 5). Where no jail makes the state folder read-only (Landlock alone,
+/// or danger-full-access), the guard puts back what steers tern's git and the newest snapshot's
+/// ref, and the command's result says so.
+#[test]
+fn a_command_cannot_change_what_steers_the_store() {
+    let evil = "printf '[core]\\n\\thooksPath = /tmp/evil\\n[filter \"x\"]\\n\\tclean = touch /tmp/pwned\\n' >> .tern/checkpoints/git/config; \
+        echo '* filter=x' > .tern/checkpoints/git/info/attributes; \
+        echo 0000000000000000000000000000000000000000 > .tern/checkpoints/git/refs/tern/latest";
+    let ws = WireWs::new(
+        W,
+        vec![
+            bash(W, "c1", "echo a > a.txt"),
+            text(W, "one"),
+            bash(W, "c2", evil),
+            text(W, "two"),
+        ],
+    );
+    ws.ok(&["exec", "first"]);
+    let git = ws.root().join(".tern/checkpoints/git");
+    let read = |p: &str| std::fs::read(git.join(p)).unwrap();
+    ws.ok(&["exec", "--continue", "second"]);
+    let (config, attrs, latest) = (read("config"), read("info/attributes"), read("refs/tern/latest"));
+    assert!(!String::from_utf8_lossy(&config).contains("evil"), "config put back");
+    assert!(!String::from_utf8_lossy(&attrs).contains("filter=x"), "attributes put back");
+    assert!(!String::from_utf8_lossy(&latest).starts_with("0000"), "latest put back");
+    let conv = ws.conversation();
+    let result = conv
+        .iter()
+        .find(|m| m["tool_call_id"] == "c2")
+        .map(|m| m.to_string())
+        .unwrap_or_default();
+    assert!(result.contains("Error"), "the command is told: {result}");
+    // And the store still works.
+    ws.ok(&["undo"]);
+}
+
+/// Item 5 in full: every part of the store (its refs and objects) is out of the commands'
+/// reach. Needs the jail (src/sandbox: the state folder mounted read-only); in the Landlock
+/// fallback the state folder lies in the writable workspace, and only the files above are put
+/// back.
+#[test]
+#[ignore = "needs the namespace jail (the state folder read-only to commands)"]
+fn a_command_cannot_change_the_store() {
+    let ws = WireWs::new(
+        W,
+        vec![
+            bash(W, "c1", "echo a > a.txt"),
+            text(W, "one"),
+            bash(W, "c2", "rm -rf .tern/checkpoints/git/refs/tern/s .tern/checkpoints/git/objects/*"),
+            text(W, "two"),
+        ],
+    );
+    ws.ok(&["exec", "first"]);
+    let store = ws.root().join(".tern/checkpoints");
+    let before = crate::support::files::snapshot(&store);
+    ws.ok(&["exec", "--continue", "second"]);
+    let after = crate::support::files::snapshot(&store);
+    let gone: Vec<&String> = before.keys().filter(|k| !after.contains_key(*k)).collect();
+    assert!(gone.is_empty(), "removed by a command: {gone:?}");
+}
