@@ -28,7 +28,9 @@
 //! | `$/cancel_request` (notification) | `{requestId}` | for a running prompt: as `session/cancel` (ACP v1, cancellation). |
 //! | `_tern/events` | `{sessionId, since?, limit?}` → `{events, next, more}` | the session's `events.jsonl` after `seq` `since`, so a reconnecting client misses nothing. |
 //!
-//! `authenticate`, `logout`, `session/delete`, `session/set_config_option` and `session/fork`
+//! | `session/fork` | `{sessionId, cwd, mcpServers?}` → `{sessionId, modes}` | UNSTABLE in the SDK 0.12.1 schema (`sessionCapabilities.fork`): `tern fork` of the stored session at its end (a turn running in it is `-32600`), opened without a replay; its first request repeats the original's bytes. |
+//!
+//! `authenticate`, `logout`, `session/delete` and `session/set_config_option`
 //! are not offered (`-32601`, or `-32602` for `authenticate`: there is nothing to authenticate).
 //!
 //! # Agent → client
@@ -107,6 +109,19 @@ pub trait Backend {
     fn cancel_request(&mut self, request: &Value);
     /// The events of a session after a `seq`.
     fn events(&mut self, p: &EventsParams) -> Result<EventsResult, RpcError>;
+    /// Forks stored session `id` at its end (`tern fork`) and opens the fork without a
+    /// replay; returns its id and open result. Not offered by default.
+    fn fork_session(
+        &mut self,
+        _id: &str,
+        _cwd: &Path,
+        _mcp_servers: &[Value],
+    ) -> Result<(String, OpenSessionResult), RpcError> {
+        Err(RpcError::new(
+            rpc::METHOD_NOT_FOUND,
+            "method not found: session/fork".to_string(),
+        ))
+    }
     /// Called after the response that opened session `id` was sent.
     fn opened(&mut self, id: &str);
     /// stdin closed or a signal came: cancel every turn and wait for them.
@@ -353,6 +368,17 @@ impl Dispatcher {
                 let replay = method == "session/load";
                 let r = backend.load_session(&p.session_id, cwd, &p.mcp_servers, replay)?;
                 Ok(Reply::Now(value(r), Some(p.session_id)))
+            }
+            "session/fork" => {
+                let p: OpenSessionParams = parse(method, params)?;
+                let cwd = absolute(&p.cwd)?;
+                no_extra_roots(&p.additional_directories)?;
+                let (sid, r) = backend.fork_session(&p.session_id, cwd, &p.mcp_servers)?;
+                let mut v = value(r);
+                if let Value::Object(m) = &mut v {
+                    m.insert("sessionId".into(), Value::String(sid.clone()));
+                }
+                Ok(Reply::Now(v, Some(sid)))
             }
             "session/list" => {
                 let p: ListSessionsParams = parse(method, params)?;
