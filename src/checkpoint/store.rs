@@ -270,6 +270,7 @@ impl Store {
         }
         self.update_refs(&tx)?;
         if new {
+            self.pack_locked()?;
             notes.extend(self.prune_locked()?);
         }
         Ok((new, notes))
@@ -436,6 +437,13 @@ impl Store {
     }
 
     fn recover_locked(&self) -> io::Result<Vec<String>> {
+        // Refs are loose files (tern never packs them): a missing file is no restore in flight,
+        // and costs no git run.
+        if !self.git.dir.join("refs/tern/pending").exists()
+            && !self.git.dir.join("packed-refs").exists()
+        {
+            return Ok(Vec::new());
+        }
         let pending = self.refs(&["refs/tern/pending"])?;
         let Some(p) = pending.first() else {
             return Ok(Vec::new());
@@ -549,6 +557,16 @@ impl Store {
         dir_size(&self.git.dir.join("objects"), 0)
     }
 
+    /// Packs the loose objects once there are many (the first checkpoint of a large workspace
+    /// leaves one per file): fewer files to walk and to read.
+    fn pack_locked(&self) -> io::Result<()> {
+        if loose_count(&self.git.dir.join("objects")) > LOOSE_LIMIT {
+            fsutil::fault::point("git repack", &self.git.dir);
+            self.git.run(&["repack", "-d", "-q"], None)?;
+        }
+        Ok(())
+    }
+
     /// The budget in bytes: the configured one, else 1 GiB or a tenth of the free space of the
     /// store's file system, whichever is smaller.
     pub fn budget(&self) -> u64 {
@@ -605,6 +623,9 @@ impl Store {
                 .collect();
             self.update_refs(&tx)?;
             removed += batch.iter().map(|(_, _, n)| n.len()).sum::<usize>();
+            // Packs keep only what is still reachable; then the loose leftovers go.
+            fsutil::fault::point("git repack", &self.git.dir);
+            self.git.run(&["repack", "-a", "-d", "-q"], None)?;
             self.git.run(&["prune", "--expire=now"], None)?;
             size = self.size();
         }
@@ -627,6 +648,20 @@ impl Store {
     pub fn empty_tree() -> &'static str {
         EMPTY_TREE
     }
+}
+
+/// Loose objects past which a checkpoint packs them.
+const LOOSE_LIMIT: usize = 1000;
+
+/// Loose objects in `objects/` (its two-hex-digit folders), counted by name only.
+fn loose_count(objects: &Path) -> usize {
+    let Ok(rd) = std::fs::read_dir(objects) else {
+        return 0;
+    };
+    rd.flatten()
+        .filter(|e| e.file_name().len() == 2)
+        .map(|e| std::fs::read_dir(e.path()).map_or(0, |d| d.count()))
+        .sum()
 }
 
 /// The ref of turn `turn` of `session`.
