@@ -128,7 +128,6 @@ impl Store {
         for name in ["index.lock", "packed-refs.lock", "HEAD.lock"] {
             let _ = std::fs::remove_file(self.git.dir.join(name));
         }
-        remove_lock_files(&self.git.dir.join("refs"), 0);
         Ok(lock)
     }
 
@@ -241,9 +240,18 @@ impl Store {
     /// One ref transaction (the commit point of every change).
     fn update_refs(&self, lines: &str) -> io::Result<()> {
         fsutil::fault::point("git update-ref", &self.git.dir);
-        self.git
-            .run(&["update-ref", "--stdin"], Some(lines.as_bytes()))?;
-        Ok(())
+        match self.git.run(&["update-ref", "--stdin"], Some(lines.as_bytes())) {
+            Ok(_) => Ok(()),
+            // A `<ref>.lock` a killed git left (we hold the store's lock: no git of ours runs):
+            // removed, then once more.
+            Err(e) if e.0.contains(".lock") => {
+                remove_lock_files(&self.git.dir.join("refs"), 0);
+                self.git
+                    .run(&["update-ref", "--stdin"], Some(lines.as_bytes()))?;
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Records the workspace before turn `turn` of `session`: a new commit when it differs from
@@ -270,8 +278,8 @@ impl Store {
         }
         self.update_refs(&tx)?;
         if new {
-            self.pack_locked()?;
-            notes.extend(self.prune_locked()?);
+            let size = self.pack_locked()?;
+            notes.extend(self.prune_locked(size)?);
         }
         Ok((new, notes))
     }
@@ -558,13 +566,15 @@ impl Store {
     }
 
     /// Packs the loose objects once there are many (the first checkpoint of a large workspace
-    /// leaves one per file): fewer files to walk and to read.
-    fn pack_locked(&self) -> io::Result<()> {
-        if loose_count(&self.git.dir.join("objects")) > LOOSE_LIMIT {
+    /// leaves one per file): fewer files to walk and to read. Returns the store's size.
+    fn pack_locked(&self) -> io::Result<u64> {
+        let (loose, size) = objects_stats(&self.git.dir.join("objects"));
+        if loose > LOOSE_LIMIT {
             fsutil::fault::point("git repack", &self.git.dir);
             self.git.run(&["repack", "-d", "-q"], None)?;
+            return Ok(self.size());
         }
-        Ok(())
+        Ok(size)
     }
 
     /// The budget in bytes: the configured one, else 1 GiB or a tenth of the free space of the
@@ -579,9 +589,8 @@ impl Store {
 
     /// Removes the oldest checkpoints while the store is over its budget (never the newest,
     /// nor what an undo or redo needs). Returns what it says.
-    fn prune_locked(&self) -> io::Result<Vec<String>> {
+    fn prune_locked(&self, before: u64) -> io::Result<Vec<String>> {
         let budget = self.budget();
-        let before = self.size();
         if before <= budget {
             return Ok(Vec::new());
         }
@@ -653,15 +662,27 @@ impl Store {
 /// Loose objects past which a checkpoint packs them.
 const LOOSE_LIMIT: usize = 1000;
 
-/// Loose objects in `objects/` (its two-hex-digit folders), counted by name only.
-fn loose_count(objects: &Path) -> usize {
+/// (loose objects, bytes) of `objects/`, in one walk.
+fn objects_stats(objects: &Path) -> (usize, u64) {
     let Ok(rd) = std::fs::read_dir(objects) else {
-        return 0;
+        return (0, 0);
     };
-    rd.flatten()
-        .filter(|e| e.file_name().len() == 2)
-        .map(|e| std::fs::read_dir(e.path()).map_or(0, |d| d.count()))
-        .sum()
+    let (mut loose, mut bytes) = (0, 0);
+    for e in rd.flatten() {
+        let n = e.file_name().len();
+        let Ok(inner) = std::fs::read_dir(e.path()) else {
+            continue;
+        };
+        for f in inner.flatten() {
+            if let Ok(m) = f.metadata()
+                && m.is_file()
+            {
+                bytes += m.len();
+                loose += usize::from(n == 2);
+            }
+        }
+    }
+    (loose, bytes)
 }
 
 /// The ref of turn `turn` of `session`.
