@@ -2675,7 +2675,11 @@ fn dir_bytes(p: &Path) -> u64 {
     if let Ok(rd) = fs::read_dir(p) {
         for e in rd.flatten() {
             if let Ok(m) = e.metadata() {
-                n += if m.is_dir() { dir_bytes(&e.path()) } else { m.len() };
+                n += if m.is_dir() {
+                    dir_bytes(&e.path())
+                } else {
+                    m.len()
+                };
             }
         }
     }
@@ -2772,7 +2776,9 @@ fn bench_checkpoints() -> R<(String, String)> {
     while (turn as usize) < CP_TURNS + 1 {
         cp_change(&ws, &mut rng)?;
         turn += 1;
-        store.record_turn(session, turn).map_err(|e| e.to_string())?;
+        store
+            .record_turn(session, turn)
+            .map_err(|e| e.to_string())?;
     }
     let store_bytes = dir_bytes(&store.folder().join("git"));
 
@@ -2833,8 +2839,20 @@ fn bench_checkpoints() -> R<(String, String)> {
         &warm_cpu,
         "< 50 ms",
     );
-    row(&mut md, "checkpoint, nothing changed (10 turns)", &same, &same_cpu, "");
-    row(&mut md, "undo of 10 files (10 runs)", &undo, &undo_cpu, "< 100 ms");
+    row(
+        &mut md,
+        "checkpoint, nothing changed (10 turns)",
+        &same,
+        &same_cpu,
+        "",
+    );
+    row(
+        &mut md,
+        "undo of 10 files (10 runs)",
+        &undo,
+        &undo_cpu,
+        "< 100 ms",
+    );
     row(&mut md, "redo of 10 files (10 runs)", &redo, &redo_cpu, "");
     row(
         &mut md,

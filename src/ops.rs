@@ -534,6 +534,15 @@ impl From<Failure> for OpError {
     }
 }
 
+impl From<crate::checkpoint::Error> for OpError {
+    fn from(e: crate::checkpoint::Error) -> Self {
+        match e {
+            crate::checkpoint::Error::Usage(m) => OpError::Usage(m),
+            crate::checkpoint::Error::Failed(m) => OpError::Failed(m),
+        }
+    }
+}
+
 impl From<ToolError> for OpError {
     fn from(e: ToolError) -> Self {
         match e {
@@ -1203,7 +1212,8 @@ pub fn help() -> String {
     };
     // Columns as wide as their longest entry, so rows stay aligned; about 90 columns in all.
     let w = OPS.iter().map(|o| cli(o).len()).max().unwrap_or(0);
-    let mut out = format!("{:<10} {:<w$}  what\n", "slash", "verb");
+    let sw = OPS.iter().map(|o| o.slash.len()).max().unwrap_or(0).max(10);
+    let mut out = format!("{:<sw$} {:<w$}  what\n", "slash", "verb");
     for o in OPS {
         let mark = if o.model_call() {
             " (a model call)"
@@ -1211,7 +1221,7 @@ pub fn help() -> String {
             ""
         };
         out.push_str(&format!(
-            "{:<10} {:<w$}  {}{mark}\n",
+            "{:<sw$} {:<w$}  {}{mark}\n",
             o.slash,
             cli(o),
             o.help

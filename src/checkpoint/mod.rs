@@ -11,8 +11,8 @@
 //!   session whose history, system prompt bytes, plan and ledger are the original's at the end of
 //!   any turn; its first request repeats the original's bytes. [`rewind`] = fork + restore.
 //!
-//! The one door into the runtime is [`crate::runtime::Runtime::checkpoint`], called at three
-//! moments ([`Moment`]). The store lives under the state folder, which the jail makes read-only
+//! The one door into the runtime is `Runtime::checkpoint` (src/runtime/checkpoints.rs), called
+//! at three moments ([`Moment`]); it drives a [`Tracker`]. The store lives under the state folder, which the jail makes read-only
 //! to commands.
 
 pub mod git;
@@ -24,8 +24,6 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::event::Event;
-use crate::runtime::{Failure, Runtime, Surface};
 use crate::store::session::ForkLink;
 use crate::store::{Meta, Session, StateDir, files};
 pub use store::{Change, Entry, Store, size_text};
@@ -148,10 +146,16 @@ pub struct Tracker {
 /// per-turn refs and the objects need the jail.
 pub fn guarded(state_root: &Path) -> Vec<PathBuf> {
     let git = state_root.join("checkpoints").join("git");
-    ["config", "HEAD", "info/attributes", "info/exclude", "refs/tern/latest"]
-        .iter()
-        .map(|f| git.join(f))
-        .collect()
+    [
+        "config",
+        "HEAD",
+        "info/attributes",
+        "info/exclude",
+        "refs/tern/latest",
+    ]
+    .iter()
+    .map(|f| git.join(f))
+    .collect()
 }
 
 /// The state folder above a top-level session folder (`<root>/sessions/<id>`).
@@ -160,116 +164,132 @@ fn state_root_of(session: &Session) -> Option<PathBuf> {
     (sessions.file_name()? == "sessions").then(|| sessions.parent().map(Path::to_path_buf))?
 }
 
-impl Runtime {
-    /// The checkpoint door (see [`Moment`]). Never fails a turn: a checkpoint that cannot be
-    /// taken is a warning. Sub-agents pass through without effect (their parent's turn
-    /// recorded the workspace before they ran).
-    pub fn checkpoint(&mut self, moment: Moment, ui: &mut dyn Surface) {
-        if self.depth() > 0 || !self.cfg.checkpoints.enabled {
-            return;
+impl Tracker {
+    /// The session was opened: finishes a restore a kill cut short. Returns what to say.
+    pub fn opened(&mut self, session: &Session, workspace: &Path, limits: Limits) -> Vec<String> {
+        let Some(root) = state_root_of(session) else {
+            return Vec::new();
+        };
+        if !root.join("checkpoints").join("git").is_dir() {
+            return Vec::new();
         }
-        let mut notes = Vec::new();
-        match moment {
-            Moment::Open => {
-                if let Some(root) = state_root_of(&self.session)
-                    && root.join("checkpoints").join("git").is_dir()
-                {
-                    match self.checkpoint_store() {
-                        Ok(s) => match s.recover() {
-                            Ok(n) => notes.extend(n),
-                            Err(e) => notes.push(format!("checkpoint store: {e}")),
-                        },
-                        Err(e) => notes.push(e),
-                    }
-                }
-            }
-            Moment::TurnStart => {
-                self.checkpoints.recorded = false;
-                match turns::start(&self.session, self.history().len()) {
-                    Ok(n) => self.checkpoints.turn = Some(n),
-                    Err(e) => {
-                        self.checkpoints.turn = None;
-                        notes.push(format!("could not write turns.jsonl: {e}"));
-                    }
-                }
-            }
-            Moment::BeforeCommand => {
-                let Some(turn) = self.checkpoints.turn else {
-                    return;
-                };
-                if self.checkpoints.recorded {
-                    return;
-                }
-                self.checkpoints.recorded = true;
-                let id = self.session.id.clone();
-                match self.checkpoint_store() {
-                    Ok(s) => match s.record_turn(&id, turn) {
-                        Ok((_, n)) => notes.extend(n),
-                        Err(e) => notes.push(format!(
-                            "no checkpoint before turn {turn}: {e}; undo cannot go back past it"
-                        )),
-                    },
-                    Err(e) => notes.push(e),
-                }
-                // tern's own writes: the guard's baseline, not a command's change.
-                if let Some(root) = state_root_of(&self.session) {
-                    for p in guarded(&root) {
-                        self.guard_accept(&p);
-                    }
-                }
-            }
+        let notes = match self.store(session, workspace, limits) {
+            Ok(s) => match s.recover() {
+                Ok(n) => n,
+                Err(e) => vec![format!("checkpoint store: {e}")],
+            },
+            Err(e) => vec![e],
+        };
+        self.fresh(notes)
+    }
+
+    /// A turn began, `history_len` messages stored: its `turns.jsonl` line. Returns what to
+    /// say.
+    pub fn turn_started(&mut self, session: &Session, history_len: usize) -> Vec<String> {
+        self.recorded = false;
+        // On a nearly full disk, the turn's own files come first.
+        if store::free_space(&session.dir).is_some_and(|f| f < store::MIN_FREE_BYTES) {
+            self.turn = None;
+            return self.fresh(vec![format!(
+                "the disk holding the session has less than {} free: no turns.jsonl line and no checkpoints until there is room (fork and undo cannot go back to these turns)",
+                size_text(store::MIN_FREE_BYTES)
+            )]);
         }
-        for n in notes {
-            if self.checkpoints.said.insert(n.clone()) {
-                self.emit(ui, Event::warning(n));
+        match turns::start(session, history_len) {
+            Ok(n) => {
+                self.turn = Some(n);
+                Vec::new()
+            }
+            Err(e) => {
+                self.turn = None;
+                self.fresh(vec![format!("could not write turns.jsonl: {e}")])
             }
         }
     }
 
+    /// A command is about to run: the turn's checkpoint, once per turn. Returns what to say
+    /// and, when the store was written, the files of it the guard keeps.
+    pub fn before_command(
+        &mut self,
+        session: &Session,
+        workspace: &Path,
+        limits: Limits,
+    ) -> (Vec<String>, Vec<PathBuf>) {
+        let Some(turn) = self.turn else {
+            return (Vec::new(), Vec::new());
+        };
+        if self.recorded {
+            return (Vec::new(), Vec::new());
+        }
+        self.recorded = true;
+        let notes = match self.store(session, workspace, limits) {
+            Ok(s) => match s.record_turn(&session.id, turn) {
+                Ok((_, n)) => n,
+                Err(e) => vec![format!(
+                    "no checkpoint before turn {turn}: {e}; undo cannot go back past it"
+                )],
+            },
+            Err(e) => vec![e],
+        };
+        let written = state_root_of(session)
+            .map(|r| guarded(&r))
+            .unwrap_or_default();
+        (self.fresh(notes), written)
+    }
+
+    /// The notes not said yet in this runtime.
+    fn fresh(&mut self, notes: Vec<String>) -> Vec<String> {
+        notes
+            .into_iter()
+            .filter(|n| self.said.insert(n.clone()))
+            .collect()
+    }
+
     /// The store of this session's state folder, opened once. Errors (said once): no state
-    /// folder above the session, no git.
-    fn checkpoint_store(&mut self) -> Result<&Store, String> {
-        if let Some(why) = &self.checkpoints.off {
+    /// folder above the session, no git, no room.
+    fn store(
+        &mut self,
+        session: &Session,
+        workspace: &Path,
+        limits: Limits,
+    ) -> Result<&Store, String> {
+        if let Some(why) = &self.off {
             return Err(why.clone());
         }
-        if self.checkpoints.store.is_none() {
-            let opened = state_root_of(&self.session)
+        if self.store.is_none() {
+            let opened = state_root_of(session)
                 .ok_or_else(|| "the session has no state folder above it".to_string())
-                .and_then(|root| {
-                    Store::open(&root, &self.workspace, self.cfg.checkpoints)
-                        .map_err(|e| e.to_string())
-                });
+                .and_then(|root| Store::open(&root, workspace, limits).map_err(|e| e.to_string()));
             match opened {
-                Ok(s) => self.checkpoints.store = Some(s),
+                Ok(s) => self.store = Some(s),
                 Err(e) => {
                     let why = format!("checkpoints are off: {e}");
-                    self.checkpoints.off = Some(why.clone());
+                    self.off = Some(why.clone());
                     return Err(why);
                 }
             }
         }
-        self.checkpoints
-            .store
+        self.store
             .as_ref()
             .ok_or_else(|| "checkpoints are off".to_string())
     }
 }
 
 /// The store of `state`, for the verbs. Errors: no git, or checkpoints off.
-pub fn open(state: &StateDir, limits: Limits) -> Result<Store, Failure> {
+pub fn open(state: &StateDir, limits: Limits) -> Result<Store, Error> {
     if !limits.enabled {
-        return Err(Failure::Failed(
+        return Err(Error::Failed(
             "checkpoints are off (TERN_CHECKPOINTS=off)".into(),
         ));
     }
-    Store::open(&state.root, &state.workspace, limits).map_err(Failure::from)
+    Store::open(&state.root, &state.workspace, limits).map_err(failed)
 }
 
 /// `tern undo [N]`: the workspace as it was before the last `n` turns of `session` that changed
 /// files. Returns the receipt.
-pub fn undo(store: &Store, session: &Session, n: u32) -> Result<String, Failure> {
+pub fn undo(store: &Store, session: &Session, n: u32) -> Result<String, Error> {
     if n == 0 {
-        return Err(Failure::Usage(
+        return Err(Error::Usage(
             "undo takes a number of turns, 1 or more".into(),
         ));
     }
@@ -284,7 +304,7 @@ pub fn undo(store: &Store, session: &Session, n: u32) -> Result<String, Failure>
 }
 
 /// `tern redo`: puts back what the last undo (or rewind) replaced.
-pub fn redo(store: &Store) -> Result<String, Failure> {
+pub fn redo(store: &Store) -> Result<String, Error> {
     let r = store.redo().map_err(failed)?;
     let what = match r.turn {
         Some(t) => format!("as checkpointed before turn {t}"),
@@ -308,7 +328,7 @@ pub struct Row {
 }
 
 /// `tern checkpoints`: the session's checkpoints with what each turn changed.
-pub fn list(store: &Store, session: &Session) -> Result<Vec<Row>, Failure> {
+pub fn list(store: &Store, session: &Session) -> Result<Vec<Row>, Error> {
     let entries = store.entries(&session.id).map_err(failed)?;
     let now = if entries.is_empty() {
         String::new()
@@ -365,12 +385,12 @@ pub fn render_rows(rows: &[Row]) -> String {
 
 /// `tern diff [TURN]`: the patch of what turn `turn` (default: the last with a checkpoint)
 /// changed, at most 256 kB.
-pub fn diff(store: &Store, session: &Session, turn: Option<u32>) -> Result<String, Failure> {
+pub fn diff(store: &Store, session: &Session, turn: Option<u32>) -> Result<String, Error> {
     let entries = store.entries(&session.id).map_err(failed)?;
     let last = turns::last(session).map_err(failed)?;
     let turn = match turn {
         Some(t) if t == 0 || t > last => {
-            return Err(Failure::Usage(format!(
+            return Err(Error::Usage(format!(
                 "session {} has turns 1 to {last}; there is no turn {t}",
                 session.id
             )));
@@ -404,10 +424,10 @@ pub fn fork(
     from: &Session,
     at: Option<u32>,
     mark_current: bool,
-) -> Result<Session, Failure> {
+) -> Result<Session, Error> {
     let last = turns::last(from).map_err(failed)?;
     let at = at.unwrap_or(last);
-    let s = turns::state_at(from, at).map_err(|e| Failure::Usage(e.to_string()))?;
+    let s = turns::state_at(from, at).map_err(|e| Error::Usage(e.to_string()))?;
     let meta = from.read_meta().map_err(failed)?;
     let new_meta = Meta {
         cwd: meta.cwd.clone(),
@@ -457,7 +477,7 @@ pub fn fork(
 /// The checkpoint holding the workspace as it was at the end of turn `turn` of `session`: the
 /// first one taken after it (by this session, or for turns before a fork point, by the session
 /// it was forked from). None: no later turn ran a command, so the files are as it left them.
-fn end_of_turn(store: &Store, session: &Session, turn: u32) -> Result<Option<Entry>, Failure> {
+fn end_of_turn(store: &Store, session: &Session, turn: u32) -> Result<Option<Entry>, Error> {
     if let Ok(meta) = session.read_meta()
         && let Some(link) = meta.forked_from
         && turn < link.turn
@@ -484,16 +504,16 @@ pub fn rewind(
     from: &Session,
     turn: u32,
     mark_current: bool,
-) -> Result<(Session, String), Failure> {
+) -> Result<(Session, String), Error> {
     let last = turns::last(from).map_err(failed)?;
     if turn > last {
-        return Err(Failure::Usage(format!(
+        return Err(Error::Usage(format!(
             "session {} has {last} turn(s); there is no turn {turn}",
             from.id
         )));
     }
     // Checked before any file changes: the history must be there to fork.
-    turns::state_at(from, turn).map_err(|e| Failure::Usage(e.to_string()))?;
+    turns::state_at(from, turn).map_err(|e| Error::Usage(e.to_string()))?;
     let files = match end_of_turn(store, from, turn)? {
         Some(target) => {
             let r = store.restore(&from.id, &target).map_err(failed)?;
@@ -515,6 +535,23 @@ fn time_text(secs: i64) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
 }
 
-fn failed(e: std::io::Error) -> Failure {
-    Failure::Failed(e.to_string())
+fn failed(e: std::io::Error) -> Error {
+    Error::Failed(e.to_string())
+}
+
+/// Why a checkpoint verb failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// A bad argument: no such turn (exit 2).
+    Usage(String),
+    /// Refused or failed: nothing to undo, the store unreadable (exit 1).
+    Failed(String),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Usage(m) | Error::Failed(m) => f.write_str(m),
+        }
+    }
 }

@@ -69,6 +69,17 @@ impl Store {
     /// git, or the folder cannot be made.
     pub fn open(state_root: &Path, workspace: &Path, limits: Limits) -> io::Result<Store> {
         let folder = state_root.join("checkpoints");
+        // Checkpoints never fill a disk: no store is made below the floor.
+        if !folder.join("git").join("HEAD").is_file()
+            && let Some(free) = free_space(state_root)
+            && free < MIN_FREE_BYTES
+        {
+            return Err(io::Error::other(format!(
+                "the disk holding the state folder has only {} free (checkpoints need {})",
+                size_text(free),
+                size_text(MIN_FREE_BYTES)
+            )));
+        }
         fsutil::ensure_dir(&folder)?;
         let git = Git::new(folder.join("git"), workspace.to_path_buf())?;
         let store = Store {
@@ -240,7 +251,10 @@ impl Store {
     /// One ref transaction (the commit point of every change).
     fn update_refs(&self, lines: &str) -> io::Result<()> {
         fsutil::fault::point("git update-ref", &self.git.dir);
-        match self.git.run(&["update-ref", "--stdin"], Some(lines.as_bytes())) {
+        match self
+            .git
+            .run(&["update-ref", "--stdin"], Some(lines.as_bytes()))
+        {
             Ok(_) => Ok(()),
             // A `<ref>.lock` a killed git left (we hold the store's lock: no git of ours runs):
             // removed, then once more.
@@ -261,6 +275,16 @@ impl Store {
     pub fn record_turn(&self, session: &str, turn: u32) -> io::Result<(bool, Vec<String>)> {
         let _lock = self.lock()?;
         let mut notes = self.recover_locked()?;
+        // Checkpoints never fill a disk: below the floor, none is taken (and the turn goes on).
+        if let Some(free) = free_space(&self.folder)
+            && free < MIN_FREE_BYTES
+        {
+            return Err(io::Error::other(format!(
+                "the disk holding the checkpoint store has only {} free (checkpoints need {})",
+                size_text(free),
+                size_text(MIN_FREE_BYTES)
+            )));
+        }
         let (tree, skipped) = self.snapshot()?;
         notes.extend(skipped);
         let refs = self.refs(&["refs/tern/latest", "refs/tern/at", "refs/tern/redo/"])?;
@@ -659,6 +683,9 @@ impl Store {
     }
 }
 
+/// Free space below which no checkpoint is taken.
+pub const MIN_FREE_BYTES: u64 = 64_000_000;
+
 /// Loose objects past which a checkpoint packs them.
 const LOOSE_LIMIT: usize = 1000;
 
@@ -755,7 +782,7 @@ fn dir_size(dir: &Path, depth: usize) -> u64 {
 }
 
 /// Free bytes of the file system holding `path`.
-fn free_space(path: &Path) -> Option<u64> {
+pub fn free_space(path: &Path) -> Option<u64> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
     // SAFETY: statvfs fills the struct we own from a NUL-terminated path; checked for error.

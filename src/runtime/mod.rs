@@ -9,6 +9,7 @@
 
 pub mod agent;
 mod answer;
+mod checkpoints;
 pub mod compact;
 mod dispatch;
 pub mod plan;

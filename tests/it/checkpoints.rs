@@ -481,10 +481,23 @@ fn a_command_cannot_change_what_steers_the_store() {
     let git = ws.root().join(".tern/checkpoints/git");
     let read = |p: &str| std::fs::read(git.join(p)).unwrap();
     ws.ok(&["exec", "--continue", "second"]);
-    let (config, attrs, latest) = (read("config"), read("info/attributes"), read("refs/tern/latest"));
-    assert!(!String::from_utf8_lossy(&config).contains("evil"), "config put back");
-    assert!(!String::from_utf8_lossy(&attrs).contains("filter=x"), "attributes put back");
-    assert!(!String::from_utf8_lossy(&latest).starts_with("0000"), "latest put back");
+    let (config, attrs, latest) = (
+        read("config"),
+        read("info/attributes"),
+        read("refs/tern/latest"),
+    );
+    assert!(
+        !String::from_utf8_lossy(&config).contains("evil"),
+        "config put back"
+    );
+    assert!(
+        !String::from_utf8_lossy(&attrs).contains("filter=x"),
+        "attributes put back"
+    );
+    assert!(
+        !String::from_utf8_lossy(&latest).starts_with("0000"),
+        "latest put back"
+    );
     let conv = ws.conversation();
     let result = conv
         .iter()
@@ -508,7 +521,11 @@ fn a_command_cannot_change_the_store() {
         vec![
             bash(W, "c1", "echo a > a.txt"),
             text(W, "one"),
-            bash(W, "c2", "rm -rf .tern/checkpoints/git/refs/tern/s .tern/checkpoints/git/objects/*"),
+            bash(
+                W,
+                "c2",
+                "rm -rf .tern/checkpoints/git/refs/tern/s .tern/checkpoints/git/objects/*",
+            ),
             text(W, "two"),
         ],
     );
