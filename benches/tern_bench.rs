@@ -21,6 +21,9 @@ use support::{FakeServer, Recorded, Reply};
 
 type R<T> = Result<T, String>;
 
+#[path = "sections/jail.rs"]
+mod jail_section;
+
 /// The release binary (`cargo bench` builds it with the bench profile, which inherits release).
 const TERN: &str = env!("CARGO_BIN_EXE_tern");
 
@@ -87,7 +90,11 @@ fn main() -> ExitCode {
             }
         };
     }
-    // `cargo bench -- --checkpoints-only`: section 8 alone, printed, BENCHMARKS.md left as it is.
+    // `cargo bench -- --jail-only`: section 8 alone, printed, BENCHMARKS.md left as it is.
+    if args.iter().any(|a| a == "--jail-only") {
+        return printed(jail_section::bench_jail());
+    }
+    // `cargo bench -- --checkpoints-only`: section 9 alone, printed, BENCHMARKS.md left as it is.
     if args.iter().any(|a| a == "--checkpoints-only") {
         return match bench_checkpoints() {
             Ok((md, goal)) => {
@@ -198,21 +205,23 @@ fn run_all() -> R<()> {
          with care. Goals are reported, never asserted.\n\n",
     );
 
-    eprintln!("[1/7] harness CPU per turn …");
+    eprintln!("[1/9] harness CPU per turn …");
     let (turns, goal_turns) = bench_turns()?;
-    eprintln!("[2/7] bash tool drain …");
+    eprintln!("[2/9] bash tool drain …");
     let (drain, goal_drain) = bench_drain()?;
-    eprintln!("[3/7] start-up and size …");
+    eprintln!("[3/9] start-up and size …");
     let startup = bench_startup()?;
-    eprintln!("[4/7] prefix cache …");
+    eprintln!("[4/9] prefix cache …");
     let (cache, goal_cache) = bench_cache()?;
-    eprintln!("[5/7] 40-step peer comparison …");
+    eprintln!("[5/9] 40-step peer comparison …");
     let peers = bench_peers()?;
-    eprintln!("[6/7] sandbox cost per bash call …");
+    eprintln!("[6/9] sandbox cost per bash call …");
     let sandbox = bench_sandbox()?;
-    eprintln!("[7/8] sub-agents …");
+    eprintln!("[7/9] sub-agents …");
     let (agents, goal_agents) = bench_agents()?;
-    eprintln!("[8/8] checkpoints …");
+    eprintln!("[8/9] the jail …");
+    let jail = jail_section::bench_jail()?;
+    eprintln!("[9/9] checkpoints …");
     let (checkpoints, goal_checkpoints) = bench_checkpoints()?;
 
     let load_after = fs::read_to_string("/proc/loadavg").unwrap_or_default();
@@ -235,6 +244,7 @@ fn run_all() -> R<()> {
     md.push_str(&peers);
     md.push_str(&sandbox);
     md.push_str(&agents);
+    md.push_str(&jail);
     md.push_str(&checkpoints);
 
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("BENCHMARKS.md");
@@ -830,9 +840,11 @@ fn drain_child(args: &[String]) -> R<()> {
         cwd: dir,
         env: &[],
         env_remove: &[],
+        pass_env: &[],
         spill_dir: &spill,
         groups: &groups,
         sandbox: None,
+        jail: None,
     };
     let t = Instant::now();
     let out = tern::tools::bash::run(&req, &cancel)?;
@@ -887,9 +899,11 @@ fn overhead_child(args: &[String]) -> R<()> {
         cwd: dir,
         env: &[],
         env_remove: &[],
+        pass_env: &[],
         spill_dir: &spill,
         groups: &groups,
         sandbox: None,
+        jail: None,
     };
     let (mut tool, mut plain) = (Vec::new(), Vec::new());
     for _ in 0..OVERHEAD_CALLS {
@@ -1711,6 +1725,7 @@ fn sandbox_child(args: &[String]) -> R<()> {
         mode: Mode::WorkspaceWrite,
         workspace: ws.clone(),
         no_network: false,
+        network_in_namespace: false,
         draft_file: Some(session.join("plan.draft.md")),
         tmpdir: Some(folder.path().to_path_buf()),
     };
@@ -1726,9 +1741,11 @@ fn sandbox_child(args: &[String]) -> R<()> {
             cwd: &ws,
             env: &[],
             env_remove: &[],
+            pass_env: &[],
             spill_dir: &spill,
             groups: &groups,
             sandbox: sb,
+            jail: None,
         };
         let out = tern::tools::bash::run(&req, &cancel)?;
         if out.exit_code != Some(0) {
@@ -2624,7 +2641,7 @@ fn machine(load_before: &str, load_after: &str, took: Duration) -> String {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 8. Checkpoints
+// 9. Checkpoints
 
 /// Files of the checkpoint workspace, changed files per turn, turns for the store size.
 const CP_FILES: usize = 10_000;
@@ -2796,7 +2813,7 @@ fn bench_checkpoints() -> R<(String, String)> {
     let (wm, w90, wc) = (median(&warm), percentile(&warm, 90.0), median(&warm_cpu));
     let (um, uc) = (median(&undo), median(&undo_cpu));
     let mut md = String::new();
-    md.push_str("## 8. Checkpoints: cost per turn, undo, store size\n\n");
+    md.push_str("## 9. Checkpoints: cost per turn, undo, store size\n\n");
     let _ = writeln!(
         md,
         "In-process, the library's `checkpoint::Store` (what a turn runs before its first command): a \
@@ -2871,7 +2888,7 @@ fn bench_checkpoints() -> R<(String, String)> {
         tern::checkpoint::size_text(ws_bytes)
     );
     let goal = goal_row(
-        "checkpoint under 50 ms warm (10 of 10,000 files changed), undo of 10 files under 100 ms (§8)",
+        "checkpoint under 50 ms warm (10 of 10,000 files changed), undo of 10 files under 100 ms (§9)",
         &format!(
             "checkpoint median {wm:.1} ms wall, {wc:.1} ms CPU (p90 {w90:.1} ms); undo median {um:.1} ms wall, {uc:.1} ms CPU; store {} after {CP_TURNS} turns",
             tern::checkpoint::size_text(store_bytes)

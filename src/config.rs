@@ -39,6 +39,11 @@ pub const READ_ENV: &[&str] = &[
     "TERN_CHECKPOINTS",
     "TERN_CHECKPOINT_MAX_FILE",
     "TERN_CHECKPOINT_BUDGET",
+    // The jail's reach (sandbox::jail::Reach).
+    "TERN_ADD_DIRS",
+    "TERN_READ_DIRS",
+    "TERN_ENV",
+    "TERN_NO_JAIL",
     // Where the user's Fleet file is (fleet::user_file).
     "XDG_CONFIG_HOME",
     "HOME",

@@ -27,8 +27,8 @@
 //! | `session/cancel` (notification) | `{sessionId}` | stops the turn: the response `cancelled` comes after its last update. |
 //! | `$/cancel_request` (notification) | `{requestId}` | for a running prompt: as `session/cancel` (ACP v1, cancellation). |
 //! | `_tern/events` | `{sessionId, since?, limit?}` → `{events, next, more}` | the session's `events.jsonl` after `seq` `since`, so a reconnecting client misses nothing. |
-//!
 //! | `session/fork` | `{sessionId, cwd, mcpServers?}` → `{sessionId, modes}` | UNSTABLE in the SDK 0.12.1 schema (`sessionCapabilities.fork`): `tern fork` of the stored session at its end (a turn running in it is `-32600`), opened without a replay; its first request repeats the original's bytes. |
+//! | `_tern/steer` | `{sessionId, text, queue?}` → `{id, delivered}` | the person's words for the running turn, read by the model at its next request (`delivered`: `next_request`; with `queue` and no turn running, `next_turn`); no turn running and no `queue`: `-32603`. The delivery shows as a `user_message_chunk`. |
 //!
 //! `authenticate`, `logout`, `session/delete` and `session/set_config_option`
 //! are not offered (`-32601`, or `-32602` for `authenticate`: there is nothing to authenticate).
@@ -122,6 +122,8 @@ pub trait Backend {
             "method not found: session/fork".to_string(),
         ))
     }
+    /// Steers `text` into the running turn of a session (`_tern/steer`).
+    fn steer(&mut self, p: &protocol::SteerParams) -> Result<Value, RpcError>;
     /// Called after the response that opened session `id` was sent.
     fn opened(&mut self, id: &str);
     /// stdin closed or a signal came: cancel every turn and wait for them.
@@ -413,6 +415,10 @@ impl Dispatcher {
             m if m == EVENTS_METHOD => {
                 let p: EventsParams = parse(method, params)?;
                 Ok(Reply::Now(value(backend.events(&p)?), None))
+            }
+            m if m == protocol::STEER_METHOD => {
+                let p: protocol::SteerParams = parse(method, params)?;
+                Ok(Reply::Now(backend.steer(&p)?, None))
             }
             "authenticate" => Err(RpcError::params(
                 "tern offers no authentication methods (authMethods is empty)",
