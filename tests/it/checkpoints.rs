@@ -460,9 +460,9 @@ fn the_verbs_are_refused_while_a_turn_runs() {
     );
 }
 
-/// The store is tern's (item 5). Where no jail makes the state folder read-only (Landlock alone,
-/// or danger-full-access), the guard puts back what steers tern's git and the newest snapshot's
-/// ref, and the command's result says so.
+/// The store is tern's (item 5). Where no jail makes the state folder read-only (`--no-jail`:
+/// Landlock alone), the guard puts back what steers tern's git and the newest snapshot's ref,
+/// and the command's result says so.
 #[test]
 fn a_command_cannot_change_what_steers_the_store() {
     let evil = "printf '[core]\\n\\thooksPath = /tmp/evil\\n[filter \"x\"]\\n\\tclean = touch /tmp/pwned\\n' >> .tern/checkpoints/git/config; \
@@ -477,10 +477,10 @@ fn a_command_cannot_change_what_steers_the_store() {
             text(W, "two"),
         ],
     );
-    ws.ok(&["exec", "first"]);
+    ws.ok(&["exec", "--no-jail", "first"]);
     let git = ws.root().join(".tern/checkpoints/git");
     let read = |p: &str| std::fs::read(git.join(p)).unwrap();
-    ws.ok(&["exec", "--continue", "second"]);
+    ws.ok(&["exec", "--no-jail", "--continue", "second"]);
     let (config, attrs, latest) = (
         read("config"),
         read("info/attributes"),
@@ -509,12 +509,10 @@ fn a_command_cannot_change_what_steers_the_store() {
     ws.ok(&["undo"]);
 }
 
-/// Item 5 in full: every part of the store (its refs and objects) is out of the commands'
-/// reach. Needs the jail (src/sandbox: the state folder mounted read-only); in the Landlock
-/// fallback the state folder lies in the writable workspace, and only the files above are put
-/// back.
+/// Item 5 in full: in the jail (the default: the state folder is read-only to commands) every
+/// part of the store, refs and objects, is out of the commands' reach. (With `--no-jail` only
+/// the files of the test above are put back.)
 #[test]
-#[ignore = "needs the namespace jail (the state folder read-only to commands)"]
 fn a_command_cannot_change_the_store() {
     let ws = WireWs::new(
         W,
@@ -536,4 +534,13 @@ fn a_command_cannot_change_the_store() {
     let after = crate::support::files::snapshot(&store);
     let gone: Vec<&String> = before.keys().filter(|k| !after.contains_key(*k)).collect();
     assert!(gone.is_empty(), "removed by a command: {gone:?}");
+    let c2 = ws
+        .conversation()
+        .iter()
+        .find(|m| m["tool_call_id"] == "c2")
+        .map(|m| m.to_string())
+        .unwrap_or_default();
+    assert!(c2.contains("Read-only") || c2.contains("not run"), "{c2}");
+    ws.ok(&["undo"]);
+    assert!(!ws.root().join("a.txt").exists(), "the store still undoes");
 }
