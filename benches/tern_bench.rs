@@ -2818,7 +2818,7 @@ fn bench_checkpoints() -> R<(String, String)> {
         md,
         "In-process, the library's `checkpoint::Store` (what a turn runs before its first command): a \
          workspace of {CP_FILES} source-like files ({}) in 100 folders, on this machine's temporary \
-         folder; the store in its `.tern/checkpoints/git`. git {}. Each warm turn first rewrites \
+         folder; the store in its `.tern/checkpoints/git`; {}. Each warm turn first rewrites \
          {CP_CHANGED} files chosen at random, then times `record_turn` (list changed files, update the \
          store's index, write the tree, commit, one ref transaction). Undo: a checkpoint, then \
          {CP_CHANGED} files changed, then `undo` timed (snapshot of the state now, ref transaction, \
@@ -2880,8 +2880,8 @@ fn bench_checkpoints() -> R<(String, String)> {
     );
     let _ = writeln!(
         md,
-        "\nStore size after {CP_TURNS} turns of {CP_CHANGED} changed files each: **{}** on disk (loose \
-         objects, zlib; the workspace itself is {}). A turn without a command runs no git at all: \
+        "\nStore size after {CP_TURNS} turns of {CP_CHANGED} changed files each: **{}** on disk (the first \
+         checkpoint packed, later ones loose objects, zlib; the workspace itself is {}). A turn without a command runs no git at all: \
          its cost is the `turns.jsonl` line in the table (a small append under the session lock), \
          which forks need.\n",
         tern::checkpoint::size_text(store_bytes),
