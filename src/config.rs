@@ -35,6 +35,10 @@ pub const READ_ENV: &[&str] = &[
     "TERN_APPROVAL",
     "TERN_STATE_DIR",
     "TERN_SANDBOX",
+    // The checkpoint store's limits (checkpoint::Limits::from_env).
+    "TERN_CHECKPOINTS",
+    "TERN_CHECKPOINT_MAX_FILE",
+    "TERN_CHECKPOINT_BUDGET",
     // The jail's reach (sandbox::jail::Reach).
     "TERN_ADD_DIRS",
     "TERN_READ_DIRS",

@@ -153,6 +153,8 @@ impl Launcher {
         config: Config,
         process: &Process,
     ) -> Launcher {
+        let mut config = config;
+        config.checkpoints = crate::checkpoint::Limits::from_env(&env);
         Launcher {
             here: state.workspace.clone(),
             state,
@@ -633,6 +635,7 @@ impl Runtime {
                 )),
             );
         }
+        self.checkpoint(crate::checkpoint::Moment::Open, ui);
         let Some((meta, was_interrupted)) = before else {
             self.note_disk();
             return Ok(());

@@ -5,6 +5,7 @@
 
 pub mod acp;
 pub mod cancel;
+pub mod checkpoint;
 pub mod cli;
 pub mod clock;
 pub mod config;

@@ -503,6 +503,45 @@ enum Cmd {
         #[command(flatten)]
         state: StateArgs,
     },
+    /// Put the workspace's files back as they were before the last turn (or the last N turns).
+    Undo {
+        /// How many turns (default 1).
+        n: Option<u32>,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// Put back what the last undo or rewind replaced.
+    Redo {
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// List the session's checkpoints: turn, time, files changed, size.
+    Checkpoints {
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// Show what a turn changed (default: the last turn that ran a command).
+    Diff {
+        /// The turn.
+        turn: Option<u32>,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// Branch the conversation into a new session (it becomes the current one).
+    Fork {
+        /// Cut after this turn (default: the last).
+        #[arg(long)]
+        at: Option<u32>,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// Fork at the end of TURN and restore the workspace's files to that point.
+    Rewind {
+        /// The turn to go back to the end of.
+        turn: u32,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
     /// List the op table: every verb and its slash command.
     Ops {
         /// Print JSON.
@@ -797,6 +836,12 @@ fn main() -> ExitCode {
             | Cmd::Steer { .. }
             | Cmd::Fleet { .. }
             | Cmd::Hooks { .. }
+            | Cmd::Undo { .. }
+            | Cmd::Redo { .. }
+            | Cmd::Checkpoints { .. }
+            | Cmd::Diff { .. }
+            | Cmd::Fork { .. }
+            | Cmd::Rewind { .. }
             | Cmd::Sandbox { .. },
         ) => false,
     };
@@ -1070,6 +1115,23 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
                     e.code
                 }
             }
+        }
+        Cmd::Undo { n, target } => {
+            let n = n.map(|n| n.to_string());
+            verb(ctx, "undo", n.as_deref(), &target, false)
+        }
+        Cmd::Redo { target } => verb(ctx, "redo", None, &target, false),
+        Cmd::Checkpoints { target } => verb(ctx, "checkpoints", None, &target, false),
+        Cmd::Diff { turn, target } => {
+            let t = turn.map(|t| t.to_string());
+            verb(ctx, "diff", t.as_deref(), &target, false)
+        }
+        Cmd::Fork { at, target } => {
+            let t = at.map(|t| t.to_string());
+            verb(ctx, "fork", t.as_deref(), &target, false)
+        }
+        Cmd::Rewind { turn, target } => {
+            verb(ctx, "rewind", Some(&turn.to_string()), &target, false)
         }
         Cmd::Fleet { cmd } => {
             let (json, state, check) = match cmd {

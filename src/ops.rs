@@ -44,6 +44,18 @@ pub enum OpId {
     Sessions,
     /// `resume`
     Resume,
+    /// `undo`
+    Undo,
+    /// `redo`
+    Redo,
+    /// `checkpoints`
+    Checkpoints,
+    /// `diff`
+    Diff,
+    /// `fork`
+    Fork,
+    /// `rewind`
+    Rewind,
     /// `help`
     Help,
     /// `quit`
@@ -69,6 +81,12 @@ impl OpId {
             OpId::Stats => "stats",
             OpId::Sessions => "sessions",
             OpId::Resume => "resume",
+            OpId::Undo => "undo",
+            OpId::Redo => "redo",
+            OpId::Checkpoints => "checkpoints",
+            OpId::Diff => "diff",
+            OpId::Fork => "fork",
+            OpId::Rewind => "rewind",
             OpId::Help => "help",
             OpId::Quit => "quit",
             OpId::Goal => "goal",
@@ -262,6 +280,54 @@ pub const OPS: &[Op] = &[
         "switch to another session",
     ),
     op(
+        OpId::Undo,
+        "undo",
+        "/undo",
+        Access::Write,
+        "what the undo restored",
+        "put the files back as before the last turn (/undo N: the last N turns)",
+    ),
+    op(
+        OpId::Redo,
+        "redo",
+        "/redo",
+        Access::Write,
+        "what the redo put back",
+        "put back what the last undo or rewind replaced",
+    ),
+    op(
+        OpId::Checkpoints,
+        "checkpoints",
+        "/checkpoints",
+        Access::Read,
+        "checkpoint list",
+        "list checkpoints: turn, time, files changed, size",
+    ),
+    op(
+        OpId::Diff,
+        "diff",
+        "/diff",
+        Access::Read,
+        "the patch",
+        "show what a turn changed (/diff TURN; default the last)",
+    ),
+    op(
+        OpId::Fork,
+        "fork",
+        "/fork",
+        Access::Write,
+        "the new session",
+        "branch the conversation into a new session (/fork TURN: at the end of TURN)",
+    ),
+    op(
+        OpId::Rewind,
+        "rewind",
+        "/rewind",
+        Access::Write,
+        "the new session and the files restored",
+        "fork at the end of TURN and restore the files to then (/rewind TURN)",
+    ),
+    op(
         OpId::Help,
         "ops",
         "/help",
@@ -395,6 +461,23 @@ pub enum OpOutput {
         /// Newest first.
         rows: Vec<SessionRow>,
     },
+    /// `/checkpoints`.
+    Checkpoints {
+        /// Oldest first.
+        rows: Vec<crate::checkpoint::Row>,
+    },
+    /// `/diff`: the patch (or why there is none).
+    Diff {
+        /// The text.
+        text: String,
+    },
+    /// `/fork`, `/rewind`: the new session (a surface with a live runtime switches to it).
+    Forked {
+        /// The new session's id.
+        session: String,
+        /// The receipt.
+        message: String,
+    },
     /// `/help`.
     Help,
 }
@@ -414,6 +497,9 @@ impl OpOutput {
             OpOutput::Relay { path, text } => format!("{text}\n(written to {})", path.display()),
             OpOutput::Stats { session, requests } => crate::stats::render(session, requests),
             OpOutput::Sessions { root, rows } => render_sessions(root, rows),
+            OpOutput::Checkpoints { rows } => crate::checkpoint::render_rows(rows),
+            OpOutput::Diff { text } => crate::render::safe(text).into_owned(),
+            OpOutput::Forked { message, .. } => message.clone(),
             OpOutput::Help => help(),
         }
     }
@@ -458,6 +544,15 @@ impl From<Failure> for OpError {
             Failure::Interrupted => OpError::Interrupted,
             Failure::Usage(m) => OpError::Usage(m),
             other => OpError::Failed(other.to_string()),
+        }
+    }
+}
+
+impl From<crate::checkpoint::Error> for OpError {
+    fn from(e: crate::checkpoint::Error) -> Self {
+        match e {
+            crate::checkpoint::Error::Usage(m) => OpError::Usage(m),
+            crate::checkpoint::Error::Failed(m) => OpError::Failed(m),
         }
     }
 }
@@ -614,7 +709,18 @@ fn dispatch(
     ui: &mut dyn Surface,
 ) -> Result<OpOutput, OpError> {
     let need = || session.ok_or_else(|| OpError::Usage("no session".to_string()));
-    if arg.is_some() && !matches!(op.id, OpId::PlanDraft | OpId::Resume | OpId::Goal) {
+    if arg.is_some()
+        && !matches!(
+            op.id,
+            OpId::PlanDraft
+                | OpId::Resume
+                | OpId::Goal
+                | OpId::Undo
+                | OpId::Diff
+                | OpId::Fork
+                | OpId::Rewind
+        )
+    {
         return Err(OpError::Usage(format!(
             "{} takes no argument (see /help)",
             op.slash
@@ -671,10 +777,111 @@ fn dispatch(
             root: target.launcher.state.root.clone(),
             rows: sessions(&target.launcher.state)?,
         }),
+        OpId::Undo | OpId::Redo | OpId::Checkpoints | OpId::Diff | OpId::Fork | OpId::Rewind => {
+            checkpoint_op(op, arg, target, need()?)
+        }
         OpId::Help => Ok(OpOutput::Help),
         OpId::Goal => goal_op(need()?, arg).map(done),
         OpId::Resume | OpId::Quit => Err(OpError::Usage(format!("{} is a REPL command", op.slash))),
     }
+}
+
+/// The checkpoint and fork ops (src/checkpoint). The ones that change files or make a session
+/// are refused while a turn of any session of this state folder runs (it shares the workspace);
+/// this process holds the session meanwhile, so no turn starts under them.
+fn checkpoint_op(
+    op: &Op,
+    arg: Option<&str>,
+    target: &mut Target<'_>,
+    session: &Session,
+) -> Result<OpOutput, OpError> {
+    use crate::checkpoint as cp;
+    let number = |what: &str| -> Result<Option<u32>, OpError> {
+        arg.map(|a| {
+            a.trim()
+                .parse::<u32>()
+                .map_err(|_| OpError::Usage(format!("{} takes {what}, not {a:?}", op.slash)))
+        })
+        .transpose()
+    };
+    let state = &target.launcher.state;
+    let limits = target.launcher.config.checkpoints;
+    let store = || cp::open(state, limits).map_err(OpError::from);
+    match op.id {
+        OpId::Checkpoints => Ok(OpOutput::Checkpoints {
+            rows: cp::list(&store()?, session)?,
+        }),
+        OpId::Diff => {
+            let turn = number("a turn number")?;
+            Ok(OpOutput::Diff {
+                text: cp::diff(&store()?, session, turn)?,
+            })
+        }
+        _ => {
+            let n = number("a turn number")?;
+            if op.id == OpId::Rewind && n.is_none() {
+                return Err(OpError::Usage(
+                    "/rewind takes the turn to go back to (see /checkpoints)".into(),
+                ));
+            }
+            refuse_while_running(op, state)?;
+            // Held for the op: no turn of this session starts in another pane meanwhile.
+            let _lease = match crate::store::lease::Lease::try_take(&session.dir)? {
+                Ok(l) => Some(l),
+                Err(_) if target.runtime.as_ref().is_some_and(|rt| rt.held()) => None,
+                Err(h) => {
+                    return Err(OpError::Refused(format!(
+                        "refused: session {} is held by process {}",
+                        session.id,
+                        h.pid.unwrap_or(0)
+                    )));
+                }
+            };
+            let mark = target.launcher.mark_current;
+            match op.id {
+                OpId::Undo => Ok(OpOutput::Done {
+                    message: cp::undo(&store()?, session, n.unwrap_or(1))?,
+                }),
+                OpId::Redo => Ok(OpOutput::Done {
+                    message: cp::redo(&store()?)?,
+                }),
+                OpId::Fork => {
+                    let s = cp::fork(state, session, n, mark)?;
+                    let at = n.map_or("its end".to_string(), |t| format!("the end of turn {t}"));
+                    Ok(OpOutput::Forked {
+                        message: format!(
+                            "new session {} forked from {} at {at} (now the current session; continue it with tern exec --continue or tern chat --continue)",
+                            s.id, session.id
+                        ),
+                        session: s.id,
+                    })
+                }
+                _ => {
+                    let (s, message) = cp::rewind(state, &store()?, session, n.unwrap_or(0), mark)?;
+                    Ok(OpOutput::Forked {
+                        session: s.id,
+                        message,
+                    })
+                }
+            }
+        }
+    }
+}
+
+/// Refuses `op` while a turn of any session of `state` runs in a live process: the sessions
+/// share the workspace, and the op rewrites its files or copies a history in flight.
+fn refuse_while_running(op: &Op, state: &StateDir) -> Result<(), OpError> {
+    for id in state.session_ids().unwrap_or_default() {
+        if let Ok(s) = state.open_session(&id)
+            && let Some(pid) = runtime::held_elsewhere(&s)
+        {
+            return Err(OpError::Refused(format!(
+                "refused: a turn of session {id} is running in process {pid}, and {} changes the workspace or copies its history. Wait for the turn to end (or interrupt it).",
+                op.slash
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn plan_view(s: &Session) -> Result<PlanView, OpError> {
@@ -1064,7 +1271,8 @@ pub fn help() -> String {
     };
     // Columns as wide as their longest entry, so rows stay aligned; about 90 columns in all.
     let w = OPS.iter().map(|o| cli(o).len()).max().unwrap_or(0);
-    let mut out = format!("{:<10} {:<w$}  what\n", "slash", "verb");
+    let sw = OPS.iter().map(|o| o.slash.len()).max().unwrap_or(0).max(10);
+    let mut out = format!("{:<sw$} {:<w$}  what\n", "slash", "verb");
     for o in OPS {
         let mark = if o.model_call() {
             " (a model call)"
@@ -1072,7 +1280,7 @@ pub fn help() -> String {
             ""
         };
         out.push_str(&format!(
-            "{:<10} {:<w$}  {}{mark}\n",
+            "{:<sw$} {:<w$}  {}{mark}\n",
             o.slash,
             cli(o),
             o.help
@@ -1105,6 +1313,12 @@ mod tests {
             OpId::Stats,
             OpId::Sessions,
             OpId::Resume,
+            OpId::Undo,
+            OpId::Redo,
+            OpId::Checkpoints,
+            OpId::Diff,
+            OpId::Fork,
+            OpId::Rewind,
             OpId::Help,
             OpId::Quit,
             OpId::Goal,

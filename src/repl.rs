@@ -695,6 +695,12 @@ impl Repl<'_> {
         crate::output::print_receipt(&r, false);
         let _ = std::io::stdout().flush();
         self.launcher.cancel.reset();
+        // /fork and /rewind: the conversation goes on in the new session.
+        if let Some(ops::OpOutput::Forked { session, .. }) = &r.output
+            && let Err(e) = self.open(&SessionRef::Id(session.clone()), input)
+        {
+            crate::errln!("tern: {e}");
+        }
         false
     }
 }

@@ -461,6 +461,29 @@ impl Backend for Bridge {
         self.open_existing(id, cwd, mcp_servers.len(), replay)
     }
 
+    fn fork_session(
+        &mut self,
+        id: &str,
+        cwd: &Path,
+        mcp_servers: &[Value],
+    ) -> Result<(String, OpenSessionResult), RpcError> {
+        Bridge::check_cwd(cwd)?;
+        let state = self.state_for(cwd);
+        let from = state
+            .check_links()
+            .and_then(|()| state.open_session(id))
+            .map_err(|e| RpcError::params(e.to_string()))?;
+        if crate::runtime::held_elsewhere(&from).is_some() {
+            return Err(RpcError::invalid(format!(
+                "a turn of session {id} is running: fork it once the turn ends"
+            )));
+        }
+        let fork = crate::checkpoint::fork(&state, &from, None, true)
+            .map_err(|e| RpcError::internal(e.to_string()))?;
+        let r = self.open_existing(&fork.id, cwd, mcp_servers.len(), false)?;
+        Ok((fork.id, r))
+    }
+
     fn list_sessions(
         &mut self,
         cwd: Option<&Path>,

@@ -27,9 +27,10 @@
 //! | `session/cancel` (notification) | `{sessionId}` | stops the turn: the response `cancelled` comes after its last update. |
 //! | `$/cancel_request` (notification) | `{requestId}` | for a running prompt: as `session/cancel` (ACP v1, cancellation). |
 //! | `_tern/events` | `{sessionId, since?, limit?}` → `{events, next, more}` | the session's `events.jsonl` after `seq` `since`, so a reconnecting client misses nothing. |
+//! | `session/fork` | `{sessionId, cwd, mcpServers?}` → `{sessionId, modes}` | UNSTABLE in the SDK 0.12.1 schema (`sessionCapabilities.fork`): `tern fork` of the stored session at its end (a turn running in it is `-32600`), opened without a replay; its first request repeats the original's bytes. |
 //! | `_tern/steer` | `{sessionId, text, queue?}` → `{id, delivered}` | the person's words for the running turn, read by the model at its next request (`delivered`: `next_request`; with `queue` and no turn running, `next_turn`); no turn running and no `queue`: `-32603`. The delivery shows as a `user_message_chunk`. |
 //!
-//! `authenticate`, `logout`, `session/delete`, `session/set_config_option` and `session/fork`
+//! `authenticate`, `logout`, `session/delete` and `session/set_config_option`
 //! are not offered (`-32601`, or `-32602` for `authenticate`: there is nothing to authenticate).
 //!
 //! # Agent → client
@@ -108,6 +109,19 @@ pub trait Backend {
     fn cancel_request(&mut self, request: &Value);
     /// The events of a session after a `seq`.
     fn events(&mut self, p: &EventsParams) -> Result<EventsResult, RpcError>;
+    /// Forks stored session `id` at its end (`tern fork`) and opens the fork without a
+    /// replay; returns its id and open result. Not offered by default.
+    fn fork_session(
+        &mut self,
+        _id: &str,
+        _cwd: &Path,
+        _mcp_servers: &[Value],
+    ) -> Result<(String, OpenSessionResult), RpcError> {
+        Err(RpcError::new(
+            rpc::METHOD_NOT_FOUND,
+            "method not found: session/fork".to_string(),
+        ))
+    }
     /// Steers `text` into the running turn of a session (`_tern/steer`).
     fn steer(&mut self, p: &protocol::SteerParams) -> Result<Value, RpcError>;
     /// Called after the response that opened session `id` was sent.
@@ -356,6 +370,17 @@ impl Dispatcher {
                 let replay = method == "session/load";
                 let r = backend.load_session(&p.session_id, cwd, &p.mcp_servers, replay)?;
                 Ok(Reply::Now(value(r), Some(p.session_id)))
+            }
+            "session/fork" => {
+                let p: OpenSessionParams = parse(method, params)?;
+                let cwd = absolute(&p.cwd)?;
+                no_extra_roots(&p.additional_directories)?;
+                let (sid, r) = backend.fork_session(&p.session_id, cwd, &p.mcp_servers)?;
+                let mut v = value(r);
+                if let Value::Object(m) = &mut v {
+                    m.insert("sessionId".into(), Value::String(sid.clone()));
+                }
+                Ok(Reply::Now(v, Some(sid)))
             }
             "session/list" => {
                 let p: ListSessionsParams = parse(method, params)?;

@@ -431,6 +431,8 @@ pub struct SessionCapabilities {
     pub resume: Value,
     /// `session/close`.
     pub close: Value,
+    /// `session/fork` (UNSTABLE in the SDK 0.12.1 schema).
+    pub fork: Value,
 }
 
 /// The capabilities tern states: load, list, resume, close; text, resource links and embedded
@@ -451,6 +453,7 @@ pub fn agent_capabilities() -> AgentCapabilities {
             list: Value::Object(Map::new()),
             resume: Value::Object(Map::new()),
             close: Value::Object(Map::new()),
+            fork: Value::Object(Map::new()),
         },
         meta: serde_json::json!({"tern": {"events": EVENTS_METHOD, "steer": STEER_METHOD}}),
     }

@@ -9,6 +9,7 @@
 
 pub mod agent;
 mod answer;
+mod checkpoints;
 pub mod compact;
 mod dispatch;
 pub mod hooks;
@@ -119,6 +120,8 @@ pub struct Config {
     /// The token budget of one turn (input + output tokens over its requests); a sub-agent's
     /// comes from [`AgentLimits::token_budget`]. None: no budget.
     pub token_budget: Option<u64>,
+    /// The checkpoint store's limits (`TERN_CHECKPOINT_*`).
+    pub checkpoints: crate::checkpoint::Limits,
 }
 
 /// Sub-agent limits (`--agent-depth`, `--agents-parallel`, `--agent-max-turns`,
@@ -171,6 +174,7 @@ impl Config {
             jail_exe: None,
             agents: AgentLimits::default(),
             token_budget: None,
+            checkpoints: crate::checkpoint::Limits::default(),
         }
     }
 }
@@ -411,6 +415,8 @@ pub struct Runtime {
     ran_commands: bool,
     /// The person's hooks and the goal's outcome (src/hooks; the door is `runtime::hooks`).
     pub(crate) hook_state: hooks::HookState,
+    /// The turn's checkpoint state (the door: [`Runtime::checkpoint`]).
+    pub(crate) checkpoints: crate::checkpoint::Tracker,
 }
 
 /// What the commands of this runtime left running (a background job, a daemon: found by the
@@ -455,6 +461,7 @@ impl Runtime {
             jail: crate::sandbox::jail::JailSlot::Unstarted,
             ran_commands: false,
             hook_state: Default::default(),
+            checkpoints: crate::checkpoint::Tracker::default(),
             workspace: parts.workspace,
             cfg: parts.cfg,
             cancel: parts.cancel,
@@ -660,6 +667,14 @@ impl Runtime {
                 .protected()
                 .iter()
                 .map(|p| (p.clone(), Keep::Copy)),
+        )
+        // The checkpoint store's refs and settings (the objects only the jail protects).
+        .chain(
+            self.state_root()
+                .map(|r| crate::checkpoint::guarded(&r))
+                .unwrap_or_default()
+                .into_iter()
+                .map(|p| (p, Keep::Copy)),
         )
         .collect()
     }

@@ -203,6 +203,10 @@ impl Runtime {
         let at = self.inflight_at();
         let mut pending = calls.into_iter().peekable();
         while let Some(c) = pending.next() {
+            if matches!(c.call.name.as_str(), "bash" | crate::tools::agent::NAME) {
+                // The workspace as it is before the turn's first command (once per turn).
+                self.checkpoint(crate::checkpoint::Moment::BeforeCommand, ui);
+            }
             if c.call.name == crate::tools::agent::NAME && !self.cancelled() {
                 // Consecutive agent calls run at once; their results are stored in call order.
                 let mut group = vec![c];
@@ -325,6 +329,7 @@ impl Runtime {
                 }
             })?;
             self.sync_from_disk(ui)?;
+            self.checkpoint(crate::checkpoint::Moment::TurnStart, ui);
             if !prompt.trim().is_empty() {
                 self.store(vec![Message::user(stored)])?;
             }

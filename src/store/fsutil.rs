@@ -243,6 +243,14 @@ pub fn copy_atomic(src: &Path, dst: &Path) -> io::Result<()> {
     }
 }
 
+/// fsyncs a folder so a rename or a new file in it is durable; errors are ignored (some
+/// filesystems refuse it, and the data itself was already synced).
+pub fn sync_dir(dir: &Path) {
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
 /// Removes the tempfiles a crash left in `dir` (not in its subfolders). The caller holds the
 /// lock every atomic write into `dir` is made under, so none of them is in flight. Returns how
 /// many were removed.
@@ -286,13 +294,6 @@ pub fn remove_stray_folders(dir: &Path) -> io::Result<usize> {
         }
     }
     Ok(n)
-}
-
-/// fsyncs the folder `dir` (its entries: a rename or create in it), best effort.
-fn sync_dir(dir: &Path) {
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
 }
 
 /// Renames the folder `from` to `to` (which must not exist) and fsyncs their parent, so the

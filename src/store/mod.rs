@@ -123,6 +123,50 @@ impl StateDir {
         create_in(&self.root.join("sessions"), meta, fill)
     }
 
+    /// Creates a session whose files `fill` writes, then moves it into `sessions/` in one
+    /// rename (the commit point): a crash before leaves no session, only a `sessions/.tmp-session-*`
+    /// folder, removed by the next staged creation. Held under the state folder's lock.
+    pub fn create_session_staged(
+        &self,
+        mut meta: Meta,
+        fill: impl FnOnce(&Session) -> io::Result<()>,
+    ) -> io::Result<Session> {
+        self.init()?;
+        let sessions = self.root.join("sessions");
+        // A tempfile's prefix: the guard's watch of `sessions/` skips these names.
+        let staged_prefix = format!("{}session-", fsutil::TEMP_PREFIX);
+        let _lock = root_lock(&self.root)?;
+        if let Ok(rd) = std::fs::read_dir(&sessions) {
+            for e in rd.flatten() {
+                if e.file_name().to_string_lossy().starts_with(&staged_prefix) {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+        let mut id = crate::clock::new_session_id();
+        while sessions.join(&id).exists() {
+            id = crate::clock::new_session_id();
+        }
+        let staged = sessions.join(format!("{staged_prefix}{id}"));
+        fsutil::ensure_dir(&staged)?;
+        fsutil::ensure_dir(&staged.join(files::SPILL))?;
+        fsutil::ensure_dir(&staged.join(files::ARCHIVE))?;
+        let session = Session::at(&id, staged.clone());
+        meta.id = id.clone();
+        meta.created_at = crate::clock::now_rfc3339();
+        meta.updated_at = meta.created_at.clone();
+        {
+            let lock = session.lock()?;
+            session.write_meta_locked(&lock, &meta)?;
+        }
+        fill(&session)?;
+        let dir = sessions.join(&id);
+        fsutil::fault::point("rename", &dir);
+        std::fs::rename(&staged, &dir)?;
+        fsutil::sync_dir(&sessions);
+        Ok(Session::at(&id, dir))
+    }
+
     /// Creates a sub-agent's session folder under its parent's, `<parent>/agents/<id>/`, laid out
     /// (and committed by one rename) like a top-level one. It is not listed among the top-level
     /// sessions and never becomes `current`. Its leftovers are swept when the parent is reopened
@@ -246,7 +290,8 @@ impl StateDir {
                 for e in rd {
                     let e = e?;
                     let name = e.file_name().to_string_lossy().into_owned();
-                    // A dot-name is a half-built session (`.tmp-*`), never one to open.
+                    // A dot-name is a half-built session (`.tmp-*` of a new session, `.tmp-session-*`
+                    // of a fork: see `create_session_staged`), never one to open.
                     if e.file_type()?.is_dir() && !name.starts_with('.') {
                         ids.push(name);
                     }

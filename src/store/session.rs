@@ -121,6 +121,9 @@ pub struct Meta {
     /// A sub-agent's: its parent's session id and the `agent` call that started it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<ParentLink>,
+    /// A fork's origin (`tern fork`, `tern rewind`): the session and the turn it was cut after.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkLink>,
     /// What commands may write (absent in sessions made before the sandbox).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<crate::sandbox::Setting>,
@@ -139,6 +142,15 @@ pub struct ParentLink {
     /// A fork of the parent's history.
     #[serde(default)]
     pub fork: bool,
+}
+
+/// Where a fork came from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkLink {
+    /// The original session's id.
+    pub session: String,
+    /// The last turn of the original the fork's history holds (0: none).
+    pub turn: u32,
 }
 
 /// What [`Session::repair_events`] dropped from `events.jsonl`.

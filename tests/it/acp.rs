@@ -304,10 +304,10 @@ fn initialize_negotiates_the_version_and_states_capabilities() {
         caps["mcpCapabilities"],
         json!({"http": false, "sse": false})
     );
-    // Exactly list, resume and close: no delete, no additional directories.
+    // Exactly list, resume, close and fork: no delete, no additional directories.
     assert_eq!(
         caps["sessionCapabilities"],
-        json!({"list": {}, "resume": {}, "close": {}})
+        json!({"list": {}, "resume": {}, "close": {}, "fork": {}})
     );
     assert_eq!(caps["_meta"]["tern"]["events"], "_tern/events");
     assert_eq!(caps["_meta"]["tern"]["steer"], "_tern/steer");
@@ -315,7 +315,7 @@ fn initialize_negotiates_the_version_and_states_capabilities() {
     assert_eq!(r["result"]["agentInfo"]["name"], "tern");
     let r = a.call("authenticate", json!({"methodId": "x"}));
     assert_eq!(error_code(&r), -32602);
-    for m in ["session/delete", "logout", "session/fork", "_other/thing"] {
+    for m in ["session/delete", "logout", "_other/thing"] {
         let r = a.call(m, json!({}));
         assert_eq!(error_code(&r), -32601, "{m}: {r}");
     }
@@ -1452,6 +1452,38 @@ fn sdk_permission_rejected_means_not_run() {
     let s = run_sdk(&py, "permission.py", &ws, &fake, &[]);
     assert_eq!(s["stop_reason"], "end_turn", "{s}");
     assert!(!ws.path().join("sdk-rejected.txt").exists());
+}
+
+#[test]
+fn sdk_fork_goes_on_from_the_original_byte_for_byte() {
+    let Some(py) = sdk_python("sdk_fork_goes_on_from_the_original_byte_for_byte") else {
+        return;
+    };
+    let ws = Ws::new();
+    let w = Wire::OpenAi;
+    let fake = FakeServer::start(vec![
+        script::bash(w, "call_1", "echo turn-one > one.txt"),
+        script::text(w, "One done."),
+        script::text(w, "Two done."),
+        script::text(w, "Three in the fork."),
+        script::text(w, "Three in the original."),
+    ]);
+    let s = run_sdk(&py, "fork.py", &ws, &fake, &["--approval", "auto"]);
+    let (orig, fork) = (
+        s["original"].as_str().unwrap().to_string(),
+        s["fork"].as_str().unwrap().to_string(),
+    );
+    let meta = read_json(&session_dir(&ws, &fork).join("meta.json"));
+    assert_eq!(meta["forked_from"]["session"], orig.as_str(), "{meta}");
+    let bodies: Vec<Vec<u8>> = fake.requests().iter().map(|r| r.body.clone()).collect();
+    assert_eq!(bodies.len(), 5);
+    // The fork's first request and the original's next one: the same history, the same prompt,
+    // the same bytes.
+    assert_eq!(
+        String::from_utf8_lossy(&bodies[3]),
+        String::from_utf8_lossy(&bodies[4]),
+        "the fork repeats the original's bytes"
+    );
 }
 
 /// Issue 22: `_tern/steer` while the turn runs is read by the model at its next request, after

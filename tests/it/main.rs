@@ -10,6 +10,7 @@ mod agents_md;
 mod architecture;
 mod bash_tool;
 mod budget;
+mod checkpoints;
 
 mod durable;
 mod exec;

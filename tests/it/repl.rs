@@ -362,6 +362,8 @@ enum Verb {
     Resume,
     /// A flag of `tern exec` (`--goal`): the REPL's receipt, the flag's `result`.
     Flag,
+    /// `tern fork` / `tern rewind TURN`: a receipt, and the current session moves to a new one.
+    Fork,
     /// No CLI verb (`cli` is empty).
     None,
 }
@@ -372,7 +374,10 @@ fn verb_kind(op: &tern::ops::Op) -> Verb {
     }
     match op.id.as_str() {
         "plan.show" | "plan.path" | "plan.draft" | "plan.edit" | "plan.confirm" | "plan.cancel"
-        | "plan.clear" | "compact" | "relay" => Verb::Receipt,
+        | "plan.clear" | "compact" | "relay" | "undo" | "redo" | "checkpoints" | "diff" => {
+            Verb::Receipt
+        }
+        "fork" | "rewind" => Verb::Fork,
         "status" | "stats" | "sessions" | "help" => Verb::Text,
         "resume" => Verb::Resume,
         "goal" => Verb::Flag,
@@ -415,7 +420,7 @@ fn ops_parity_every_op_same_receipt_from_verb_and_slash() {
     }
 
     // (op id, argument). Failures are compared too: confirm with no draft, cancel with nothing
-    // to cancel, clear with no locked plan.
+    // to cancel, clear with no locked plan, undo and redo with nothing to undo or redo.
     let steps: &[(&str, Option<&str>)] = &[
         ("plan.show", None),
         ("plan.confirm", None),
@@ -436,6 +441,12 @@ fn ops_parity_every_op_same_receipt_from_verb_and_slash() {
         ("stats", None),
         ("sessions", None),
         ("help", None),
+        ("checkpoints", None),
+        ("diff", None),
+        ("undo", None),
+        ("redo", None),
+        ("fork", None),
+        ("rewind", Some("1")),
         ("resume", None),
         ("goal", Some("true")),
         ("quit", None),
@@ -523,6 +534,33 @@ fn ops_parity_every_op_same_receipt_from_verb_and_slash() {
                 );
                 assert!(!cli.stdout.trim().is_empty(), "{step}");
             }
+            Verb::Fork => {
+                let (from_a, from_b) = (a.ws.current_id(), b.ws.current_id());
+                let mut cmd = a.tern();
+                cmd.args(op.cli.split_whitespace())
+                    .args(arg.iter())
+                    .arg("--json");
+                let cli = ok(cmd, "");
+                let mut cmd = b.tern();
+                cmd.args(["chat", "--continue"]);
+                let line = match arg {
+                    Some(t) => format!("{} {t}\n", op.slash),
+                    None => format!("{}\n", op.slash),
+                };
+                let repl = ok(cmd, &line);
+                assert_ne!(a.ws.current_id(), from_a, "{step}: the CLI moved current");
+                assert_ne!(b.ws.current_id(), from_b, "{step}: the REPL moved current");
+                let r: Value = serde_json::from_str(cli.stdout.trim())
+                    .unwrap_or_else(|e| panic!("{step}: receipt JSON: {e}\n{cli:?}"));
+                assert_eq!(r["ok"], true, "{step}: {cli:?}");
+                assert_eq!(r["op"], op.id.as_str(), "{step}");
+                let detail_b = repl.stdout.lines().next().unwrap_or("");
+                assert_eq!(
+                    a.norm().apply(r["detail"].as_str().unwrap_or("")),
+                    b.norm().apply(detail_b),
+                    "{step}: detail"
+                );
+            }
             Verb::Resume => {
                 // A second session in each workspace, then back to the first one.
                 for s in [&a, &b] {
@@ -592,8 +630,8 @@ fn ops_parity_every_op_same_receipt_from_verb_and_slash() {
     let all: BTreeSet<&str> = tern::ops::OPS.iter().map(|o| o.id.as_str()).collect();
     assert_eq!(covered, all, "ops without a parity step");
     assert_eq!(
-        failures, 3,
-        "the three refused steps were refused on both surfaces"
+        failures, 5,
+        "the five refused steps (confirm, cancel and clear out of order; undo and redo with nothing to do) were refused on both surfaces"
     );
     // The model ops called each side's provider the same number of times.
     assert_eq!(a.fake.requests().len(), b.fake.requests().len());

@@ -158,6 +158,11 @@ impl Docs {
                         }
                     }
                 }
+                "turns.jsonl" => {
+                    for (where_, t) in json_lines() {
+                        problems.extend(check(self.shape(at), &t, &where_));
+                    }
+                }
                 _ if at.ends_with(".jsonl") => {
                     for (where_, m) in json_lines() {
                         problems.extend(self.check_message(&m, &where_));

@@ -33,7 +33,7 @@ use tern::runtime::repair::LOST_RESULT;
 use crate::support::{Recorded, Wire, validate};
 
 /// Every invariant's key, in the order the report lists them.
-pub const INVARIANTS: [&str; 12] = [
+pub const INVARIANTS: [&str; 14] = [
     "resume_failed",
     "request_invalid",
     "unparseable",
@@ -46,7 +46,88 @@ pub const INVARIANTS: [&str; 12] = [
     "seq_repeated",
     "temp_left",
     "agent_result_untrue",
+    "workspace_mixed",
+    "restore_unsaid",
 ];
+
+/// The workspace's files (not `.tern/`, `.home/`), by relative path: a restore's before and
+/// after.
+pub type Tree = BTreeMap<String, Vec<u8>>;
+
+/// The files of the workspace `root` (see [`Tree`]).
+pub fn workspace(root: &Path) -> Tree {
+    fn walk(root: &Path, dir: &Path, out: &mut Tree) {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            let rel = p
+                .strip_prefix(root)
+                .map(|r| r.to_string_lossy().into_owned());
+            let Ok(rel) = rel else { continue };
+            if rel == ".tern" || rel == ".home" {
+                continue;
+            }
+            match e.file_type() {
+                Ok(t) if t.is_dir() => walk(root, &p, out),
+                Ok(_) => {
+                    out.insert(rel, std::fs::read(&p).unwrap_or_default());
+                }
+                Err(_) => {}
+            }
+        }
+    }
+    let mut out = Tree::new();
+    walk(root, root, &mut out);
+    out
+}
+
+/// After a killed restore and the resume: the files are as before the step or as after it
+/// (`workspace_mixed`), and a restore the kill cut short (`refs/tern/pending` left) was finished
+/// and said in some session's events (`restore_unsaid`).
+pub fn restore_whole(
+    root: &Path,
+    before: &Tree,
+    after: &Tree,
+    was_pending: bool,
+) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let now = workspace(root);
+    if now != *before && now != *after {
+        let names = |t: &Tree| t.keys().cloned().collect::<Vec<_>>().join(" ");
+        out.push(v(
+            "workspace_mixed",
+            format!(
+                "the files are neither as before the step ({}) nor as after it ({}): {}",
+                names(before),
+                names(after),
+                names(&now)
+            ),
+        ));
+    }
+    let state = root.join(".tern");
+    if state.join("checkpoints/git/refs/tern/pending").exists() {
+        out.push(v(
+            "restore_unsaid",
+            "refs/tern/pending is still there after the resume",
+        ));
+    }
+    if was_pending {
+        let said = sessions(&state).iter().any(|(_, dir)| {
+            std::fs::read_to_string(dir.join("events.jsonl"))
+                .unwrap_or_default()
+                .contains("cut short")
+        });
+        if !said {
+            out.push(v(
+                "restore_unsaid",
+                "a restore was in flight at the kill, and no session's events say it was finished",
+            ));
+        }
+    }
+    out
+}
 
 /// One broken invariant.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

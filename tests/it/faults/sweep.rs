@@ -36,6 +36,8 @@ const RESUME: [&str; 2] = ["go on", "again"];
 /// What the dry run of one scenario found: the points of each step, in order.
 struct Dry {
     steps: Vec<Vec<Point>>,
+    /// The workspace's files after each step.
+    trees: Vec<check::Tree>,
 }
 
 impl Dry {
@@ -62,6 +64,7 @@ impl Dry {
 fn dry_run(sc: &Scenario) -> Dry {
     let site = Site::new();
     let mut steps = Vec::new();
+    let mut trees = Vec::new();
     for (i, st) in sc.steps.iter().enumerate() {
         let fake = FakeServer::strict(st.replies.clone());
         let log = site.log(&format!("dry-{i}"));
@@ -88,8 +91,9 @@ fn dry_run(sc: &Scenario) -> Dry {
             st.name
         );
         steps.push(points(&log, &site.root()));
+        trees.push(check::workspace(&site.root()));
     }
-    Dry { steps }
+    Dry { steps, trees }
 }
 
 /// One kill point to sweep.
@@ -102,6 +106,8 @@ struct Job {
     /// Place in its step, 1-based (`TERN_FAULT_AT`).
     at: usize,
     point: Point,
+    /// A restoring step's workspace before and after it.
+    trees: Option<(check::Tree, check::Tree)>,
 }
 
 /// One violation and what caused it.
@@ -398,7 +404,20 @@ fn sweep_point(sc: &Scenario, job: &Job, full: bool) -> Outcome {
         });
     }
     let crashed = site.copy();
+    let was_pending = site
+        .state()
+        .join("checkpoints/git/refs/tern/pending")
+        .exists();
     let rec = recover(&site, &acked, None);
+    if let Some((before, after)) = &job.trees {
+        for v in check::restore_whole(&site.root(), before, after, was_pending) {
+            outcome.found.push(Found {
+                cause: cause.clone(),
+                phase: "after resuming",
+                v,
+            });
+        }
+    }
     outcome.resume_points = rec.resume_points;
     // What the first kill broke; a killed resume is blamed only for what it adds.
     let seen: BTreeSet<(&str, String)> = rec
@@ -454,7 +473,10 @@ fn kill_point_sweep() {
     let drys: Vec<Dry> = scenarios
         .iter()
         .map(|sc| match &m.only {
-            Some((name, _)) if name != sc.name => Dry { steps: Vec::new() },
+            Some((name, _)) if name != sc.name => Dry {
+                steps: Vec::new(),
+                trees: Vec::new(),
+            },
             _ => dry_run(sc),
         })
         .collect();
@@ -473,6 +495,13 @@ fn kill_point_sweep() {
                 step,
                 at,
                 point: dry.steps[step][at - 1].clone(),
+                trees: scenarios[si].steps[step].restores.then(|| {
+                    let before = match step {
+                        0 => check::Tree::new(),
+                        s => dry.trees[s - 1].clone(),
+                    };
+                    (before, dry.trees[step].clone())
+                }),
             });
         }
     }
