@@ -307,7 +307,7 @@ fn base_url(url: &str, kind: ProviderKind, source: &str) -> Result<String, Strin
 /// `name` (from `source`: `--model` or TERN_MODEL) checked: not blank, and no control
 /// characters (the name is shown in the banner, the status and `tern sessions`, where a newline
 /// or an escape sequence would garble the terminal).
-fn model_name(name: &str, source: &str) -> Result<String, String> {
+pub(crate) fn model_name(name: &str, source: &str) -> Result<String, String> {
     if name.trim().is_empty() {
         return Err(format!("the model name is empty ({source})"));
     }

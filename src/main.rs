@@ -783,6 +783,7 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
                 state_dir,
                 idle_timeout: Duration::from_secs(model.idle_timeout),
                 process: ctx.process.clone(),
+                models: Vec::new(),
             })
         }
         Cmd::Demo { workspace, json } => tern::demo::run(&ctx.process, workspace, json),

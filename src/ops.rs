@@ -48,6 +48,8 @@ pub enum OpId {
     Help,
     /// `quit`
     Quit,
+    /// `model`
+    Model,
 }
 
 impl OpId {
@@ -69,6 +71,7 @@ impl OpId {
             OpId::Resume => "resume",
             OpId::Help => "help",
             OpId::Quit => "quit",
+            OpId::Model => "model",
         }
     }
 }
@@ -197,7 +200,7 @@ pub const OPS: &[Op] = &[
     op(
         OpId::PlanCancel,
         "plan cancel",
-        "/cancel",
+        "/discard",
         Access::Write,
         "state returned to",
         "discard the draft (archived)",
@@ -259,6 +262,14 @@ pub const OPS: &[Op] = &[
         "switch to another session",
     ),
     op(
+        OpId::Model,
+        "",
+        "/model",
+        Access::Write,
+        "model switched to",
+        "switch the model for the next request (/model NAME; alone: show it)",
+    ),
+    op(
         OpId::Help,
         "ops",
         "/help",
@@ -290,10 +301,21 @@ pub fn by_id(id: &str) -> Option<&'static Op> {
     OPS.iter().find(|o| o.id.as_str() == id)
 }
 
-/// Looks an op up by slash name (with or without the `/`).
+/// Old slash names that still work but are not listed: `/cancel` was the draft's discard,
+/// which an editor person reads as "stop the turn" (issue 21).
+const SLASH_ALIASES: &[(&str, OpId)] = &[("cancel", OpId::PlanCancel)];
+
+/// Looks an op up by slash name (with or without the `/`), hidden aliases included.
 pub fn by_slash(name: &str) -> Option<&'static Op> {
     let name = name.trim_start_matches('/');
-    OPS.iter().find(|o| o.slash.trim_start_matches('/') == name)
+    OPS.iter()
+        .find(|o| o.slash.trim_start_matches('/') == name)
+        .or_else(|| {
+            SLASH_ALIASES
+                .iter()
+                .find(|(alias, _)| *alias == name)
+                .map(|(_, id)| get(*id))
+        })
 }
 
 /// The plan as `/plan` shows it.
@@ -600,7 +622,7 @@ fn dispatch(
     ui: &mut dyn Surface,
 ) -> Result<OpOutput, OpError> {
     let need = || session.ok_or_else(|| OpError::Usage("no session".to_string()));
-    if arg.is_some() && !matches!(op.id, OpId::PlanDraft | OpId::Resume) {
+    if arg.is_some() && !matches!(op.id, OpId::PlanDraft | OpId::Resume | OpId::Model) {
         return Err(OpError::Usage(format!(
             "{} takes no argument (see /help)",
             op.slash
@@ -658,6 +680,12 @@ fn dispatch(
             rows: sessions(&target.launcher.state)?,
         }),
         OpId::Help => Ok(OpOutput::Help),
+        OpId::Model => match target.runtime.as_deref_mut() {
+            Some(rt) => rt.set_model(arg, ui).map(done).map_err(OpError::from),
+            None => Err(OpError::Usage(
+                "/model needs an open session (send a prompt first)".into(),
+            )),
+        },
         OpId::Resume | OpId::Quit => Err(OpError::Usage(format!("{} is a REPL command", op.slash))),
     }
 }
@@ -1054,6 +1082,7 @@ mod tests {
             OpId::Resume,
             OpId::Help,
             OpId::Quit,
+            OpId::Model,
         ];
         assert_eq!(ids.len(), OPS.len());
         for id in ids {
