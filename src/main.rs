@@ -656,6 +656,9 @@ fn main() -> ExitCode {
         process: Process::default(),
     };
     install_signals(&ctx.process);
+    // A killed command's orphans come to tern, which reaps them (procs::reap_group), rather than
+    // lingering as zombies of a PID 1 that may never reap.
+    tern::procs::become_subreaper();
     let code = match cli.cmd {
         None => chat(&ctx, cli.chat),
         Some(cmd) => run(&ctx, cmd),
