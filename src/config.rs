@@ -35,7 +35,9 @@ pub const READ_ENV: &[&str] = &[
     "TERN_APPROVAL",
     "TERN_STATE_DIR",
     "TERN_SANDBOX",
-    // Where the user's Fleet file is (fleet::user_file).
+    "TERN_MAX_OUTPUT_TOKENS",
+    "TERN_TEMPERATURE",
+    // Where the user's Fleet and config files are (fleet::user_file, config_file::user_path).
     "XDG_CONFIG_HOME",
     "HOME",
 ];
@@ -112,6 +114,19 @@ impl Env {
     /// `key` as the environment holds it: unset, its text (even blank), or not UTF-8.
     pub fn var(&self, key: &str) -> Var {
         self.0.get(key).cloned().unwrap_or(Var::Unset)
+    }
+
+    /// True when the environment set `key` (even blank).
+    pub fn is_set(&self, key: &str) -> bool {
+        self.0.contains_key(key)
+    }
+
+    /// Sets `key` to `value` unless it is set: a config file's value laid under the
+    /// environment's (`config_file::layer`).
+    pub fn set_default(&mut self, key: &str, value: &str) {
+        self.0
+            .entry(key.to_string())
+            .or_insert_with(|| Var::Text(value.to_string()));
     }
 }
 

@@ -9,6 +9,7 @@ mod agents;
 mod architecture;
 mod bash_tool;
 mod budget;
+mod config;
 
 mod durable;
 mod exec;
