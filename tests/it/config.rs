@@ -203,3 +203,37 @@ fn a_key_file_others_can_read_is_refused() {
     assert_eq!(out.code, Some(2), "{out:?}");
     assert!(out.stderr.contains("reads keys only from"), "{out:?}");
 }
+
+/// After the README's two commands `tern` is not on the PATH yet: the demo's hints then name
+/// the binary that runs; once a `tern` is on the PATH, they say `tern`.
+#[test]
+fn demo_hints_say_tern_only_when_it_is_on_the_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = tmp.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let demo = |path: &std::ffi::OsStr, n: u32| {
+        let mut c = std::process::Command::new(crate::support::cli::TERN);
+        c.env_clear()
+            .env("PATH", path)
+            .env("HOME", tmp.path())
+            .args(["demo", "--workspace"])
+            .arg(tmp.path().join(format!("ws{n}")));
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let system = std::env::var_os("PATH").unwrap_or_default();
+    // `bin` first, holding no tern: the full path.
+    let mut paths = vec![bin.clone()];
+    paths.extend(std::env::split_paths(&system).filter(|p| !p.join("tern").exists()));
+    let without = std::env::join_paths(&paths).unwrap();
+    let text = demo(&without, 1);
+    let full = format!("{} status", crate::support::cli::TERN);
+    assert!(text.contains(&full), "{text}");
+    assert!(!text.contains("&& tern status"), "{text}");
+    // A tern on the PATH: `tern status`.
+    std::os::unix::fs::symlink(crate::support::cli::TERN, bin.join("tern")).unwrap();
+    let text = demo(&without, 2);
+    assert!(text.contains("&& tern status && tern stats"), "{text}");
+    assert!(!text.contains(&full), "{text}");
+}
