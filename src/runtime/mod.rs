@@ -4,8 +4,8 @@
 //!
 //! What a runtime holds, grouped: the session folder and its [`Lease`] while a turn (or a
 //! rewriting verb) holds it; the request [`Prefix`] (tools + pinned system prompt + history); the
-//! provider; the policy ([`Config`], approvals); the [`Meter`] of requests; and the stamps of files
-//! other processes may change ([`Seen`]).
+//! provider; the policy ([`Config`], approvals); the `Meter` of requests; and the stamps of files
+//! other processes may change (`Seen`).
 
 pub mod agent;
 mod answer;
