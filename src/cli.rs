@@ -109,6 +109,8 @@ pub fn status(l: &Launcher, t: &Target, height: Option<usize>) -> i32 {
             "{}",
             crate::status::render_text(&s, height.or_else(terminal_height))
         );
+        // Where each setting came from (issue 21), as `/status` shows it too.
+        crate::out!("\n{}", crate::config_file::explain(l.env.sources()));
     }
     0
 }

@@ -47,7 +47,12 @@ pub const READ_ENV: &[&str] = &[
 /// as unset; [`Env::var`] tells set-but-blank and not-UTF-8 apart from unset, for the variables
 /// where a bad value must be an error rather than a silent default (the provider's).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Env(BTreeMap<String, Var>);
+pub struct Env(BTreeMap<String, Var>, Sources);
+
+/// Where each setting came from (setting → (value as shown, source)), filled when the config
+/// files are laid under the environment (`config_file::layer`); `tern status` and `/status`
+/// show it.
+pub type Sources = BTreeMap<String, (String, String)>;
 
 /// One variable as the environment holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,17 +79,20 @@ impl Env {
     /// The snapshot of this process's environment. The keys and URL credentials found are
     /// registered for redaction at once, so [`hide_from_proc`] can wipe them.
     pub fn capture() -> Env {
-        let env = Env(READ_ENV
-            .iter()
-            .filter_map(|k| {
-                let v = match std::env::var(k) {
-                    Ok(v) => Var::Text(v),
-                    Err(std::env::VarError::NotUnicode(_)) => Var::NotUtf8,
-                    Err(std::env::VarError::NotPresent) => return None,
-                };
-                Some((k.to_string(), v))
-            })
-            .collect());
+        let env = Env(
+            READ_ENV
+                .iter()
+                .filter_map(|k| {
+                    let v = match std::env::var(k) {
+                        Ok(v) => Var::Text(v),
+                        Err(std::env::VarError::NotUnicode(_)) => Var::NotUtf8,
+                        Err(std::env::VarError::NotPresent) => return None,
+                    };
+                    Some((k.to_string(), v))
+                })
+                .collect(),
+            Sources::new(),
+        );
         for k in ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"] {
             if let Some(v) = env.get(k) {
                 crate::store::redact::register(&v);
@@ -100,10 +108,13 @@ impl Env {
 
     /// A snapshot of exactly these pairs (tests, sub-agents).
     pub fn of(pairs: &[(&str, &str)]) -> Env {
-        Env(pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), Var::Text(v.to_string())))
-            .collect())
+        Env(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), Var::Text(v.to_string())))
+                .collect(),
+            Sources::new(),
+        )
     }
 
     /// The value of `key`, None when unset, blank or not UTF-8.
@@ -114,6 +125,16 @@ impl Env {
     /// `key` as the environment holds it: unset, its text (even blank), or not UTF-8.
     pub fn var(&self, key: &str) -> Var {
         self.0.get(key).cloned().unwrap_or(Var::Unset)
+    }
+
+    /// Where each setting came from (empty before `config_file::layer`).
+    pub fn sources(&self) -> &Sources {
+        &self.1
+    }
+
+    /// Records where each setting came from.
+    pub fn set_sources(&mut self, sources: Sources) {
+        self.1 = sources;
     }
 
     /// True when the environment set `key` (even blank).

@@ -79,7 +79,7 @@ pub fn user_path(env: &Env) -> Option<PathBuf> {
 }
 
 /// Where each setting came from, for `tern status`: setting → (value as shown, source).
-pub type Sources = BTreeMap<&'static str, (String, String)>;
+pub use crate::config::Sources;
 
 /// The settings `tern status` explains, in its order.
 pub const SETTINGS: [&str; 8] = [
@@ -191,7 +191,7 @@ const PROVIDER_ENV: [&str; 4] = [
 /// Lays `loaded` under `env` (see the module docs) and says where each setting came from.
 /// Runs `api_key_command` when its key is needed. Errors: the command failed or printed
 /// nothing.
-pub fn layer(mut env: Env, loaded: &Loaded) -> Result<(Env, Sources), String> {
+pub fn layer(mut env: Env, loaded: &Loaded) -> Result<Env, String> {
     let c = &loaded.merged;
     let mut sources = Sources::new();
     let file = |field: &str| {
@@ -210,7 +210,7 @@ pub fn layer(mut env: Env, loaded: &Loaded) -> Result<(Env, Sources), String> {
             ProviderKind::Anthropic => ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
         };
         sources.insert(
-            "provider",
+            "provider".into(),
             (
                 kind_name(kind).into(),
                 if c.provider.is_some() {
@@ -223,7 +223,7 @@ pub fn layer(mut env: Env, loaded: &Loaded) -> Result<(Env, Sources), String> {
         if let Some(u) = &c.base_url {
             crate::config::register_url_secrets(u);
             env.set_default(url_var, u);
-            sources.insert("base_url", (u.clone(), file("base_url")));
+            sources.insert("base_url".into(), (u.clone(), file("base_url")));
         }
         let key = match (&c.api_key, &c.api_key_command) {
             (Some(k), _) => Some((k.trim().to_string(), file("api_key"))),
@@ -236,10 +236,13 @@ pub fn layer(mut env: Env, loaded: &Loaded) -> Result<(Env, Sources), String> {
         if let Some((k, from)) = key {
             crate::store::redact::register(&k);
             env.set_default(key_var, &k);
-            sources.insert("api_key", ("set (hidden)".into(), from));
+            sources.insert("api_key".into(), ("set (hidden)".into(), from));
         }
     } else if let Some(var) = env_named {
-        sources.insert("provider", (String::new(), format!("environment {var}")));
+        sources.insert(
+            "provider".into(),
+            (String::new(), format!("environment {var}")),
+        );
     }
     let plain: [(&'static str, &str, Option<String>); 5] = [
         ("model", "TERN_MODEL", c.model.clone()),
@@ -267,7 +270,7 @@ pub fn layer(mut env: Env, loaded: &Loaded) -> Result<(Env, Sources), String> {
     for (field, var, value) in plain {
         if env.is_set(var) {
             sources.insert(
-                field,
+                field.into(),
                 (
                     env.get(var).unwrap_or_default(),
                     format!("environment {var}"),
@@ -275,10 +278,11 @@ pub fn layer(mut env: Env, loaded: &Loaded) -> Result<(Env, Sources), String> {
             );
         } else if let Some(v) = value {
             env.set_default(var, &v);
-            sources.insert(field, (v, file(field)));
+            sources.insert(field.into(), (v, file(field)));
         }
     }
-    Ok((env, sources))
+    env.set_sources(sources);
+    Ok(env)
 }
 
 fn has_key(c: &FileConfig) -> bool {
@@ -356,8 +360,8 @@ mod tests {
             approval: Some(Approval::Never),
             ..FileConfig::default()
         };
-        let (env, src) =
-            layer(Env::of(&[("TERN_MODEL", "env-model")]), &loaded(c.clone())).unwrap();
+        let env = layer(Env::of(&[("TERN_MODEL", "env-model")]), &loaded(c.clone())).unwrap();
+        let src = env.sources().clone();
         assert_eq!(env.get("TERN_MODEL").as_deref(), Some("env-model"));
         assert_eq!(
             env.get("OPENAI_BASE_URL").as_deref(),
@@ -366,7 +370,8 @@ mod tests {
         assert_eq!(env.get("TERN_APPROVAL").as_deref(), Some("never"));
         assert_eq!(src["model"].1, "environment TERN_MODEL");
         // A provider in the environment: the file's URL is not used at all.
-        let (env, src) = layer(Env::of(&[("OPENAI_API_KEY", "sk-env")]), &loaded(c)).unwrap();
+        let env = layer(Env::of(&[("OPENAI_API_KEY", "sk-env")]), &loaded(c)).unwrap();
+        let src = env.sources().clone();
         assert_eq!(env.get("OPENAI_BASE_URL"), None);
         assert_eq!(src["provider"].1, "environment OPENAI_API_KEY");
     }
@@ -378,7 +383,7 @@ mod tests {
             api_key_command: Some("echo ' sk-from-cmd '".into()),
             ..FileConfig::default()
         };
-        let (env, _) = layer(Env::default(), &loaded(c)).unwrap();
+        let env = layer(Env::default(), &loaded(c)).unwrap();
         assert_eq!(env.get("ANTHROPIC_API_KEY").as_deref(), Some("sk-from-cmd"));
         let bad = FileConfig {
             api_key_command: Some("exit 3".into()),

@@ -587,8 +587,6 @@ impl TargetArgs {
 struct Ctx {
     env: Env,
     process: Process,
-    /// Where each setting came from (`tern status`).
-    sources: tern::config_file::Sources,
     /// The config file's `models` (offered over ACP).
     models: Vec<String>,
 }
@@ -724,8 +722,8 @@ fn main() -> ExitCode {
     }
     // The config files, laid under the environment (config < environment < flags). `tern setup`
     // and `tern demo` run without them, so a broken file can be fixed.
-    let (env, sources, models) = match &cli.cmd {
-        Some(Cmd::Setup { .. } | Cmd::Demo { .. }) => (env, Default::default(), Vec::new()),
+    let (env, models) = match &cli.cmd {
+        Some(Cmd::Setup { .. } | Cmd::Demo { .. }) => (env, Vec::new()),
         _ => match load_config(env) {
             Ok(x) => x,
             Err(e) => {
@@ -739,7 +737,6 @@ fn main() -> ExitCode {
     let ctx = Ctx {
         env,
         process: Process::default(),
-        sources,
         models,
     };
     install_signals(&ctx.process);
@@ -755,13 +752,13 @@ fn main() -> ExitCode {
 
 /// Reads `~/.config/tern/config.json` and the project's `.tern/config.json` (the workspace of
 /// the current folder, or TERN_STATE_DIR) and lays them under `env`.
-fn load_config(env: Env) -> Result<(Env, tern::config_file::Sources, Vec<String>), String> {
+fn load_config(env: Env) -> Result<(Env, Vec<String>), String> {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let state = Launcher::locate(&cwd, None, &env);
     let loaded = tern::config_file::load(&env, &state.root)?;
     let models = loaded.merged.models.clone();
-    let (env, sources) = tern::config_file::layer(env, &loaded)?;
-    Ok((env, sources, models))
+    let env = tern::config_file::layer(env, &loaded)?;
+    Ok((env, models))
 }
 
 /// The `--base-url` given on the command line, whose credentials must leave `cmdline` too.
@@ -937,13 +934,7 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
             }
         }
         Cmd::Status { target, height } => match ctx.verb_launcher(&target.state) {
-            Ok(l) => {
-                let code = tern::cli::status(&l, &target.as_cli(), height.map(usize::from));
-                if !target.json {
-                    tern::outln!("\n{}", tern::config_file::explain(&ctx.sources).trim_end());
-                }
-                code
-            }
+            Ok(l) => tern::cli::status(&l, &target.as_cli(), height.map(usize::from)),
             Err(e) => {
                 tern::errln!("tern: {e}");
                 e.code

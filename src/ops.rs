@@ -662,7 +662,11 @@ fn dispatch(
             with_runtime(op, target, need()?, ui).map(done)
         }
         OpId::Status => Ok(OpOutput::Status {
-            text: crate::status::render_text(need()?, None),
+            text: format!(
+                "{}\n{}",
+                crate::status::render_text(need()?, None),
+                crate::config_file::explain(target.launcher.env.sources())
+            ),
         }),
         OpId::Stats => {
             let s = need()?;

@@ -237,3 +237,34 @@ fn demo_hints_say_tern_only_when_it_is_on_the_path() {
     assert!(text.contains("&& tern status && tern stats"), "{text}");
     assert!(!text.contains(&full), "{text}");
 }
+
+/// `/model NAME` in the REPL: the next request goes to NAME, recorded as a declared boundary,
+/// and `/model` alone names it.
+#[test]
+fn the_repl_switches_the_model_with_slash_model() {
+    let ws = Ws::new();
+    let w = Wire::OpenAi;
+    let fake = FakeServer::start(vec![script::text(w, "a"), script::text(w, "b")]);
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["chat", "--approval", "auto"]);
+    let out = run(cmd, "first\n/model bigger-model\n/model\nsecond\n/quit\n");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let all = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        all.contains("model: m → bigger-model; the next request goes to bigger-model"),
+        "{out:?}"
+    );
+    assert!(all.contains("model: bigger-model\n"), "{out:?}");
+    let reqs = fake.requests();
+    assert_eq!(reqs[0].json()["model"], "m");
+    assert_eq!(reqs[1].json()["model"], "bigger-model");
+    let events = crate::support::files::jsonl(&ws.current_dir().join("events.jsonl"));
+    assert!(
+        events.iter().any(|e| e["type"] == "boundary"
+            && e["kind"] == "model_switch"
+            && e["to"] == "openai/bigger-model"),
+        "{events:#?}"
+    );
+    let meta = crate::support::files::read_json(&ws.current_dir().join("meta.json"));
+    assert_eq!(meta["model"], "bigger-model");
+}

@@ -355,9 +355,14 @@ enum Verb {
     Resume,
     /// No CLI verb (`cli` is empty).
     None,
+    /// No CLI verb: a flag is its CLI form (`/model` ~ `--model`); the slash names the model.
+    Flag,
 }
 
 fn verb_kind(op: &tern::ops::Op) -> Verb {
+    if op.id.as_str() == "model" {
+        return Verb::Flag;
+    }
     if op.cli.is_empty() {
         return Verb::None;
     }
@@ -426,6 +431,7 @@ fn ops_parity_every_op_same_receipt_from_verb_and_slash() {
         ("stats", None),
         ("sessions", None),
         ("help", None),
+        ("model", None),
         ("resume", None),
         ("quit", None),
     ];
@@ -534,6 +540,12 @@ fn ops_parity_every_op_same_receipt_from_verb_and_slash() {
                     "{step}"
                 );
                 assert!(cli.stderr.contains(&format!("resumed session {}", a.first)));
+            }
+            Verb::Flag => {
+                let mut cmd = b.tern();
+                cmd.args(["chat", "--continue"]);
+                let repl = ok(cmd, &format!("{}\n", op.slash));
+                assert!(repl.stdout.contains("model: m"), "{step}: {repl:?}");
             }
             Verb::None => {
                 // /quit leaves before reading the next line.
