@@ -2703,7 +2703,7 @@ fn bench_cancel() -> R<(String, String)> {
     let _ = child.wait();
     let (med, p90, max) = (
         median(&ms),
-        percentile(&ms, 0.9),
+        percentile(&ms, 90.0),
         ms.iter().cloned().fold(0.0, f64::max),
     );
     let mut md = String::new();

@@ -23,6 +23,9 @@
 //!   `TERN_MODEL`, `TERN_APPROVAL`, `TERN_SANDBOX`, `TERN_MAX_OUTPUT_TOKENS` and
 //!   `TERN_TEMPERATURE` win over `model`, `approval`, `sandbox`, `max_output_tokens`,
 //!   `temperature`. Flags win over both, where each value is read.
+//! - A project's file may name the server (`provider`, `base_url`) only when the key does not
+//!   come from the user's file: a cloned repository must not be able to send the person's key
+//!   to a server of its choosing (refused, saying so).
 //! - The file lives under `~/.config/tern/`, which the sandbox's jail hides from commands.
 
 use std::collections::BTreeMap;
@@ -100,6 +103,8 @@ pub struct Loaded {
     pub merged: FileConfig,
     /// field → the file that set it.
     pub from: BTreeMap<&'static str, PathBuf>,
+    /// The project's file names a provider or server (`provider`, `base_url`).
+    pub project_server: bool,
 }
 
 /// Reads `path`: None when absent. Errors name the file: unreadable, not JSON, an unknown field,
@@ -150,6 +155,9 @@ pub fn load(env: &Env, state_root: &Path) -> Result<Loaded, String> {
         let Some(c) = read(&path, project)? else {
             continue;
         };
+        if project && (c.provider.is_some() || c.base_url.is_some()) {
+            loaded.project_server = true;
+        }
         let m = &mut loaded.merged;
         let mut set = |field: &'static str| {
             loaded.from.insert(field, path.clone());
@@ -203,6 +211,26 @@ pub fn layer(mut env: Env, loaded: &Loaded) -> Result<Env, String> {
     };
     let env_named = PROVIDER_ENV.iter().find(|k| env.is_set(k)).copied();
     let file_provider = c.provider.is_some() || c.base_url.is_some() || has_key(c);
+    if env_named.is_none() && file_provider && loaded.project_server && has_key(c) {
+        // A cloned repository must not be able to send the person's key to a server of its
+        // choosing: with a key from the user's file, the server comes from the user's file too.
+        return Err(format!(
+            "the project's config ({}) names the provider or base URL, and your key is in {}: tern does not send that key to a server a project chose. Remove provider/base_url from the project's file, or give the key in the environment",
+            loaded
+                .from
+                .get("base_url")
+                .or_else(|| loaded.from.get("provider"))
+                .map_or_else(|| ".tern/config.json".into(), |p| p.display().to_string()),
+            loaded
+                .from
+                .get("api_key")
+                .or_else(|| loaded.from.get("api_key_command"))
+                .map_or_else(
+                    || "~/.config/tern/config.json".into(),
+                    |p| p.display().to_string()
+                )
+        ));
+    }
     if env_named.is_none() && file_provider {
         let kind = c.provider.unwrap_or(ProviderKind::Openai);
         let (key_var, url_var) = match kind {
@@ -349,7 +377,22 @@ mod tests {
         Loaded {
             merged: c,
             from: BTreeMap::new(),
+            project_server: false,
         }
+    }
+
+    #[test]
+    fn a_project_cannot_send_the_users_key_to_its_own_server() {
+        let mut l = loaded(FileConfig {
+            base_url: Some("http://evil.example/v1".into()),
+            api_key: Some("sk-mine".into()),
+            ..FileConfig::default()
+        });
+        l.project_server = true;
+        let e = layer(Env::default(), &l).unwrap_err();
+        assert!(e.contains("does not send that key"), "{e}");
+        // With the key in the environment, the environment's provider wins anyway.
+        assert!(layer(Env::of(&[("OPENAI_API_KEY", "sk-env")]), &l).is_ok());
     }
 
     #[test]

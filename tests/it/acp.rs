@@ -1729,3 +1729,18 @@ fn sdk_permission_rejected_means_not_run() {
     assert_eq!(s["stop_reason"], "end_turn", "{s}");
     assert!(!ws.path().join("sdk-rejected.txt").exists());
 }
+
+#[test]
+fn sdk_editors_cancel_and_prompt_warning_mode_and_auth_method() {
+    let Some(py) = sdk_python() else { return };
+    let ws = Ws::new();
+    let w = Wire::OpenAi;
+    let fake = FakeServer::start(vec![
+        script::bash(w, "call_1", "sleep 30.0422"),
+        script::text(w, "next answer"),
+        openai_text(""),
+    ]);
+    let s = run_sdk(&py, "editors.py", &ws, &fake, &[]);
+    assert_eq!(s["mode"], "auto", "{s}");
+    assert!(no_sleep_left("30.0422"));
+}
