@@ -112,7 +112,14 @@ pub struct Loaded {
 pub fn read(path: &Path, project: bool) -> Result<Option<FileConfig>, String> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        // Absent, or a folder on the way is not one (a `.tern` file: the surfaces say that
+        // themselves, with the words for the state folder).
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                || e.raw_os_error() == Some(libc::ENOTDIR) =>
+        {
+            return Ok(None);
+        }
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
     };
     let cfg: FileConfig =

@@ -343,6 +343,10 @@ enum Cmd {
     /// Sessions live in the `.tern/` of each session's cwd. Commands ask the client first
     /// (--approval ask is the default here; the client's mode selector switches ask / auto / plan).
     Acp {
+        /// `setup`: run `tern setup` instead (the terminal auth method offered in `initialize`;
+        /// a client may append its args to the agent's own command line, `tern acp`).
+        #[arg(value_parser = ["setup"])]
+        action: Option<String>,
         /// Model requests (agentic turns) allowed per prompt before it stops (stop reason
         /// max_turn_requests).
         #[arg(long, default_value_t = 50, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..))]
@@ -723,7 +727,13 @@ fn main() -> ExitCode {
     // The config files, laid under the environment (config < environment < flags). `tern setup`
     // and `tern demo` run without them, so a broken file can be fixed.
     let (env, models) = match &cli.cmd {
-        Some(Cmd::Setup { .. } | Cmd::Demo { .. }) => (env, Vec::new()),
+        Some(
+            Cmd::Setup { .. }
+            | Cmd::Demo { .. }
+            | Cmd::Acp {
+                action: Some(_), ..
+            },
+        ) => (env, Vec::new()),
         _ => match load_config(env) {
             Ok(x) => x,
             Err(e) => {
@@ -845,6 +855,15 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
             )
         }
         Cmd::Acp {
+            action: Some(_), ..
+        } => {
+            use std::io::IsTerminal;
+            let ask = std::io::stdin().is_terminal();
+            let args = tern::setup::SetupArgs::default();
+            tern::setup::run(&ctx.env, args, &mut std::io::stdin().lock(), ask)
+        }
+        Cmd::Acp {
+            action: None,
             max_turns,
             approval,
             sandbox,

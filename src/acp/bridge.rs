@@ -26,7 +26,8 @@ use super::protocol::{
     OpenSessionResult, SessionInfo, SessionModelState,
 };
 use super::rpc::{Responder, RpcError, Wire};
-use super::session::{self, Ctx, Job, Open, Pending, Slot, lock};
+use super::session::{self, Ctx, Job, Open};
+use super::slot::{Pending, Slot, lock};
 use crate::config::{Env, ProviderFlags};
 use crate::launcher::{Launcher, Process};
 use crate::runtime::Config;
@@ -377,7 +378,7 @@ impl Backend for Bridge {
         })?;
         let h = self.handle(id)?;
         lock(&h.slot).mode = m;
-        session::persist_mode(&Session::at(id, h.dir.clone()), m);
+        super::slot::persist_mode(&Session::at(id, h.dir.clone()), m);
         Ok(())
     }
 

@@ -15,7 +15,8 @@
 //!
 //! Files: `rpc.rs` (JSON-RPC lines, the writer, the [`rpc::Responder`] that answers a request),
 //! `protocol.rs` (the message shapes), this file (dispatch), `bridge.rs` (the open sessions),
-//! `session.rs` (a session's thread: turns, ops, the order of answers), `surface.rs` (a turn's
+//! `session.rs` (a session's thread: turns, ops, the order of answers), `slot.rs` (what the
+//! dispatcher and that thread share), `surface.rs` (a turn's
 //! events out, permission questions), `updates.rs` (the one mapping of events to updates),
 //! `mode.rs` (modes, permission options, commands).
 //!
@@ -61,6 +62,7 @@ pub mod mode;
 pub mod protocol;
 pub mod rpc;
 pub mod session;
+pub mod slot;
 pub mod surface;
 pub mod updates;
 

@@ -17,13 +17,14 @@
 
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, Sender};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
 use super::mode::Mode;
 use super::protocol::{PromptResult, SessionUpdate, StopReason};
 use super::rpc::{Responder, RpcError, Wire};
+pub use super::slot::{Pending, Slot, lock, persist_mode};
 use super::surface::{AcpSurface, notify, read_ledger};
 use super::updates::{Mapper, markdown};
 use crate::cancel::CancelToken;
@@ -32,38 +33,6 @@ use crate::launcher::{Launcher, SessionRef};
 use crate::ops;
 use crate::runtime::{Approval, Failure, Quiet, Runtime};
 use crate::store::Session;
-
-/// What the dispatcher and a session thread share.
-pub struct Slot {
-    /// The prompts and ops not yet answered, oldest first: the one running, then those waiting
-    /// behind it.
-    pub pending: Vec<Pending>,
-    /// The current mode.
-    pub mode: Mode,
-    /// The model the next request goes to.
-    pub model: String,
-}
-
-/// One prompt or op not yet answered.
-pub struct Pending {
-    /// Its number in this session (to find it again).
-    pub seq: u64,
-    /// Its cancel flag.
-    pub cancel: CancelToken,
-}
-
-/// Locks a slot. The slot holds plain values; a panicked holder leaves nothing half-written.
-pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Stores `mode` with the session (`meta.json` `approval`); a failure is logged, the mode
-/// still holds for this connection.
-pub fn persist_mode(session: &Session, mode: Mode) {
-    if let Err(e) = session.update_meta(|m| m.approval = Some(mode.approval())) {
-        crate::errln!("tern acp: could not store the mode of {}: {e}", session.id);
-    }
-}
 
 /// Work for a session thread.
 pub enum Job {

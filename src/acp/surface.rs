@@ -13,7 +13,7 @@ use super::protocol::{
     SessionUpdate, TextBlock, ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolKind,
 };
 use super::rpc::Wire;
-use super::session::{Slot, lock, persist_mode};
+use super::slot::{Slot, lock, persist_mode};
 use super::updates::Mapper;
 use crate::cancel::CancelToken;
 use crate::domain::ledger::Ledger;

@@ -268,3 +268,26 @@ fn the_repl_switches_the_model_with_slash_model() {
     let meta = crate::support::files::read_json(&ws.current_dir().join("meta.json"));
     assert_eq!(meta["model"], "bigger-model");
 }
+
+/// An editor may run the terminal auth method as its agent command plus the method's args
+/// (`tern acp setup`): that is `tern setup` too.
+#[test]
+fn tern_acp_setup_is_tern_setup() {
+    let ws = Ws::new();
+    let fake = FakeServer::start(vec![script::text(Wire::OpenAi, "OK")]);
+    let path = config_path(&ws);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(
+        &path,
+        json!({"base_url": fake.openai_base(), "model": "saved-model"}).to_string(),
+    )
+    .unwrap();
+    // No terminal: nothing is asked; the saved values are tested and written back.
+    let out = run(tern(&ws, &["acp", "setup"]), "");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(fake.requests()[0].json()["model"], "saved-model");
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+}
