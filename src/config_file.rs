@@ -258,7 +258,8 @@ pub fn layer(mut env: Env, loaded: &Loaded) -> Result<Env, String> {
         if let Some(u) = &c.base_url {
             crate::config::register_url_secrets(u);
             env.set_default(url_var, u);
-            sources.insert("base_url".into(), (u.clone(), file("base_url")));
+            let shown = crate::provider::http::display_url(u);
+            sources.insert("base_url".into(), (shown, file("base_url")));
         }
         let key = match (&c.api_key, &c.api_key_command) {
             (Some(k), _) => Some((k.trim().to_string(), file("api_key"))),
@@ -274,10 +275,25 @@ pub fn layer(mut env: Env, loaded: &Loaded) -> Result<Env, String> {
             sources.insert("api_key".into(), ("set (hidden)".into(), from));
         }
     } else if let Some(var) = env_named {
+        let (kind, key_var, url_var) = if var.starts_with("OPENAI") {
+            ("openai", "OPENAI_API_KEY", "OPENAI_BASE_URL")
+        } else {
+            ("anthropic", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
+        };
         sources.insert(
             "provider".into(),
-            (String::new(), format!("environment {var}")),
+            (kind.into(), format!("environment {var}")),
         );
+        if let Some(u) = env.get(url_var) {
+            let shown = crate::provider::http::display_url(&u);
+            sources.insert("base_url".into(), (shown, format!("environment {url_var}")));
+        }
+        if env.get(key_var).is_some() {
+            sources.insert(
+                "api_key".into(),
+                ("set (hidden)".into(), format!("environment {key_var}")),
+            );
+        }
     }
     let plain: [(&'static str, &str, Option<String>); 5] = [
         ("model", "TERN_MODEL", c.model.clone()),
@@ -318,6 +334,17 @@ pub fn layer(mut env: Env, loaded: &Loaded) -> Result<Env, String> {
     }
     env.set_sources(sources);
     Ok(env)
+}
+
+/// What a setting is when nothing sets it, as `tern status` shows it.
+fn default_of(name: &str) -> &'static str {
+    match name {
+        "max_output_tokens" => "8192",
+        "temperature" => "the server's",
+        "approval" => "exec: auto; chat, acp: ask",
+        "sandbox" => "workspace-write",
+        _ => "",
+    }
 }
 
 fn has_key(c: &FileConfig) -> bool {
@@ -365,7 +392,7 @@ pub fn explain(sources: &Sources) -> String {
     for name in SETTINGS {
         let (value, from) = match sources.get(name) {
             Some((v, f)) => (v.as_str(), f.as_str()),
-            None => ("", "default"),
+            None => (default_of(name), "default"),
         };
         let value = if value.is_empty() { "-" } else { value };
         out.push_str(&format!(
