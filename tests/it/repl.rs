@@ -325,7 +325,10 @@ impl Side {
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
-        Norm::new(&self.ws, &ids)
+        let mut n = Norm::new(&self.ws, &ids);
+        // Each side's own fake server (its URL shows in the settings of `/status`).
+        n.pairs.push((self.fake.openai_base(), "<SERVER>"));
+        n
     }
 
     /// The latest `receipt` event of the current session, if any.
