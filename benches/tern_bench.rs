@@ -21,6 +21,9 @@ use support::{FakeServer, Recorded, Reply};
 
 type R<T> = Result<T, String>;
 
+#[path = "sections/jail.rs"]
+mod jail_section;
+
 /// The release binary (`cargo bench` builds it with the bench profile, which inherits release).
 const TERN: &str = env!("CARGO_BIN_EXE_tern");
 
@@ -87,9 +90,13 @@ fn main() -> ExitCode {
             }
         };
     }
-    // `cargo bench -- --cancel-only`: section 8 alone, printed, BENCHMARKS.md left as it is.
+    // `cargo bench -- --cancel-only`: section 9 alone, printed, BENCHMARKS.md left as it is.
     if args.iter().any(|a| a == "--cancel-only") {
         return printed(bench_cancel().map(|(md, goal)| format!("{goal}\n{md}")));
+    }
+    // `cargo bench -- --jail-only`: section 8 alone, printed, BENCHMARKS.md left as it is.
+    if args.iter().any(|a| a == "--jail-only") {
+        return printed(jail_section::bench_jail());
     }
     // `cargo bench -- --sandbox-only`: section 6 alone, printed, BENCHMARKS.md left as it is.
     if args.iter().any(|a| a == "--sandbox-only") {
@@ -189,21 +196,23 @@ fn run_all() -> R<()> {
          with care. Goals are reported, never asserted.\n\n",
     );
 
-    eprintln!("[1/8] harness CPU per turn …");
+    eprintln!("[1/9] harness CPU per turn …");
     let (turns, goal_turns) = bench_turns()?;
-    eprintln!("[2/8] bash tool drain …");
+    eprintln!("[2/9] bash tool drain …");
     let (drain, goal_drain) = bench_drain()?;
-    eprintln!("[3/8] start-up and size …");
+    eprintln!("[3/9] start-up and size …");
     let startup = bench_startup()?;
-    eprintln!("[4/8] prefix cache …");
+    eprintln!("[4/9] prefix cache …");
     let (cache, goal_cache) = bench_cache()?;
-    eprintln!("[5/8] 40-step peer comparison …");
+    eprintln!("[5/9] 40-step peer comparison …");
     let peers = bench_peers()?;
-    eprintln!("[6/8] sandbox cost per bash call …");
+    eprintln!("[6/9] sandbox cost per bash call …");
     let sandbox = bench_sandbox()?;
-    eprintln!("[7/8] sub-agents …");
+    eprintln!("[7/9] sub-agents …");
     let (agents, goal_agents) = bench_agents()?;
-    eprintln!("[8/8] ACP cancel latency …");
+    eprintln!("[8/9] the jail …");
+    let jail = jail_section::bench_jail()?;
+    eprintln!("[9/9] ACP cancel latency …");
     let (cancel, goal_cancel) = bench_cancel()?;
 
     let load_after = fs::read_to_string("/proc/loadavg").unwrap_or_default();
@@ -220,6 +229,7 @@ fn run_all() -> R<()> {
     md.push_str(&peers);
     md.push_str(&sandbox);
     md.push_str(&agents);
+    md.push_str(&jail);
     md.push_str(&cancel);
 
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("BENCHMARKS.md");
@@ -815,9 +825,11 @@ fn drain_child(args: &[String]) -> R<()> {
         cwd: dir,
         env: &[],
         env_remove: &[],
+        pass_env: &[],
         spill_dir: &spill,
         groups: &groups,
         sandbox: None,
+        jail: None,
     };
     let t = Instant::now();
     let out = tern::tools::bash::run(&req, &cancel)?;
@@ -872,9 +884,11 @@ fn overhead_child(args: &[String]) -> R<()> {
         cwd: dir,
         env: &[],
         env_remove: &[],
+        pass_env: &[],
         spill_dir: &spill,
         groups: &groups,
         sandbox: None,
+        jail: None,
     };
     let (mut tool, mut plain) = (Vec::new(), Vec::new());
     for _ in 0..OVERHEAD_CALLS {
@@ -1696,6 +1710,7 @@ fn sandbox_child(args: &[String]) -> R<()> {
         mode: Mode::WorkspaceWrite,
         workspace: ws.clone(),
         no_network: false,
+        network_in_namespace: false,
         draft_file: Some(session.join("plan.draft.md")),
         tmpdir: Some(folder.path().to_path_buf()),
     };
@@ -1711,9 +1726,11 @@ fn sandbox_child(args: &[String]) -> R<()> {
             cwd: &ws,
             env: &[],
             env_remove: &[],
+            pass_env: &[],
             spill_dir: &spill,
             groups: &groups,
             sandbox: sb,
+            jail: None,
         };
         let out = tern::tools::bash::run(&req, &cancel)?;
         if out.exit_code != Some(0) {
@@ -2609,7 +2626,7 @@ fn machine(load_before: &str, load_after: &str, took: Duration) -> String {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 8. ACP: how soon a cancel is answered
+// 9. ACP: how soon a cancel is answered
 
 /// Cancels measured.
 const CANCEL_RUNS: usize = 15;
@@ -2707,7 +2724,7 @@ fn bench_cancel() -> R<(String, String)> {
         ms.iter().cloned().fold(0.0, f64::max),
     );
     let mut md = String::new();
-    md.push_str("## 8. ACP: cancel latency\n\n");
+    md.push_str("## 9. ACP: cancel latency\n\n");
     let _ = writeln!(
         md,
         "`session/cancel` sent while a command runs (`sleep …; echo after`: bash forks the sleep, so \

@@ -37,6 +37,11 @@ pub const READ_ENV: &[&str] = &[
     "TERN_SANDBOX",
     "TERN_MAX_OUTPUT_TOKENS",
     "TERN_TEMPERATURE",
+    // The jail's reach (sandbox::jail::Reach).
+    "TERN_ADD_DIRS",
+    "TERN_READ_DIRS",
+    "TERN_ENV",
+    "TERN_NO_JAIL",
     // Where the user's Fleet and config files are (fleet::user_file, config_file::user_path).
     "XDG_CONFIG_HOME",
     "HOME",

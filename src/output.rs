@@ -299,6 +299,7 @@ pub fn describe(env: &Envelope) -> Option<String> {
             archive.as_deref().unwrap_or("")
         ),
         Event::Warning { message } => format!("warning: {message}"),
+        Event::Steer { text, .. } => format!("steered in: {}", text.trim()),
         Event::Repair {
             dropped_lines,
             torn_tail,

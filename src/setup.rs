@@ -287,9 +287,7 @@ fn test_request(route: &config::ProviderChoice) -> Result<u128, String> {
             route.api_key.clone(),
         )),
     };
-    let messages = [Message::User {
-        content: "Reply with OK.".into(),
-    }];
+    let messages = [Message::user("Reply with OK.")];
     let body = p.body(&crate::provider::Request {
         model: &route.model,
         system: "You are a connection test. Reply with OK.",

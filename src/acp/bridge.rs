@@ -480,6 +480,20 @@ impl Backend for Bridge {
         })
     }
 
+    fn steer(&mut self, p: &super::protocol::SteerParams) -> Result<Value, RpcError> {
+        use crate::runtime::steer::{self, SteerError};
+        let h = self.handle(&p.session_id)?;
+        let session = Session::at(&p.session_id, h.dir.clone());
+        match steer::send(&session, &p.text, p.queue) {
+            Ok(sent) => Ok(json!({
+                "id": sent.entry.id,
+                "delivered": if sent.running { "next_request" } else { "next_turn" },
+            })),
+            Err(SteerError::Usage(m)) => Err(RpcError::params(m)),
+            Err(e) => Err(RpcError::internal(e.to_string())),
+        }
+    }
+
     fn provider_ready(&mut self) -> Result<(), String> {
         let here = std::env::current_dir().map_err(|e| e.to_string())?;
         Launcher::new(

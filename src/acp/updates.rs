@@ -5,6 +5,7 @@
 //!
 //! Mapping (ACP v1, prompt turn and tool calls):
 //! - `turn_start` → `user_message_chunk` (replay only: a live client shows its own prompt);
+//!   `steer` (a message steered into the running turn) → `user_message_chunk`;
 //! - `assistant` text → `agent_message_chunk` (live, only text that did not stream);
 //! - `tool_call` → `tool_call` (bash: kind `execute`, titled by its command, `pending` until
 //!   approved; the plan and progress tools kind `think`; others `other`, `in_progress`);
@@ -55,6 +56,11 @@ impl Mapper {
                 }]
             }
             Event::Assistant { text, .. } => chunk(text),
+            // A message steered into the running turn (`_tern/steer`, `tern steer`): the
+            // person's words, shown where they joined the conversation.
+            Event::Steer { text, .. } => vec![SessionUpdate::UserMessageChunk {
+                content: TextBlock::new(text.clone()),
+            }],
             Event::ToolCall {
                 id,
                 name,
@@ -180,7 +186,7 @@ impl Mapper {
 /// A stored message as the events that wrote it.
 fn as_events(m: &Message) -> Vec<Event> {
     match m {
-        Message::User { content } => vec![Event::TurnStart {
+        Message::User { content, .. } => vec![Event::TurnStart {
             prompt: content.clone(),
         }],
         Message::Assistant { text, tool_calls } => {
@@ -392,9 +398,7 @@ mod tests {
             arguments: json!({"command": "false"}),
         };
         let history = vec![
-            Message::User {
-                content: "go".into(),
-            },
+            Message::user("go"),
             Message::Assistant {
                 text: "ok".into(),
                 tool_calls: vec![call],
