@@ -291,3 +291,29 @@ fn tern_acp_setup_is_tern_setup() {
         0o600
     );
 }
+
+/// The key `tern setup` saved is out of the commands' reach: the jail hides ~/.config/tern.
+#[test]
+fn the_sandbox_cannot_read_the_configs_key() {
+    let ws = Ws::new();
+    let w = Wire::OpenAi;
+    let fake = FakeServer::start(vec![
+        script::text(w, "OK"),
+        script::bash(
+            w,
+            "k1",
+            "cat \"$HOME/.config/tern/config.json\"; echo rc=$?",
+        ),
+        script::text(w, "done"),
+    ]);
+    let out = setup_by_flags(&ws, &fake, &["--api-key", "sk-saved-key-777777"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let mut c = tern(&ws, &["exec", "read the config"]);
+    c.env("HOME", ws.home());
+    let out = run(c, "");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let body = fake.requests()[2].body_str();
+    assert!(body.contains("rc="), "{body}");
+    assert!(!body.contains("rc=0"), "the command read the file: {body}");
+    assert!(!body.contains("sk-saved-key-777777"), "{body}");
+}
