@@ -26,6 +26,7 @@ pub(super) fn bench_jail() -> R<String> {
     let mut own: [Vec<f64>; 3] = Default::default();
     let mut total: [Vec<f64>; 3] = Default::default();
     let mut wall: [Vec<f64>; 3] = Default::default();
+    let mut rss: [Vec<f64>; 3] = Default::default();
     for round in 0..ROUNDS {
         for i in 0..arms.len() {
             let arm = (round + i) % arms.len();
@@ -43,6 +44,7 @@ pub(super) fn bench_jail() -> R<String> {
             own[arm].push(s.m.own_ms() / requests as f64);
             total[arm].push(s.m.total_us as f64 / 1000.0 / requests as f64);
             wall[arm].push(s.m.wall.as_secs_f64() * 1000.0 / requests as f64);
+            rss[arm].push(s.m.hwm_kb as f64 / 1024.0);
             eprintln!(
                 "  round {} {name}: own {:.3} ms/turn",
                 round + 1,
@@ -56,17 +58,18 @@ pub(super) fn bench_jail() -> R<String> {
          in rotation. tern's own CPU is the harness cost the brief tracks; \"tern + all under \
          it\" adds the jail's init (which now forks the commands) and the commands themselves, so \
          work moved into the jail is not hidden.\n\n\
-         | arm | tern's own CPU per turn (median) | / Landlock alone | tern + all under it, per turn | wall per turn |\n|---|---|---|---|---|"
+         | arm | tern's own CPU per turn (median) | / Landlock alone | tern + all under it, per turn | wall per turn | tern's peak RSS |\n|---|---|---|---|---|---|"
     );
     let base = median(&own[1]).max(f64::MIN_POSITIVE);
     for (i, (name, _)) in arms.iter().enumerate() {
         let _ = writeln!(
             md,
-            "| {name} | **{:.3} ms** | {:.2}× | {:.3} ms | {:.3} ms |",
+            "| {name} | **{:.3} ms** | {:.2}× | {:.3} ms | {:.3} ms | {:.1} MB |",
             median(&own[i]),
             median(&own[i]) / base,
             median(&total[i]),
             median(&wall[i]),
+            median(&rss[i]),
         );
     }
     md.push('\n');

@@ -287,12 +287,13 @@ impl Runtime {
         }
         let tmp = self.tmp.as_ref().map(|t| t.path().to_path_buf());
         if let JailSlot::Running(j) = &self.jail {
-            if j.spec().writable.iter().any(|w| Some(w) == tmp.as_ref())
-                || tmp
-                    .as_ref()
-                    .and_then(|t| std::fs::canonicalize(t).ok())
-                    .is_some_and(|t| j.spec().writable.contains(&t))
-            {
+            // The same private TMPDIR (it is made anew only when it could not be emptied) and
+            // the jail still there: keep it. Else a new one.
+            let same_tmp = tmp.as_ref().is_none_or(|t| {
+                j.spec().writable.contains(t)
+                    || std::fs::canonicalize(t).is_ok_and(|t| j.spec().writable.contains(&t))
+            });
+            if same_tmp && j.is_alive() {
                 return Ok(Some(j.clone()));
             }
             self.jail = JailSlot::Unstarted;

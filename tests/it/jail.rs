@@ -595,3 +595,47 @@ fn without_the_jail_the_guard_names_other_sessions_rewritten() {
     );
     assert!(outs[0].contains("other sessions"), "{outs:?}");
 }
+
+/// A jail killed from outside (the OOM killer, a person's `kill`) is replaced at the next
+/// command: the killed command ends, the next one runs in a new jail.
+#[test]
+fn a_killed_jail_is_replaced_at_the_next_command() {
+    let ws = Ws::new();
+    let ready = ws.path().join("ready");
+    let marker = format!("{}.{}", 30, std::process::id());
+    let killer = {
+        let ready = ready.clone();
+        let marker = marker.clone();
+        std::thread::spawn(move || {
+            let ok = crate::support::procs::eventually(std::time::Duration::from_secs(30), || {
+                ready.exists()
+            });
+            assert!(ok, "the first command never started");
+            // The sleep's parent chain on the host: sleep → bash → the jail's init.
+            let sleep = crate::support::procs::pids_running(&["sleep", &marker]);
+            let ppid = |pid: u32| -> Option<u32> {
+                let st = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+                st[st.rfind(')')? + 1..]
+                    .split_whitespace()
+                    .nth(1)?
+                    .parse()
+                    .ok()
+            };
+            let init = sleep.first().and_then(|p| ppid(*p)).and_then(ppid);
+            let init = init.expect("the jail's init");
+            // SAFETY: kill(2) of the jail's init, found above.
+            unsafe { libc::kill(init as i32, libc::SIGKILL) };
+        })
+    };
+    let outs = run_cmds(
+        &ws,
+        &[],
+        &[
+            &format!("touch {}; sleep {marker}; echo slept", ready.display()),
+            "echo second-ran",
+        ],
+    );
+    killer.join().unwrap();
+    assert!(!outs[0].contains("slept"), "{outs:?}");
+    assert!(outs[1].contains("second-ran"), "{outs:?}");
+}

@@ -332,6 +332,7 @@ fn spawn(
         return Err(io::Error::other("a spawn request without its descriptors"));
     };
     let ruleset = if has_ruleset { fds.next() } else { None };
+    let draft = draft.map(|d| std::fs::canonicalize(&d).unwrap_or(d));
     if let Some(d) = draft.filter(|d| spec.writable_files.contains(d)) {
         mounts::refresh_file(&d, draft_inode)?;
     }

@@ -454,6 +454,13 @@ impl Jail {
         })
     }
 
+    /// Whether the jail's processes are still there (the init could be killed from outside,
+    /// e.g. by the OOM killer); a runtime starts a new jail when not.
+    pub fn is_alive(&self) -> bool {
+        let mut outer = self.outer.lock().unwrap_or_else(|p| p.into_inner());
+        matches!(outer.try_wait(), Ok(None))
+    }
+
     /// The layers this jail has.
     pub fn layers(&self) -> &Layers {
         &self.layers
