@@ -90,6 +90,10 @@ fn main() -> ExitCode {
             }
         };
     }
+    // `cargo bench -- --cancel-only`: section 9 alone, printed, BENCHMARKS.md left as it is.
+    if args.iter().any(|a| a == "--cancel-only") {
+        return printed(bench_cancel().map(|(md, goal)| format!("{goal}\n{md}")));
+    }
     // `cargo bench -- --jail-only`: section 8 alone, printed, BENCHMARKS.md left as it is.
     if args.iter().any(|a| a == "--jail-only") {
         return printed(jail_section::bench_jail());
@@ -210,26 +214,28 @@ fn run_all() -> R<()> {
          with care. Goals are reported, never asserted.\n\n",
     );
 
-    eprintln!("[1/10] harness CPU per turn …");
+    eprintln!("[1/11] harness CPU per turn …");
     let (turns, goal_turns) = bench_turns()?;
-    eprintln!("[2/10] bash tool drain …");
+    eprintln!("[2/11] bash tool drain …");
     let (drain, goal_drain) = bench_drain()?;
-    eprintln!("[3/10] start-up and size …");
+    eprintln!("[3/11] start-up and size …");
     let startup = bench_startup()?;
-    eprintln!("[4/10] prefix cache …");
+    eprintln!("[4/11] prefix cache …");
     let (cache, goal_cache) = bench_cache()?;
-    eprintln!("[5/10] 40-step peer comparison …");
+    eprintln!("[5/11] 40-step peer comparison …");
     let peers = bench_peers()?;
-    eprintln!("[6/10] sandbox cost per bash call …");
+    eprintln!("[6/11] sandbox cost per bash call …");
     let sandbox = bench_sandbox()?;
-    eprintln!("[7/10] sub-agents …");
+    eprintln!("[7/11] sub-agents …");
     let (agents, goal_agents) = bench_agents()?;
-    eprintln!("[8/10] the jail …");
+    eprintln!("[8/11] the jail …");
     let jail = jail_section::bench_jail()?;
-    eprintln!("[9/10] hooks …");
+    eprintln!("[9/11] hooks …");
     let hooks = bench_hooks()?;
-    eprintln!("[10/10] checkpoints …");
+    eprintln!("[10/11] checkpoints …");
     let (checkpoints, goal_checkpoints) = bench_checkpoints()?;
+    eprintln!("[11/11] ACP cancel latency …");
+    let (cancel, goal_cancel) = bench_cancel()?;
 
     let load_after = fs::read_to_string("/proc/loadavg").unwrap_or_default();
     md.push_str(&machine(&load_before, &load_after, started.elapsed()));
@@ -240,6 +246,7 @@ fn run_all() -> R<()> {
         goal_cache,
         goal_agents,
         goal_checkpoints,
+        goal_cancel,
     ] {
         md.push_str(&row);
     }
@@ -254,6 +261,7 @@ fn run_all() -> R<()> {
     md.push_str(&jail);
     md.push_str(&hooks);
     md.push_str(&checkpoints);
+    md.push_str(&cancel);
 
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("BENCHMARKS.md");
     fs::write(&path, &md).map_err(|e| format!("write {}: {e}", path.display()))?;
@@ -2769,7 +2777,7 @@ fn machine(load_before: &str, load_after: &str, took: Duration) -> String {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 9. Checkpoints
+// 10. Checkpoints
 
 /// Files of the checkpoint workspace, changed files per turn, turns for the store size.
 const CP_FILES: usize = 10_000;
@@ -2941,7 +2949,7 @@ fn bench_checkpoints() -> R<(String, String)> {
     let (wm, w90, wc) = (median(&warm), percentile(&warm, 90.0), median(&warm_cpu));
     let (um, uc) = (median(&undo), median(&undo_cpu));
     let mut md = String::new();
-    md.push_str("## 9. Checkpoints: cost per turn, undo, store size\n\n");
+    md.push_str("## 10. Checkpoints: cost per turn, undo, store size\n\n");
     let _ = writeln!(
         md,
         "In-process, the library's `checkpoint::Store` (what a turn runs before its first command): a \
@@ -3024,4 +3032,132 @@ fn bench_checkpoints() -> R<(String, String)> {
         wm < 50.0 && um < 100.0,
     );
     Ok((md, goal))
+}
+// 11. ACP: how soon a cancel is answered
+
+/// Cancels measured.
+const CANCEL_RUNS: usize = 15;
+
+/// `session/cancel` during a running command → the prompt's `cancelled` response, over raw
+/// JSON-RPC on `tern acp`'s pipes. The command (`sleep …; echo`) makes bash fork a child, so the
+/// kill leaves an orphan: the case where a zombie used to hold the answer for the 2 s kill grace
+/// (issue 21).
+fn bench_cancel() -> R<(String, String)> {
+    use std::io::{BufRead, BufReader, Write};
+    let mut replies = Vec::new();
+    for i in 0..CANCEL_RUNS {
+        // One request per prompt: each is cancelled while its command runs.
+        replies.push(bash_call(
+            &format!("c{i}"),
+            &format!("sleep 30.{i:04}7; echo after"),
+        ));
+    }
+    let server = FakeServer::start(replies);
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let mut cmd = tern_command(
+        &server,
+        dir.path(),
+        TERN,
+        &["acp".into(), "--approval".into(), "auto".into()],
+    )?;
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
+    let mut child = cmd.spawn().map_err(|e| e.to_string())?;
+    let mut stdin = child.stdin.take().ok_or("no stdin")?;
+    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    let out = child.stdout.take().ok_or("no stdout")?;
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str(&line)
+                && tx.send(v).is_err()
+            {
+                break;
+            }
+        }
+    });
+    let mut send = |v: Value| -> R<()> {
+        let mut line = serde_json::to_vec(&v).map_err(|e| e.to_string())?;
+        line.push(b'\n');
+        stdin.write_all(&line).map_err(|e| e.to_string())
+    };
+    let wait_for = |pred: &dyn Fn(&Value) -> bool| -> R<Value> {
+        loop {
+            let v = rx
+                .recv_timeout(Duration::from_secs(60))
+                .map_err(|_| "tern acp went quiet".to_string())?;
+            if pred(&v) {
+                return Ok(v);
+            }
+        }
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}),
+    )?;
+    wait_for(&|v| v["id"] == 1)?;
+    let ws = dir.path().join("ws");
+    send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": ws, "mcpServers": []}}),
+    )?;
+    let sid = wait_for(&|v| v["id"] == 2)?["result"]["sessionId"]
+        .as_str()
+        .ok_or("no session")?
+        .to_string();
+    let mut ms = Vec::new();
+    for i in 0..CANCEL_RUNS {
+        let id = 10 + i;
+        send(
+            json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt",
+            "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "sleep"}]}}),
+        )?;
+        wait_for(&|v| v["params"]["update"]["status"] == "in_progress")?;
+        // Until the shell has forked its sleep (the orphan-to-be).
+        let marker = format!("30.{i:04}7");
+        let started = Instant::now();
+        while !sleeping(&marker) && started.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let t = Instant::now();
+        send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}))?;
+        let r = wait_for(&|v| v["id"] == id && v.get("method").is_none())?;
+        ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        if r["result"]["stopReason"] != "cancelled" {
+            return Err(format!("cancel {i}: {r}"));
+        }
+    }
+    drop(stdin);
+    let _ = child.wait();
+    let (med, p90, max) = (
+        median(&ms),
+        percentile(&ms, 90.0),
+        ms.iter().cloned().fold(0.0, f64::max),
+    );
+    let mut md = String::new();
+    md.push_str("## 11. ACP: cancel latency\n\n");
+    let _ = writeln!(
+        md,
+        "`session/cancel` sent while a command runs (`sleep …; echo after`: bash forks the sleep, so \
+         the kill leaves an orphan) → the prompt's `cancelled` response, over raw JSON-RPC on the \
+         pipes of one `tern acp --approval auto`; {CANCEL_RUNS} cancels. tern is the child \
+         subreaper of its commands and reaps the orphan; its liveness check does not count \
+         zombies (before issue 21, a zombie PID 1 never reaped held every answer for the 2 s \
+         kill grace).\n"
+    );
+    md.push_str("| median | p90 | max |\n|---|---|---|\n");
+    let _ = writeln!(md, "| {med:.0} ms | {p90:.0} ms | {max:.0} ms |\n");
+    let goal = goal_row(
+        "a cancel is answered within 200 ms of the kill (ACP)",
+        &format!("median {med:.0} ms, max {max:.0} ms"),
+        max < 200.0,
+    );
+    Ok((md, goal))
+}
+
+/// True while a `sleep MARKER` process runs.
+fn sleeping(marker: &str) -> bool {
+    let want = format!("sleep\0{marker}\0");
+    fs::read_dir("/proc")
+        .map(|d| {
+            d.flatten()
+                .any(|e| fs::read(e.path().join("cmdline")).is_ok_and(|c| c == want.as_bytes()))
+        })
+        .unwrap_or(false)
 }

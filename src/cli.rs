@@ -155,6 +155,11 @@ pub fn status(l: &Launcher, t: &Target, height: Option<usize>) -> i32 {
             "{}",
             crate::status::render_text(&s, height.or_else(terminal_height))
         );
+        // Where each setting came from (issue 21), as `/status` shows it too; not in a view
+        // windowed to a height (`--height`, a watching pane), which it would push out.
+        if height.is_none() {
+            crate::out!("\n{}", crate::config_file::explain(l.env.sources()));
+        }
     }
     0
 }

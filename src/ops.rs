@@ -62,6 +62,8 @@ pub enum OpId {
     Quit,
     /// `goal`
     Goal,
+    /// `model`
+    Model,
 }
 
 impl OpId {
@@ -90,6 +92,7 @@ impl OpId {
             OpId::Help => "help",
             OpId::Quit => "quit",
             OpId::Goal => "goal",
+            OpId::Model => "model",
         }
     }
 }
@@ -218,7 +221,7 @@ pub const OPS: &[Op] = &[
     op(
         OpId::PlanCancel,
         "plan cancel",
-        "/cancel",
+        "/discard",
         Access::Write,
         "state returned to",
         "discard the draft (archived)",
@@ -328,6 +331,14 @@ pub const OPS: &[Op] = &[
         "fork at the end of TURN and restore the files to then (/rewind TURN)",
     ),
     op(
+        OpId::Model,
+        "",
+        "/model",
+        Access::Write,
+        "model switched to",
+        "switch the model for the next request (/model NAME; alone: show it)",
+    ),
+    op(
         OpId::Help,
         "ops",
         "/help",
@@ -367,10 +378,21 @@ pub fn by_id(id: &str) -> Option<&'static Op> {
     OPS.iter().find(|o| o.id.as_str() == id)
 }
 
-/// Looks an op up by slash name (with or without the `/`).
+/// Old slash names that still work but are not listed: `/cancel` was the draft's discard,
+/// which an editor person reads as "stop the turn" (issue 21).
+const SLASH_ALIASES: &[(&str, OpId)] = &[("cancel", OpId::PlanCancel)];
+
+/// Looks an op up by slash name (with or without the `/`), hidden aliases included.
 pub fn by_slash(name: &str) -> Option<&'static Op> {
     let name = name.trim_start_matches('/');
-    OPS.iter().find(|o| o.slash.trim_start_matches('/') == name)
+    OPS.iter()
+        .find(|o| o.slash.trim_start_matches('/') == name)
+        .or_else(|| {
+            SLASH_ALIASES
+                .iter()
+                .find(|(alias, _)| *alias == name)
+                .map(|(_, id)| get(*id))
+        })
 }
 
 /// The plan as `/plan` shows it.
@@ -715,6 +737,7 @@ fn dispatch(
             OpId::PlanDraft
                 | OpId::Resume
                 | OpId::Goal
+                | OpId::Model
                 | OpId::Undo
                 | OpId::Diff
                 | OpId::Fork
@@ -760,7 +783,11 @@ fn dispatch(
             with_runtime(op, target, need()?, ui).map(done)
         }
         OpId::Status => Ok(OpOutput::Status {
-            text: crate::status::render_text(need()?, None),
+            text: format!(
+                "{}\n{}",
+                crate::status::render_text(need()?, None),
+                crate::config_file::explain(target.launcher.env.sources())
+            ),
         }),
         OpId::Stats => {
             let s = need()?;
@@ -782,6 +809,12 @@ fn dispatch(
         }
         OpId::Help => Ok(OpOutput::Help),
         OpId::Goal => goal_op(need()?, arg).map(done),
+        OpId::Model => match target.runtime.as_deref_mut() {
+            Some(rt) => rt.set_model(arg, ui).map(done).map_err(OpError::from),
+            None => Err(OpError::Usage(
+                "/model needs an open session (send a prompt first)".into(),
+            )),
+        },
         OpId::Resume | OpId::Quit => Err(OpError::Usage(format!("{} is a REPL command", op.slash))),
     }
 }
@@ -1322,6 +1355,7 @@ mod tests {
             OpId::Help,
             OpId::Quit,
             OpId::Goal,
+            OpId::Model,
         ];
         assert_eq!(ids.len(), OPS.len());
         for id in ids {

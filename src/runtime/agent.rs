@@ -81,7 +81,9 @@ impl Surface for ChildSurface {
         loop {
             match rx.recv_timeout(Duration::from_millis(100)) {
                 Ok(a) => return a,
-                Err(RecvTimeoutError::Timeout) if self.cancel.is_cancelled() => return Answer::No,
+                Err(RecvTimeoutError::Timeout) if self.cancel.is_cancelled() => {
+                    return Answer::Cancelled;
+                }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return Answer::Unavailable,
             }

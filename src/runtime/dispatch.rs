@@ -192,6 +192,9 @@ impl Runtime {
                 Answer::Disconnected => Err(ToolError::Refused(
                     "not run: the client disconnected before answering the permission question (no one declined it).".into(),
                 )),
+                Answer::Cancelled => Err(ToolError::Refused(
+                    "not run: the turn was cancelled while the permission question was open (no one declined it).".into(),
+                )),
             },
             _ => Ok(()),
         }

@@ -4,8 +4,8 @@
 //!
 //! What a runtime holds, grouped: the session folder and its [`Lease`] while a turn (or a
 //! rewriting verb) holds it; the request [`Prefix`] (tools + pinned system prompt + history); the
-//! provider; the policy ([`Config`], approvals); the [`Meter`] of requests; and the stamps of files
-//! other processes may change ([`Seen`]).
+//! provider; the policy ([`Config`], approvals); the `Meter` of requests; and the stamps of files
+//! other processes may change (`Seen`).
 
 pub mod agent;
 mod answer;
@@ -58,6 +58,9 @@ pub enum Answer {
     /// The one asked went away before answering (an editor closed the connection): not run,
     /// the model is told so, and the surface cancels the turn.
     Disconnected,
+    /// The turn was cancelled while the question was open: not run, and the model is told the
+    /// turn was cancelled (not that anyone declined).
+    Cancelled,
 }
 
 /// What a surface (exec output, REPL, demo, ACP) receives from the runtime. Events arrive after
@@ -569,6 +572,33 @@ impl Runtime {
             m.base_url = base_url;
         })?;
         Ok(())
+    }
+
+    /// `/model NAME` and ACP `session/set_model`: the next request goes to `model` (any name the
+    /// server accepts), recorded as a declared boundary (`boundary` model_switch) and in
+    /// `meta.json`. `None` only names the model. Returns the receipt line. Errors: a blank name
+    /// or one with control characters ([`Failure::Usage`]), `meta.json` unreadable.
+    pub fn set_model(
+        &mut self,
+        model: Option<&str>,
+        ui: &mut dyn Surface,
+    ) -> Result<String, Failure> {
+        let Some(name) = model else {
+            return Ok(format!("model: {}", self.cfg.model));
+        };
+        let name = crate::config::model_name(name.trim(), "/model").map_err(Failure::Usage)?;
+        if name == self.cfg.model {
+            return Ok(format!("model: {name} (unchanged)"));
+        }
+        let meta = self.session.read_meta()?;
+        let before = std::mem::replace(&mut self.cfg.model, name.clone());
+        if let Err(e) = self.switch_model(ui, &meta) {
+            self.cfg.model = before;
+            return Err(e);
+        }
+        Ok(format!(
+            "model: {before} → {name}; the next request goes to {name}"
+        ))
     }
 
     /// Records a sandbox change (the stored setting differs from this runtime's) as a declared

@@ -127,6 +127,10 @@ pub struct Meta {
     /// What commands may write (absent in sessions made before the sandbox).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<crate::sandbox::Setting>,
+    /// The approval policy an editor chose for the session (its ACP mode: ask / auto / plan =
+    /// never), restored when the session is loaded or resumed over ACP. Absent: never chosen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<crate::policy::Approval>,
 }
 
 /// Where a sub-agent came from.

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 /// The surfaces: each reaches the runtime through the launcher, never through another surface.
-const SURFACES: &[&str] = &["exec", "repl", "cli", "demo", "acp"];
+const SURFACES: &[&str] = &["exec", "repl", "cli", "demo", "acp", "setup"];
 
 /// Module path of a source file: `src/runtime/turn.rs` → `runtime::turn`, `src/runtime/mod.rs`
 /// → `runtime`, `src/lib.rs` → `` (the crate root).

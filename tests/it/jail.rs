@@ -326,6 +326,12 @@ fn home_credentials_are_hidden_and_toolchains_readable() {
         "{\"api_key\":\"sk-config\"}",
     )
     .unwrap();
+    // As `tern setup` writes it: mode 0600 (tern refuses a key file others can read).
+    std::fs::set_permissions(
+        h.join(".config/tern/config.json"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
     let hs = h.display().to_string();
     let outs = run_with(
         &ws,

@@ -11,6 +11,7 @@ mod architecture;
 mod bash_tool;
 mod budget;
 mod checkpoints;
+mod config;
 
 mod durable;
 mod exec;

@@ -332,7 +332,10 @@ impl Side {
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
-        Norm::new(&self.ws, &ids)
+        let mut n = Norm::new(&self.ws, &ids);
+        // Each side's own fake server (its URL shows in the settings of `/status`).
+        n.pairs.push((self.fake.openai_base(), "<SERVER>"));
+        n
     }
 
     /// The latest `receipt` event of the current session, if any.
@@ -366,9 +369,14 @@ enum Verb {
     Fork,
     /// No CLI verb (`cli` is empty).
     None,
+    /// No CLI verb: a flag is its CLI form (`/model` ~ `--model`); the slash names the model.
+    Model,
 }
 
 fn verb_kind(op: &tern::ops::Op) -> Verb {
+    if op.id.as_str() == "model" {
+        return Verb::Model;
+    }
     if op.cli.is_empty() {
         return Verb::None;
     }
@@ -447,6 +455,7 @@ fn ops_parity_every_op_same_receipt_from_verb_and_slash() {
         ("redo", None),
         ("fork", None),
         ("rewind", Some("1")),
+        ("model", None),
         ("resume", None),
         ("goal", Some("true")),
         ("quit", None),
@@ -617,6 +626,12 @@ fn ops_parity_every_op_same_receipt_from_verb_and_slash() {
                     cmd.args(["chat", "--continue"]);
                     ok(cmd, &format!("{} off\n", op.slash));
                 }
+            }
+            Verb::Model => {
+                let mut cmd = b.tern();
+                cmd.args(["chat", "--continue"]);
+                let repl = ok(cmd, &format!("{}\n", op.slash));
+                assert!(repl.stdout.contains("model: m"), "{step}: {repl:?}");
             }
             Verb::None => {
                 // /quit leaves before reading the next line.

@@ -412,6 +412,76 @@ fn a_key_typed_in_the_repl_is_redacted_in_its_history_file_in_tmux() {
     assert!(history.contains("my key is [REDACTED] ok"), "{history}");
 }
 
+/// `tern setup` as a person (and an editor's terminal auth method) runs it: each question in a
+/// real terminal, the key typed without echo, the test request, the file written 0600.
+#[test]
+fn setup_asks_in_a_terminal_tests_and_writes_the_config() {
+    let Some((dir, tmux, ws)) = setup("setup_asks_in_a_terminal") else {
+        return;
+    };
+    let fake = FakeServer::start(vec![openai_text("OK")]);
+    let tern = env!("CARGO_BIN_EXE_tern");
+    let path_env = format!("PATH={}", std::env::var("PATH").unwrap_or_default());
+    let home_dir = dir.path().join("home");
+    std::fs::create_dir_all(&home_dir).unwrap();
+    let home = format!("HOME={}", home_dir.display());
+    let ws_str = ws.display().to_string();
+    tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "t",
+        "-x",
+        "160",
+        "-y",
+        "40",
+        "-c",
+        &ws_str,
+        "--",
+        "env",
+        "-i",
+        &path_env,
+        &home,
+        "TERM=xterm-256color",
+        "sh",
+        "-c",
+        "\"$0\" \"$@\"; echo \"[tern exited with $?]\"",
+        tern,
+        "setup",
+    ]);
+    tmux.wait_for("Provider: openai");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("Base URL [https://api.openai.com/v1]");
+    tmux.keys(&["-l", &fake.openai_base()]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("Model [gpt-4.1-mini]");
+    tmux.keys(&["-l", "tmux-model"]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("API key");
+    tmux.keys(&["-l", "sk-typed-in-tmux-42"]);
+    tmux.keys(&["Enter"]);
+    let screen = tmux.wait_for("[tern exited with");
+    assert!(screen.contains("[tern exited with 0]"), "{screen}");
+    assert!(screen.contains("ok: the model answered"), "{screen}");
+    // The key was not echoed.
+    assert!(!screen.contains("sk-typed-in-tmux-42"), "{screen}");
+    let path = home_dir.join(".config/tern/config.json");
+    let file = read_json(&path);
+    assert_eq!(file["model"], "tmux-model");
+    assert_eq!(file["api_key"], "sk-typed-in-tmux-42");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(
+        reqs[0].header("authorization"),
+        Some("Bearer sk-typed-in-tmux-42")
+    );
+}
+
 /// Issue 22: a line typed while a turn runs is queued (shown so), delivered at the model's next
 /// request after the tool result, and the turn goes on.
 #[test]
