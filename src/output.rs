@@ -330,7 +330,7 @@ pub fn describe(env: &Envelope) -> Option<String> {
             archive.as_deref().unwrap_or("")
         ),
         Event::Warning { message } => format!("warning: {message}"),
-        Event::Steer { text, .. } => format!("steered in: {}", text.trim()),
+        Event::Steer { text, .. } => format!("steered in: {}", crate::render::safe(text.trim())),
         Event::Hook { .. } => return crate::hooks::run_line(&env.event),
         Event::SessionStart {
             untrusted_hooks: Some(path),

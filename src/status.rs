@@ -312,14 +312,16 @@ pub fn children_stamps(session: &Session) -> Vec<Option<std::time::SystemTime>> 
     out
 }
 
-/// A sandbox setting as the status views show it: `workspace-write (Landlock ABI 7)`,
+/// A sandbox setting as the status views show it: `workspace-write (jail of namespaces +
+/// Landlock ABI 7)`, `workspace-write (Landlock ABI 7 alone, --no-jail)`,
 /// `read-only, no network (…)`, `danger-full-access (no sandbox)`, or a mode this machine cannot
 /// enforce (`… (not enforced: commands are refused)`).
 pub fn sandbox_text(sb: &crate::sandbox::Setting) -> String {
     let net = if sb.no_network { ", no network" } else { "" };
     let how = match (sb.mode.is_sandboxed(), sb.enforced) {
         (false, _) => "no sandbox".to_string(),
-        (true, true) => format!("Landlock ABI {}", sb.landlock_abi),
+        (true, true) if sb.jail => format!("jail of namespaces + Landlock ABI {}", sb.landlock_abi),
+        (true, true) => format!("Landlock ABI {} alone, --no-jail", sb.landlock_abi),
         (true, false) => "not enforced here: commands are refused".to_string(),
     };
     format!("{}{net} ({how})", sb.mode.as_str())

@@ -317,10 +317,21 @@ impl Runtime {
         if self.tmp.as_ref().is_some_and(|t| t.clear().is_err()) {
             self.tmp = None;
         }
-        let refused = if jail.is_none() {
-            self.guard_check().or(before)
-        } else {
-            None
+        let refused = match &jail {
+            None => self.guard_check().or(before),
+            Some(j) => {
+                let planted = j.unplant();
+                (!planted.is_empty()).then(|| {
+                    let names: Vec<String> =
+                        planted.iter().map(|p| p.display().to_string()).collect();
+                    let msg = format!(
+                        "this command created {}, which would make git read another folder's configuration and hooks at the person's next git command; tern removed it.",
+                        names.join(", ")
+                    );
+                    self.emit(ui, crate::event::Event::Warning { message: msg.clone() });
+                    msg
+                })
+            }
         };
         let mut content = out.content;
         if let Some(msg) = &refused {

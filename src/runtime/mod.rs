@@ -430,8 +430,12 @@ impl Drop for Runtime {
     fn drop(&mut self) {
         // A surface that did not end the session itself (the REPL, ACP): SessionEnd now.
         self.hook_session_end("other", &mut Quiet);
-        // In a jail, what the commands left running dies with it (its PID namespace).
-        if matches!(self.jail, crate::sandbox::jail::JailSlot::Running(_)) {
+        // In a jail, what the commands left running dies with it (its PID namespace); then
+        // nothing can plant in git's folder any more, and what was planted is removed.
+        if let crate::sandbox::jail::JailSlot::Running(j) = std::mem::take(&mut self.jail) {
+            let plants = j.spec().git_plants.clone();
+            drop(j);
+            crate::sandbox::jail::unplant(&plants);
             return;
         }
         if self.ran_commands && (self.lease.is_some() || held_elsewhere(&self.session).is_none()) {

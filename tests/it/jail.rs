@@ -651,3 +651,93 @@ fn a_killed_jail_is_replaced_at_the_next_command() {
     assert!(!outs[0].contains("slept"), "{outs:?}");
     assert!(outs[1].contains("second-ran"), "{outs:?}");
 }
+
+/// Found by a new user: `.git/commondir` (and `config.worktree`) redirect git to another folder's
+/// config and hooks; one a command creates is removed after the command and said (to the model
+/// and, as a warning, to the person), so the person's next `git status` runs nothing planted.
+#[test]
+fn a_planted_git_commondir_is_removed() {
+    let ws = Ws::new();
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(ws.path())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .unwrap()
+    };
+    git(&["init", "-q"]);
+    let marker = ws.path().join("pwned-commondir");
+    let outs = run_cmds(
+        &ws,
+        &[],
+        &[&format!(
+            "cp -r .git evilc && git config -f evilc/config core.fsmonitor 'touch {}; false' && echo ../evilc > .git/commondir && echo planted",
+            marker.display()
+        )],
+    );
+    assert!(outs[0].contains("planted"), "{outs:?}");
+    assert!(
+        outs[0].contains("commondir") && outs[0].contains("removed"),
+        "{outs:?}"
+    );
+    assert!(!ws.path().join(".git/commondir").exists());
+    git(&["status", "--short"]);
+    assert!(
+        !marker.exists(),
+        "the person's git status ran a planted command"
+    );
+}
+
+/// Found by a new user: an abstract UNIX socket of the host (D-Bus, X11 use them) is not
+/// reachable from a command (Landlock's scoping, ABI 6), even with the network on.
+#[test]
+fn a_host_abstract_socket_is_out_of_reach() {
+    if !has_python() || tern::sandbox::landlock_abi().unwrap_or(0) < 6 {
+        crate::support::skipped(
+            "a_host_abstract_socket_is_out_of_reach",
+            "needs python3 and Landlock ABI 6",
+            false,
+        );
+        return;
+    }
+    use std::os::linux::net::SocketAddrExt;
+    let name = format!("tern-test-abstract-{}", std::process::id());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let ws = Ws::new();
+    let out = one(
+        &ws,
+        &format!(
+            "python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); s.connect('\\0{name}'); print('CONNECTED')\" 2>&1 | tail -1"
+        ),
+    );
+    assert!(!out.contains("CONNECTED"), "{out}");
+    assert!(
+        listener.accept().is_err(),
+        "the command reached the host's abstract socket: {out}"
+    );
+}
+
+/// Found by a new user: a fork bomb stops at the jail's process limit instead of filling the
+/// host's process table; the command ends and the next one runs.
+#[test]
+fn a_fork_bomb_stops_at_the_process_limit() {
+    let ws = Ws::new();
+    let outs = run_cmds(
+        &ws,
+        &[],
+        &[
+            "ulimit -u",
+            // Bounded twice over: the limit, and a loop that stops by itself.
+            "for i in $(seq 1 6000); do sleep 5 & done 2>&1 | grep -c -i 'resource temporarily unavailable\\|fork'; echo forked",
+            "echo next-ran",
+        ],
+    );
+    assert!(
+        outs[0].starts_with(&tern::sandbox::jail::init::MAX_PROCESSES.to_string()),
+        "{outs:?}"
+    );
+    assert!(outs[2].contains("next-ran"), "{outs:?}");
+}
