@@ -459,7 +459,7 @@ pub fn watch(l: &Launcher, process: &Process, t: &Target, height: Option<usize>)
 }
 
 /// `text` with each line broken at spaces so that no line is wider than `cols` terminal
-/// columns (a single word wider than that stays whole, for [`fit`] to cut). Lines end in `\n`.
+/// columns (a single word wider than that stays whole, for `fit` to cut). Lines end in `\n`.
 pub fn wrap_words(text: &str, cols: usize) -> String {
     use unicode_width::UnicodeWidthStr;
     let cols = cols.max(1);

@@ -15,7 +15,7 @@
 //! How they run ([`run`]): outside the command sandbox (they are the person's code), one at a
 //! time in file order (the person's file first), each with its timeout (Claude's default, 600 s)
 //! and a bounded output. What a hook adds for the model goes into the newest message only (a tool
-//! result, a user message), never the system prompt ([`door`]).
+//! result, a user message), never the system prompt (`runtime::hooks`, the door).
 //!
 //! The room's parts: this file (the configuration, matchers, trust), [`run`] (one process),
 //! [`goal`] (`--goal`'s file), [`cli`] (`tern hooks`); its one door into the runtime is
