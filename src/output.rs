@@ -299,6 +299,10 @@ pub fn describe(env: &Envelope) -> Option<String> {
             archive.as_deref().unwrap_or("")
         ),
         Event::Warning { message } => format!("warning: {message}"),
+        Event::Nudge { command } => format!(
+            "nudge: the answer shows a command that did not run ({}); the model was told to call bash",
+            clip(command)
+        ),
         Event::Repair {
             dropped_lines,
             torn_tail,

@@ -11,6 +11,7 @@ pub mod agent;
 mod answer;
 pub mod compact;
 mod dispatch;
+pub mod nudge;
 pub mod plan;
 pub mod prefix;
 pub mod repair;
@@ -112,6 +113,9 @@ pub struct Config {
     /// The token budget of one turn (input + output tokens over its requests); a sub-agent's
     /// comes from [`AgentLimits::token_budget`]. None: no budget.
     pub token_budget: Option<u64>,
+    /// Tell the model once per turn when its first answer shows a shell command in a code block
+    /// and makes no tool call (see `nudge`); false: `--no-nudge`.
+    pub nudge: bool,
 }
 
 /// Sub-agent limits (`--agent-depth`, `--agents-parallel`, `--agent-max-turns`,
@@ -162,6 +166,7 @@ impl Config {
             no_network: false,
             agents: AgentLimits::default(),
             token_budget: None,
+            nudge: true,
         }
     }
 }

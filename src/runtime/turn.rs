@@ -49,6 +49,7 @@ impl Runtime {
         };
         let mut repeats = 0;
         let mut unrun = false;
+        let mut nudge = self.nudge_for_turn();
         let usage_before = self.meter.totals.usage;
         for _ in 0..self.cfg.max_turns {
             if self.cancelled() {
@@ -96,7 +97,7 @@ impl Runtime {
                         "the model answered with no text and no tool call; nothing was stored",
                     ),
                 );
-                return Ok(String::new());
+                return Ok(nudge.final_text(String::new()));
             };
             let text = match &message {
                 Message::Assistant { text, .. } => text.clone(),
@@ -142,9 +143,14 @@ impl Runtime {
                     );
                     continue;
                 }
-                return Ok(text);
+                // A command shown in a shell block before any call: the model is told, once.
+                if self.nudge_if_shown(&mut nudge, &text, ui)? {
+                    continue;
+                }
+                return Ok(nudge.final_text(text));
             }
             unrun = false;
+            nudge.called();
             repeats = if self.run_calls(calls, ui)? {
                 repeats + 1
             } else {
