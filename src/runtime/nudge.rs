@@ -191,7 +191,10 @@ mod tests {
     fn prose_and_other_blocks_are_not() {
         assert!(shown_command("Done: the file says hi.").is_none());
         assert!(shown_command("```python\nprint('hi')\n```").is_none());
-        assert!(shown_command("```\nls -la\n```").is_none(), "no language, no $");
+        assert!(
+            shown_command("```\nls -la\n```").is_none(),
+            "no language, no $"
+        );
         assert!(shown_command("```sh\n# only a comment\n```").is_none());
         assert!(shown_command("```bash\n```").is_none());
         assert!(shown_command("```sh\n-rw-r--r-- 1 root root 0 a\n```").is_none());

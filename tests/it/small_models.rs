@@ -337,13 +337,16 @@ fn a_command_in_a_shell_block_is_nudged_and_then_called() {
             "{w:?}: tools, system prompt and prompt unchanged by the nudge"
         );
         assert_eq!(
-            reqs[1].json()["tools"], reqs[0].json()["tools"],
+            reqs[1].json()["tools"],
+            reqs[0].json()["tools"],
             "{w:?}: no new tool"
         );
         // The nudge comes after the stored answer, as a user message: the history before it is
         // the stored prefix, byte for byte.
         let second = reqs[1].body_str();
-        let at_answer = second.find("echo hello > a.txt").expect("the answer is sent");
+        let at_answer = second
+            .find("echo hello > a.txt")
+            .expect("the answer is sent");
         let at_nudge = second
             .find("the command in your answer was not run")
             .expect("the nudge is sent");
@@ -352,8 +355,9 @@ fn a_command_in_a_shell_block_is_nudged_and_then_called() {
         let last = msgs.last().expect("a message");
         assert_eq!(last["role"], "user", "{w:?}");
         assert!(
-            last.to_string()
-                .contains(&serde_json::to_string(tern::runtime::nudge::MESSAGE.trim_end()).unwrap()[1..40]),
+            last.to_string().contains(
+                &serde_json::to_string(tern::runtime::nudge::MESSAGE.trim_end()).unwrap()[1..40]
+            ),
             "{w:?}: {last}"
         );
         if w == Wire::OpenAi {
@@ -380,7 +384,8 @@ fn an_example_in_an_answer_is_nudged_at_most_once_and_kept() {
         let mut ui = Collect::default();
         let mut rt = h.open(&mut ui);
         assert_eq!(
-            rt.run_turn("how do I list hidden files?", &mut ui).as_deref(),
+            rt.run_turn("how do I list hidden files?", &mut ui)
+                .as_deref(),
             Ok(answer),
             "the answer asked for is the turn's answer"
         );
