@@ -491,6 +491,11 @@ def classify(run: dict, prompts: dict) -> None:
         flags["many_calls_in_one_answer"] = f"{many} tool calls streamed in one answer: {_short(r.get('call_text', ''), 160)}"
     if any(e.get("type") == "boundary" and e.get("kind") == "tools_off" for e in ev):
         flags["loop_guard_fired"] = "boundary tools_off"
+    nudges = [e for e in ev if e.get("type") == "nudge"]
+    if nudges:
+        after = [e for e in ev[ev.index(nudges[0]):] if e.get("type") == "tool_call"]
+        flags["nudged"] = (f"shown: {_short(nudges[0].get('command'), 100)}; then "
+                           + (f"{after[0].get('name')} {_short(after[0].get('arguments'), 100)}" if after else "no call"))
     if (status == "max_turns" or run["timed_out"]) and "repeated_calls" in flags:
         flags["repeated_calls_to_limit"] = flags["repeated_calls"]
     answers = [e for e in ev if e.get("type") == "assistant"]
