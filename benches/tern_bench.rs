@@ -21,6 +21,9 @@ use support::{FakeServer, Recorded, Reply};
 
 type R<T> = Result<T, String>;
 
+#[path = "sections/jail.rs"]
+mod jail_section;
+
 /// The release binary (`cargo bench` builds it with the bench profile, which inherits release).
 const TERN: &str = env!("CARGO_BIN_EXE_tern");
 
@@ -86,6 +89,10 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         };
+    }
+    // `cargo bench -- --jail-only`: section 8 alone, printed, BENCHMARKS.md left as it is.
+    if args.iter().any(|a| a == "--jail-only") {
+        return printed(jail_section::bench_jail());
     }
     // `cargo bench -- --sandbox-only`: section 6 alone, printed, BENCHMARKS.md left as it is.
     if args.iter().any(|a| a == "--sandbox-only") {
@@ -199,6 +206,8 @@ fn run_all() -> R<()> {
     let sandbox = bench_sandbox()?;
     eprintln!("[7/7] sub-agents …");
     let (agents, goal_agents) = bench_agents()?;
+    eprintln!("[8/8] the jail …");
+    let jail = jail_section::bench_jail()?;
 
     let load_after = fs::read_to_string("/proc/loadavg").unwrap_or_default();
     md.push_str(&machine(&load_before, &load_after, started.elapsed()));
@@ -214,6 +223,7 @@ fn run_all() -> R<()> {
     md.push_str(&peers);
     md.push_str(&sandbox);
     md.push_str(&agents);
+    md.push_str(&jail);
 
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("BENCHMARKS.md");
     fs::write(&path, &md).map_err(|e| format!("write {}: {e}", path.display()))?;
@@ -808,9 +818,11 @@ fn drain_child(args: &[String]) -> R<()> {
         cwd: dir,
         env: &[],
         env_remove: &[],
+        pass_env: &[],
         spill_dir: &spill,
         groups: &groups,
         sandbox: None,
+        jail: None,
     };
     let t = Instant::now();
     let out = tern::tools::bash::run(&req, &cancel)?;
@@ -865,9 +877,11 @@ fn overhead_child(args: &[String]) -> R<()> {
         cwd: dir,
         env: &[],
         env_remove: &[],
+        pass_env: &[],
         spill_dir: &spill,
         groups: &groups,
         sandbox: None,
+        jail: None,
     };
     let (mut tool, mut plain) = (Vec::new(), Vec::new());
     for _ in 0..OVERHEAD_CALLS {
@@ -1689,6 +1703,7 @@ fn sandbox_child(args: &[String]) -> R<()> {
         mode: Mode::WorkspaceWrite,
         workspace: ws.clone(),
         no_network: false,
+        network_in_namespace: false,
         draft_file: Some(session.join("plan.draft.md")),
         tmpdir: Some(folder.path().to_path_buf()),
     };
@@ -1704,9 +1719,11 @@ fn sandbox_child(args: &[String]) -> R<()> {
             cwd: &ws,
             env: &[],
             env_remove: &[],
+            pass_env: &[],
             spill_dir: &spill,
             groups: &groups,
             sandbox: sb,
+            jail: None,
         };
         let out = tern::tools::bash::run(&req, &cancel)?;
         if out.exit_code != Some(0) {

@@ -91,6 +91,52 @@ pub fn read_draft(file: Option<&Path>) -> Result<String, String> {
     Ok(text)
 }
 
+/// `tern steer [TEXT|-] [--queue]`: writes the message into the session's inbox (stdin when
+/// TEXT is empty or `-`) and prints where it went. Exit 0; 2 for an empty or oversized message or
+/// an unknown session; 1 when no turn is running (without `--queue`).
+pub fn steer(l: &Launcher, t: &Target, text: &str, queue: bool) -> i32 {
+    let s = match session(l, t) {
+        Ok(s) => s,
+        Err(e) => {
+            crate::errln!("tern: {e}");
+            return e.exit_code();
+        }
+    };
+    let text = if text.is_empty() || text == "-" {
+        use std::io::IsTerminal;
+        if std::io::stdin().is_terminal() {
+            crate::errln!("Type the message, then Ctrl-D on an empty line:");
+        }
+        let limit = crate::runtime::MAX_PROMPT_BYTES as u64 + 1;
+        let mut s = String::new();
+        if let Err(e) = std::io::stdin().take(limit).read_to_string(&mut s) {
+            crate::errln!("tern: could not read the message from stdin: {e}");
+            return 2;
+        }
+        s
+    } else {
+        text.to_string()
+    };
+    match crate::runtime::steer::send(&s, &text, queue) {
+        Ok(sent) => {
+            if t.json {
+                crate::output::print_json_line(&serde_json::json!({
+                    "session": s.id,
+                    "id": sent.entry.id,
+                    "delivered": if sent.running { "next_request" } else { "next_turn" },
+                }));
+            } else {
+                crate::outln!("{}", sent.receipt(&s.id));
+            }
+            0
+        }
+        Err(e) => {
+            crate::errln!("tern: {e}");
+            e.exit_code()
+        }
+    }
+}
+
 /// `tern status [--json] [--height N]`.
 pub fn status(l: &Launcher, t: &Target, height: Option<usize>) -> i32 {
     let s = match session(l, t) {
@@ -167,7 +213,7 @@ pub fn relay_start(l: &Launcher, t: &Target) -> i32 {
 /// launcher's workspace. Exit 0 when every check passed and the default mode is enforced, 1
 /// otherwise.
 pub fn sandbox_check(l: &Launcher, json: bool) -> i32 {
-    let report = crate::sandbox::check(&l.state.workspace);
+    let report = crate::sandbox::check(&l.state.workspace, std::path::Path::new("/proc/self/exe"));
     if json {
         crate::output::print_json_line(&serde_json::to_value(&report).unwrap_or_default());
     } else {

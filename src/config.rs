@@ -35,6 +35,11 @@ pub const READ_ENV: &[&str] = &[
     "TERN_APPROVAL",
     "TERN_STATE_DIR",
     "TERN_SANDBOX",
+    // The jail's reach (sandbox::jail::Reach).
+    "TERN_ADD_DIRS",
+    "TERN_READ_DIRS",
+    "TERN_ENV",
+    "TERN_NO_JAIL",
     // Where the user's Fleet file is (fleet::user_file).
     "XDG_CONFIG_HOME",
     "HOME",

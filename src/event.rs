@@ -134,6 +134,14 @@ pub enum Event {
         /// The person's prompt.
         prompt: String,
     },
+    /// A steered message (`tern steer`, a line typed during a turn, ACP `_tern/steer`) was
+    /// delivered: stored as a user message after the last tool result, before the next request.
+    Steer {
+        /// The inbox entry's id (also on the stored message).
+        id: String,
+        /// The message.
+        text: String,
+    },
     /// One stored model answer.
     Assistant {
         /// The answer's text (empty when it was tool calls only).
@@ -395,6 +403,7 @@ impl Event {
     pub const KINDS: &'static [&'static str] = &[
         "session_start",
         "turn_start",
+        "steer",
         "assistant",
         "tool_call",
         "tool_result",
@@ -421,6 +430,7 @@ impl Event {
         match self {
             Event::SessionStart { .. } => "session_start",
             Event::TurnStart { .. } => "turn_start",
+            Event::Steer { .. } => "steer",
             Event::Assistant { .. } => "assistant",
             Event::ToolCall { .. } => "tool_call",
             Event::ToolResult { .. } => "tool_result",
@@ -464,9 +474,14 @@ impl Event {
                     no_network: false,
                     landlock_abi: 7,
                     enforced: true,
+                    jail: true,
                 },
             },
             Event::TurnStart { prompt: s("hi") },
+            Event::Steer {
+                id: s("01764620000000000000-4242"),
+                text: s("use tabs"),
+            },
             Event::Assistant {
                 text: s("ok"),
                 tool_calls: vec![CallView {

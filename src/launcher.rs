@@ -137,6 +137,9 @@ pub struct Launcher {
     pub groups: Arc<ProcessGroups>,
     /// Whether a turn points `.tern/current` at its session.
     pub mark_current: bool,
+    /// The folder tern was started in (the workspace unless `main` says otherwise): a new
+    /// session reads the `AGENTS.md` files from the workspace root down to it.
+    pub here: PathBuf,
     source: Source,
 }
 
@@ -151,6 +154,7 @@ impl Launcher {
         process: &Process,
     ) -> Launcher {
         Launcher {
+            here: state.workspace.clone(),
             state,
             env,
             flags,
@@ -168,6 +172,17 @@ impl Launcher {
     pub fn with_provider(mut self, provider: Box<dyn Provider>, model: &str) -> Launcher {
         self.source = Source::Shared(Arc::new(Mutex::new(provider)), model.to_string());
         self
+    }
+
+    /// Where a new session's instruction files are looked up: the user's global file, then the
+    /// workspace root down to [`Launcher::here`].
+    pub fn lookup(&self) -> system::Lookup {
+        system::Lookup {
+            workspace: self.state.workspace.clone(),
+            here: self.here.clone(),
+            global: crate::fleet::user_file(&self.env)
+                .and_then(|f| Some(f.parent()?.join(system::AGENTS_MD))),
+        }
     }
 
     /// The state folder for `cwd` and an override (`--state-dir` / TERN_STATE_DIR).
@@ -340,12 +355,13 @@ impl Launcher {
     fn create(&self, title: &str, ui: &mut dyn Surface) -> Result<Runtime, Failure> {
         let parts = self.parts(None)?;
         let (mode, no_network) = (parts.cfg.sandbox, parts.cfg.no_network);
-        let system = system::base(
-            &self.state.workspace,
-            &system::sandbox_lines(mode, no_network),
-        );
+        let system = system::base_from(&self.lookup(), &system::sandbox_lines(mode, no_network));
         let meta = Meta {
-            sandbox: Some(crate::sandbox::Setting::probe(mode, no_network)),
+            sandbox: Some(crate::sandbox::Setting::probe(
+                mode,
+                no_network,
+                !parts.cfg.reach.no_jail,
+            )),
             cwd: self.state.workspace.display().to_string(),
             provider: parts.provider.name().to_string(),
             model: parts.cfg.model.clone(),
@@ -521,6 +537,7 @@ impl Launcher {
             sandbox: Some(crate::sandbox::Setting::probe(
                 parts.cfg.sandbox,
                 parts.cfg.no_network,
+                !parts.cfg.reach.no_jail,
             )),
             parent: Some(crate::store::session::ParentLink {
                 session: parent.session.id.clone(),

@@ -60,9 +60,25 @@ struct SessionArgs {
     /// (no sandbox) [env: TERN_SANDBOX].
     #[arg(long, value_enum)]
     sandbox: Option<tern::sandbox::Mode>,
-    /// Commands may not open or accept TCP connections (Landlock network rules).
+    /// Commands have no network: an empty network namespace (and Landlock's TCP rules).
     #[arg(long)]
     no_network: bool,
+    /// Another folder commands may write in workspace-write (repeatable) [env: TERN_ADD_DIRS,
+    /// separated by ':'].
+    #[arg(long = "add-dir", value_name = "DIR")]
+    add_dir: Vec<PathBuf>,
+    /// Another folder commands may read where the jail hides it, e.g. under the home folder
+    /// (repeatable) [env: TERN_READ_DIRS, separated by ':'].
+    #[arg(long = "read-dir", value_name = "DIR")]
+    read_dir: Vec<PathBuf>,
+    /// A variable of tern's environment that commands also get (repeatable) [env: TERN_ENV,
+    /// separated by ','].
+    #[arg(long = "env", value_name = "NAME")]
+    env: Vec<String>,
+    /// Sandboxed modes without the jail of namespaces: Landlock alone (README, Sandbox, says
+    /// what that leaves open) [env: TERN_NO_JAIL=1].
+    #[arg(long)]
+    no_jail: bool,
 }
 
 #[derive(Args, Clone)]
@@ -175,7 +191,52 @@ impl SessionArgs {
         cfg.approval = approval_or_env(self.approval, env, approval)?;
         cfg.sandbox = sandbox_or_env(self.sandbox, env)?;
         cfg.no_network = self.no_network;
+        cfg.reach = self.reach(env)?;
         Ok(())
+    }
+
+    /// `--add-dir`, `--read-dir`, `--env`, `--no-jail` and their variables: folders must exist
+    /// (made absolute and canonical), names must be passable.
+    fn reach(&self, env: &Env) -> Result<tern::sandbox::jail::Reach, String> {
+        let dirs = |flag: &str, given: &[PathBuf], var: &str| -> Result<Vec<PathBuf>, String> {
+            let mut all: Vec<PathBuf> = given.to_vec();
+            if let Some(v) = set_var(env, var, "folders separated by ':'", "none")? {
+                all.extend(std::env::split_paths(&v).filter(|p| !p.as_os_str().is_empty()));
+            }
+            all.iter()
+                .map(|d| match std::fs::canonicalize(d) {
+                    Ok(c) if c.is_dir() => Ok(c),
+                    Ok(_) => Err(format!("{flag} {}: not a folder", d.display())),
+                    Err(e) => Err(format!("{flag} {}: {e}", d.display())),
+                })
+                .collect()
+        };
+        let mut pass_env = self.env.clone();
+        if let Some(v) = set_var(env, "TERN_ENV", "variable names separated by ','", "none")? {
+            pass_env.extend(
+                v.split(',')
+                    .map(|n| n.trim().to_string())
+                    .filter(|n| !n.is_empty()),
+            );
+        }
+        for n in &pass_env {
+            tern::tools::bash::check_pass_env(n)?;
+        }
+        let no_jail = self.no_jail
+            || match set_var(env, "TERN_NO_JAIL", "1 or 0", "the jail")? {
+                Some(v) => match v.trim() {
+                    "1" | "true" | "yes" => true,
+                    "0" | "false" | "no" => false,
+                    other => return Err(format!("TERN_NO_JAIL={other:?}: expected 1 or 0")),
+                },
+                None => false,
+            };
+        Ok(tern::sandbox::jail::Reach {
+            no_jail,
+            add_dirs: dirs("--add-dir", &self.add_dir, "TERN_ADD_DIRS")?,
+            read_dirs: dirs("--read-dir", &self.read_dir, "TERN_READ_DIRS")?,
+            pass_env,
+        })
     }
 
     /// `--continue` / `--resume ID` as a session reference.
@@ -380,6 +441,17 @@ enum Cmd {
         #[command(flatten)]
         model: VerbModelArgs,
     },
+    /// Send a message into the running turn of a session: the model reads it at its next
+    /// request, after the last tool result (the turn is not stopped).
+    Steer {
+        /// The message (none, or `-`: read stdin).
+        text: Vec<String>,
+        /// With no turn running, keep it for the session's next turn instead of refusing.
+        #[arg(long)]
+        queue: bool,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
     /// Write handoff.md for the next thread and print it.
     Relay {
         #[command(flatten)]
@@ -553,13 +625,10 @@ impl Ctx {
         let state_dir = state_dir_or_env(state.state_dir.clone(), &self.env)
             .map_err(|message| NoLauncher { message, code: 2 })?;
         let dir = Launcher::locate(&cwd, state_dir, &self.env);
-        Ok(Launcher::new(
-            dir,
-            self.env.clone(),
-            flags,
-            cfg,
-            &self.process,
-        ))
+        let mut l = Launcher::new(dir, self.env.clone(), flags, cfg, &self.process);
+        // AGENTS.md files are read from the workspace root down to here.
+        l.here = cwd;
+        Ok(l)
     }
 
     /// A launcher for a verb: the session's model unless `--model` / TERN_MODEL says otherwise.
@@ -644,6 +713,13 @@ fn install_signals(p: &Process) {
 }
 
 fn main() -> ExitCode {
+    // The jail's own process (src/sandbox/jail/init.rs): before anything else, while this
+    // process is still single-threaded, as namespaces and fork require.
+    if std::env::args_os().nth(1).as_deref()
+        == Some(std::ffi::OsStr::new(tern::sandbox::jail::JAIL_ARG))
+    {
+        return ExitCode::from(u8::try_from(tern::sandbox::jail::init::main()).unwrap_or(1));
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
@@ -855,6 +931,17 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
             wait,
             model,
         } => verb_with(ctx, "compact", None, &target, wait, Some(&model)),
+        Cmd::Steer {
+            text,
+            queue,
+            target,
+        } => match ctx.verb_launcher(&target.state) {
+            Ok(l) => tern::cli::steer(&l, &target.as_cli(), &text.join(" "), queue),
+            Err(e) => {
+                tern::errln!("tern: {e}");
+                e.code
+            }
+        },
         Cmd::Relay { target, start } => {
             if start {
                 match ctx.verb_launcher(&target.state) {

@@ -15,6 +15,11 @@ pub enum Message {
     User {
         /// Never empty or whitespace-only (case C12).
         content: String,
+        /// A steered message (`tern steer`, a line typed during a turn): the id of the inbox
+        /// entry it was delivered from, so a restart recognises an entry already delivered.
+        /// Kept in `conversation.jsonl` only; never sent to a provider.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        steer: Option<String>,
     },
     /// One model answer: optional text and the tool calls it asked for, in order.
     Assistant {
@@ -60,6 +65,7 @@ impl Message {
     pub fn user(content: impl Into<String>) -> Self {
         Message::User {
             content: content.into(),
+            steer: None,
         }
     }
 

@@ -303,6 +303,7 @@ pub fn describe(env: &Envelope) -> Option<String> {
             "nudge: the answer shows a command that did not run ({}); the model was told to call bash",
             clip(command)
         ),
+        Event::Steer { text, .. } => format!("steered in: {}", text.trim()),
         Event::Repair {
             dropped_lines,
             torn_tail,

@@ -39,7 +39,35 @@ impl Drop for Registered<'_> {
     }
 }
 
+/// A registration that owns its registry (for a group that lives as long as a value does, such
+/// as a jail's): removed when dropped.
+#[derive(Debug)]
+pub struct OwnedRegistration {
+    groups: std::sync::Arc<ProcessGroups>,
+    slot: Option<usize>,
+}
+
+impl Drop for OwnedRegistration {
+    fn drop(&mut self) {
+        if let Some(i) = self.slot {
+            self.groups.slots[i].store(0, Ordering::SeqCst);
+        }
+    }
+}
+
 impl ProcessGroups {
+    /// As [`ProcessGroups::register`], for a registration kept beside the registry's `Arc`.
+    pub fn register_owned(groups: &std::sync::Arc<ProcessGroups>, pgid: i32) -> OwnedRegistration {
+        let slot = groups.slots.iter().position(|s| {
+            s.compare_exchange(0, pgid, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+        });
+        OwnedRegistration {
+            groups: groups.clone(),
+            slot,
+        }
+    }
+
     /// An empty registry.
     pub fn new() -> ProcessGroups {
         ProcessGroups::default()

@@ -117,8 +117,8 @@ pub fn start(launcher: &Launcher, from: &Session) -> Result<Session, String> {
     let system = match from.read_text(files::SYSTEM).map_err(e)? {
         Some(s) => s,
         None => system::with_plan(
-            &system::base(
-                &launcher.state.workspace,
+            &system::base_from(
+                &launcher.lookup(),
                 &system::sandbox_lines(launcher.config.sandbox, launcher.config.no_network),
             ),
             plan.locked.as_deref(),

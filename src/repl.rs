@@ -48,6 +48,11 @@ struct Input {
     /// The terminal settings at start, restored when SIGTERM ends the REPL mid-read (the reader
     /// thread's raw mode would otherwise stay on).
     saved_tty: Option<libc::termios>,
+    /// Set while a question reads the terminal during a turn: the steer watcher leaves the
+    /// answer to it.
+    asking: Arc<AtomicBool>,
+    /// Slash commands typed during a turn, read before the terminal is asked again.
+    later: std::collections::VecDeque<String>,
 }
 
 impl Input {
@@ -125,6 +130,8 @@ impl Input {
             term,
             editing,
             saved_tty: saved_tty.flatten(),
+            asking: Arc::new(AtomicBool::new(false)),
+            later: std::collections::VecDeque::new(),
         }
     }
 
@@ -167,6 +174,10 @@ impl Input {
     /// Inside a block or a continuation, Ctrl-C discards what was typed so far (it does not count
     /// toward leaving) and Ctrl-D ends the input as it stands (nothing typed is lost).
     fn read_input(&mut self) -> Line {
+        if let Some(l) = self.later.pop_front() {
+            crate::errln!("{PROMPT}{l}");
+            return Line::Text(l);
+        }
         let first = match self.read(PROMPT, false) {
             Line::Text(t) => t,
             other => return other,
@@ -203,6 +214,77 @@ impl Input {
             text.push_str(&line);
         }
         Line::Text(text)
+    }
+}
+
+/// Reads lines typed while a turn runs and steers each into it (`tern steer`'s inbox): the
+/// terminal stays in cooked mode, so the line echoes, Enter ends it and Ctrl-C still reaches the
+/// signal handler that cancels the turn. Waits in `poll` (100 ms) so it stops soon after the
+/// turn; leaves the terminal to an approval question while one is asked.
+struct SteerWatcher {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<String>>,
+}
+
+impl SteerWatcher {
+    fn start(session: &crate::store::Session, asking: Arc<AtomicBool>) -> SteerWatcher {
+        let stop = Arc::new(AtomicBool::new(false));
+        let session = crate::store::Session::at(&session.id, session.dir.clone());
+        let halt = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            let mut line = Vec::new();
+            let mut later = Vec::new();
+            while !halt.load(Ordering::SeqCst) {
+                let mut fd = libc::pollfd {
+                    fd: libc::STDIN_FILENO,
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd, count 1.
+                let ready = unsafe { libc::poll(&mut fd, 1, 100) };
+                if ready <= 0 || asking.load(Ordering::SeqCst) || halt.load(Ordering::SeqCst) {
+                    continue;
+                }
+                if fd.revents & libc::POLLIN == 0 {
+                    // Hung up or an error: nothing more to read here.
+                    break;
+                }
+                // SAFETY: reads into a buffer we own, at most its length.
+                let n =
+                    unsafe { libc::read(libc::STDIN_FILENO, buf.as_mut_ptr().cast(), buf.len()) };
+                if n <= 0 {
+                    break;
+                }
+                line.extend_from_slice(&buf[..n as usize]);
+                if !line.ends_with(b"\n") {
+                    continue;
+                }
+                let text = String::from_utf8_lossy(&line).trim().to_string();
+                line.clear();
+                if text.is_empty() {
+                    continue;
+                }
+                if text.starts_with('/') {
+                    // A slash command is for tern, not the model: it runs when the turn ends.
+                    crate::errln!("({text} runs when the turn ends)");
+                    later.push(text);
+                    continue;
+                }
+                match crate::runtime::steer::send(&session, &text, true) {
+                    Ok(_) => crate::errln!("(queued for the model's next request: {text})"),
+                    Err(e) => crate::errln!("tern: could not steer: {e}"),
+                }
+            }
+            later
+        });
+        SteerWatcher { stop, thread }
+    }
+
+    /// Stops watching; returns the slash commands typed meanwhile, in order.
+    fn stop(self) -> Vec<String> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.thread.join().unwrap_or_default()
     }
 }
 
@@ -243,6 +325,16 @@ impl Surface for ReplSurface<'_> {
     }
     fn approve(&mut self, command: &str) -> Answer {
         crate::errln!("tern wants to run:\n  {}", command.replace('\n', "\n  "));
+        let asking = self.input.asking.clone();
+        asking.store(true, Ordering::SeqCst);
+        let answer = self.ask();
+        asking.store(false, Ordering::SeqCst);
+        answer
+    }
+}
+
+impl ReplSurface<'_> {
+    fn ask(&mut self) -> Answer {
         loop {
             match self
                 .input
@@ -400,15 +492,32 @@ impl Repl<'_> {
                 return;
             }
         };
+        // A line typed while the turn runs is steered into it (a terminal only: piped lines are
+        // the next prompts).
+        let watcher = std::io::stdin()
+            .is_terminal()
+            .then(|| SteerWatcher::start(&rt.session, input.asking.clone()));
         let mut ui = ReplSurface {
             human: Human::new(),
             input,
         };
-        match rt.run_turn(text, &mut ui) {
-            Ok(_) => {}
-            // The terminal echoed ^C without a newline.
-            Err(crate::runtime::Failure::Interrupted) => crate::errln!("\n(interrupted)"),
-            Err(e) => crate::errln!("tern: {e}"),
+        let mut prompt = text;
+        // Lines steered as the turn ended are answered by one more turn, at most a few times.
+        for _ in 0..4 {
+            let outcome = rt.run_turn(prompt, &mut ui);
+            match outcome {
+                Ok(_) => {}
+                // The terminal echoed ^C without a newline.
+                Err(crate::runtime::Failure::Interrupted) => crate::errln!("\n(interrupted)"),
+                Err(e) => crate::errln!("tern: {e}"),
+            }
+            if rt.cancelled() || !crate::runtime::steer::pending(&rt.session) {
+                break;
+            }
+            prompt = "";
+        }
+        if let Some(w) = watcher {
+            ui.input.later.extend(w.stop());
         }
         rt.cancel.reset();
         // The emergency exit counts Ctrl-Cs within one turn, not over the whole REPL.

@@ -31,6 +31,9 @@ pub struct Snapshot {
     pub settled_at: Option<u64>,
     /// Sub-agents running now.
     pub children: Vec<RunningChild>,
+    /// The instruction files pinned in `system.txt` (label, and whether the file reads
+    /// differently now; None: not checked, the global file).
+    pub instructions: Vec<(String, Option<bool>)>,
 }
 
 /// Reads a snapshot of `session`. Damaged files do not fail the view: they are listed in
@@ -81,6 +84,7 @@ pub fn snapshot(session: &Session) -> Snapshot {
         .and_then(Result::ok)
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map(|d| d.as_secs());
+    let instructions = pinned_instructions(session, meta.as_ref());
     Snapshot {
         ledger,
         meta,
@@ -90,7 +94,51 @@ pub fn snapshot(session: &Session) -> Snapshot {
         problems,
         settled_at,
         children: running_children(session),
+        instructions,
     }
+}
+
+/// The instruction files `session` pinned (see [`Snapshot::instructions`]).
+fn pinned_instructions(
+    session: &Session,
+    meta: Option<&crate::store::Meta>,
+) -> Vec<(String, Option<bool>)> {
+    use crate::runtime::system;
+    let Ok(Some(text)) = session.read_text(files::SYSTEM) else {
+        return Vec::new();
+    };
+    let ws = meta.map(|m| std::path::PathBuf::from(&m.cwd));
+    system::pinned_instructions(&text)
+        .into_iter()
+        .map(|(label, pinned)| {
+            let changed = ws
+                .as_deref()
+                .and_then(|w| system::instruction_changed(w, &label, &pinned));
+            (label, changed)
+        })
+        .collect()
+}
+
+/// `Instructions: AGENTS.md, pkg/AGENTS.md (read at session start; …)`, or None without any.
+fn instructions_line(files: &[(String, Option<bool>)]) -> Option<String> {
+    if files.is_empty() {
+        return None;
+    }
+    let names: Vec<&str> = files.iter().map(|(l, _)| l.as_str()).collect();
+    let changed: Vec<&str> = files
+        .iter()
+        .filter(|(_, c)| *c == Some(true))
+        .map(|(l, _)| l.as_str())
+        .collect();
+    let why = if changed.is_empty() {
+        "read at session start; an edit takes effect in a new session".to_string()
+    } else {
+        format!(
+            "read at session start; changed since: {} (a new session reads the new text)",
+            changed.join(", ")
+        )
+    };
+    Some(format!("Instructions: {} ({why})", names.join(", ")))
 }
 
 /// The footer lines: plan state, cache figures, session status, problems.
@@ -126,6 +174,16 @@ pub fn footer(session: &Session, snap: &Snapshot) -> Vec<String> {
         if let Some(sb) = &m.sandbox {
             lines.push(format!("Sandbox: {}", sandbox_text(sb)));
         }
+    }
+    lines.extend(instructions_line(&snap.instructions));
+    if let Ok((waiting, _)) = crate::runtime::steer::waiting(session)
+        && !waiting.is_empty()
+    {
+        let n = waiting.len();
+        lines.push(format!(
+            "Steered: {n} message{} waiting for the model's next request",
+            if n == 1 { "" } else { "s" }
+        ));
     }
     lines.extend(snap.children.iter().map(RunningChild::line));
     for p in &snap.problems {
@@ -328,6 +386,7 @@ pub fn snapshot_json(session: &Session, snap: &Snapshot) -> Value {
             "prefix_reuse_ratio": ratio(t.prefix_reuse_bytes, t.request_bytes),
         },
         "children": snap.children,
+        "instructions": snap.instructions.iter().map(|(l, c)| json!({"source": l, "changed": c})).collect::<Vec<_>>(),
         "problems": snap.problems,
     })
 }

@@ -585,6 +585,20 @@ impl Backend for Bridge {
         })
     }
 
+    fn steer(&mut self, p: &super::protocol::SteerParams) -> Result<Value, RpcError> {
+        use crate::runtime::steer::{self, SteerError};
+        let h = self.handle(&p.session_id)?;
+        let session = Session::at(&p.session_id, h.dir.clone());
+        match steer::send(&session, &p.text, p.queue) {
+            Ok(sent) => Ok(json!({
+                "id": sent.entry.id,
+                "delivered": if sent.running { "next_request" } else { "next_turn" },
+            })),
+            Err(SteerError::Usage(m)) => Err(RpcError::params(m)),
+            Err(e) => Err(RpcError::internal(e.to_string())),
+        }
+    }
+
     fn opened(&mut self, id: &str) {
         notify(
             &self.wire,
@@ -910,7 +924,7 @@ fn replay_history(rt: &Runtime, wire: &Wire, ids: &mut IdMap) {
     let mut names: HashMap<String, String> = HashMap::new();
     for m in rt.history() {
         match m {
-            Message::User { content } => notify(
+            Message::User { content, .. } => notify(
                 wire,
                 sid,
                 SessionUpdate::UserMessageChunk {
@@ -1229,6 +1243,9 @@ impl Surface for AcpSurface<'_> {
                     }}),
                 });
             }
+            Event::Steer { text, .. } => self.send(SessionUpdate::UserMessageChunk {
+                content: TextBlock::new(text.clone()),
+            }),
             Event::WorkUpdate { .. } => {
                 if let Some(l) = read_ledger(&self.session) {
                     self.send(SessionUpdate::Plan {

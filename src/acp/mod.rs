@@ -27,6 +27,7 @@
 //! | `session/cancel` (notification) | `{sessionId}` | stops the turn: the response `cancelled` comes after its last update. |
 //! | `$/cancel_request` (notification) | `{requestId}` | for a running prompt: as `session/cancel` (ACP v1, cancellation). |
 //! | `_tern/events` | `{sessionId, since?, limit?}` → `{events, next, more}` | the session's `events.jsonl` after `seq` `since`, so a reconnecting client misses nothing. |
+//! | `_tern/steer` | `{sessionId, text, queue?}` → `{id, delivered}` | the person's words for the running turn, read by the model at its next request (`delivered`: `next_request`; with `queue` and no turn running, `next_turn`); no turn running and no `queue`: `-32603`. The delivery shows as a `user_message_chunk`. |
 //!
 //! `authenticate`, `logout`, `session/delete`, `session/set_config_option` and `session/fork`
 //! are not offered (`-32601`, or `-32602` for `authenticate`: there is nothing to authenticate).
@@ -107,6 +108,8 @@ pub trait Backend {
     fn cancel_request(&mut self, request: &Value);
     /// The events of a session after a `seq`.
     fn events(&mut self, p: &EventsParams) -> Result<EventsResult, RpcError>;
+    /// Steers `text` into the running turn of a session (`_tern/steer`).
+    fn steer(&mut self, p: &protocol::SteerParams) -> Result<Value, RpcError>;
     /// Called after the response that opened session `id` was sent.
     fn opened(&mut self, id: &str);
     /// stdin closed or a signal came: cancel every turn and wait for them.
@@ -387,6 +390,10 @@ impl Dispatcher {
             m if m == EVENTS_METHOD => {
                 let p: EventsParams = parse(method, params)?;
                 Ok(Reply::Now(value(backend.events(&p)?), None))
+            }
+            m if m == protocol::STEER_METHOD => {
+                let p: protocol::SteerParams = parse(method, params)?;
+                Ok(Reply::Now(backend.steer(&p)?, None))
             }
             "authenticate" => Err(RpcError::params(
                 "tern offers no authentication methods (authMethods is empty)",

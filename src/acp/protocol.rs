@@ -163,6 +163,23 @@ pub struct EventsParams {
     pub limit: Option<usize>,
 }
 
+/// tern's extension method that steers a running turn (see `crate::runtime::steer`).
+pub const STEER_METHOD: &str = "_tern/steer";
+
+/// [`STEER_METHOD`] params: `text` for the running turn of `sessionId`; with `queue`, kept for
+/// its next turn when none is running (else refused).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SteerParams {
+    /// An open session of this connection.
+    pub session_id: String,
+    /// The message, as the model will read it.
+    pub text: String,
+    /// Keep it for the next turn when no turn is running.
+    #[serde(default)]
+    pub queue: bool,
+}
+
 /// Default and largest page of [`EVENTS_METHOD`].
 pub const EVENTS_PAGE: usize = 1000;
 
@@ -378,7 +395,7 @@ pub struct AgentCapabilities {
     pub mcp_capabilities: McpCapabilities,
     /// Optional session methods: list, resume, close.
     pub session_capabilities: SessionCapabilities,
-    /// Custom capabilities: `{"tern": {"events": "_tern/events"}}`.
+    /// Custom capabilities: `{"tern": {"events": "_tern/events", "steer": "_tern/steer"}}`.
     #[serde(rename = "_meta")]
     pub meta: Value,
 }
@@ -435,7 +452,7 @@ pub fn agent_capabilities() -> AgentCapabilities {
             resume: Value::Object(Map::new()),
             close: Value::Object(Map::new()),
         },
-        meta: serde_json::json!({"tern": {"events": EVENTS_METHOD}}),
+        meta: serde_json::json!({"tern": {"events": EVENTS_METHOD, "steer": STEER_METHOD}}),
     }
 }
 

@@ -193,7 +193,7 @@ pub fn body(req: &Request<'_>) -> Vec<u8> {
             continue;
         };
         match m {
-            Message::User { content: text } => {
+            Message::User { content: text, .. } => {
                 if !text.trim().is_empty() {
                     content.push(Block::Text {
                         text: Cow::Borrowed(text),

@@ -176,7 +176,7 @@ pub fn body(req: &Request<'_>) -> Vec<u8> {
             None
         };
         match m {
-            Message::User { content } => messages.push(Msg::User {
+            Message::User { content, .. } => messages.push(Msg::User {
                 content: append_tail(content, tail),
             }),
             Message::Assistant { text, tool_calls } => {

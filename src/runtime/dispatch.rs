@@ -1,6 +1,7 @@
 //! Tool dispatch: one tool call in, one tool result out. Errors are results the model reads
 //! ([`ToolError`], prefixed `Error: ` in one place, [`ToolResult::from`]), never crashes.
 
+use std::path::PathBuf;
 use std::time::Instant;
 
 use super::answer::Call;
@@ -184,10 +185,16 @@ impl Runtime {
                 Err(e) => return Err(ToolError::Refused(format!("not run: {e}"))).into(),
             }
         }
+        let jail = match self.jail_for_commands() {
+            Ok(j) => j,
+            Err(e) => return Err(ToolError::Refused(format!("not run: {e}"))).into(),
+        };
         let policy = crate::sandbox::Policy {
             mode: self.cfg.sandbox,
             workspace: self.workspace.clone(),
             no_network: self.cfg.no_network,
+            // In the jail the network namespace holds it, and loopback inside still works.
+            network_in_namespace: jail.is_some(),
             draft_file: Some(self.session.path(files::DRAFT)),
             tmpdir: self.tmp.as_ref().map(|t| t.path().to_path_buf()),
         };
@@ -195,21 +202,29 @@ impl Runtime {
             Ok(p) => p,
             Err(e) => return Err(ToolError::Refused(format!("not run: {e}"))).into(),
         };
-        // Changes since tern last wrote its files (a process an earlier command left behind)
-        // are undone before this command runs, and reported with its result.
-        let before = self.guard_check();
-        if self.guard.is_none() {
-            self.guard_refresh();
-        }
+        // Without a jail (danger-full-access, --no-jail), changes since tern last wrote its
+        // files (a process an earlier command left behind) are undone before this command
+        // runs, and reported with its result. In the jail the state folder is read-only.
+        let before = if jail.is_none() {
+            let b = self.guard_check();
+            if self.guard.is_none() {
+                self.guard_refresh();
+            }
+            b
+        } else {
+            None
+        };
         let req = bash::BashRequest {
             command: &args.command,
             timeout: args.timeout,
             cwd: &self.workspace,
             env: &env,
             env_remove: crate::config::SECRET_ENV,
+            pass_env: &self.cfg.reach.pass_env,
             spill_dir: &spill,
             groups: &self.groups,
             sandbox: Some(&prepared),
+            jail: jail.as_deref(),
         };
         self.ran_commands = true;
         ui.progress("running… (Ctrl-C stops it)");
@@ -228,7 +243,11 @@ impl Runtime {
         if self.tmp.as_ref().is_some_and(|t| t.clear().is_err()) {
             self.tmp = None;
         }
-        let refused = self.guard_check().or(before);
+        let refused = if jail.is_none() {
+            self.guard_check().or(before)
+        } else {
+            None
+        };
         let mut content = out.content;
         if let Some(msg) = &refused {
             content.push_str("\nError: ");
@@ -246,6 +265,87 @@ impl Runtime {
             }),
             content,
             duration_ms: 0,
+        }
+    }
+
+    /// The jail this runtime's commands run in: `None` in danger-full-access and with
+    /// `--no-jail` (Landlock alone); started at the first command (its cost is paid once, not
+    /// per session that never runs one) and restarted only when its private `TMPDIR` had to be
+    /// made anew.
+    ///
+    /// Errors: the one line of [`crate::sandbox::jail::refusal`], for this and every later
+    /// command (the kernel's answer does not change within a run).
+    pub(crate) fn jail_for_commands(
+        &mut self,
+    ) -> Result<Option<std::sync::Arc<crate::sandbox::jail::Jail>>, String> {
+        use crate::sandbox::jail::{Jail, JailError, JailPaths, JailSlot, JailSpec, refusal};
+        if !self.cfg.sandbox.is_sandboxed() || self.cfg.reach.no_jail {
+            return Ok(None);
+        }
+        let tmp = self.tmp.as_ref().map(|t| t.path().to_path_buf());
+        if let JailSlot::Running(j) = &self.jail {
+            // The same private TMPDIR (it is made anew only when it could not be emptied) and
+            // the jail still there: keep it. Else a new one.
+            let same_tmp = tmp.as_ref().is_none_or(|t| {
+                j.spec().writable.contains(t)
+                    || std::fs::canonicalize(t).is_ok_and(|t| j.spec().writable.contains(&t))
+            });
+            if same_tmp && j.is_alive() {
+                return Ok(Some(j.clone()));
+            }
+            self.jail = JailSlot::Unstarted;
+        }
+        if let JailSlot::Refused(why) = &self.jail {
+            return Err(why.clone());
+        }
+        let draft = self.session.path(files::DRAFT);
+        let state = self
+            .state_root()
+            .unwrap_or_else(|| self.session.dir.clone());
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let spec = JailSpec::new(&JailPaths {
+            workspace: &self.workspace,
+            workspace_writable: self.cfg.sandbox == crate::sandbox::Mode::WorkspaceWrite,
+            state_dir: &state,
+            draft: Some(&draft),
+            tmpdir: tmp.as_deref(),
+            add_dirs: &self.cfg.reach.add_dirs,
+            read_dirs: &self.cfg.reach.read_dirs,
+            home: home.as_deref(),
+            no_network: self.cfg.no_network,
+        });
+        // Debug builds only: a test switch that makes the kernel's refusal happen here.
+        #[cfg(debug_assertions)]
+        let fake = std::env::var_os(crate::sandbox::jail::FAKE_REFUSAL_ENV).is_some();
+        #[cfg(not(debug_assertions))]
+        let fake = false;
+        let started = if fake {
+            Err(JailError {
+                step: "user namespace".into(),
+                reason: format!(
+                    "Operation not permitted ({} is set, a test switch)",
+                    crate::sandbox::jail::FAKE_REFUSAL_ENV
+                ),
+            })
+        } else {
+            let exe = self
+                .cfg
+                .jail_exe
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("/proc/self/exe"));
+            Jail::start(&exe, &spec, Some(&self.groups))
+        };
+        match started {
+            Ok(j) => {
+                let j = std::sync::Arc::new(j);
+                self.jail = JailSlot::Running(j.clone());
+                Ok(Some(j))
+            }
+            Err(e) => {
+                let why = refusal(self.cfg.sandbox, &e);
+                self.jail = JailSlot::Refused(why.clone());
+                Err(why)
+            }
         }
     }
 

@@ -16,6 +16,7 @@ pub mod plan;
 pub mod prefix;
 pub mod repair;
 mod request;
+pub mod steer;
 pub mod system;
 pub mod textcall;
 mod turn;
@@ -108,6 +109,11 @@ pub struct Config {
     pub sandbox: crate::sandbox::Mode,
     /// Commands may not connect or bind TCP (`--no-network`).
     pub no_network: bool,
+    /// What commands may reach beyond the mode's defaults, and whether they run in the jail.
+    pub reach: crate::sandbox::jail::Reach,
+    /// The program that serves as the jail's init (`tern __jail`); None: this process's own
+    /// binary (`/proc/self/exe`). Set by embedders whose process is not `tern` (the tests).
+    pub jail_exe: Option<PathBuf>,
     /// Sub-agents: how deep they may nest, how many run at once, and each child's budgets.
     pub agents: AgentLimits,
     /// The token budget of one turn (input + output tokens over its requests); a sub-agent's
@@ -164,6 +170,8 @@ impl Config {
             base_url: String::new(),
             sandbox: crate::sandbox::Mode::default(),
             no_network: false,
+            reach: crate::sandbox::jail::Reach::default(),
+            jail_exe: None,
             agents: AgentLimits::default(),
             token_budget: None,
             nudge: true,
@@ -383,9 +391,15 @@ pub struct Runtime {
     /// The folders tern only adds to (this session's `archive/` and `agents/`, the state
     /// folder's `sessions/`), watched with the guard for entries a command removed.
     listings: Vec<crate::sandbox::Listing>,
+    /// Other sessions' files (fallback without a jail): a command's change to them is detected
+    /// and named, never undone (another pane may be running that session).
+    others: Option<crate::sandbox::Snapshot>,
     /// The commands' private `TMPDIR` in a sandboxed mode: made at the first call, emptied
     /// after each.
     tmp: Option<crate::sandbox::TempFolder>,
+    /// The jail the commands run in (sandboxed modes, unless `--no-jail`): started at the first
+    /// command, shared with sub-agents whose jail would be the same, gone with the runtime.
+    jail: crate::sandbox::jail::JailSlot,
     /// A bash command ran in this runtime: what it left running is killed when the runtime
     /// ends (see the `Drop`).
     ran_commands: bool,
@@ -397,6 +411,10 @@ pub struct Runtime {
 /// another process holds the session: those are its commands.
 impl Drop for Runtime {
     fn drop(&mut self) {
+        // In a jail, what the commands left running dies with it (its PID namespace).
+        if matches!(self.jail, crate::sandbox::jail::JailSlot::Running(_)) {
+            return;
+        }
         if self.ran_commands && (self.lease.is_some() || held_elsewhere(&self.session).is_none()) {
             crate::tools::bash::kill_orphans(&self.session.dir);
         }
@@ -412,13 +430,19 @@ impl Runtime {
         system: String,
         history: Vec<Message>,
     ) -> Runtime {
-        let sandbox = crate::sandbox::Setting::probe(parts.cfg.sandbox, parts.cfg.no_network);
+        let sandbox = crate::sandbox::Setting::probe(
+            parts.cfg.sandbox,
+            parts.cfg.no_network,
+            !parts.cfg.reach.no_jail,
+        );
         Runtime {
             session,
             sandbox,
             guard: None,
             listings: Vec::new(),
+            others: None,
             tmp: None,
+            jail: crate::sandbox::jail::JailSlot::Unstarted,
             ran_commands: false,
             workspace: parts.workspace,
             cfg: parts.cfg,
@@ -618,6 +642,11 @@ impl Runtime {
 
     /// Accepts the state files as tern itself just left them (after each of its own writes).
     pub(crate) fn guard_refresh(&mut self) {
+        self.others = Some(crate::sandbox::Snapshot::take_kept(
+            self.other_session_files()
+                .into_iter()
+                .map(|p| (p, crate::sandbox::Keep::Detect)),
+        ));
         match &mut self.guard {
             Some(g) => g.refresh(),
             None => {
@@ -636,9 +665,73 @@ impl Runtime {
         }
     }
 
+    /// The files of the state folder's other sessions that a resume trusts (history, system
+    /// prompt, To-do, plan, metadata), for the fallback guard.
+    fn other_session_files(&self) -> Vec<PathBuf> {
+        let Some(root) = self.state_root() else {
+            return Vec::new();
+        };
+        let Ok(rd) = std::fs::read_dir(root.join("sessions")) else {
+            return Vec::new();
+        };
+        let mine: Vec<PathBuf> = self
+            .session
+            .dir
+            .ancestors()
+            .map(std::path::Path::to_path_buf)
+            .collect();
+        let mut out = Vec::new();
+        for e in rd.flatten() {
+            let dir = e.path();
+            if mine.contains(&dir) || !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            for f in [
+                files::CONVERSATION,
+                files::SYSTEM,
+                files::LEDGER,
+                files::PLAN,
+                files::PLAN_STATE,
+                files::META,
+            ] {
+                out.push(dir.join(f));
+            }
+        }
+        out
+    }
+
+    /// Other sessions whose files changed since the last look, as `id (files)`, leaving out
+    /// sessions another live process holds (their own turn writes them).
+    fn others_changed(&mut self) -> Vec<String> {
+        let Some(snap) = &self.others else {
+            return Vec::new();
+        };
+        let mut by_session: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        for c in snap.changes() {
+            let (Some(dir), Some(name)) = (c.path.parent(), c.path.file_name()) else {
+                continue;
+            };
+            let id = dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if held_elsewhere(&Session::at(&id, dir.to_path_buf())).is_some() {
+                continue;
+            }
+            by_session
+                .entry(id)
+                .or_default()
+                .push(name.to_string_lossy().into_owned());
+        }
+        by_session
+            .into_iter()
+            .map(|(id, f)| format!("{id} ({})", f.join(", ")))
+            .collect()
+    }
+
     /// The state folder: the parent of the topmost `sessions` folder above this session (a
     /// sub-agent's folder lies deeper, under its parent's `agents/`).
-    fn state_root(&self) -> Option<PathBuf> {
+    pub(crate) fn state_root(&self) -> Option<PathBuf> {
         self.session
             .dir
             .ancestors()
@@ -767,6 +860,28 @@ impl Runtime {
     /// `read-only`; in the other modes this is how they are refused.
     pub(crate) fn guard_check(&mut self) -> Option<String> {
         self.guard.as_ref()?;
+        let others = self.others_changed();
+        let msg = self.guard_check_own();
+        if others.is_empty() {
+            return msg;
+        }
+        self.others = Some(crate::sandbox::Snapshot::take_kept(
+            self.other_session_files()
+                .into_iter()
+                .map(|p| (p, crate::sandbox::Keep::Detect)),
+        ));
+        let note = format!(
+            "this command changed other sessions' files, which are tern's: {}. tern keeps no copy of them, so they are not put back: review those sessions before resuming them.",
+            others.join("; ")
+        );
+        Some(match msg {
+            Some(m) => format!("{m} {note}"),
+            None => note,
+        })
+    }
+
+    /// [`Runtime::guard_check`] for this session's own files.
+    fn guard_check_own(&mut self) -> Option<String> {
         // First, so the fingerprints below are taken along the real path again.
         let unlinked = self.unlink_structure();
         let changes = self.guard.as_ref()?.changes();
@@ -889,6 +1004,10 @@ impl Runtime {
                 self.lease = Some(l);
                 // What a crashed writer left: no atomic write is in flight under the lock.
                 self.session.remove_stray_temps()?;
+                // A steer delivered just before a crash is not delivered twice (nor summarised
+                // away by a compaction first and then sent again).
+                // Best effort: the delivery itself checks the history again.
+                let _ = steer::sweep(&self.session, &self.prefix.history);
                 Ok(())
             }
             Err(h) => Err(Failure::Failed(held_message(&self.session.id, h.pid))),

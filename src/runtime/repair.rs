@@ -98,7 +98,7 @@ pub fn repair_with(
                 }
                 continue;
             }
-            Message::User { content } if content.trim().is_empty() => {
+            Message::User { content, .. } if content.trim().is_empty() => {
                 report.dropped_messages += 1;
                 continue;
             }
@@ -143,8 +143,18 @@ pub fn repair_with(
     if report.changed() {
         let mut merged: Vec<Message> = Vec::with_capacity(out.len());
         for m in out {
-            if let (Some(Message::User { content: a }), Message::User { content: b }) =
-                (merged.last_mut(), &m)
+            // A steered message keeps its own line: its id is how a restart knows it was
+            // delivered.
+            if let (
+                Some(Message::User {
+                    content: a,
+                    steer: None,
+                }),
+                Message::User {
+                    content: b,
+                    steer: None,
+                },
+            ) = (merged.last_mut(), &m)
             {
                 join_text(a, b);
                 report.merged += 1;
@@ -275,7 +285,7 @@ mod tests {
         let (r, rep) = repair(h, &[5]);
         assert_eq!(rep.answered_calls, vec!["2".to_string()]);
         assert_eq!(r.len(), 5);
-        assert!(matches!(&r[4], Message::User { content } if content == "continue"));
+        assert!(matches!(&r[4], Message::User { content, .. } if content == "continue"));
         assert!(
             matches!(&r[3], Message::Tool { tool_call_id, is_error: true, .. } if tool_call_id == "2")
         );

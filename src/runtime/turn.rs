@@ -64,6 +64,8 @@ impl Runtime {
                     )));
                 }
             }
+            // What the person steered in since the last request goes after the last tool result.
+            self.deliver_steers(ui)?;
             let mut answer = self.ask_model(ask, ui)?;
             let text_only = !ask.tools_allowed;
             if text_only {
@@ -141,6 +143,10 @@ impl Runtime {
                             "the model wrote a call to {name} as text; it did not run, and the model was told"
                         )),
                     );
+                    continue;
+                }
+                if super::steer::pending(&self.session) {
+                    // Steered while the model answered: the model reads it before the turn ends.
                     continue;
                 }
                 // A command shown in a shell block before any call: the model is told, once.
@@ -278,6 +284,7 @@ impl Runtime {
         // results of an interrupted turn); after the model's own answer there is nothing to
         // answer, and a request ending in it would make the model talk to itself.
         if prompt.trim().is_empty()
+            && !super::steer::pending(&self.session)
             && !matches!(
                 self.prefix.history.last(),
                 Some(Message::User { .. } | Message::Tool { .. })

@@ -41,6 +41,9 @@ pub struct CheckReport {
     /// The effective rules of workspace-write with `--no-network` when supported (else without),
     /// as every command would get them.
     pub rules: Option<Report>,
+    /// The jail's layers (user, PID, mount, IPC namespaces; seccomp), or why this machine
+    /// refuses it.
+    pub jail: Result<super::jail::Layers, String>,
     /// The self-tests, in order.
     pub self_test: Vec<SelfTest>,
     /// Landlock is there and every self-test passed.
@@ -61,6 +64,23 @@ impl fmt::Display for CheckReport {
                 f,
                 "Landlock: none on {} ({why}); read-only and workspace-write refuse to run commands, --sandbox danger-full-access runs them unsandboxed",
                 self.os
+            )?,
+        }
+        match &self.jail {
+            Ok(l) => writeln!(
+                f,
+                "jail: user namespace {}, PID namespace {}, mount namespace {}, IPC namespace {}, network namespace under --no-network {}, seccomp {}{}",
+                yes(l.user_ns),
+                yes(l.pid_ns),
+                yes(l.mount_ns),
+                yes(l.ipc_ns),
+                yes(l.net_ns),
+                yes(l.seccomp),
+                l.notes.iter().map(|n| format!("; {n}")).collect::<String>()
+            )?,
+            Err(e) => writeln!(
+                f,
+                "jail: refused ({e}); sandboxed modes refuse commands unless --no-jail (Landlock alone) or --sandbox danger-full-access"
             )?,
         }
         if let Some(r) = &self.rules {
@@ -110,8 +130,9 @@ impl fmt::Display for CheckReport {
 /// workspace-write, denied in read-only), outside it (denied), to the private `TMPDIR`
 /// (allowed), and, with network rules, a TCP connect to a listener on 127.0.0.1 (denied under
 /// `--no-network`, allowed without). Without Landlock the test is that a sandboxed mode
-/// refuses. Leaves nothing behind (its probe folders are removed). Takes some tens of ms.
-pub fn check(workspace: &Path) -> CheckReport {
+/// refuses. Then the jail (started from `exe`, tern's own binary): its layers and the attacks of
+/// [`jail_tests`]. Leaves nothing behind (its probe folders are removed). Takes some tens of ms.
+pub fn check(workspace: &Path, exe: &Path) -> CheckReport {
     let probe = kernel_abi();
     let (abi, missing) = match &probe {
         Probe::Abi(n) => (*n, None),
@@ -124,6 +145,7 @@ pub fn check(workspace: &Path) -> CheckReport {
         landlock_missing: missing,
         network_rules,
         rules: None,
+        jail: Err("not tried".into()),
         self_test: Vec::new(),
         ok: false,
     };
@@ -131,6 +153,7 @@ pub fn check(workspace: &Path) -> CheckReport {
         mode,
         workspace: workspace.to_path_buf(),
         no_network,
+        network_in_namespace: false,
         draft_file: None,
         tmpdir: None,
     };
@@ -256,8 +279,130 @@ pub fn check(workspace: &Path) -> CheckReport {
             }),
         }
     }
-    report.ok = report.self_test.iter().all(|t| t.passed);
+    jail_tests(&mut report, workspace, exe, &ctx);
+    report.ok = report.self_test.iter().all(|t| t.passed) && report.jail.is_ok();
     report
+}
+
+fn yes(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}
+
+/// Starts a jail over `workspace` (and one with `--no-network`) and runs the attacks of issue 17
+/// in it: another process's environment, a host socket in the system temp folder, a write
+/// outside the workspace, a new user namespace, and under `--no-network` a TCP connect to the
+/// host's loopback (refused) beside a loopback connect inside (allowed).
+fn jail_tests(report: &mut CheckReport, workspace: &Path, exe: &Path, ctx: &Ctx<'_>) {
+    use super::jail::{Jail, JailPaths, JailSpec, refusal};
+    let spec_for = |no_network: bool| {
+        JailSpec::new(&JailPaths {
+            workspace,
+            workspace_writable: true,
+            state_dir: &workspace.join(".tern"),
+            draft: None,
+            tmpdir: None,
+            add_dirs: &[],
+            read_dirs: &[],
+            home: std::env::var_os("HOME").as_deref().map(Path::new),
+            no_network,
+        })
+    };
+    let jail = match Jail::start(exe, &spec_for(false), None) {
+        Ok(j) => j,
+        Err(e) => {
+            report.jail = Err(refusal(Mode::WorkspaceWrite, &e));
+            return;
+        }
+    };
+    report.jail = Ok(jail.layers().clone());
+    let p = Policy {
+        mode: Mode::WorkspaceWrite,
+        workspace: workspace.to_path_buf(),
+        no_network: false,
+        network_in_namespace: true,
+        draft_file: None,
+        tmpdir: None,
+    };
+    // Another process with a marker in its environment.
+    let marker = format!("TERN_CHECK_MARKER_{}", std::process::id());
+    let outside = std::process::Command::new("sleep")
+        .arg("30")
+        .env(&marker, "1")
+        .stdout(std::process::Stdio::null())
+        .spawn();
+    let env_cmd =
+        format!("cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -q '^{marker}='");
+    report.self_test.push(ctx.run_in(
+        "read another process's environment (jail)".into(),
+        &p,
+        Some(&jail),
+        &env_cmd,
+        false,
+        None,
+    ));
+    if let Ok(mut c) = outside {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    let host_tmp = tempfile::Builder::new().prefix("tern-check-").tempdir();
+    if let Ok(d) = &host_tmp {
+        let sock = d.path().join("host.sock");
+        if let Ok(_l) = std::os::unix::net::UnixListener::bind(&sock) {
+            report.self_test.push(ctx.run_in(
+                format!("see a host socket in {} (jail)", d.path().display()),
+                &p,
+                Some(&jail),
+                &format!("test -S {}", quote(&sock)),
+                false,
+                None,
+            ));
+        }
+    }
+    if let Some(o) = outside_dir(workspace) {
+        report.self_test.push(ctx.run_in(
+            format!(
+                "write outside the workspace, in {} (jail)",
+                o.path().display()
+            ),
+            &p,
+            Some(&jail),
+            &format!("printf ok > {}", quote(&o.path().join("probe"))),
+            false,
+            Some(&o.path().join("probe")),
+        ));
+    }
+    report.self_test.push(ctx.run_in(
+        "start a new user namespace (jail, seccomp)".into(),
+        &p,
+        Some(&jail),
+        "command -v unshare >/dev/null || exit 1; unshare -U true",
+        false,
+        None,
+    ));
+    drop(jail);
+    let Ok(jail) = Jail::start(exe, &spec_for(true), None) else {
+        return;
+    };
+    if let Ok(l) = &mut report.jail {
+        l.net_ns = jail.layers().net_ns;
+    }
+    let Ok((_listener, addr)) =
+        TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr().map(|a| (l, a)))
+    else {
+        return;
+    };
+    let np = Policy {
+        no_network: true,
+        ..p.clone()
+    };
+    report.self_test.push(ctx.run_in(
+        "TCP connect to the host's 127.0.0.1 (jail --no-network)".into(),
+        &np,
+        Some(&jail),
+        &format!("exec 3<>/dev/tcp/127.0.0.1/{}", addr.port()),
+        false,
+        None,
+    ));
 }
 
 struct Ctx<'a> {
@@ -272,6 +417,19 @@ impl Ctx<'_> {
         &self,
         name: String,
         policy: &Policy,
+        command: &str,
+        should_succeed: bool,
+        file: Option<&Path>,
+    ) -> SelfTest {
+        self.run_in(name, policy, None, command, should_succeed, file)
+    }
+
+    /// [`Ctx::run`] in `jail`, if given.
+    fn run_in(
+        &self,
+        name: String,
+        policy: &Policy,
+        jail: Option<&super::jail::Jail>,
         command: &str,
         should_succeed: bool,
         file: Option<&Path>,
@@ -296,9 +454,11 @@ impl Ctx<'_> {
             cwd: self.workspace,
             env: &[],
             env_remove: &[],
+            pass_env: &[],
             spill_dir: self.spill,
             groups: &groups,
             sandbox: Some(&prepared),
+            jail,
         };
         let out = match bash::run(&req, &cancel) {
             Ok(o) => o,

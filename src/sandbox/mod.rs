@@ -49,6 +49,8 @@ use serde::{Deserialize, Serialize};
 
 mod check;
 mod guard;
+// Linux only, like the rest of the jail's system calls (tern builds on Linux).
+pub mod jail;
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(not(target_os = "linux"))]
@@ -73,7 +75,10 @@ pub const FAKE_ABI_ENV: &str = "TERN_SANDBOX_FAKE_ABI";
 pub const NETWORK_ABI: u8 = 4;
 
 /// The line appended to the system prompt when `--no-network` is on (stable bytes, no paths).
-pub const NO_NETWORK_PROMPT_LINE: &str =
+pub const NO_NETWORK_PROMPT_LINE: &str = "Commands have no network but loopback.";
+
+/// The `--no-network` line of sessions pinned before the jail (recognised, never written).
+pub const LEGACY_NO_NETWORK_PROMPT_LINE: &str =
     "Commands have no network: TCP fails with Permission denied.";
 
 /// A session's sandbox as `meta.json` and the `session_start` event record it.
@@ -88,11 +93,17 @@ pub struct Setting {
     /// Whether commands really run inside a Landlock domain (false for `danger-full-access`, and
     /// for a sandboxed mode this kernel cannot enforce: such a session refuses to run commands).
     pub enforced: bool,
+    /// Whether commands run in the jail of namespaces and seccomp (a sandboxed mode without
+    /// `--no-jail`); its layers are in `tern sandbox check`, and a machine that refuses them
+    /// refuses commands. Absent in sessions older than the jail.
+    #[serde(default)]
+    pub jail: bool,
 }
 
 impl Setting {
-    /// The setting of `mode` on this machine (probes the kernel's Landlock ABI).
-    pub fn probe(mode: Mode, no_network: bool) -> Setting {
+    /// The setting of `mode` on this machine (probes the kernel's Landlock ABI); `jail` unless
+    /// `--no-jail`.
+    pub fn probe(mode: Mode, no_network: bool, jail: bool) -> Setting {
         let landlock_abi = landlock_abi().unwrap_or(0);
         let enforced =
             mode.is_sandboxed() && landlock_abi > 0 && (!no_network || landlock_abi >= NETWORK_ABI);
@@ -101,6 +112,7 @@ impl Setting {
             no_network,
             landlock_abi,
             enforced,
+            jail: jail && mode.is_sandboxed(),
         }
     }
 }
@@ -195,6 +207,9 @@ pub struct Policy {
     pub workspace: PathBuf,
     /// Block TCP connect and bind (`--no-network`), in any mode.
     pub no_network: bool,
+    /// `--no-network` is enforced by the jail's empty network namespace: no Landlock network
+    /// rules then (they would also refuse loopback inside the jail), and no need for their ABI.
+    pub network_in_namespace: bool,
     /// `$PLAN_DRAFT_FILE`: writable in every mode (open for writing and truncating that one file;
     /// replacing it by rename needs a writable folder, so in read-only only in-place writes such
     /// as `cat > "$PLAN_DRAFT_FILE"` work). Created empty when missing, since a Landlock rule
@@ -358,6 +373,7 @@ pub struct Prepared {
     no_network: bool,
     tmpdir: Option<Tmp>,
     ruleset: Option<std::os::fd::OwnedFd>,
+    draft: Option<PathBuf>,
     report: Report,
 }
 
@@ -379,6 +395,11 @@ impl Prepared {
             Tmp::Own(t) => t.path(),
             Tmp::Given(p) => p.as_path(),
         })
+    }
+
+    /// `$PLAN_DRAFT_FILE` when this call may write it.
+    pub fn draft_file(&self) -> Option<&Path> {
+        self.draft.as_deref()
     }
 
     /// The effective ABI and rights of this call's sandbox.
@@ -403,6 +424,11 @@ pub(crate) struct ChildHook {
 }
 
 impl ChildHook {
+    /// The Landlock ruleset's descriptor, for a jail to apply in its own child.
+    pub(crate) fn ruleset_fd(self) -> Option<std::os::fd::RawFd> {
+        self.ruleset_fd
+    }
+
     /// In the forked child, before exec only: restricts the calling thread (and so the command)
     /// for good. Makes only async-signal-safe system calls (see [`Prepared`]).
     pub(crate) fn apply(self) -> std::io::Result<()> {
@@ -520,13 +546,15 @@ fn remove_dead_tmpdirs() {
 /// danger-full-access without `--no-network` never fails and applies nothing.
 pub fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
     let kernel_abi = kernel_abi();
-    let needs_landlock = policy.mode.is_sandboxed() || policy.no_network;
+    let landlock_net = policy.no_network && !policy.network_in_namespace;
+    let needs_landlock = policy.mode.is_sandboxed() || landlock_net;
     if !needs_landlock {
         return Ok(Prepared {
             mode: policy.mode,
             no_network: false,
             tmpdir: None,
             ruleset: None,
+            draft: None,
             report: Report {
                 mode: policy.mode,
                 no_network: false,
@@ -551,7 +579,7 @@ pub fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
         }
         return Err(SandboxError::NoNetworkRules { abi: 0 });
     }
-    if policy.no_network && kernel_abi.abi() < NETWORK_ABI {
+    if landlock_net && kernel_abi.abi() < NETWORK_ABI {
         return Err(SandboxError::NoNetworkRules {
             abi: kernel_abi.abi(),
         });
@@ -582,7 +610,7 @@ pub fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
     let built = imp::build(
         kernel_abi.abi(),
         policy.mode.is_sandboxed(),
-        policy.no_network,
+        landlock_net,
         &dirs,
         draft,
     )?;
@@ -598,6 +626,7 @@ pub fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
         no_network: policy.no_network,
         tmpdir,
         ruleset: Some(built.fd),
+        draft: draft.filter(|_| built.draft_granted).map(Path::to_path_buf),
         report: Report {
             mode: policy.mode,
             no_network: policy.no_network,
@@ -691,8 +720,15 @@ const DENIAL_MARKERS: [&str; 4] = [
     "Invalid cross-device link",
 ];
 
-/// Texts of a refused TCP connect, checked only under `--no-network` (curl, Node).
-const NET_DENIAL_MARKERS: [&str; 2] = ["Couldn't connect to server", "EACCES"];
+/// Texts of a refused connect or name lookup, checked only under `--no-network` (curl, Node,
+/// Python, the resolver).
+const NET_DENIAL_MARKERS: [&str; 5] = [
+    "Couldn't connect to server",
+    "EACCES",
+    "Network is unreachable",
+    "Could not resolve host",
+    "Temporary failure in name resolution",
+];
 
 /// When `output` shows a denial (`Permission denied`, `Read-only file system`, `Operation not
 /// permitted`, `Invalid cross-device link`, or a refused connect under `--no-network`), one line for the model naming the mode
@@ -714,7 +750,7 @@ pub fn explain_denial(mode: Mode, no_network: bool, output: &str) -> Option<Stri
         ));
     }
     let net = if no_network {
-        "; network off (--no-network: TCP connect and bind refused)"
+        "; network off (--no-network: only loopback)"
     } else {
         ""
     };

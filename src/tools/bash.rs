@@ -63,6 +63,173 @@ const FIXED_ENV: [(&str, &str); 8] = [
     ("GIT_EDITOR", NO_EDITOR),
 ];
 
+/// Variables a command inherits from tern's environment, by name (issue 17): the usual ones
+/// and toolchains' homes; with [`ENV_PREFIXES`]. Everything else is left out unless the person
+/// names it (`--env NAME`): an allow-list, so a variable that grants access to something (a
+/// terminal multiplexer, an agent socket, a token) never reaches a command by accident.
+pub const ENV_ALLOWED: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "ftp_proxy",
+    "all_proxy",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "FTP_PROXY",
+    "ALL_PROXY",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "RUSTUP_TOOLCHAIN",
+    "GOPATH",
+    "GOROOT",
+    "JAVA_HOME",
+    "PYENV_ROOT",
+    "VIRTUAL_ENV",
+    "NVM_DIR",
+];
+
+/// Prefixes of inherited variable names: the locale's `LC_*`.
+pub const ENV_PREFIXES: &[&str] = &["LC_"];
+
+/// Variables never passed, even when named with `--env`: each is a door out of the sandbox (a
+/// host service's socket or display) or a provider's key.
+pub const ENV_NEVER: &[&str] = &[
+    "TMUX",
+    "TMUX_PANE",
+    "STY",
+    "SSH_AUTH_SOCK",
+    "SSH_AGENT_PID",
+    "GPG_AGENT_INFO",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "DISPLAY",
+    "WAYLAND_DISPLAY",
+    "XAUTHORITY",
+    "XDG_RUNTIME_DIR",
+    "KRB5CCNAME",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_BASE_URL",
+];
+
+/// Whether `name` may be passed with `--env` (not in [`ENV_NEVER`], a plain variable name).
+///
+/// Errors: one line saying why not.
+pub fn check_pass_env(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.contains(['=', '\0']) {
+        return Err(format!("--env {name:?}: not a variable name"));
+    }
+    if ENV_NEVER.contains(&name) {
+        return Err(format!(
+            "--env {name}: never passed to commands (a way out of the sandbox, or a provider key)"
+        ));
+    }
+    Ok(())
+}
+
+/// The whole environment of a command: the allowed part of tern's own ([`ENV_ALLOWED`],
+/// [`ENV_PREFIXES`], `pass_env` names; never [`ENV_NEVER`] or a value that is a registered
+/// secret), then tern's fixed variables, the terminal stand-ins, the request's own, the private
+/// `TMPDIR`, minus `env_remove`.
+fn command_env(req: &BashRequest<'_>) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    use std::ffi::OsString;
+    let secrets = crate::store::redact::registered();
+    let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
+        .filter(|(k, v)| {
+            let Some(k) = k.to_str() else { return false };
+            let allowed = ENV_ALLOWED.contains(&k)
+                || ENV_PREFIXES.iter().any(|p| k.starts_with(p))
+                || req.pass_env.iter().any(|n| n == k);
+            allowed
+                && !ENV_NEVER.contains(&k)
+                && !v
+                    .to_str()
+                    .is_some_and(|v| !v.is_empty() && secrets.iter().any(|s| s == v))
+        })
+        .collect();
+    let mut set = |k: &str, v: OsString| {
+        env.retain(|(x, _)| x != k);
+        env.push((k.into(), v));
+    };
+    for (k, v) in FIXED_ENV {
+        set(k, v.into());
+    }
+    for name in NEEDS_TERMINAL {
+        let (k, v) = no_terminal_function(name);
+        set(&k, v.into());
+    }
+    for (k, v) in req.env {
+        set(k, v.clone());
+    }
+    // The sandbox's private temp folder wins over a TMPDIR of the request: it is the only temp
+    // folder the command can write.
+    if let Some(tmp) = req.sandbox.and_then(|s| s.tmpdir()) {
+        set("TMPDIR", tmp.into());
+    }
+    env.retain(|(k, _)| !req.env_remove.iter().any(|r| k == r));
+    env
+}
+
+/// The program `bash` as the command's `PATH` finds it (absolute), for the jail's exec.
+fn find_bash(env: &[(std::ffi::OsString, std::ffi::OsString)]) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    std::env::split_paths(&path)
+        .map(|d| d.join("bash"))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .unwrap_or_else(|| PathBuf::from("/bin/bash"))
+}
+
+/// A running command: tern's own child, or one the jail's init started.
+enum Proc {
+    Local(std::process::Child, libc::pid_t),
+    Jailed(crate::sandbox::jail::JailedChild),
+}
+
+impl Proc {
+    fn try_wait(&mut self) -> Option<Result<ExitStatus, String>> {
+        match self {
+            Proc::Local(child, _) => match child.try_wait() {
+                Ok(Some(s)) => Some(Ok(s)),
+                Ok(None) => None,
+                Err(e) => Some(Err(e.to_string())),
+            },
+            Proc::Jailed(c) => c.try_wait().map(Ok),
+        }
+    }
+
+    fn signal_group(&mut self, sig: libc::c_int) {
+        match self {
+            Proc::Local(_, pgid) => signal_group(*pgid, sig),
+            Proc::Jailed(c) => c.signal_group(sig),
+        }
+    }
+
+    fn group_alive(&mut self) -> bool {
+        match self {
+            Proc::Local(_, pgid) => group_alive(*pgid),
+            Proc::Jailed(c) => c.group_alive(),
+        }
+    }
+}
+
 /// Full-screen programs that wait for a terminal (there is none): each is replaced, for bash and
 /// every bash it starts, by a function (imported from the environment, `BASH_FUNC_name%%`) that
 /// says so at once and fails, instead of hanging until the timeout.
@@ -197,6 +364,10 @@ pub struct BashRequest<'a> {
     pub env: &'a [(&'a str, std::ffi::OsString)],
     /// Variables removed from the environment (e.g. API keys); applied last.
     pub env_remove: &'a [&'a str],
+    /// Names of variables of tern's environment the command also gets, beyond
+    /// [`ENV_ALLOWED`] (`--env NAME`); [`ENV_NEVER`] names and values that are configured
+    /// secrets are still left out.
+    pub pass_env: &'a [String],
     /// Folder for the spill file of a truncated output; created on demand.
     pub spill_dir: &'a Path,
     /// Where the command's process group is registered while it runs (the emergency exit kills
@@ -206,6 +377,9 @@ pub struct BashRequest<'a> {
     /// with its private `TMPDIR`; a denial in the output gets one line naming the mode. `None`:
     /// no sandbox.
     pub sandbox: Option<&'a crate::sandbox::Prepared>,
+    /// The runtime's jail: the command runs inside it (its init forks it) instead of as tern's
+    /// own child. `None`: a plain child of tern.
+    pub jail: Option<&'a crate::sandbox::jail::Jail>,
 }
 
 /// The result of one command.
@@ -255,37 +429,45 @@ enum Phase {
 /// name), as plain text for an error tool result.
 pub fn run(req: &BashRequest<'_>, cancel: &CancelToken) -> Result<BashOutcome, String> {
     let start = Instant::now();
-    let (mut reader, writer) =
+    let (reader, writer) =
         io::pipe().map_err(|e| format!("could not create the output pipe: {e}"))?;
     let writer2 = writer
         .try_clone()
         .map_err(|e| format!("could not create the output pipe: {e}"))?;
 
+    let env = command_env(req);
+    if let Some(jail) = req.jail {
+        use std::os::fd::AsRawFd;
+        let bash = find_bash(&env);
+        let args = [
+            std::ffi::OsStr::new("-c"),
+            std::ffi::OsStr::new(req.command),
+        ];
+        let spawned = jail.spawn(&crate::sandbox::jail::Spawn {
+            program: &bash,
+            args: &args,
+            env: &env,
+            cwd: req.cwd,
+            draft: req.sandbox.and_then(|s| s.draft_file()),
+            ruleset: req.sandbox.and_then(|s| s.child_hook().ruleset_fd()),
+            stdout: writer.as_raw_fd(),
+            stderr: writer2.as_raw_fd(),
+        });
+        // Our copies of the pipe's write end: EOF needs them closed.
+        drop(writer);
+        drop(writer2);
+        let child = spawned.map_err(|e| format!("could not start bash in the jail: {e}"))?;
+        return finish(req, cancel, start, reader, Proc::Jailed(child), None);
+    }
     let mut cmd = Command::new("bash");
     cmd.arg("-c")
         .arg(req.command)
         .current_dir(req.cwd)
+        .env_clear()
+        .envs(env)
         .stdin(Stdio::null())
         .stdout(writer)
         .stderr(writer2);
-    for (k, v) in FIXED_ENV {
-        cmd.env(k, v);
-    }
-    for name in NEEDS_TERMINAL {
-        let (k, v) = no_terminal_function(name);
-        cmd.env(k, v);
-    }
-    for (k, v) in req.env {
-        cmd.env(k, v);
-    }
-    // The sandbox's private temp folder wins over a TMPDIR of the request: it is the only temp
-    // folder the command can write.
-    if let Some(tmp) = req.sandbox.and_then(|s| s.tmpdir()) {
-        cmd.env("TMPDIR", tmp);
-    }
-    for k in req.env_remove {
-        cmd.env_remove(*k);
-    }
     let parent = std::process::id();
     // Copy: the 'static closure holds the ruleset's raw fd, which `req.sandbox` keeps open until
     // this function returns (after the spawn).
@@ -324,15 +506,33 @@ pub fn run(req: &BashRequest<'_>, cancel: &CancelToken) -> Result<BashOutcome, S
     let spawned = cmd.spawn();
     // The Command holds our copies of the pipe's write end; EOF needs them closed.
     drop(cmd);
-    let mut child =
+    let child =
         spawned.map_err(|e| format!("could not start bash in {}: {e}", req.cwd.display()))?;
     // setsid made the shell the leader of a new process group whose id is its pid. Linux pids
     // fit in pid_t; the fallback names no group, so signals to it would do nothing.
     let pgid = libc::pid_t::try_from(child.id()).unwrap_or(libc::pid_t::MAX);
     // Unregistered on every way out of this function, so the emergency exit never signals a
     // stale group.
-    let _registered = req.groups.register(pgid);
+    let registered = req.groups.register(pgid);
+    finish(
+        req,
+        cancel,
+        start,
+        reader,
+        Proc::Local(child, pgid),
+        Some(registered),
+    )
+}
 
+/// Reads the output of the started `proc` and waits for it (see [`run`]).
+fn finish(
+    req: &BashRequest<'_>,
+    cancel: &CancelToken,
+    start: Instant,
+    mut reader: io::PipeReader,
+    mut proc: Proc,
+    _registered: Option<crate::procs::Registered<'_>>,
+) -> Result<BashOutcome, String> {
     let mut shaper = Shaper::new(
         req.spill_dir,
         Limits {
@@ -370,12 +570,10 @@ pub fn run(req: &BashRequest<'_>, cancel: &CancelToken) -> Result<BashOutcome, S
             std::thread::sleep(closed_wait);
             closed_wait = (closed_wait * 2).min(POLL_SLICE / 5);
         }
-        if exited.is_none() {
-            match child.try_wait() {
-                Ok(Some(status)) => exited = Some((Instant::now(), Ok(status))),
-                Ok(None) => {}
-                Err(e) => exited = Some((Instant::now(), Err(e.to_string()))),
-            }
+        if exited.is_none()
+            && let Some(status) = proc.try_wait()
+        {
+            exited = Some((Instant::now(), status));
         }
         let now = Instant::now();
         match phase {
@@ -386,26 +584,26 @@ pub fn run(req: &BashRequest<'_>, cancel: &CancelToken) -> Result<BashOutcome, S
                     }
                 } else if cancel.is_cancelled() {
                     stop = Some(Stop::Interrupt(now.duration_since(start)));
-                    signal_group(pgid, libc::SIGTERM);
+                    proc.signal_group(libc::SIGTERM);
                     phase = Phase::Terminating(now);
                 } else if now >= deadline {
                     stop = Some(Stop::Timeout);
-                    signal_group(pgid, libc::SIGTERM);
+                    proc.signal_group(libc::SIGTERM);
                     phase = Phase::Terminating(now);
                 }
             }
             Phase::Terminating(since) => {
-                if exited.is_some() && !group_alive(pgid) {
+                if exited.is_some() && !proc.group_alive() {
                     phase = Phase::Killed(now);
                 } else if now.duration_since(since) >= KILL_GRACE {
-                    signal_group(pgid, libc::SIGKILL);
+                    proc.signal_group(libc::SIGKILL);
                     phase = Phase::Killed(now);
                 }
             }
             Phase::Killed(since) => {
                 let waited = now.duration_since(since);
                 if exited.is_some() {
-                    if (!pipe_open && !group_alive(pgid)) || waited >= DRAIN_GRACE {
+                    if (!pipe_open && !proc.group_alive()) || waited >= DRAIN_GRACE {
                         break;
                     }
                 } else if waited >= REAP_LIMIT {
@@ -467,7 +665,7 @@ pub fn run(req: &BashRequest<'_>, cancel: &CancelToken) -> Result<BashOutcome, S
         Some(Err(e)) => footer.push(format!("[exit status unknown: {e}]")),
         None => footer.push("[exit status unknown: the shell did not exit after SIGKILL]".into()),
     }
-    if unreaped {
+    if unreaped && let Proc::Local(mut child, _) = proc {
         // Reap it whenever the kernel lets it go, so it does not stay a zombie.
         std::thread::spawn(move || child.wait());
     }

@@ -310,6 +310,7 @@ fn initialize_negotiates_the_version_and_states_capabilities() {
         json!({"list": {}, "resume": {}, "close": {}})
     );
     assert_eq!(caps["_meta"]["tern"]["events"], "_tern/events");
+    assert_eq!(caps["_meta"]["tern"]["steer"], "_tern/steer");
     assert_eq!(r["result"]["authMethods"], json!([]));
     assert_eq!(r["result"]["agentInfo"]["name"], "tern");
     let r = a.call("authenticate", json!({"methodId": "x"}));
@@ -1439,4 +1440,59 @@ fn sdk_permission_rejected_means_not_run() {
     let s = run_sdk(&py, "permission.py", &ws, &fake, &[]);
     assert_eq!(s["stop_reason"], "end_turn", "{s}");
     assert!(!ws.path().join("sdk-rejected.txt").exists());
+}
+
+/// Issue 22: `_tern/steer` while the turn runs is read by the model at its next request, after
+/// the tool result, and shown to the client as a user chunk; with no turn running it is refused
+/// unless `queue`.
+#[test]
+fn tern_steer_extension_steers_the_running_turn() {
+    let ws = Ws::new();
+    let w = Wire::OpenAi;
+    let fake = FakeServer::start(vec![
+        script::bash(w, "s1", "while [ ! -e go ]; do sleep 0.05; done"),
+        script::text(w, "done as you said"),
+        script::text(w, "ok"),
+    ]);
+    let mut a = Agent::spawn(&ws, &fake, &["--approval", "auto"]);
+    a.init();
+    let sid = a.new_session(ws.path());
+    let idle = a.call(
+        "_tern/steer",
+        json!({"sessionId": sid, "text": "too early"}),
+    );
+    assert_eq!(error_code(&idle), -32603, "{idle}");
+    assert!(
+        idle["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no turn is running")
+    );
+    let first = a.prompt(&sid, "wait for go");
+    a.until("the command running", |v| {
+        v["params"]["update"]["status"] == "in_progress"
+    });
+    let r = a.call("_tern/steer", json!({"sessionId": sid, "text": "use tabs"}));
+    assert_eq!(r["result"]["delivered"], "next_request", "{r}");
+    std::fs::write(ws.path().join("go"), "").unwrap();
+    let (r, before) = a.response(first);
+    assert_eq!(stop_reason(&r), "end_turn", "{r}");
+    assert!(chunks_text(&before, "user_message_chunk").contains("use tabs"));
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 2);
+    let msgs = crate::support::body::messages(&reqs[1]);
+    assert_eq!(msgs.last().unwrap()["role"], "user");
+    assert_eq!(msgs.last().unwrap()["content"], "use tabs");
+    assert_eq!(msgs[msgs.len() - 2]["role"], "tool");
+    // Queued with no turn running: delivered with the next prompt.
+    let r = a.call(
+        "_tern/steer",
+        json!({"sessionId": sid, "text": "later words", "queue": true}),
+    );
+    assert_eq!(r["result"]["delivered"], "next_turn", "{r}");
+    let next = a.prompt(&sid, "next");
+    a.response(next);
+    let msgs = crate::support::body::messages(&fake.requests()[2]);
+    assert_eq!(msgs.last().unwrap()["content"], "later words");
+    a.finish();
 }

@@ -55,9 +55,11 @@ impl Env {
             cwd: &cwd,
             env,
             env_remove,
+            pass_env: &[],
             spill_dir: &spill,
             groups: &ProcessGroups::new(),
             sandbox: None,
+            jail: None,
         };
         bash::run(&req, cancel).expect("bash starts")
     }
@@ -561,9 +563,11 @@ fn runs_in_cwd_and_reports_spawn_errors() {
         cwd: &missing,
         env: &[],
         env_remove: &[],
+        pass_env: &[],
         spill_dir: Path::new("/nonexistent"),
         groups: &ProcessGroups::new(),
         sandbox: None,
+        jail: None,
     };
     let err = bash::run(&req, &CancelToken::new()).unwrap_err();
     assert!(err.contains("could not start bash"), "{err}");

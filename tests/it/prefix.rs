@@ -69,7 +69,7 @@ fn tail_of(wire: Wire, body: &Value) -> Option<String> {
     }
 }
 
-const BREAKPOINT: &str = r#","cache_control":{"type":"ephemeral"}"#;
+pub(crate) const BREAKPOINT: &str = r#","cache_control":{"type":"ephemeral"}"#;
 
 /// The part of a raw body that the next body must start with: Anthropic breakpoints removed, the
 /// tail removed, and the brackets that close the last message and the body cut off.
@@ -79,7 +79,7 @@ const BREAKPOINT: &str = r#","cache_control":{"type":"ephemeral"}"#;
 /// block in every request. The marker is request metadata, not prompt content, so the provider's
 /// cache matches the prefix up to the old breakpoint regardless (Anthropic Messages API, prompt
 /// caching). Everything else must match byte for byte.
-fn core(wire: Wire, raw: &str) -> String {
+pub(crate) fn core(wire: Wire, raw: &str) -> String {
     let body: Value = serde_json::from_str(raw).expect("body is JSON");
     let mut s = match wire {
         Wire::OpenAi => raw.to_string(),

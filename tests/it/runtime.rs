@@ -81,10 +81,10 @@ fn auto_compaction_before_a_request_over_the_threshold() {
     );
     let h0 = rt.history();
     assert!(
-        matches!(&h0[0], Message::User { content } if content.contains("Summary: the person asked twice")),
+        matches!(&h0[0], Message::User { content, .. } if content.contains("Summary: the person asked twice")),
         "{h0:?}"
     );
-    assert!(matches!(&h0[1], Message::User { content } if content == "second question"));
+    assert!(matches!(&h0[1], Message::User { content, .. } if content == "second question"));
     assert!(matches!(&h0[2], Message::Assistant { text, .. } if text == "Second answer."));
 }
 

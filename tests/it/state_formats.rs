@@ -431,8 +431,14 @@ fn examples_match_the_documented_formats() {
         all.extend(snapshot(&dir).into_keys());
     }
     // Only a crash writes the first (a torn events.jsonl repaired on the next start; the
-    // fault-injection suite meets it); only sub-agents the others (tests/it/agents.rs).
-    const CRASH_ONLY: [&str; 3] = ["archive/events-NNNN.jsonl", "report.md", "agents/*"];
+    // fault-injection suite meets it); only sub-agents the next two (tests/it/agents.rs); an
+    // inbox entry lives only between a steer and the next request (tests/it/steer.rs).
+    const CRASH_ONLY: [&str; 4] = [
+        "archive/events-NNNN.jsonl",
+        "report.md",
+        "agents/*",
+        "inbox/*.json",
+    ];
     for pattern in docs
         .files
         .iter()
@@ -782,4 +788,38 @@ fn examples_are_what_tern_writes() {
         let problems = docs.check_session(tmp.path());
         assert!(problems.is_empty(), "{stage}: {problems:#?}");
     }
+}
+
+/// `inbox/<id>.json`, as `tern steer --queue` writes it, and the stored steered message.
+#[test]
+fn an_inbox_entry_and_a_steered_message_match_their_documented_shapes() {
+    let d = docs();
+    let ws = WireWs::new(Wire::OpenAi, vec![text(Wire::OpenAi, "hi")]);
+    ws.ok(&["exec", "hello"]);
+    ws.ok(&["steer", "--queue", "use tabs"]);
+    let entries: Vec<PathBuf> = std::fs::read_dir(ws.path("inbox"))
+        .expect("inbox/")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(entries.len(), 1);
+    let name = entries[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(d.documented_file(&format!("inbox/{name}")), "{name}");
+    let v: Value = serde_json::from_slice(&std::fs::read(&entries[0]).unwrap()).unwrap();
+    assert_eq!(check(d.shape("inbox"), &v, "inbox"), Vec::<String>::new());
+    assert_eq!(format!("{}.json", v["id"].as_str().unwrap()), name);
+    ws.ok(&["exec", "--continue", "go on"]);
+    let conv = ws.conversation();
+    let steered = conv
+        .iter()
+        .find(|m| m["steer"].is_string())
+        .expect("stored");
+    assert_eq!(
+        d.check_message(steered, "conversation"),
+        Vec::<String>::new()
+    );
 }

@@ -118,6 +118,11 @@ fn start_chat(tmux: &Tmux, ws: &Path, fake: &FakeServer) {
 
 /// [`start_chat`] with one more `NAME=value` in tern's environment.
 fn start_chat_with(tmux: &Tmux, ws: &Path, fake: &FakeServer, extra_env: &str) {
+    start_chat_approval(tmux, ws, fake, extra_env, "auto");
+}
+
+/// [`start_chat_with`] with `--approval approval`.
+fn start_chat_approval(tmux: &Tmux, ws: &Path, fake: &FakeServer, extra_env: &str, approval: &str) {
     let tern = env!("CARGO_BIN_EXE_tern");
     let path_env = format!("PATH={}", std::env::var("PATH").unwrap_or_default());
     let home = format!("HOME={}", ws.join(".home").display());
@@ -152,7 +157,7 @@ fn start_chat_with(tmux: &Tmux, ws: &Path, fake: &FakeServer, extra_env: &str) {
         tern,
         "chat",
         "--approval",
-        "auto",
+        approval,
     ]);
     tmux.wait_for_prompt_after("/help for commands");
 }
@@ -394,4 +399,72 @@ fn a_key_typed_in_the_repl_is_redacted_in_its_history_file_in_tmux() {
     let history = read(&ws.join(".tern/history"));
     assert!(!history.contains(key), "{history}");
     assert!(history.contains("my key is [REDACTED] ok"), "{history}");
+}
+
+/// Issue 22: a line typed while a turn runs is queued (shown so), delivered at the model's next
+/// request after the tool result, and the turn goes on.
+#[test]
+fn a_line_typed_during_a_turn_is_steered_into_it_in_tmux() {
+    let Some((_dir, tmux, ws)) = setup("a_line_typed_during_a_turn_is_steered_into_it_in_tmux")
+    else {
+        return;
+    };
+    let args = json!({"command": "sleep 2; while [ ! -e go ]; do sleep 0.05; done"}).to_string();
+    let fake = FakeServer::strict(vec![
+        openai_tool_calls(&[("call_wait", "bash", args.as_str())]),
+        openai_text("Switched to tabs as you asked."),
+    ]);
+    start_chat(&tmux, &ws, &fake);
+    tmux.keys(&["reformat the code", "Enter"]);
+    tmux.wait_for("$ sleep 2");
+    assert!(
+        eventually(Duration::from_secs(20), || fake.requests().len() == 1),
+        "the first request"
+    );
+    tmux.keys(&["use tabs please", "Enter"]);
+    tmux.wait_for("(queued for the model's next request: use tabs please)");
+    // A slash command is for tern: it waits for the end of the turn, it is not steered.
+    tmux.keys(&["/status", "Enter"]);
+    tmux.wait_for("(/status runs when the turn ends)");
+    std::fs::write(ws.join("go"), "").unwrap();
+    tmux.wait_for("Switched to tabs as you asked.");
+    let screen = tmux.wait_for("Plan: idle");
+    assert!(
+        screen.find("Plan: idle") > screen.find("Switched to tabs as you asked."),
+        "{screen}"
+    );
+    assert!(screen.contains("steered in: use tabs please"), "{screen}");
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 2, "{screen}");
+    let msgs = second_request_messages(&reqs);
+    assert_eq!(
+        roles(&msgs),
+        ["system", "user", "assistant", "tool", "user"]
+    );
+    assert_eq!(msgs[4]["content"], "use tabs please");
+    // The line was a steer, not a second prompt: the REPL is back at its prompt, nothing queued.
+    tmux.wait_for_prompt_after("Switched to tabs as you asked.");
+    assert_eq!(fake.requests().len(), 2);
+}
+
+/// While a turn runs, the steer watcher leaves an approval question's answer to the question.
+#[test]
+fn an_approval_answer_is_not_steered_in_tmux() {
+    let Some((_dir, tmux, ws)) = setup("an_approval_answer_is_not_steered_in_tmux") else {
+        return;
+    };
+    let fake = FakeServer::strict(vec![
+        openai_tool_calls(&[("call_1", "bash", r#"{"command":"touch asked.txt"}"#)]),
+        openai_text("Made the file."),
+    ]);
+    start_chat_approval(&tmux, &ws, &fake, "TERN_TEST=1", "ask");
+    tmux.keys(&["make a file", "Enter"]);
+    tmux.wait_for("run it?");
+    tmux.keys(&["y", "Enter"]);
+    let screen = tmux.wait_for("Made the file.");
+    assert!(ws.join("asked.txt").exists(), "{screen}");
+    assert!(!screen.contains("queued for the model"), "{screen}");
+    let reqs = fake.requests();
+    let msgs = second_request_messages(&reqs);
+    assert_eq!(roles(&msgs), ["system", "user", "assistant", "tool"]);
 }

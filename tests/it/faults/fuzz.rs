@@ -132,7 +132,7 @@ fn arguments() -> impl Strategy<Value = Value> {
 /// without results, duplicate results.
 fn message() -> impl Strategy<Value = Message> {
     prop_oneof![
-        words().prop_map(|content| Message::User { content }),
+        words().prop_map(Message::user),
         (
             words(),
             proptest::collection::btree_set(id(), 0..3),
@@ -217,7 +217,7 @@ fn history_problems(h: &[Message]) -> Vec<String> {
                     open.clear();
                 }
                 match other {
-                    Message::User { content } if content.trim().is_empty() => {
+                    Message::User { content, .. } if content.trim().is_empty() => {
                         out.push(format!("message {i}: an empty user message"))
                     }
                     Message::Assistant { text, tool_calls } => {

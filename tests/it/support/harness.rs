@@ -94,6 +94,8 @@ pub fn fast_config() -> Config {
     cfg.retry.max_total = std::time::Duration::from_millis(600);
     cfg.retry.base_delay = std::time::Duration::from_millis(20);
     cfg.retry.max_delay = std::time::Duration::from_millis(50);
+    // The test binary is not `tern`: the jail's init is the real binary.
+    cfg.jail_exe = Some(crate::support::cli::TERN.into());
     cfg
 }
 
