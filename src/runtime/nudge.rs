@@ -187,6 +187,20 @@ mod tests {
         );
     }
 
+    /// First answers of the 1.5B model at temperature 0.8 (evals/results/nudge-before-t08.json)
+    /// that ended the turn with nothing done.
+    #[test]
+    fn the_small_models_answers_are_commands() {
+        let steps =
+            "5. Make the script executable by running:\n   ```bash\n   chmod +x hello.sh\n   ```";
+        assert_eq!(shown_command(steps).as_deref(), Some("chmod +x hello.sh"));
+        let script = "Here is the sequence:\n\n```bash\n# Step 1: Create the backup folder\nif [ ! -d backup ]; then\n  mkdir backup\nfi\n```";
+        assert_eq!(
+            shown_command(script).as_deref(),
+            Some("if [ ! -d backup ]; then")
+        );
+    }
+
     #[test]
     fn prose_and_other_blocks_are_not() {
         assert!(shown_command("Done: the file says hi.").is_none());
