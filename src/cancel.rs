@@ -4,8 +4,8 @@
 //! on a child token, so the person's Ctrl-C stops every child while a child's budget ending stops
 //! only that child.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// A shareable cancel flag with an optional parent. Cheap to clone (one `Arc`).
 #[derive(Debug, Clone, Default)]
@@ -15,6 +15,9 @@ pub struct CancelToken(Arc<Node>);
 struct Node {
     flag: Arc<AtomicBool>,
     parent: Option<CancelToken>,
+    /// Why this token was cancelled when it was a budget, not a person (see
+    /// [`CancelToken::cancel_for_budget`]).
+    budget: Mutex<Option<String>>,
 }
 
 impl CancelToken {
@@ -28,12 +31,27 @@ impl CancelToken {
         CancelToken(Arc::new(Node {
             flag: Arc::new(AtomicBool::new(false)),
             parent: Some(self.clone()),
+            budget: Mutex::new(None),
         }))
     }
 
     /// Cancels this token and so every descendant.
     pub fn cancel(&self) {
         self.0.flag.store(true, Ordering::SeqCst);
+    }
+
+    /// Cancels this token because a budget ran out (`why`, in words: "its wall time of 3 s ran
+    /// out"), so the run it stops ends as `budget_exhausted`, not `interrupted`.
+    pub fn cancel_for_budget(&self, why: String) {
+        if let Ok(mut b) = self.0.budget.lock() {
+            *b = Some(why);
+        }
+        self.cancel();
+    }
+
+    /// Why this token was cancelled, when a budget did it (None: a person, or not cancelled).
+    pub fn budget(&self) -> Option<String> {
+        self.0.budget.lock().ok().and_then(|b| b.clone())
     }
 
     /// Clears this token's own flag (the REPL after an interrupted turn); an ancestor's cancel

@@ -155,6 +155,11 @@ pub fn status(l: &Launcher, t: &Target, height: Option<usize>) -> i32 {
             "{}",
             crate::status::render_text(&s, height.or_else(terminal_height))
         );
+        // Where each setting came from (issue 21), as `/status` shows it too; not in a view
+        // windowed to a height (`--height`, a watching pane), which it would push out.
+        if height.is_none() {
+            crate::out!("\n{}", crate::config_file::explain(l.env.sources()));
+        }
     }
     0
 }
@@ -404,7 +409,14 @@ pub fn watch(l: &Launcher, process: &Process, t: &Target, height: Option<usize>)
             Err(e) => {
                 let changed = seen.take().is_some() || drawn.is_none();
                 snap = None;
-                let text = format!("tern watch: {e}\n(waiting for a session…)\n");
+                let mut text = format!(
+                    "tern watch: {}\n(waiting for a session…)\n",
+                    crate::render::safe_line(&e.to_string())
+                );
+                // A message is wrapped at words for the pane, never cut mid-word by `fit`.
+                if tty && let Some((_, cols)) = size {
+                    text = wrap_words(&text, cols);
+                }
                 if t.json {
                     // stdout carries only status objects.
                     if changed {
@@ -446,6 +458,31 @@ pub fn watch(l: &Launcher, process: &Process, t: &Target, height: Option<usize>)
     0
 }
 
+/// `text` with each line broken at spaces so that no line is wider than `cols` terminal
+/// columns (a single word wider than that stays whole, for [`fit`] to cut). Lines end in `\n`.
+pub fn wrap_words(text: &str, cols: usize) -> String {
+    use unicode_width::UnicodeWidthStr;
+    let cols = cols.max(1);
+    let mut out = String::new();
+    for line in text.lines() {
+        let mut width = 0;
+        for (i, word) in line.split(' ').enumerate() {
+            let w = word.width();
+            if i > 0 && width + 1 + w > cols {
+                out.push('\n');
+                width = 0;
+            } else if i > 0 {
+                out.push(' ');
+                width += 1;
+            }
+            out.push_str(word);
+            width += w;
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// The longest start of `line` that fits in `cols` terminal columns.
 fn fit(line: &str, cols: usize) -> &str {
     use unicode_width::UnicodeWidthChar;
@@ -457,4 +494,20 @@ fn fit(line: &str, cols: usize) -> &str {
         }
     }
     line
+}
+
+#[cfg(test)]
+mod wrap_tests {
+    use super::wrap_words;
+
+    #[test]
+    fn a_hint_is_wrapped_at_words_never_cut_inside_one() {
+        let hint = "tern watch: no session in /tmp/ws/.tern yet: start one with `tern exec PROMPT` or `tern`\n(waiting for a session…)\n";
+        let wrapped = wrap_words(hint, 30);
+        for line in wrapped.lines() {
+            assert!(line.chars().count() <= 30, "{line:?}");
+        }
+        let words = |t: &str| t.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+        assert_eq!(words(&wrapped), words(hint), "every word whole: {wrapped}");
+    }
 }

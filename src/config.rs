@@ -35,12 +35,18 @@ pub const READ_ENV: &[&str] = &[
     "TERN_APPROVAL",
     "TERN_STATE_DIR",
     "TERN_SANDBOX",
+    // The checkpoint store's limits (checkpoint::Limits::from_env).
+    "TERN_CHECKPOINTS",
+    "TERN_CHECKPOINT_MAX_FILE",
+    "TERN_CHECKPOINT_BUDGET",
+    "TERN_MAX_OUTPUT_TOKENS",
+    "TERN_TEMPERATURE",
     // The jail's reach (sandbox::jail::Reach).
     "TERN_ADD_DIRS",
     "TERN_READ_DIRS",
     "TERN_ENV",
     "TERN_NO_JAIL",
-    // Where the user's Fleet file is (fleet::user_file).
+    // Where the user's Fleet and config files are (fleet::user_file, config_file::user_path).
     "XDG_CONFIG_HOME",
     "HOME",
 ];
@@ -50,7 +56,12 @@ pub const READ_ENV: &[&str] = &[
 /// as unset; [`Env::var`] tells set-but-blank and not-UTF-8 apart from unset, for the variables
 /// where a bad value must be an error rather than a silent default (the provider's).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Env(BTreeMap<String, Var>);
+pub struct Env(BTreeMap<String, Var>, Sources);
+
+/// Where each setting came from (setting → (value as shown, source)), filled when the config
+/// files are laid under the environment (`config_file::layer`); `tern status` and `/status`
+/// show it.
+pub type Sources = BTreeMap<String, (String, String)>;
 
 /// One variable as the environment holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,17 +88,20 @@ impl Env {
     /// The snapshot of this process's environment. The keys and URL credentials found are
     /// registered for redaction at once, so [`hide_from_proc`] can wipe them.
     pub fn capture() -> Env {
-        let env = Env(READ_ENV
-            .iter()
-            .filter_map(|k| {
-                let v = match std::env::var(k) {
-                    Ok(v) => Var::Text(v),
-                    Err(std::env::VarError::NotUnicode(_)) => Var::NotUtf8,
-                    Err(std::env::VarError::NotPresent) => return None,
-                };
-                Some((k.to_string(), v))
-            })
-            .collect());
+        let env = Env(
+            READ_ENV
+                .iter()
+                .filter_map(|k| {
+                    let v = match std::env::var(k) {
+                        Ok(v) => Var::Text(v),
+                        Err(std::env::VarError::NotUnicode(_)) => Var::NotUtf8,
+                        Err(std::env::VarError::NotPresent) => return None,
+                    };
+                    Some((k.to_string(), v))
+                })
+                .collect(),
+            Sources::new(),
+        );
         for k in ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"] {
             if let Some(v) = env.get(k) {
                 crate::store::redact::register(&v);
@@ -103,10 +117,13 @@ impl Env {
 
     /// A snapshot of exactly these pairs (tests, sub-agents).
     pub fn of(pairs: &[(&str, &str)]) -> Env {
-        Env(pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), Var::Text(v.to_string())))
-            .collect())
+        Env(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), Var::Text(v.to_string())))
+                .collect(),
+            Sources::new(),
+        )
     }
 
     /// The value of `key`, None when unset, blank or not UTF-8.
@@ -117,6 +134,29 @@ impl Env {
     /// `key` as the environment holds it: unset, its text (even blank), or not UTF-8.
     pub fn var(&self, key: &str) -> Var {
         self.0.get(key).cloned().unwrap_or(Var::Unset)
+    }
+
+    /// Where each setting came from (empty before `config_file::layer`).
+    pub fn sources(&self) -> &Sources {
+        &self.1
+    }
+
+    /// Records where each setting came from.
+    pub fn set_sources(&mut self, sources: Sources) {
+        self.1 = sources;
+    }
+
+    /// True when the environment set `key` (even blank).
+    pub fn is_set(&self, key: &str) -> bool {
+        self.0.contains_key(key)
+    }
+
+    /// Sets `key` to `value` unless it is set: a config file's value laid under the
+    /// environment's (`config_file::layer`).
+    pub fn set_default(&mut self, key: &str, value: &str) {
+        self.0
+            .entry(key.to_string())
+            .or_insert_with(|| Var::Text(value.to_string()));
     }
 }
 
@@ -312,7 +352,7 @@ fn base_url(url: &str, kind: ProviderKind, source: &str) -> Result<String, Strin
 /// `name` (from `source`: `--model` or TERN_MODEL) checked: not blank, and no control
 /// characters (the name is shown in the banner, the status and `tern sessions`, where a newline
 /// or an escape sequence would garble the terminal).
-fn model_name(name: &str, source: &str) -> Result<String, String> {
+pub(crate) fn model_name(name: &str, source: &str) -> Result<String, String> {
     if name.trim().is_empty() {
         return Err(format!("the model name is empty ({source})"));
     }

@@ -151,11 +151,11 @@ fn run_inner(process: &Process, workspace: Option<PathBuf>, json: bool) -> Resul
             }
             Step::Show(name) if !json => show(&rt, &name),
             Step::Status(_) if !json => {
-                crate::outln!("\n$ tern status");
+                crate::outln!("\n$ {} status", tern_command());
                 crate::out!("{}", crate::status::render_text(&rt.session, None));
             }
             Step::Stats(_) if !json => {
-                crate::outln!("\n$ tern stats");
+                crate::outln!("\n$ {} stats", tern_command());
                 let reqs = crate::stats::requests(&rt.session).map_err(|e| e.to_string())?;
                 crate::out!("{}", crate::stats::render(&rt.session.id, &reqs));
             }
@@ -187,12 +187,27 @@ fn show(rt: &Runtime, name: &str) {
     );
 }
 
+/// How the hints name tern: `tern` when a `tern` is on the PATH, else the full path of the
+/// binary that runs (after `cargo run`, before `cargo install`, `tern` would not be found).
+fn tern_command() -> String {
+    let on_path = std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|d| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(d.join("tern"))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    });
+    if on_path {
+        return "tern".into();
+    }
+    std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "tern".into())
+}
+
 fn tour(workspace: &Path, session: &Path) {
     let (ws, s) = (workspace.display(), session.display());
-    // The binary that is running, so the commands work without tern on PATH (`cargo run`).
-    let tern = std::env::current_exe()
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|_| "tern".into());
+    let tern = tern_command();
     let tips = [
         ("the files the model made", format!("ls {ws}")),
         (

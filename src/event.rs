@@ -65,16 +65,54 @@ pub enum BoundaryKind {
     SandboxSwitch,
 }
 
-/// How a turn ended, as `turn_end` and `meta.json` name it.
+/// How a run (a turn, a `tern exec`, a sub-agent) ended: the one vocabulary of `turn_end`,
+/// `result`, `agent_end`, `error`, `meta.json` (see [`crate::store::Status`]), `tern sessions`,
+/// `tern status`, the parent's `agent` result and ACP's `_meta`. Renderers match every variant,
+/// so a new one cannot be forgotten.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum TurnStatus {
+pub enum Ending {
     /// A final answer.
     Completed,
-    /// Provider error, max turns, anything but an interrupt.
+    /// An error (a tool or state error, a refused request): exit 1, or 2 for a usage error.
     Failed,
-    /// Ctrl-C, SIGTERM, a cancel.
+    /// Ctrl-C, SIGTERM, a cancel, or its process died (exit 130).
     Interrupted,
+    /// `--max-turns` (or a sub-agent's turn budget) reached (exit 3).
+    MaxTurns,
+    /// A sub-agent's wall time or token budget ran out (exit 1).
+    BudgetExhausted,
+    /// The provider stayed unavailable after retries (exit 75).
+    ProviderUnavailable,
+}
+
+/// The name `turn_end` used before [`Ending`] covered every way a run ends.
+pub type TurnStatus = Ending;
+
+impl Ending {
+    /// The snake_case name used in files and events.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ending::Completed => "completed",
+            Ending::Failed => "failed",
+            Ending::Interrupted => "interrupted",
+            Ending::MaxTurns => "max_turns",
+            Ending::BudgetExhausted => "budget_exhausted",
+            Ending::ProviderUnavailable => "provider_unavailable",
+        }
+    }
+
+    /// The reason in words, for people (`tern sessions`, `tern status`).
+    pub fn words(self) -> &'static str {
+        match self {
+            Ending::Completed => "completed",
+            Ending::Failed => "failed",
+            Ending::Interrupted => "interrupted",
+            Ending::MaxTurns => "stopped: its turn budget ran out",
+            Ending::BudgetExhausted => "stopped: its budget (wall time or tokens) ran out",
+            Ending::ProviderUnavailable => "failed: the provider stayed unavailable",
+        }
+    }
 }
 
 /// One tool call as listed in an `assistant` event.
@@ -128,6 +166,10 @@ pub enum Event {
         /// events written before the sandbox).
         #[serde(default)]
         sandbox: crate::sandbox::Setting,
+        /// The project's hooks file when it exists and is not trusted (its hooks do not run
+        /// until `tern hooks trust`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        untrusted_hooks: Option<String>,
     },
     /// A turn began; `prompt` is empty when it continues the stored history.
     TurnStart {
@@ -336,8 +378,8 @@ pub enum Event {
         call_id: String,
         /// The child's session id.
         child: String,
-        /// `completed`, `failed`, `interrupted`, `budget_exhausted`.
-        status: String,
+        /// How the child ended.
+        status: Ending,
         /// Its model requests.
         requests: u64,
         /// Its usage.
@@ -347,31 +389,73 @@ pub enum Event {
     },
     /// A turn failed (not an interrupt), just before its `turn_end`.
     Error {
-        /// `failed`, `max_turns`, `provider_unavailable`.
-        kind: String,
+        /// How the turn failed (never `completed` nor `interrupted`).
+        kind: Ending,
         /// What went wrong.
         message: String,
     },
     /// A turn ended.
     TurnEnd {
         /// How.
-        status: TurnStatus,
+        status: Ending,
         /// Model requests made in it.
         requests: u64,
         /// The failure, if any.
         error: Option<String>,
     },
+    /// A hook ran (one per command: `tern hooks` lists them).
+    Hook {
+        /// The hook event: `SessionStart`, `UserPromptSubmit`, `PreToolUse`, `PostToolUse`,
+        /// `Stop`, `SubagentStop`, `PreCompact`, `SessionEnd`.
+        event: String,
+        /// The command as configured.
+        command: String,
+        /// Its exit code; null when it timed out, was interrupted, died of a signal or did not
+        /// start.
+        exit_code: Option<i32>,
+        /// Its wall time in milliseconds.
+        duration_ms: u64,
+        /// What it decided.
+        decision: HookDecision,
+        /// What it said that counts (the reason, stderr of a block or a failure), cut to 2,000
+        /// characters.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
     /// The last event of `tern exec`, also on failure and Ctrl-C.
     Result(ResultFields),
+}
+
+/// What one hook run decided (Claude Code's exit codes and JSON fields).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookDecision {
+    /// Exit 0 with no decision: the work goes on.
+    None,
+    /// `permissionDecision: allow` (or the older `decision: approve`): no approval question.
+    Allow,
+    /// `permissionDecision: deny`: the call does not run; the model reads the reason.
+    Deny,
+    /// `permissionDecision: ask`: the person is asked.
+    Ask,
+    /// Exit 2 or `decision: block`: blocked (the event says what that means).
+    Block,
+    /// `continue: false`: the turn stops.
+    Stop,
+    /// Any other exit code, a timeout, a hook that did not start: a warning; the work goes on.
+    Error,
 }
 
 /// The fields of a `result` event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResultFields {
-    /// `completed`, `failed`, `interrupted`, `max_turns`, `provider_unavailable`.
-    pub status: String,
+    /// How the run ended.
+    pub status: Ending,
     /// The final answer (empty on failure).
     pub text: String,
+    /// The `--goal` of the turn, when one was set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goal: Option<GoalResult>,
     /// The failure, if any.
     pub error: Option<String>,
     /// The process exit code (DESIGN.md §8).
@@ -379,6 +463,20 @@ pub struct ResultFields {
     /// Totals of this process's requests; absent before a session existed.
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub totals: Option<ResultTotals>,
+}
+
+/// How a `--goal` ended, in the `result` event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GoalResult {
+    /// The goal's command.
+    pub command: String,
+    /// Its last run exited 0.
+    pub passed: bool,
+    /// Times it ran in this turn.
+    pub attempts: u32,
+    /// Its last output (shaped like a tool result) when it did not pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
 }
 
 /// The totals a `result` carries once a runtime existed.
@@ -396,6 +494,12 @@ pub struct ResultTotals {
     pub prefix_reuse_ratio: f64,
     /// Wall time of the run in milliseconds.
     pub duration_ms: u64,
+    /// Model requests of its sub-agents (not in `turns`).
+    #[serde(default)]
+    pub children_turns: u64,
+    /// Their usage summed (not in `usage`): the run's whole bill is both.
+    #[serde(default)]
+    pub children_usage: Usage,
 }
 
 impl Event {
@@ -422,6 +526,7 @@ impl Event {
         "agent_end",
         "error",
         "turn_end",
+        "hook",
         "result",
     ];
 
@@ -449,6 +554,7 @@ impl Event {
             Event::AgentEnd { .. } => "agent_end",
             Event::Error { .. } => "error",
             Event::TurnEnd { .. } => "turn_end",
+            Event::Hook { .. } => "hook",
             Event::Result(_) => "result",
         }
     }
@@ -476,6 +582,7 @@ impl Event {
                     enforced: true,
                     jail: true,
                 },
+                untrusted_hooks: Some(s(".tern/hooks.json")),
             },
             Event::TurnStart { prompt: s("hi") },
             Event::Steer {
@@ -590,13 +697,13 @@ impl Event {
             Event::AgentEnd {
                 call_id: s("c2"),
                 child: s("20261201-000000-ab12"),
-                status: s("completed"),
+                status: Ending::Completed,
                 requests: 2,
                 usage: Usage::default(),
                 duration_ms: 10,
             },
             Event::Error {
-                kind: s("failed"),
+                kind: Ending::Failed,
                 message: s("boom"),
             },
             Event::TurnEnd {
@@ -604,9 +711,23 @@ impl Event {
                 requests: 1,
                 error: None,
             },
+            Event::Hook {
+                event: s("PreToolUse"),
+                command: s("./guard.sh"),
+                exit_code: Some(2),
+                duration_ms: 4,
+                decision: HookDecision::Block,
+                message: Some(s("no rm")),
+            },
             Event::Result(ResultFields {
-                status: s("completed"),
+                status: Ending::Completed,
                 text: s("done"),
+                goal: Some(GoalResult {
+                    command: s("make check"),
+                    passed: true,
+                    attempts: 1,
+                    output: Some(s("[exit 0]")),
+                }),
                 error: None,
                 exit_code: 0,
                 totals: Some(ResultTotals {
@@ -616,6 +737,8 @@ impl Event {
                     prefix_reuse_bytes: 0,
                     prefix_reuse_ratio: 0.0,
                     duration_ms: 1,
+                    children_turns: 0,
+                    children_usage: Usage::default(),
                 }),
             }),
         ]

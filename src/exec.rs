@@ -3,6 +3,8 @@
 //! always the last line, also on failure and on Ctrl-C / SIGTERM.
 
 use std::io::Read;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::cancel::CancelToken;
 use crate::launcher::{Launcher, SessionRef};
@@ -20,10 +22,30 @@ pub struct ExecOptions {
     pub json: bool,
     /// Which session: new, current (`--continue`) or an id (`--resume`).
     pub continues: Option<SessionRef>,
+    /// `--goal CMD` and `--goal-attempts N`: set as the session's goal before the turn.
+    pub goal: Option<(String, u32)>,
+    /// `--output-last-message FILE` (absolute): the final answer, written atomically when the
+    /// run completes.
+    pub output_last_message: Option<std::path::PathBuf>,
+    /// `--max-wall-time S`: the whole run's budget.
+    pub max_wall_time: Option<std::time::Duration>,
 }
 
 /// Runs `tern exec` on `launcher`; returns the process exit code (DESIGN.md §8).
 pub fn run(launcher: &Launcher, opts: ExecOptions) -> i32 {
+    // The wall-time budget cancels a token of this run only (a child of the process's), so the
+    // turn ends as an interrupt would, and is reported as the budget it is.
+    let mut scoped;
+    let mut expired = None;
+    let launcher = match opts.max_wall_time {
+        Some(limit) => {
+            scoped = launcher.clone();
+            scoped.cancel = launcher.cancel.child();
+            expired = Some(watchdog(&scoped.cancel, limit));
+            &scoped
+        }
+        None => launcher,
+    };
     let mut json_ui = Json;
     // Piped or redirected, stdout carries the final answer alone (printed at the end); on a
     // terminal the answer streams there as it comes.
@@ -55,7 +77,38 @@ pub fn run(launcher: &Launcher, opts: ExecOptions) -> i32 {
         Ok(rt) => rt,
         Err(e) => return early_failure(&opts, &e),
     };
-    let outcome = rt.run_turn(&prompt, ui);
+    // In --json mode stdout carries only events: the untrusted hooks file is named on stderr.
+    if opts.json
+        && let Some(u) = &rt.hooks().untrusted
+    {
+        crate::errln!("tern: {}", crate::hooks::untrusted_note(u));
+    }
+    if let Some((cmd, attempts)) = &opts.goal
+        && let Err(e) = crate::hooks::goal::set(&rt.session, Some((cmd, *attempts)))
+    {
+        return early_failure(
+            &opts,
+            &Failure::Failed(format!("could not set the goal: {e}")),
+        );
+    }
+    let mut outcome = rt.run_turn(&prompt, ui);
+    if let (Err(Failure::Interrupted), Some(limit)) = (&outcome, opts.max_wall_time)
+        && expired.as_ref().is_some_and(|e| e.load(Ordering::SeqCst))
+    {
+        outcome = Err(Failure::Budget(format!(
+            "its wall time of {} s ran out (--max-wall-time)",
+            limit.as_secs()
+        )));
+    }
+    if let (Ok(text), Some(path)) = (&outcome, &opts.output_last_message)
+        && let Err(e) = write_last_message(path, text)
+    {
+        outcome = Err(Failure::Failed(format!(
+            "could not write --output-last-message {}: {e}",
+            path.display()
+        )));
+    }
+    rt.hook_session_end("other", ui);
     let code = rt.finish(&outcome, ui);
     if !opts.json {
         match &outcome {
@@ -133,4 +186,28 @@ fn early_failure(opts: &ExecOptions, f: &Failure) -> i32 {
         crate::errln!("tern: {error}");
     }
     code
+}
+
+/// The final answer into `path`, atomically (a temporary file in the same folder, fsync,
+/// rename), redacted, with a final newline.
+fn write_last_message(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    let text = crate::store::redact::redact(text);
+    let mut bytes = text.trim_end().as_bytes().to_vec();
+    bytes.push(b'\n');
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    crate::store::fsutil::atomic_write(path, &bytes)
+}
+
+/// Cancels a run's token when its wall time is up (`--max-wall-time`); `expired` says it did.
+fn watchdog(token: &CancelToken, limit: std::time::Duration) -> Arc<AtomicBool> {
+    let expired = Arc::new(AtomicBool::new(false));
+    let (token, flag) = (token.clone(), expired.clone());
+    std::thread::spawn(move || {
+        std::thread::sleep(limit);
+        flag.store(true, Ordering::SeqCst);
+        token.cancel();
+    });
+    expired
 }

@@ -217,8 +217,25 @@ fn read(path: &Path, in_state: bool) -> Result<Option<Vec<Member>>, String> {
         Err(e) if in_state => return Err(crate::store::fsutil::with_path(e, path).to_string()),
         Err(e) => return Err(format!("{}: {e}", path.display())),
     };
-    let f: FleetFile =
+    let value: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    // serde reads a struct from an array too (its fields in order): a Fleet file is an object.
+    if !value.is_object() {
+        return Err(format!(
+            "{}: a Fleet file is a JSON object, {{\"members\": [...]}}, not {}",
+            path.display(),
+            match value {
+                serde_json::Value::Array(_) => "an array",
+                serde_json::Value::String(_) => "a string",
+                serde_json::Value::Number(_) => "a number",
+                serde_json::Value::Bool(_) => "a boolean",
+                serde_json::Value::Null => "null",
+                serde_json::Value::Object(_) => "an object",
+            }
+        ));
+    }
+    let f: FleetFile =
+        serde_json::from_value(value).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(Some(f.members))
 }
 

@@ -153,6 +153,8 @@ impl Launcher {
         config: Config,
         process: &Process,
     ) -> Launcher {
+        let mut config = config;
+        config.checkpoints = crate::checkpoint::Limits::from_env(&env);
         Launcher {
             here: state.workspace.clone(),
             state,
@@ -283,7 +285,7 @@ impl Launcher {
                 Ok(Some(s)) => Ok(Some(s)),
                 Ok(None) if self.state.session_ids().is_ok_and(|ids| !ids.is_empty()) => {
                     Err(Failure::Usage(format!(
-                        "no current session: {} is missing or empty; name one with --session ID (see `tern sessions`)",
+                        "no current session: {} is missing or empty; name one by id: `tern exec --resume ID` or `tern chat --resume ID`, or a verb's `--session ID` (`tern sessions` lists them)",
                         self.state.root.join("current").display()
                     )))
                 }
@@ -369,16 +371,17 @@ impl Launcher {
             title: title.trim().chars().take(80).collect(),
             ..Meta::default()
         };
-        let session = self.state.create_session(meta)?;
-        {
-            let lock = session.lock()?;
-            session.write_text_locked(&lock, files::SYSTEM, &system)?;
-            session.write_text_locked(&lock, files::DRAFT, "")?;
-        }
+        // Start-up: what a killed creation or write left in `.tern/` goes first.
+        self.state.remove_stray_temps()?;
+        let session = self.state.create_session(meta, |s, lock| {
+            s.write_text_locked(lock, files::SYSTEM, &system)?;
+            s.write_text_locked(lock, files::DRAFT, "")
+        })?;
         if self.mark_current {
             self.state.set_current(&session.id)?;
         }
         let mut rt = Runtime::assemble(session, parts, system, Vec::new());
+        self.give_hooks(&mut rt);
         rt.begin(ui, false, None)?;
         Ok(rt)
     }
@@ -418,9 +421,9 @@ impl Launcher {
         let (before, was_interrupted) = {
             let lock = session.lock()?;
             if let Some(pid) = held_elsewhere(&session) {
-                return Err(Failure::Failed(format!(
-                    "session {} is running a turn in process {pid}; wait for it to finish (or interrupt it) first",
-                    session.id
+                return Err(Failure::Held(crate::runtime::held_message(
+                    &session.id,
+                    Some(pid),
                 )));
             }
             let mut meta = match session.read_meta() {
@@ -466,6 +469,7 @@ impl Launcher {
         let system = session.read_text(files::SYSTEM)?.unwrap_or_default();
         let parts = self.parts(route)?;
         let mut rt = Runtime::assemble(session, parts, system, Vec::new());
+        self.give_hooks(&mut rt);
         rt.begin(ui, true, Some((&before, was_interrupted)))?;
         for n in notes {
             rt.emit(ui, Event::warning(n));
@@ -487,22 +491,21 @@ impl Launcher {
             title: seed.title.chars().take(80).collect(),
             ..Meta::default()
         };
-        let session = self.state.create_session(meta)?;
-        {
-            let lock = session.lock()?;
-            session.write_text_locked(&lock, files::SYSTEM, &seed.system)?;
-            session.write_text_locked(&lock, files::DRAFT, "")?;
+        self.state.remove_stray_temps()?;
+        let session = self.state.create_session(meta, |session, lock| {
+            session.write_text_locked(lock, files::SYSTEM, &seed.system)?;
+            session.write_text_locked(lock, files::DRAFT, "")?;
             if let Some(plan) = &seed.plan {
                 if let Some(locked) = &plan.locked {
-                    session.write_text_locked(&lock, files::PLAN, locked)?;
+                    session.write_text_locked(lock, files::PLAN, locked)?;
                 }
-                session.write_json_locked(&lock, files::PLAN_STATE, plan)?;
+                session.write_json_locked(lock, files::PLAN_STATE, plan)?;
             }
             if let Some(l) = &seed.ledger {
-                session.write_json_locked(&lock, files::LEDGER, l)?;
+                session.write_json_locked(lock, files::LEDGER, l)?;
             }
-            session.append_messages_locked(&lock, &seed.history)?;
-        }
+            session.append_messages_locked(lock, &seed.history)
+        })?;
         if self.mark_current {
             self.state.set_current(&session.id)?;
         }
@@ -547,16 +550,28 @@ impl Launcher {
             }),
             ..Meta::default()
         };
-        let session = self.state.create_child(&parent.session, meta)?;
-        {
-            let lock = session.lock()?;
-            session.write_text_locked(&lock, files::SYSTEM, &spec.system)?;
-            session.write_text_locked(&lock, files::DRAFT, "")?;
-            session.append_messages_locked(&lock, &spec.history)?;
-        }
+        let session = self.state.create_child(&parent.session, meta, |s, lock| {
+            s.write_text_locked(lock, files::SYSTEM, &spec.system)?;
+            s.write_text_locked(lock, files::DRAFT, "")?;
+            s.append_messages_locked(lock, &spec.history)
+        })?;
         let mut rt = Runtime::assemble(session, parts, spec.system, spec.history);
+        self.give_hooks(&mut rt);
         rt.begin(ui, false, None)?;
         Ok(rt)
+    }
+}
+
+impl Launcher {
+    /// The hooks files of this workspace (the person's, the project's, the trust record).
+    pub fn hook_files(&self) -> crate::hooks::Files {
+        crate::hooks::Files::new(&self.state.root, &self.env)
+    }
+
+    /// Loads the hooks (a snapshot, as Claude Code takes one at start-up) into `rt`.
+    fn give_hooks(&self, rt: &mut Runtime) {
+        let files = self.hook_files();
+        rt.set_hooks(files.load(), files.protected());
     }
 }
 
@@ -591,6 +606,7 @@ impl Runtime {
         resumed: bool,
         before: Option<(&Meta, bool)>,
     ) -> Result<(), Failure> {
+        let untrusted = self.hooks().untrusted.clone();
         self.emit(
             ui,
             Event::SessionStart {
@@ -598,8 +614,16 @@ impl Runtime {
                 model: self.cfg.model.clone(),
                 resumed,
                 sandbox: self.sandbox(),
+                untrusted_hooks: untrusted.as_ref().map(|u| u.path.display().to_string()),
             },
         );
+        // Hooks that do not run are never skipped silently: the untrusted file is named in
+        // `session_start` (surfaces show it), the rest as warnings.
+        if self.depth() == 0 {
+            for n in self.hooks().notes.clone() {
+                self.emit(ui, Event::warning(format!("hooks: {n}")));
+            }
+        }
         if self.cfg.sandbox == crate::sandbox::Mode::WorkspaceWrite
             && self.depth() == 0
             && let Some(what) = wide_workspace(&self.workspace)
@@ -611,6 +635,7 @@ impl Runtime {
                 )),
             );
         }
+        self.checkpoint(crate::checkpoint::Moment::Open, ui);
         let Some((meta, was_interrupted)) = before else {
             self.note_disk();
             return Ok(());

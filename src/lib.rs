@@ -5,14 +5,17 @@
 
 pub mod acp;
 pub mod cancel;
+pub mod checkpoint;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod config_file;
 pub mod demo;
 pub mod domain;
 pub mod event;
 pub mod exec;
 pub mod fleet;
+pub mod hooks;
 pub mod launcher;
 /// `println!` that never panics: a closed stdout (`tern … | head`) must not stop a turn.
 #[macro_export]
@@ -54,6 +57,7 @@ pub mod render;
 pub mod repl;
 pub mod runtime;
 pub mod sandbox;
+pub mod setup;
 pub mod stats;
 pub mod status;
 pub mod store;

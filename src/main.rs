@@ -81,6 +81,27 @@ struct SessionArgs {
     no_jail: bool,
 }
 
+/// `tern exec` as a worker of a scheduler (GNU parallel, a Kubernetes Job, xargs), and its goal.
+#[derive(Args, Clone)]
+struct WorkerArgs {
+    /// A command that must pass (exit 0) before the turn counts as completed: run in the sandbox
+    /// after each final answer; its failing output goes back to the model.
+    #[arg(long)]
+    goal: Option<String>,
+    /// Runs of --goal allowed before the turn fails.
+    #[arg(long, default_value_t = tern::hooks::goal::DEFAULT_ATTEMPTS, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    goal_attempts: u32,
+    /// Run in DIR (the workspace is found from there).
+    #[arg(long = "cd", value_name = "DIR")]
+    cd: Option<PathBuf>,
+    /// Write the final answer to FILE (atomically) when the run completes.
+    #[arg(long, value_name = "FILE")]
+    output_last_message: Option<PathBuf>,
+    /// The whole run's wall time in seconds; past it the run stops (budget_exhausted, exit 1).
+    #[arg(long, value_name = "S", allow_negative_numbers = true, value_parser = u64_in(1..=604_800))]
+    max_wall_time: Option<u64>,
+}
+
 #[derive(Args, Clone)]
 struct StateArgs {
     /// State folder to use instead of <workspace>/.tern [env: TERN_STATE_DIR].
@@ -280,11 +301,12 @@ struct ModelArgs {
     /// Longest silence from the provider before an attempt fails, in seconds (1 s to a day).
     #[arg(long, default_value_t = 300, allow_negative_numbers = true, value_parser = u64_in(1..=86_400))]
     idle_timeout: u64,
-    /// The most tokens one answer may have (sent as the output cap of every request).
-    #[arg(long, default_value_t = 8192, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(16..=1_000_000))]
-    max_output_tokens: u32,
+    /// The most tokens one answer may have (sent as the output cap of every request; default
+    /// 8192) [env: TERN_MAX_OUTPUT_TOKENS].
+    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(16..=1_000_000))]
+    max_output_tokens: Option<u32>,
     /// Sampling temperature sent with every request (default: the server's own; Anthropic
-    /// takes 0 to 1).
+    /// takes 0 to 1) [env: TERN_TEMPERATURE].
     #[arg(long, allow_negative_numbers = true, value_parser = temperature)]
     temperature: Option<f64>,
     /// How deep sub-agents may nest (0: no sub-agents).
@@ -323,7 +345,7 @@ impl ModelArgs {
         cfg.retry.max_total = Duration::from_secs(self.max_retry_time);
         cfg.approval = approval;
         cfg.max_turns = max_turns;
-        cfg.max_output_tokens = self.max_output_tokens;
+        cfg.max_output_tokens = self.max_output_tokens.unwrap_or(cfg.max_output_tokens);
         cfg.temperature = self.temperature;
         cfg.nudge = !self.no_nudge;
         cfg.agents = tern::runtime::AgentLimits {
@@ -336,8 +358,44 @@ impl ModelArgs {
         cfg
     }
 
+    /// The output cap and temperature from TERN_MAX_OUTPUT_TOKENS / TERN_TEMPERATURE (or the
+    /// config file laid under them) where no flag gave them. Errors name the variable.
+    fn output_env(&self, cfg: &mut Config, env: &Env) -> Result<(), String> {
+        if self.max_output_tokens.is_none()
+            && let Some(v) = set_var(env, "TERN_MAX_OUTPUT_TOKENS", "a number of tokens", "8192")?
+        {
+            cfg.max_output_tokens = v
+                .trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|n| (16..=1_000_000).contains(n))
+                .ok_or_else(|| {
+                    format!("TERN_MAX_OUTPUT_TOKENS={v:?}: expected a number from 16 to 1000000")
+                })?;
+        }
+        if self.temperature.is_none()
+            && let Some(v) = set_var(
+                env,
+                "TERN_TEMPERATURE",
+                "a number from 0 to 2",
+                "the server's",
+            )?
+        {
+            cfg.temperature =
+                Some(temperature(v.trim()).map_err(|e| format!("TERN_TEMPERATURE={v:?}: {e}"))?);
+        }
+        Ok(())
+    }
+
     /// The launcher for these flags in the current folder's workspace.
-    fn launcher(&self, cfg: Config, state: &StateArgs, ctx: &Ctx) -> Result<Launcher, NoLauncher> {
+    fn launcher(
+        &self,
+        mut cfg: Config,
+        state: &StateArgs,
+        ctx: &Ctx,
+    ) -> Result<Launcher, NoLauncher> {
+        self.output_env(&mut cfg, &ctx.env)
+            .map_err(|message| NoLauncher { message, code: 2 })?;
         let mut l = ctx.launcher(state, cfg, self.flags())?;
         l.idle_timeout = Duration::from_secs(self.idle_timeout);
         Ok(l)
@@ -366,12 +424,18 @@ enum Cmd {
         model: ModelArgs,
         #[command(flatten)]
         state: StateArgs,
+        #[command(flatten)]
+        worker: WorkerArgs,
     },
     /// Speak the Agent Client Protocol (ACP v1) on stdin/stdout, for editors (Zed, Neovim, …).
     ///
     /// Sessions live in the `.tern/` of each session's cwd. Commands ask the client first
     /// (--approval ask is the default here; the client's mode selector switches ask / auto / plan).
     Acp {
+        /// `setup`: run `tern setup` instead (the terminal auth method offered in `initialize`;
+        /// a client may append its args to the agent's own command line, `tern acp`).
+        #[arg(value_parser = ["setup"])]
+        action: Option<String>,
         /// Model requests (agentic turns) allowed per prompt before it stops (stop reason
         /// max_turn_requests).
         #[arg(long, default_value_t = 50, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..))]
@@ -390,6 +454,38 @@ enum Cmd {
         model: ModelArgs,
         #[command(flatten)]
         state: StateArgs,
+    },
+    /// Set up the model provider once: asks for provider, base URL, model and key (or takes
+    /// them as flags), tests them with one tiny request, writes ~/.config/tern/config.json
+    /// (mode 0600).
+    Setup {
+        /// Wire format: openai (any OpenAI-compatible server) or anthropic.
+        #[arg(long, value_enum)]
+        provider: Option<ProviderKind>,
+        /// The server's base URL.
+        #[arg(long)]
+        base_url: Option<String>,
+        /// The model name.
+        #[arg(long)]
+        model: Option<String>,
+        /// The API key (`-`: read it from stdin's first line, so it stays out of `ps`).
+        #[arg(long)]
+        api_key: Option<String>,
+        /// A command that prints the API key (run at each start: `pass show openai`).
+        #[arg(long, conflicts_with = "api_key")]
+        api_key_command: Option<String>,
+        /// The server needs no key.
+        #[arg(long, conflicts_with_all = ["api_key", "api_key_command"])]
+        no_api_key: bool,
+        /// Models an editor may switch to, comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        models: Vec<String>,
+        /// Write without the test request.
+        #[arg(long)]
+        no_test: bool,
+        /// Ask nothing: flags, then the saved values, then the defaults.
+        #[arg(long, short = 'y')]
+        yes: bool,
     },
     /// Play the bundled lesson: a scripted model, real bash, a real session folder.
     Demo {
@@ -475,6 +571,55 @@ enum Cmd {
         #[command(subcommand)]
         cmd: SandboxCmd,
     },
+    /// The hooks that run here (~/.config/tern/hooks.json, .tern/hooks.json) and their trust.
+    Hooks {
+        #[command(subcommand)]
+        cmd: Option<HooksCmd>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        state: StateArgs,
+    },
+    /// Put the workspace's files back as they were before the last turn (or the last N turns).
+    Undo {
+        /// How many turns (default 1).
+        n: Option<u32>,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// Put back what the last undo or rewind replaced.
+    Redo {
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// List the session's checkpoints: turn, time, files changed, size.
+    Checkpoints {
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// Show what a turn changed (default: the last turn that ran a command).
+    Diff {
+        /// The turn.
+        turn: Option<u32>,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// Branch the conversation into a new session (it becomes the current one).
+    Fork {
+        /// Cut after this turn (default: the last).
+        #[arg(long)]
+        at: Option<u32>,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// Fork at the end of TURN and restore the workspace's files to that point.
+    Rewind {
+        /// The turn to go back to the end of.
+        turn: u32,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
     /// List the op table: every verb and its slash command.
     Ops {
         /// Print JSON.
@@ -511,6 +656,16 @@ enum FleetCmd {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        state: StateArgs,
+    },
+}
+
+#[derive(Subcommand)]
+enum HooksCmd {
+    /// Trust the project's .tern/hooks.json as it is now (by its SHA-256): its hooks run from
+    /// the next session on; any change needs trust again.
+    Trust {
         #[command(flatten)]
         state: StateArgs,
     },
@@ -595,6 +750,8 @@ impl TargetArgs {
 struct Ctx {
     env: Env,
     process: Process,
+    /// The config file's `models` (offered over ACP).
+    models: Vec<String>,
 }
 
 /// Why no launcher could be made: the message, and the exit code to leave with (2 for a usage
@@ -730,18 +887,86 @@ fn main() -> ExitCode {
     if let Some(url) = cli_base_url(&cli) {
         tern::config::register_url_secrets(&url);
     }
+    // The config files, laid under the environment (config < environment < flags). `tern setup`
+    // and `tern demo` run without them, so a broken file can be fixed.
+    let (env, models) = match &cli.cmd {
+        Some(
+            Cmd::Setup { .. }
+            | Cmd::Demo { .. }
+            | Cmd::Acp {
+                action: Some(_), ..
+            },
+        ) => (env, Vec::new()),
+        _ => match load_config(env) {
+            Ok(x) => x,
+            Err(e) => {
+                tern::errln!("tern: config: {e}");
+                return ExitCode::from(2);
+            }
+        },
+    };
     tern::config::scrub_environment();
     tern::config::hide_from_proc();
     let ctx = Ctx {
         env,
         process: Process::default(),
+        models,
     };
-    install_signals(&ctx.process);
+    // A verb that only reads or writes state files keeps the default dispositions: SIGTERM
+    // ends it at once (its writes are atomic), where a handler that only sets a flag would
+    // leave it deaf. Commands that run a turn, a model call or a loop poll the flags.
+    let polls = match &cli.cmd {
+        None
+        | Some(
+            Cmd::Chat(_)
+            | Cmd::Exec { .. }
+            | Cmd::Acp { .. }
+            | Cmd::Demo { .. }
+            | Cmd::Watch { .. }
+            | Cmd::Compact { .. }
+            | Cmd::Relay { .. }
+            | Cmd::Setup { .. }
+            | Cmd::Ops { .. },
+        ) => true,
+        Some(Cmd::Plan { cmd }) => matches!(cmd, PlanCmd::Confirm { .. } | PlanCmd::Clear { .. }),
+        Some(
+            Cmd::Stats { .. }
+            | Cmd::Status { .. }
+            | Cmd::Sessions { .. }
+            | Cmd::Steer { .. }
+            | Cmd::Fleet { .. }
+            | Cmd::Hooks { .. }
+            | Cmd::Undo { .. }
+            | Cmd::Redo { .. }
+            | Cmd::Checkpoints { .. }
+            | Cmd::Diff { .. }
+            | Cmd::Fork { .. }
+            | Cmd::Rewind { .. }
+            | Cmd::Sandbox { .. },
+        ) => false,
+    };
+    if polls {
+        install_signals(&ctx.process);
+        // A killed command's orphans come to tern, which reaps them (procs::reap_group), rather
+        // than lingering as zombies of a PID 1 that may never reap.
+        tern::procs::become_subreaper();
+    }
     let code = match cli.cmd {
         None => chat(&ctx, cli.chat),
         Some(cmd) => run(&ctx, cmd),
     };
     ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// Reads `~/.config/tern/config.json` and the project's `.tern/config.json` (the workspace of
+/// the current folder, or TERN_STATE_DIR) and lays them under `env`.
+fn load_config(env: Env) -> Result<(Env, Vec<String>), String> {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let state = Launcher::locate(&cwd, None, &env);
+    let loaded = tern::config_file::load(&env, &state.root)?;
+    let models = loaded.merged.models.clone();
+    let env = tern::config_file::layer(env, &loaded)?;
+    Ok((env, models))
 }
 
 /// The `--base-url` given on the command line, whose credentials must leave `cmdline` too.
@@ -801,7 +1026,8 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
             max_turns,
             session,
             model,
-            state,
+            mut state,
+            worker,
         } => {
             let fail = |e: &str, code: i32| {
                 tern::errln!("tern: {e}");
@@ -810,6 +1036,15 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
                 }
                 code
             };
+            // Paths given on the command line stay relative to where tern was started.
+            let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+            let output_last_message = worker.output_last_message.map(|p| here.join(p));
+            state.state_dir = state.state_dir.map(|p| here.join(p));
+            if let Some(dir) = &worker.cd
+                && let Err(e) = std::env::set_current_dir(dir)
+            {
+                return fail(&format!("--cd {}: {e}", dir.display()), 2);
+            }
             let mut cfg = model.config(Approval::Auto, max_turns);
             if let Err(e) = session.policy(&mut cfg, &ctx.env, Approval::Auto) {
                 return fail(&e, 2);
@@ -824,10 +1059,22 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
                     prompt,
                     json,
                     continues: session.continues(),
+                    goal: worker.goal.map(|g| (g, worker.goal_attempts)),
+                    output_last_message,
+                    max_wall_time: worker.max_wall_time.map(Duration::from_secs),
                 },
             )
         }
         Cmd::Acp {
+            action: Some(_), ..
+        } => {
+            use std::io::IsTerminal;
+            let ask = std::io::stdin().is_terminal();
+            let args = tern::setup::SetupArgs::default();
+            tern::setup::run(&ctx.env, args, &mut std::io::stdin().lock(), ask)
+        }
+        Cmd::Acp {
+            action: None,
             max_turns,
             approval,
             sandbox,
@@ -842,7 +1089,7 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
                 cfg.no_network = no_network;
                 Ok(())
             });
-            if let Err(e) = policy {
+            if let Err(e) = policy.and_then(|()| model.output_env(&mut cfg, &ctx.env)) {
                 tern::errln!("tern: {e}");
                 return 2;
             }
@@ -864,9 +1111,36 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
                 state_dir,
                 idle_timeout: Duration::from_secs(model.idle_timeout),
                 process: ctx.process.clone(),
+                models: ctx.models.clone(),
             })
         }
         Cmd::Demo { workspace, json } => tern::demo::run(&ctx.process, workspace, json),
+        Cmd::Setup {
+            provider,
+            base_url,
+            model,
+            api_key,
+            api_key_command,
+            no_api_key,
+            models,
+            no_test,
+            yes,
+        } => {
+            use std::io::IsTerminal;
+            let ask = !yes && std::io::stdin().is_terminal();
+            let args = tern::setup::SetupArgs {
+                provider,
+                base_url,
+                model,
+                api_key,
+                api_key_command,
+                no_api_key,
+                models,
+                no_test,
+                yes,
+            };
+            tern::setup::run(&ctx.env, args, &mut std::io::stdin().lock(), ask)
+        }
         Cmd::Stats {
             session,
             json,
@@ -964,6 +1238,51 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
             verb(ctx, "sessions", None, &target, false)
         }
         Cmd::Ops { json } => tern::cli::ops(json),
+        Cmd::Hooks { cmd, json, state } => {
+            let (state, trust) = match cmd {
+                Some(HooksCmd::Trust { state: s }) => {
+                    (if s.state_dir.is_some() { s } else { state }, true)
+                }
+                None => (state, false),
+            };
+            match ctx.verb_launcher(&state) {
+                Ok(l) if trust => match tern::hooks::cli::trust(&l.hook_files()) {
+                    Ok(receipt) => {
+                        tern::outln!("{receipt}");
+                        0
+                    }
+                    Err(e) => {
+                        tern::errln!("tern: {e}");
+                        1
+                    }
+                },
+                Ok(l) => {
+                    tern::outln!("{}", tern::hooks::cli::list(&l.hook_files(), json));
+                    0
+                }
+                Err(e) => {
+                    tern::errln!("tern: {e}");
+                    e.code
+                }
+            }
+        }
+        Cmd::Undo { n, target } => {
+            let n = n.map(|n| n.to_string());
+            verb(ctx, "undo", n.as_deref(), &target, false)
+        }
+        Cmd::Redo { target } => verb(ctx, "redo", None, &target, false),
+        Cmd::Checkpoints { target } => verb(ctx, "checkpoints", None, &target, false),
+        Cmd::Diff { turn, target } => {
+            let t = turn.map(|t| t.to_string());
+            verb(ctx, "diff", t.as_deref(), &target, false)
+        }
+        Cmd::Fork { at, target } => {
+            let t = at.map(|t| t.to_string());
+            verb(ctx, "fork", t.as_deref(), &target, false)
+        }
+        Cmd::Rewind { turn, target } => {
+            verb(ctx, "rewind", Some(&turn.to_string()), &target, false)
+        }
         Cmd::Fleet { cmd } => {
             let (json, state, check) = match cmd {
                 FleetCmd::List { json, state } => (json, state, false),

@@ -44,10 +44,26 @@ pub enum OpId {
     Sessions,
     /// `resume`
     Resume,
+    /// `undo`
+    Undo,
+    /// `redo`
+    Redo,
+    /// `checkpoints`
+    Checkpoints,
+    /// `diff`
+    Diff,
+    /// `fork`
+    Fork,
+    /// `rewind`
+    Rewind,
     /// `help`
     Help,
     /// `quit`
     Quit,
+    /// `goal`
+    Goal,
+    /// `model`
+    Model,
 }
 
 impl OpId {
@@ -67,8 +83,16 @@ impl OpId {
             OpId::Stats => "stats",
             OpId::Sessions => "sessions",
             OpId::Resume => "resume",
+            OpId::Undo => "undo",
+            OpId::Redo => "redo",
+            OpId::Checkpoints => "checkpoints",
+            OpId::Diff => "diff",
+            OpId::Fork => "fork",
+            OpId::Rewind => "rewind",
             OpId::Help => "help",
             OpId::Quit => "quit",
+            OpId::Goal => "goal",
+            OpId::Model => "model",
         }
     }
 }
@@ -197,7 +221,7 @@ pub const OPS: &[Op] = &[
     op(
         OpId::PlanCancel,
         "plan cancel",
-        "/cancel",
+        "/discard",
         Access::Write,
         "state returned to",
         "discard the draft (archived)",
@@ -259,12 +283,76 @@ pub const OPS: &[Op] = &[
         "switch to another session",
     ),
     op(
+        OpId::Undo,
+        "undo",
+        "/undo",
+        Access::Write,
+        "what the undo restored",
+        "put the files back as before the last turn (/undo N: the last N turns)",
+    ),
+    op(
+        OpId::Redo,
+        "redo",
+        "/redo",
+        Access::Write,
+        "what the redo put back",
+        "put back what the last undo or rewind replaced",
+    ),
+    op(
+        OpId::Checkpoints,
+        "checkpoints",
+        "/checkpoints",
+        Access::Read,
+        "checkpoint list",
+        "list checkpoints: turn, time, files changed, size",
+    ),
+    op(
+        OpId::Diff,
+        "diff",
+        "/diff",
+        Access::Read,
+        "the patch",
+        "show what a turn changed (/diff TURN; default the last)",
+    ),
+    op(
+        OpId::Fork,
+        "fork",
+        "/fork",
+        Access::Write,
+        "the new session",
+        "branch the conversation into a new session (/fork TURN: at the end of TURN)",
+    ),
+    op(
+        OpId::Rewind,
+        "rewind",
+        "/rewind",
+        Access::Write,
+        "the new session and the files restored",
+        "fork at the end of TURN and restore the files to then (/rewind TURN)",
+    ),
+    op(
+        OpId::Model,
+        "",
+        "/model",
+        Access::Write,
+        "model switched to",
+        "switch the model for the next request (/model NAME; alone: show it)",
+    ),
+    op(
         OpId::Help,
         "ops",
         "/help",
         Access::Read,
         "the op table",
         "list these operations",
+    ),
+    op(
+        OpId::Goal,
+        "exec --goal",
+        "/goal",
+        Access::Write,
+        "the goal set, cleared or shown",
+        "a command that must pass before a turn completes (/goal CMD [--attempts N], /goal off)",
     ),
     op(
         OpId::Quit,
@@ -290,10 +378,21 @@ pub fn by_id(id: &str) -> Option<&'static Op> {
     OPS.iter().find(|o| o.id.as_str() == id)
 }
 
-/// Looks an op up by slash name (with or without the `/`).
+/// Old slash names that still work but are not listed: `/cancel` was the draft's discard,
+/// which an editor person reads as "stop the turn" (issue 21).
+const SLASH_ALIASES: &[(&str, OpId)] = &[("cancel", OpId::PlanCancel)];
+
+/// Looks an op up by slash name (with or without the `/`), hidden aliases included.
 pub fn by_slash(name: &str) -> Option<&'static Op> {
     let name = name.trim_start_matches('/');
-    OPS.iter().find(|o| o.slash.trim_start_matches('/') == name)
+    OPS.iter()
+        .find(|o| o.slash.trim_start_matches('/') == name)
+        .or_else(|| {
+            SLASH_ALIASES
+                .iter()
+                .find(|(alias, _)| *alias == name)
+                .map(|(_, id)| get(*id))
+        })
 }
 
 /// The plan as `/plan` shows it.
@@ -313,6 +412,9 @@ pub struct PlanView {
     pub locked: Option<String>,
     /// `plan.md` differs from the locked copy (edited outside PlanConfirm).
     pub plan_md_edited: bool,
+    /// Set when `plan.json` was damaged and rebuilt just now (the words a start uses).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repaired: Option<String>,
 }
 
 /// One row of `tern sessions`.
@@ -381,6 +483,23 @@ pub enum OpOutput {
         /// Newest first.
         rows: Vec<SessionRow>,
     },
+    /// `/checkpoints`.
+    Checkpoints {
+        /// Oldest first.
+        rows: Vec<crate::checkpoint::Row>,
+    },
+    /// `/diff`: the patch (or why there is none).
+    Diff {
+        /// The text.
+        text: String,
+    },
+    /// `/fork`, `/rewind`: the new session (a surface with a live runtime switches to it).
+    Forked {
+        /// The new session's id.
+        session: String,
+        /// The receipt.
+        message: String,
+    },
     /// `/help`.
     Help,
 }
@@ -400,6 +519,9 @@ impl OpOutput {
             OpOutput::Relay { path, text } => format!("{text}\n(written to {})", path.display()),
             OpOutput::Stats { session, requests } => crate::stats::render(session, requests),
             OpOutput::Sessions { root, rows } => render_sessions(root, rows),
+            OpOutput::Checkpoints { rows } => crate::checkpoint::render_rows(rows),
+            OpOutput::Diff { text } => crate::render::safe(text).into_owned(),
+            OpOutput::Forked { message, .. } => message.clone(),
             OpOutput::Help => help(),
         }
     }
@@ -444,6 +566,15 @@ impl From<Failure> for OpError {
             Failure::Interrupted => OpError::Interrupted,
             Failure::Usage(m) => OpError::Usage(m),
             other => OpError::Failed(other.to_string()),
+        }
+    }
+}
+
+impl From<crate::checkpoint::Error> for OpError {
+    fn from(e: crate::checkpoint::Error) -> Self {
+        match e {
+            crate::checkpoint::Error::Usage(m) => OpError::Usage(m),
+            crate::checkpoint::Error::Failed(m) => OpError::Failed(m),
         }
     }
 }
@@ -600,7 +731,19 @@ fn dispatch(
     ui: &mut dyn Surface,
 ) -> Result<OpOutput, OpError> {
     let need = || session.ok_or_else(|| OpError::Usage("no session".to_string()));
-    if arg.is_some() && !matches!(op.id, OpId::PlanDraft | OpId::Resume) {
+    if arg.is_some()
+        && !matches!(
+            op.id,
+            OpId::PlanDraft
+                | OpId::Resume
+                | OpId::Goal
+                | OpId::Model
+                | OpId::Undo
+                | OpId::Diff
+                | OpId::Fork
+                | OpId::Rewind
+        )
+    {
         return Err(OpError::Usage(format!(
             "{} takes no argument (see /help)",
             op.slash
@@ -640,7 +783,11 @@ fn dispatch(
             with_runtime(op, target, need()?, ui).map(done)
         }
         OpId::Status => Ok(OpOutput::Status {
-            text: crate::status::render_text(need()?, None),
+            text: format!(
+                "{}\n{}",
+                crate::status::render_text(need()?, None),
+                crate::config_file::explain(target.launcher.env.sources())
+            ),
         }),
         OpId::Stats => {
             let s = need()?;
@@ -657,13 +804,122 @@ fn dispatch(
             root: target.launcher.state.root.clone(),
             rows: sessions(&target.launcher.state)?,
         }),
+        OpId::Undo | OpId::Redo | OpId::Checkpoints | OpId::Diff | OpId::Fork | OpId::Rewind => {
+            checkpoint_op(op, arg, target, need()?)
+        }
         OpId::Help => Ok(OpOutput::Help),
+        OpId::Goal => goal_op(need()?, arg).map(done),
+        OpId::Model => match target.runtime.as_deref_mut() {
+            Some(rt) => rt.set_model(arg, ui).map(done).map_err(OpError::from),
+            None => Err(OpError::Usage(
+                "/model needs an open session (send a prompt first)".into(),
+            )),
+        },
         OpId::Resume | OpId::Quit => Err(OpError::Usage(format!("{} is a REPL command", op.slash))),
     }
 }
 
+/// The checkpoint and fork ops (src/checkpoint). The ones that change files or make a session
+/// are refused while a turn of any session of this state folder runs (it shares the workspace);
+/// this process holds the session meanwhile, so no turn starts under them.
+fn checkpoint_op(
+    op: &Op,
+    arg: Option<&str>,
+    target: &mut Target<'_>,
+    session: &Session,
+) -> Result<OpOutput, OpError> {
+    use crate::checkpoint as cp;
+    let number = |what: &str| -> Result<Option<u32>, OpError> {
+        arg.map(|a| {
+            a.trim()
+                .parse::<u32>()
+                .map_err(|_| OpError::Usage(format!("{} takes {what}, not {a:?}", op.slash)))
+        })
+        .transpose()
+    };
+    let state = &target.launcher.state;
+    let limits = target.launcher.config.checkpoints;
+    let store = || cp::open(state, limits).map_err(OpError::from);
+    match op.id {
+        OpId::Checkpoints => Ok(OpOutput::Checkpoints {
+            rows: cp::list(&store()?, session)?,
+        }),
+        OpId::Diff => {
+            let turn = number("a turn number")?;
+            Ok(OpOutput::Diff {
+                text: cp::diff(&store()?, session, turn)?,
+            })
+        }
+        _ => {
+            let n = number("a turn number")?;
+            if op.id == OpId::Rewind && n.is_none() {
+                return Err(OpError::Usage(
+                    "/rewind takes the turn to go back to (see /checkpoints)".into(),
+                ));
+            }
+            refuse_while_running(op, state)?;
+            // Held for the op: no turn of this session starts in another pane meanwhile.
+            let _lease = match crate::store::lease::Lease::try_take(&session.dir)? {
+                Ok(l) => Some(l),
+                Err(_) if target.runtime.as_ref().is_some_and(|rt| rt.held()) => None,
+                Err(h) => {
+                    return Err(OpError::Refused(format!(
+                        "refused: session {} is held by process {}",
+                        session.id,
+                        h.pid.unwrap_or(0)
+                    )));
+                }
+            };
+            let mark = target.launcher.mark_current;
+            match op.id {
+                OpId::Undo => Ok(OpOutput::Done {
+                    message: cp::undo(&store()?, session, n.unwrap_or(1))?,
+                }),
+                OpId::Redo => Ok(OpOutput::Done {
+                    message: cp::redo(&store()?)?,
+                }),
+                OpId::Fork => {
+                    let s = cp::fork(state, session, n, mark)?;
+                    let at = n.map_or("its end".to_string(), |t| format!("the end of turn {t}"));
+                    Ok(OpOutput::Forked {
+                        message: format!(
+                            "new session {} forked from {} at {at} (now the current session; continue it with tern exec --continue or tern chat --continue)",
+                            s.id, session.id
+                        ),
+                        session: s.id,
+                    })
+                }
+                _ => {
+                    let (s, message) = cp::rewind(state, &store()?, session, n.unwrap_or(0), mark)?;
+                    Ok(OpOutput::Forked {
+                        session: s.id,
+                        message,
+                    })
+                }
+            }
+        }
+    }
+}
+
+/// Refuses `op` while a turn of any session of `state` runs in a live process: the sessions
+/// share the workspace, and the op rewrites its files or copies a history in flight.
+fn refuse_while_running(op: &Op, state: &StateDir) -> Result<(), OpError> {
+    for id in state.session_ids().unwrap_or_default() {
+        if let Ok(s) = state.open_session(&id)
+            && let Some(pid) = runtime::held_elsewhere(&s)
+        {
+            return Err(OpError::Refused(format!(
+                "refused: a turn of session {id} is running in process {pid}, and {} changes the workspace or copies its history. Wait for the turn to end (or interrupt it).",
+                op.slash
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn plan_view(s: &Session) -> Result<PlanView, OpError> {
-    let p = plan::plan_file(s)?;
+    // A damaged plan.json is rebuilt here as `exec --continue` rebuilds it, with its words.
+    let (p, rebuilt) = plan::plan_file_repaired(s)?;
     let read = plan::read_draft(s)?;
     let draft_problem = read.problem();
     let draft = read.text().unwrap_or_default().to_string();
@@ -679,6 +935,7 @@ fn plan_view(s: &Session) -> Result<PlanView, OpError> {
         draft_problem,
         locked: p.locked,
         plan_md_edited,
+        repaired: rebuilt.then(|| plan::PLAN_REBUILT.to_string()),
     })
 }
 
@@ -686,7 +943,14 @@ fn render_plan(v: &PlanView) -> String {
     // The draft and the plan are the model's or a person's text: shown through the
     // terminal-safe filter, so they cannot move the cursor or hide text.
     let safe = |t: &str| crate::render::safe(t).into_owned();
-    let mut out = format!("plan state: {} (revision {})\n", v.state, v.revision);
+    let mut out = String::new();
+    if let Some(r) = &v.repaired {
+        out.push_str(&format!("note: {r}\n"));
+    }
+    out.push_str(&format!(
+        "plan state: {} (revision {})\n",
+        v.state, v.revision
+    ));
     if let Some(at) = &v.confirmed_at {
         out.push_str(&format!("last confirmed: {at}\n"));
     }
@@ -805,8 +1069,11 @@ fn with_runtime(
         let s = Session::at(&session.id, session.dir.clone());
         match target.launcher.resume_for_verb(s, &mut runtime::Quiet) {
             Ok(rt) => break rt,
-            Err(_) if target.wait && runtime::held_elsewhere(session).is_some() => {
+            // Held when it looked: wait (a turn that ended since is no refusal either: the
+            // next try opens it). A second look at the lease here raced the turn's end.
+            Err(Failure::Held(_)) if target.wait => {
                 wait_or_refuse(op, session, true, ui)?;
+                std::thread::sleep(Duration::from_millis(50));
             }
             Err(e) => return Err(e.into()),
         }
@@ -941,15 +1208,10 @@ fn session_rows(s: &Session, current: bool, depth: usize, rows: &mut Vec<Session
         };
         rows.push(row);
     }
-    let Ok(rd) = std::fs::read_dir(s.path(files::AGENTS)) else {
-        return;
-    };
-    let mut children: Vec<Session> = rd
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| Session::at(&e.file_name().to_string_lossy(), e.path()))
+    let children: Vec<Session> = crate::store::session::child_dirs(&s.path(files::AGENTS))
+        .into_iter()
+        .map(|(id, dir)| Session::at(&id, dir))
         .collect();
-    children.sort_by(|a, b| a.id.cmp(&b.id));
     for c in &children {
         session_rows(c, false, depth + 1, rows);
     }
@@ -1000,6 +1262,37 @@ fn render_sessions(root: &std::path::Path, rows: &[SessionRow]) -> String {
     out.trim_end().to_string()
 }
 
+/// `/goal`: shows the goal; `/goal CMD [--attempts N]` sets it; `/goal off` clears it.
+fn goal_op(s: &Session, arg: Option<&str>) -> Result<String, OpError> {
+    use crate::hooks::goal;
+    let Some(arg) = arg.map(str::trim).filter(|a| !a.is_empty()) else {
+        return Ok(match goal::read(s).map_err(OpError::Failed)? {
+            Some(g) => goal::status_line(&g),
+            None => "no goal set (/goal CMD sets one)".into(),
+        });
+    };
+    if matches!(arg, "off" | "clear" | "none") {
+        goal::set(s, None)?;
+        return Ok("goal cleared".into());
+    }
+    let (cmd, attempts) = match arg.rsplit_once("--attempts") {
+        Some((c, n)) if !c.trim().is_empty() => {
+            let n: u32 = n
+                .trim()
+                .parse()
+                .ok()
+                .filter(|n| (1..=1000).contains(n))
+                .ok_or_else(|| OpError::Usage("--attempts takes a number from 1 to 1000".into()))?;
+            (c.trim(), n)
+        }
+        _ => (arg, goal::DEFAULT_ATTEMPTS),
+    };
+    goal::set(s, Some((cmd, attempts)))?;
+    Ok(format!(
+        "goal set: `{cmd}` must pass (exit 0) before a turn completes; {attempts} attempts per turn"
+    ))
+}
+
 /// The op table as text (`tern ops`, `/help`).
 pub fn help() -> String {
     let cli = |o: &Op| {
@@ -1011,7 +1304,8 @@ pub fn help() -> String {
     };
     // Columns as wide as their longest entry, so rows stay aligned; about 90 columns in all.
     let w = OPS.iter().map(|o| cli(o).len()).max().unwrap_or(0);
-    let mut out = format!("{:<10} {:<w$}  what\n", "slash", "verb");
+    let sw = OPS.iter().map(|o| o.slash.len()).max().unwrap_or(0).max(10);
+    let mut out = format!("{:<sw$} {:<w$}  what\n", "slash", "verb");
     for o in OPS {
         let mark = if o.model_call() {
             " (a model call)"
@@ -1019,7 +1313,7 @@ pub fn help() -> String {
             ""
         };
         out.push_str(&format!(
-            "{:<10} {:<w$}  {}{mark}\n",
+            "{:<sw$} {:<w$}  {}{mark}\n",
             o.slash,
             cli(o),
             o.help
@@ -1052,8 +1346,16 @@ mod tests {
             OpId::Stats,
             OpId::Sessions,
             OpId::Resume,
+            OpId::Undo,
+            OpId::Redo,
+            OpId::Checkpoints,
+            OpId::Diff,
+            OpId::Fork,
+            OpId::Rewind,
             OpId::Help,
             OpId::Quit,
+            OpId::Goal,
+            OpId::Model,
         ];
         assert_eq!(ids.len(), OPS.len());
         for id in ids {

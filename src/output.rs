@@ -33,17 +33,13 @@ pub fn ask_on_terminal(command: &str) -> Answer {
     else {
         crate::errln!(
             "tern: not running (--approval ask, and no terminal to ask on): {}",
-            safe(command)
+            crate::render::safe_line(command)
         );
         return Answer::Unavailable;
     };
     let mut out = &tty;
     let mut input = BufReader::new(&tty);
-    let _ = writeln!(
-        out,
-        "tern wants to run:\n  {}",
-        safe(command).replace('\n', "\n  ")
-    );
+    let _ = write!(out, "{}", crate::render::approval_question(command));
     loop {
         let _ = write!(out, "run it? [y]es / [n]o / [a]lways (until tern exits): ");
         let _ = out.flush();
@@ -80,8 +76,9 @@ pub fn print_sessionless_result(error: &str, code: i32) {
         "",
         None,
         Event::Result(crate::event::ResultFields {
-            status: "failed".into(),
+            status: crate::event::Ending::Failed,
             text: String::new(),
+            goal: None,
             error: Some(error.to_string()),
             exit_code: code,
             totals: None,
@@ -123,6 +120,10 @@ pub struct Human {
     answer_only: bool,
     /// Text of the current request was streamed (to tell an abandoned attempt).
     streamed: bool,
+    /// The `$ command` line of the latest bash call, not printed yet: it is printed when the
+    /// call goes on (progress, its result, anything else), and dropped when an approval question
+    /// shows the whole command instead (so the question does not repeat it).
+    pending_call: Option<String>,
 }
 
 impl Human {
@@ -137,6 +138,22 @@ impl Human {
             answer_only: true,
             ..Human::default()
         }
+    }
+
+    /// Prints the held `$ command` line, if any.
+    fn flush_call(&mut self) {
+        if let Some(line) = self.pending_call.take() {
+            self.end_text_line();
+            crate::errln!("{line}");
+        }
+    }
+
+    /// Drops the held `$ command` line: the approval question about to be asked on this
+    /// terminal shows the command whole.
+    pub fn asking(&mut self) {
+        self.clear_note();
+        self.end_text_line();
+        self.pending_call = None;
     }
 
     /// Erases a progress note before anything else is written.
@@ -168,6 +185,7 @@ impl Surface for Human {
         use std::io::IsTerminal;
         // Only on a terminal, and only at the start of a line: a note must never land in a log
         // or in the middle of the model's text.
+        self.flush_call();
         if self.open_line || !std::io::stderr().is_terminal() {
             return;
         }
@@ -179,14 +197,22 @@ impl Surface for Human {
     }
 
     fn approve(&mut self, command: &str) -> Answer {
-        self.clear_note();
-        self.end_text_line();
+        use std::io::IsTerminal;
+        // The question goes to the terminal: the `$` line is left out only when stderr is that
+        // terminal too (a log of stderr keeps every call).
+        if std::io::stderr().is_terminal() {
+            self.asking();
+        } else {
+            self.clear_note();
+            self.flush_call();
+        }
         ask_on_terminal(command)
     }
 
     fn text_delta(&mut self, text: &str) {
         use std::io::IsTerminal;
         self.clear_note();
+        self.flush_call();
         self.streamed = true;
         let text = crate::store::redact::redact(text);
         let text = safe(&text);
@@ -207,6 +233,7 @@ impl Surface for Human {
 
     fn event(&mut self, ev: &Envelope) {
         self.clear_note();
+        self.flush_call();
         match &ev.event {
             Event::Retry { .. } if self.streamed => {
                 self.end_text_line();
@@ -217,6 +244,10 @@ impl Surface for Human {
         }
         if let Some(line) = describe(ev) {
             self.end_text_line();
+            if matches!(&ev.event, Event::ToolCall { name, .. } if name == "bash") {
+                self.pending_call = Some(safe(&line).into_owned());
+                return;
+            }
             crate::errln!("{}", safe(&line));
         } else if matches!(ev.event, Event::Assistant { .. }) {
             self.end_text_line();
@@ -303,7 +334,12 @@ pub fn describe(env: &Envelope) -> Option<String> {
             "nudge: the answer shows a command that did not run ({}); the model was told to call bash",
             clip(command)
         ),
-        Event::Steer { text, .. } => format!("steered in: {}", text.trim()),
+        Event::Steer { text, .. } => format!("steered in: {}", crate::render::safe(text.trim())),
+        Event::Hook { .. } => return crate::hooks::run_line(&env.event),
+        Event::SessionStart {
+            untrusted_hooks: Some(path),
+            ..
+        } => crate::hooks::untrusted_line(path),
         Event::Repair {
             dropped_lines,
             torn_tail,

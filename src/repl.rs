@@ -57,9 +57,10 @@ struct Input {
 
 impl Input {
     fn new(state: &StateDir, cancel: CancelToken, term: Arc<AtomicBool>) -> Input {
-        let history = state.root.join("history");
-        // Input history is never read or written through a link planted in its place.
-        let history_ok = crate::store::fsutil::refuse_symlink(&history).is_ok();
+        let history = History {
+            path: state.root.join("history"),
+            warned: false,
+        };
         let dumb = std::env::var("TERM").is_ok_and(|t| t == "dumb");
         let editing = std::io::stdin().is_terminal() && !dumb;
         let saved_tty = editing.then(|| {
@@ -75,9 +76,10 @@ impl Input {
             } else {
                 None
             };
+            let mut history = history;
             if let Some(ed) = editor.as_mut() {
-                if history_ok {
-                    let _ = ed.load_history(&history);
+                for entry in history.load() {
+                    let _ = ed.add_history_entry(entry);
                 }
                 ed.bind_sequence(
                     KeyEvent::ctrl('C'),
@@ -92,11 +94,7 @@ impl Input {
                                 // Saved as every other file tern writes: keys redacted.
                                 let entry = crate::store::redact::redact(&l);
                                 let _ = ed.add_history_entry(entry.as_ref());
-                                // The state folder appears with the first session; until then
-                                // the history lives in memory only.
-                                if history_ok && history.parent().is_some_and(|d| d.is_dir()) {
-                                    let _ = ed.append_history(&history);
-                                }
+                                history.append(&entry);
                             }
                             Line::Text(l)
                         }
@@ -217,6 +215,106 @@ impl Input {
     }
 }
 
+/// The input history, `.tern/history`, in rustyline's format (`#V2`, then one entry a line with
+/// `\\` and `\n` escaped), read and appended by tern itself so that nothing is read or written
+/// through a link planted at it or at a folder above it (see [`crate::store::dirfd`]); rustyline
+/// keeps the entries in memory only.
+struct History {
+    path: std::path::PathBuf,
+    /// A failure to save was reported (once per REPL).
+    warned: bool,
+}
+
+/// Entries kept when the file is trimmed; the file is trimmed once it holds 10 times as many.
+const HISTORY_ENTRIES: usize = 100;
+
+impl History {
+    /// The saved entries, oldest first (none when absent or refused). A file grown past ten
+    /// times [`HISTORY_ENTRIES`] is rewritten with its last entries.
+    fn load(&mut self) -> Vec<String> {
+        use std::io::Read;
+        let mut bytes = Vec::new();
+        match crate::store::fsutil::open_file(&self.path, libc::O_RDONLY, 0) {
+            Ok(f) => {
+                let limit = 16 * crate::runtime::MAX_PROMPT_BYTES as u64;
+                if let Err(e) = f.take(limit).read_to_end(&mut bytes) {
+                    self.warn(&e);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => self.warn(&e),
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        let mut lines = text.lines();
+        let v2 = text.starts_with("#V2");
+        if v2 {
+            lines.next();
+        }
+        let mut entries: Vec<String> = lines
+            .filter(|l| !l.is_empty())
+            .map(|l| if v2 { unescape(l) } else { l.to_string() })
+            .collect();
+        if entries.len() > 10 * HISTORY_ENTRIES {
+            entries.drain(..entries.len() - HISTORY_ENTRIES);
+            let mut text = String::from("#V2\n");
+            for e in &entries {
+                text.push_str(&escape(e));
+                text.push('\n');
+            }
+            if let Err(e) = crate::store::fsutil::atomic_write(&self.path, text.as_bytes()) {
+                self.warn(&e);
+            }
+        }
+        entries
+    }
+
+    /// Appends one entry (already redacted). The state folder appears with the first session;
+    /// until then the history lives in memory only.
+    fn append(&mut self, entry: &str) {
+        if !self.path.parent().is_some_and(|d| d.is_dir()) {
+            return;
+        }
+        let fresh = std::fs::symlink_metadata(&self.path).is_err();
+        let mut line = escape(entry);
+        if fresh {
+            line = format!("#V2\n{line}");
+        }
+        if let Err(e) = crate::store::fsutil::append_line(&self.path, &line) {
+            self.warn(&e);
+        }
+    }
+
+    fn warn(&mut self, e: &std::io::Error) {
+        if !self.warned {
+            self.warned = true;
+            crate::errln!(
+                "tern: input history not saved: {}",
+                crate::render::safe(&e.to_string())
+            );
+        }
+    }
+}
+
+fn escape(entry: &str) -> String {
+    entry.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+fn unescape(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match (c, c == '\\') {
+            (_, true) => match chars.next() {
+                Some('n') => out.push('\n'),
+                Some(other) => out.push(other),
+                None => out.push('\\'),
+            },
+            (c, false) => out.push(c),
+        }
+    }
+    out
+}
+
 /// Reads lines typed while a turn runs and steers each into it (`tern steer`'s inbox): the
 /// terminal stays in cooked mode, so the line echoes, Enter ends it and Ctrl-C still reaches the
 /// signal handler that cancels the turn. Waits in `poll` (100 ms) so it stops soon after the
@@ -311,10 +409,22 @@ const MORE: &str = "… ";
 struct ReplSurface<'a> {
     human: Human,
     input: &'a mut Input,
+    /// The one-line bash command the latest `tool_call` line showed in full (`$ CMD`): its
+    /// approval question does not print it again.
+    shown: Option<String>,
 }
 
 impl Surface for ReplSurface<'_> {
     fn event(&mut self, ev: &Envelope) {
+        self.shown = match &ev.event {
+            crate::event::Event::ToolCall {
+                name, arguments, ..
+            } if name == "bash" => arguments["command"]
+                .as_str()
+                .filter(|c| !c.contains('\n'))
+                .map(str::to_string),
+            _ => None,
+        };
         self.human.event(ev);
     }
     fn text_delta(&mut self, text: &str) {
@@ -324,7 +434,8 @@ impl Surface for ReplSurface<'_> {
         self.human.progress(note);
     }
     fn approve(&mut self, command: &str) -> Answer {
-        crate::errln!("tern wants to run:\n  {}", command.replace('\n', "\n  "));
+        self.human.asking();
+        crate::errln!("{}", crate::render::approval_question(command).trim_end());
         let asking = self.input.asking.clone();
         asking.store(true, Ordering::SeqCst);
         let answer = self.ask();
@@ -455,6 +566,7 @@ impl Repl<'_> {
         let mut ui = ReplSurface {
             human: Human::new(),
             input,
+            shown: None,
         };
         let rt = self.launcher.open(r, &mut ui)?;
         self.launcher.state.set_current(&rt.session.id)?;
@@ -468,6 +580,7 @@ impl Repl<'_> {
             let mut ui = ReplSurface {
                 human: Human::new(),
                 input,
+                shown: None,
             };
             let rt = self
                 .launcher
@@ -500,6 +613,7 @@ impl Repl<'_> {
         let mut ui = ReplSurface {
             human: Human::new(),
             input,
+            shown: None,
         };
         let mut prompt = text;
         // Lines steered as the turn ended are answered by one more turn, at most a few times.
@@ -575,11 +689,18 @@ impl Repl<'_> {
         let mut ui = ReplSurface {
             human: Human::new(),
             input,
+            shown: None,
         };
         let r = ops::run(op, arg, &mut target, &mut ui);
         crate::output::print_receipt(&r, false);
         let _ = std::io::stdout().flush();
         self.launcher.cancel.reset();
+        // /fork and /rewind: the conversation goes on in the new session.
+        if let Some(ops::OpOutput::Forked { session, .. }) = &r.output
+            && let Err(e) = self.open(&SessionRef::Id(session.clone()), input)
+        {
+            crate::errln!("tern: {e}");
+        }
         false
     }
 }

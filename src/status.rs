@@ -34,6 +34,10 @@ pub struct Snapshot {
     /// The instruction files pinned in `system.txt` (label, and whether the file reads
     /// differently now; None: not checked, the global file).
     pub instructions: Vec<(String, Option<bool>)>,
+    /// The `--goal` (`goal.json`), when one is set.
+    pub goal: Option<crate::hooks::goal::Goal>,
+    /// Hook runs recorded (`hook` events), and the latest as its REPL line.
+    pub hooks: (usize, Option<String>),
 }
 
 /// Reads a snapshot of `session`. Damaged files do not fail the view: they are listed in
@@ -57,9 +61,13 @@ pub fn snapshot(session: &Session) -> Snapshot {
     let since = ledger.goal.as_ref().and_then(|g| g.started_at).unwrap_or(0);
     let mut requests = Vec::new();
     let mut tokens: u64 = 0;
+    let mut hooks = (0, None);
     match session.read_envelopes() {
         Ok(events) => {
             for e in &events {
+                if matches!(e.event, Event::Hook { .. }) {
+                    hooks = (hooks.0 + 1, crate::hooks::run_line(&e.event));
+                }
                 if let Event::Usage {
                     input_tokens,
                     output_tokens,
@@ -78,6 +86,10 @@ pub fn snapshot(session: &Session) -> Snapshot {
         }
         Err(e) => problems.push(e.to_string()),
     }
+    let goal = crate::hooks::goal::read(session)
+        .map_err(|e| problems.push(e))
+        .ok()
+        .flatten();
     let all_settled = !ledger.items.is_empty() && ledger.settled() == ledger.items.len();
     let settled_at = all_settled
         .then(|| std::fs::metadata(session.path(files::LEDGER)).and_then(|m| m.modified()))
@@ -95,6 +107,8 @@ pub fn snapshot(session: &Session) -> Snapshot {
         settled_at,
         children: running_children(session),
         instructions,
+        goal,
+        hooks,
     }
 }
 
@@ -144,6 +158,9 @@ fn instructions_line(files: &[(String, Option<bool>)]) -> Option<String> {
 /// The footer lines: plan state, cache figures, session status, problems.
 pub fn footer(session: &Session, snap: &Snapshot) -> Vec<String> {
     let mut lines = vec![String::new()];
+    if let Some(g) = &snap.goal {
+        lines.push(crate::hooks::goal::status_line(g));
+    }
     let plan = &snap.plan;
     let mut p = format!("Plan: {}", plan.state.as_str());
     if plan.revision > 0 {
@@ -186,6 +203,12 @@ pub fn footer(session: &Session, snap: &Snapshot) -> Vec<String> {
         ));
     }
     lines.extend(snap.children.iter().map(RunningChild::line));
+    if let (n @ 1.., Some(last)) = &snap.hooks {
+        lines.push(format!(
+            "Hooks: {n} run{}; last: {last}",
+            if *n == 1 { "" } else { "s" }
+        ));
+    }
     for p in &snap.problems {
         lines.push(format!("! {p}"));
     }
@@ -234,18 +257,9 @@ pub fn running_children(session: &Session) -> Vec<RunningChild> {
 }
 
 fn child_sessions(session: &Session) -> Vec<Session> {
-    let Ok(rd) = std::fs::read_dir(session.path(files::AGENTS)) else {
-        return Vec::new();
-    };
-    let mut dirs: Vec<_> = rd.flatten().map(|e| e.path()).collect();
-    dirs.sort();
-    dirs.into_iter()
-        .map(|d| {
-            let name = d
-                .file_name()
-                .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-            Session::at(&name, d)
-        })
+    crate::store::session::child_dirs(&session.path(files::AGENTS))
+        .into_iter()
+        .map(|(id, dir)| Session::at(&id, dir))
         .collect()
 }
 
@@ -298,14 +312,16 @@ pub fn children_stamps(session: &Session) -> Vec<Option<std::time::SystemTime>> 
     out
 }
 
-/// A sandbox setting as the status views show it: `workspace-write (Landlock ABI 7)`,
+/// A sandbox setting as the status views show it: `workspace-write (jail of namespaces +
+/// Landlock ABI 7)`, `workspace-write (Landlock ABI 7 alone, --no-jail)`,
 /// `read-only, no network (…)`, `danger-full-access (no sandbox)`, or a mode this machine cannot
 /// enforce (`… (not enforced: commands are refused)`).
 pub fn sandbox_text(sb: &crate::sandbox::Setting) -> String {
     let net = if sb.no_network { ", no network" } else { "" };
     let how = match (sb.mode.is_sandboxed(), sb.enforced) {
         (false, _) => "no sandbox".to_string(),
-        (true, true) => format!("Landlock ABI {}", sb.landlock_abi),
+        (true, true) if sb.jail => format!("jail of namespaces + Landlock ABI {}", sb.landlock_abi),
+        (true, true) => format!("Landlock ABI {} alone, --no-jail", sb.landlock_abi),
         (true, false) => "not enforced here: commands are refused".to_string(),
     };
     format!("{}{net} ({how})", sb.mode.as_str())
@@ -387,6 +403,8 @@ pub fn snapshot_json(session: &Session, snap: &Snapshot) -> Value {
         },
         "children": snap.children,
         "instructions": snap.instructions.iter().map(|(l, c)| json!({"source": l, "changed": c})).collect::<Vec<_>>(),
+        "goal": snap.goal,
+        "hooks": {"runs": snap.hooks.0, "last": snap.hooks.1},
         "problems": snap.problems,
     })
 }

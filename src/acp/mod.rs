@@ -11,37 +11,47 @@
 //! descriptor 1 then points at stderr, so a stray print anywhere lands in the log, never in the
 //! protocol. Logs go to stderr. A reader thread reads stdin (lines over
 //! [`rpc::MAX_LINE_BYTES`] are refused and skipped); the dispatcher (this module) answers; each
-//! open session has a worker thread (`bridge.rs`); one locked writer sends every line.
+//! open session has a worker thread (`session.rs`); one locked writer sends every line.
+//!
+//! Files: `rpc.rs` (JSON-RPC lines, the writer, the [`rpc::Responder`] that answers a request),
+//! `protocol.rs` (the message shapes), this file (dispatch), `bridge.rs` (the open sessions),
+//! `session.rs` (a session's thread: turns, ops, the order of answers), `slot.rs` (what the
+//! dispatcher and that thread share), `surface.rs` (a turn's
+//! events out, permission questions), `updates.rs` (the one mapping of events to updates),
+//! `mode.rs` (modes, permission options, commands).
 //!
 //! # Methods (client → agent)
 //! | method | params → result | notes |
 //! |---|---|---|
-//! | `initialize` | `{protocolVersion, clientCapabilities?, clientInfo?}` → `{protocolVersion: 1, agentCapabilities, authMethods: [], agentInfo}` | ACP v1, initialization: the client's version if supported, else tern's latest (1). Before it, every other request is `-32600`. |
-//! | `session/new` | `{cwd, mcpServers}` → `{sessionId, modes}` | ACP v1, session setup. `cwd` absolute = the workspace; `.tern/` in it (or `--state-dir`). MCP servers are accepted and reported unsupported (`_meta.tern.mcpServers`, stderr, a `warning` event). |
-//! | `session/load` | `{sessionId, cwd, mcpServers}` → `{modes}` | replays the conversation as `session/update` (user chunks, agent chunks, each tool call then its final update, the plan), then answers. |
-//! | `session/resume` | same → `{modes}` | no replay (ACP v1, session setup: "Resuming Sessions"). |
-//! | `session/list` | `{cwd?, cursor?}` → `{sessions: [{sessionId, cwd, title?, updatedAt?}], nextCursor?}` | newest first, 100 a page (ACP v1, session list). |
+//! | `initialize` | `{protocolVersion, clientCapabilities?, clientInfo?}` → `{protocolVersion: 1, agentCapabilities, authMethods, agentInfo}` | ACP v1, initialization: the client's version if supported, else tern's latest (1). `authMethods` offers `tern setup` as a `terminal` method (ACP auth methods; the registry's requirement). Before it, every other request is `-32600`. |
+//! | `authenticate` | `{methodId}` → `{}` | `tern-setup`: `{}` when a provider is configured, else `-32000` (auth required) naming `tern setup`. |
+//! | `session/new` | `{cwd, mcpServers}` → `{sessionId, modes, models}` | ACP v1, session setup. `cwd` absolute = the workspace; `.tern/` in it (or `--state-dir`). MCP servers are accepted and reported unsupported (`_meta.tern.mcpServers`, stderr, a `warning` event). |
+//! | `session/load` | `{sessionId, cwd, mcpServers}` → `{modes, models}` | replays the conversation as `session/update` (user chunks, agent chunks, each tool call then its final update, the plan), then answers. The mode is the one stored with the session. |
+//! | `session/resume` | same → `{modes, models}` | no replay (ACP v1, session setup: "Resuming Sessions"). |
+//! | `session/list` | `{cwd?, cursor?}` → `{sessions: [{sessionId, cwd, title?, updatedAt?}], nextCursor?}` | newest first, 100 a page (ACP v1, session list); a session whose `meta.json` is damaged is listed with `_meta.tern.status` `damaged` and the reason. |
 //! | `session/close` | `{sessionId}` → `{}` | cancels a running turn as `session/cancel` would, waits for it, frees the session. |
-//! | `session/set_mode` | `{sessionId, modeId}` → `{}` | `ask`, `auto`, `plan` = `--approval ask / auto / never`. |
-//! | `session/prompt` | `{sessionId, prompt: ContentBlock[]}` → `{stopReason}` | text, resource links, embedded text resources. One response per prompt: `end_turn`, `max_turn_requests`, `refusal` (tern could not go on; the reason was sent as a chunk) or `cancelled`. A prompt while the session's turn runs is `-32600`. `/plan`, `/confirm`, `/cancel`, `/clear`, `/compact`, `/status`, `/relay` run tern's op and answer with its receipt. |
+//! | `session/set_mode` | `{sessionId, modeId}` → `{}` | `ask`, `auto`, `plan` = `--approval ask / auto / never`; stored with the session. |
+//! | `session/set_model` | `{sessionId, modelId}` → `{}` | any model name (the config's `models` are offered); a declared boundary; the next request goes to it. `-32600` while a turn runs. |
+//! | `session/prompt` | `{sessionId, prompt: ContentBlock[]}` → `{stopReason}` | text, resource links, embedded text resources. One response per prompt: `end_turn`, `max_turn_requests` or `cancelled`; a turn tern could not finish (provider down) is an error response (`-32603`, `tern: REASON`, `data.tern.status`). A prompt while a turn runs cancels that turn (answered `cancelled` first) and runs next. `/plan`, `/confirm`, `/discard` (the draft; `/cancel` is its hidden old name), `/clear`, `/compact`, `/status`, `/relay`, `/model` run tern's op and answer with its receipt as Markdown. |
 //! | `session/cancel` (notification) | `{sessionId}` | stops the turn: the response `cancelled` comes after its last update. |
 //! | `$/cancel_request` (notification) | `{requestId}` | for a running prompt: as `session/cancel` (ACP v1, cancellation). |
 //! | `_tern/events` | `{sessionId, since?, limit?}` → `{events, next, more}` | the session's `events.jsonl` after `seq` `since`, so a reconnecting client misses nothing. |
+//! | `session/fork` | `{sessionId, cwd, mcpServers?}` → `{sessionId, modes}` | UNSTABLE in the SDK 0.12.1 schema (`sessionCapabilities.fork`): `tern fork` of the stored session at its end (a turn running in it is `-32600`), opened without a replay; its first request repeats the original's bytes. |
 //! | `_tern/steer` | `{sessionId, text, queue?}` → `{id, delivered}` | the person's words for the running turn, read by the model at its next request (`delivered`: `next_request`; with `queue` and no turn running, `next_turn`); no turn running and no `queue`: `-32603`. The delivery shows as a `user_message_chunk`. |
 //!
-//! `authenticate`, `logout`, `session/delete`, `session/set_config_option` and `session/fork`
-//! are not offered (`-32601`, or `-32602` for `authenticate`: there is nothing to authenticate).
+//! `logout`, `session/delete` and `session/set_config_option` are not offered (`-32601`).
 //!
 //! # Agent → client
 //! `session/update` (`agent_message_chunk`, `user_message_chunk` in replays, `tool_call` /
-//! `tool_call_update` with kind `execute` and the command as title, `plan`,
+//! `tool_call_update` with kind `execute` and the command as title, `plan`, warnings as agent
+//! chunks,
 //! `available_commands_update` after a session opens, `current_mode_update` when an "always"
 //! answer switches the mode, `usage_update` after each model request) and
 //! `session/request_permission` under mode `ask`.
 //!
 //! # Errors
 //! `-32700` a line that is not JSON · `-32600` not a request object, a line over the cap, a
-//! request before `initialize`, a prompt while a turn runs · `-32601` unknown method · `-32602`
+//! request before `initialize`, a model switch while a turn runs · `-32601` unknown method · `-32602`
 //! wrong params · `-32603` tern could not do it (no provider configured, a session held by
 //! another process) · `-32002` unknown session. Never a panic; a client that closes stdin
 //! mid-turn cancels the turn, which stores its results and marks the session interrupted; a
@@ -49,8 +59,13 @@
 //! disconnected (not that anyone declined).
 
 pub mod bridge;
+pub mod mode;
 pub mod protocol;
 pub mod rpc;
+pub mod session;
+pub mod slot;
+pub mod surface;
+pub mod updates;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -64,12 +79,12 @@ use serde_json::{Value, json};
 use crate::config::ProviderFlags;
 use crate::runtime::Config;
 use protocol::{
-    CancelRequestParams, EVENTS_METHOD, EventsParams, EventsResult, Implementation,
-    InitializeParams, InitializeResult, ListSessionsParams, ListSessionsResult, NewSessionParams,
-    NewSessionResult, OpenSessionParams, OpenSessionResult, PROTOCOL_VERSION, PromptParams,
-    SessionRef, SetModeParams,
+    AuthenticateParams, CancelRequestParams, EVENTS_METHOD, EventsParams, EventsResult,
+    Implementation, InitializeParams, InitializeResult, ListSessionsParams, ListSessionsResult,
+    NewSessionParams, NewSessionResult, OpenSessionParams, OpenSessionResult, PROTOCOL_VERSION,
+    PromptParams, SessionRef, SetModeParams, SetModelParams,
 };
-use rpc::{Incoming, RpcError, Wire};
+use rpc::{Incoming, Responder, RpcError, Ticket, Wire};
 
 /// What the dispatcher needs from the runtime side; `bridge::Bridge` is the one implementation.
 /// Every method returns quickly except [`Backend::load_session`] (it replays) and
@@ -97,17 +112,33 @@ pub trait Backend {
     ) -> Result<ListSessionsResult, RpcError>;
     /// Cancels a running turn, waits for its response, frees the session.
     fn close_session(&mut self, id: &str) -> Result<(), RpcError>;
-    /// Sets the session's mode.
+    /// Sets the session's mode (and stores it with the session).
     fn set_mode(&mut self, id: &str, mode: &str) -> Result<(), RpcError>;
-    /// Starts a turn (or a slash op) for `text`; Ok means the backend answers `request` itself,
-    /// exactly once, after the turn's last update.
-    fn prompt(&mut self, request: Value, id: &str, text: String) -> Result<(), RpcError>;
-    /// Cancels the running turn of session `id` (nothing when idle).
+    /// Switches the session's model (a declared boundary); waits until it is recorded.
+    fn set_model(&mut self, id: &str, model: &str) -> Result<(), RpcError>;
+    /// Starts a turn (or a slash op) for `text`, cancelling one that runs; Ok means the backend
+    /// answers through `reply`, exactly once, after the turn's last update.
+    fn prompt(&mut self, reply: Responder, id: &str, text: String) -> Result<(), RpcError>;
+    /// Cancels the running turn of session `id` and the prompts waiting behind it (nothing
+    /// when idle).
     fn cancel(&mut self, id: &str);
-    /// Cancels the running prompt whose request id is `request` (nothing otherwise).
-    fn cancel_request(&mut self, request: &Value);
+    /// Ok when a provider is configured (flags, environment or config file), else why not.
+    fn provider_ready(&mut self) -> Result<(), String>;
     /// The events of a session after a `seq`.
     fn events(&mut self, p: &EventsParams) -> Result<EventsResult, RpcError>;
+    /// Forks stored session `id` at its end (`tern fork`) and opens the fork without a
+    /// replay; returns its id and open result. Not offered by default.
+    fn fork_session(
+        &mut self,
+        _id: &str,
+        _cwd: &Path,
+        _mcp_servers: &[Value],
+    ) -> Result<(String, OpenSessionResult), RpcError> {
+        Err(RpcError::new(
+            rpc::METHOD_NOT_FOUND,
+            "method not found: session/fork".to_string(),
+        ))
+    }
     /// Steers `text` into the running turn of a session (`_tern/steer`).
     fn steer(&mut self, p: &protocol::SteerParams) -> Result<Value, RpcError>;
     /// Called after the response that opened session `id` was sent.
@@ -131,6 +162,8 @@ pub struct AcpOptions {
     pub idle_timeout: Duration,
     /// The process's cancel token, process groups and leave flag (set by `main`'s handlers).
     pub process: crate::launcher::Process,
+    /// The config file's `models` list, offered by `session/set_model`.
+    pub models: Vec<String>,
 }
 
 /// Runs `tern acp` until stdin closes or SIGTERM / SIGINT / SIGHUP; returns the exit code (0, or
@@ -158,6 +191,7 @@ pub fn run(opts: AcpOptions) -> i32 {
             state_dir: opts.state_dir,
             idle_timeout: opts.idle_timeout,
             process: opts.process,
+            models: opts.models,
         },
     );
     serve(&wire, &rx, &mut backend, &term);
@@ -185,8 +219,16 @@ fn protocol_stdout() -> std::io::Result<std::fs::File> {
 }
 
 /// Reads messages from `rx` and answers them until EOF or `term`, then shuts `backend` down.
-pub fn serve(wire: &Wire, rx: &Receiver<Incoming>, backend: &mut dyn Backend, term: &AtomicBool) {
-    let mut d = Dispatcher { initialized: false };
+pub fn serve(
+    wire: &Arc<Wire>,
+    rx: &Receiver<Incoming>,
+    backend: &mut dyn Backend,
+    term: &AtomicBool,
+) {
+    let mut d = Dispatcher {
+        initialized: false,
+        prompts: Vec::new(),
+    };
     loop {
         if term.load(Ordering::SeqCst) {
             crate::errln!("tern acp: signal received; cancelling running turns");
@@ -200,7 +242,7 @@ pub fn serve(wire: &Wire, rx: &Receiver<Incoming>, backend: &mut dyn Backend, te
         match msg {
             Incoming::Eof => break,
             Incoming::Request { id, method, params } => {
-                match d.request(&id, &method, params, backend) {
+                match d.request(wire, &id, &method, params, backend) {
                     Reply::Now(result, opened) => {
                         wire.respond(&id, result);
                         if let Some(sid) = opened {
@@ -248,6 +290,8 @@ enum Reply {
 
 struct Dispatcher {
     initialized: bool,
+    /// The prompts answered later: their tickets and sessions (for `$/cancel_request`).
+    prompts: Vec<(Ticket, String)>,
 }
 
 /// `params` as `T`; a missing `params` reads as `{}` (every field then needs a default).
@@ -289,12 +333,13 @@ fn value(r: impl serde::Serialize) -> Value {
 impl Dispatcher {
     fn request(
         &mut self,
+        wire: &Arc<Wire>,
         id: &Value,
         method: &str,
         params: Value,
         backend: &mut dyn Backend,
     ) -> Reply {
-        match self.try_request(id, method, params, backend) {
+        match self.try_request(wire, id, method, params, backend) {
             Ok(r) => r,
             Err(e) => Reply::Error(e),
         }
@@ -302,6 +347,7 @@ impl Dispatcher {
 
     fn try_request(
         &mut self,
+        wire: &Arc<Wire>,
         id: &Value,
         method: &str,
         params: Value,
@@ -325,7 +371,7 @@ impl Dispatcher {
                 value(InitializeResult {
                     protocol_version: PROTOCOL_VERSION,
                     agent_capabilities: protocol::agent_capabilities(),
-                    auth_methods: Vec::new(),
+                    auth_methods: protocol::auth_methods(),
                     agent_info: Implementation {
                         name: "tern".into(),
                         title: Some("tern".into()),
@@ -357,6 +403,17 @@ impl Dispatcher {
                 let r = backend.load_session(&p.session_id, cwd, &p.mcp_servers, replay)?;
                 Ok(Reply::Now(value(r), Some(p.session_id)))
             }
+            "session/fork" => {
+                let p: OpenSessionParams = parse(method, params)?;
+                let cwd = absolute(&p.cwd)?;
+                no_extra_roots(&p.additional_directories)?;
+                let (sid, r) = backend.fork_session(&p.session_id, cwd, &p.mcp_servers)?;
+                let mut v = value(r);
+                if let Value::Object(m) = &mut v {
+                    m.insert("sessionId".into(), Value::String(sid.clone()));
+                }
+                Ok(Reply::Now(v, Some(sid)))
+            }
             "session/list" => {
                 let p: ListSessionsParams = parse(method, params)?;
                 let cwd = p.cwd.as_deref().map(absolute).transpose()?;
@@ -375,10 +432,19 @@ impl Dispatcher {
                 backend.set_mode(&p.session_id, &p.mode_id)?;
                 Ok(Reply::Now(json!({}), None))
             }
+            "session/set_model" => {
+                let p: SetModelParams = parse(method, params)?;
+                backend.set_model(&p.session_id, &p.model_id)?;
+                Ok(Reply::Now(json!({}), None))
+            }
             "session/prompt" => {
                 let p: PromptParams = parse(method, params)?;
                 let text = protocol::prompt_text(&p.prompt).map_err(RpcError::params)?;
-                backend.prompt(id.clone(), &p.session_id, text)?;
+                let reply = Responder::new(wire.clone(), id.clone());
+                let ticket = reply.ticket();
+                backend.prompt(reply, &p.session_id, text)?;
+                self.prompts.retain(|(t, _)| t.is_open());
+                self.prompts.push((ticket, p.session_id));
                 Ok(Reply::Later)
             }
             // A notification sent as a request: do it, and answer, as JSON-RPC requires.
@@ -395,9 +461,26 @@ impl Dispatcher {
                 let p: protocol::SteerParams = parse(method, params)?;
                 Ok(Reply::Now(backend.steer(&p)?, None))
             }
-            "authenticate" => Err(RpcError::params(
-                "tern offers no authentication methods (authMethods is empty)",
-            )),
+            "authenticate" => {
+                let p: AuthenticateParams = parse(method, params)?;
+                if p.method_id != protocol::SETUP_METHOD {
+                    return Err(RpcError::params(format!(
+                        "unknown auth method {:?}: tern offers {:?}",
+                        p.method_id,
+                        protocol::SETUP_METHOD
+                    )));
+                }
+                // The method runs in the client's terminal (`tern setup`); here it only says
+                // whether that was done.
+                backend.provider_ready().map_err(|why| RpcError {
+                    code: rpc::AUTH_REQUIRED,
+                    message: format!(
+                        "no model provider is set up: run `tern setup` in a terminal ({why})"
+                    ),
+                    data: None,
+                })?;
+                Ok(Reply::Now(json!({}), None))
+            }
             _ => Err(RpcError::new(
                 rpc::METHOD_NOT_FOUND,
                 format!("method not found: {method}"),
@@ -412,7 +495,16 @@ impl Dispatcher {
                 Err(e) => crate::errln!("tern acp: session/cancel ignored: {}", e.message),
             },
             "$/cancel_request" => match parse::<CancelRequestParams>(method, params) {
-                Ok(p) => backend.cancel_request(&p.request_id),
+                Ok(p) => {
+                    let found = self
+                        .prompts
+                        .iter()
+                        .find(|(t, _)| t.is_open_for(&p.request_id))
+                        .map(|(_, sid)| sid.clone());
+                    if let Some(sid) = found {
+                        backend.cancel(&sid);
+                    }
+                }
                 Err(e) => crate::errln!("tern acp: $/cancel_request ignored: {}", e.message),
             },
             // ACP v1, extensibility: unrecognized notifications SHOULD be ignored.

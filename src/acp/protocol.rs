@@ -377,10 +377,86 @@ pub struct InitializeResult {
     pub protocol_version: u16,
     /// What tern offers; anything not listed is not offered.
     pub agent_capabilities: AgentCapabilities,
-    /// Empty: tern needs no authentication (the provider key comes from its environment).
-    pub auth_methods: Vec<Value>,
+    /// `[{"type": "terminal", "id": "tern-setup", "args": ["setup"], …}]`: `tern setup` run by
+    /// the client in a terminal writes the provider config (ACP auth methods RFD, "Terminal
+    /// Auth"; the ACP registry lists only agents offering an `agent` or `terminal` method).
+    pub auth_methods: Vec<AuthMethod>,
     /// tern's name and version.
     pub agent_info: Implementation,
+}
+
+/// One authentication method (ACP v1 schema `AuthMethodTerminal`): the client runs tern's own
+/// binary with `args` in an interactive terminal; exit status 0 means it is set up.
+#[derive(Debug, Clone, Serialize)]
+pub struct AuthMethod {
+    /// Always `terminal`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// The method id ([`SETUP_METHOD`]).
+    pub id: &'static str,
+    /// Shown to the person.
+    pub name: &'static str,
+    /// One sentence.
+    pub description: &'static str,
+    /// Appended to the agent's command line: `["setup"]`.
+    pub args: Vec<&'static str>,
+    /// Extra environment (none).
+    pub env: serde_json::Map<String, Value>,
+}
+
+/// The id of the `tern setup` auth method.
+pub const SETUP_METHOD: &str = "tern-setup";
+
+/// The auth methods tern offers: `tern setup` in a terminal.
+pub fn auth_methods() -> Vec<AuthMethod> {
+    vec![AuthMethod {
+        kind: "terminal",
+        id: SETUP_METHOD,
+        name: "Set up a model provider",
+        description: "Runs `tern setup`: choose the provider, base URL, model and key; tern tests them with one small request and saves ~/.config/tern/config.json",
+        args: vec!["setup"],
+        env: serde_json::Map::new(),
+    }]
+}
+
+/// `authenticate` params (ACP v1, initialization).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthenticateParams {
+    /// One of the offered `authMethods` ids.
+    pub method_id: String,
+}
+
+/// `session/set_model` params (ACP unstable "session models"; the schema's
+/// `SetSessionModelRequest`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetModelParams {
+    /// The session.
+    pub session_id: String,
+    /// The model name to send requests to (any name the server accepts).
+    pub model_id: String,
+}
+
+/// `SessionModelState` (ACP unstable "session models"): the models a client may offer and the
+/// current one.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionModelState {
+    /// The model the next request goes to.
+    pub current_model_id: String,
+    /// The config's `models` list plus the current one.
+    pub available_models: Vec<ModelInfo>,
+}
+
+/// One model of [`SessionModelState`].
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelInfo {
+    /// The name sent to the provider.
+    pub model_id: String,
+    /// Shown to the person (the same name).
+    pub name: String,
 }
 
 /// `agentCapabilities` (ACP v1, initialization: "Agent Capabilities").
@@ -431,6 +507,8 @@ pub struct SessionCapabilities {
     pub resume: Value,
     /// `session/close`.
     pub close: Value,
+    /// `session/fork` (UNSTABLE in the SDK 0.12.1 schema).
+    pub fork: Value,
 }
 
 /// The capabilities tern states: load, list, resume, close; text, resource links and embedded
@@ -451,6 +529,7 @@ pub fn agent_capabilities() -> AgentCapabilities {
             list: Value::Object(Map::new()),
             resume: Value::Object(Map::new()),
             close: Value::Object(Map::new()),
+            fork: Value::Object(Map::new()),
         },
         meta: serde_json::json!({"tern": {"events": EVENTS_METHOD, "steer": STEER_METHOD}}),
     }
@@ -464,6 +543,8 @@ pub struct NewSessionResult {
     pub session_id: String,
     /// The modes and the current one.
     pub modes: SessionModeState,
+    /// The models and the current one (for `session/set_model`).
+    pub models: SessionModelState,
     /// `{"tern": {"mcpServers": "…"}}` when MCP servers were given and ignored.
     #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
     pub meta: Option<Value>,
@@ -475,6 +556,8 @@ pub struct NewSessionResult {
 pub struct OpenSessionResult {
     /// The modes and the current one.
     pub modes: SessionModeState,
+    /// The models and the current one.
+    pub models: SessionModelState,
     /// As for [`NewSessionResult::meta`].
     #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
     pub meta: Option<Value>,
@@ -531,19 +614,20 @@ pub struct SessionInfo {
     pub meta: Value,
 }
 
-/// Why a prompt turn stopped (ACP v1, prompt turn: "Stop Reasons"). tern uses all but
-/// `max_tokens`.
+/// Why a prompt turn stopped (ACP v1, prompt turn: "Stop Reasons"). tern never answers
+/// `refusal` (the model did not refuse): a turn tern could not finish (the provider failed) is an
+/// error response carrying tern's reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
     /// The model answered without asking for more tools.
     EndTurn,
-    /// The token limit was reached (unused: tern reports no such stop).
+    /// The model's answer was cut at the output cap (not sent yet: the runtime does not report
+    /// a final answer cut at the cap as its own outcome).
     MaxTokens,
     /// `--max-turns` model requests were made.
     MaxTurnRequests,
-    /// tern could not go on (the provider failed, the session is held elsewhere); the reason
-    /// was sent as a message chunk first.
+    /// The model refused (never sent by tern; kept so the type names the whole spec list).
     Refusal,
     /// The client cancelled the turn.
     Cancelled,
@@ -588,6 +672,12 @@ pub enum SessionUpdate {
     },
     /// Part of the agent's answer.
     AgentMessageChunk {
+        /// The text.
+        content: TextBlock,
+    },
+    /// The agent's own notes (ACP v1, prompt turn: `agent_thought_chunk`): tern sends each
+    /// `hook` run here.
+    AgentThoughtChunk {
         /// The text.
         content: TextBlock,
     },

@@ -28,6 +28,8 @@ pub const METHOD_NOT_FOUND: i32 = -32601;
 pub const INVALID_PARAMS: i32 = -32602;
 /// Internal error (JSON-RPC 2.0 §5.1).
 pub const INTERNAL_ERROR: i32 = -32603;
+/// Authentication is required (ACP v1 schema, `ErrorCode`: "Authentication required").
+pub const AUTH_REQUIRED: i32 = -32000;
 /// The named session does not exist (ACP v1 schema, `ErrorCode`: "Resource not found").
 pub const RESOURCE_NOT_FOUND: i32 = -32002;
 
@@ -383,6 +385,64 @@ impl Wire {
     /// Closes every pending request (their channels see a disconnect), e.g. when stdin closed.
     pub fn abandon_all(&self) {
         lock(&self.pending).clear();
+    }
+}
+
+/// The one answer a request is owed, as a value: whoever holds it answers, exactly once (it is
+/// consumed), and never sees the JSON-RPC id. The dispatcher keeps a [`Ticket`] to find the
+/// request again (`$/cancel_request`) while it is open.
+pub struct Responder {
+    wire: std::sync::Arc<Wire>,
+    id: Value,
+    open: std::sync::Arc<AtomicBool>,
+}
+
+/// The dispatcher's view of an open [`Responder`]: its id and whether it is still unanswered.
+#[derive(Clone)]
+pub struct Ticket {
+    id: Value,
+    open: std::sync::Arc<AtomicBool>,
+}
+
+impl Ticket {
+    /// True while the request with `id` is unanswered.
+    pub fn is_open_for(&self, id: &Value) -> bool {
+        self.open.load(Ordering::SeqCst) && self.id == *id
+    }
+    /// True while unanswered.
+    pub fn is_open(&self) -> bool {
+        self.open.load(Ordering::SeqCst)
+    }
+}
+
+impl Responder {
+    /// The answer owed to request `id`, written through `wire`.
+    pub fn new(wire: std::sync::Arc<Wire>, id: Value) -> Responder {
+        Responder {
+            wire,
+            id,
+            open: std::sync::Arc::new(AtomicBool::new(true)),
+        }
+    }
+
+    /// A ticket for the dispatcher.
+    pub fn ticket(&self) -> Ticket {
+        Ticket {
+            id: self.id.clone(),
+            open: self.open.clone(),
+        }
+    }
+
+    /// Answers with `result`.
+    pub fn respond(self, result: impl Serialize) {
+        self.open.store(false, Ordering::SeqCst);
+        self.wire.respond(&self.id, result);
+    }
+
+    /// Answers with `error`.
+    pub fn fail(self, error: &RpcError) {
+        self.open.store(false, Ordering::SeqCst);
+        self.wire.respond_error(&self.id, error);
     }
 }
 

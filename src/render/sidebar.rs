@@ -7,7 +7,7 @@
 //! To-do
 //! ◆ Goal: Land the v0.9.2 website docs cluster
 //! elapsed: 18m
-//! [█████████░░░░░░░░░░░] 45%
+//! [█████████░░░░░░░░░░░] 45% of the token budget
 //! 50% settled (2/4)
 //! [✓] #1 Read docs-map.ts and the Modes page pattern
 //! [✓] #2 Draft the Fleet and Sandbox pages
@@ -18,7 +18,10 @@
 //! then the caller's footer lines. The goal line appears when a goal is set; `elapsed` when the
 //! goal has a `started_at`; the budget bar when it has a token budget and the tokens used are
 //! known. With no items the settled line reads `no To-do items`. Item lines are the block's
-//! ([`work_state::item_line`]): same marks, same sanitising, same per-line cap.
+//! ([`work_state::item_line`]): same marks, same per-line cap; but what the block turns into
+//! spaces (control characters, escape sequences, bidi overrides) is shown here as visible escapes
+//! ([`crate::render::safe_line`]), so a person sees what an item holds and nothing redraws the
+//! terminal. Footer lines too.
 //!
 //! Windowing, when `height` is given and the items do not fit: the items shown are a window
 //! around the in-progress item ([`work_state::window`]), with `+N earlier To-do items` above and
@@ -29,7 +32,7 @@
 //! (a height of 0 counts as 1).
 
 use crate::domain::ledger::Ledger;
-use crate::render::work_state;
+use crate::render::{safe_line, work_state};
 
 /// Cells of the token-budget bar; each cell is 5 %.
 pub const BAR_CELLS: usize = 20;
@@ -45,7 +48,7 @@ pub struct SidebarInput<'a> {
     /// Lines available; `None` = no limit, every item shown.
     pub height: Option<usize>,
     /// Extra lines the caller adds below (plan state, cache figures); control characters in them
-    /// become spaces so each stays one line.
+    /// are shown as escapes ([`crate::render::safe_line`]) so each stays one line.
     pub footer: &'a [String],
 }
 
@@ -59,8 +62,10 @@ pub fn format_elapsed(secs: u64) -> String {
     }
 }
 
-/// `[█████████░░░░░░░░░░░] 45%`: the percentage of `budget` that `used` is, rounded down and
-/// capped at 100; filled cells = percentage / 5. `budget` must be positive (0 reads as 100 %).
+/// `[█████████░░░░░░░░░░░] 45% of the token budget`: the percentage of `budget` that `used` is,
+/// rounded down and capped at 100; filled cells = percentage / 5. `budget` must be positive (0
+/// reads as 100 %). It says what it measures: beside `50% settled` a bare percentage read as
+/// the work's progress.
 pub fn budget_bar(used: u64, budget: u64) -> String {
     let pct = (used as u128 * 100)
         .checked_div(budget as u128)
@@ -68,10 +73,20 @@ pub fn budget_bar(used: u64, budget: u64) -> String {
         .min(100) as usize;
     let full = pct / 5;
     format!(
-        "[{}{}] {pct}%",
+        "[{}{}] {pct}% of the token budget",
         "█".repeat(full),
         "░".repeat(BAR_CELLS - full)
     )
+}
+
+/// One To-do item as the person sees it: the block's line ([`work_state::item_line`]: same mark,
+/// same cap) of the item with its content shown through [`safe_line`], so control characters,
+/// escape sequences and bidi overrides appear as visible escapes instead of blanks.
+pub fn item_line(item: &crate::domain::ledger::Item) -> String {
+    work_state::item_line(&crate::domain::ledger::Item {
+        content: safe_line(&item.content).into_owned(),
+        ..item.clone()
+    })
 }
 
 /// The Work view as text (format and windowing in the module docs), every line ending in `\n`.
@@ -81,7 +96,7 @@ pub fn render(input: &SidebarInput) -> String {
     let mut header: Vec<(String, usize)> = vec![("To-do".into(), 4)];
     if let Some(goal) = &ledger.goal {
         header.push((
-            work_state::clean_line(&format!("◆ Goal: {}", goal.objective)),
+            work_state::clean_line(&safe_line(&format!("◆ Goal: {}", goal.objective))),
             5,
         ));
         if let Some(started) = goal.started_at {
@@ -103,14 +118,10 @@ pub fn render(input: &SidebarInput) -> String {
     let footer: Vec<String> = input
         .footer
         .iter()
-        .map(|l| {
-            l.chars()
-                .map(|c| if c.is_control() { ' ' } else { c })
-                .collect()
-        })
+        .map(|l| safe_line(l).into_owned())
         .collect();
 
-    let lines: Vec<String> = ledger.items.iter().map(work_state::item_line).collect();
+    let lines: Vec<String> = ledger.items.iter().map(item_line).collect();
     let n = lines.len();
     let anchor = work_state::anchor(ledger);
 

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use super::answer::Call;
 use super::dispatch::ToolResult;
 use super::{Answer, Approval, ChildSpec, Failure, Runtime, Surface, TurnOutcome, system};
-use crate::event::{Envelope, Event};
+use crate::event::{Ending, Envelope, Event};
 use crate::message::Message;
 use crate::store::files;
 use crate::tools::ToolError;
@@ -81,7 +81,9 @@ impl Surface for ChildSurface {
         loop {
             match rx.recv_timeout(Duration::from_millis(100)) {
                 Ok(a) => return a,
-                Err(RecvTimeoutError::Timeout) if self.cancel.is_cancelled() => return Answer::No,
+                Err(RecvTimeoutError::Timeout) if self.cancel.is_cancelled() => {
+                    return Answer::Cancelled;
+                }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return Answer::Unavailable,
             }
@@ -278,18 +280,45 @@ impl Runtime {
                 (Some(m), route)
             }
         };
+        // A fork reads the parent's cached prefix: only the same wire format, server and model
+        // can. Each difference is named.
         if a.fork
             && let Some(r) = &route
-            && (r.model != self.cfg.model || r.base_url != self.cfg.base_url)
         {
-            return Err(ToolError::Refused(format!(
-                "a fork runs on the parent's route ({}); member {} names another model ({}). Call it without fork",
-                self.cfg.model,
-                member.as_ref().map_or("", |m| m.id.as_str()),
-                r.model
-            )));
+            let provider = match r.kind {
+                crate::config::ProviderKind::Openai => "openai",
+                crate::config::ProviderKind::Anthropic => "anthropic",
+            };
+            let display_url = crate::provider::http::display_url;
+            let mut differs = Vec::new();
+            if provider != self.provider_name() {
+                differs.push(format!(
+                    "provider {provider} (the parent's: {})",
+                    self.provider_name()
+                ));
+            }
+            if r.base_url != self.cfg.base_url {
+                differs.push(format!(
+                    "base URL {} (the parent's: {})",
+                    display_url(&r.base_url),
+                    display_url(&self.cfg.base_url)
+                ));
+            }
+            if r.model != self.cfg.model {
+                differs.push(format!(
+                    "model {} (the parent's: {})",
+                    r.model, self.cfg.model
+                ));
+            }
+            if !differs.is_empty() {
+                return Err(ToolError::Refused(format!(
+                    "a fork runs on the parent's route and reads its cache; member {} differs in {}. Call it without fork",
+                    member.as_ref().map_or("", |m| m.id.as_str()),
+                    differs.join(", ")
+                )));
+            }
         }
-        let cfg = child_config(self, member.as_ref(), a.read_only);
+        let mut cfg = child_config(self, member.as_ref(), a.read_only);
         let instructions = member
             .as_ref()
             .and_then(|m| m.instructions.clone())
@@ -317,6 +346,9 @@ impl Runtime {
             .map_or(self.cfg.agents.wall_time, |w| {
                 w.min(self.cfg.agents.wall_time)
             });
+        // A child's retries fit its wall time: a stalled server never holds the parent (and a
+        // finished sibling) for the default five minutes of retries.
+        cfg.retry.max_total = cfg.retry.max_total.min(wall_time);
         let spec = ChildSpec {
             title: a.task.chars().take(80).collect(),
             system,
@@ -458,7 +490,10 @@ impl Runtime {
                     && c.started.is_some_and(|t| t.elapsed() >= c.wall_time)
                 {
                     c.timed_out = true;
-                    c.token.cancel();
+                    c.token.cancel_for_budget(format!(
+                        "its wall time of {} s ran out",
+                        c.wall_time.as_secs()
+                    ));
                 }
             }
         }
@@ -479,38 +514,30 @@ impl Runtime {
             .into();
         };
         let seeded = child.seeded;
-        let (status, text) = match &outcome {
-            Ok(t) => ("completed", t.clone()),
-            Err(Failure::Interrupted) if child.timed_out => (
-                "budget_exhausted",
-                format!(
-                    "{}\n[stopped: its wall time of {} s ran out]",
-                    partial_output(&rt, seeded),
-                    child.wall_time.as_secs()
-                ),
+        let status = match &outcome {
+            Ok(_) => Ending::Completed,
+            // Cut by its wall time before its turn could say so itself.
+            Err(Failure::Interrupted) if child.timed_out => Ending::BudgetExhausted,
+            Err(f) => f.kind(),
+        };
+        let partial = || partial_output(&rt, seeded);
+        let text = match &outcome {
+            Ok(t) => t.clone(),
+            Err(Failure::Interrupted) if child.timed_out => format!(
+                "{}\n[stopped: its wall time of {} s ran out]",
+                partial(),
+                child.wall_time.as_secs()
             ),
-            Err(Failure::Interrupted) => (
-                "interrupted",
-                format!("{}\n[interrupted]", partial_output(&rt, seeded)),
-            ),
+            Err(Failure::Interrupted) => format!("{}\n[interrupted]", partial()),
             // A child's turn budget is `--agent-max-turns` or its member's `max_turns`, not the
             // parent's `--max-turns` that the failure's own text names.
-            Err(Failure::MaxTurns(n)) => (
-                "budget_exhausted",
-                format!(
-                    "{}\n[stopped: its turn budget of {n} model request{} ran out]",
-                    partial_output(&rt, seeded),
-                    if *n == 1 { "" } else { "s" }
-                ),
+            Err(Failure::MaxTurns(n)) => format!(
+                "{}\n[stopped: its turn budget of {n} model request{} ran out]",
+                partial(),
+                if *n == 1 { "" } else { "s" }
             ),
-            Err(f @ Failure::Budget(_)) => (
-                "budget_exhausted",
-                format!("{}\n[stopped: {f}]", partial_output(&rt, seeded)),
-            ),
-            Err(f) => (
-                "failed",
-                format!("{}\n[failed: {f}]", partial_output(&rt, seeded)),
-            ),
+            Err(f @ Failure::Budget(_)) => format!("{}\n[stopped: {f}]", partial()),
+            Err(f) => format!("{}\n[failed: {f}]", partial()),
         };
         let text = text.trim().to_string();
         let report = child.dir.join(REPORT);
@@ -521,20 +548,33 @@ impl Runtime {
         }
         let t = rt.totals();
         let u = t.usage;
+        // The parent's result gives its children's total: theirs and their own children's.
+        let mine = &mut self.meter.totals;
+        mine.child_requests = mine
+            .child_requests
+            .saturating_add(t.requests)
+            .saturating_add(t.child_requests);
+        mine.child_usage.add(&u);
+        mine.child_usage.add(&t.child_usage);
         self.emit(
             ui,
             Event::AgentEnd {
                 call_id: slot.call_id.clone(),
                 child: child.id.clone(),
-                status: status.to_string(),
+                status,
                 requests: t.requests,
                 usage: u,
                 duration_ms: child.took.map_or(0, |d| d.as_millis() as u64),
             },
         );
         let head = format!(
-            "[sub-agent {}: {status}; {} requests; tokens in {} (cached {}), out {}]",
-            child.id, t.requests, u.input_tokens, u.cached_tokens, u.output_tokens
+            "[sub-agent {}: {}; {} requests; tokens in {} (cached {}), out {}]",
+            child.id,
+            status.as_str(),
+            t.requests,
+            u.input_tokens,
+            u.cached_tokens,
+            u.output_tokens
         );
         let body = bound(&text, &report);
         let content = if body.is_empty() {
@@ -544,10 +584,114 @@ impl Runtime {
         };
         ToolResult {
             content,
-            is_error: status != "completed",
+            is_error: status != Ending::Completed,
             interrupted: false,
             bash: None,
             duration_ms: 0,
+        }
+    }
+}
+
+/// The result of the parent's `agent` call `call_id` that tern stopped before recording, read
+/// from the child's own record under `agents_dir` (its `meta.json`, `report.md`,
+/// `conversation.jsonl`), and whether it is an error:
+/// - completed: its final answer, bounded as a live result is, with a note that tern restarted
+///   (not an error: the work is done, so the model need not redo it);
+/// - running when tern stopped (marked interrupted at start-up), interrupted or failed: that
+///   status, naming the child and where its partial work is;
+/// - no child folder, or one that never ran a turn: it never started, so nothing ran.
+///
+/// Every path it names exists.
+pub fn repaired_result(agents_dir: &std::path::Path, call_id: &str) -> (String, bool) {
+    use crate::store::Status;
+    let Some((child, dir)) = child_of_call(agents_dir, call_id) else {
+        return (
+            "Error: no result was recorded: tern stopped before the sub-agent for this call started (no session was made for it), so nothing of its task ran. Call agent again if it still needs doing.".to_string(),
+            true,
+        );
+    };
+    let session = crate::store::Session::at(&child, dir.clone());
+    let Ok(meta) = session.read_meta() else {
+        return (super::repair::LOST_RESULT.to_string(), true);
+    };
+    let (u, requests) = (meta.usage, meta.turns);
+    let head = |status: &str| {
+        format!(
+            "[sub-agent {child}: {status}; {requests} requests; tokens in {} (cached {}), out {}]",
+            u.input_tokens, u.cached_tokens, u.output_tokens
+        )
+    };
+    let conversation = dir.join(files::CONVERSATION);
+    match meta.status {
+        Status::Completed => {
+            let report = dir.join(REPORT);
+            let answer = match session.read_text(REPORT) {
+                Ok(Some(t)) if !t.trim().is_empty() => t.trim().to_string(),
+                _ => session
+                    .read_conversation()
+                    .ok()
+                    .and_then(|r| {
+                        r.items.into_iter().rev().find_map(|m| match m {
+                            Message::Assistant { text, .. } if !text.trim().is_empty() => {
+                                Some(text.trim().to_string())
+                            }
+                            _ => None,
+                        })
+                    })
+                    .unwrap_or_default(),
+            };
+            let whole = if report.is_file() {
+                report
+            } else {
+                conversation
+            };
+            (
+                format!(
+                    "{}
+[tern restarted before this result was recorded; this is the sub-agent's final answer, read from its session record]
+{}",
+                    head("completed"),
+                    bound(&answer, &whole)
+                ),
+                false,
+            )
+        }
+        Status::Idle if meta.turns == 0 => (
+            format!(
+                "Error: no result was recorded: tern stopped before the sub-agent session {child} ran its first request, so nothing of its task ran. Call agent again if it still needs doing."
+            ),
+            true,
+        ),
+        status => {
+            let how = match status {
+                Status::Running | Status::Interrupted => format!(
+                    "tern stopped while the sub-agent session {child} was running; it was marked interrupted"
+                ),
+                Status::Failed
+                | Status::MaxTurns
+                | Status::BudgetExhausted
+                | Status::ProviderUnavailable => format!(
+                    "the sub-agent session {child} ended ({}), and tern stopped before its result was recorded",
+                    status.as_str()
+                ),
+                Status::Idle | Status::Completed => format!(
+                    "tern stopped before the result of the sub-agent session {child} was recorded"
+                ),
+            };
+            let report = dir.join(REPORT);
+            let where_ = if report.is_file() {
+                format!("{} and {}", conversation.display(), report.display())
+            } else {
+                conversation.display().to_string()
+            };
+            (
+                format!(
+                    "{}
+Error: no result was recorded: {how}. What it did so far is in {where_}; check the state before retrying.",
+                    head(status.as_str())
+                ),
+                true,
+            )
         }
     }
 }
@@ -558,9 +702,8 @@ pub fn child_of_call(
     agents_dir: &std::path::Path,
     call_id: &str,
 ) -> Option<(String, std::path::PathBuf)> {
-    let rd = std::fs::read_dir(agents_dir).ok()?;
-    for e in rd.flatten() {
-        let s = crate::store::Session::at(&e.file_name().to_string_lossy(), e.path());
+    for (id, dir) in crate::store::session::child_dirs(agents_dir) {
+        let s = crate::store::Session::at(&id, dir);
         if let Ok(m) = s.read_meta()
             && m.parent.as_ref().is_some_and(|p| p.call_id == call_id)
         {
@@ -574,11 +717,8 @@ pub fn child_of_call(
 /// as interrupted (its lease is free), recursively. Returns the ids marked.
 pub fn mark_dead_children(dir: &std::path::Path) -> Vec<String> {
     let mut marked = Vec::new();
-    let Ok(rd) = std::fs::read_dir(dir.join(files::AGENTS)) else {
-        return marked;
-    };
-    for e in rd.flatten() {
-        let s = crate::store::Session::at(&e.file_name().to_string_lossy(), e.path());
+    for (id, child) in crate::store::session::child_dirs(&dir.join(files::AGENTS)) {
+        let s = crate::store::Session::at(&id, child);
         marked.extend(mark_dead_children(&s.dir));
         if super::held_elsewhere(&s).is_some() {
             continue;

@@ -32,6 +32,7 @@ impl Runtime {
         keep_from: Option<usize>,
         ui: &mut dyn Surface,
     ) -> Result<bool, Failure> {
+        self.hook_pre_compact(trigger, ui);
         let cut = keep_from
             .unwrap_or(self.prefix.history.len())
             .min(self.prefix.history.len());

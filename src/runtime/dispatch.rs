@@ -26,6 +26,18 @@ pub(super) struct ToolResult {
     pub duration_ms: u64,
 }
 
+/// A command the person set, after it ran (see [`Runtime::bash_for_person`]).
+pub(crate) struct PersonRun {
+    /// The shell's exit code (None: killed, timed out, or refused before it ran).
+    pub exit_code: Option<i32>,
+    /// It did not run, or tern refused what it did (the state-folder guard).
+    pub refused: bool,
+    /// Its output as a tool result shapes it.
+    pub content: String,
+    /// Wall time.
+    pub duration_ms: u64,
+}
+
 impl From<Result<String, ToolError>> for ToolResult {
     fn from(r: Result<String, ToolError>) -> Self {
         let (content, is_error, interrupted) = match r {
@@ -59,16 +71,38 @@ impl Runtime {
             },
         );
         let started = Instant::now();
+        // The person's PreToolUse hooks may deny the call or replace its arguments.
+        let args = match (&c.bad_arguments, self.hook_pre_tool(call, ui)) {
+            (None, super::hooks::PreTool::Deny(why)) => {
+                let mut r: ToolResult = Err(ToolError::Refused(why)).into();
+                r.duration_ms = started.elapsed().as_millis() as u64;
+                return r;
+            }
+            (_, super::hooks::PreTool::Run(updated)) => updated,
+            (Some(_), _) => None,
+        };
+        let args = args.as_ref().unwrap_or(&call.arguments);
         let mut result = match (&c.bad_arguments, call.name.as_str()) {
             (Some(why), _) => Err(ToolError::Arguments(why.clone())).into(),
-            (None, "bash") => self.tool_bash(&call.arguments, ui),
+            (None, "bash") => self.tool_bash(args, ui),
             (None, name) => {
-                let r = self.tool_other(name, &call.arguments, ui).into();
+                let r = self.tool_other(name, args, ui).into();
                 // The ledger and plan tools wrote tern's files themselves.
                 self.guard_refresh();
                 r
             }
         };
+        if c.bad_arguments.is_none() {
+            let exit = result.bash.as_ref().and_then(|b| b.exit_code);
+            self.hook_post_tool(
+                call,
+                &mut result.content,
+                result.is_error,
+                exit,
+                result.interrupted,
+                ui,
+            );
+        }
         result.duration_ms = started.elapsed().as_millis() as u64;
         result
     }
@@ -130,11 +164,20 @@ impl Runtime {
 
     /// Whether bash may run this command now (approval policy, the person's answer).
     fn approve(&mut self, command: &str, ui: &mut dyn Surface) -> Result<(), ToolError> {
+        use super::hooks::Permission;
+        // A PreToolUse hook's allow skips the question, its ask asks whatever the policy.
+        let ask = match (self.hook_state.permission.take(), self.cfg.approval) {
+            (_, Approval::Never) => true,
+            (Some(Permission::Allow), _) => false,
+            (Some(Permission::Ask), _) => true,
+            (None, Approval::Ask) => !self.approved_always,
+            (None, Approval::Auto) => false,
+        };
         match self.cfg.approval {
             Approval::Never => Err(ToolError::Refused(
                 "bash is disabled in this session (--approval never). You can only plan: write the plan with plan_draft.".into(),
             )),
-            Approval::Ask if !self.approved_always => match ui.approve(command) {
+            _ if ask => match ui.approve(command) {
                 Answer::Yes => Ok(()),
                 Answer::Always => {
                     self.approved_always = true;
@@ -149,6 +192,9 @@ impl Runtime {
                 Answer::Disconnected => Err(ToolError::Refused(
                     "not run: the client disconnected before answering the permission question (no one declined it).".into(),
                 )),
+                Answer::Cancelled => Err(ToolError::Refused(
+                    "not run: the turn was cancelled while the permission question was open (no one declined it).".into(),
+                )),
             },
             _ => Ok(()),
         }
@@ -162,6 +208,34 @@ impl Runtime {
         if let Err(e) = self.approve(&args.command, ui) {
             return Err(e).into();
         }
+        self.bash_sandboxed(&args.command, args.timeout, ui)
+    }
+
+    /// A command the person set (the `--goal`), run exactly as the model's commands run (the
+    /// same sandbox, environment, guard and output shaping) but without an approval question.
+    pub(crate) fn bash_for_person(
+        &mut self,
+        command: &str,
+        timeout: std::time::Duration,
+        ui: &mut dyn Surface,
+    ) -> PersonRun {
+        let started = Instant::now();
+        let r = self.bash_sandboxed(command, timeout, ui);
+        PersonRun {
+            exit_code: r.bash.as_ref().and_then(|b| b.exit_code),
+            refused: r.bash.is_none() || r.is_error,
+            content: crate::store::redact::for_model(&r.content).into_owned(),
+            duration_ms: started.elapsed().as_millis() as u64,
+        }
+    }
+
+    /// Runs `command` in the sandbox (the bash tool's path after its approval).
+    fn bash_sandboxed(
+        &mut self,
+        command: &str,
+        timeout: std::time::Duration,
+        ui: &mut dyn Surface,
+    ) -> ToolResult {
         // The paths as they are, bytes and all: a workspace whose path is not UTF-8 must still
         // give the command a $PLAN_DRAFT_FILE it can write.
         let env = [
@@ -215,8 +289,8 @@ impl Runtime {
             None
         };
         let req = bash::BashRequest {
-            command: &args.command,
-            timeout: args.timeout,
+            command,
+            timeout,
             cwd: &self.workspace,
             env: &env,
             env_remove: crate::config::SECRET_ENV,
@@ -243,10 +317,21 @@ impl Runtime {
         if self.tmp.as_ref().is_some_and(|t| t.clear().is_err()) {
             self.tmp = None;
         }
-        let refused = if jail.is_none() {
-            self.guard_check().or(before)
-        } else {
-            None
+        let refused = match &jail {
+            None => self.guard_check().or(before),
+            Some(j) => {
+                let planted = j.unplant();
+                (!planted.is_empty()).then(|| {
+                    let names: Vec<String> =
+                        planted.iter().map(|p| p.display().to_string()).collect();
+                    let msg = format!(
+                        "this command created {}, which would make git read another folder's configuration and hooks at the person's next git command; tern removed it.",
+                        names.join(", ")
+                    );
+                    self.emit(ui, crate::event::Event::Warning { message: msg.clone() });
+                    msg
+                })
+            }
         };
         let mut content = out.content;
         if let Some(msg) = &refused {

@@ -4,13 +4,15 @@
 //!
 //! What a runtime holds, grouped: the session folder and its [`Lease`] while a turn (or a
 //! rewriting verb) holds it; the request [`Prefix`] (tools + pinned system prompt + history); the
-//! provider; the policy ([`Config`], approvals); the [`Meter`] of requests; and the stamps of files
-//! other processes may change ([`Seen`]).
+//! provider; the policy ([`Config`], approvals); the `Meter` of requests; and the stamps of files
+//! other processes may change (`Seen`).
 
 pub mod agent;
 mod answer;
+mod checkpoints;
 pub mod compact;
 mod dispatch;
+pub mod hooks;
 pub mod nudge;
 pub mod plan;
 pub mod prefix;
@@ -57,6 +59,9 @@ pub enum Answer {
     /// The one asked went away before answering (an editor closed the connection): not run,
     /// the model is told so, and the surface cancels the turn.
     Disconnected,
+    /// The turn was cancelled while the question was open: not run, and the model is told the
+    /// turn was cancelled (not that anyone declined).
+    Cancelled,
 }
 
 /// What a surface (exec output, REPL, demo, ACP) receives from the runtime. Events arrive after
@@ -122,6 +127,8 @@ pub struct Config {
     /// Tell the model once per turn when its first answer shows a shell command in a code block
     /// and makes no tool call (see `nudge`); false: `--no-nudge`.
     pub nudge: bool,
+    /// The checkpoint store's limits (`TERN_CHECKPOINT_*`).
+    pub checkpoints: crate::checkpoint::Limits,
 }
 
 /// Sub-agent limits (`--agent-depth`, `--agents-parallel`, `--agent-max-turns`,
@@ -175,6 +182,7 @@ impl Config {
             agents: AgentLimits::default(),
             token_budget: None,
             nudge: true,
+            checkpoints: crate::checkpoint::Limits::default(),
         }
     }
 }
@@ -190,6 +198,10 @@ pub struct Totals {
     pub prefix_reuse_bytes: u64,
     /// Sum of request body sizes in bytes.
     pub request_bytes: u64,
+    /// The requests of this runtime's sub-agents (at any depth), not in `requests`.
+    pub child_requests: u64,
+    /// Their usage, not in `usage`.
+    pub child_usage: Usage,
 }
 
 impl Totals {
@@ -225,20 +237,24 @@ pub enum Failure {
     Budget(String),
     /// A session reference that names nothing, or a bad flag value (exit 2).
     Usage(String),
+    /// Another process holds the session (a turn runs there): exit 1. Its own variant, so a
+    /// caller told to wait (`--wait`) can tell it from every other failure without racing a
+    /// second look at the lease.
+    Held(String),
     /// Anything else (exit 1).
     Failed(String),
 }
 
 impl Failure {
-    /// The status name used in `result` and `error` events: `interrupted`, `max_turns`,
-    /// `provider_unavailable`, `failed`.
-    pub fn kind(&self) -> &'static str {
+    /// How a run that failed this way ended (`result`, `error`, `turn_end`, `meta.json`).
+    pub fn kind(&self) -> crate::event::Ending {
+        use crate::event::Ending;
         match self {
-            Failure::Interrupted => "interrupted",
-            Failure::MaxTurns(_) => "max_turns",
-            Failure::ProviderUnavailable(_) => "provider_unavailable",
-            Failure::Budget(_) => "budget_exhausted",
-            Failure::Usage(_) | Failure::Failed(_) => "failed",
+            Failure::Interrupted => Ending::Interrupted,
+            Failure::MaxTurns(_) => Ending::MaxTurns,
+            Failure::ProviderUnavailable(_) => Ending::ProviderUnavailable,
+            Failure::Budget(_) => Ending::BudgetExhausted,
+            Failure::Usage(_) | Failure::Failed(_) | Failure::Held(_) => Ending::Failed,
         }
     }
 
@@ -249,7 +265,7 @@ impl Failure {
             Failure::MaxTurns(_) => 3,
             Failure::ProviderUnavailable(_) => 75,
             Failure::Usage(_) => 2,
-            Failure::Budget(_) | Failure::Failed(_) => 1,
+            Failure::Budget(_) | Failure::Failed(_) | Failure::Held(_) => 1,
         }
     }
 }
@@ -260,7 +276,9 @@ impl std::fmt::Display for Failure {
             Failure::Interrupted => f.write_str("interrupted"),
             Failure::MaxTurns(n) => write!(f, "stopped after --max-turns {n} model requests"),
             Failure::ProviderUnavailable(m) => write!(f, "provider unavailable: {m}"),
-            Failure::Usage(m) | Failure::Failed(m) | Failure::Budget(m) => f.write_str(m),
+            Failure::Usage(m) | Failure::Failed(m) | Failure::Budget(m) | Failure::Held(m) => {
+                f.write_str(m)
+            }
         }
     }
 }
@@ -403,6 +421,10 @@ pub struct Runtime {
     /// A bash command ran in this runtime: what it left running is killed when the runtime
     /// ends (see the `Drop`).
     ran_commands: bool,
+    /// The person's hooks and the goal's outcome (src/hooks; the door is `runtime::hooks`).
+    pub(crate) hook_state: hooks::HookState,
+    /// The turn's checkpoint state (the door: [`Runtime::checkpoint`]).
+    pub(crate) checkpoints: crate::checkpoint::Tracker,
 }
 
 /// What the commands of this runtime left running (a background job, a daemon: found by the
@@ -411,8 +433,14 @@ pub struct Runtime {
 /// another process holds the session: those are its commands.
 impl Drop for Runtime {
     fn drop(&mut self) {
-        // In a jail, what the commands left running dies with it (its PID namespace).
-        if matches!(self.jail, crate::sandbox::jail::JailSlot::Running(_)) {
+        // A surface that did not end the session itself (the REPL, ACP): SessionEnd now.
+        self.hook_session_end("other", &mut Quiet);
+        // In a jail, what the commands left running dies with it (its PID namespace); then
+        // nothing can plant in git's folder any more, and what was planted is removed.
+        if let crate::sandbox::jail::JailSlot::Running(j) = std::mem::take(&mut self.jail) {
+            let plants = j.spec().git_plants.clone();
+            drop(j);
+            crate::sandbox::jail::unplant(&plants);
             return;
         }
         if self.ran_commands && (self.lease.is_some() || held_elsewhere(&self.session).is_none()) {
@@ -444,6 +472,8 @@ impl Runtime {
             tmp: None,
             jail: crate::sandbox::jail::JailSlot::Unstarted,
             ran_commands: false,
+            hook_state: Default::default(),
+            checkpoints: crate::checkpoint::Tracker::default(),
             workspace: parts.workspace,
             cfg: parts.cfg,
             cancel: parts.cancel,
@@ -497,6 +527,11 @@ impl Runtime {
         self.sandbox
     }
 
+    /// The registry the running commands' (and hooks') process groups go in.
+    pub(crate) fn process_groups(&self) -> &ProcessGroups {
+        &self.groups
+    }
+
     /// The parent session of a sub-agent.
     pub fn parent(&self) -> Option<&str> {
         self.parent.as_deref()
@@ -546,6 +581,33 @@ impl Runtime {
             m.base_url = base_url;
         })?;
         Ok(())
+    }
+
+    /// `/model NAME` and ACP `session/set_model`: the next request goes to `model` (any name the
+    /// server accepts), recorded as a declared boundary (`boundary` model_switch) and in
+    /// `meta.json`. `None` only names the model. Returns the receipt line. Errors: a blank name
+    /// or one with control characters ([`Failure::Usage`]), `meta.json` unreadable.
+    pub fn set_model(
+        &mut self,
+        model: Option<&str>,
+        ui: &mut dyn Surface,
+    ) -> Result<String, Failure> {
+        let Some(name) = model else {
+            return Ok(format!("model: {}", self.cfg.model));
+        };
+        let name = crate::config::model_name(name.trim(), "/model").map_err(Failure::Usage)?;
+        if name == self.cfg.model {
+            return Ok(format!("model: {name} (unchanged)"));
+        }
+        let meta = self.session.read_meta()?;
+        let before = std::mem::replace(&mut self.cfg.model, name.clone());
+        if let Err(e) = self.switch_model(ui, &meta) {
+            self.cfg.model = before;
+            return Err(e);
+        }
+        Ok(format!(
+            "model: {before} → {name}; the next request goes to {name}"
+        ))
     }
 
     /// Records a sandbox change (the stored setting differs from this runtime's) as a declared
@@ -634,9 +696,25 @@ impl Runtime {
             (files::SYSTEM, Keep::Copy),
             (files::META, Keep::Copy),
             (files::EVENTS, Keep::Append),
+            (crate::hooks::goal::FILE, Keep::Copy),
         ]
         .iter()
         .map(|(n, k)| (self.session.path(n), *k))
+        .chain(
+            // The hooks files and the trust record run as the person's code: never the model's.
+            self.hook_state
+                .protected()
+                .iter()
+                .map(|p| (p.clone(), Keep::Copy)),
+        )
+        // The checkpoint store's refs and settings (the objects only the jail protects).
+        .chain(
+            self.state_root()
+                .map(|r| crate::checkpoint::guarded(&r))
+                .unwrap_or_default()
+                .into_iter()
+                .map(|p| (p, Keep::Copy)),
+        )
         .collect()
     }
 
@@ -965,17 +1043,11 @@ impl Runtime {
             return Ok(());
         }
         let agents = self.session.path(files::AGENTS);
-        let lost = |id: &str, name: &str| -> String {
+        let lost = |id: &str, name: &str| -> (String, bool) {
             if name != crate::tools::agent::NAME {
-                return repair::LOST_RESULT.to_string();
+                return (repair::LOST_RESULT.to_string(), true);
             }
-            match agent::child_of_call(&agents, id) {
-                Some((child, dir)) => format!(
-                    "Error: no result was recorded: tern stopped while the sub-agent session {child} was running; it was marked interrupted. What it did so far is in {} (its conversation.jsonl and report).",
-                    dir.display()
-                ),
-                None => repair::LOST_RESULT.to_string(),
-            }
+            agent::repaired_result(&agents, id)
         };
         let (history, mut report) = repair::repair_with(read.items, &read.skipped, &lost);
         report.torn_tail = read.torn_tail;
@@ -1010,7 +1082,7 @@ impl Runtime {
                 let _ = steer::sweep(&self.session, &self.prefix.history);
                 Ok(())
             }
-            Err(h) => Err(Failure::Failed(held_message(&self.session.id, h.pid))),
+            Err(h) => Err(Failure::Held(held_message(&self.session.id, h.pid))),
         }
     }
 
@@ -1057,20 +1129,23 @@ impl Runtime {
             prefix_reuse_bytes: t.prefix_reuse_bytes,
             prefix_reuse_ratio: t.prefix_reuse_ratio(),
             duration_ms: self.started.elapsed().as_millis() as u64,
+            children_turns: t.child_requests,
+            children_usage: t.child_usage,
         }
     }
 
     /// Emits the final `result` event for `outcome` and returns the exit code (DESIGN.md §8).
     pub fn finish(&self, outcome: &TurnOutcome, ui: &mut dyn Surface) -> i32 {
         let (status, text, error, code) = match outcome {
-            Ok(text) => ("completed", text.clone(), None, 0),
+            Ok(text) => (crate::event::Ending::Completed, text.clone(), None, 0),
             Err(f) => (f.kind(), String::new(), Some(f.to_string()), f.exit_code()),
         };
         self.emit(
             ui,
             Event::Result(ResultFields {
-                status: status.to_string(),
+                status,
                 text,
+                goal: self.hook_state.goal.clone(),
                 error,
                 exit_code: code,
                 totals: Some(self.result_totals()),
@@ -1081,7 +1156,7 @@ impl Runtime {
 }
 
 /// The message of a refused hold.
-fn held_message(id: &str, pid: Option<u32>) -> String {
+pub(crate) fn held_message(id: &str, pid: Option<u32>) -> String {
     match pid {
         Some(pid) => format!(
             "session {id} is running a turn in process {pid}; wait for it to finish (or interrupt it) first"

@@ -38,7 +38,7 @@ fn archive_draft(
         None => {
             crate::store::fsutil::ensure_dir(&session.path(files::ARCHIVE))?;
             let to = session.next_archive_path("draft", "md")?;
-            std::fs::rename(session.path(files::DRAFT), to)?;
+            crate::store::fsutil::rename(&session.path(files::DRAFT), &to)?;
         }
     }
     session.write_text_locked(lock, files::DRAFT, "")?;
@@ -112,10 +112,10 @@ fn unlink_odd_draft(session: &Session) -> Result<Option<&'static str>, Failure> 
     if ft.is_dir() {
         crate::store::fsutil::ensure_dir(&session.path(files::ARCHIVE))?;
         let to = session.next_archive_path("draft-folder", "d")?;
-        std::fs::rename(&path, &to)?;
+        crate::store::fsutil::rename(&path, &to)?;
         return Ok(Some("a folder (moved to the session's archive/)"));
     }
-    std::fs::remove_file(&path)?;
+    crate::store::fsutil::remove_file(&path)?;
     Ok(Some(if ft.is_symlink() {
         "a symbolic link"
     } else {
@@ -410,21 +410,8 @@ pub fn reconcile(
     let plan: PlanFile = match session.read_json::<PlanFile>(files::PLAN_STATE) {
         Ok(p) => p.unwrap_or_default(),
         Err(_) => {
-            // Rebuild the record from what the folder holds: the plan the prompt carries, else
-            // plan.md; the draft's state from the draft.
-            let locked = system_text
-                .as_deref()
-                .and_then(locked_section)
-                .or_else(|| (!plan_md.trim().is_empty()).then(|| plan_md.clone()));
-            let mut p = PlanFile::default();
-            if let Some(l) = &locked {
-                p.confirm(l, &crate::clock::now_rfc3339());
-            }
-            p.observe(&read_draft(session)?);
-            session.write_json_locked(&lock, files::PLAN_STATE, &p)?;
-            fixed.push(
-                "plan.json was damaged: rebuilt from system.txt, plan.md and the draft".into(),
-            );
+            let p = rebuild_plan_file(session, &lock, system_text.as_deref(), &plan_md)?;
+            fixed.push(PLAN_REBUILT.into());
             p
         }
     };
@@ -455,6 +442,54 @@ pub fn reconcile(
         fixed.push("the confirmed draft was still pending: emptied".into());
     }
     Ok(fixed)
+}
+
+/// What a start and `tern plan show` say when they rebuilt a damaged `plan.json`.
+pub const PLAN_REBUILT: &str =
+    "plan.json was damaged: rebuilt from system.txt, plan.md and the draft";
+
+/// Rebuilds `plan.json` from what the folder holds (the plan the prompt carries, else plan.md;
+/// the draft's state from the draft) and writes it; the caller holds `lock`.
+fn rebuild_plan_file(
+    session: &Session,
+    lock: &crate::store::lock::SessionLock,
+    system_text: Option<&str>,
+    plan_md: &str,
+) -> Result<PlanFile, Failure> {
+    let locked = system_text
+        .and_then(locked_section)
+        .or_else(|| (!plan_md.trim().is_empty()).then(|| plan_md.to_string()));
+    let mut p = PlanFile::default();
+    if let Some(l) = &locked {
+        p.confirm(l, &crate::clock::now_rfc3339());
+    }
+    p.observe(&read_draft(session)?);
+    session.write_json_locked(lock, files::PLAN_STATE, &p)?;
+    Ok(p)
+}
+
+/// The session's `plan.json`, rebuilt (as a start rebuilds it, with the same words) when it is
+/// damaged: the plan and whether it was rebuilt. Takes the session lock: the caller must not
+/// hold it.
+pub fn plan_file_repaired(session: &Session) -> Result<(PlanFile, bool), Failure> {
+    if let Ok(p) = plan_file(session) {
+        return Ok((p, false));
+    }
+    let lock = session.lock()?;
+    // Another process may have rebuilt it meanwhile.
+    if let Ok(p) = plan_file(session) {
+        return Ok((p, false));
+    }
+    let system_text = session.read_text(files::SYSTEM).ok().flatten();
+    let plan_md = session
+        .read_text(files::PLAN)
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    Ok((
+        rebuild_plan_file(session, &lock, system_text.as_deref(), &plan_md)?,
+        true,
+    ))
 }
 
 /// The text of the last `<locked_plan>` section of a system prompt.

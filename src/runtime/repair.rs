@@ -66,15 +66,16 @@ impl RepairReport {
 /// are only merged when the history needs saving anyway (a valid history is never rewritten: that
 /// would move the cached prefix).
 pub fn repair(msgs: Vec<Message>, skipped: &[usize]) -> (Vec<Message>, RepairReport) {
-    repair_with(msgs, skipped, &|_, _| LOST_RESULT.to_string())
+    repair_with(msgs, skipped, &|_, _| (LOST_RESULT.to_string(), true))
 }
 
-/// [`repair`], with `lost(call_id, tool_name)` giving the error result of a call that has none
-/// (a sub-agent's call names the child session that was interrupted).
+/// [`repair`], with `lost(call_id, tool_name)` giving the result of a call that has none and
+/// whether it is an error (a sub-agent's call reads the child's own record: a child that
+/// completed gives its answer, not an error).
 pub fn repair_with(
     msgs: Vec<Message>,
     skipped: &[usize],
-    lost: &dyn Fn(&str, &str) -> String,
+    lost: &dyn Fn(&str, &str) -> (String, bool),
 ) -> (Vec<Message>, RepairReport) {
     let mut report = RepairReport {
         dropped_lines: skipped.to_vec(),
@@ -200,15 +201,16 @@ fn close_open(
     open: &mut Vec<(String, String)>,
     answered: &HashSet<String>,
     report: &mut RepairReport,
-    lost: &dyn Fn(&str, &str) -> String,
+    lost: &dyn Fn(&str, &str) -> (String, bool),
 ) {
     for (id, name) in open.drain(..) {
         if !answered.contains(&id) {
+            let (content, is_error) = lost(&id, &name);
             out.push(Message::Tool {
                 tool_call_id: id.clone(),
-                content: lost(&id, &name),
+                content,
                 name,
-                is_error: true,
+                is_error,
             });
             report.answered_calls.push(id);
         }

@@ -210,6 +210,22 @@ impl Runtime {
                 prefix_reuse_bytes: reuse,
             },
         );
+        // The session's record counts every request the moment its usage arrives (a
+        // compaction's, a verb's, one whose turn is killed later): `meta.json`, `tern sessions`,
+        // `tern status` and `stats` then show one total.
+        match self.session.update_meta(|m| {
+            m.turns = m.turns.saturating_add(1);
+            m.usage.add(&u);
+        }) {
+            // tern's own write: the sandbox guard must not put the old file back.
+            Ok(_) => self.guard_accept(&self.session.path(crate::store::files::META)),
+            Err(e) => {
+                self.emit(
+                    ui,
+                    Event::warning(format!("could not update meta.json: {e}")),
+                );
+            }
+        }
         self.meter.last_body = body;
         Ok(answer)
     }

@@ -229,8 +229,9 @@ pub(super) fn sweep(session: &Session, history: &[Message]) -> std::io::Result<u
 
 fn remove(p: &Path) -> std::io::Result<()> {
     fsutil::fault::point("remove", p);
-    match std::fs::remove_file(p) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(fsutil::with_path(e, p)),
+    // Never through a link at the inbox or a folder above it (issue 17).
+    match fsutil::remove_file(p) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),
     }
 }
@@ -248,7 +249,7 @@ impl Runtime {
             // Moved aside (or, failing that, removed): an entry left in place would be "waiting"
             // for ever and keep the turn asking the model.
             let to = p.with_extension("bad");
-            let kept = std::fs::rename(&p, &to).is_ok();
+            let kept = fsutil::rename(&p, &to).is_ok();
             if !kept {
                 remove(&p)?;
             }

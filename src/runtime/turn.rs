@@ -19,7 +19,7 @@ use super::dispatch::ToolResult;
 use super::request::Ask;
 use super::{Failure, Runtime, Surface};
 use crate::event::{BoundaryKind, CallView, Event, TurnStatus};
-use crate::message::{Message, Usage};
+use crate::message::Message;
 use crate::store::Status;
 
 /// Identical steps (same calls, same results) in a row after which the next request asks for a
@@ -36,10 +36,17 @@ impl Runtime {
     /// Runs one turn for `prompt` (empty: continue from the stored history, e.g. after resume).
     pub fn run_turn(&mut self, prompt: &str, ui: &mut dyn Surface) -> TurnOutcome {
         let requests_before = self.meter.totals.requests;
-        let usage_before = self.meter.totals.usage;
+        self.hook_state.goal = None;
         self.begin_turn(prompt, ui)?;
-        let outcome = self.steps(ui);
-        self.end_turn(&outcome, requests_before, usage_before, ui);
+        let outcome = match self.steps(ui) {
+            // A cancel by a budget (a sub-agent's wall time) is no interrupt by a person.
+            Err(Failure::Interrupted) => match self.cancel.budget() {
+                Some(why) => Err(Failure::Budget(why)),
+                None => Err(Failure::Interrupted),
+            },
+            other => other,
+        };
+        self.end_turn(&outcome, requests_before, ui);
         outcome
     }
 
@@ -50,10 +57,14 @@ impl Runtime {
         let mut repeats = 0;
         let mut unrun = false;
         let mut nudge = self.nudge_for_turn();
+        let mut gate = super::hooks::StopGate::default();
         let usage_before = self.meter.totals.usage;
         for _ in 0..self.cfg.max_turns {
             if self.cancelled() {
                 return Err(Failure::Interrupted);
+            }
+            if let Some(f) = self.hook_stopped() {
+                return Err(f);
             }
             if let Some(budget) = self.cfg.token_budget {
                 let used = self.meter.totals.usage.since(&usage_before);
@@ -153,7 +164,14 @@ impl Runtime {
                 if self.nudge_if_shown(&mut nudge, &text, ui)? {
                     continue;
                 }
-                return Ok(nudge.final_text(text));
+                // The person's Stop hooks and the goal may send the model back to work.
+                match self.stop_gate(&text, &mut gate, ui)? {
+                    Some(next) => {
+                        self.store(vec![Message::user(next)])?;
+                        continue;
+                    }
+                    None => return Ok(nudge.final_text(text)),
+                }
             }
             unrun = false;
             nudge.called();
@@ -191,6 +209,10 @@ impl Runtime {
         let at = self.inflight_at();
         let mut pending = calls.into_iter().peekable();
         while let Some(c) = pending.next() {
+            if matches!(c.call.name.as_str(), "bash" | crate::tools::agent::NAME) {
+                // The workspace as it is before the turn's first command (once per turn).
+                self.checkpoint(crate::checkpoint::Moment::BeforeCommand, ui);
+            }
             if c.call.name == crate::tools::agent::NAME && !self.cancelled() {
                 // Consecutive agent calls run at once; their results are stored in call order.
                 let mut group = vec![c];
@@ -296,6 +318,14 @@ impl Runtime {
         }
         // Hold first: only the process holding the session may reload (and repair) it.
         self.hold()?;
+        // The person's hooks see the prompt before it is stored; a refused one changes nothing.
+        let stored = match self.hook_prompt(prompt, ui) {
+            Ok(p) => p,
+            Err(e) => {
+                self.release();
+                return Err(e);
+            }
+        };
         let started = (|| -> Result<(), Failure> {
             self.session.update_meta(|m| {
                 m.status = Status::Running;
@@ -305,8 +335,9 @@ impl Runtime {
                 }
             })?;
             self.sync_from_disk(ui)?;
+            self.checkpoint(crate::checkpoint::Moment::TurnStart, ui);
             if !prompt.trim().is_empty() {
-                self.store(vec![Message::user(prompt)])?;
+                self.store(vec![Message::user(stored)])?;
             }
             // The state files as this turn starts are tern's baseline for the sandbox guard.
             self.guard_refresh();
@@ -340,25 +371,17 @@ impl Runtime {
 
     /// Records how the turn ended in `meta.json`, emits `error` / `turn_end`, lets go of the
     /// session.
-    fn end_turn(
-        &mut self,
-        outcome: &TurnOutcome,
-        requests_before: u64,
-        usage_before: Usage,
-        ui: &mut dyn Surface,
-    ) {
-        let (status, stored) = match outcome {
-            Ok(_) => (TurnStatus::Completed, Status::Completed),
-            Err(Failure::Interrupted) => (TurnStatus::Interrupted, Status::Interrupted),
-            Err(_) => (TurnStatus::Failed, Status::Failed),
+    fn end_turn(&mut self, outcome: &TurnOutcome, requests_before: u64, ui: &mut dyn Surface) {
+        let status = match outcome {
+            Ok(_) => TurnStatus::Completed,
+            Err(f) => f.kind(),
         };
+        let stored = Status::from(status);
         let requests = self.meter.totals.requests - requests_before;
-        let usage = self.meter.totals.usage.since(&usage_before);
+        // Requests and usage went into meta.json as each request's usage arrived.
         if let Err(e) = self.session.update_meta(|m| {
             m.status = stored;
             m.pid = None;
-            m.turns = m.turns.saturating_add(requests);
-            m.usage.add(&usage);
         }) {
             self.emit(
                 ui,
@@ -373,7 +396,7 @@ impl Runtime {
             self.emit(
                 ui,
                 Event::Error {
-                    kind: f.kind().to_string(),
+                    kind: f.kind(),
                     message: f.to_string(),
                 },
             );

@@ -83,8 +83,15 @@ impl fmt::Display for CheckReport {
                 "jail: refused ({e}); sandboxed modes refuse commands unless --no-jail (Landlock alone) or --sandbox danger-full-access"
             )?,
         }
+        // The rules are probed with --no-network (to test the network rules too), which the
+        // person did not give: the heading says the check added it.
         if let Some(r) = &self.rules {
-            writeln!(f, "{r}")?;
+            let why = if r.no_network {
+                " (the check adds --no-network to test the network rules)"
+            } else {
+                ""
+            };
+            writeln!(f, "rules checked{why}: {r}")?;
         }
         for t in &self.self_test {
             if t.skipped {
@@ -131,7 +138,7 @@ impl fmt::Display for CheckReport {
 /// (allowed), and, with network rules, a TCP connect to a listener on 127.0.0.1 (denied under
 /// `--no-network`, allowed without). Without Landlock the test is that a sandboxed mode
 /// refuses. Then the jail (started from `exe`, tern's own binary): its layers and the attacks of
-/// [`jail_tests`]. Leaves nothing behind (its probe folders are removed). Takes some tens of ms.
+/// `jail_tests`. Leaves nothing behind (its probe folders are removed). Takes some tens of ms.
 pub fn check(workspace: &Path, exe: &Path) -> CheckReport {
     let probe = kernel_abi();
     let (abi, missing) = match &probe {

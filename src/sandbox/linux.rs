@@ -9,8 +9,11 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
-    Ruleset, RulesetAttr, RulesetCreatedAttr,
+    Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
 };
+
+/// The Landlock ABI that added scoping (`LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET`, Linux 6.12).
+const SCOPE_ABI: u8 = 6;
 
 use super::{Probe, SandboxError};
 
@@ -103,6 +106,7 @@ pub(super) fn build(
     draft: Option<&Path>,
 ) -> Result<Built, SandboxError> {
     let err = |what: &str, e: &dyn std::fmt::Display| SandboxError::Setup(format!("{what}: {e}"));
+    let mut notes = Vec::new();
     let kernel = ABI::from(i32::from(kernel_abi));
     let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::BestEffort);
     let (mut fs_restricted, mut fs_unrestricted) = (Vec::new(), Vec::new());
@@ -128,10 +132,18 @@ pub(super) fn build(
             .set_compatibility(CompatLevel::BestEffort);
         net_restricted.extend(net.iter().map(|r| net_name(r).to_string()));
     }
+    if restrict_fs && kernel_abi >= SCOPE_ABI {
+        // Abstract UNIX sockets outside this command's own domain (the host's D-Bus, X11,
+        // anything listening in the host's network namespace) are refused: best effort, an
+        // older kernel has no scoping.
+        ruleset = ruleset
+            .scope(Scope::AbstractUnixSocket)
+            .map_err(|e| err("Landlock scope", &e))?;
+        notes.push("abstract UNIX sockets: only the command's own".to_string());
+    }
     let mut created = ruleset
         .create()
         .map_err(|e| err("landlock_create_ruleset", &e))?;
-    let mut notes = Vec::new();
     let mut draft_granted = false;
     if restrict_fs {
         for dir in dirs {

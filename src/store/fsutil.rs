@@ -1,10 +1,14 @@
 //! File primitives every state file goes through: atomic whole-file writes, whole-line JSONL
-//! appends, tolerant JSONL reads, and refusal to follow planted symlinks.
+//! appends, tolerant JSONL reads, and refusal to follow planted symlinks. Every create, append,
+//! rename and remove is made through a [`Dir`] handle, so no level of the path is followed when
+//! it is a link (see [`super::dirfd`]).
 
-use std::fs::{self, File, OpenOptions};
+use std::ffi::OsStr;
+use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use super::dirfd::{Dir, Kind};
 
 use serde::de::DeserializeOwned;
 
@@ -20,18 +24,77 @@ pub fn refuse_symlink(path: &Path) -> io::Result<()> {
     }
 }
 
-/// Creates `dir` (and parents) unless present, refusing a symlink or a file in its place.
+/// Creates `dir` (and parents) unless present, refusing a symlink or a file in its place (at
+/// any level beneath the state folder's anchor, see [`super::dirfd::split`]).
 pub fn ensure_dir(dir: &Path) -> io::Result<()> {
-    refuse_symlink(dir)?;
-    if fs::symlink_metadata(dir).is_ok_and(|m| !m.is_dir()) {
-        return Err(not_a_folder(dir, io::ErrorKind::AlreadyExists));
-    }
-    fs::create_dir_all(dir).map_err(|e| with_path(e, dir))?;
-    refuse_symlink(dir)
+    Dir::create(dir).map(drop).map_err(|e| with_path(e, dir))
+}
+
+/// The folder holding `path` and `path`'s file name, the folder opened without following links.
+fn parent_of(path: &Path) -> io::Result<(Dir, &OsStr)> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(io::Error::other(format!(
+            "{} has no parent folder",
+            path.display()
+        )));
+    };
+    Ok((Dir::open(dir).map_err(|e| with_path(e, path))?, name))
+}
+
+/// Opens the file `path` with `flags` (`libc::O_*`; `O_CREAT` makes it with `mode` less the
+/// umask), never through a link at any level (see [`super::dirfd`]). For lock and lease files.
+pub fn open_file(path: &Path, flags: libc::c_int, mode: u32) -> io::Result<File> {
+    let (dir, name) = parent_of(path)?;
+    dir.open_file(name, flags, mode)
+        .map_err(|e| with_path(e, path))
+}
+
+/// Creates a new file `<prefix><random><suffix>` in `dir` (made when absent), mode 0600, never
+/// through a link; returns it open for writing and its path. The spill files of the bash tool.
+pub fn create_unique(dir: &Path, prefix: &str, suffix: &str) -> io::Result<(File, PathBuf)> {
+    let d = Dir::create(dir).map_err(|e| with_path(e, dir))?;
+    let (f, name) = d
+        .create_unique(prefix, suffix)
+        .map_err(|e| with_path(e, dir))?;
+    Ok((f, dir.join(name)))
+}
+
+/// Removes the file `path` (a link is removed itself, never its target); the folders above it
+/// are not followed when they are links.
+pub fn remove_file(path: &Path) -> io::Result<()> {
+    let (dir, name) = parent_of(path)?;
+    dir.remove_file(name).map_err(|e| with_path(e, path))
+}
+
+/// Renames `from` to `to` (`renameat`: neither the names nor the folders above them are
+/// followed when links; a link at `to` is replaced, its target untouched).
+pub fn rename(from: &Path, to: &Path) -> io::Result<()> {
+    let (fdir, fname) = parent_of(from)?;
+    let (tdir, tname) = parent_of(to)?;
+    fdir.rename(fname, &tdir, tname)
+        .map_err(|e| with_path(e, from))?;
+    tdir.sync();
+    Ok(())
+}
+
+/// The plain files of `dir` as (name, size, modification time), links and folders left out;
+/// empty when `dir` is absent. `dir` is not followed when it is a link (an error).
+pub fn list_files(dir: &Path) -> io::Result<Vec<(String, u64, std::time::SystemTime)>> {
+    let d = match Dir::open(dir) {
+        Ok(d) => d,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(with_path(e, dir)),
+    };
+    Ok(d.entries()
+        .map_err(|e| with_path(e, dir))?
+        .into_iter()
+        .filter(|(_, st)| st.kind == Kind::File)
+        .map(|(n, st)| (n.to_string_lossy().into_owned(), st.len, st.modified))
+        .collect())
 }
 
 /// The error for `path`, a file (or anything but a folder) where tern needs a folder.
-fn not_a_folder(path: &Path, kind: io::ErrorKind) -> io::Error {
+pub(crate) fn not_a_folder(path: &Path, kind: io::ErrorKind) -> io::Error {
     io::Error::new(
         kind,
         format!(
@@ -142,29 +205,31 @@ pub mod fault {
     pub fn point_in(_kind: &str, _f: &std::fs::File) {}
 }
 
-/// Writes `bytes` to `path` atomically: a uniquely named tempfile in the same folder, fsync,
-/// rename over `path`, fsync of the folder (so the rename itself survives a power cut). A symlink
-/// at `path` is replaced, never followed. Concurrent writers each use their own tempfile, so no
-/// write is torn and no stray file is left on success or failure; a crash may leave a tempfile,
-/// which [`remove_stray_temps`] removes.
+/// Writes `bytes` to `path` atomically: a uniquely named tempfile (mode 0600) in the same
+/// folder, fsync, rename over `path`, fsync of the folder (so the rename itself survives a power
+/// cut). A symlink at `path` is replaced, never followed, and so is none of the folders above it
+/// (see [`super::dirfd`]). Concurrent writers each use their own tempfile, so no write is torn
+/// and no stray file is left on success or failure; a crash may leave a tempfile, which
+/// [`remove_stray_temps`] removes.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = path
-        .parent()
-        .ok_or_else(|| io::Error::other(format!("{} has no parent folder", path.display())))?;
+    let (dir, name) = parent_of(path)?;
     let named = |e| with_path(e, path);
     fault::point("create", path);
-    let mut tmp = tempfile::Builder::new()
-        .prefix(TEMP_PREFIX)
-        .tempfile_in(dir)
-        .map_err(named)?;
-    fault::point("write", path);
-    tmp.write_all(bytes).map_err(named)?;
-    fault::point("fsync", path);
-    tmp.as_file().sync_all().map_err(named)?;
-    fault::point("rename", path);
-    tmp.persist(path).map_err(|e| named(e.error))?;
+    let (mut tmp, tmp_name) = dir.create_unique(TEMP_PREFIX, "").map_err(named)?;
+    let written = (|| {
+        fault::point("write", path);
+        tmp.write_all(bytes)?;
+        fault::point("fsync", path);
+        tmp.sync_all()?;
+        fault::point("rename", path);
+        dir.rename(&tmp_name, &dir, name)
+    })();
+    if let Err(e) = written {
+        let _ = dir.remove_file(&tmp_name);
+        return Err(named(e));
+    }
     fault::point("renamed", path);
-    sync_dir(dir);
+    dir.sync();
     Ok(())
 }
 
@@ -180,7 +245,7 @@ pub fn copy_atomic(src: &Path, dst: &Path) -> io::Result<()> {
 
 /// fsyncs a folder so a rename or a new file in it is durable; errors are ignored (some
 /// filesystems refuse it, and the data itself was already synced).
-fn sync_dir(dir: &Path) {
+pub fn sync_dir(dir: &Path) {
     if let Ok(d) = File::open(dir) {
         let _ = d.sync_all();
     }
@@ -191,32 +256,91 @@ fn sync_dir(dir: &Path) {
 /// many were removed.
 pub fn remove_stray_temps(dir: &Path) -> io::Result<usize> {
     let mut n = 0;
-    let rd = match fs::read_dir(dir) {
-        Ok(rd) => rd,
+    let d = match Dir::open(dir) {
+        Ok(d) => d,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
         Err(e) => return Err(with_path(e, dir)),
     };
-    for e in rd.flatten() {
-        if e.file_name().to_string_lossy().starts_with(TEMP_PREFIX)
-            && e.file_type().is_ok_and(|t| t.is_file())
-        {
-            fault::point("remove", &e.path());
-            fs::remove_file(e.path()).map_err(|err| with_path(err, &e.path()))?;
+    for (name, st) in d.entries().map_err(|e| with_path(e, dir))? {
+        // A link of that name is not a tempfile of ours: left alone, its target never touched.
+        if name.to_string_lossy().starts_with(TEMP_PREFIX) && st.kind == Kind::File {
+            let path = dir.join(&name);
+            fault::point("remove", &path);
+            d.remove_file(&name).map_err(|err| with_path(err, &path))?;
             n += 1;
         }
     }
     Ok(n)
 }
 
-/// Opens `path` for appending without following a symlink (O_NOFOLLOW), creating it if absent.
+/// Removes the half-built folders (`.tmp-*`) a killed creation left in `dir` (not deeper), with
+/// everything in them. The caller holds the lock every creation in `dir` is made under, or knows
+/// no creation there is in flight. Returns how many were removed.
+pub fn remove_stray_folders(dir: &Path) -> io::Result<usize> {
+    let mut n = 0;
+    let rd = match fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(with_path(e, dir)),
+    };
+    for e in rd.flatten() {
+        // `file_type` does not follow a link: a planted link is never followed into.
+        if e.file_name().to_string_lossy().starts_with(TEMP_PREFIX)
+            && e.file_type().is_ok_and(|t| t.is_dir())
+        {
+            fault::point("remove", &e.path());
+            fs::remove_dir_all(e.path()).map_err(|err| with_path(err, &e.path()))?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// Renames the folder `from` to `to` (which must not exist) and fsyncs their parent, so the
+/// rename survives a power cut: the commit point of a folder built under a temporary name.
+pub fn rename_folder(from: &Path, to: &Path) -> io::Result<()> {
+    if fs::symlink_metadata(to).is_ok() {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("{} already exists", to.display()),
+        ));
+    }
+    if let Ok(d) = File::open(from) {
+        let _ = d.sync_all();
+    }
+    fault::point("rename", to);
+    fs::rename(from, to).map_err(|e| with_path(e, to))?;
+    fault::point("renamed", to);
+    if let Some(parent) = to.parent() {
+        sync_dir(parent);
+    }
+    Ok(())
+}
+
+/// Opens `path` for appending, creating it if absent, without following a symlink at it or at
+/// any folder above it beneath the state folder's anchor (see [`super::dirfd`]). Anything but a
+/// plain file is refused (opened without blocking, so a FIFO cannot hang tern).
 pub fn open_append(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .map_err(|e| with_path(e, path))
+    let f = open_file(
+        path,
+        libc::O_CREAT | libc::O_APPEND | libc::O_RDWR | libc::O_NONBLOCK,
+        0o666,
+    )?;
+    plain(&f, path)?;
+    Ok(f)
+}
+
+/// Errors unless the open `f` is a plain file: tern's state files are never FIFOs, devices or
+/// folders (a FIFO would block every reader and writer).
+pub fn plain(f: &File, path: &Path) -> io::Result<()> {
+    let meta = f.metadata().map_err(|e| with_path(e, path))?;
+    if meta.is_file() {
+        return Ok(());
+    }
+    Err(io::Error::other(format!(
+        "{} is not a plain file (a FIFO, a device or a folder): tern keeps its state in plain files only; remove it",
+        path.display()
+    )))
 }
 
 /// Appends one JSON line (`line` must not contain a newline) in a single write. If the file ends
@@ -273,13 +397,11 @@ pub fn to_jsonl<T: serde::Serialize + ?Sized>(value: &T) -> io::Result<String> {
 
 /// Reads a whole small file as UTF-8 text (None when absent), refusing symlinks.
 pub fn read_text(path: &Path) -> io::Result<Option<String>> {
-    refuse_symlink(path)?;
-    match fs::read(path) {
-        Ok(b) => String::from_utf8(b)
+    match read_prefix(path, usize::MAX)? {
+        Some((b, _)) => String::from_utf8(b)
             .map(Some)
             .map_err(|_| io::Error::other(format!("{} is not valid UTF-8", path.display()))),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(with_path(e, path)),
+        None => Ok(None),
     }
 }
 
@@ -300,13 +422,8 @@ pub fn read_prefix(path: &Path, max: usize) -> io::Result<Option<(Vec<u8>, u64)>
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(with_path(e, path)),
     };
+    plain(&file, path)?;
     let meta = file.metadata().map_err(|e| with_path(e, path))?;
-    if !meta.is_file() {
-        return Err(io::Error::other(format!(
-            "{} is not a plain file",
-            path.display()
-        )));
-    }
     let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(max).min(max));
     file.take(u64::try_from(max).unwrap_or(u64::MAX))
         .read_to_end(&mut bytes)
@@ -340,12 +457,9 @@ pub struct JsonlRead<T> {
 /// Reads a JSONL file (empty result when absent). Lines that do not parse are skipped and
 /// reported, never fatal: a torn last line is what a crash mid-append leaves.
 pub fn read_jsonl<T: DeserializeOwned>(path: &Path) -> io::Result<JsonlRead<T>> {
-    refuse_symlink(path)?;
-    let bytes = match fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(with_path(e, path)),
-    };
+    let bytes = read_prefix(path, usize::MAX)?
+        .map(|(b, _)| b)
+        .unwrap_or_default();
     let mut out = JsonlRead {
         items: Vec::new(),
         skipped: Vec::new(),
@@ -374,9 +488,11 @@ pub fn read_jsonl<T: DeserializeOwned>(path: &Path) -> io::Result<JsonlRead<T>> 
 /// `e` with `path` named in its message (and a clear refusal for a symbolic link, `ELOOP`).
 pub fn with_path(e: io::Error, path: &Path) -> io::Error {
     if e.raw_os_error() == Some(libc::ELOOP) {
+        // Name the link itself (`spill`, say), not only the path beneath it.
+        let link = super::dirfd::first_link(path).unwrap_or_else(|| path.to_path_buf());
         return io::Error::other(format!(
-            "refusing to use {}: it is a symbolic link",
-            path.display()
+            "refusing to use {}: it is a symbolic link (tern never writes through links in its state folder)",
+            link.display()
         ));
     }
     if e.raw_os_error() == Some(libc::ENOTDIR) {

@@ -7,9 +7,8 @@
 //! While held, the file names the holder (`{"pid": 123}`) so others can say who; that text is for
 //! display only, the lock alone decides.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// File name of the lease inside a session folder.
@@ -30,14 +29,8 @@ pub struct Holder {
 }
 
 fn open(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+    // Never through a link, at the lease or at a folder above it (a swapped session folder).
+    super::fsutil::open_file(path, libc::O_CREAT | libc::O_RDWR, 0o666)
 }
 
 impl Lease {

@@ -1,9 +1,8 @@
 //! The session lock: an fs2 advisory exclusive lock on `<session>/lock`, held for every
 //! read-modify-write of the session folder.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use fs2::FileExt;
@@ -18,13 +17,8 @@ pub struct SessionLock {
 impl SessionLock {
     /// Blocks until the exclusive lock on `path` is held. Refuses a symlink at `path`.
     pub fn acquire(path: &Path) -> io::Result<SessionLock> {
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(path)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        // Never through a link, at the lock or at a folder above it (a swapped session folder).
+        let file = super::fsutil::open_file(path, libc::O_CREAT | libc::O_WRONLY, 0o666)?;
         file.lock_exclusive()?;
         Ok(SessionLock { file })
     }

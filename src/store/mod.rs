@@ -4,6 +4,7 @@
 //! read-modify-write holds the session's fs2 lock, JSONL is appended in whole lines and a torn last
 //! line is skipped on read. Nothing is written through a symlink planted inside `.tern/`.
 
+pub mod dirfd;
 pub mod fsutil;
 pub mod lease;
 pub mod lock;
@@ -44,7 +45,23 @@ impl StateDir {
     }
 
     /// Creates `.tern/`, its `.gitignore` (`*`) and `sessions/` when absent.
+    ///
+    /// Errors: a state folder that cannot be written (a read-only workspace) says so and names
+    /// `--state-dir`.
     pub fn init(&self) -> io::Result<()> {
+        self.init_here().map_err(|e| match e.kind() {
+            io::ErrorKind::ReadOnlyFilesystem | io::ErrorKind::PermissionDenied => io::Error::new(
+                e.kind(),
+                format!(
+                    "{e}: tern cannot write its state in {}; pass --state-dir DIR (or set TERN_STATE_DIR) to keep it in a writable folder",
+                    self.root.display()
+                ),
+            ),
+            _ => e,
+        })
+    }
+
+    fn init_here(&self) -> io::Result<()> {
         fsutil::ensure_dir(&self.root)?;
         let gi = self.root.join(".gitignore");
         if fsutil::read_text(&gi)?.is_none() {
@@ -57,19 +74,31 @@ impl StateDir {
     /// Errors when the state folder or its `sessions/` is a symbolic link: every writer refuses
     /// one (see [`fsutil::ensure_dir`]), so a reader refuses it with the same words instead of
     /// showing what no session can be written into.
+    ///
+    /// A file in the state folder's place fails with the words every writer uses, so every
+    /// verb exits 1 on it as `tern exec` does.
     pub fn check_links(&self) -> io::Result<()> {
         fsutil::refuse_symlink(&self.root)?;
+        if std::fs::symlink_metadata(&self.root).is_ok_and(|m| !m.is_dir()) {
+            return Err(fsutil::not_a_folder(
+                &self.root,
+                io::ErrorKind::AlreadyExists,
+            ));
+        }
         fsutil::refuse_symlink(&self.root.join("sessions"))
     }
 
-    /// Removes the tempfiles a crash left in `.tern/` itself (a write of `current` or
-    /// `.gitignore` cut short), under the state folder's lock that those writes take.
+    /// Removes what a crash left in `.tern/` itself: tempfiles (a write of `current` or
+    /// `.gitignore` cut short) and half-built session folders (`sessions/.tmp-*`, a creation cut
+    /// short), under the state folder's lock that those writes and every creation take.
+    /// Returns how many were removed.
     pub fn remove_stray_temps(&self) -> io::Result<usize> {
         if !self.root.is_dir() {
             return Ok(0);
         }
         let _lock = root_lock(&self.root)?;
-        fsutil::remove_stray_temps(&self.root)
+        Ok(fsutil::remove_stray_temps(&self.root)?
+            + fsutil::remove_stray_folders(&self.root.join("sessions"))?)
     }
 
     /// Folder of session `id` (not checked).
@@ -78,17 +107,77 @@ impl StateDir {
     }
 
     /// Creates a new session folder with `meta` (its id and created_at are filled in), its
-    /// `spill/` and `archive/` folders. Pointing `current` at it is the launcher's policy.
-    pub fn create_session(&self, meta: Meta) -> io::Result<Session> {
+    /// `spill/` and `archive/` folders, and whatever `fill` writes into it (under its lock).
+    /// The folder is built under a temporary name and renamed into place: it appears complete
+    /// or not at all (DESIGN.md §12), and [`StateDir::remove_stray_temps`] removes what a
+    /// killed creation left. Pointing `current` at it is the launcher's policy.
+    pub fn create_session(
+        &self,
+        meta: Meta,
+        fill: impl FnOnce(&Session, &lock::SessionLock) -> io::Result<()>,
+    ) -> io::Result<Session> {
         self.init()?;
-        create_in(&self.root.join("sessions"), meta)
+        // Held while the folder is built, so a start-up sweep in another process never removes
+        // a creation in flight (the sweep takes it too).
+        let _lock = root_lock(&self.root)?;
+        create_in(&self.root.join("sessions"), meta, fill)
+    }
+
+    /// Creates a session whose files `fill` writes, then moves it into `sessions/` in one
+    /// rename (the commit point): a crash before leaves no session, only a `sessions/.tmp-session-*`
+    /// folder, removed by the next staged creation. Held under the state folder's lock.
+    pub fn create_session_staged(
+        &self,
+        mut meta: Meta,
+        fill: impl FnOnce(&Session) -> io::Result<()>,
+    ) -> io::Result<Session> {
+        self.init()?;
+        let sessions = self.root.join("sessions");
+        // A tempfile's prefix: the guard's watch of `sessions/` skips these names.
+        let staged_prefix = format!("{}session-", fsutil::TEMP_PREFIX);
+        let _lock = root_lock(&self.root)?;
+        if let Ok(rd) = std::fs::read_dir(&sessions) {
+            for e in rd.flatten() {
+                if e.file_name().to_string_lossy().starts_with(&staged_prefix) {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+        let mut id = crate::clock::new_session_id();
+        while sessions.join(&id).exists() {
+            id = crate::clock::new_session_id();
+        }
+        let staged = sessions.join(format!("{staged_prefix}{id}"));
+        fsutil::ensure_dir(&staged)?;
+        fsutil::ensure_dir(&staged.join(files::SPILL))?;
+        fsutil::ensure_dir(&staged.join(files::ARCHIVE))?;
+        let session = Session::at(&id, staged.clone());
+        meta.id = id.clone();
+        meta.created_at = crate::clock::now_rfc3339();
+        meta.updated_at = meta.created_at.clone();
+        {
+            let lock = session.lock()?;
+            session.write_meta_locked(&lock, &meta)?;
+        }
+        fill(&session)?;
+        let dir = sessions.join(&id);
+        fsutil::fault::point("rename", &dir);
+        std::fs::rename(&staged, &dir)?;
+        fsutil::sync_dir(&sessions);
+        Ok(Session::at(&id, dir))
     }
 
     /// Creates a sub-agent's session folder under its parent's, `<parent>/agents/<id>/`, laid out
-    /// like a top-level one. It is not listed among the top-level sessions and never becomes
-    /// `current`.
-    pub fn create_child(&self, parent: &Session, meta: Meta) -> io::Result<Session> {
-        create_in(&parent.path(files::AGENTS), meta)
+    /// (and committed by one rename) like a top-level one. It is not listed among the top-level
+    /// sessions and never becomes `current`. Its leftovers are swept when the parent is reopened
+    /// ([`Session::remove_stray_temps`]), which no process does while the parent runs.
+    pub fn create_child(
+        &self,
+        parent: &Session,
+        meta: Meta,
+        fill: impl FnOnce(&Session, &lock::SessionLock) -> io::Result<()>,
+    ) -> io::Result<Session> {
+        create_in(&parent.path(files::AGENTS), meta, fill)
     }
 
     /// Opens an existing session by exact id, unique id prefix, or unique part of an id.
@@ -154,16 +243,7 @@ impl StateDir {
             if depth > 16 {
                 return;
             }
-            let Ok(rd) = std::fs::read_dir(dir.join(files::AGENTS)) else {
-                return;
-            };
-            let mut names: Vec<_> = rd
-                .flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect();
-            names.sort();
-            for n in names {
-                let child = dir.join(files::AGENTS).join(&n);
+            for (n, child) in session::child_dirs(&dir.join(files::AGENTS)) {
                 out.push((n, top.to_string(), child.clone()));
                 walk(&child, top, depth + 1, out);
             }
@@ -209,8 +289,11 @@ impl StateDir {
             Ok(rd) => {
                 for e in rd {
                     let e = e?;
-                    if e.file_type()?.is_dir() {
-                        ids.push(e.file_name().to_string_lossy().into_owned());
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    // A dot-name is a half-built session (`.tmp-*` of a new session, `.tmp-session-*`
+                    // of a fork: see `create_session_staged`), never one to open.
+                    if e.file_type()?.is_dir() && !name.starts_with('.') {
+                        ids.push(name);
                     }
                 }
             }
@@ -222,26 +305,36 @@ impl StateDir {
     }
 }
 
-/// A new session folder with a fresh id inside `dir`.
-fn create_in(dir: &Path, mut meta: Meta) -> io::Result<Session> {
+/// A new session folder with a fresh id inside `dir`: built as `dir/.tmp-<id>/` (meta.json,
+/// `spill/`, `archive/`, then `fill`), fsynced, then renamed to `dir/<id>/`: the rename is the
+/// commit point.
+fn create_in(
+    dir: &Path,
+    mut meta: Meta,
+    fill: impl FnOnce(&Session, &lock::SessionLock) -> io::Result<()>,
+) -> io::Result<Session> {
     fsutil::ensure_dir(dir)?;
     let mut id = crate::clock::new_session_id();
-    while dir.join(&id).exists() {
+    while dir.join(&id).exists() || dir.join(format!("{}{id}", fsutil::TEMP_PREFIX)).exists() {
         id = crate::clock::new_session_id();
     }
-    let sdir = dir.join(&id);
-    fsutil::ensure_dir(&sdir)?;
-    fsutil::ensure_dir(&sdir.join(files::SPILL))?;
-    fsutil::ensure_dir(&sdir.join(files::ARCHIVE))?;
-    let session = Session::at(&id, sdir);
-    meta.id = id;
+    let building = dir.join(format!("{}{id}", fsutil::TEMP_PREFIX));
+    let done = dir.join(&id);
+    fsutil::fault::point("mkdir", &building);
+    std::fs::create_dir(&building).map_err(|e| fsutil::with_path(e, &building))?;
+    fsutil::ensure_dir(&building.join(files::SPILL))?;
+    fsutil::ensure_dir(&building.join(files::ARCHIVE))?;
+    meta.id = id.clone();
     meta.created_at = crate::clock::now_rfc3339();
     meta.updated_at = meta.created_at.clone();
     {
-        let lock = session.lock()?;
-        session.write_meta_locked(&lock, &meta)?;
+        let half = Session::at(&id, building.clone());
+        let lock = half.lock()?;
+        half.write_meta_locked(&lock, &meta)?;
+        fill(&half, &lock)?;
     }
-    Ok(session)
+    fsutil::rename_folder(&building, &done)?;
+    Ok(Session::at(&id, done))
 }
 
 /// The lock of the state folder itself (`.tern/lock`), held by every write of `.tern/current` and

@@ -11,13 +11,15 @@ use serde_json::Value;
 use super::fsutil::{self, JsonlRead};
 use super::lock::SessionLock;
 use super::redact::redact;
-use crate::event::Envelope;
+use crate::event::{Ending, Envelope};
 use crate::message::Message;
 use crate::message::Usage;
 
-/// Lifecycle status of a session's latest turn, as stored in `meta.json`.
+/// Lifecycle status of a session's latest turn, as stored in `meta.json`: idle, running, or how
+/// it ended in the one vocabulary of [`Ending`] (the same names `turn_end`, `result` and
+/// `agent_end` use).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum Status {
     /// Created, no turn run yet.
     #[default]
@@ -26,21 +28,56 @@ pub enum Status {
     Running,
     /// The latest turn ended with a final answer.
     Completed,
-    /// The latest turn failed (provider error, max turns).
+    /// The latest turn failed.
     Failed,
     /// The latest turn was interrupted (Ctrl-C, SIGTERM, or its process died).
     Interrupted,
+    /// The latest turn reached its turn budget (`--max-turns`, a sub-agent's).
+    MaxTurns,
+    /// A sub-agent's wall time or token budget ran out.
+    BudgetExhausted,
+    /// The provider stayed unavailable after retries.
+    ProviderUnavailable,
 }
 
 impl Status {
-    /// The lowercase name used in files and events.
+    /// The snake_case name used in files and events.
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Idle => "idle",
             Status::Running => "running",
-            Status::Completed => "completed",
-            Status::Failed => "failed",
-            Status::Interrupted => "interrupted",
+            Status::Completed
+            | Status::Failed
+            | Status::Interrupted
+            | Status::MaxTurns
+            | Status::BudgetExhausted
+            | Status::ProviderUnavailable => self.ending().map_or("?", Ending::as_str),
+        }
+    }
+
+    /// How the latest turn ended; None while idle or running.
+    pub fn ending(self) -> Option<Ending> {
+        match self {
+            Status::Idle | Status::Running => None,
+            Status::Completed => Some(Ending::Completed),
+            Status::Failed => Some(Ending::Failed),
+            Status::Interrupted => Some(Ending::Interrupted),
+            Status::MaxTurns => Some(Ending::MaxTurns),
+            Status::BudgetExhausted => Some(Ending::BudgetExhausted),
+            Status::ProviderUnavailable => Some(Ending::ProviderUnavailable),
+        }
+    }
+}
+
+impl From<Ending> for Status {
+    fn from(e: Ending) -> Status {
+        match e {
+            Ending::Completed => Status::Completed,
+            Ending::Failed => Status::Failed,
+            Ending::Interrupted => Status::Interrupted,
+            Ending::MaxTurns => Status::MaxTurns,
+            Ending::BudgetExhausted => Status::BudgetExhausted,
+            Ending::ProviderUnavailable => Status::ProviderUnavailable,
         }
     }
 }
@@ -84,9 +121,16 @@ pub struct Meta {
     /// A sub-agent's: its parent's session id and the `agent` call that started it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<ParentLink>,
+    /// A fork's origin (`tern fork`, `tern rewind`): the session and the turn it was cut after.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkLink>,
     /// What commands may write (absent in sessions made before the sandbox).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<crate::sandbox::Setting>,
+    /// The approval policy an editor chose for the session (its ACP mode: ask / auto / plan =
+    /// never), restored when the session is loaded or resumed over ACP. Absent: never chosen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<crate::policy::Approval>,
 }
 
 /// Where a sub-agent came from.
@@ -102,6 +146,15 @@ pub struct ParentLink {
     /// A fork of the parent's history.
     #[serde(default)]
     pub fork: bool,
+}
+
+/// Where a fork came from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkLink {
+    /// The original session's id.
+    pub session: String,
+    /// The last turn of the original the fork's history holds (0: none).
+    pub turn: u32,
 }
 
 /// What [`Session::repair_events`] dropped from `events.jsonl`.
@@ -207,10 +260,21 @@ impl Session {
 
     /// Removes the tempfiles a crash left in the session folder and its `archive/`, under the
     /// session lock every atomic write there is made under. Returns how many.
+    ///
+    /// Its sub-agents' folders too, at any depth, each under its own lock, and the half-built
+    /// ones (`agents/.tmp-*`) a killed creation left: call it only while no turn of this session
+    /// runs (no child is being created then).
     pub fn remove_stray_temps(&self) -> io::Result<usize> {
-        let _lock = self.lock()?;
-        Ok(fsutil::remove_stray_temps(&self.dir)?
-            + fsutil::remove_stray_temps(&self.path(files::ARCHIVE))?)
+        let mut n = {
+            let _lock = self.lock()?;
+            fsutil::remove_stray_temps(&self.dir)?
+                + fsutil::remove_stray_temps(&self.path(files::ARCHIVE))?
+                + fsutil::remove_stray_folders(&self.path(files::AGENTS))?
+        };
+        for (id, dir) in child_dirs(&self.path(files::AGENTS)) {
+            n += Session::at(&id, dir).remove_stray_temps()?;
+        }
+        Ok(n)
     }
 
     /// Repairs `events.jsonl` after a crash or a full disk: lines that do not parse (a torn last
@@ -220,10 +284,8 @@ impl Session {
     pub fn repair_events(&self) -> io::Result<Option<EventsRepair>> {
         let lock = self.lock()?;
         let path = self.path(files::EVENTS);
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e),
+        let Some((bytes, _)) = fsutil::read_prefix(&path, usize::MAX)? else {
+            return Ok(None);
         };
         let whole = |l: &[u8]| serde_json::from_slice::<Value>(l).is_ok_and(|v| v.is_object());
         let is_bad = |l: &[u8]| !l.iter().all(u8::is_ascii_whitespace) && !whole(l);
@@ -480,13 +542,35 @@ impl Session {
 }
 
 /// The `seq` of the last whole event line of `path` (0 when none). Reads only the file's tail.
+/// The sub-agents' session folders in `agents` (a session's `agents/`), sorted by id: folders
+/// only, never a half-built `.tmp-*` one (nor any dot-name).
+pub fn child_dirs(agents: &Path) -> Vec<(String, PathBuf)> {
+    let Ok(rd) = std::fs::read_dir(agents) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, PathBuf)> = rd
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
+        .filter(|(n, _)| !n.starts_with('.'))
+        .collect();
+    out.sort();
+    out
+}
+
 fn last_seq(path: &Path) -> io::Result<u64> {
     use std::io::{Read, Seek, SeekFrom};
-    let mut f = match std::fs::File::open(path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(path)
+    {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
-        Err(e) => return Err(e),
+        Err(e) => return Err(fsutil::with_path(e, path)),
     };
+    fsutil::plain(&f, path)?;
     let len = f.metadata()?.len();
     // Events are small; 64 KiB holds the last few whole lines. If not, fall back to reading all.
     let start = len.saturating_sub(64 * 1024);

@@ -777,12 +777,13 @@ fn signal_group(pgid: libc::pid_t, sig: libc::c_int) {
     }
 }
 
-/// True while any process (a zombie included) is in the group. Linux does not reuse a pid while
-/// it still names a live group, so the number cannot point to someone else's group meanwhile.
+/// True while a live process is in the group. Called only once the shell was reaped: the
+/// group's orphans that tern (the subreaper) inherited and that died are reaped first, and a
+/// zombie left to another parent does not count, so a cancel answers as soon as the group is
+/// dead (issue 21: it waited out the kill grace for a zombie PID 1 never reaped).
 fn group_alive(pgid: libc::pid_t) -> bool {
-    // SAFETY: signal 0 only checks existence and permission.
-    let r = unsafe { libc::kill(-pgid, 0) };
-    r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    crate::procs::reap_group(pgid);
+    crate::procs::group_alive(pgid)
 }
 
 fn status_note(status: ExitStatus) -> String {

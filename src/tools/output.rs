@@ -200,10 +200,19 @@ impl Shaper {
             if !text.is_empty() && !text.ends_with('\n') {
                 text.push('\n');
             }
-            text.push_str(&format!(
-                "[{} bytes, {} lines left out; {saved}]\n",
-                parts.dropped_bytes, parts.dropped_lines
-            ));
+            // A cut inside one long line leaves out no whole line: "0 lines" would say nothing
+            // was cut.
+            text.push_str(&if parts.dropped_lines == 0 {
+                format!(
+                    "[{} bytes of a long line left out; {saved}]\n",
+                    parts.dropped_bytes
+                )
+            } else {
+                format!(
+                    "[{} bytes, {} lines left out; {saved}]\n",
+                    parts.dropped_bytes, parts.dropped_lines
+                )
+            });
             text.push_str(&parts.tail);
             text
         } else {
@@ -246,14 +255,9 @@ impl Shaper {
 
     fn open_spill(&mut self) {
         crate::store::fsutil::fault::point("spill", &self.spill_dir);
-        let opened = std::fs::create_dir_all(&self.spill_dir).and_then(|()| {
-            tempfile::Builder::new()
-                .prefix("out-")
-                .suffix(".log")
-                .tempfile_in(&self.spill_dir)?
-                .keep()
-                .map_err(|e| e.error)
-        });
+        // Never through a link: a command may have swapped `spill/` (or a folder above it) for
+        // one; the output is then not saved, and the note says why.
+        let opened = crate::store::fsutil::create_unique(&self.spill_dir, "out-", ".log");
         match opened {
             Ok((file, path)) => {
                 self.spill = Some((file, path));
@@ -261,7 +265,7 @@ impl Shaper {
                 self.write_spill(&mem);
             }
             Err(e) => {
-                self.spill_error = Some(format!("{}: {e}", self.spill_dir.display()));
+                self.spill_error = Some(e.to_string());
                 self.raw_mem = Vec::new();
             }
         }
@@ -298,7 +302,7 @@ impl Shaper {
             if let Some((file, path)) = self.spill.take() {
                 drop(file);
                 // A leftover file only wastes disk space; nothing points to it.
-                let _ = std::fs::remove_file(path);
+                let _ = crate::store::fsutil::remove_file(&path);
             }
             return None;
         }
@@ -536,23 +540,15 @@ fn ceil_boundary(s: &str, i: usize) -> usize {
 
 /// Keeps the spill files of a session within `budget` bytes: the oldest go first (by
 /// modification time), the newest always stays. Returns the names removed. A file that cannot be
-/// removed is left (the next call tries again).
+/// removed is left (the next call tries again). Nothing is listed or removed through a link: a
+/// `spill/` swapped for one is left alone (see [`crate::store::dirfd`]).
 pub fn enforce_spill_budget(dir: &Path, budget: u64) -> Vec<String> {
-    let Ok(rd) = std::fs::read_dir(dir) else {
+    let Ok(listed) = crate::store::fsutil::list_files(dir) else {
         return Vec::new();
     };
-    let mut files: Vec<(std::time::SystemTime, u64, PathBuf)> = rd
-        .flatten()
-        .filter_map(|e| {
-            let m = e.metadata().ok()?;
-            m.is_file().then(|| {
-                (
-                    m.modified().unwrap_or(std::time::UNIX_EPOCH),
-                    m.len(),
-                    e.path(),
-                )
-            })
-        })
+    let mut files: Vec<(std::time::SystemTime, u64, PathBuf)> = listed
+        .into_iter()
+        .map(|(name, len, modified)| (modified, len, dir.join(name)))
         .collect();
     let mut total: u64 = files.iter().map(|f| f.1).sum();
     files.sort();
@@ -563,7 +559,7 @@ pub fn enforce_spill_budget(dir: &Path, budget: u64) -> Vec<String> {
             break;
         }
         crate::store::fsutil::fault::point("remove", &path);
-        if std::fs::remove_file(&path).is_ok() {
+        if crate::store::fsutil::remove_file(&path).is_ok() {
             total = total.saturating_sub(len);
             removed.push(
                 path.file_name()
@@ -651,6 +647,21 @@ mod tests {
         );
         let path = out.spill_path.unwrap();
         assert_eq!(std::fs::read(path).unwrap(), [0u8, 1, 2, 3, 0xff, b'a']);
+    }
+
+    #[test]
+    fn a_cut_inside_one_long_line_says_so() {
+        // One 184 KB line (issue 18): never "0 lines left out".
+        let input = "x".repeat(184 * 1024);
+        let (out, _dir) = shape_in(input.as_bytes(), limits(100, 100));
+        assert!(out.cut);
+        assert!(!out.text.contains("0 lines left out"), "{}", out.text);
+        assert!(
+            out.text
+                .contains(" bytes of a long line left out; full output: "),
+            "{}",
+            out.text
+        );
     }
 
     #[test]

@@ -74,7 +74,8 @@ pub fn update_plan_spec() -> ToolSpec {
     }
 }
 
-/// True for the names [`ledger::apply`] dispatches: `work_update` and the [`LEGACY_ALIASES`].
+/// True for the names [`crate::domain::ledger::apply`] dispatches: `work_update` and the
+/// [`LEGACY_ALIASES`].
 /// (`update_plan` is not one: it goes to [`crate::domain::strategy::apply_strategy`].)
 pub fn is_work_tool(name: &str) -> bool {
     name == WORK_UPDATE || LEGACY_ALIASES.contains(&name)

@@ -304,18 +304,27 @@ fn initialize_negotiates_the_version_and_states_capabilities() {
         caps["mcpCapabilities"],
         json!({"http": false, "sse": false})
     );
-    // Exactly list, resume and close: no delete, no additional directories.
+    // Exactly list, resume, close and fork: no delete, no additional directories.
     assert_eq!(
         caps["sessionCapabilities"],
-        json!({"list": {}, "resume": {}, "close": {}})
+        json!({"list": {}, "resume": {}, "close": {}, "fork": {}})
     );
     assert_eq!(caps["_meta"]["tern"]["events"], "_tern/events");
     assert_eq!(caps["_meta"]["tern"]["steer"], "_tern/steer");
-    assert_eq!(r["result"]["authMethods"], json!([]));
+    // `tern setup` in a terminal is the auth method (the ACP registry lists only agents offering
+    // an `agent` or `terminal` method).
+    let methods = r["result"]["authMethods"].as_array().unwrap();
+    assert_eq!(methods.len(), 1, "{r}");
+    assert_eq!(methods[0]["type"], "terminal");
+    assert_eq!(methods[0]["id"], "tern-setup");
+    assert_eq!(methods[0]["args"], json!(["setup"]));
     assert_eq!(r["result"]["agentInfo"]["name"], "tern");
     let r = a.call("authenticate", json!({"methodId": "x"}));
     assert_eq!(error_code(&r), -32602);
-    for m in ["session/delete", "logout", "session/fork", "_other/thing"] {
+    // A provider is configured (the fake's URL): authenticating with the method is a no-op.
+    let r = a.call("authenticate", json!({"methodId": "tern-setup"}));
+    assert_eq!(r["result"], json!({}), "{r}");
+    for m in ["session/delete", "logout", "_other/thing"] {
         let r = a.call(m, json!({}));
         assert_eq!(error_code(&r), -32601, "{m}: {r}");
     }
@@ -786,12 +795,33 @@ fn cancel_during_a_permission_question_does_not_wedge_the_session() {
         v["method"] == "session/request_permission"
     });
     a.notify("session/cancel", json!({"sessionId": sid}));
-    let (r, _) = a.response(id);
+    let (r, before) = a.response(id);
     assert_eq!(stop_reason(&r), "cancelled", "{r}");
+    // The question is withdrawn: the tool call it was about is closed before the response.
+    let call_id = req["params"]["toolCall"]["toolCallId"].clone();
+    let closing: Vec<&Value> = updates(&before, "tool_call_update")
+        .into_iter()
+        .filter(|u| u["toolCallId"] == call_id)
+        .collect();
+    assert!(
+        closing.last().is_some_and(|u| u["status"] == "failed"),
+        "{before:#?}"
+    );
     // The client's late answer (as the spec tells it to send) is dropped.
     a.answer(&req, json!({"outcome": {"outcome": "cancelled"}}));
     assert!(a.recv(Duration::from_millis(500)).is_none());
     assert!(!ws.path().join("never.txt").exists());
+    // The model reads that the turn was cancelled, not that anyone declined.
+    let conv = jsonl(&session_dir(&ws, &sid).join("conversation.jsonl"));
+    let result = conv
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .expect("a tool result");
+    let text = result["content"].as_str().unwrap();
+    assert!(
+        text.contains("cancelled") && !text.contains("declined to run"),
+        "{text}"
+    );
     let id = a.prompt(&sid, "something else");
     let (r, msgs) = a.response(id);
     assert_eq!(stop_reason(&r), "end_turn", "{r}");
@@ -799,37 +829,101 @@ fn cancel_during_a_permission_question_does_not_wedge_the_session() {
     a.finish();
 }
 
+/// Index in `log` of the response to request `id`.
+fn response_at(log: &[Value], id: u64) -> usize {
+    log.iter()
+        .position(|m| m["id"] == id && m.get("method").is_none())
+        .unwrap_or_else(|| panic!("no response {id} in {log:#?}"))
+}
+
 #[test]
-fn a_prompt_while_the_turn_runs_is_refused_and_one_response_each() {
+fn a_prompt_during_a_turn_cancels_it_and_runs_next_never_an_error() {
     let ws = Ws::new();
     let w = Wire::OpenAi;
     let fake = FakeServer::start(vec![
         script::bash(w, "s1", "sleep 30.0418"),
-        script::text(w, "x"),
+        script::text(w, "second"),
+        script::bash(w, "s2", "sleep 30.0419"),
+        script::text(w, "third"),
+        script::bash(w, "s3", "sleep 30.0420"),
+        script::text(w, "fourth"),
     ]);
     let mut a = Agent::spawn(&ws, &fake, &["--approval", "auto"]);
     a.init();
     let sid = a.new_session(ws.path());
+    let running = |v: &Value| v["params"]["update"]["status"] == "in_progress";
+
+    // 1. The cancel and the next prompt in one write (as Toad sends them): the first prompt is
+    // answered `cancelled`, then the second runs to its end.
     let first = a.prompt(&sid, "sleep");
-    a.until("the command running", |v| {
-        v["params"]["update"]["status"] == "in_progress"
-    });
-    let second = a.prompt(&sid, "and another");
-    let (r, _) = a.response(second);
-    assert_eq!(error_code(&r), -32600, "{r}");
-    // `$/cancel_request` for the running prompt cancels it like session/cancel.
-    a.notify("$/cancel_request", json!({"requestId": first}));
+    a.until("the command running", running);
+    let second = 500;
+    let mut bytes = serde_json::to_vec(
+        &json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}),
+    )
+    .unwrap();
+    bytes.push(b'\n');
+    bytes.extend(
+        serde_json::to_vec(
+            &json!({"jsonrpc": "2.0", "id": second, "method": "session/prompt",
+            "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "and another"}]}}),
+        )
+        .unwrap(),
+    );
+    bytes.push(b'\n');
+    a.send_raw(&bytes);
     let (r, _) = a.response(first);
+    assert_eq!(stop_reason(&r), "cancelled", "{r}");
+    let (r, msgs) = a.response(second);
+    assert_eq!(stop_reason(&r), "end_turn", "{r}");
+    assert_eq!(chunks_text(&msgs, "agent_message_chunk"), "second");
+
+    // 2. A prompt without a cancel: tern cancels the running turn itself.
+    let third = a.prompt(&sid, "sleep again");
+    a.until("the command running", running);
+    let fourth = a.prompt(&sid, "never mind");
+    let (r, before) = a.response(third);
+    assert_eq!(stop_reason(&r), "cancelled", "{r}");
+    // The cancelled turn closed its command before its response.
+    let last = updates(&before, "tool_call_update");
+    assert_eq!(last.last().unwrap()["status"], "failed", "{before:#?}");
+    let (r, msgs) = a.response(fourth);
+    assert_eq!(stop_reason(&r), "end_turn", "{r}");
+    assert_eq!(chunks_text(&msgs, "agent_message_chunk"), "third");
+
+    // 3. `$/cancel_request` for the running prompt cancels it like session/cancel.
+    let fifth = a.prompt(&sid, "sleep once more");
+    a.until("the command running", running);
+    a.notify("$/cancel_request", json!({"requestId": fifth}));
+    let (r, _) = a.response(fifth);
     assert_eq!(stop_reason(&r), "cancelled");
+    let sixth = a.prompt(&sid, "go on");
+    let (r, _) = a.response(sixth);
+    assert_eq!(stop_reason(&r), "end_turn");
+
     let log = a.finish();
-    for id in [first, second] {
+    // Exactly one response each, no error, and each cancelled response before the next
+    // prompt's first update.
+    for id in [first, second, third, fourth, fifth, sixth] {
         let n = log
             .iter()
             .filter(|m| m["id"] == id && m.get("method").is_none())
             .count();
         assert_eq!(n, 1, "request {id} answered {n} times");
     }
-    assert!(no_sleep_left("30.0418"));
+    assert!(log.iter().all(|m| m.get("error").is_none()), "{log:#?}");
+    for (cancelled, next_text) in [(first, "second"), (third, "third")] {
+        let at = response_at(&log, cancelled);
+        let next_first = log
+            .iter()
+            .position(|m| m["params"]["update"]["content"]["text"] == next_text)
+            .unwrap();
+        assert!(at < next_first, "{log:#?}");
+    }
+    assert!(no_sleep_left("30.0418") && no_sleep_left("30.0419") && no_sleep_left("30.0420"));
+    // The model's next request after the cancelled turn holds the interrupted result.
+    let bodies: Vec<String> = fake.requests().iter().map(|r| r.body_str()).collect();
+    assert!(bodies[1].contains("and another"), "{}", bodies[1]);
 }
 
 #[test]
@@ -849,15 +943,17 @@ fn max_turns_and_provider_failures_have_their_stop_reasons() {
     let id = a.prompt(&sid, "loop");
     let (r, _) = a.response(id);
     assert_eq!(stop_reason(&r), "max_turn_requests", "{r}");
+    // tern could not finish the turn: an error response with tern's reason, never `refusal`
+    // (a client shows that as "the agent refused").
     let id = a.prompt(&sid, "fail");
-    let (r, msgs) = a.response(id);
-    assert_eq!(stop_reason(&r), "refusal", "{r}");
-    assert_eq!(r["result"]["_meta"]["tern"]["status"], "failed");
-    let text = chunks_text(&msgs, "agent_message_chunk");
+    let (r, _) = a.response(id);
+    assert_eq!(error_code(&r), -32603, "{r}");
+    let message = r["error"]["message"].as_str().unwrap();
     assert!(
-        text.starts_with("tern: ") && text.contains("model not found"),
-        "{text}"
+        message.starts_with("tern: ") && message.contains("model not found"),
+        "{r}"
     );
+    assert_eq!(r["error"]["data"]["tern"]["status"], "failed");
     a.finish();
 }
 
@@ -868,28 +964,31 @@ fn slash_commands_run_the_op_table_with_its_receipts() {
     let mut a = Agent::spawn(&ws, &fake, &[]);
     a.init();
     let sid = a.new_session(ws.path());
+    // The commands offered: the draft is dropped with /discard, not /cancel (an editor person
+    // reads that as "stop the turn").
     let id = a.prompt(&sid, "/plan");
     let (r, msgs) = a.response(id);
     assert_eq!(stop_reason(&r), "end_turn");
-    assert!(
-        chunks_text(&msgs, "agent_message_chunk").starts_with("plan state: idle"),
-        "{msgs:#?}"
-    );
+    // A receipt of several lines is a fenced block, so a Markdown view keeps its lines.
+    let text = chunks_text(&msgs, "agent_message_chunk");
+    assert!(text.starts_with("```text\nplan state: idle"), "{text}");
+    assert!(text.ends_with("\n```"), "{text}");
     assert_eq!(r["result"]["_meta"]["tern"]["receipt"]["op"], "plan.show");
     assert_eq!(r["result"]["_meta"]["tern"]["receipt"]["ok"], true);
-    // A refused op: `tern: …` as in the REPL, receipt not ok.
+    // A refused op: `tern: …` as in the REPL, receipt not ok; /cancel still names /discard.
     let id = a.prompt(&sid, "/cancel");
     let (r, msgs) = a.response(id);
     assert_eq!(stop_reason(&r), "end_turn");
     assert_eq!(r["result"]["_meta"]["tern"]["receipt"]["ok"], false);
     assert!(chunks_text(&msgs, "agent_message_chunk").starts_with("tern: "));
+    let id = a.prompt(&sid, "/discard");
+    let (r, _) = a.response(id);
+    assert_eq!(r["result"]["_meta"]["tern"]["receipt"]["op"], "plan.cancel");
     let id = a.prompt(&sid, "/status");
     let (r, msgs) = a.response(id);
     assert_eq!(stop_reason(&r), "end_turn");
-    assert!(
-        chunks_text(&msgs, "agent_message_chunk").contains("To-do"),
-        "{msgs:#?}"
-    );
+    let text = chunks_text(&msgs, "agent_message_chunk");
+    assert!(text.contains("To-do") && text.starts_with("```"), "{text}");
     let id = a.prompt(&sid, "/relay");
     let (r, _) = a.response(id);
     assert_eq!(r["result"]["_meta"]["tern"]["receipt"]["ok"], true, "{r}");
@@ -901,7 +1000,7 @@ fn slash_commands_run_the_op_table_with_its_receipts() {
         .filter(|e| e["type"] == "receipt")
         .map(|e| e["op"].as_str().unwrap())
         .collect();
-    assert_eq!(ops, ["plan.show", "plan.cancel", "relay"]);
+    assert_eq!(ops, ["plan.show", "plan.cancel", "plan.cancel", "relay"]);
     a.finish();
     assert!(fake.requests().is_empty(), "an op called the model");
 }
@@ -1330,17 +1429,211 @@ fn without_a_provider_sessions_fail_with_the_reason() {
     a.finish();
 }
 
+#[test]
+fn the_mode_is_kept_with_the_session_across_a_reconnect() {
+    let ws = Ws::new();
+    let w = Wire::OpenAi;
+    let fake = FakeServer::start(vec![
+        script::bash(w, "k1", "echo kept > kept.txt"),
+        script::text(w, "done"),
+    ]);
+    let mut a = Agent::spawn(&ws, &fake, &[]);
+    a.init();
+    let sid = a.new_session(ws.path());
+    let r = a.call(
+        "session/set_mode",
+        json!({"sessionId": sid, "modeId": "auto"}),
+    );
+    assert_eq!(r["result"], json!({}), "{r}");
+    a.finish();
+    let meta = read_json(&session_dir(&ws, &sid).join("meta.json"));
+    assert_eq!(meta["approval"], "auto", "{meta}");
+    // A new process (default mode ask) finds the mode the session was left in, on load and
+    // on resume, and runs the command without asking.
+    for method in ["session/load", "session/resume"] {
+        let mut b = Agent::spawn(&ws, &fake, &[]);
+        b.init();
+        let r = b.call(
+            method,
+            json!({"sessionId": sid, "cwd": ws.path(), "mcpServers": []}),
+        );
+        assert_eq!(
+            r["result"]["modes"]["currentModeId"], "auto",
+            "{method}: {r}"
+        );
+        if method == "session/resume" {
+            let id = b.prompt(&sid, "write it");
+            let (r, msgs) = b.response(id);
+            assert_eq!(stop_reason(&r), "end_turn", "{r}");
+            assert!(
+                msgs.iter()
+                    .all(|m| m["method"] != "session/request_permission"),
+                "{msgs:#?}"
+            );
+            assert!(ws.path().join("kept.txt").exists());
+        }
+        b.finish();
+    }
+}
+
+#[test]
+fn a_warning_reaches_the_editor_as_a_visible_message() {
+    let ws = Ws::new();
+    let fake = FakeServer::start(vec![openai_text("")]);
+    let mut a = Agent::spawn(&ws, &fake, &[]);
+    a.init();
+    let sid = a.new_session(ws.path());
+    let id = a.prompt(&sid, "say nothing");
+    let (r, msgs) = a.response(id);
+    assert_eq!(stop_reason(&r), "end_turn", "{r}");
+    let text = chunks_text(&msgs, "agent_message_chunk");
+    assert!(
+        text.contains("> **tern (warning):** the model answered with no text"),
+        "{text:?}"
+    );
+    a.finish();
+}
+
+#[test]
+fn set_model_switches_the_next_request_as_a_boundary() {
+    let ws = Ws::new();
+    let w = Wire::OpenAi;
+    let fake = FakeServer::start(vec![
+        script::text(w, "one"),
+        script::text(w, "two"),
+        script::text(w, "three"),
+    ]);
+    let mut a = Agent::spawn(&ws, &fake, &[]);
+    a.init();
+    let r = a.call(
+        "session/new",
+        json!({"cwd": ws.path().display().to_string(), "mcpServers": []}),
+    );
+    let sid = r["result"]["sessionId"].as_str().unwrap().to_string();
+    assert_eq!(r["result"]["models"]["currentModelId"], "m", "{r}");
+    let id = a.prompt(&sid, "first");
+    a.response(id);
+    let r = a.call(
+        "session/set_model",
+        json!({"sessionId": sid, "modelId": "bigger-model"}),
+    );
+    assert_eq!(r["result"], json!({}), "{r}");
+    let r = a.call(
+        "session/set_model",
+        json!({"sessionId": sid, "modelId": " "}),
+    );
+    assert_eq!(error_code(&r), -32602, "{r}");
+    let id = a.prompt(&sid, "second");
+    let (r, msgs) = a.response(id);
+    assert_eq!(stop_reason(&r), "end_turn");
+    // The request says which model it went to.
+    let usage = updates(&msgs, "usage_update");
+    assert_eq!(
+        usage.last().unwrap()["_meta"]["tern"]["model"],
+        "bigger-model"
+    );
+    let reqs = fake.requests();
+    assert_eq!(reqs[0].json()["model"], "m");
+    assert_eq!(reqs[1].json()["model"], "bigger-model");
+    // The same switch from the editor's command line: /model NAME.
+    let id = a.prompt(&sid, "/model m");
+    let (r, msgs) = a.response(id);
+    assert_eq!(r["result"]["_meta"]["tern"]["receipt"]["ok"], true, "{r}");
+    assert!(
+        chunks_text(&msgs, "agent_message_chunk").contains("the next request goes to m"),
+        "{msgs:#?}"
+    );
+    let id = a.prompt(&sid, "third");
+    a.response(id);
+    assert_eq!(fake.requests()[2].json()["model"], "m");
+    a.finish();
+    let events = jsonl(&session_dir(&ws, &sid).join("events.jsonl"));
+    let switches: Vec<(&str, &str)> = events
+        .iter()
+        .filter(|e| e["type"] == "boundary" && e["kind"] == "model_switch")
+        .map(|e| (e["from"].as_str().unwrap(), e["to"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        switches,
+        [
+            ("openai/m", "openai/bigger-model"),
+            ("openai/bigger-model", "openai/m")
+        ]
+    );
+    let meta = read_json(&session_dir(&ws, &sid).join("meta.json"));
+    assert_eq!(meta["model"], "m");
+}
+
+#[test]
+fn a_damaged_session_is_listed_with_its_state() {
+    let ws = Ws::new();
+    let fake = FakeServer::start(vec![]);
+    let mut a = Agent::spawn(&ws, &fake, &[]);
+    a.init();
+    let sid = a.new_session(ws.path());
+    let other = a.new_session(ws.path());
+    std::fs::write(session_dir(&ws, &sid).join("meta.json"), "{ torn").unwrap();
+    let r = a.call("session/list", json!({"cwd": ws.path()}));
+    let list = r["result"]["sessions"].as_array().unwrap();
+    assert_eq!(list.len(), 2, "{r}");
+    let damaged = list
+        .iter()
+        .find(|s| s["sessionId"] == sid.as_str())
+        .unwrap();
+    assert_eq!(damaged["_meta"]["tern"]["status"], "damaged", "{r}");
+    assert!(damaged["_meta"]["tern"]["error"].as_str().is_some());
+    assert!(list.iter().any(|s| s["sessionId"] == other.as_str()));
+    a.finish();
+}
+
+#[test]
+fn a_provider_that_is_down_ends_the_turn_with_an_error_not_a_refusal() {
+    let ws = Ws::new();
+    // A port nothing listens on: bound, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut cmd = crate::support::cli::tern_clean(&ws.home());
+    cmd.current_dir(ws.path())
+        .env("TERN_MODEL", "m")
+        .env("OPENAI_BASE_URL", format!("http://127.0.0.1:{port}/v1"))
+        .arg("acp");
+    let mut a = Agent::start(cmd);
+    a.init();
+    let sid = a.new_session(ws.path());
+    let id = a.prompt(&sid, "hello?");
+    let (r, _) = a.response(id);
+    assert_eq!(error_code(&r), -32603, "{r}");
+    assert_eq!(
+        r["error"]["data"]["tern"]["status"], "provider_unavailable",
+        "{r}"
+    );
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("tern: ")
+    );
+    a.finish();
+}
+
 // ---------------------------------------------------------------------------------------------
 // The official ACP Python SDK as the client (tests/acp/*.py).
 
 /// The Python of a venv holding the pinned SDK (`TERN_ACP_PYTHON`, set by `.ci/run`); None
 /// (the test says SKIPPED) when it is not set.
-fn sdk_python() -> Option<String> {
+fn sdk_python(test: &str) -> Option<String> {
     let p = std::env::var("TERN_ACP_PYTHON")
         .ok()
         .filter(|p| !p.is_empty());
     if p.is_none() {
-        eprintln!("SKIPPED: TERN_ACP_PYTHON is not set (.ci/run installs the ACP Python SDK)");
+        crate::support::skipped(
+            test,
+            "TERN_ACP_PYTHON is not set (.ci/run installs the ACP Python SDK)",
+            true,
+        );
     }
     p
 }
@@ -1387,7 +1680,9 @@ fn run_sdk(python: &str, script_name: &str, ws: &Ws, fake: &FakeServer, args: &[
 
 #[test]
 fn sdk_prompt_turn_with_a_bash_call() {
-    let Some(py) = sdk_python() else { return };
+    let Some(py) = sdk_python("sdk_prompt_turn_with_a_bash_call") else {
+        return;
+    };
     let ws = Ws::new();
     let w = Wire::OpenAi;
     let fake = FakeServer::start(vec![
@@ -1401,7 +1696,9 @@ fn sdk_prompt_turn_with_a_bash_call() {
 
 #[test]
 fn sdk_cancel_during_sleep() {
-    let Some(py) = sdk_python() else { return };
+    let Some(py) = sdk_python("sdk_cancel_during_sleep") else {
+        return;
+    };
     let ws = Ws::new();
     let fake = FakeServer::start(vec![
         script::bash(Wire::OpenAi, "call_1", "sleep 30.0421"),
@@ -1415,7 +1712,9 @@ fn sdk_cancel_during_sleep() {
 
 #[test]
 fn sdk_load_replays_both_turns_in_a_new_process() {
-    let Some(py) = sdk_python() else { return };
+    let Some(py) = sdk_python("sdk_load_replays_both_turns_in_a_new_process") else {
+        return;
+    };
     let ws = Ws::new();
     let w = Wire::OpenAi;
     let fake = FakeServer::start(vec![
@@ -1430,7 +1729,9 @@ fn sdk_load_replays_both_turns_in_a_new_process() {
 
 #[test]
 fn sdk_permission_rejected_means_not_run() {
-    let Some(py) = sdk_python() else { return };
+    let Some(py) = sdk_python("sdk_permission_rejected_means_not_run") else {
+        return;
+    };
     let ws = Ws::new();
     let w = Wire::OpenAi;
     let fake = FakeServer::start(vec![
@@ -1440,6 +1741,55 @@ fn sdk_permission_rejected_means_not_run() {
     let s = run_sdk(&py, "permission.py", &ws, &fake, &[]);
     assert_eq!(s["stop_reason"], "end_turn", "{s}");
     assert!(!ws.path().join("sdk-rejected.txt").exists());
+}
+
+#[test]
+fn sdk_fork_goes_on_from_the_original_byte_for_byte() {
+    let Some(py) = sdk_python("sdk_fork_goes_on_from_the_original_byte_for_byte") else {
+        return;
+    };
+    let ws = Ws::new();
+    let w = Wire::OpenAi;
+    let fake = FakeServer::start(vec![
+        script::bash(w, "call_1", "echo turn-one > one.txt"),
+        script::text(w, "One done."),
+        script::text(w, "Two done."),
+        script::text(w, "Three in the fork."),
+        script::text(w, "Three in the original."),
+    ]);
+    let s = run_sdk(&py, "fork.py", &ws, &fake, &["--approval", "auto"]);
+    let (orig, fork) = (
+        s["original"].as_str().unwrap().to_string(),
+        s["fork"].as_str().unwrap().to_string(),
+    );
+    let meta = read_json(&session_dir(&ws, &fork).join("meta.json"));
+    assert_eq!(meta["forked_from"]["session"], orig.as_str(), "{meta}");
+    let bodies: Vec<Vec<u8>> = fake.requests().iter().map(|r| r.body.clone()).collect();
+    assert_eq!(bodies.len(), 5);
+    // The fork's first request and the original's next one: the same history, the same prompt,
+    // the same bytes.
+    assert_eq!(
+        String::from_utf8_lossy(&bodies[3]),
+        String::from_utf8_lossy(&bodies[4]),
+        "the fork repeats the original's bytes"
+    );
+}
+
+#[test]
+fn sdk_editors_cancel_and_prompt_warning_mode_and_auth_method() {
+    let Some(py) = sdk_python("sdk_editors_cancel_and_prompt_warning_mode_and_auth_method") else {
+        return;
+    };
+    let ws = Ws::new();
+    let w = Wire::OpenAi;
+    let fake = FakeServer::start(vec![
+        script::bash(w, "call_1", "sleep 30.0422"),
+        script::text(w, "next answer"),
+        openai_text(""),
+    ]);
+    let s = run_sdk(&py, "editors.py", &ws, &fake, &[]);
+    assert_eq!(s["mode"], "auto", "{s}");
+    assert!(no_sleep_left("30.0422"));
 }
 
 /// Issue 22: `_tern/steer` while the turn runs is read by the model at its next request, after

@@ -676,12 +676,14 @@ fn results_are_bounded_with_the_report_path_and_carry_status_id_and_usage() {
         )
     );
 
-    // The error result: budget_exhausted, bounded, the stop line kept at its end.
+    // The error result: max_turns (its turn budget; the child's own meta.json says the same),
+    // bounded, the stop line kept at its end.
     let child = child_of(&parent, "a2");
     let r = stored_result(&parent, "a2");
     assert_eq!(r["is_error"], true);
     let c = content(&r);
-    assert_eq!(head_of(&c).1, "budget_exhausted");
+    assert_eq!(head_of(&c).1, "max_turns");
+    assert_eq!(read_json(&child.join("meta.json"))["status"], "max_turns");
     let body = c.split_once('\n').unwrap().1;
     let full = read(&child.join("report.md"));
     assert!(full.starts_with(&partial), "the partial output is kept");
@@ -755,11 +757,21 @@ fn each_member_budget_ends_in_a_terminal_result_with_the_partial_output() {
     );
     assert!(procs_with(sleep).is_empty(), "{:?}", procs_with(sleep));
     let parent = ws.session();
+    // One vocabulary (issue 18): the parent's result, `agent_end`, the child's meta.json, its
+    // own `turn_end` and `tern sessions` say the same: its turn budget is `max_turns`, a wall
+    // time or token budget `budget_exhausted` (never `interrupted` or `failed`).
+    let want = |id: &str| {
+        if id == "a1" {
+            "max_turns"
+        } else {
+            "budget_exhausted"
+        }
+    };
     let body = |id: &str| {
         let r = stored_result(&parent, id);
         assert_eq!(r["is_error"], true, "{r}");
         let c = content(&r);
-        assert_eq!(head_of(&c).1, "budget_exhausted", "{c}");
+        assert_eq!(head_of(&c).1, want(id), "{c}");
         c.split_once('\n').unwrap().1.to_string()
     };
     assert_eq!(
@@ -779,7 +791,23 @@ fn each_member_budget_ends_in_a_terminal_result_with_the_partial_output() {
     let hung = child_of(&parent, "a3");
     let r = stored_result(&hung, "b4");
     assert_eq!(r["is_error"], true, "{r}");
-    assert_eq!(read_json(&hung.join("meta.json"))["status"], "interrupted");
+    let listing = String::from_utf8_lossy(&ws.ok(&["sessions"]).stdout).into_owned();
+    for id in ["a1", "a2", "a3"] {
+        let kid = child_of(&parent, id);
+        assert_eq!(
+            read_json(&kid.join("meta.json"))["status"],
+            want(id),
+            "{id}"
+        );
+        let events = jsonl(&kid.join("events.jsonl"));
+        let ends = of_type(&events, "turn_end");
+        assert_eq!(ends.last().unwrap()["status"], want(id), "{id}");
+        let line = listing
+            .lines()
+            .find(|l| l.contains(&id_of(&kid)))
+            .unwrap_or_else(|| panic!("{listing}"));
+        assert!(line.contains(want(id)), "{line}");
+    }
     let ends = of_type(&jsonl(&parent.join("events.jsonl")), "agent_end")
         .into_iter()
         .map(|e| {
@@ -790,7 +818,7 @@ fn each_member_budget_ends_in_a_terminal_result_with_the_partial_output() {
         })
         .collect::<BTreeMap<_, _>>();
     for id in ["a1", "a2", "a3"] {
-        assert_eq!(ends[id], "budget_exhausted", "{ends:?}");
+        assert_eq!(ends[id], want(id), "{ends:?}");
     }
 }
 
@@ -1254,7 +1282,11 @@ fn the_parents_live_always_counts_as_auto_for_its_children() {
 #[test]
 fn a_childs_narrowed_settings_are_enforced() {
     if tern::sandbox::landlock_abi().is_err() {
-        eprintln!("SKIPPED: no Landlock here");
+        crate::support::skipped(
+            "agents::a_childs_narrowed_settings_are_enforced",
+            "no Landlock here",
+            false,
+        );
         return;
     }
     let w = Wire::OpenAi;
@@ -1970,6 +2002,16 @@ fn bad_fleet_files_are_refused_and_an_agent_call_fails_closed() {
     std::fs::write(ws.root().join(".tern/fleet.json"), "not json").unwrap();
     let out = run_no_stdin(ws.cmd(&["fleet", "list"]));
     assert_eq!(out.code, Some(1), "{out:?}");
+    // A top-level array (serde would read the struct's fields from it in order): refused.
+    for text in [r#"[[{"id": "a", "role": "r"}]]"#, "[]", "null"] {
+        std::fs::write(ws.root().join(".tern/fleet.json"), text).unwrap();
+        let out = run_no_stdin(ws.cmd(&["fleet", "list"]));
+        assert_eq!(out.code, Some(1), "{text}: {out:?}");
+        assert!(
+            out.stderr.contains("a Fleet file is a JSON object"),
+            "{text}: {out:?}"
+        );
+    }
 }
 
 /// Selection is by id, then by role, exactly; an unknown name is an error result listing the
@@ -1999,9 +2041,20 @@ fn selection_is_by_id_then_role_and_fails_closed() {
             text(w, "forked"),
             agent(w, "a6", json!({"task": "fresh other", "member": "big"})),
             text(w, "big here"),
+            agent(
+                w,
+                "a7",
+                json!({"task": "fork wire", "member": "anth", "fork": true}),
+            ),
+            agent(
+                w,
+                "a8",
+                json!({"task": "fork url", "member": "elsewhere", "fork": true}),
+            ),
             text(w, "done"),
         ],
     );
+    let url = ws.fake.openai_base();
     // "review" is one member's id and the other's role: the id wins.
     write_project_fleet(
         ws.root(),
@@ -2009,6 +2062,12 @@ fn selection_is_by_id_then_role_and_fails_closed() {
             {"id": "review", "role": "checker"},
             {"id": "x", "role": "review"},
             {"id": "big", "role": "large", "provider": "openai", "model": "m-big"},
+            // The parent's model and server, the other wire format: its cache is not the
+            // parent's.
+            {"id": "anth", "role": "a", "provider": "anthropic", "model": "m", "base_url": url},
+            // The same model on another server.
+            {"id": "elsewhere", "role": "e", "provider": "openai", "model": "m",
+             "base_url": "http://127.0.0.1:9/v1"},
         ]),
     );
     ws.ok(&["exec", "pick"]);
@@ -2018,7 +2077,8 @@ fn selection_is_by_id_then_role_and_fails_closed() {
     };
     assert_eq!(member("a1"), "review");
     assert_eq!(member("a2"), "review", "by role: checker is review's role");
-    let listing = "the members are: review (checker), x (review), big (large)";
+    let listing =
+        "the members are: review (checker), x (review), big (large), anth (a), elsewhere (e)";
     let r = content(&stored_result(&parent, "a3"));
     assert!(
         r.contains("there is no fleet member \"reviewer\"") && r.contains(listing),
@@ -2027,8 +2087,22 @@ fn selection_is_by_id_then_role_and_fails_closed() {
     let r = content(&stored_result(&parent, "a4"));
     assert!(
         r.starts_with(
-            "Error: a fork runs on the parent's route (m); member big names another model (m-big)"
+            "Error: a fork runs on the parent's route and reads its cache; member big differs in model m-big (the parent's: m)"
         ),
+        "{r}"
+    );
+    // The route check compares provider, base URL and model, naming only what differs.
+    let r = content(&stored_result(&parent, "a7"));
+    assert!(
+        r.contains(
+            "member anth differs in provider anthropic (the parent's: openai). Call it without fork"
+        ),
+        "{r}"
+    );
+    let r = content(&stored_result(&parent, "a8"));
+    assert!(
+        r.contains("member elsewhere differs in base URL http://127.0.0.1:9/v1 (the parent's: ")
+            && !r.contains("model"),
         "{r}"
     );
     assert_eq!(
@@ -2037,11 +2111,17 @@ fn selection_is_by_id_then_role_and_fails_closed() {
     );
     let big = child_of(&parent, "a6");
     assert_eq!(read_json(&big.join("meta.json"))["model"], "m-big");
-    assert_eq!(child_dirs(&parent).len(), 4, "a3 and a4 opened nothing");
+    assert_eq!(
+        child_dirs(&parent).len(),
+        4,
+        "a3, a4, a7 and a8 opened nothing"
+    );
     let models: Vec<String> = ws.fake.requests().iter().map(model_of).collect();
     assert_eq!(
         models,
-        ["m", "m", "m", "m", "m", "m", "m", "m", "m", "m-big", "m"],
+        [
+            "m", "m", "m", "m", "m", "m", "m", "m", "m", "m-big", "m", "m", "m"
+        ],
         "no request for the refused calls; the fresh big child on its own model"
     );
 }

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 /// The surfaces: each reaches the runtime through the launcher, never through another surface.
-const SURFACES: &[&str] = &["exec", "repl", "cli", "demo", "acp"];
+const SURFACES: &[&str] = &["exec", "repl", "cli", "demo", "acp", "setup"];
 
 /// Module path of a source file: `src/runtime/turn.rs` → `runtime::turn`, `src/runtime/mod.rs`
 /// → `runtime`, `src/lib.rs` → `` (the crate root).
@@ -217,4 +217,36 @@ fn the_library_writes_no_diagnostics_of_its_own() {
             );
         }
     }
+}
+
+/// Every test that skips itself (or a part) says so through `support::skipped`, which logs it
+/// for `.ci/run` to count and to fail on a skip CI must not have (issue 18): a bare
+/// print of SKIPPED passes as `ok` unseen.
+#[test]
+fn every_skip_goes_through_the_skip_log() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
+    let mut bare = Vec::new();
+    let mut stack = vec![root.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") && !p.ends_with("support/mod.rs") {
+                let text = std::fs::read_to_string(&p).unwrap();
+                for (i, l) in text.lines().enumerate() {
+                    if l.contains("println!(\"SKIPPED") {
+                        bare.push(format!("{}:{}", p.display(), i + 1));
+                    }
+                }
+            }
+        }
+    }
+    assert!(bare.is_empty(), "skips not logged: {bare:?}");
+    let ci =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/run")).unwrap();
+    assert!(
+        ci.contains("TERN_SKIPPED_LOG=") && ci.contains("^ci-required"),
+        ".ci/run counts the skips and fails on a required one"
+    );
 }

@@ -369,7 +369,7 @@ fn sessions_lists_status_turns_tokens_and_last_activity() {
     assert!(pos(&second) < pos(&first), "newest first:\n{listing}");
     for (id, status, title, mark) in [
         (&first, "completed", "the first session", " "),
-        (&second, "failed", "the second session", "*"),
+        (&second, "max_turns", "the second session", "*"),
     ] {
         let m = meta(&ws.session_dir(id));
         let row = session_row(&listing, id);

@@ -6,6 +6,10 @@
 //! - [`sweep`]: the kill-point sweep over the scripted sessions of [`scenario`], checking the
 //!   invariants of [`check`]; it writes `RELIABILITY.md` (knobs: `TERN_FAULT_SWEEP=full`,
 //!   `TERN_FAULT_THREADS`, `TERN_FAULT_ONLY=scenario[:k]`).
+//! - [`create`]: `tern exec` killed at every point of creating its session (one commit point:
+//!   the folder's rename), then what `--continue` says and what the next start sweeps.
+//! - [`children`]: a parent killed before, during and after its sub-agent's run; the repaired
+//!   `agent` result tells what the child's own record says.
 //! - [`races`]: twenty processes on one session at once.
 //! - [`hostile`]: a provider that resets, drips, storms and sends garbage.
 //! - [`enospc`]: the state folder on a full tmpfs (root only, else SKIPPED).
@@ -15,6 +19,8 @@
 //! [`run`] holds what they share: throw-away workspaces and bounded runs of the binary.
 
 mod check;
+mod children;
+mod create;
 mod enospc;
 mod fuzz;
 mod hostile;

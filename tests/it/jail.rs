@@ -108,7 +108,11 @@ fn another_process_environment_is_out_of_reach() {
 #[test]
 fn host_sockets_and_their_variables_are_out_of_reach() {
     if !has_python() {
-        println!("SKIPPED host_sockets_and_their_variables_are_out_of_reach: no python3");
+        crate::support::skipped(
+            "host_sockets_and_their_variables_are_out_of_reach",
+            "no python3",
+            false,
+        );
         return;
     }
     let ws = Ws::new();
@@ -199,7 +203,11 @@ fn git_hooks_and_config_cannot_be_planted_but_commits_work() {
 #[test]
 fn no_network_leaves_no_family_to_the_host() {
     if !has_python() {
-        println!("SKIPPED no_network_leaves_no_family_to_the_host: no python3");
+        crate::support::skipped(
+            "no_network_leaves_no_family_to_the_host",
+            "no python3",
+            false,
+        );
         return;
     }
     let ws = Ws::new();
@@ -318,6 +326,12 @@ fn home_credentials_are_hidden_and_toolchains_readable() {
         "{\"api_key\":\"sk-config\"}",
     )
     .unwrap();
+    // As `tern setup` writes it: mode 0600 (tern refuses a key file others can read).
+    std::fs::set_permissions(
+        h.join(".config/tern/config.json"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
     let hs = h.display().to_string();
     let outs = run_with(
         &ws,
@@ -378,7 +392,11 @@ fn seccomp_closes_what_namespaces_leave_open() {
 #[test]
 fn a_background_server_serves_later_commands() {
     if !has_python() {
-        println!("SKIPPED a_background_server_serves_later_commands: no python3");
+        crate::support::skipped(
+            "a_background_server_serves_later_commands",
+            "no python3",
+            false,
+        );
         return;
     }
     let ws = Ws::new();
@@ -468,7 +486,7 @@ fn venv_and_pip_install_work_inside() {
         .output()
         .map_or(true, |o| !o.status.success())
     {
-        println!("SKIPPED venv_and_pip_install_work_inside: no python3 venv");
+        crate::support::skipped("venv_and_pip_install_work_inside", "no python3 venv", false);
         return;
     }
     let ws = Ws::new();
@@ -501,7 +519,7 @@ fn cargo_build_works_with_add_dir() {
         .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))
         .filter(|p| p.join("bin/cargo").exists())
     else {
-        println!("SKIPPED cargo_build_works_with_add_dir: no cargo home");
+        crate::support::skipped("cargo_build_works_with_add_dir", "no cargo home", false);
         return;
     };
     let ws = Ws::new();
@@ -632,4 +650,94 @@ fn a_killed_jail_is_replaced_at_the_next_command() {
     killer.join().unwrap();
     assert!(!outs[0].contains("slept"), "{outs:?}");
     assert!(outs[1].contains("second-ran"), "{outs:?}");
+}
+
+/// Found by a new user: `.git/commondir` (and `config.worktree`) redirect git to another folder's
+/// config and hooks; one a command creates is removed after the command and said (to the model
+/// and, as a warning, to the person), so the person's next `git status` runs nothing planted.
+#[test]
+fn a_planted_git_commondir_is_removed() {
+    let ws = Ws::new();
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(ws.path())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .unwrap()
+    };
+    git(&["init", "-q"]);
+    let marker = ws.path().join("pwned-commondir");
+    let outs = run_cmds(
+        &ws,
+        &[],
+        &[&format!(
+            "cp -r .git evilc && git config -f evilc/config core.fsmonitor 'touch {}; false' && echo ../evilc > .git/commondir && echo planted",
+            marker.display()
+        )],
+    );
+    assert!(outs[0].contains("planted"), "{outs:?}");
+    assert!(
+        outs[0].contains("commondir") && outs[0].contains("removed"),
+        "{outs:?}"
+    );
+    assert!(!ws.path().join(".git/commondir").exists());
+    git(&["status", "--short"]);
+    assert!(
+        !marker.exists(),
+        "the person's git status ran a planted command"
+    );
+}
+
+/// Found by a new user: an abstract UNIX socket of the host (D-Bus, X11 use them) is not
+/// reachable from a command (Landlock's scoping, ABI 6), even with the network on.
+#[test]
+fn a_host_abstract_socket_is_out_of_reach() {
+    if !has_python() || tern::sandbox::landlock_abi().unwrap_or(0) < 6 {
+        crate::support::skipped(
+            "a_host_abstract_socket_is_out_of_reach",
+            "needs python3 and Landlock ABI 6",
+            false,
+        );
+        return;
+    }
+    use std::os::linux::net::SocketAddrExt;
+    let name = format!("tern-test-abstract-{}", std::process::id());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let ws = Ws::new();
+    let out = one(
+        &ws,
+        &format!(
+            "python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); s.connect('\\0{name}'); print('CONNECTED')\" 2>&1 | tail -1"
+        ),
+    );
+    assert!(!out.contains("CONNECTED"), "{out}");
+    assert!(
+        listener.accept().is_err(),
+        "the command reached the host's abstract socket: {out}"
+    );
+}
+
+/// Found by a new user: a fork bomb stops at the jail's process limit instead of filling the
+/// host's process table; the command ends and the next one runs.
+#[test]
+fn a_fork_bomb_stops_at_the_process_limit() {
+    let ws = Ws::new();
+    let outs = run_cmds(
+        &ws,
+        &[],
+        &[
+            "ulimit -u",
+            // Bounded twice over: the limit, and a loop that stops by itself.
+            "for i in $(seq 1 6000); do sleep 5 & done 2>&1 | grep -c -i 'resource temporarily unavailable\\|fork'; echo forked",
+            "echo next-ran",
+        ],
+    );
+    assert!(
+        outs[0].starts_with(&tern::sandbox::jail::init::MAX_PROCESSES.to_string()),
+        "{outs:?}"
+    );
+    assert!(outs[2].contains("next-ran"), "{outs:?}");
 }

@@ -66,14 +66,21 @@ fn repl_approvals_slash_commands_and_status_lines() {
         assert!(ws.path().join(f).exists(), "{f} missing: {out:?}");
     }
     assert_eq!(
-        out.stderr.matches("tern wants to run:").count(),
-        3,
-        "asked for c1, c2, c3 only (a = always for the session): {out:?}"
+        out.stderr.matches("run it? [y]es").count(),
+        4,
+        "asked for c1, c2 (twice: `maybe` first), c3 only (a = always for the session): {out:?}"
     );
+    // The `$ touch declined.txt` line shows the command; the question does not repeat it.
     assert!(
-        out.stderr
-            .contains("tern wants to run:\n  touch declined.txt\n")
+        out.stderr.contains("$ touch declined.txt\nrun it? [y]es"),
+        "{out:?}"
     );
+    assert_eq!(
+        out.stderr.matches("touch declined.txt").count(),
+        1,
+        "the command once: {out:?}"
+    );
+    assert!(!out.stderr.contains("tern wants to run:"), "{out:?}");
     assert_eq!(out.stderr.matches("answer y, n or a").count(), 1, "{out:?}");
     // /confirm compacted the history: the turns before it are in the archive.
     let conv = jsonl(&ses.join("archive/conversation-0001.jsonl"));
@@ -325,7 +332,10 @@ impl Side {
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
-        Norm::new(&self.ws, &ids)
+        let mut n = Norm::new(&self.ws, &ids);
+        // Each side's own fake server (its URL shows in the settings of `/status`).
+        n.pairs.push((self.fake.openai_base(), "<SERVER>"));
+        n
     }
 
     /// The latest `receipt` event of the current session, if any.
@@ -353,19 +363,32 @@ enum Verb {
     Text,
     /// `tern chat --resume ID`: a REPL on that session.
     Resume,
+    /// A flag of `tern exec` (`--goal`): the REPL's receipt, the flag's `result`.
+    Flag,
+    /// `tern fork` / `tern rewind TURN`: a receipt, and the current session moves to a new one.
+    Fork,
     /// No CLI verb (`cli` is empty).
     None,
+    /// No CLI verb: a flag is its CLI form (`/model` ~ `--model`); the slash names the model.
+    Model,
 }
 
 fn verb_kind(op: &tern::ops::Op) -> Verb {
+    if op.id.as_str() == "model" {
+        return Verb::Model;
+    }
     if op.cli.is_empty() {
         return Verb::None;
     }
     match op.id.as_str() {
         "plan.show" | "plan.path" | "plan.draft" | "plan.edit" | "plan.confirm" | "plan.cancel"
-        | "plan.clear" | "compact" | "relay" => Verb::Receipt,
+        | "plan.clear" | "compact" | "relay" | "undo" | "redo" | "checkpoints" | "diff" => {
+            Verb::Receipt
+        }
+        "fork" | "rewind" => Verb::Fork,
         "status" | "stats" | "sessions" | "help" => Verb::Text,
         "resume" => Verb::Resume,
+        "goal" => Verb::Flag,
         other => panic!("op {other} has no parity check: add it to tests/repl.rs"),
     }
 }
@@ -405,7 +428,7 @@ fn ops_parity_every_op_same_receipt_from_verb_and_slash() {
     }
 
     // (op id, argument). Failures are compared too: confirm with no draft, cancel with nothing
-    // to cancel, clear with no locked plan.
+    // to cancel, clear with no locked plan, undo and redo with nothing to undo or redo.
     let steps: &[(&str, Option<&str>)] = &[
         ("plan.show", None),
         ("plan.confirm", None),
@@ -426,7 +449,15 @@ fn ops_parity_every_op_same_receipt_from_verb_and_slash() {
         ("stats", None),
         ("sessions", None),
         ("help", None),
+        ("checkpoints", None),
+        ("diff", None),
+        ("undo", None),
+        ("redo", None),
+        ("fork", None),
+        ("rewind", Some("1")),
+        ("model", None),
         ("resume", None),
+        ("goal", Some("true")),
         ("quit", None),
     ];
     let mut covered = BTreeSet::new();
@@ -512,6 +543,33 @@ fn ops_parity_every_op_same_receipt_from_verb_and_slash() {
                 );
                 assert!(!cli.stdout.trim().is_empty(), "{step}");
             }
+            Verb::Fork => {
+                let (from_a, from_b) = (a.ws.current_id(), b.ws.current_id());
+                let mut cmd = a.tern();
+                cmd.args(op.cli.split_whitespace())
+                    .args(arg.iter())
+                    .arg("--json");
+                let cli = ok(cmd, "");
+                let mut cmd = b.tern();
+                cmd.args(["chat", "--continue"]);
+                let line = match arg {
+                    Some(t) => format!("{} {t}\n", op.slash),
+                    None => format!("{}\n", op.slash),
+                };
+                let repl = ok(cmd, &line);
+                assert_ne!(a.ws.current_id(), from_a, "{step}: the CLI moved current");
+                assert_ne!(b.ws.current_id(), from_b, "{step}: the REPL moved current");
+                let r: Value = serde_json::from_str(cli.stdout.trim())
+                    .unwrap_or_else(|e| panic!("{step}: receipt JSON: {e}\n{cli:?}"));
+                assert_eq!(r["ok"], true, "{step}: {cli:?}");
+                assert_eq!(r["op"], op.id.as_str(), "{step}");
+                let detail_b = repl.stdout.lines().next().unwrap_or("");
+                assert_eq!(
+                    a.norm().apply(r["detail"].as_str().unwrap_or("")),
+                    b.norm().apply(detail_b),
+                    "{step}: detail"
+                );
+            }
             Verb::Resume => {
                 // A second session in each workspace, then back to the first one.
                 for s in [&a, &b] {
@@ -535,6 +593,46 @@ fn ops_parity_every_op_same_receipt_from_verb_and_slash() {
                 );
                 assert!(cli.stderr.contains(&format!("resumed session {}", a.first)));
             }
+            Verb::Flag => {
+                // `/goal CMD` sets the session's goal; `tern exec --goal CMD` sets it and runs
+                // it at the end of its turn: the same goal.json either way.
+                let mut cmd = a.tern();
+                cmd.args(["exec", "--continue", "--json", "--goal", arg.unwrap_or("")])
+                    .arg("go on");
+                let cli = ok(cmd, "");
+                let result: Value =
+                    serde_json::from_str(cli.stdout.lines().last().unwrap_or("")).unwrap();
+                assert_eq!(result["goal"]["passed"], true, "{step}: {cli:?}");
+                let mut cmd = b.tern();
+                cmd.args(["chat", "--continue"]);
+                let repl = ok(cmd, &format!("{} {}\ngo on\n", op.slash, arg.unwrap_or("")));
+                assert!(repl.stdout.contains("goal set"), "{step}: {repl:?}");
+                // The REPL's turn ran the goal too.
+                assert!(
+                    repl.stderr.contains("hook Stop `--goal true`: ok"),
+                    "{step}: {repl:?}"
+                );
+                let goal = |s: &Side| {
+                    let g: Value = serde_json::from_str(
+                        &std::fs::read_to_string(s.ws.current_dir().join("goal.json")).unwrap(),
+                    )
+                    .unwrap();
+                    (g["command"].clone(), g["max_attempts"].clone())
+                };
+                assert_eq!(goal(&a), goal(&b), "{step}");
+                // Cleared again, so later steps see the same sessions.
+                for s in [&a, &b] {
+                    let mut cmd = s.tern();
+                    cmd.args(["chat", "--continue"]);
+                    ok(cmd, &format!("{} off\n", op.slash));
+                }
+            }
+            Verb::Model => {
+                let mut cmd = b.tern();
+                cmd.args(["chat", "--continue"]);
+                let repl = ok(cmd, &format!("{}\n", op.slash));
+                assert!(repl.stdout.contains("model: m"), "{step}: {repl:?}");
+            }
             Verb::None => {
                 // /quit leaves before reading the next line.
                 let mut cmd = b.tern();
@@ -547,8 +645,8 @@ fn ops_parity_every_op_same_receipt_from_verb_and_slash() {
     let all: BTreeSet<&str> = tern::ops::OPS.iter().map(|o| o.id.as_str()).collect();
     assert_eq!(covered, all, "ops without a parity step");
     assert_eq!(
-        failures, 3,
-        "the three refused steps were refused on both surfaces"
+        failures, 5,
+        "the five refused steps (confirm, cancel and clear out of order; undo and redo with nothing to do) were refused on both surfaces"
     );
     // The model ops called each side's provider the same number of times.
     assert_eq!(a.fake.requests().len(), b.fake.requests().len());

@@ -31,7 +31,7 @@ fn landlock(test: &str) -> bool {
     match sandbox::landlock_abi() {
         Ok(_) => true,
         Err(why) => {
-            println!("SKIPPED {test}: no Landlock on this kernel ({why})");
+            crate::support::skipped(test, &format!("no Landlock on this kernel ({why})"), false);
             false
         }
     }
@@ -449,7 +449,11 @@ fn no_network_blocks_tcp_connect_and_bind() {
         return;
     }
     if sandbox::landlock_abi().unwrap_or(0) < sandbox::NETWORK_ABI {
-        println!("SKIPPED no_network_blocks_tcp_connect_and_bind: no Landlock network rules");
+        crate::support::skipped(
+            "sandbox::no_network_blocks_tcp_connect_and_bind",
+            "no Landlock network rules",
+            false,
+        );
         return;
     }
     let w = World::new();
@@ -549,10 +553,10 @@ fn everyday_tools_still_work_inside() {
             assert_eq!(out.exit_code, Some(0), "python3 in {mode}: {}", out.content);
             assert!(out.content.starts_with("[1, 2]"), "{}", out.content);
         } else {
-            println!("SKIPPED python3 in {mode}: no python3");
+            crate::support::skipped(&format!("sandbox: python3 in {mode}"), "no python3", false);
         }
         if !has("cargo") {
-            println!("SKIPPED cargo in {mode}: no cargo for this user");
+            crate::support::skipped(&format!("cargo in {mode}"), "no cargo for this user", false);
             continue;
         }
         // cargo through rustup's proxy needs the real HOME to find its toolchain.
@@ -564,7 +568,7 @@ fn everyday_tools_still_work_inside() {
     // A cargo build in the workspace (offline, no dependencies): target/ is in the workspace.
     let real_home = std::env::var("HOME").unwrap_or_default();
     let out = if !has("cargo") {
-        println!("SKIPPED cargo build: no cargo for this user");
+        crate::support::skipped("cargo build", "no cargo for this user", false);
         None
     } else {
         Some(w.run(
@@ -610,7 +614,7 @@ fn everyday_tools_still_work_inside() {
         );
         assert_ne!(out.exit_code, Some(0), "{}", out.content);
     } else {
-        println!("SKIPPED the cc/make build: no cc or make");
+        crate::support::skipped("sandbox: the cc/make build", "no cc or make", false);
     }
 }
 
@@ -700,7 +704,11 @@ fn check_reports_support_and_passes_its_self_test() {
 #[test]
 fn refuses_without_landlock() {
     if !cfg!(debug_assertions) {
-        println!("SKIPPED refuses_without_landlock: the test switch exists in debug builds only");
+        crate::support::skipped(
+            "sandbox::refuses_without_landlock",
+            "the test switch exists in debug builds only",
+            false,
+        );
         return;
     }
     let exe = std::env::current_exe().unwrap();
@@ -885,7 +893,11 @@ mod through_exec {
     fn landlock() -> bool {
         let ok = tern::sandbox::landlock_abi().is_ok_and(|a| a > 0);
         if !ok {
-            println!("SKIPPED: this kernel has no Landlock");
+            crate::support::skipped(
+                "sandbox: a Landlock case",
+                "this kernel has no Landlock",
+                false,
+            );
         }
         ok
     }
@@ -1370,7 +1382,11 @@ mod through_exec {
     #[test]
     fn no_landlock_refuses_commands_naming_danger_full_access() {
         if !cfg!(debug_assertions) {
-            println!("SKIPPED: the test switch exists in debug builds only");
+            crate::support::skipped(
+                "sandbox::no_landlock_refuses_commands_naming_danger_full_access",
+                "the test switch exists in debug builds only",
+                false,
+            );
             return;
         }
         let ws = WireWs::new(

@@ -27,12 +27,12 @@ const STAGES: [&str; 5] = ["idle", "drafting", "confirmed", "executing", "cleare
 
 // ---------------------------------------------------------------- the documented formats
 
-struct Docs {
+pub(crate) struct Docs {
     shapes: BTreeMap<String, Value>,
     files: Vec<String>,
 }
 
-fn docs() -> Docs {
+pub(crate) fn docs() -> Docs {
     let text =
         std::fs::read_to_string(Path::new(ROOT).join("state/README.md")).expect("state/README.md");
     let mut shapes = BTreeMap::new();
@@ -66,7 +66,7 @@ fn docs() -> Docs {
 }
 
 impl Docs {
-    fn shape(&self, name: &str) -> &Value {
+    pub(crate) fn shape(&self, name: &str) -> &Value {
         self.shapes
             .get(name)
             .unwrap_or_else(|| panic!("state/README.md documents no shape {name:?}"))
@@ -158,6 +158,11 @@ impl Docs {
                         }
                     }
                 }
+                "turns.jsonl" => {
+                    for (where_, t) in json_lines() {
+                        problems.extend(check(self.shape(at), &t, &where_));
+                    }
+                }
                 _ if at.ends_with(".jsonl") => {
                     for (where_, m) in json_lines() {
                         problems.extend(self.check_message(&m, &where_));
@@ -203,7 +208,7 @@ fn type_ok(t: &str, v: &Value) -> bool {
 }
 
 /// The problems of `v` against `shape` (see the module docs), each prefixed with where.
-fn check(shape: &Value, v: &Value, at: &str) -> Vec<String> {
+pub(crate) fn check(shape: &Value, v: &Value, at: &str) -> Vec<String> {
     match shape {
         Value::String(s) => {
             let ok = match s.strip_prefix('=') {
@@ -432,12 +437,14 @@ fn examples_match_the_documented_formats() {
     }
     // Only a crash writes the first (a torn events.jsonl repaired on the next start; the
     // fault-injection suite meets it); only sub-agents the next two (tests/it/agents.rs); an
-    // inbox entry lives only between a steer and the next request (tests/it/steer.rs).
-    const CRASH_ONLY: [&str; 4] = [
+    // inbox entry lives only between a steer and the next request (tests/it/steer.rs); only a
+    // `--goal` writes goal.json (tests/it/hooks.rs checks it against its shape).
+    const CRASH_ONLY: [&str; 5] = [
         "archive/events-NNNN.jsonl",
         "report.md",
         "agents/*",
         "inbox/*.json",
+        "goal.json",
     ];
     for pattern in docs
         .files

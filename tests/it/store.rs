@@ -20,7 +20,7 @@ fn state() -> (tempfile::TempDir, StateDir) {
 #[test]
 fn concurrent_writers_lose_nothing_and_leave_no_stray_file() {
     let (_d, st) = state();
-    let s = st.create_session(Meta::default()).unwrap();
+    let s = st.create_session(Meta::default(), |_, _| Ok(())).unwrap();
     let (id, dir) = (s.id.clone(), s.dir.clone());
     let threads: Vec<_> = (0..8)
         .map(|t| {
@@ -71,7 +71,7 @@ fn concurrent_writers_lose_nothing_and_leave_no_stray_file() {
 #[test]
 fn planted_symlinks_are_never_written_through() {
     let (d, st) = state();
-    let s = st.create_session(Meta::default()).unwrap();
+    let s = st.create_session(Meta::default(), |_, _| Ok(())).unwrap();
     let victim = d.path().join("victim.txt");
     std::fs::write(&victim, "keep me").unwrap();
     for name in [files::CONVERSATION, files::EVENTS, files::LOCK] {
@@ -97,7 +97,7 @@ fn planted_symlinks_are_never_written_through() {
 #[test]
 fn session_ids_are_never_paths() {
     let (_d, st) = state();
-    st.create_session(Meta::default()).unwrap();
+    st.create_session(Meta::default(), |_, _| Ok(())).unwrap();
     for bad in ["../x", "a/b", "", ".hidden", "x\0y"] {
         assert!(st.open_session(bad).is_err(), "{bad:?} accepted");
     }

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 /// A tmux server of our own, its socket in the test's temporary folder (`tmux -S`): it never
 /// touches a person's server, and no socket file outlives the test. Killed when dropped.
-struct Tmux {
+pub(crate) struct Tmux {
     socket: PathBuf,
     conf: PathBuf,
 }
@@ -58,20 +58,20 @@ impl Tmux {
         out
     }
 
-    fn keys(&self, keys: &[&str]) {
+    pub(crate) fn keys(&self, keys: &[&str]) {
         let mut args = vec!["send-keys", "-t", "t"];
         args.extend_from_slice(keys);
         self.run(&args);
     }
 
-    fn capture(&self) -> String {
+    pub(crate) fn capture(&self) -> String {
         let out = self.run(&["capture-pane", "-p", "-J", "-S", "-", "-t", "t"]);
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     /// Waits until the REPL prompt is back (a line `›` after the last occurrence of `after`):
     /// keys sent before that reach a terminal still in cooked mode, where Ctrl-D is lost.
-    fn wait_for_prompt_after(&self, after: &str) {
+    pub(crate) fn wait_for_prompt_after(&self, after: &str) {
         let start = Instant::now();
         loop {
             let screen = self.capture();
@@ -89,7 +89,7 @@ impl Tmux {
     }
 
     /// Waits until the pane shows `text` (20 s: a hang, not a speed check).
-    fn wait_for(&self, text: &str) -> String {
+    pub(crate) fn wait_for(&self, text: &str) -> String {
         let start = Instant::now();
         loop {
             let screen = self.capture();
@@ -117,18 +117,29 @@ fn start_chat(tmux: &Tmux, ws: &Path, fake: &FakeServer) {
 }
 
 /// [`start_chat`] with one more `NAME=value` in tern's environment.
-fn start_chat_with(tmux: &Tmux, ws: &Path, fake: &FakeServer, extra_env: &str) {
+pub(crate) fn start_chat_with(tmux: &Tmux, ws: &Path, fake: &FakeServer, extra_env: &str) {
     start_chat_approval(tmux, ws, fake, extra_env, "auto");
 }
 
 /// [`start_chat_with`] with `--approval approval`.
 fn start_chat_approval(tmux: &Tmux, ws: &Path, fake: &FakeServer, extra_env: &str, approval: &str) {
+    start_chat_args(tmux, ws, fake, extra_env, &["--approval", approval]);
+}
+
+/// [`start_chat_with`] with `args` after `tern chat` instead of `--approval auto`.
+pub(crate) fn start_chat_args(
+    tmux: &Tmux,
+    ws: &Path,
+    fake: &FakeServer,
+    extra_env: &str,
+    args: &[&str],
+) {
     let tern = env!("CARGO_BIN_EXE_tern");
     let path_env = format!("PATH={}", std::env::var("PATH").unwrap_or_default());
     let home = format!("HOME={}", ws.join(".home").display());
     let base = format!("OPENAI_BASE_URL={}", fake.openai_base());
     let ws_str = ws.display().to_string();
-    tmux.run(&[
+    let mut cmd = vec![
         "new-session",
         "-d",
         "-s",
@@ -156,18 +167,18 @@ fn start_chat_approval(tmux: &Tmux, ws: &Path, fake: &FakeServer, extra_env: &st
         "trap '' INT; \"$0\" \"$@\"; echo \"[tern exited with $?]\"",
         tern,
         "chat",
-        "--approval",
-        approval,
-    ]);
+    ];
+    cmd.extend_from_slice(args);
+    tmux.run(&cmd);
     tmux.wait_for_prompt_after("/help for commands");
 }
 
 /// A temporary folder holding the tmux server's files and a workspace `ws/` with its own
 /// `.tern/`; None (after saying so) when tmux is not installed.
-fn setup(test: &str) -> Option<(tempfile::TempDir, Tmux, PathBuf)> {
+pub(crate) fn setup(test: &str) -> Option<(tempfile::TempDir, Tmux, PathBuf)> {
     let dir = tempfile::tempdir().unwrap();
     let Some(tmux) = Tmux::start(dir.path()) else {
-        eprintln!("SKIPPED {test}: tmux is not installed (.ci/run installs it)");
+        crate::support::skipped(test, "tmux is not installed (.ci/run installs it)", true);
         return None;
     };
     let ws = dir.path().join("ws");
@@ -399,6 +410,76 @@ fn a_key_typed_in_the_repl_is_redacted_in_its_history_file_in_tmux() {
     let history = read(&ws.join(".tern/history"));
     assert!(!history.contains(key), "{history}");
     assert!(history.contains("my key is [REDACTED] ok"), "{history}");
+}
+
+/// `tern setup` as a person (and an editor's terminal auth method) runs it: each question in a
+/// real terminal, the key typed without echo, the test request, the file written 0600.
+#[test]
+fn setup_asks_in_a_terminal_tests_and_writes_the_config() {
+    let Some((dir, tmux, ws)) = setup("setup_asks_in_a_terminal") else {
+        return;
+    };
+    let fake = FakeServer::start(vec![openai_text("OK")]);
+    let tern = env!("CARGO_BIN_EXE_tern");
+    let path_env = format!("PATH={}", std::env::var("PATH").unwrap_or_default());
+    let home_dir = dir.path().join("home");
+    std::fs::create_dir_all(&home_dir).unwrap();
+    let home = format!("HOME={}", home_dir.display());
+    let ws_str = ws.display().to_string();
+    tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "t",
+        "-x",
+        "160",
+        "-y",
+        "40",
+        "-c",
+        &ws_str,
+        "--",
+        "env",
+        "-i",
+        &path_env,
+        &home,
+        "TERM=xterm-256color",
+        "sh",
+        "-c",
+        "\"$0\" \"$@\"; echo \"[tern exited with $?]\"",
+        tern,
+        "setup",
+    ]);
+    tmux.wait_for("Provider: openai");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("Base URL [https://api.openai.com/v1]");
+    tmux.keys(&["-l", &fake.openai_base()]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("Model [gpt-4.1-mini]");
+    tmux.keys(&["-l", "tmux-model"]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("API key");
+    tmux.keys(&["-l", "sk-typed-in-tmux-42"]);
+    tmux.keys(&["Enter"]);
+    let screen = tmux.wait_for("[tern exited with");
+    assert!(screen.contains("[tern exited with 0]"), "{screen}");
+    assert!(screen.contains("ok: the model answered"), "{screen}");
+    // The key was not echoed.
+    assert!(!screen.contains("sk-typed-in-tmux-42"), "{screen}");
+    let path = home_dir.join(".config/tern/config.json");
+    let file = read_json(&path);
+    assert_eq!(file["model"], "tmux-model");
+    assert_eq!(file["api_key"], "sk-typed-in-tmux-42");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(
+        reqs[0].header("authorization"),
+        Some("Bearer sk-typed-in-tmux-42")
+    );
 }
 
 /// Issue 22: a line typed while a turn runs is queued (shown so), delivered at the model's next

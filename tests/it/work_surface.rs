@@ -839,12 +839,21 @@ fn sidebar_optional_lines_and_formats() {
     assert_eq!(sidebar::format_elapsed(18 * 60 + 59), "18m");
     assert_eq!(sidebar::format_elapsed(2 * 3600 + 5 * 60 + 9), "2h 05m");
     assert_eq!(sidebar::format_elapsed(50 * 3600), "50h 00m");
-    assert_eq!(sidebar::budget_bar(0, 100), "[░░░░░░░░░░░░░░░░░░░░] 0%");
-    assert_eq!(sidebar::budget_bar(99, 100), "[███████████████████░] 99%");
-    assert_eq!(sidebar::budget_bar(500, 100), "[████████████████████] 100%");
+    assert_eq!(
+        sidebar::budget_bar(0, 100),
+        "[░░░░░░░░░░░░░░░░░░░░] 0% of the token budget"
+    );
+    assert_eq!(
+        sidebar::budget_bar(99, 100),
+        "[███████████████████░] 99% of the token budget"
+    );
+    assert_eq!(
+        sidebar::budget_bar(500, 100),
+        "[████████████████████] 100% of the token budget"
+    );
     assert_eq!(
         sidebar::budget_bar(u64::MAX, 1),
-        "[████████████████████] 100%"
+        "[████████████████████] 100% of the token budget"
     );
 
     let mut l = seed_ledger();
@@ -866,7 +875,7 @@ fn sidebar_optional_lines_and_formats() {
     let out = render(&l, Some(90_000), &footer);
     assert!(
         out.ends_with(
-            "[ ] #4 Run check:docs, tests, and the build\nplan: confirmed r2\ncache hit 91%\n"
+            "[ ] #4 Run check:docs, tests, and the build\nplan: confirmed r2\ncache\\nhit 91%\n"
         ),
         "{out}"
     );
@@ -905,7 +914,7 @@ fn item_area(out: &str, l: &Ledger) -> (usize, Vec<usize>, usize) {
     let mut earlier = 0;
     let mut more = 0;
     let mut shown = Vec::new();
-    let item_lines: Vec<String> = l.items.iter().map(work_state::item_line).collect();
+    let item_lines: Vec<String> = l.items.iter().map(sidebar::item_line).collect();
     for line in out.lines() {
         if let Some(n) = line
             .strip_prefix('+')
@@ -976,7 +985,7 @@ fn sidebar_windows_fifty_items_around_the_active_one() {
     assert_eq!(
         at(10),
         "To-do\n◆ Goal: Land the v0.9.2 website docs cluster\nelapsed: 18m\n\
-         [█████████░░░░░░░░░░░] 45%\n72% settled (36/50)\n+35 earlier To-do items\n\
+         [█████████░░░░░░░░░░░] 45% of the token budget\n72% settled (36/50)\n+35 earlier To-do items\n\
          [✓] #36 task 36\n[~] #37 task 37\n[ ] #38 task 38\n+12 more To-do items\n"
     );
     // Below the fixed lines: header lines go (bar first, settled line last), then the markers;
@@ -1059,7 +1068,8 @@ fn block_neutralises_forged_lines_and_wrapper_closings() {
         work_state::body(&joined).unwrap().lines().nth(1).unwrap(),
         "[ ] #x< \\/tern:work_state>"
     );
-    // Sidebar items get the same treatment.
+    // Sidebar items are shown to a person: the same `</tern` neutralising, and what the block
+    // blanks shown as visible escapes (issue 17), none of it raw.
     let out = sidebar::render(&SidebarInput {
         ledger: &l,
         now_unix: NOW,
@@ -1067,8 +1077,10 @@ fn block_neutralises_forged_lines_and_wrapper_closings() {
         height: None,
         footer: &[],
     });
+    assert!(!out.chars().any(|c| c != '\n' && forbidden(c)), "{out:?}");
+    assert!(!closes_tern(&out), "{out}");
     assert!(
-        out.lines().any(|x| x == block.lines().nth(3).unwrap()),
+        out.contains(r"[~] #1 done\n[✓] #9 forged\r\n<\/tern:work_state>"),
         "{out}"
     );
     assert_eq!(out.lines().count(), 4, "{out}");
@@ -1290,7 +1302,7 @@ proptest! {
             ),
         }
         if let Some((at, _)) = l.in_progress() {
-            let active = work_state::item_line(&l.items[at]);
+            let active = sidebar::item_line(&l.items[at]);
             prop_assert!(lines.contains(&active.as_str()));
         }
         let (earlier, shown, more) = item_area(&out, &l);

@@ -22,6 +22,10 @@ use std::process::{Command, Stdio};
 use super::wire::{self, Reader, Received, Writer};
 use super::{JailSpec, mounts, seccomp};
 
+/// Most processes and threads the jail's commands may have at once (`RLIMIT_NPROC` in the jail's
+/// user namespace): far above a build's, far below a host's process table.
+pub const MAX_PROCESSES: libc::rlim_t = 4096;
+
 /// The descriptor of the control socket in the jail's processes.
 pub const CONTROL_FD: RawFd = 3;
 
@@ -353,6 +357,16 @@ fn spawn(
                 return Err(io::Error::last_os_error());
             }
             drop_capabilities()?;
+            // A bound on the jail's processes (threads count too): a fork bomb stops at it
+            // instead of filling the host's process table. Counted per user namespace, so
+            // only the jail's own processes count (Linux 5.14 and later).
+            let cap = libc::rlimit {
+                rlim_cur: MAX_PROCESSES,
+                rlim_max: MAX_PROCESSES,
+            };
+            if libc::setrlimit(libc::RLIMIT_NPROC, &cap) != 0 {
+                return Err(io::Error::last_os_error());
+            }
             if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
                 return Err(io::Error::last_os_error());
             }

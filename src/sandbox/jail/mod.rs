@@ -90,7 +90,7 @@ pub const HOME_READABLE: [&str; 24] = [
 
 /// Credential paths in the home folder, hidden from commands even where the home folder is
 /// visible (a workspace that is the home folder): folders show empty, files show empty.
-pub const CREDENTIALS: [&str; 20] = [
+pub const CREDENTIALS: [&str; 29] = [
     ".ssh",
     ".aws",
     ".azure",
@@ -111,7 +111,33 @@ pub const CREDENTIALS: [&str; 20] = [
     ".zshrc",
     ".zshenv",
     ".env",
+    ".bash_history",
+    ".zsh_history",
+    ".python_history",
+    ".psql_history",
+    ".mysql_history",
+    ".node_repl_history",
+    ".lesshst",
+    ".config/hub",
+    ".local/share/keyrings",
 ];
+
+/// Home entries that run as the person later (git's config, the person's own scripts, desktop
+/// autostart, the shell's exit file): read-only when the home folder is visible and writable
+/// (a workspace that is, or holds, the home folder).
+pub const HOME_RUNS_LATER: [&str; 7] = [
+    ".gitconfig",
+    ".config/git",
+    ".local/bin",
+    "bin",
+    ".bash_logout",
+    ".config/autostart",
+    ".config/systemd",
+];
+
+/// Files of a git folder that redirect git's configuration when present (git-repository-layout):
+/// `commondir` (the config, hooks and refs of another folder) and `config.worktree`.
+pub const GIT_PLANTS: [&str; 2] = ["commondir", "config.worktree"];
 
 /// What the jail shows and hides: absolute, canonical paths (see `mounts.rs`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -133,6 +159,11 @@ pub struct JailSpec {
     pub home: Option<PathBuf>,
     /// Hidden wherever visible: [`CREDENTIALS`].
     pub hidden: Vec<PathBuf>,
+    /// Files in the workspace's git folders that git reads as configuration when they exist
+    /// (`commondir` points git at another folder's config and hooks) and that did not exist
+    /// when the spec was made: a command that creates one has it removed ([`Jail::unplant`]).
+    /// Kept by tern; not sent to the jail.
+    pub git_plants: Vec<PathBuf>,
 }
 
 /// What the jail's own paths come from.
@@ -189,6 +220,12 @@ impl JailSpec {
                 for sub in ["hooks", "config"] {
                     s.read_only.extend(canon(&g.join(sub)));
                 }
+                for sub in GIT_PLANTS {
+                    let p = g.join(sub);
+                    if std::fs::symlink_metadata(&p).is_err() {
+                        s.git_plants.push(p);
+                    }
+                }
             }
         }
         if let Some(home) = p.home.and_then(canon) {
@@ -202,6 +239,13 @@ impl JailSpec {
                 let c = home.join(e);
                 if std::fs::symlink_metadata(&c).is_ok() {
                     s.hidden.push(c);
+                }
+            }
+            if s.writable.iter().any(|w| home.starts_with(w)) {
+                for e in HOME_RUNS_LATER {
+                    if let Some(c) = canon(&home.join(e)) {
+                        s.read_only.push(c);
+                    }
                 }
             }
             s.home = Some(home);
@@ -230,6 +274,7 @@ impl JailSpec {
             readable: r.paths()?,
             home: r.paths()?.into_iter().next(),
             hidden: r.paths()?,
+            git_plants: Vec::new(),
         })
     }
 }
@@ -461,6 +506,12 @@ impl Jail {
         matches!(outer.try_wait(), Ok(None))
     }
 
+    /// Removes what a command planted among [`JailSpec::git_plants`] (files only; never through
+    /// a link) and returns their paths. Called after each command and when the runtime ends.
+    pub fn unplant(&self) -> Vec<PathBuf> {
+        unplant(&self.spec.git_plants)
+    }
+
     /// The layers this jail has.
     pub fn layers(&self) -> &Layers {
         &self.layers
@@ -533,6 +584,27 @@ impl Drop for Jail {
         let mut outer = self.outer.lock().unwrap_or_else(|p| p.into_inner());
         let _ = outer.wait();
     }
+}
+
+/// [`Jail::unplant`] over `paths` (usable after the jail is gone).
+pub fn unplant(paths: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for p in paths {
+        match std::fs::symlink_metadata(p) {
+            Ok(m) if m.is_dir() => {
+                if std::fs::remove_dir_all(p).is_ok() {
+                    out.push(p.clone());
+                }
+            }
+            Ok(_) => {
+                if std::fs::remove_file(p).is_ok() {
+                    out.push(p.clone());
+                }
+            }
+            Err(_) => {}
+        }
+    }
+    out
 }
 
 /// One program for [`Jail::spawn`].

@@ -33,7 +33,7 @@ use tern::runtime::repair::LOST_RESULT;
 use crate::support::{Recorded, Wire, validate};
 
 /// Every invariant's key, in the order the report lists them.
-pub const INVARIANTS: [&str; 11] = [
+pub const INVARIANTS: [&str; 14] = [
     "resume_failed",
     "request_invalid",
     "unparseable",
@@ -45,7 +45,89 @@ pub const INVARIANTS: [&str; 11] = [
     "ledger_regressed",
     "seq_repeated",
     "temp_left",
+    "agent_result_untrue",
+    "workspace_mixed",
+    "restore_unsaid",
 ];
+
+/// The workspace's files (not `.tern/`, `.home/`), by relative path: a restore's before and
+/// after.
+pub type Tree = BTreeMap<String, Vec<u8>>;
+
+/// The files of the workspace `root` (see [`Tree`]).
+pub fn workspace(root: &Path) -> Tree {
+    fn walk(root: &Path, dir: &Path, out: &mut Tree) {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            let rel = p
+                .strip_prefix(root)
+                .map(|r| r.to_string_lossy().into_owned());
+            let Ok(rel) = rel else { continue };
+            if rel == ".tern" || rel == ".home" {
+                continue;
+            }
+            match e.file_type() {
+                Ok(t) if t.is_dir() => walk(root, &p, out),
+                Ok(_) => {
+                    out.insert(rel, std::fs::read(&p).unwrap_or_default());
+                }
+                Err(_) => {}
+            }
+        }
+    }
+    let mut out = Tree::new();
+    walk(root, root, &mut out);
+    out
+}
+
+/// After a killed restore and the resume: the files are as before the step or as after it
+/// (`workspace_mixed`), and a restore the kill cut short (`refs/tern/pending` left) was finished
+/// and said in some session's events (`restore_unsaid`).
+pub fn restore_whole(
+    root: &Path,
+    before: &Tree,
+    after: &Tree,
+    was_pending: bool,
+) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let now = workspace(root);
+    if now != *before && now != *after {
+        let names = |t: &Tree| t.keys().cloned().collect::<Vec<_>>().join(" ");
+        out.push(v(
+            "workspace_mixed",
+            format!(
+                "the files are neither as before the step ({}) nor as after it ({}): {}",
+                names(before),
+                names(after),
+                names(&now)
+            ),
+        ));
+    }
+    let state = root.join(".tern");
+    if state.join("checkpoints/git/refs/tern/pending").exists() {
+        out.push(v(
+            "restore_unsaid",
+            "refs/tern/pending is still there after the resume",
+        ));
+    }
+    if was_pending {
+        let said = sessions(&state).iter().any(|(_, dir)| {
+            std::fs::read_to_string(dir.join("events.jsonl"))
+                .unwrap_or_default()
+                .contains("cut short")
+        });
+        if !said {
+            out.push(v(
+                "restore_unsaid",
+                "a restore was in flight at the kill, and no session's events say it was finished",
+            ));
+        }
+    }
+    out
+}
 
 /// One broken invariant.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -304,6 +386,7 @@ pub fn files(state: &Path, acked: &Acked, resumed: Option<&str>) -> Vec<Violatio
         }
         out.extend(seq_increases(&id, &dir));
         out.extend(results_kept(&id, &dir, acked));
+        out.extend(agent_results_true(&id, &dir));
         out.extend(messages_kept(&id, &dir, acked));
         out.extend(draft_kept(&id, &dir, acked));
         out.extend(archives_unchanged(&id, &dir));
@@ -322,14 +405,53 @@ pub fn files(state: &Path, acked: &Acked, resumed: Option<&str>) -> Vec<Violatio
             ));
         }
     }
+    // A killed creation: every start sweeps what it left, so after recovery no half-built
+    // session folder is left (nor, from older builds, a folder without meta.json).
+    for t in half_built(&state.join("sessions")) {
+        out.push(v("temp_left", normal(&t, state)));
+    }
     if let Some(id) = resumed {
         let dir = state.join("sessions").join(id);
-        for d in [dir.clone(), dir.join("archive"), state.to_path_buf()] {
-            for t in temps(&d) {
+        for t in temps(state) {
+            out.push(v("temp_left", normal(&t, state)));
+        }
+        // The resumed session and its sub-agents at any depth (their temps and half-built
+        // children are swept when the parent is reopened).
+        let mut stack = vec![dir];
+        while let Some(d) = stack.pop() {
+            for t in temps(&d).into_iter().chain(temps(&d.join("archive"))) {
                 out.push(v("temp_left", normal(&t, state)));
+            }
+            for t in half_built(&d.join("agents")) {
+                out.push(v("temp_left", normal(&t, state)));
+            }
+            if let Ok(rd) = std::fs::read_dir(d.join("agents")) {
+                stack.extend(
+                    rd.flatten()
+                        .map(|e| e.path())
+                        .filter(|p| p.join("meta.json").is_file()),
+                );
             }
         }
     }
+    out
+}
+
+/// What a killed creation left in `dir` (`sessions/` or an `agents/`): a `.tmp-*` entry, or a
+/// folder without `meta.json`.
+pub fn half_built(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if e.file_name().to_string_lossy().starts_with(".tmp-")
+                || (p.is_dir() && !p.join("meta.json").is_file())
+            {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
     out
 }
 
@@ -487,6 +609,72 @@ fn results_kept(id: &str, dir: &Path, acked: &Acked) -> Vec<Violation> {
             out.push(v(
                 "result_lost",
                 format!("sessions/{id}: the acknowledged result of {call} is in no history"),
+            ));
+        }
+    }
+    out
+}
+
+/// Each `agent` call's result that a repair wrote (tern stopped before recording it) tells the
+/// truth about the child's own record: a completed child's answer is given (not an error, not
+/// "interrupted"), a call with no child says it never started, and every path it names exists.
+fn agent_results_true(id: &str, dir: &Path) -> Vec<Violation> {
+    let msgs = all_messages(dir);
+    let agent_calls: BTreeSet<String> = msgs
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .flat_map(|m| m["tool_calls"].as_array().cloned().unwrap_or_default())
+        .filter(|c| c["name"] == "agent")
+        .filter_map(|c| c["id"].as_str().map(str::to_string))
+        .collect();
+    let children: Vec<(Value, std::path::PathBuf)> = std::fs::read_dir(dir.join("agents"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| Some((json(&e.path().join("meta.json"))?.ok()?, e.path())))
+        .collect();
+    let mut out = Vec::new();
+    for m in &msgs {
+        let Some(call) = m["tool_call_id"].as_str() else {
+            continue;
+        };
+        let c = m["content"].as_str().unwrap_or("");
+        let repaired = c.contains("no result was recorded") || c.contains("tern restarted");
+        if m["role"] != "tool" || !agent_calls.contains(call) || !repaired {
+            continue;
+        }
+        let child = children
+            .iter()
+            .find(|(meta, _)| meta["parent"]["call_id"] == call);
+        let bad = match child {
+            Some((meta, _)) if meta["status"] == "completed" => {
+                (!c.contains("tern restarted") || m["is_error"] == true).then(|| {
+                    "the child completed, but the result does not give its answer".to_string()
+                })
+            }
+            Some((meta, _)) => (!c.contains(meta["id"].as_str().unwrap_or("?")))
+                .then(|| "the result does not name the child".to_string()),
+            None => (c.contains("was running"))
+                .then(|| "no child was made, but the result says one was running".to_string()),
+        };
+        let missing: Vec<&str> = c
+            .split(|ch: char| {
+                ch.is_whitespace() || ch == ')' || ch == '(' || ch == ']' || ch == ';'
+            })
+            .map(|w| w.trim_end_matches(['.', ',']))
+            .filter(|w| w.starts_with('/') && !Path::new(w).exists())
+            .collect();
+        for d in bad.into_iter().chain(
+            missing
+                .iter()
+                .map(|p| format!("it names {p}, which does not exist")),
+        ) {
+            out.push(v(
+                "agent_result_untrue",
+                format!(
+                    "sessions/{id}: the repaired result of {call}: {d} «{}»",
+                    short(c)
+                ),
             ));
         }
     }
@@ -780,6 +968,31 @@ fn every_invariant_can_fail() {
             Box::new(|d: &Path| std::fs::write(d.join(".tmp-AbCdEf"), "half").unwrap()),
         ),
     ];
+    damage.push((
+        "temp_left",
+        Box::new(|d: &Path| {
+            // A creation killed before its rename (the folder's temporary name).
+            std::fs::create_dir_all(d.parent().unwrap().join(".tmp-20260101-000000-abcd/spill"))
+                .unwrap()
+        }),
+    ));
+    damage.push((
+        "temp_left",
+        Box::new(|d: &Path| {
+            // An older build's half-made session: a folder without meta.json.
+            std::fs::create_dir_all(d.parent().unwrap().join("20260101-000000-abcd/spill")).unwrap()
+        }),
+    ));
+    damage.push((
+        "temp_left",
+        Box::new(|d: &Path| {
+            // A tempfile in a sub-agent's folder.
+            let c = d.join("agents/20260101-000000-beef");
+            std::fs::create_dir_all(&c).unwrap();
+            std::fs::copy(d.join("meta.json"), c.join("meta.json")).unwrap();
+            std::fs::write(c.join(".tmp-XyZ"), "half").unwrap();
+        }),
+    ));
     damage.push((
         "message_lost",
         Box::new(|d: &Path| {

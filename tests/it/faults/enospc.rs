@@ -72,7 +72,11 @@ fn a_full_disk_is_a_clear_error_and_continue_works_after() {
     let fs = match Tmpfs::mount("256k") {
         Ok(fs) => fs,
         Err(e) => {
-            println!("SKIPPED: cannot mount a tmpfs here ({e})");
+            crate::support::skipped(
+                "faults::enospc",
+                &format!("cannot mount a tmpfs here ({e})"),
+                false,
+            );
             return;
         }
     };

@@ -37,6 +37,9 @@ pub struct Step {
     pub replies: Vec<Reply>,
     /// It writes a new draft over the old one (so the old one may go).
     pub replaces_draft: bool,
+    /// It restores the workspace from a checkpoint (undo, redo, rewind): a kill leaves the
+    /// files as before it or as after it, never a mix, and a finished restore is said.
+    pub restores: bool,
 }
 
 fn step(name: &'static str, args: &[&'static str], replies: Vec<Reply>) -> Step {
@@ -46,6 +49,15 @@ fn step(name: &'static str, args: &[&'static str], replies: Vec<Reply>) -> Step 
         stdin: None,
         replies,
         replaces_draft: false,
+        restores: false,
+    }
+}
+
+/// `s`, which restores the workspace from a checkpoint.
+fn restoring(s: Step) -> Step {
+    Step {
+        restores: true,
+        ..s
     }
 }
 
@@ -67,11 +79,56 @@ pub struct Scenario {
 
 /// Every scenario of the sweep; `agents` only in a build whose model has the `agent` tool.
 pub fn all() -> Vec<Scenario> {
-    let mut out = vec![exec(), verbs(), tools()];
+    let mut out = vec![exec(), verbs(), tools(), checkpoints()];
     if tern::tools::specs().iter().any(|t| t.name == "agent") {
         out.push(agents());
     }
     out
+}
+
+/// Checkpoints (issue 20): two turns change files through bash (each recording a checkpoint
+/// first), then `undo`, `redo`, `undo 2`, `rewind 1` (a restore and a fork), `fork --at 1` of
+/// the fork, and a turn in it.
+fn checkpoints() -> Scenario {
+    Scenario {
+        name: "checkpoints",
+        steps: vec![
+            step(
+                "exec: a turn writes files",
+                &["exec", "--json", "Write a.txt and b.txt."],
+                vec![
+                    bash(
+                        W,
+                        "k-b1",
+                        "echo one > a.txt && echo b > b.txt && mkdir -p d && echo e > d/e.txt",
+                    ),
+                    text(W, "Written."),
+                ],
+            ),
+            step(
+                "exec --continue: a turn changes them",
+                &["exec", "--json", "--continue", "Change them."],
+                vec![
+                    bash(
+                        W,
+                        "k-b2",
+                        "echo two > a.txt && rm b.txt && rm -r d && echo n > n.txt",
+                    ),
+                    text(W, "Changed."),
+                ],
+            ),
+            restoring(step("undo", &["undo"], vec![])),
+            restoring(step("redo", &["redo"], vec![])),
+            restoring(step("undo 2", &["undo", "2"], vec![])),
+            restoring(step("rewind 1", &["rewind", "1"], vec![])),
+            step("fork --at 1", &["fork", "--at", "1"], vec![]),
+            step(
+                "exec --continue: a turn in the fork",
+                &["exec", "--json", "--continue", "Go on in the fork."],
+                vec![bash(W, "k-b3", "echo three > a.txt"), text(W, "Three.")],
+            ),
+        ],
+    }
 }
 
 fn exec() -> Scenario {

@@ -36,6 +36,8 @@ const RESUME: [&str; 2] = ["go on", "again"];
 /// What the dry run of one scenario found: the points of each step, in order.
 struct Dry {
     steps: Vec<Vec<Point>>,
+    /// The workspace's files after each step.
+    trees: Vec<check::Tree>,
 }
 
 impl Dry {
@@ -62,6 +64,7 @@ impl Dry {
 fn dry_run(sc: &Scenario) -> Dry {
     let site = Site::new();
     let mut steps = Vec::new();
+    let mut trees = Vec::new();
     for (i, st) in sc.steps.iter().enumerate() {
         let fake = FakeServer::strict(st.replies.clone());
         let log = site.log(&format!("dry-{i}"));
@@ -88,8 +91,9 @@ fn dry_run(sc: &Scenario) -> Dry {
             st.name
         );
         steps.push(points(&log, &site.root()));
+        trees.push(check::workspace(&site.root()));
     }
-    Dry { steps }
+    Dry { steps, trees }
 }
 
 /// One kill point to sweep.
@@ -102,6 +106,8 @@ struct Job {
     /// Place in its step, 1-based (`TERN_FAULT_AT`).
     at: usize,
     point: Point,
+    /// A restoring step's workspace before and after it.
+    trees: Option<(check::Tree, check::Tree)>,
 }
 
 /// One violation and what caused it.
@@ -398,7 +404,20 @@ fn sweep_point(sc: &Scenario, job: &Job, full: bool) -> Outcome {
         });
     }
     let crashed = site.copy();
+    let was_pending = site
+        .state()
+        .join("checkpoints/git/refs/tern/pending")
+        .exists();
     let rec = recover(&site, &acked, None);
+    if let Some((before, after)) = &job.trees {
+        for v in check::restore_whole(&site.root(), before, after, was_pending) {
+            outcome.found.push(Found {
+                cause: cause.clone(),
+                phase: "after resuming",
+                v,
+            });
+        }
+    }
     outcome.resume_points = rec.resume_points;
     // What the first kill broke; a killed resume is blamed only for what it adds.
     let seen: BTreeSet<(&str, String)> = rec
@@ -454,7 +473,10 @@ fn kill_point_sweep() {
     let drys: Vec<Dry> = scenarios
         .iter()
         .map(|sc| match &m.only {
-            Some((name, _)) if name != sc.name => Dry { steps: Vec::new() },
+            Some((name, _)) if name != sc.name => Dry {
+                steps: Vec::new(),
+                trees: Vec::new(),
+            },
             _ => dry_run(sc),
         })
         .collect();
@@ -473,6 +495,13 @@ fn kill_point_sweep() {
                 step,
                 at,
                 point: dry.steps[step][at - 1].clone(),
+                trees: scenarios[si].steps[step].restores.then(|| {
+                    let before = match step {
+                        0 => check::Tree::new(),
+                        s => dry.trees[s - 1].clone(),
+                    };
+                    (before, dry.trees[step].clone())
+                }),
             });
         }
     }
@@ -787,9 +816,9 @@ fn report(
 }
 
 /// Every kind of fault point in `src/store/fsutil.rs` and `src/store/session.rs`.
-const ALL_KINDS: [&str; 11] = [
-    "create", "write", "fsync", "rename", "renamed", "torn", "appended", "link", "copy", "remove",
-    "spill",
+const ALL_KINDS: [&str; 12] = [
+    "mkdir", "create", "write", "fsync", "rename", "renamed", "torn", "appended", "link", "copy",
+    "remove", "spill",
 ];
 
 fn why_kind(k: &str) -> &'static str {
@@ -864,7 +893,7 @@ const OTHER_TESTS: &str = "## The other fault tests\n\n\
 
 const NOT_REACHED: &str = "## What the suite does not reach\n\n\
 - Power loss: SIGKILL keeps what the kernel already has (the page cache), so a missing fsync, or a folder\n  not fsynced after a rename, cannot show here; only a kill between two steps of one process can.\n\
-- Writes that are not fault points: the `lease` file's pid (a plain write, display only), the creation of\n  the empty `lock` file and of folders (`mkdir`), the REPL's input history `.tern/history` (rustyline),\n  the spill file's bytes after its creation, stdout and stderr.\n\
+- Writes that are not fault points: the `lease` file's pid (a plain write, display only), the creation of\n  the empty `lock` file and of folders other than a new session's (`mkdir`), the REPL's input history `.tern/history` (rustyline),\n  the spill file's bytes after its creation, stdout and stderr.\n\
 - `tern relay --start` (a seeded new session), the REPL and `tern acp`: not in the scenarios (they write\n  through the same primitives). Sub-agents' folders (`agents/<id>/`) only where the build has the `agent`\n  tool (then the `agents` scenario sweeps them).\n\
 - Two kills at once in different processes: the races test runs concurrent processes without killing them,\n  and the sweep kills one process at a time (at most two in a row).\n\
 - The Anthropic wire: the sweep speaks OpenAI Chat Completions only (the state folder is the same for both).\n\

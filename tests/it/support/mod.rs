@@ -36,6 +36,27 @@ pub mod procs;
 pub mod script;
 pub mod seed;
 
+/// Says a test (or a part of one) was skipped, and why: on stderr as `SKIPPED TEST: WHY`, and as
+/// one line appended to `$TERN_SKIPPED_LOG` when set, so the runner can count what a plain
+/// `ok` hides. `ci` marks a skip CI must never have (its tools are installed by `.ci/run`):
+/// `.ci/run` prints every skip and fails on one of those.
+pub fn skipped(test: &str, why: &str, ci: bool) {
+    eprintln!("SKIPPED {test}: {why}");
+    if let Ok(log) = std::env::var("TERN_SKIPPED_LOG")
+        && !log.is_empty()
+    {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+        {
+            let tag = if ci { "ci-required" } else { "allowed" };
+            let _ = writeln!(f, "{tag}\t{test}\t{why}");
+        }
+    }
+}
+
 use std::collections::{HashSet, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};

@@ -8,7 +8,7 @@ pub const SEED_CAPTURE: &str = "\
 To-do
 ◆ Goal: Land the v0.9.2 website docs cluster
 elapsed: 18m
-[█████████░░░░░░░░░░░] 45%
+[█████████░░░░░░░░░░░] 45% of the token budget
 50% settled (2/4)
 [✓] #1 Read docs-map.ts and the Modes page pattern
 [✓] #2 Draft the Fleet and Sandbox pages

@@ -1,0 +1,351 @@
+//! One open ACP session: a thread of its own that creates the [`Runtime`] (it is not `Send`),
+//! keeps it, and runs its jobs (turns, ops, replays) in the order they came.
+//!
+//! Prompts in a row (ACP v1, prompt turn; as Gemini CLI and Qwen Code do): a prompt that
+//! arrives while a turn runs cancels that turn (or finds it cancelled already) and waits behind
+//! it; the cancelled prompt is answered `cancelled` after its last update, then the new one
+//! runs. A prompt waiting behind another is cancelled too when a newer one comes (the newest
+//! wins). Never an error.
+//!
+//! Cancel ordering (ACP v1, prompt turn: "Cancellation"): every notification of a turn is
+//! written by its session thread, synchronously, before that same thread writes the turn's one
+//! response; `session/cancel` only sets the turn's flag (the model stream stops within about
+//! 100 ms, the bash tool kills the process group, an open permission question is withdrawn).
+//! The response is written while the slot is locked and the job leaves the slot in the same
+//! critical section, so nothing of the turn can follow its response. Each prompt gets a new
+//! flag, so a late cancel never reaches a later prompt.
+
+use std::path::PathBuf;
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+use super::mode::Mode;
+use super::protocol::{PromptResult, SessionUpdate, StopReason};
+use super::rpc::{Responder, RpcError, Wire};
+pub use super::slot::{Pending, Slot, lock, persist_mode};
+use super::surface::{AcpSurface, notify, read_ledger};
+use super::updates::{Mapper, markdown};
+use crate::cancel::CancelToken;
+use crate::event::Event;
+use crate::launcher::{Launcher, SessionRef};
+use crate::ops;
+use crate::runtime::{Approval, Failure, Quiet, Runtime};
+use crate::store::Session;
+
+/// Work for a session thread.
+pub enum Job {
+    /// A prompt turn, answered through `reply`.
+    Turn {
+        /// Its slot entry.
+        seq: u64,
+        /// The answer owed.
+        reply: Responder,
+        /// The prompt.
+        text: String,
+        /// Its cancel flag.
+        cancel: CancelToken,
+    },
+    /// A slash command, answered with the receipt.
+    Op {
+        /// Its slot entry.
+        seq: u64,
+        /// The answer owed.
+        reply: Responder,
+        /// The op.
+        op: &'static ops::Op,
+        /// Its argument.
+        arg: Option<String>,
+        /// Its cancel flag.
+        cancel: CancelToken,
+    },
+    /// `session/set_model`: `done` gets the receipt or the error.
+    SetModel {
+        /// The model name.
+        model: String,
+        /// Where the outcome goes.
+        done: Sender<Result<String, RpcError>>,
+    },
+    /// Replay the conversation (a `session/load` of a session open already); `done` when sent.
+    Replay {
+        /// Signalled when sent.
+        done: Sender<()>,
+    },
+    /// Leave the thread (the runtime is dropped).
+    Close,
+}
+
+/// How a session is opened.
+pub enum Open {
+    /// A new session.
+    New,
+    /// A stored one; with `replay` its conversation is sent first.
+    Existing {
+        /// The session.
+        session: Session,
+        /// Replay (`session/load`) or not (`session/resume`).
+        replay: bool,
+    },
+}
+
+/// What a session thread is started with.
+pub struct Ctx {
+    /// The protocol writer.
+    pub wire: Arc<Wire>,
+    /// Shared with the dispatcher.
+    pub slot: Arc<Mutex<Slot>>,
+    /// Opens the runtime.
+    pub launcher: Launcher,
+    /// The mode of a session that stored none.
+    pub default_mode: Mode,
+}
+
+/// What an opened session reports: id, folder, mode, model.
+pub type Opened = (String, PathBuf, Mode, String);
+
+/// A session thread: opens the runtime, reports it (or the error) on `ready`, then runs jobs
+/// until [`Job::Close`] or the dispatcher goes away.
+pub fn run(
+    ctx: Ctx,
+    how: Open,
+    mcp_servers: usize,
+    jobs: Receiver<Job>,
+    ready: Sender<Result<Opened, RpcError>>,
+) {
+    let (opened, replay) = match how {
+        Open::New => (
+            ctx.launcher.open(
+                &SessionRef::New {
+                    title: String::new(),
+                },
+                &mut Quiet,
+            ),
+            false,
+        ),
+        Open::Existing { session, replay } => (ctx.launcher.resume(session, &mut Quiet), replay),
+    };
+    let mut rt = match opened {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = ready.send(Err(RpcError::internal(e.to_string())));
+            return;
+        }
+    };
+    if mcp_servers > 0 {
+        let message = format!(
+            "the client asked for {mcp_servers} MCP server(s); tern connects to none (unsupported)"
+        );
+        crate::errln!("tern acp: {message}");
+        rt.emit(&mut Quiet, Event::warning(message));
+    }
+    // The mode stored with the session, else this connection's default (then stored).
+    let stored = rt.session.read_meta().ok().and_then(|m| m.approval);
+    let mode = stored.map_or(ctx.default_mode, Mode::of);
+    if stored.is_none() {
+        persist_mode(&rt.session, mode);
+    }
+    {
+        let mut s = lock(&ctx.slot);
+        s.mode = mode;
+        s.model = rt.cfg.model.clone();
+    }
+    let mut map = Mapper::new(rt.cfg.context_window);
+    if replay {
+        replay_history(&rt, &ctx.wire, &mut map);
+    } else {
+        map.learn(rt.history());
+    }
+    let opened = (
+        rt.session.id.clone(),
+        rt.session.dir.clone(),
+        mode,
+        rt.cfg.model.clone(),
+    );
+    if ready.send(Ok(opened)).is_err() {
+        return;
+    }
+    while let Ok(job) = jobs.recv() {
+        match job {
+            Job::Turn {
+                seq,
+                reply,
+                text,
+                cancel,
+            } => run_turn(&ctx, &mut rt, &mut map, seq, reply, &text, cancel),
+            Job::Op {
+                seq,
+                reply,
+                op,
+                arg,
+                cancel,
+            } => run_op(&ctx, &mut rt, &mut map, seq, reply, op, arg, cancel),
+            Job::SetModel { model, done } => {
+                let mut ui = AcpSurface::new(
+                    &ctx.wire,
+                    &ctx.slot,
+                    session_of(&rt),
+                    &mut map,
+                    CancelToken::default(),
+                );
+                let r = rt.set_model(Some(&model), &mut ui).map_err(|e| match e {
+                    Failure::Usage(m) => RpcError::params(m),
+                    other => RpcError::internal(other.to_string()),
+                });
+                if r.is_ok() {
+                    lock(&ctx.slot).model = rt.cfg.model.clone();
+                }
+                let _ = done.send(r);
+            }
+            Job::Replay { done } => {
+                let mut fresh = Mapper::new(rt.cfg.context_window);
+                replay_history(&rt, &ctx.wire, &mut fresh);
+                map = fresh;
+                let _ = done.send(());
+            }
+            Job::Close => break,
+        }
+    }
+}
+
+fn session_of(rt: &Runtime) -> Session {
+    Session::at(&rt.session.id, rt.session.dir.clone())
+}
+
+fn replay_history(rt: &Runtime, wire: &Wire, map: &mut Mapper) {
+    let ledger = read_ledger(&rt.session);
+    for u in map.replay(rt.history(), ledger.as_ref()) {
+        notify(wire, &rt.session.id, u);
+    }
+}
+
+/// Answers job `seq` and takes it out of the slot in one critical section (see the module
+/// docs: nothing of the turn can follow this line).
+fn answer(ctx: &Ctx, seq: u64, reply: Responder, result: Result<PromptResult, RpcError>) {
+    let mut s = lock(&ctx.slot);
+    match result {
+        Ok(r) => reply.respond(r),
+        Err(e) => reply.fail(&e),
+    }
+    s.pending.retain(|p| p.seq != seq);
+}
+
+fn cancelled(meta: Value) -> Result<PromptResult, RpcError> {
+    Ok(PromptResult {
+        stop_reason: StopReason::Cancelled,
+        meta: Some(meta),
+    })
+}
+
+fn run_turn(
+    ctx: &Ctx,
+    rt: &mut Runtime,
+    map: &mut Mapper,
+    seq: u64,
+    reply: Responder,
+    text: &str,
+    cancel: CancelToken,
+) {
+    if cancel.is_cancelled() {
+        // A newer prompt (or a cancel) came while this one waited: it never ran.
+        let meta = json!({"tern": {"status": "interrupted", "ran": false}});
+        return answer(ctx, seq, reply, cancelled(meta));
+    }
+    rt.cancel = cancel.clone();
+    let mode = lock(&ctx.slot).mode;
+    // Plan mode is tern's `never` policy for the whole turn; in the other modes the surface
+    // decides per command (so a mode change mid-turn applies to the next command).
+    rt.cfg.approval = if mode == Mode::Plan {
+        Approval::Never
+    } else {
+        Approval::Ask
+    };
+    let mut ui = AcpSurface::new(&ctx.wire, &ctx.slot, session_of(rt), map, cancel.clone());
+    let outcome = rt.run_turn(text, &mut ui);
+    drop(ui);
+    let result = match &outcome {
+        _ if cancel.is_cancelled() => cancelled(json!({"tern": {"status": "interrupted"}})),
+        Ok(_) => Ok(PromptResult {
+            stop_reason: StopReason::EndTurn,
+            meta: Some(json!({"tern": {"status": "completed"}})),
+        }),
+        Err(Failure::Interrupted) => cancelled(json!({"tern": {"status": "interrupted"}})),
+        Err(f @ Failure::MaxTurns(_)) => Ok(PromptResult {
+            stop_reason: StopReason::MaxTurnRequests,
+            meta: Some(json!({"tern": {"status": f.kind()}})),
+        }),
+        // tern could not finish the turn (the provider is down, the session is held
+        // elsewhere): not a refusal by the model but an error carrying tern's reason (ACP v1,
+        // prompt turn: an error response ends the turn).
+        Err(f) => Err(RpcError {
+            code: super::rpc::INTERNAL_ERROR,
+            message: format!("tern: {f}"),
+            data: Some(json!({"tern": {"status": f.kind(), "error": f.to_string()}})),
+        }),
+    };
+    answer(ctx, seq, reply, result);
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_op(
+    ctx: &Ctx,
+    rt: &mut Runtime,
+    map: &mut Mapper,
+    seq: u64,
+    reply: Responder,
+    op: &'static ops::Op,
+    arg: Option<String>,
+    cancel: CancelToken,
+) {
+    if cancel.is_cancelled() {
+        let meta = json!({"tern": {"status": "interrupted", "ran": false}});
+        return answer(ctx, seq, reply, cancelled(meta));
+    }
+    rt.cancel = cancel.clone();
+    let mut ui = AcpSurface::new(&ctx.wire, &ctx.slot, session_of(rt), map, cancel.clone());
+    let receipt = {
+        let mut target = ops::Target {
+            launcher: &ctx.launcher,
+            runtime: Some(rt),
+            session: None,
+            wait: false,
+        };
+        ops::run(op, arg.as_deref(), &mut target, &mut ui)
+    };
+    // The REPL's receipt as Markdown: the detail when it worked, `tern: …` when not.
+    let text = if receipt.ok {
+        markdown(&receipt.detail)
+    } else {
+        markdown(&format!("tern: {}", receipt.detail))
+    };
+    ui.message(&text);
+    drop(ui);
+    if receipt.ok && op.id == ops::OpId::Model {
+        lock(&ctx.slot).model = rt.cfg.model.clone();
+    }
+    let stop = if cancel.is_cancelled() {
+        StopReason::Cancelled
+    } else {
+        StopReason::EndTurn
+    };
+    answer(
+        ctx,
+        seq,
+        reply,
+        Ok(PromptResult {
+            stop_reason: stop,
+            meta: Some(json!({"tern": {"receipt": receipt}})),
+        }),
+    );
+}
+
+/// Sends the commands a client may offer for session `id`.
+pub fn send_commands(wire: &Wire, id: &str) {
+    notify(
+        wire,
+        id,
+        SessionUpdate::AvailableCommandsUpdate {
+            available_commands: super::mode::available_commands(),
+        },
+    );
+}

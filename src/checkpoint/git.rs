@@ -1,0 +1,222 @@
+//! The shadow repository's `git`, run hermetically. The workspace is written by the model, so
+//! nothing in it (nor in the person's git configuration) may make tern's git run code or change
+//! bytes: no system or global config (`GIT_CONFIG_NOSYSTEM`, `GIT_CONFIG_GLOBAL=/dev/null`, a
+//! `HOME` that does not exist), no hooks (`core.hooksPath` names nothing), no fsmonitor, no
+//! attributes file, and the store's own `info/attributes` (which outranks every in-tree
+//! `.gitattributes`) turns off filters, end-of-line conversion, `ident` and encodings. A fixed
+//! identity, `LC_ALL=C`, and an environment holding nothing else.
+
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The `info/attributes` of the store: every path is taken as bytes, whatever the workspace's
+/// `.gitattributes` ask for (filter drivers would run commands; `text`/`eol`/`ident`/encodings
+/// would change the bytes restored).
+pub const ATTRIBUTES: &str = "* -text !eol -ident -filter -working-tree-encoding !diff !merge\n";
+
+/// A git command line bound to one store (`GIT_DIR`) and one work tree.
+#[derive(Debug, Clone)]
+pub struct Git {
+    /// The `git` program (found on `PATH` when the store was opened).
+    program: PathBuf,
+    /// The shadow repository (`GIT_DIR`).
+    pub dir: PathBuf,
+    /// The workspace (`GIT_WORK_TREE`).
+    pub work: PathBuf,
+}
+
+/// Why a git command failed: its arguments and what it printed on stderr.
+#[derive(Debug)]
+pub struct GitError(pub String);
+
+impl std::fmt::Display for GitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<GitError> for io::Error {
+    fn from(e: GitError) -> Self {
+        io::Error::other(e.0)
+    }
+}
+
+impl Git {
+    /// The git of `dir` (a shadow repository) over `work`. Errors: no `git` on `PATH`.
+    pub fn new(dir: PathBuf, work: PathBuf) -> io::Result<Git> {
+        let program = find_program("git")
+            .ok_or_else(|| io::Error::other("checkpoints need git, and there is no git on PATH"))?;
+        Ok(Git { program, dir, work })
+    }
+
+    /// A command for `args`, hermetic as the module says.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(&self.program);
+        c.env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", "/nonexistent/tern-checkpoints")
+            .env("XDG_CONFIG_HOME", "/nonexistent/tern-checkpoints")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_ATTR_NOSYSTEM", "1")
+            .env("GIT_NO_REPLACE_OBJECTS", "1")
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env("GIT_DIR", &self.dir)
+            .env("GIT_WORK_TREE", &self.work)
+            .env("GIT_INDEX_FILE", self.dir.join("index"))
+            .env("GIT_AUTHOR_NAME", "tern")
+            .env("GIT_AUTHOR_EMAIL", "tern@localhost")
+            .env("GIT_COMMITTER_NAME", "tern")
+            .env("GIT_COMMITTER_EMAIL", "tern@localhost")
+            .env("LC_ALL", "C")
+            .current_dir(&self.work);
+        for kv in [
+            "core.hooksPath=/nonexistent/tern-no-hooks",
+            "core.fsmonitor=false",
+            "core.attributesFile=/dev/null",
+            "core.excludesFile=/dev/null",
+            "core.autocrlf=false",
+            "core.safecrlf=false",
+            "core.symlinks=true",
+            "core.fileMode=true",
+            "core.quotePath=false",
+            "core.bare=false",
+            "core.untrackedCache=false",
+            "core.splitIndex=false",
+            "core.sparseCheckout=false",
+            "gc.auto=0",
+            "maintenance.auto=false",
+            "commit.gpgSign=false",
+            "diff.external=",
+            "diff.noprefix=false",
+            "submodule.recurse=false",
+        ] {
+            c.arg("-c").arg(kv);
+        }
+        c.args(args);
+        c
+    }
+
+    /// Runs `args` with `input` on stdin; returns stdout. Errors: git could not start, or exited
+    /// non-zero (its stderr in the message).
+    pub fn run(&self, args: &[&str], input: Option<&[u8]>) -> Result<Vec<u8>, GitError> {
+        let mut c = self.command(args);
+        c.stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        let mut child = c
+            .spawn()
+            .map_err(|e| GitError(format!("could not run git: {e}")))?;
+        // stdin on its own thread: a large input and a large output must not block each other.
+        let writer = match (input, child.stdin.take()) {
+            (Some(bytes), Some(mut stdin)) => {
+                let bytes = bytes.to_vec();
+                Some(std::thread::spawn(move || {
+                    let _ = stdin.write_all(&bytes);
+                }))
+            }
+            _ => None,
+        };
+        let mut err = Vec::new();
+        let stderr = child.stderr.take();
+        let err_thread = stderr.map(|mut s| {
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let _ = s.read_to_end(&mut buf);
+                buf
+            })
+        });
+        let mut out = Vec::new();
+        if let Some(mut stdout) = child.stdout.take() {
+            let _ = stdout.read_to_end(&mut out);
+        }
+        if let Some(t) = writer {
+            let _ = t.join();
+        }
+        if let Some(t) = err_thread {
+            err = t.join().unwrap_or_default();
+        }
+        let status = child
+            .wait()
+            .map_err(|e| GitError(format!("git {}: {e}", args.join(" "))))?;
+        if !status.success() {
+            let msg = String::from_utf8_lossy(&err);
+            return Err(GitError(format!(
+                "git {} failed ({status}): {}",
+                args.first().copied().unwrap_or(""),
+                msg.trim()
+            )));
+        }
+        Ok(out)
+    }
+
+    /// [`Git::run`] returning stdout as trimmed text (ids, single lines).
+    pub fn text(&self, args: &[&str], input: Option<&[u8]>) -> Result<String, GitError> {
+        self.run(args, input)
+            .map(|o| String::from_utf8_lossy(&o).trim().to_string())
+    }
+
+    /// Creates the shadow repository at [`Git::dir`] when absent: bare, no template (so no
+    /// sample hooks), the attributes that keep bytes as they are, and an exclude of the state
+    /// folder itself. A half-made one (no `HEAD`) is made again.
+    pub fn init(&self, exclude: &str) -> io::Result<()> {
+        if self.dir.join("HEAD").is_file() {
+            return Ok(());
+        }
+        crate::store::fsutil::ensure_dir(&self.dir)?;
+        let mut c = Command::new(&self.program);
+        c.env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", "/nonexistent/tern-checkpoints")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("LC_ALL", "C")
+            .args(["init", "-q", "--bare", "--template="])
+            .arg(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let out = c.output()?;
+        if !out.status.success() {
+            return Err(io::Error::other(format!(
+                "git init of the checkpoint store failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        let info = self.dir.join("info");
+        crate::store::fsutil::ensure_dir(&info)?;
+        crate::store::fsutil::atomic_write(&info.join("attributes"), ATTRIBUTES.as_bytes())?;
+        crate::store::fsutil::atomic_write(&info.join("exclude"), exclude.as_bytes())?;
+        Ok(())
+    }
+}
+
+/// `name` on `PATH` (an executable regular file), else in the usual places.
+fn find_program(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
+    dirs.extend(["/usr/bin", "/bin", "/usr/local/bin"].map(PathBuf::from));
+    dirs.into_iter()
+        .filter(|d| d.is_absolute())
+        .map(|d| d.join(name))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// Splits NUL-separated git output (`-z`) into paths.
+pub fn split_z(out: &[u8]) -> impl Iterator<Item = &[u8]> {
+    out.split(|b| *b == 0).filter(|s| !s.is_empty())
+}
+
+/// A repository-relative path as git prints it (bytes) under `work`.
+pub fn join(work: &Path, rel: &[u8]) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    work.join(std::ffi::OsStr::from_bytes(rel))
+}

@@ -1,0 +1,557 @@
+//! Checkpoints and forks (DESIGN.md §14): undo any turn's file changes, branch the conversation at
+//! any turn.
+//!
+//! - **Checkpoints**: before the first command of each turn (a bash call, or a sub-agent that may
+//!   run some), the workspace's files are recorded in a shadow git repository in the state folder
+//!   ([`store`], run hermetically by [`git`]): `.gitignore` and `.ternignore` honoured, files over
+//!   [`Limits::max_file_bytes`] left out (said once), links stored as links, the state folder
+//!   excluded; a size budget prunes the oldest. A turn without a command costs nothing.
+//! - **Undo / redo / diff / checkpoints**: the verbs of the op table, on those records.
+//! - **Forks**: `turns.jsonl` ([`turns`]) says where each turn began, so [`fork`] makes a new
+//!   session whose history, system prompt bytes, plan and ledger are the original's at the end of
+//!   any turn; its first request repeats the original's bytes. [`rewind`] = fork + restore.
+//!
+//! The one door into the runtime is `Runtime::checkpoint` (src/runtime/checkpoints.rs), called
+//! at three moments ([`Moment`]); it drives a [`Tracker`]. The store lives under the state folder, which the jail makes read-only
+//! to commands.
+
+pub mod git;
+pub mod store;
+pub mod turns;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::store::session::ForkLink;
+use crate::store::{Meta, Session, StateDir, files};
+pub use store::{Change, Entry, Store, size_text};
+
+/// Limits of the checkpoint store (`TERN_CHECKPOINTS=off`, `TERN_CHECKPOINT_MAX_FILE`,
+/// `TERN_CHECKPOINT_BUDGET`, both in bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Checkpoints are taken at all.
+    pub enabled: bool,
+    /// Files larger than this are not recorded (default 10 MB).
+    pub max_file_bytes: u64,
+    /// The store's size budget in bytes; None: 1 GiB or a tenth of the free space, whichever
+    /// is smaller.
+    pub budget_bytes: Option<u64>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            enabled: true,
+            max_file_bytes: 10_000_000,
+            budget_bytes: None,
+        }
+    }
+}
+
+impl Limits {
+    /// The defaults, overridden by the environment snapshot.
+    pub fn from_env(env: &crate::config::Env) -> Limits {
+        let mut l = Limits::default();
+        if let Some(v) = env.get("TERN_CHECKPOINTS") {
+            l.enabled = !matches!(v.trim(), "off" | "0" | "false" | "no");
+        }
+        if let Some(n) = env
+            .get("TERN_CHECKPOINT_MAX_FILE")
+            .and_then(|v| v.trim().parse().ok())
+        {
+            l.max_file_bytes = n;
+        }
+        if let Some(n) = env
+            .get("TERN_CHECKPOINT_BUDGET")
+            .and_then(|v| v.trim().parse().ok())
+        {
+            l.budget_bytes = Some(n);
+        }
+        l
+    }
+}
+
+/// What a restore did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restored {
+    /// The turn whose checkpoint the workspace now is (None: the state an undo left).
+    pub turn: Option<u32>,
+    /// The file changes made, from the state before to the state restored.
+    pub changes: Vec<Change>,
+}
+
+impl Restored {
+    /// "2 files restored, 1 removed, 1 put back".
+    fn summary(&self) -> String {
+        let count = |c: char| self.changes.iter().filter(|x| x.status == c).count();
+        let (m, d, a) = (count('M'), count('D'), count('A'));
+        if m + d + a == 0 {
+            return "no file needed to change".into();
+        }
+        let mut parts = Vec::new();
+        if m > 0 {
+            parts.push(format!("{m} file(s) restored"));
+        }
+        if d > 0 {
+            parts.push(format!("{d} removed"));
+        }
+        if a > 0 {
+            parts.push(format!("{a} put back"));
+        }
+        let mut names: Vec<String> = self
+            .changes
+            .iter()
+            .take(8)
+            .map(|c| format!("{} {}", c.status, crate::render::safe(&c.path)))
+            .collect();
+        if self.changes.len() > 8 {
+            names.push(format!("… and {} more", self.changes.len() - 8));
+        }
+        format!("{} ({})", parts.join(", "), names.join(", "))
+    }
+}
+
+/// When the runtime passes through the door.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Moment {
+    /// The session was opened: a restore a kill cut short is finished (and said).
+    Open,
+    /// A turn began (the session held, its prompt not yet stored): `turns.jsonl` gets its line.
+    TurnStart,
+    /// A command (bash, or a sub-agent) is about to run: the turn's checkpoint, once.
+    BeforeCommand,
+}
+
+/// The runtime's checkpoint state.
+#[derive(Default)]
+pub struct Tracker {
+    /// The running turn's number, once its line is written.
+    turn: Option<u32>,
+    /// This turn's checkpoint was taken (or tried).
+    recorded: bool,
+    /// The store, once opened.
+    store: Option<Store>,
+    /// Why checkpoints are off in this runtime (said once).
+    off: Option<String>,
+    /// Notes already said (a big file is named once per runtime, not every turn).
+    said: BTreeSet<String>,
+}
+
+/// The checkpoint store's files the sandbox guard keeps a copy of (where no jail makes the state
+/// folder read-only, a command that changes them sees them put back): what steers tern's git
+/// (`config`, `HEAD`, `info/attributes`, `info/exclude`) and the newest snapshot's ref. The
+/// per-turn refs and the objects need the jail.
+pub fn guarded(state_root: &Path) -> Vec<PathBuf> {
+    let git = state_root.join("checkpoints").join("git");
+    [
+        "config",
+        "HEAD",
+        "info/attributes",
+        "info/exclude",
+        "refs/tern/latest",
+    ]
+    .iter()
+    .map(|f| git.join(f))
+    .collect()
+}
+
+/// The state folder above a top-level session folder (`<root>/sessions/<id>`).
+fn state_root_of(session: &Session) -> Option<PathBuf> {
+    let sessions = session.dir.parent()?;
+    (sessions.file_name()? == "sessions").then(|| sessions.parent().map(Path::to_path_buf))?
+}
+
+impl Tracker {
+    /// The session was opened: finishes a restore a kill cut short. Returns what to say.
+    pub fn opened(&mut self, session: &Session, workspace: &Path, limits: Limits) -> Vec<String> {
+        let Some(root) = state_root_of(session) else {
+            return Vec::new();
+        };
+        if !root.join("checkpoints").join("git").is_dir() {
+            return Vec::new();
+        }
+        let notes = match self.store(session, workspace, limits) {
+            Ok(s) => match s.recover() {
+                Ok(n) => n,
+                Err(e) => vec![format!("checkpoint store: {e}")],
+            },
+            Err(e) => vec![e],
+        };
+        self.fresh(notes)
+    }
+
+    /// A turn began, `history_len` messages stored: its `turns.jsonl` line. Returns what to
+    /// say.
+    pub fn turn_started(&mut self, session: &Session, history_len: usize) -> Vec<String> {
+        self.recorded = false;
+        // On a nearly full disk, the turn's own files come first.
+        if store::free_space(&session.dir).is_some_and(|f| f < store::MIN_FREE_BYTES) {
+            self.turn = None;
+            return self.fresh(vec![format!(
+                "the disk holding the session has less than {} free: no turns.jsonl line and no checkpoints until there is room (fork and undo cannot go back to these turns)",
+                size_text(store::MIN_FREE_BYTES)
+            )]);
+        }
+        match turns::start(session, history_len) {
+            Ok(n) => {
+                self.turn = Some(n);
+                Vec::new()
+            }
+            Err(e) => {
+                self.turn = None;
+                self.fresh(vec![format!("could not write turns.jsonl: {e}")])
+            }
+        }
+    }
+
+    /// A command is about to run: the turn's checkpoint, once per turn. Returns what to say
+    /// and, when the store was written, the files of it the guard keeps.
+    pub fn before_command(
+        &mut self,
+        session: &Session,
+        workspace: &Path,
+        limits: Limits,
+    ) -> (Vec<String>, Vec<PathBuf>) {
+        let Some(turn) = self.turn else {
+            return (Vec::new(), Vec::new());
+        };
+        if self.recorded {
+            return (Vec::new(), Vec::new());
+        }
+        self.recorded = true;
+        let notes = match self.store(session, workspace, limits) {
+            Ok(s) => match s.record_turn(&session.id, turn) {
+                Ok((_, n)) => n,
+                Err(e) => vec![format!(
+                    "no checkpoint before turn {turn}: {e}; undo cannot go back past it"
+                )],
+            },
+            Err(e) => vec![e],
+        };
+        let written = state_root_of(session)
+            .map(|r| guarded(&r))
+            .unwrap_or_default();
+        (self.fresh(notes), written)
+    }
+
+    /// The notes not said yet in this runtime.
+    fn fresh(&mut self, notes: Vec<String>) -> Vec<String> {
+        notes
+            .into_iter()
+            .filter(|n| self.said.insert(n.clone()))
+            .collect()
+    }
+
+    /// The store of this session's state folder, opened once. Errors (said once): no state
+    /// folder above the session, no git, no room.
+    fn store(
+        &mut self,
+        session: &Session,
+        workspace: &Path,
+        limits: Limits,
+    ) -> Result<&Store, String> {
+        if let Some(why) = &self.off {
+            return Err(why.clone());
+        }
+        if self.store.is_none() {
+            let opened = state_root_of(session)
+                .ok_or_else(|| "the session has no state folder above it".to_string())
+                .and_then(|root| Store::open(&root, workspace, limits).map_err(|e| e.to_string()));
+            match opened {
+                Ok(s) => self.store = Some(s),
+                Err(e) => {
+                    let why = format!("checkpoints are off: {e}");
+                    self.off = Some(why.clone());
+                    return Err(why);
+                }
+            }
+        }
+        self.store
+            .as_ref()
+            .ok_or_else(|| "checkpoints are off".to_string())
+    }
+}
+
+/// The store of `state`, for the verbs. Errors: no git, or checkpoints off.
+pub fn open(state: &StateDir, limits: Limits) -> Result<Store, Error> {
+    if !limits.enabled {
+        return Err(Error::Failed(
+            "checkpoints are off (TERN_CHECKPOINTS=off)".into(),
+        ));
+    }
+    Store::open(&state.root, &state.workspace, limits).map_err(failed)
+}
+
+/// `tern undo [N]`: the workspace as it was before the last `n` turns of `session` that changed
+/// files. Returns the receipt.
+pub fn undo(store: &Store, session: &Session, n: u32) -> Result<String, Error> {
+    if n == 0 {
+        return Err(Error::Usage(
+            "undo takes a number of turns, 1 or more".into(),
+        ));
+    }
+    let r = store.undo(&session.id, n).map_err(failed)?;
+    let turn = r
+        .turn
+        .map_or(String::new(), |t| format!(" before turn {t}"));
+    Ok(format!(
+        "the workspace is as it was{turn}: {}. `tern redo` puts it back.",
+        r.summary()
+    ))
+}
+
+/// `tern redo`: puts back what the last undo (or rewind) replaced.
+pub fn redo(store: &Store) -> Result<String, Error> {
+    let r = store.redo().map_err(failed)?;
+    let what = match r.turn {
+        Some(t) => format!("as checkpointed before turn {t}"),
+        None => "as it was before the undo".into(),
+    };
+    Ok(format!("the workspace is {what} again: {}.", r.summary()))
+}
+
+/// One row of `tern checkpoints`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Row {
+    /// The turn the checkpoint was taken before.
+    pub turn: u32,
+    /// When (RFC 3339, UTC).
+    pub time: String,
+    /// Files the turn changed (to the next checkpoint, or to the workspace now for the last).
+    pub files: usize,
+    /// Bytes the changed files take in the store (compressed); 0 for the last row's, which are
+    /// not recorded yet.
+    pub bytes: u64,
+}
+
+/// `tern checkpoints`: the session's checkpoints with what each turn changed.
+pub fn list(store: &Store, session: &Session) -> Result<Vec<Row>, Error> {
+    let entries = store.entries(&session.id).map_err(failed)?;
+    let now = if entries.is_empty() {
+        String::new()
+    } else {
+        store.tree_now().map_err(failed)?.0
+    };
+    let mut rows = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        let (next, recorded) = match entries.get(i + 1) {
+            Some(n) => (n.tree.clone(), true),
+            None => (now.clone(), false),
+        };
+        let changes = store.changes(&e.tree, &next).map_err(failed)?;
+        let bytes = if recorded {
+            let blobs: Vec<String> = changes.iter().filter_map(|c| c.blob.clone()).collect();
+            store.disk_size(&blobs).map_err(failed)?
+        } else {
+            0
+        };
+        rows.push(Row {
+            turn: e.turn,
+            time: time_text(e.time),
+            files: changes.len(),
+            bytes,
+        });
+    }
+    Ok(rows)
+}
+
+/// The text of `tern checkpoints`.
+pub fn render_rows(rows: &[Row]) -> String {
+    if rows.is_empty() {
+        return "no checkpoints in this session yet (one is taken before each turn's first command)"
+            .into();
+    }
+    let mut out = format!(
+        "{:>5}  {:<20}  {:>6}  {:>9}\n",
+        "turn", "time", "files", "size"
+    );
+    for r in rows {
+        out.push_str(&format!(
+            "{:>5}  {:<20}  {:>6}  {:>9}\n",
+            r.turn,
+            r.time,
+            r.files,
+            size_text(r.bytes)
+        ));
+    }
+    out.push_str(
+        "(files: what that turn changed; the last row's are counted against the workspace now)",
+    );
+    out
+}
+
+/// `tern diff [TURN]`: the patch of what turn `turn` (default: the last with a checkpoint)
+/// changed, at most 256 kB.
+pub fn diff(store: &Store, session: &Session, turn: Option<u32>) -> Result<String, Error> {
+    let entries = store.entries(&session.id).map_err(failed)?;
+    let last = turns::last(session).map_err(failed)?;
+    let turn = match turn {
+        Some(t) if t == 0 || t > last => {
+            return Err(Error::Usage(format!(
+                "session {} has turns 1 to {last}; there is no turn {t}",
+                session.id
+            )));
+        }
+        Some(t) => t,
+        None => match entries.last() {
+            Some(e) => e.turn,
+            None => return Ok("no turn of this session ran a command yet: nothing changed".into()),
+        },
+    };
+    let Some(i) = entries.iter().position(|e| e.turn == turn) else {
+        return Ok(format!("turn {turn} ran no command: it changed no file"));
+    };
+    let next = match entries.get(i + 1) {
+        Some(n) => n.tree.clone(),
+        None => store.tree_now().map_err(failed)?.0,
+    };
+    if entries[i].tree == next {
+        return Ok(format!("turn {turn} changed no recorded file"));
+    }
+    store
+        .patch(&entries[i].tree, &next, 256 * 1024)
+        .map_err(failed)
+}
+
+/// `tern fork [--at TURN]`: a new session whose history, system prompt bytes, plan and ledger
+/// are `from`'s at the end of turn `at` (default: its last), recorded as forked from it. It
+/// becomes the current session when `mark_current`. Errors: no such turn, its history lost.
+pub fn fork(
+    state: &StateDir,
+    from: &Session,
+    at: Option<u32>,
+    mark_current: bool,
+) -> Result<Session, Error> {
+    let last = turns::last(from).map_err(failed)?;
+    let at = at.unwrap_or(last);
+    let s = turns::state_at(from, at).map_err(|e| Error::Usage(e.to_string()))?;
+    let meta = from.read_meta().map_err(failed)?;
+    let new_meta = Meta {
+        cwd: meta.cwd.clone(),
+        provider: meta.provider.clone(),
+        model: meta.model.clone(),
+        base_url: meta.base_url.clone(),
+        sandbox: meta.sandbox,
+        title: meta.title.clone(),
+        forked_from: Some(ForkLink {
+            session: from.id.clone(),
+            turn: at,
+        }),
+        ..Meta::default()
+    };
+    let session = state
+        .create_session_staged(new_meta, |ns| {
+            let lock = ns.lock()?;
+            ns.write_text_locked(&lock, files::SYSTEM, &s.system)?;
+            ns.write_text_locked(&lock, files::DRAFT, "")?;
+            if let Some(plan) = &s.plan {
+                if let Some(locked) = plan.get("locked").and_then(|v| v.as_str()) {
+                    ns.write_text_locked(&lock, files::PLAN, locked)?;
+                }
+                ns.write_json_locked(&lock, files::PLAN_STATE, plan)?;
+            }
+            if let Some(l) = &s.ledger {
+                ns.write_json_locked(&lock, files::LEDGER, l)?;
+            }
+            ns.append_messages_locked(&lock, &s.history)?;
+            let mut text = String::new();
+            for l in &s.lines {
+                text.push_str(&crate::store::fsutil::to_jsonl(l)?);
+                text.push('\n');
+            }
+            if !text.is_empty() {
+                crate::store::fsutil::atomic_write(&ns.path(turns::TURNS), text.as_bytes())?;
+            }
+            Ok(())
+        })
+        .map_err(failed)?;
+    if mark_current {
+        state.set_current(&session.id).map_err(failed)?;
+    }
+    Ok(session)
+}
+
+/// The checkpoint holding the workspace as it was at the end of turn `turn` of `session`: the
+/// first one taken after it (by this session, or for turns before a fork point, by the session
+/// it was forked from). None: no later turn ran a command, so the files are as it left them.
+fn end_of_turn(store: &Store, session: &Session, turn: u32) -> Result<Option<Entry>, Error> {
+    if let Ok(meta) = session.read_meta()
+        && let Some(link) = meta.forked_from
+        && turn < link.turn
+        && let Some(e) = store
+            .entries(&link.session)
+            .map_err(failed)?
+            .into_iter()
+            .find(|e| e.turn > turn && e.turn <= link.turn)
+    {
+        return Ok(Some(e));
+    }
+    Ok(store
+        .entries(&session.id)
+        .map_err(failed)?
+        .into_iter()
+        .find(|e| e.turn > turn))
+}
+
+/// `tern rewind TURN`: the workspace restored to the end of turn `turn` (as an undo: `tern redo`
+/// returns), then a fork at that turn. Returns the fork and the receipt.
+pub fn rewind(
+    state: &StateDir,
+    store: &Store,
+    from: &Session,
+    turn: u32,
+    mark_current: bool,
+) -> Result<(Session, String), Error> {
+    let last = turns::last(from).map_err(failed)?;
+    if turn > last {
+        return Err(Error::Usage(format!(
+            "session {} has {last} turn(s); there is no turn {turn}",
+            from.id
+        )));
+    }
+    // Checked before any file changes: the history must be there to fork.
+    turns::state_at(from, turn).map_err(|e| Error::Usage(e.to_string()))?;
+    let files = match end_of_turn(store, from, turn)? {
+        Some(target) => {
+            let r = store.restore(&from.id, &target).map_err(failed)?;
+            r.summary()
+        }
+        None => "no later turn ran a command, so the files are as it left them".into(),
+    };
+    let forked = fork(state, from, Some(turn), mark_current)?;
+    let msg = format!(
+        "rewound to the end of turn {turn}: files: {files}; the conversation goes on in the new session {} (forked from {}; `tern redo` puts the files back)",
+        forked.id, from.id
+    );
+    Ok((forked, msg))
+}
+
+/// Seconds since the epoch as RFC 3339 UTC.
+fn time_text(secs: i64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs.max(0) as u64);
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+fn failed(e: std::io::Error) -> Error {
+    Error::Failed(e.to_string())
+}
+
+/// Why a checkpoint verb failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// A bad argument: no such turn (exit 2).
+    Usage(String),
+    /// Refused or failed: nothing to undo, the store unreadable (exit 1).
+    Failed(String),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Usage(m) | Error::Failed(m) => f.write_str(m),
+        }
+    }
+}

@@ -1,0 +1,792 @@
+//! The shadow store: `<state folder>/checkpoints/git` is a git repository of tern's own whose
+//! work tree is the workspace (the person's `.git`, index and refs are never read or written).
+//!
+//! Refs, the only mutable state (each change one `git update-ref --stdin` transaction, after the
+//! objects it names are written — the commit point):
+//! - `refs/tern/s/<session>/t<turn>`: the workspace before turn `<turn>`'s first command. A turn
+//!   that changed nothing points at the same commit as the one before it (no new object).
+//! - `refs/tern/latest`: the newest snapshot (what the next one is compared with).
+//! - `refs/tern/redo/<n>`: the states an undo left, newest highest (`tern redo` pops one).
+//! - `refs/tern/at`: the checkpoint the last undo or redo restored (a second undo goes further
+//!   back from there).
+//! - `refs/tern/pending`: a restore in flight; found at the next start, it is finished.
+//!
+//! Commits have no parents (the oldest can be pruned alone); their message is one JSON line
+//! (`{"kind","session","turn"}`).
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::git::{Git, split_z};
+use super::{Limits, Restored};
+use crate::store::fsutil;
+use crate::store::lock::SessionLock;
+
+/// One turn's checkpoint of a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The turn it was taken before (1-based).
+    pub turn: u32,
+    /// Its commit.
+    pub commit: String,
+    /// Its tree.
+    pub tree: String,
+    /// When its ref was written (seconds since the epoch).
+    pub time: i64,
+}
+
+/// A ref and what it points at.
+#[derive(Debug, Clone)]
+struct Ref {
+    name: String,
+    commit: String,
+    tree: String,
+}
+
+/// What one file change between two trees is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// `A` added, `M` modified (or its type changed), `D` deleted.
+    pub status: char,
+    /// Workspace-relative path (lossy UTF-8).
+    pub path: String,
+    /// The new blob (None for a deletion).
+    pub blob: Option<String>,
+}
+
+/// The shadow store of one state folder.
+pub struct Store {
+    git: Git,
+    folder: PathBuf,
+    limits: Limits,
+}
+
+const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+
+impl Store {
+    /// The store of the state folder `state_root` over `workspace`, made when absent. Errors: no
+    /// git, or the folder cannot be made.
+    pub fn open(state_root: &Path, workspace: &Path, limits: Limits) -> io::Result<Store> {
+        let folder = state_root.join("checkpoints");
+        // Checkpoints never fill a disk: no store is made below the floor.
+        if !folder.join("git").join("HEAD").is_file()
+            && let Some(free) = free_space(state_root)
+            && free < MIN_FREE_BYTES
+        {
+            return Err(io::Error::other(format!(
+                "the disk holding the state folder has only {} free (checkpoints need {})",
+                size_text(free),
+                size_text(MIN_FREE_BYTES)
+            )));
+        }
+        fsutil::ensure_dir(&folder)?;
+        let git = Git::new(folder.join("git"), workspace.to_path_buf())?;
+        let store = Store {
+            git,
+            folder,
+            limits,
+        };
+        store.git.init(&store.excludes(""))?;
+        Ok(store)
+    }
+
+    /// The folder holding the store (`<state folder>/checkpoints`).
+    pub fn folder(&self) -> &Path {
+        &self.folder
+    }
+
+    /// The exclude file: the state folder itself (when it lies in the workspace), then the
+    /// workspace's `.ternignore`.
+    fn excludes(&self, ternignore: &str) -> String {
+        let mut out = String::from("# written by tern: the state folder, then .ternignore\n");
+        if let Some(state) = self.folder.parent()
+            && let Ok(rel) = state.strip_prefix(&self.git.work)
+            && !rel.as_os_str().is_empty()
+        {
+            out.push('/');
+            out.push_str(&glob_escape(&rel.to_string_lossy()));
+            out.push_str("/\n");
+        }
+        out.push_str(ternignore);
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out
+    }
+
+    /// Copies the workspace's `.ternignore` (a regular file, at most 1 MB, never through a
+    /// link) into the store's exclude file when it changed.
+    fn sync_excludes(&self) -> io::Result<()> {
+        let path = self.git.work.join(".ternignore");
+        let text = match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_file() && m.len() <= 1 << 20 => {
+                fsutil::read_text(&path).ok().flatten().unwrap_or_default()
+            }
+            _ => String::new(),
+        };
+        let want = self.excludes(&text);
+        let file = self.git.dir.join("info").join("exclude");
+        if fsutil::read_text(&file)?.as_deref() != Some(want.as_str()) {
+            fsutil::atomic_write(&file, want.as_bytes())?;
+        }
+        Ok(())
+    }
+
+    /// Takes the store's lock (blocking) and removes what a killed git left: its lock files.
+    pub fn lock(&self) -> io::Result<SessionLock> {
+        let lock = SessionLock::acquire(&self.folder.join("lock"))?;
+        for name in ["index.lock", "packed-refs.lock", "HEAD.lock"] {
+            let _ = std::fs::remove_file(self.git.dir.join(name));
+        }
+        Ok(lock)
+    }
+
+    /// Brings the store's index to the workspace as it is now and writes its tree: changed, new
+    /// and removed files (ignored ones never), links as links, files over the size limit left
+    /// out. Returns the tree and what was left out, said once per path by the caller. The caller
+    /// holds the lock.
+    pub fn snapshot(&self) -> io::Result<(String, Vec<String>)> {
+        self.sync_excludes()?;
+        let listed = self.git.run(
+            &[
+                "ls-files",
+                "-z",
+                "-t",
+                "-m",
+                "-d",
+                "-o",
+                "--exclude-standard",
+            ],
+            None,
+        )?;
+        let mut seen = std::collections::BTreeSet::new();
+        let mut keep = Vec::new();
+        let mut drop_tracked = Vec::new();
+        let mut notes = Vec::new();
+        for item in split_z(&listed) {
+            // "<tag> <path>": C changed, R removed, ? untracked.
+            let (tag, path) = match item.split_first() {
+                Some((t, rest)) if rest.first() == Some(&b' ') => (*t, &rest[1..]),
+                _ => continue,
+            };
+            if !seen.insert(path.to_vec()) {
+                continue;
+            }
+            let shown = String::from_utf8_lossy(path).into_owned();
+            if path.ends_with(b"/") {
+                notes.push(format!(
+                    "{shown} is a git repository of its own inside the workspace: checkpoints do not record it"
+                ));
+                continue;
+            }
+            let full = super::git::join(&self.git.work, path);
+            match std::fs::symlink_metadata(&full) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(_) => continue,
+                Ok(m) if m.file_type().is_symlink() => {}
+                Ok(m) if m.is_file() && m.len() > self.limits.max_file_bytes => {
+                    notes.push(format!(
+                        "{shown} ({}) is over the checkpoint size limit of {}: it is not recorded, and undo leaves it as it is",
+                        size_text(m.len()),
+                        size_text(self.limits.max_file_bytes)
+                    ));
+                    if tag != b'?' {
+                        drop_tracked.extend_from_slice(path);
+                        drop_tracked.push(0);
+                    }
+                    continue;
+                }
+                Ok(m) if m.is_file() => {}
+                // Sockets, fifos, devices: nothing a checkpoint can hold.
+                Ok(_) => continue,
+            }
+            keep.extend_from_slice(path);
+            keep.push(0);
+        }
+        fsutil::fault::point("git update-index", &self.git.dir);
+        if !keep.is_empty() {
+            self.git.run(
+                &["update-index", "-z", "--add", "--remove", "--stdin"],
+                Some(&keep),
+            )?;
+        }
+        if !drop_tracked.is_empty() {
+            self.git.run(
+                &["update-index", "-z", "--force-remove", "--stdin"],
+                Some(&drop_tracked),
+            )?;
+        }
+        let tree = self.git.text(&["write-tree"], None)?;
+        Ok((tree, notes))
+    }
+
+    /// The refs under each of `patterns` (`for-each-ref` prefixes).
+    fn refs(&self, patterns: &[&str]) -> io::Result<Vec<Ref>> {
+        let mut args = vec![
+            "for-each-ref",
+            "--format=%(refname)%00%(objectname)%00%(tree)",
+        ];
+        args.extend_from_slice(patterns);
+        let out = self.git.text(&args, None)?;
+        Ok(out
+            .lines()
+            .filter_map(|l| {
+                let mut p = l.split('\0');
+                Some(Ref {
+                    name: p.next()?.to_string(),
+                    commit: p.next()?.to_string(),
+                    tree: p.next()?.to_string(),
+                })
+            })
+            .collect())
+    }
+
+    fn commit(&self, tree: &str, kind: &str, session: &str, turn: u32) -> io::Result<String> {
+        let msg = serde_json::json!({"kind": kind, "session": session, "turn": turn}).to_string();
+        fsutil::fault::point("git commit-tree", &self.git.dir);
+        Ok(self.git.text(&["commit-tree", tree, "-m", &msg], None)?)
+    }
+
+    /// One ref transaction (the commit point of every change).
+    fn update_refs(&self, lines: &str) -> io::Result<()> {
+        fsutil::fault::point("git update-ref", &self.git.dir);
+        match self
+            .git
+            .run(&["update-ref", "--stdin"], Some(lines.as_bytes()))
+        {
+            Ok(_) => Ok(()),
+            // A `<ref>.lock` a killed git left (we hold the store's lock: no git of ours runs):
+            // removed, then once more.
+            Err(e) if e.0.contains(".lock") => {
+                remove_lock_files(&self.git.dir.join("refs"), 0);
+                self.git
+                    .run(&["update-ref", "--stdin"], Some(lines.as_bytes()))?;
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Records the workspace before turn `turn` of `session`: a new commit when it differs from
+    /// the latest snapshot, else the same commit again. Any redo is dropped (new work follows
+    /// the undo). Returns whether a new commit was made and the notes (files left out, a
+    /// finished restore, pruning).
+    pub fn record_turn(&self, session: &str, turn: u32) -> io::Result<(bool, Vec<String>)> {
+        let _lock = self.lock()?;
+        let mut notes = self.recover_locked()?;
+        // Checkpoints never fill a disk: below the floor, none is taken (and the turn goes on).
+        if let Some(free) = free_space(&self.folder)
+            && free < MIN_FREE_BYTES
+        {
+            return Err(io::Error::other(format!(
+                "the disk holding the checkpoint store has only {} free (checkpoints need {})",
+                size_text(free),
+                size_text(MIN_FREE_BYTES)
+            )));
+        }
+        let (tree, skipped) = self.snapshot()?;
+        notes.extend(skipped);
+        let refs = self.refs(&["refs/tern/latest", "refs/tern/at", "refs/tern/redo/"])?;
+        let latest = refs.iter().find(|r| r.name == "refs/tern/latest");
+        let (commit, new) = match latest {
+            Some(l) if l.tree == tree => (l.commit.clone(), false),
+            _ => (self.commit(&tree, "turn", session, turn)?, true),
+        };
+        let mut tx = format!(
+            "update {} {commit}\nupdate refs/tern/latest {commit}\n",
+            turn_ref(session, turn)
+        );
+        for r in refs.iter().filter(|r| r.name != "refs/tern/latest") {
+            tx.push_str(&format!("delete {}\n", r.name));
+        }
+        self.update_refs(&tx)?;
+        if new {
+            let size = self.pack_locked()?;
+            notes.extend(self.prune_locked(size)?);
+        }
+        Ok((new, notes))
+    }
+
+    /// The checkpoints of `session`, oldest first.
+    pub fn entries(&self, session: &str) -> io::Result<Vec<Entry>> {
+        let prefix = format!("refs/tern/s/{session}/");
+        let mut out: Vec<Entry> = self
+            .refs(&[&prefix])?
+            .into_iter()
+            .filter_map(|r| {
+                let turn = r
+                    .name
+                    .strip_prefix(&prefix)?
+                    .strip_prefix('t')?
+                    .parse()
+                    .ok()?;
+                let time = std::fs::symlink_metadata(self.git.dir.join(&r.name))
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_secs() as i64);
+                Some(Entry {
+                    turn,
+                    commit: r.commit,
+                    tree: r.tree,
+                    time,
+                })
+            })
+            .collect();
+        out.sort_by_key(|e| e.turn);
+        Ok(out)
+    }
+
+    /// The tree of the workspace now (the store's index brought up to date; the blobs written
+    /// for it are kept only if a checkpoint takes them).
+    pub fn tree_now(&self) -> io::Result<(String, Vec<String>)> {
+        let _lock = self.lock()?;
+        self.snapshot()
+    }
+
+    /// The file changes from tree `a` to tree `b`.
+    pub fn changes(&self, a: &str, b: &str) -> io::Result<Vec<Change>> {
+        if a == b {
+            return Ok(Vec::new());
+        }
+        let out = self
+            .git
+            .run(&["diff-tree", "-r", "-z", "--no-renames", a, b], None)?;
+        let mut parts = split_z(&out);
+        let mut changes = Vec::new();
+        while let Some(meta) = parts.next() {
+            let Some(path) = parts.next() else { break };
+            // ":<mode> <mode> <old> <new> <status>"
+            let meta = String::from_utf8_lossy(meta);
+            let f: Vec<&str> = meta.trim_start_matches(':').split(' ').collect();
+            let status = f.get(4).and_then(|s| s.chars().next()).unwrap_or('M');
+            let status = match status {
+                'A' | 'D' => status,
+                _ => 'M',
+            };
+            changes.push(Change {
+                status,
+                path: String::from_utf8_lossy(path).into_owned(),
+                blob: (status != 'D').then(|| f.get(3).unwrap_or(&"").to_string()),
+            });
+        }
+        Ok(changes)
+    }
+
+    /// The on-disk size of each blob in `ids` (missing ones count 0), summed.
+    pub fn disk_size(&self, ids: &[String]) -> io::Result<u64> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let input = ids.join("\n") + "\n";
+        let out = self.git.text(
+            &["cat-file", "--batch-check=%(objectsize:disk)"],
+            Some(input.as_bytes()),
+        )?;
+        Ok(out
+            .lines()
+            .filter_map(|l| l.trim().parse::<u64>().ok())
+            .sum())
+    }
+
+    /// The patch from tree `a` to tree `b` (text; binary files named), at most `max` bytes.
+    pub fn patch(&self, a: &str, b: &str, max: usize) -> io::Result<String> {
+        let out = self.git.run(
+            &["diff-tree", "-p", "-r", "--no-renames", "--stat", a, b],
+            None,
+        )?;
+        let mut text = String::from_utf8_lossy(&out).into_owned();
+        if text.len() > max {
+            let mut cut = max;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text.truncate(cut);
+            text.push_str(&format!(
+                "\n… (cut at {} of the patch)",
+                size_text(max as u64)
+            ));
+        }
+        Ok(text)
+    }
+
+    /// Puts the workspace back to checkpoint `target` as an undo: the state now is kept first
+    /// (a redo goes back to it); `base` is where a chain of undos stands. See [`Store::undo`].
+    fn restore_as_undo(
+        &self,
+        session: &str,
+        tree_now: &str,
+        target: &Entry,
+        at: Option<&Ref>,
+    ) -> io::Result<Restored> {
+        let refs = self.refs(&["refs/tern/latest", "refs/tern/redo/"])?;
+        let latest = refs.iter().find(|r| r.name == "refs/tern/latest");
+        // What a redo returns to: the checkpoint we stand on, else the state now.
+        let back = match (at, latest) {
+            (Some(a), _) if a.tree == tree_now => a.commit.clone(),
+            (_, Some(l)) if l.tree == tree_now => l.commit.clone(),
+            _ => self.commit(tree_now, "undo", session, target.turn)?,
+        };
+        let next = refs
+            .iter()
+            .filter_map(|r| r.name.strip_prefix("refs/tern/redo/")?.parse::<u32>().ok())
+            .max()
+            .unwrap_or(0)
+            + 1;
+        let changes = self.changes(tree_now, &target.tree)?;
+        self.update_refs(&format!(
+            "update refs/tern/redo/{next:06} {back}\nupdate refs/tern/at {c}\nupdate refs/tern/latest {c}\nupdate refs/tern/pending {c}\n",
+            c = target.commit
+        ))?;
+        self.checkout_locked(&target.commit)?;
+        Ok(Restored {
+            turn: Some(target.turn),
+            changes,
+        })
+    }
+
+    /// Makes the workspace the tree of `commit` (changed files rewritten, files it lacks
+    /// removed, ignored and unrecorded files untouched), then clears `pending`. The caller set
+    /// `pending` first, so a kill in between is finished at the next start.
+    fn checkout_locked(&self, commit: &str) -> io::Result<()> {
+        fsutil::fault::point("git read-tree", &self.git.dir);
+        self.git
+            .run(&["read-tree", "--reset", "-u", commit], None)?;
+        self.update_refs("delete refs/tern/pending\n")
+    }
+
+    /// Finishes a restore a kill cut short. Returns what it says (nothing when none was in
+    /// flight).
+    pub fn recover(&self) -> io::Result<Vec<String>> {
+        if !self.git.dir.join("refs/tern/pending").exists()
+            && !self.git.dir.join("packed-refs").exists()
+        {
+            return Ok(Vec::new());
+        }
+        let _lock = self.lock()?;
+        self.recover_locked()
+    }
+
+    fn recover_locked(&self) -> io::Result<Vec<String>> {
+        // Refs are loose files (tern never packs them): a missing file is no restore in flight,
+        // and costs no git run.
+        if !self.git.dir.join("refs/tern/pending").exists()
+            && !self.git.dir.join("packed-refs").exists()
+        {
+            return Ok(Vec::new());
+        }
+        let pending = self.refs(&["refs/tern/pending"])?;
+        let Some(p) = pending.first() else {
+            return Ok(Vec::new());
+        };
+        self.checkout_locked(&p.commit)?;
+        let short: String = p.commit.chars().take(10).collect();
+        Ok(vec![format!(
+            "an undo, redo or rewind was cut short (tern stopped while it restored files); tern finished it now: the workspace holds the restored checkpoint ({short}), not the state before it (`tern redo` returns to that)"
+        )])
+    }
+
+    /// Undoes the last `n` turns of `session` that changed files: the workspace goes back to
+    /// the checkpoint before the oldest of them. The state now is kept first, so `tern redo`
+    /// returns to it. Errors: nothing (or fewer than `n` turns) to undo.
+    pub fn undo(&self, session: &str, n: u32) -> io::Result<Restored> {
+        let _lock = self.lock()?;
+        self.recover_locked()?;
+        let (tree_now, _) = self.snapshot()?;
+        let entries = self.entries(session)?;
+        let at = self.refs(&["refs/tern/at"])?.into_iter().next();
+        // In a chain of undos (the workspace is still what the last one restored), go on from
+        // there; otherwise start from the newest turn.
+        let base = at
+            .as_ref()
+            .filter(|a| a.tree == tree_now)
+            .and_then(|a| {
+                entries
+                    .iter()
+                    .filter(|e| e.commit == a.commit)
+                    .map(|e| e.turn)
+                    .max()
+            })
+            .unwrap_or(u32::MAX);
+        let mut cur = tree_now.clone();
+        let mut count = 0;
+        let mut target = None;
+        for e in entries.iter().rev().filter(|e| e.turn < base) {
+            if e.tree != cur {
+                count += 1;
+                cur = e.tree.clone();
+                if count == n {
+                    target = Some(e.clone());
+                    break;
+                }
+            }
+        }
+        let Some(target) = target else {
+            return Err(io::Error::other(if count == 0 {
+                "nothing to undo: no turn of this session changed a recorded file since its checkpoint (checkpoints are taken before a turn's first command)".to_string()
+            } else {
+                format!("only {count} turn(s) of this session can be undone; nothing changed")
+            }));
+        };
+        let at = at.filter(|a| a.tree == tree_now);
+        self.restore_as_undo(session, &tree_now, &target, at.as_ref())
+    }
+
+    /// Puts back what the last undo (or rewind) replaced. Errors: nothing to redo, or the
+    /// workspace changed since (redo would overwrite those changes).
+    pub fn redo(&self) -> io::Result<Restored> {
+        let _lock = self.lock()?;
+        self.recover_locked()?;
+        let refs = self.refs(&["refs/tern/at", "refs/tern/redo/"])?;
+        let top = refs
+            .iter()
+            .filter(|r| r.name.starts_with("refs/tern/redo/"))
+            .max_by(|a, b| a.name.cmp(&b.name))
+            .cloned()
+            .ok_or_else(|| io::Error::other("nothing to redo"))?;
+        let (tree_now, _) = self.snapshot()?;
+        let at = refs.iter().find(|r| r.name == "refs/tern/at");
+        if at.is_none_or(|a| a.tree != tree_now) {
+            return Err(io::Error::other(
+                "refused: the workspace changed since the undo, and redo would overwrite those changes (`tern undo` keeps the state now, then `tern redo` can return to it)",
+            ));
+        }
+        let changes = self.changes(&tree_now, &top.tree)?;
+        self.update_refs(&format!(
+            "delete {}\nupdate refs/tern/at {c}\nupdate refs/tern/latest {c}\nupdate refs/tern/pending {c}\n",
+            top.name,
+            c = top.commit
+        ))?;
+        self.checkout_locked(&top.commit)?;
+        Ok(Restored {
+            turn: None,
+            changes,
+        })
+    }
+
+    /// Puts the workspace back to checkpoint `target` (of `session`) as an undo, so `tern redo`
+    /// returns. Nothing changes when the workspace already is that checkpoint.
+    pub fn restore(&self, session: &str, target: &Entry) -> io::Result<Restored> {
+        let _lock = self.lock()?;
+        self.recover_locked()?;
+        let (tree_now, _) = self.snapshot()?;
+        if tree_now == target.tree {
+            return Ok(Restored {
+                turn: Some(target.turn),
+                changes: Vec::new(),
+            });
+        }
+        let at = self
+            .refs(&["refs/tern/at"])?
+            .into_iter()
+            .find(|a| a.tree == tree_now);
+        self.restore_as_undo(session, &tree_now, target, at.as_ref())
+    }
+
+    /// Bytes the store takes on disk (its objects).
+    pub fn size(&self) -> u64 {
+        dir_size(&self.git.dir.join("objects"), 0)
+    }
+
+    /// Packs the loose objects once there are many (the first checkpoint of a large workspace
+    /// leaves one per file): fewer files to walk and to read. Returns the store's size.
+    fn pack_locked(&self) -> io::Result<u64> {
+        let (loose, size) = objects_stats(&self.git.dir.join("objects"));
+        if loose > LOOSE_LIMIT {
+            fsutil::fault::point("git repack", &self.git.dir);
+            self.git.run(&["repack", "-d", "-q"], None)?;
+            return Ok(self.size());
+        }
+        Ok(size)
+    }
+
+    /// The budget in bytes: the configured one, else 1 GiB or a tenth of the free space of the
+    /// store's file system, whichever is smaller.
+    pub fn budget(&self) -> u64 {
+        if let Some(b) = self.limits.budget_bytes {
+            return b;
+        }
+        let gib = 1u64 << 30;
+        free_space(&self.folder).map_or(gib, |f| gib.min(f / 10))
+    }
+
+    /// Removes the oldest checkpoints while the store is over its budget (never the newest,
+    /// nor what an undo or redo needs). Returns what it says.
+    fn prune_locked(&self, before: u64) -> io::Result<Vec<String>> {
+        let budget = self.budget();
+        if before <= budget {
+            return Ok(Vec::new());
+        }
+        let all = self.refs(&["refs/tern/"])?;
+        let keep: std::collections::BTreeSet<&str> = all
+            .iter()
+            .filter(|r| !r.name.starts_with("refs/tern/s/"))
+            .map(|r| r.commit.as_str())
+            .collect();
+        // Oldest first: by ref time (refs are loose files, never packed).
+        let mut by_commit: BTreeMap<String, (i64, Vec<String>)> = BTreeMap::new();
+        for r in all.iter().filter(|r| r.name.starts_with("refs/tern/s/")) {
+            let t = std::fs::symlink_metadata(self.git.dir.join(&r.name))
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos() as i64);
+            let e = by_commit
+                .entry(r.commit.clone())
+                .or_insert((i64::MAX, Vec::new()));
+            e.0 = e.0.min(t);
+            e.1.push(r.name.clone());
+        }
+        let mut order: Vec<(i64, String, Vec<String>)> = by_commit
+            .into_iter()
+            .filter(|(c, _)| !keep.contains(c.as_str()))
+            .map(|(c, (t, names))| (t, c, names))
+            .collect();
+        order.sort();
+        let mut removed = 0usize;
+        let mut size = before;
+        while size > budget && !order.is_empty() {
+            // A quarter at a time: each round rewrites the refs and walks the objects once.
+            let take = (order.len() / 4).max(1);
+            let batch: Vec<_> = order.drain(..take).collect();
+            let tx: String = batch
+                .iter()
+                .flat_map(|(_, _, names)| names.iter().map(|n| format!("delete {n}\n")))
+                .collect();
+            self.update_refs(&tx)?;
+            removed += batch.iter().map(|(_, _, n)| n.len()).sum::<usize>();
+            // Packs keep only what is still reachable; then the loose leftovers go.
+            fsutil::fault::point("git repack", &self.git.dir);
+            self.git.run(&["repack", "-a", "-d", "-q"], None)?;
+            self.git.run(&["prune", "--expire=now"], None)?;
+            size = self.size();
+        }
+        if removed == 0 {
+            return Ok(vec![format!(
+                "the checkpoint store ({}) is over its budget of {}, and holds nothing old enough to remove",
+                size_text(before),
+                size_text(budget)
+            )]);
+        }
+        Ok(vec![format!(
+            "the checkpoint store was over its budget of {} ({}): removed the {removed} oldest checkpoint(s); it now takes {}",
+            size_text(budget),
+            size_text(before),
+            size_text(size)
+        )])
+    }
+
+    /// The empty tree's id (the state before any file).
+    pub fn empty_tree() -> &'static str {
+        EMPTY_TREE
+    }
+}
+
+/// Free space below which no checkpoint is taken.
+pub const MIN_FREE_BYTES: u64 = 64_000_000;
+
+/// Loose objects past which a checkpoint packs them.
+const LOOSE_LIMIT: usize = 1000;
+
+/// (loose objects, bytes) of `objects/`, in one walk.
+fn objects_stats(objects: &Path) -> (usize, u64) {
+    let Ok(rd) = std::fs::read_dir(objects) else {
+        return (0, 0);
+    };
+    let (mut loose, mut bytes) = (0, 0);
+    for e in rd.flatten() {
+        let n = e.file_name().len();
+        let Ok(inner) = std::fs::read_dir(e.path()) else {
+            continue;
+        };
+        for f in inner.flatten() {
+            if let Ok(m) = f.metadata()
+                && m.is_file()
+            {
+                bytes += m.len();
+                loose += usize::from(n == 2);
+            }
+        }
+    }
+    (loose, bytes)
+}
+
+/// The ref of turn `turn` of `session`.
+fn turn_ref(session: &str, turn: u32) -> String {
+    format!("refs/tern/s/{session}/t{turn:06}")
+}
+
+/// Escapes gitignore pattern characters in a literal path.
+fn glob_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\' | '!' | '#') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `12.3 MB` style sizes (decimal units).
+pub fn size_text(bytes: u64) -> String {
+    let b = bytes as f64;
+    if bytes >= 1_000_000_000 {
+        format!("{:.1} GB", b / 1e9)
+    } else if bytes >= 1_000_000 {
+        format!("{:.1} MB", b / 1e6)
+    } else if bytes >= 1_000 {
+        format!("{:.1} kB", b / 1e3)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+/// Removes `*.lock` files under `dir` (what a killed `git update-ref` leaves).
+fn remove_lock_files(dir: &Path, depth: usize) {
+    if depth > 8 {
+        return;
+    }
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let Ok(t) = e.file_type() else { continue };
+        if t.is_dir() {
+            remove_lock_files(&e.path(), depth + 1);
+        } else if e.file_name().to_string_lossy().ends_with(".lock") {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+/// Bytes of the regular files under `dir` (links not followed).
+fn dir_size(dir: &Path, depth: usize) -> u64 {
+    if depth > 8 {
+        return 0;
+    }
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut total = 0;
+    for e in rd.flatten() {
+        let Ok(m) = e.metadata() else { continue };
+        if m.is_dir() {
+            total += dir_size(&e.path(), depth + 1);
+        } else if m.is_file() {
+            total += m.len();
+        }
+    }
+    total
+}
+
+/// Free bytes of the file system holding `path`.
+pub fn free_space(path: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs fills the struct we own from a NUL-terminated path; checked for error.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    (r == 0).then(|| (st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+}

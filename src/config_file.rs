@@ -1,0 +1,489 @@
+//! The provider set up once: `~/.config/tern/config.json` (`$XDG_CONFIG_HOME/tern/config.json`
+//! when set) and the project's `.tern/config.json`, read at start and laid under the
+//! environment, so the order is config < environment < flags (DESIGN.md §15; Codex's
+//! `config.toml`, Claude Code's `settings.json`).
+//!
+//! ```json
+//! {"provider": "openai", "base_url": "http://127.0.0.1:8080/v1", "model": "qwen",
+//!  "models": ["qwen", "qwen-big"], "max_output_tokens": 4096, "temperature": 0.2,
+//!  "approval": "ask", "sandbox": "workspace-write",
+//!  "api_key": "…" | "api_key_command": "pass show openai"}
+//! ```
+//!
+//! Rules:
+//! - Unknown fields are refused (a typo must not be a silent default); the project file is read
+//!   after the user's and wins field by field.
+//! - Keys only in the user's file, which must not be readable by group or others (mode 0600;
+//!   `tern setup` writes it so): a key in a 0644 file is refused with the `chmod` to run. The
+//!   project's file (it may be committed or shared) may hold no key at all. `api_key_command`
+//!   runs `sh -c CMD` once at start (stdin closed); its trimmed stdout is the key.
+//! - The environment wins: when it names any provider (`OPENAI_API_KEY`, `OPENAI_BASE_URL`,
+//!   `ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`), the file's provider, base URL and key are not
+//!   used (so a key from the environment never goes to a URL from the file, nor the reverse);
+//!   `TERN_MODEL`, `TERN_APPROVAL`, `TERN_SANDBOX`, `TERN_MAX_OUTPUT_TOKENS` and
+//!   `TERN_TEMPERATURE` win over `model`, `approval`, `sandbox`, `max_output_tokens`,
+//!   `temperature`. Flags win over both, where each value is read.
+//! - A project's file may name the server (`provider`, `base_url`) only when the key does not
+//!   come from the user's file: a cloned repository must not be able to send the person's key
+//!   to a server of its choosing (refused, saying so).
+//! - The file lives under `~/.config/tern/`, which the sandbox's jail hides from commands.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{Env, ProviderKind};
+use crate::policy::Approval;
+
+/// One config file's contents (every field optional).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// Wire format: `openai` (any OpenAI-compatible server) or `anthropic`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<ProviderKind>,
+    /// The server's base URL (`http://127.0.0.1:8080/v1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// The model name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Models an editor offers to switch to (`session/set_model`); any name still works.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<String>,
+    /// The output cap of every request, in tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
+    /// Sampling temperature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// The default approval policy: `ask`, `auto` or `never`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Approval>,
+    /// The default sandbox: `read-only`, `workspace-write` or `danger-full-access`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::sandbox::Mode>,
+    /// The API key (user file only, mode 0600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<String>,
+    /// A command printing the API key (user file only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_command: Option<String>,
+}
+
+/// `$XDG_CONFIG_HOME/tern/config.json`, else `~/.config/tern/config.json` (None without HOME).
+pub fn user_path(env: &Env) -> Option<PathBuf> {
+    let base = env
+        .get("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env.get("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some(base.join("tern").join("config.json"))
+}
+
+/// Where each setting came from, for `tern status`: setting → (value as shown, source).
+pub use crate::config::Sources;
+
+/// The settings `tern status` explains, in its order.
+pub const SETTINGS: [&str; 8] = [
+    "provider",
+    "base_url",
+    "model",
+    "api_key",
+    "max_output_tokens",
+    "temperature",
+    "approval",
+    "sandbox",
+];
+
+/// What was read: the merged file settings and which file gave each field.
+#[derive(Debug, Clone, Default)]
+pub struct Loaded {
+    /// The user's file, then the project's over it.
+    pub merged: FileConfig,
+    /// field → the file that set it.
+    pub from: BTreeMap<&'static str, PathBuf>,
+    /// The project's file names a provider or server (`provider`, `base_url`).
+    pub project_server: bool,
+}
+
+/// Reads `path`: None when absent. Errors name the file: unreadable, not JSON, an unknown field,
+/// a key in a file others can read, any key in the project's file.
+pub fn read(path: &Path, project: bool) -> Result<Option<FileConfig>, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        // Absent, or a folder on the way is not one (a `.tern` file: the surfaces say that
+        // themselves, with the words for the state folder).
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                || e.raw_os_error() == Some(libc::ENOTDIR) =>
+        {
+            return Ok(None);
+        }
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    let cfg: FileConfig =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let has_key = cfg.api_key.is_some() || cfg.api_key_command.is_some();
+    if project && has_key {
+        return Err(format!(
+            "{} holds a key (api_key or api_key_command): a project's config may be shared, so tern reads keys only from ~/.config/tern/config.json (tern setup writes it)",
+            path.display()
+        ));
+    }
+    if cfg.api_key.is_some() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?
+            .permissions()
+            .mode();
+        if mode & 0o077 != 0 {
+            return Err(format!(
+                "{} holds an API key but others can read it (mode {:o}): run `chmod 600 {}`",
+                path.display(),
+                mode & 0o777,
+                path.display()
+            ));
+        }
+    }
+    Ok(Some(cfg))
+}
+
+/// Reads the user's file and the project's (`<state root>/config.json`), the project's fields
+/// over the user's.
+pub fn load(env: &Env, state_root: &Path) -> Result<Loaded, String> {
+    let mut loaded = Loaded::default();
+    let files = [
+        (user_path(env), false),
+        (Some(state_root.join("config.json")), true),
+    ];
+    for (path, project) in files {
+        let Some(path) = path else { continue };
+        let Some(c) = read(&path, project)? else {
+            continue;
+        };
+        if project && (c.provider.is_some() || c.base_url.is_some()) {
+            loaded.project_server = true;
+        }
+        let m = &mut loaded.merged;
+        let mut set = |field: &'static str| {
+            loaded.from.insert(field, path.clone());
+        };
+        macro_rules! take {
+            ($f:ident) => {
+                if c.$f.is_some() {
+                    m.$f = c.$f.clone();
+                    set(stringify!($f));
+                }
+            };
+        }
+        take!(provider);
+        take!(base_url);
+        take!(model);
+        take!(max_output_tokens);
+        take!(temperature);
+        take!(approval);
+        take!(sandbox);
+        take!(api_key);
+        take!(api_key_command);
+        if !c.models.is_empty() {
+            m.models = c.models.clone();
+            set("models");
+        }
+    }
+    Ok(loaded)
+}
+
+/// The environment variables that name a provider: when any is set, the file's provider is
+/// not used.
+const PROVIDER_ENV: [&str; 4] = [
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+];
+
+/// Lays `loaded` under `env` (see the module docs) and says where each setting came from.
+/// Runs `api_key_command` when its key is needed. Errors: the command failed or printed
+/// nothing.
+pub fn layer(mut env: Env, loaded: &Loaded) -> Result<Env, String> {
+    let c = &loaded.merged;
+    let mut sources = Sources::new();
+    let file = |field: &str| {
+        loaded
+            .from
+            .get(field)
+            .map(|p| format!("config {}", p.display()))
+            .unwrap_or_else(|| "config".into())
+    };
+    let env_named = PROVIDER_ENV.iter().find(|k| env.is_set(k)).copied();
+    let file_provider = c.provider.is_some() || c.base_url.is_some() || has_key(c);
+    if env_named.is_none() && file_provider && loaded.project_server && has_key(c) {
+        // A cloned repository must not be able to send the person's key to a server of its
+        // choosing: with a key from the user's file, the server comes from the user's file too.
+        return Err(format!(
+            "the project's config ({}) names the provider or base URL, and your key is in {}: tern does not send that key to a server a project chose. Remove provider/base_url from the project's file, or give the key in the environment",
+            loaded
+                .from
+                .get("base_url")
+                .or_else(|| loaded.from.get("provider"))
+                .map_or_else(|| ".tern/config.json".into(), |p| p.display().to_string()),
+            loaded
+                .from
+                .get("api_key")
+                .or_else(|| loaded.from.get("api_key_command"))
+                .map_or_else(
+                    || "~/.config/tern/config.json".into(),
+                    |p| p.display().to_string()
+                )
+        ));
+    }
+    if env_named.is_none() && file_provider {
+        let kind = c.provider.unwrap_or(ProviderKind::Openai);
+        let (key_var, url_var) = match kind {
+            ProviderKind::Openai => ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+            ProviderKind::Anthropic => ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+        };
+        sources.insert(
+            "provider".into(),
+            (
+                kind_name(kind).into(),
+                if c.provider.is_some() {
+                    file("provider")
+                } else {
+                    "default".into()
+                },
+            ),
+        );
+        if let Some(u) = &c.base_url {
+            crate::config::register_url_secrets(u);
+            env.set_default(url_var, u);
+            let shown = crate::provider::http::display_url(u);
+            sources.insert("base_url".into(), (shown, file("base_url")));
+        }
+        let key = match (&c.api_key, &c.api_key_command) {
+            (Some(k), _) => Some((k.trim().to_string(), file("api_key"))),
+            (None, Some(cmd)) => Some((
+                run_key_command(cmd)?,
+                format!("{} (api_key_command)", file("api_key_command")),
+            )),
+            (None, None) => None,
+        };
+        if let Some((k, from)) = key {
+            crate::store::redact::register(&k);
+            env.set_default(key_var, &k);
+            sources.insert("api_key".into(), ("set (hidden)".into(), from));
+        }
+    } else if let Some(var) = env_named {
+        let (kind, key_var, url_var) = if var.starts_with("OPENAI") {
+            ("openai", "OPENAI_API_KEY", "OPENAI_BASE_URL")
+        } else {
+            ("anthropic", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
+        };
+        sources.insert(
+            "provider".into(),
+            (kind.into(), format!("environment {var}")),
+        );
+        if let Some(u) = env.get(url_var) {
+            let shown = crate::provider::http::display_url(&u);
+            sources.insert("base_url".into(), (shown, format!("environment {url_var}")));
+        }
+        if env.get(key_var).is_some() {
+            sources.insert(
+                "api_key".into(),
+                ("set (hidden)".into(), format!("environment {key_var}")),
+            );
+        }
+    }
+    let plain: [(&'static str, &str, Option<String>); 5] = [
+        ("model", "TERN_MODEL", c.model.clone()),
+        (
+            "max_output_tokens",
+            "TERN_MAX_OUTPUT_TOKENS",
+            c.max_output_tokens.map(|n| n.to_string()),
+        ),
+        (
+            "temperature",
+            "TERN_TEMPERATURE",
+            c.temperature.map(|t| t.to_string()),
+        ),
+        (
+            "approval",
+            "TERN_APPROVAL",
+            c.approval.map(|a| approval_name(a).to_string()),
+        ),
+        (
+            "sandbox",
+            "TERN_SANDBOX",
+            c.sandbox.map(|s| s.as_str().to_string()),
+        ),
+    ];
+    for (field, var, value) in plain {
+        if env.is_set(var) {
+            sources.insert(
+                field.into(),
+                (
+                    env.get(var).unwrap_or_default(),
+                    format!("environment {var}"),
+                ),
+            );
+        } else if let Some(v) = value {
+            env.set_default(var, &v);
+            sources.insert(field.into(), (v, file(field)));
+        }
+    }
+    env.set_sources(sources);
+    Ok(env)
+}
+
+/// What a setting is when nothing sets it, as `tern status` shows it.
+fn default_of(name: &str) -> &'static str {
+    match name {
+        "max_output_tokens" => "8192",
+        "temperature" => "the server's",
+        "approval" => "exec: auto; chat, acp: ask",
+        "sandbox" => "workspace-write",
+        _ => "",
+    }
+}
+
+fn has_key(c: &FileConfig) -> bool {
+    c.api_key.is_some() || c.api_key_command.is_some()
+}
+
+fn kind_name(k: ProviderKind) -> &'static str {
+    match k {
+        ProviderKind::Openai => "openai",
+        ProviderKind::Anthropic => "anthropic",
+    }
+}
+
+fn approval_name(a: Approval) -> &'static str {
+    match a {
+        Approval::Ask => "ask",
+        Approval::Auto => "auto",
+        Approval::Never => "never",
+    }
+}
+
+/// Runs `api_key_command` (`sh -c`, stdin closed, stderr passed through); its trimmed stdout is
+/// the key. Errors: it could not start, exited non-zero, or printed nothing.
+fn run_key_command(cmd: &str) -> Result<String, String> {
+    let out = std::process::Command::new("sh")
+        .args(["-c", cmd])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("api_key_command could not start: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("api_key_command failed ({})", out.status));
+    }
+    let key = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if key.is_empty() {
+        return Err("api_key_command printed no key".into());
+    }
+    Ok(key)
+}
+
+/// `tern status`'s block: each setting, its value and where it came from (config < environment
+/// < flags; flags are per command, so a status shows the first two).
+pub fn explain(sources: &Sources) -> String {
+    let mut out = String::from("settings (config < environment < flags):\n");
+    for name in SETTINGS {
+        let (value, from) = match sources.get(name) {
+            Some((v, f)) => (v.as_str(), f.as_str()),
+            None => (default_of(name), "default"),
+        };
+        let value = if value.is_empty() { "-" } else { value };
+        out.push_str(&format!(
+            "  {name:<18} {:<32} {from}\n",
+            crate::store::redact::redact(value)
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn loaded(c: FileConfig) -> Loaded {
+        Loaded {
+            merged: c,
+            from: BTreeMap::new(),
+            project_server: false,
+        }
+    }
+
+    #[test]
+    fn a_project_cannot_send_the_users_key_to_its_own_server() {
+        let mut l = loaded(FileConfig {
+            base_url: Some("http://evil.example/v1".into()),
+            api_key: Some("sk-mine".into()),
+            ..FileConfig::default()
+        });
+        l.project_server = true;
+        let e = layer(Env::default(), &l).unwrap_err();
+        assert!(e.contains("does not send that key"), "{e}");
+        // With the key in the environment, the environment's provider wins anyway.
+        assert!(layer(Env::of(&[("OPENAI_API_KEY", "sk-env")]), &l).is_ok());
+    }
+
+    #[test]
+    fn the_environment_wins_over_the_file() {
+        let c = FileConfig {
+            base_url: Some("http://127.0.0.1:9/v1".into()),
+            model: Some("file-model".into()),
+            approval: Some(Approval::Never),
+            ..FileConfig::default()
+        };
+        let env = layer(Env::of(&[("TERN_MODEL", "env-model")]), &loaded(c.clone())).unwrap();
+        let src = env.sources().clone();
+        assert_eq!(env.get("TERN_MODEL").as_deref(), Some("env-model"));
+        assert_eq!(
+            env.get("OPENAI_BASE_URL").as_deref(),
+            Some("http://127.0.0.1:9/v1")
+        );
+        assert_eq!(env.get("TERN_APPROVAL").as_deref(), Some("never"));
+        assert_eq!(src["model"].1, "environment TERN_MODEL");
+        // A provider in the environment: the file's URL is not used at all.
+        let env = layer(Env::of(&[("OPENAI_API_KEY", "sk-env")]), &loaded(c)).unwrap();
+        let src = env.sources().clone();
+        assert_eq!(env.get("OPENAI_BASE_URL"), None);
+        assert_eq!(src["provider"].1, "environment OPENAI_API_KEY");
+    }
+
+    #[test]
+    fn the_key_command_gives_the_key() {
+        let c = FileConfig {
+            provider: Some(ProviderKind::Anthropic),
+            api_key_command: Some("echo ' sk-from-cmd '".into()),
+            ..FileConfig::default()
+        };
+        let env = layer(Env::default(), &loaded(c)).unwrap();
+        assert_eq!(env.get("ANTHROPIC_API_KEY").as_deref(), Some("sk-from-cmd"));
+        let bad = FileConfig {
+            api_key_command: Some("exit 3".into()),
+            ..FileConfig::default()
+        };
+        assert!(layer(Env::default(), &loaded(bad)).is_err());
+    }
+
+    #[test]
+    fn unknown_fields_and_shared_keys_are_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("config.json");
+        std::fs::write(&p, r#"{"modle": "x"}"#).unwrap();
+        assert!(read(&p, false).unwrap_err().contains("modle"));
+        std::fs::write(&p, r#"{"api_key": "sk-1"}"#).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(read(&p, false).unwrap_err().contains("chmod 600"));
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(
+            read(&p, false).unwrap().unwrap().api_key.as_deref(),
+            Some("sk-1")
+        );
+        assert!(read(&p, true).unwrap_err().contains("shared"));
+    }
+}

@@ -1,0 +1,122 @@
+//! `tern hooks` (what is configured, from which file, and whether the project's file is trusted)
+//! and `tern hooks trust` (record the project file's SHA-256 so its hooks run; any later change
+//! needs trust again).
+
+use serde_json::json;
+
+use super::{Files, Hooks, Trust, key_of};
+
+/// `tern hooks [--json]`: what the surface prints (one JSON line with `json`).
+pub fn list(files: &Files, json: bool) -> String {
+    let hooks = files.load();
+    if json {
+        to_json(files, &hooks).to_string()
+    } else {
+        crate::render::safe(&render(files, &hooks)).into_owned()
+    }
+}
+
+/// The listing as one JSON object: `{files: [{path, source, exists, trusted}], hooks: [{event,
+/// matcher, command, timeout_s, source}], notes: [..]}`.
+pub fn to_json(files: &Files, hooks: &Hooks) -> serde_json::Value {
+    let mut rows = Vec::new();
+    if let Some(u) = &files.user {
+        rows.push(json!({"path": u, "source": "user", "exists": u.exists(), "trusted": true}));
+    }
+    rows.push(
+        json!({"path": files.project, "source": "project", "exists": files.project.exists(),
+        "trusted": files.project.exists() && hooks.untrusted.is_none()}),
+    );
+    let list: Vec<_> = hooks
+        .listing()
+        .into_iter()
+        .map(|(e, m, h)| {
+            json!({"event": e.as_str(), "matcher": m, "command": h.command,
+                   "timeout_s": h.timeout.as_secs_f64(), "source": h.source})
+        })
+        .collect();
+    json!({"files": rows, "hooks": list, "notes": hooks.notes})
+}
+
+/// The listing as text.
+pub fn render(files: &Files, hooks: &Hooks) -> String {
+    let mut out = String::new();
+    if let Some(u) = &files.user {
+        let state = if u.exists() {
+            "trusted (yours)"
+        } else {
+            "absent"
+        };
+        out.push_str(&format!("{}: {state}\n", u.display()));
+    }
+    let p = &files.project;
+    let state = match (&hooks.untrusted, p.exists()) {
+        (_, false) => "absent".to_string(),
+        (None, true) => "trusted".to_string(),
+        (Some(u), true) => format!(
+            "NOT TRUSTED{}: its hooks do not run (tern hooks trust)",
+            if u.changed {
+                " (changed since trusted)"
+            } else {
+                ""
+            }
+        ),
+    };
+    out.push_str(&format!("{}: {state}\n", p.display()));
+    let list = hooks.listing();
+    if list.is_empty() {
+        out.push_str("no hooks run here\n");
+    }
+    for (e, m, h) in list {
+        let src = match h.source {
+            super::Source::User => "user",
+            super::Source::Project => "project",
+        };
+        out.push_str(&format!(
+            "{:<16} {:<12} {}  (timeout {} s, {src})\n",
+            e.as_str(),
+            m,
+            h.command.replace('\n', " "),
+            h.timeout.as_secs_f64()
+        ));
+    }
+    for n in &hooks.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    out.trim_end().to_string()
+}
+
+/// `tern hooks trust`: records the project file's hash; returns the receipt. Errors (exit 1):
+/// no project file, no home folder, a record that cannot be read or written.
+pub fn trust(files: &Files) -> Result<String, String> {
+    let hooks = files.load();
+    let record = files
+        .trust
+        .as_ref()
+        .ok_or("no home folder (HOME / XDG_CONFIG_HOME): nowhere to record trust")?;
+    let Some(u) = &hooks.untrusted else {
+        if files.project.exists() {
+            return Ok(format!("{} is trusted already", files.project.display()));
+        }
+        return Err(format!(
+            "{} does not exist: nothing to trust",
+            files.project.display()
+        ));
+    };
+    let mut t = Trust::read(record)?;
+    t.files.insert(key_of(&u.path), u.sha256.clone());
+    t.write(record)
+        .map_err(|e| format!("could not record the trust: {e}"))?;
+    let mut receipt = format!(
+        "trusted {} (sha256 {}); any change to it needs `tern hooks trust` again. Its hooks:",
+        u.path.display(),
+        u.sha256
+    );
+    let now = files.load();
+    for (e, m, h) in now.listing() {
+        if h.source == super::Source::Project {
+            receipt.push_str(&format!("\n  {} {m}: {}", e.as_str(), h.command));
+        }
+    }
+    Ok(crate::render::safe(&receipt).into_owned())
+}

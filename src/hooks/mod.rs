@@ -1,0 +1,638 @@
+//! Hooks: the person's own commands, run at fixed points of a session, in Claude Code's format so
+//! a person's existing scripts run unchanged (DESIGN.md §13, issue 19).
+//!
+//! Where they come from: `~/.config/tern/hooks.json` (the person's, trusted) and the project's
+//! `.tern/hooks.json`, which runs only once `tern hooks trust` recorded its SHA-256 in
+//! `~/.config/tern/trusted-hooks.json` (outside the workspace, so a repository cannot ship its own
+//! trust; any change to the file needs trust again). An untrusted file is named on stderr and in
+//! `session_start`; it is never run silently and never skipped silently.
+//!
+//! The file: `{"hooks": {EVENT: [{"matcher": …, "hooks": [{"type": "command", "command": …,
+//! "timeout": SECONDS}]}]}}`, as in Claude Code's settings (its hooks reference, "Configuration").
+//! Other top-level keys are ignored, so a whole `settings.json` can be pasted. Events tern does
+//! not have and handler types other than `command` are named as notes, never run.
+//!
+//! How they run ([`run`]): outside the command sandbox (they are the person's code), one at a
+//! time in file order (the person's file first), each with its timeout (Claude's default, 600 s)
+//! and a bounded output. What a hook adds for the model goes into the newest message only (a tool
+//! result, a user message), never the system prompt ([`door`]).
+//!
+//! The room's parts: this file (the configuration, matchers, trust), [`run`] (one process),
+//! [`goal`] (`--goal`'s file), [`cli`] (`tern hooks`); its one door into the runtime is
+//! `runtime::hooks` (what each event does with a hook's answer, and the goal's Stop gate).
+
+pub mod cli;
+pub mod goal;
+pub mod run;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Claude Code's default timeout of a `command` hook (its hooks reference: "Defaults: 600 for
+/// command").
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+/// The longest timeout a hook may ask for (a day).
+pub const MAX_TIMEOUT_S: u64 = 86_400;
+/// The largest hooks file read (1 MiB); a bigger one is an error, never half-read.
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// The events tern runs hooks at, with Claude Code's names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum HookEvent {
+    /// A runtime's first turn begins (`source`: `startup` for a new session, `resume`).
+    SessionStart,
+    /// The person's prompt, before it is stored.
+    UserPromptSubmit,
+    /// A tool call, before it runs.
+    PreToolUse,
+    /// A tool call, after it ran, before its result is stored.
+    PostToolUse,
+    /// The model ended its answer (a person's session).
+    Stop,
+    /// A sub-agent's model ended its answer.
+    SubagentStop,
+    /// Before a compaction (`trigger`: `manual` or `auto`).
+    PreCompact,
+    /// The runtime ends.
+    SessionEnd,
+}
+
+impl HookEvent {
+    /// Every event, in the order `tern hooks` lists them.
+    pub const ALL: [HookEvent; 8] = [
+        HookEvent::SessionStart,
+        HookEvent::UserPromptSubmit,
+        HookEvent::PreToolUse,
+        HookEvent::PostToolUse,
+        HookEvent::Stop,
+        HookEvent::SubagentStop,
+        HookEvent::PreCompact,
+        HookEvent::SessionEnd,
+    ];
+
+    /// Claude Code's name, e.g. `PreToolUse`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookEvent::SessionStart => "SessionStart",
+            HookEvent::UserPromptSubmit => "UserPromptSubmit",
+            HookEvent::PreToolUse => "PreToolUse",
+            HookEvent::PostToolUse => "PostToolUse",
+            HookEvent::Stop => "Stop",
+            HookEvent::SubagentStop => "SubagentStop",
+            HookEvent::PreCompact => "PreCompact",
+            HookEvent::SessionEnd => "SessionEnd",
+        }
+    }
+
+    fn parse(name: &str) -> Option<HookEvent> {
+        HookEvent::ALL.into_iter().find(|e| e.as_str() == name)
+    }
+
+    fn index(self) -> usize {
+        HookEvent::ALL
+            .iter()
+            .position(|e| *e == self)
+            .unwrap_or_default()
+    }
+}
+
+/// Which file a hook came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// `~/.config/tern/hooks.json`.
+    User,
+    /// `.tern/hooks.json`, trusted by hash.
+    Project,
+}
+
+/// Which tool calls (or sources, triggers) a group applies to, as Claude Code reads `matcher`:
+/// omitted, `""` or `*` match everything; a name of letters, digits and `_` (or several joined
+/// by `|`) matches exactly (case-sensitive); anything else is a regular expression searched in
+/// the name (`Notebook.*`, `^mcp__`).
+#[derive(Debug, Clone)]
+pub enum Matcher {
+    /// Everything.
+    All,
+    /// One of these names exactly.
+    Names(Vec<String>),
+    /// A regular expression.
+    Pattern(regex_lite::Regex),
+}
+
+impl Matcher {
+    /// Parses `matcher`. Errors: a regular expression that does not compile.
+    pub fn parse(text: Option<&str>) -> Result<Matcher, String> {
+        let t = text.unwrap_or("").trim();
+        if t.is_empty() || t == "*" {
+            return Ok(Matcher::All);
+        }
+        if t.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '|')
+        {
+            return Ok(Matcher::Names(
+                t.split('|')
+                    .filter(|n| !n.is_empty())
+                    .map(str::to_string)
+                    .collect(),
+            ));
+        }
+        regex_lite::Regex::new(t)
+            .map(Matcher::Pattern)
+            .map_err(|e| format!("matcher {t:?} is not a valid regular expression: {e}"))
+    }
+
+    /// Whether `value` (a tool name, a source, a trigger) is matched; events without a value
+    /// (UserPromptSubmit, Stop, SubagentStop) match every group, as in Claude Code.
+    pub fn matches(&self, value: Option<&str>) -> bool {
+        let Some(v) = value else { return true };
+        match self {
+            Matcher::All => true,
+            Matcher::Names(names) => names.iter().any(|n| n == v),
+            Matcher::Pattern(r) => r.is_match(v),
+        }
+    }
+}
+
+/// One `command` hook.
+#[derive(Debug, Clone)]
+pub struct Handler {
+    /// Run with `bash -c` in the workspace.
+    pub command: String,
+    /// Killed (its process group) after this long.
+    pub timeout: Duration,
+    /// The file it came from.
+    pub source: Source,
+}
+
+#[derive(Debug, Clone)]
+struct Group {
+    matcher: Matcher,
+    handlers: Vec<Handler>,
+}
+
+/// A project hooks file that has not been trusted (or changed since).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Untrusted {
+    /// The file.
+    pub path: PathBuf,
+    /// Its SHA-256 now (hex).
+    pub sha256: String,
+    /// It was trusted before with other content.
+    pub changed: bool,
+}
+
+/// The hooks of one workspace, loaded once when a runtime opens (as Claude Code takes a snapshot
+/// at start-up): later edits apply to the next session.
+#[derive(Debug, Clone, Default)]
+pub struct Hooks {
+    groups: [Vec<Group>; 8],
+    /// The project file, when it exists and is not trusted: its hooks are not loaded.
+    pub untrusted: Option<Untrusted>,
+    /// What the person should know: files that do not parse, events and handler types tern does
+    /// not run. Shown as warnings when a session opens and by `tern hooks`.
+    pub notes: Vec<String>,
+}
+
+impl Hooks {
+    /// True when no hook is configured (the turn loop then does no hook work at all).
+    pub fn is_empty(&self) -> bool {
+        self.groups.iter().all(Vec::is_empty)
+    }
+
+    /// The handlers for `event` whose group matches `value`, in file order.
+    pub fn matching(&self, event: HookEvent, value: Option<&str>) -> Vec<&Handler> {
+        self.groups[event.index()]
+            .iter()
+            .filter(|g| g.matcher.matches(value))
+            .flat_map(|g| g.handlers.iter())
+            .collect()
+    }
+
+    /// Every handler of `event`, with its group's matcher text, for `tern hooks`.
+    pub fn listing(&self) -> Vec<(HookEvent, String, &Handler)> {
+        let mut out = Vec::new();
+        for e in HookEvent::ALL {
+            for g in &self.groups[e.index()] {
+                let m = match &g.matcher {
+                    Matcher::All => "*".to_string(),
+                    Matcher::Names(n) => n.join("|"),
+                    Matcher::Pattern(r) => r.as_str().to_string(),
+                };
+                for h in &g.handlers {
+                    out.push((e, m.clone(), h));
+                }
+            }
+        }
+        out
+    }
+
+    /// Loads the person's file `user` (trusted) and the project's `project` (run only when
+    /// `trust` records its hash). A missing file adds nothing; a file that cannot be read or
+    /// parsed adds a note and no hooks.
+    pub fn load(user: Option<&Path>, project: &Path, trust: Option<&Path>) -> Hooks {
+        let mut hooks = Hooks::default();
+        if let Some(u) = user {
+            hooks.add_file(u, Source::User);
+        }
+        match read_bounded(project) {
+            Ok(None) => {}
+            Err(e) => hooks
+                .notes
+                .push(format!("{}: cannot be read: {e}", project.display())),
+            Ok(Some(bytes)) => {
+                let sha = sha256_hex(&bytes);
+                let recorded = trust
+                    .and_then(|t| Trust::read(t).ok())
+                    .and_then(|t| t.files.get(&key_of(project)).cloned());
+                if recorded.as_deref() == Some(sha.as_str()) {
+                    hooks.add_bytes(project, &bytes, Source::Project);
+                } else {
+                    hooks.untrusted = Some(Untrusted {
+                        path: project.to_path_buf(),
+                        sha256: sha,
+                        changed: recorded.is_some(),
+                    });
+                }
+            }
+        }
+        hooks
+    }
+
+    fn add_file(&mut self, path: &Path, source: Source) {
+        match read_bounded(path) {
+            Ok(None) => {}
+            Ok(Some(bytes)) => self.add_bytes(path, &bytes, source),
+            Err(e) => self
+                .notes
+                .push(format!("{}: cannot be read: {e}", path.display())),
+        }
+    }
+
+    fn add_bytes(&mut self, path: &Path, bytes: &[u8], source: Source) {
+        let at = path.display();
+        let root: Value = match serde_json::from_slice(bytes) {
+            Ok(v) => v,
+            Err(e) => {
+                self.notes
+                    .push(format!("{at}: not JSON ({e}); none of its hooks run"));
+                return;
+            }
+        };
+        let Some(events) = root.get("hooks").and_then(Value::as_object) else {
+            if root.get("hooks").is_some() || !root.is_object() {
+                self.notes.push(format!(
+                    "{at}: \"hooks\" must be an object of events; none of its hooks run"
+                ));
+            }
+            return;
+        };
+        // Parsed whole before anything is kept: a file with an error runs none of its hooks
+        // rather than some of them.
+        let mut parsed: Vec<(HookEvent, Group)> = Vec::new();
+        let mut notes = Vec::new();
+        for (name, groups) in events {
+            let Some(event) = HookEvent::parse(name) else {
+                notes.push(format!(
+                    "{at}: tern has no {name} event; those hooks never run"
+                ));
+                continue;
+            };
+            let Some(groups) = groups.as_array() else {
+                self.notes.push(format!(
+                    "{at}: {name} must be a list of matcher groups; none of its hooks run"
+                ));
+                return;
+            };
+            for g in groups {
+                match parse_group(g, source) {
+                    Ok((group, skipped)) => {
+                        notes.extend(skipped.into_iter().map(|s| format!("{at}: {name}: {s}")));
+                        parsed.push((event, group));
+                    }
+                    Err(e) => {
+                        self.notes
+                            .push(format!("{at}: {name}: {e}; none of its hooks run"));
+                        return;
+                    }
+                }
+            }
+        }
+        self.notes.extend(notes);
+        for (e, g) in parsed {
+            if !g.handlers.is_empty() {
+                self.groups[e.index()].push(g);
+            }
+        }
+    }
+}
+
+/// One matcher group; returns it and notes on handlers it does not run.
+fn parse_group(g: &Value, source: Source) -> Result<(Group, Vec<String>), String> {
+    let matcher = match g.get("matcher") {
+        None | Some(Value::Null) => Matcher::All,
+        Some(Value::String(s)) => Matcher::parse(Some(s))?,
+        Some(_) => return Err("\"matcher\" must be a string".into()),
+    };
+    let list = g
+        .get("hooks")
+        .and_then(Value::as_array)
+        .ok_or("a matcher group needs \"hooks\": a list of handlers")?;
+    let mut handlers = Vec::new();
+    let mut skipped = Vec::new();
+    for h in list {
+        let kind = h.get("type").and_then(Value::as_str).unwrap_or("command");
+        if kind != "command" {
+            skipped.push(format!(
+                "a {kind:?} handler is not run (tern runs \"command\" hooks only)"
+            ));
+            continue;
+        }
+        let command = h
+            .get("command")
+            .and_then(Value::as_str)
+            .filter(|c| !c.trim().is_empty())
+            .ok_or("a command hook needs a non-empty \"command\" string")?;
+        let timeout = match h.get("timeout") {
+            None | Some(Value::Null) => DEFAULT_TIMEOUT,
+            Some(v) => match v.as_f64() {
+                Some(s) if s > 0.0 && s <= MAX_TIMEOUT_S as f64 => Duration::from_secs_f64(s),
+                _ => {
+                    return Err(format!(
+                        "\"timeout\" must be a number of seconds from 1 to {MAX_TIMEOUT_S}"
+                    ));
+                }
+            },
+        };
+        handlers.push(Handler {
+            command: command.to_string(),
+            timeout,
+            source,
+        });
+    }
+    Ok((Group { matcher, handlers }, skipped))
+}
+
+/// A file's bytes, None when it does not exist; refused over [`MAX_FILE_BYTES`] or when it is a
+/// symbolic link (a link could point the trusted hash at one file and the run at another).
+fn read_bounded(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(std::io::Error::other(format!(
+            "larger than {MAX_FILE_BYTES} bytes"
+        )));
+    }
+    Ok(Some(bytes))
+}
+
+/// SHA-256 of `bytes`, lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, bytes);
+    d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The trust record, `~/.config/tern/trusted-hooks.json`: `{"files": {ABSOLUTE_PATH: SHA256}}`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Trust {
+    /// Project hooks files and the hash each was trusted with.
+    #[serde(default)]
+    pub files: std::collections::BTreeMap<String, String>,
+}
+
+impl Trust {
+    /// Reads the record (empty when absent). Errors: unreadable or not the record's shape.
+    pub fn read(path: &Path) -> Result<Trust, String> {
+        match read_bounded(path) {
+            Ok(None) => Ok(Trust::default()),
+            Ok(Some(b)) => serde_json::from_slice(&b)
+                .map_err(|e| format!("{}: not a trust record ({e})", path.display())),
+            Err(e) => Err(format!("{}: {e}", path.display())),
+        }
+    }
+
+    /// Writes the record atomically (mode 0600 folder created as needed).
+    pub fn write(&self, path: &Path) -> Result<(), String> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        let text = serde_json::to_string_pretty(self).map_err(|e| e.to_string())? + "\n";
+        crate::store::fsutil::atomic_write(path, text.as_bytes())
+            .map_err(|e| format!("{}: {e}", path.display()))
+    }
+}
+
+/// The key of a project file in the trust record: its absolute path, links in its folders
+/// resolved (so `cd` through a link does not lose the trust).
+pub fn key_of(project: &Path) -> String {
+    let abs = match (project.parent(), project.file_name()) {
+        (Some(dir), Some(name)) => std::fs::canonicalize(dir)
+            .map(|d| d.join(name))
+            .unwrap_or_else(|_| project.to_path_buf()),
+        _ => project.to_path_buf(),
+    };
+    abs.display().to_string()
+}
+
+/// tern's folder in the person's configuration: `$XDG_CONFIG_HOME/tern`, else `~/.config/tern`.
+pub fn config_dir(env: &crate::config::Env) -> Option<PathBuf> {
+    env.get("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env.get("HOME").map(|h| PathBuf::from(h).join(".config")))
+        .map(|b| b.join("tern"))
+}
+
+/// Where the hooks of a workspace come from.
+#[derive(Debug, Clone)]
+pub struct Files {
+    /// The person's `hooks.json` (None without a home folder).
+    pub user: Option<PathBuf>,
+    /// The project's, `<state folder>/hooks.json`.
+    pub project: PathBuf,
+    /// The trust record (None without a home folder: nothing can be trusted).
+    pub trust: Option<PathBuf>,
+}
+
+impl Files {
+    /// The files for the state folder `state_root` and the environment `env`.
+    pub fn new(state_root: &Path, env: &crate::config::Env) -> Files {
+        let dir = config_dir(env);
+        Files {
+            user: dir.as_ref().map(|d| d.join("hooks.json")),
+            project: state_root.join("hooks.json"),
+            trust: dir.map(|d| d.join("trusted-hooks.json")),
+        }
+    }
+
+    /// Loads them (see [`Hooks::load`]).
+    pub fn load(&self) -> Arc<Hooks> {
+        Arc::new(Hooks::load(
+            self.user.as_deref(),
+            &self.project,
+            self.trust.as_deref(),
+        ))
+    }
+
+    /// Every file a model's command must not change: the two hooks files and the trust record.
+    pub fn protected(&self) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = self.user.iter().cloned().collect();
+        v.push(self.project.clone());
+        v.extend(self.trust.iter().cloned());
+        v
+    }
+}
+
+/// The line a person sees for a `session_start` naming an untrusted project hooks file.
+pub fn untrusted_line(path: &str) -> String {
+    format!(
+        "{path} is not trusted (or changed since it was trusted): its hooks do not run. Read it, then run `tern hooks trust` to let them run."
+    )
+}
+
+/// The line a person sees for a `hook` event (the REPL, `tern exec`'s stderr, `tern status`, an
+/// editor's thought chunk); None for other events.
+pub fn run_line(ev: &crate::event::Event) -> Option<String> {
+    use crate::event::HookDecision as D;
+    let crate::event::Event::Hook {
+        event,
+        command,
+        exit_code,
+        duration_ms,
+        decision,
+        message,
+    } = ev
+    else {
+        return None;
+    };
+    let clip = |t: &str| {
+        let line = t.lines().next().unwrap_or("");
+        let c = crate::runtime::system::cut(line, 200);
+        if c.len() < line.len() {
+            format!("{c}…")
+        } else {
+            c.to_string()
+        }
+    };
+    let what = match decision {
+        D::None => "ok",
+        D::Allow => "allow",
+        D::Deny => "deny",
+        D::Ask => "ask",
+        D::Block => "block",
+        D::Stop => "stop",
+        D::Error => "warning",
+    };
+    let exit = exit_code.map_or_else(String::new, |c| format!(", exit {c}"));
+    let msg = message
+        .as_deref()
+        .filter(|m| !m.is_empty())
+        .map_or_else(String::new, |m| format!(": {}", clip(m)));
+    Some(format!(
+        "hook {event} `{}`: {what}{exit}, {duration_ms} ms{msg}",
+        clip(command)
+    ))
+}
+
+/// The line an untrusted project file gets on stderr (and, shorter, in `session_start`).
+pub fn untrusted_note(u: &Untrusted) -> String {
+    let why = if u.changed {
+        "changed since it was trusted"
+    } else {
+        "not trusted"
+    };
+    format!(
+        "{} is {why}: its hooks do not run. Read it, then run `tern hooks trust` to let them run.",
+        u.path.display()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matchers_follow_claude() {
+        let m = |t: &str, v: &str| Matcher::parse(Some(t)).unwrap().matches(Some(v));
+        assert!(m("", "Bash") && m("*", "Bash"));
+        assert!(m("Bash", "Bash") && !m("Bash", "bash") && !m("Bas", "Bash"));
+        assert!(m("Edit|Bash", "Bash") && !m("Edit|Write", "Bash"));
+        assert!(m("Notebook.*", "NotebookEdit") && m("^work_", "work_update"));
+        assert!(!m("^work_", "bash"));
+        assert!(Matcher::parse(Some("(")).is_err());
+        // No value (Stop): every group.
+        assert!(Matcher::parse(Some("Bash")).unwrap().matches(None));
+    }
+
+    #[test]
+    fn files_parse_and_name_what_they_skip() {
+        let dir = tempfile::tempdir().unwrap();
+        let user = dir.path().join("user.json");
+        std::fs::write(
+            &user,
+            r#"{"permissions": {}, "hooks": {
+                "PreToolUse": [{"matcher": "Bash", "hooks": [
+                    {"type": "command", "command": "a", "timeout": 5},
+                    {"type": "prompt", "prompt": "x"}]}],
+                "Notification": [{"hooks": [{"type": "command", "command": "n"}]}],
+                "Stop": [{"hooks": [{"type": "command", "command": "b"}]}]}}"#,
+        )
+        .unwrap();
+        let h = Hooks::load(Some(&user), &dir.path().join("none.json"), None);
+        assert_eq!(h.matching(HookEvent::PreToolUse, Some("Bash")).len(), 1);
+        assert_eq!(
+            h.matching(HookEvent::PreToolUse, Some("work_update")).len(),
+            0
+        );
+        let pre = h.matching(HookEvent::PreToolUse, Some("Bash"));
+        assert_eq!(pre[0].timeout, Duration::from_secs(5));
+        assert_eq!(
+            h.matching(HookEvent::Stop, None)[0].timeout,
+            DEFAULT_TIMEOUT
+        );
+        assert_eq!(h.notes.len(), 2, "{:?}", h.notes);
+        // A broken file runs nothing, and says so.
+        std::fs::write(
+            &user,
+            r#"{"hooks": {"Stop": [{"hooks": [{"command": ""}]}]}}"#,
+        )
+        .unwrap();
+        let h = Hooks::load(Some(&user), &dir.path().join("none.json"), None);
+        assert!(h.is_empty() && h.notes.len() == 1, "{:?}", h.notes);
+    }
+
+    #[test]
+    fn project_hooks_need_trust_by_hash() {
+        let dir = tempfile::tempdir().unwrap();
+        let project = dir.path().join("hooks.json");
+        let trust = dir.path().join("trusted.json");
+        let text = r#"{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "x"}]}]}}"#;
+        std::fs::write(&project, text).unwrap();
+        let h = Hooks::load(None, &project, Some(&trust));
+        assert!(h.is_empty());
+        let u = h.untrusted.clone().unwrap();
+        assert!(!u.changed);
+        let mut t = Trust::default();
+        t.files.insert(key_of(&project), u.sha256);
+        t.write(&trust).unwrap();
+        let h = Hooks::load(None, &project, Some(&trust));
+        assert!(h.untrusted.is_none() && !h.is_empty());
+        std::fs::write(&project, text.replace('x', "y")).unwrap();
+        let h = Hooks::load(None, &project, Some(&trust));
+        assert!(h.is_empty() && h.untrusted.unwrap().changed);
+    }
+}

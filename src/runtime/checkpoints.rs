@@ -1,0 +1,41 @@
+//! The checkpoint door (src/checkpoint): the one place the runtime passes through it, at three
+//! moments ([`Moment`]): the session opened, a turn began, a command is about to run. Never
+//! fails a turn: what the checkpoint room says becomes `warning` events.
+
+use super::{Runtime, Surface};
+use crate::checkpoint::Moment;
+use crate::event::Event;
+
+impl Runtime {
+    /// Passes `moment` to the checkpoint room. Sub-agents pass through without effect (their
+    /// parent's turn recorded the workspace before they ran); so does a runtime with
+    /// checkpoints off.
+    pub fn checkpoint(&mut self, moment: Moment, ui: &mut dyn Surface) {
+        if self.depth() > 0 || !self.cfg.checkpoints.enabled {
+            return;
+        }
+        let limits = self.cfg.checkpoints;
+        let notes = match moment {
+            Moment::Open => self
+                .checkpoints
+                .opened(&self.session, &self.workspace, limits),
+            Moment::TurnStart => {
+                let n = self.prefix.history.len();
+                self.checkpoints.turn_started(&self.session, n)
+            }
+            Moment::BeforeCommand => {
+                let (notes, written) =
+                    self.checkpoints
+                        .before_command(&self.session, &self.workspace, limits);
+                // tern's own writes: the guard's baseline, not a command's change.
+                for p in written {
+                    self.guard_accept(&p);
+                }
+                notes
+            }
+        };
+        for n in notes {
+            self.emit(ui, Event::warning(n));
+        }
+    }
+}

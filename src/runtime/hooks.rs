@@ -1,0 +1,610 @@
+//! The one door of hooks (src/hooks) into the runtime: each event's input, what its hooks' answers do, and
+//! the `hook` event of every run. The turn loop calls these methods at its fixed points and does
+//! nothing else with hooks; with no hook configured each is one check of an empty list.
+//!
+//! What a hook says, per Claude Code's hooks reference ("Exit code output", "JSON output"):
+//! exit 0 may print a JSON object on stdout (`continue`/`stopReason`, `decision`/`reason`,
+//! `systemMessage`, `hookSpecificOutput` with `permissionDecision` allow/deny/ask and its
+//! reason, `updatedInput`, `additionalContext`); plain stdout counts as context for
+//! `UserPromptSubmit` and `SessionStart` only. Exit 2 blocks, with stderr as the message. Any
+//! other code, a timeout, or a hook that cannot start is a warning to the person; the work goes
+//! on. What a hook adds for the model goes into the newest message only: the tool result of the
+//! call, the stored user message, the message that continues a stopped turn.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use super::{Failure, Runtime, Surface};
+use crate::event::{Event, GoalResult, HookDecision};
+use crate::hooks::goal::{self, Goal, LastRun};
+use crate::hooks::run::Ran;
+use crate::hooks::{HookEvent, Hooks};
+use crate::message::ToolCall;
+use crate::store::files;
+
+/// Characters of a hook's message kept in its `hook` event.
+const EVENT_MESSAGE_CHARS: usize = 2000;
+/// Bytes of what hooks add for the model in one message (the rest is cut, with a note).
+const MODEL_TEXT_BYTES: usize = 16_000;
+
+/// A runtime's hooks and what they left pending.
+#[derive(Debug, Default)]
+pub struct HookState {
+    hooks: Arc<Hooks>,
+    /// SessionStart ran (at this runtime's first turn).
+    started: bool,
+    /// SessionEnd ran.
+    ended: bool,
+    /// What SessionStart added for the model, for the next stored prompt.
+    pending: Vec<String>,
+    /// A hook said `continue: false`: the turn stops at the next step.
+    pub(crate) stop: Option<String>,
+    /// A PreToolUse hook's permission for the call about to run.
+    pub(crate) permission: Option<Permission>,
+    /// How the goal ended in the last turn (for the `result` event).
+    pub(crate) goal: Option<crate::event::GoalResult>,
+    /// The hooks files and the trust record (the state-folder guard keeps them).
+    protected: Vec<std::path::PathBuf>,
+}
+
+impl HookState {
+    /// The files a model's command must not change (see [`crate::hooks::Files::protected`]).
+    pub(crate) fn protected(&self) -> &[std::path::PathBuf] {
+        &self.protected
+    }
+}
+
+/// A PreToolUse hook's `permissionDecision` that lets the call go on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Permission {
+    /// No approval question (an `--approval never` session still refuses).
+    Allow,
+    /// Ask the person, whatever the approval policy.
+    Ask,
+}
+
+/// What a PreToolUse gate decided.
+pub enum PreTool {
+    /// Run the call, with these arguments when a hook replaced them (`updatedInput`).
+    Run(Option<Value>),
+    /// Do not run it: the model reads this as the tool result.
+    Deny(String),
+}
+
+/// The combined answer of the hooks of one event.
+#[derive(Debug, Default)]
+struct Verdict {
+    /// Exit 2 (stderr) and `decision: block` reasons.
+    block: Vec<String>,
+    /// `permissionDecision: deny` reasons.
+    deny: Vec<String>,
+    /// The strongest of allow / ask (deny is above).
+    permission: Option<Permission>,
+    /// `additionalContext`, and plain stdout where it counts.
+    context: Vec<String>,
+    /// `continue: false`, with `stopReason`.
+    stop: Option<String>,
+    /// `updatedInput` of a PreToolUse hook (the last one given).
+    updated_input: Option<Value>,
+}
+
+/// Per-turn state of the Stop gate.
+#[derive(Debug, Default)]
+pub struct StopGate {
+    /// A Stop hook continued this turn already (`stop_hook_active`).
+    pub hook_active: bool,
+    /// Goal runs in this turn.
+    pub attempts: u32,
+}
+
+/// Claude Code's name for a tool: `Bash` for bash (as Claude and Codex name it), tern's own
+/// names for the others.
+pub fn tool_name(name: &str) -> &str {
+    if name == "bash" { "Bash" } else { name }
+}
+
+impl Runtime {
+    /// Uses `hooks` from now on, and guards `files` (the launcher, when it opens the runtime).
+    pub(crate) fn set_hooks(&mut self, hooks: Arc<Hooks>, files: Vec<std::path::PathBuf>) {
+        self.hook_state.hooks = hooks;
+        self.hook_state.protected = files;
+    }
+
+    /// The hooks of this runtime.
+    pub fn hooks(&self) -> &Hooks {
+        &self.hook_state.hooks
+    }
+
+    /// The fields every hook's input carries.
+    fn hook_input(&self, event: HookEvent) -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert("session_id".into(), Value::from(self.session.id.as_str()));
+        m.insert(
+            "transcript_path".into(),
+            Value::from(self.session.path(files::CONVERSATION).display().to_string()),
+        );
+        m.insert(
+            "cwd".into(),
+            Value::from(self.workspace.display().to_string()),
+        );
+        m.insert("hook_event_name".into(), Value::from(event.as_str()));
+        let mode = match self.cfg.approval {
+            crate::policy::Approval::Ask => "default",
+            crate::policy::Approval::Auto => "bypassPermissions",
+            crate::policy::Approval::Never => "plan",
+        };
+        m.insert("permission_mode".into(), Value::from(mode));
+        m
+    }
+
+    /// Runs the hooks of `event` matching `value`, one at a time in file order, each announced
+    /// as a `hook` event, and combines their answers.
+    fn run_hooks(
+        &mut self,
+        event: HookEvent,
+        value: Option<&str>,
+        fields: Map<String, Value>,
+        ui: &mut dyn Surface,
+    ) -> Verdict {
+        let mut verdict = Verdict::default();
+        let hooks = self.hook_state.hooks.clone();
+        let handlers = hooks.matching(event, value);
+        if handlers.is_empty() {
+            return verdict;
+        }
+        let mut input = self.hook_input(event);
+        input.extend(fields);
+        let input = Value::Object(input).to_string();
+        for h in handlers {
+            ui.progress(&format!("hook {}: {}", event.as_str(), h.command));
+            let ran = crate::hooks::run::run(
+                &h.command,
+                input.as_bytes(),
+                &self.workspace,
+                h.timeout,
+                &self.cancel,
+                self.process_groups(),
+            );
+            let (decision, message) = read_answer(event, &ran, h.timeout, &mut verdict);
+            let message = message.map(|m| {
+                let m = crate::store::redact::redact(m.trim()).into_owned();
+                crate::runtime::system::cut(&m, EVENT_MESSAGE_CHARS).to_string()
+            });
+            self.emit(
+                ui,
+                Event::Hook {
+                    event: event.as_str().to_string(),
+                    command: h.command.clone(),
+                    exit_code: ran.exit_code,
+                    duration_ms: ran.duration.as_millis() as u64,
+                    decision,
+                    message,
+                },
+            );
+        }
+        if let Some(reason) = &verdict.stop {
+            self.hook_state.stop = Some(reason.clone());
+        }
+        verdict
+    }
+
+    /// Before a tool call runs. A deny (exit 2, `permissionDecision: deny`) keeps it from
+    /// running; allow / ask set the call's approval; `updatedInput` replaces its arguments.
+    pub(crate) fn hook_pre_tool(&mut self, call: &ToolCall, ui: &mut dyn Surface) -> PreTool {
+        self.hook_state.permission = None;
+        if self.hook_state.hooks.is_empty() {
+            return PreTool::Run(None);
+        }
+        let name = tool_name(&call.name).to_string();
+        let mut f = Map::new();
+        f.insert("tool_name".into(), Value::from(name.as_str()));
+        f.insert("tool_input".into(), call.arguments.clone());
+        f.insert("tool_use_id".into(), Value::from(call.id.as_str()));
+        let v = self.run_hooks(HookEvent::PreToolUse, Some(&name), f, ui);
+        let mut reasons = v.block;
+        reasons.extend(v.deny);
+        if !reasons.is_empty() {
+            return PreTool::Deny(format!(
+                "blocked by a PreToolUse hook: {}",
+                for_model(&reasons.join("\n"))
+            ));
+        }
+        if let Some(reason) = &v.stop {
+            return PreTool::Deny(format!(
+                "not run: a PreToolUse hook stopped the turn: {reason}"
+            ));
+        }
+        self.hook_state.permission = v.permission;
+        PreTool::Run(v.updated_input.filter(Value::is_object))
+    }
+
+    /// After a tool call ran, before its result is stored: what the hooks add (exit 2's stderr,
+    /// `decision: block`'s reason, `additionalContext`) is appended to the result the model
+    /// reads.
+    pub(crate) fn hook_post_tool(
+        &mut self,
+        call: &ToolCall,
+        content: &mut String,
+        is_error: bool,
+        exit_code: Option<i32>,
+        interrupted: bool,
+        ui: &mut dyn Surface,
+    ) {
+        if self.hook_state.hooks.is_empty() || interrupted {
+            return;
+        }
+        let name = tool_name(&call.name).to_string();
+        let response = if call.name == "bash" {
+            json!({"stdout": content.as_str(), "stderr": "", "interrupted": interrupted,
+                   "isImage": false, "exit_code": exit_code})
+        } else {
+            json!({"content": content.as_str(), "is_error": is_error})
+        };
+        let mut f = Map::new();
+        f.insert("tool_name".into(), Value::from(name.as_str()));
+        f.insert("tool_input".into(), call.arguments.clone());
+        f.insert("tool_response".into(), response);
+        f.insert("tool_use_id".into(), Value::from(call.id.as_str()));
+        let v = self.run_hooks(HookEvent::PostToolUse, Some(&name), f, ui);
+        let mut added = v.block;
+        added.extend(v.context);
+        if !added.is_empty() {
+            content.push_str("\n[PostToolUse hook]\n");
+            content.push_str(&for_model(&added.join("\n")));
+        }
+    }
+
+    /// Before a prompt is stored: SessionStart at this runtime's first turn, then
+    /// UserPromptSubmit. Returns the text to store (the prompt, then what the hooks added).
+    ///
+    /// Errors: a hook refused the prompt (exit 2, `decision: block`, `continue: false`): nothing
+    /// is stored.
+    pub(crate) fn hook_prompt(
+        &mut self,
+        prompt: &str,
+        ui: &mut dyn Surface,
+    ) -> Result<String, Failure> {
+        if self.hook_state.hooks.is_empty() {
+            return Ok(prompt.to_string());
+        }
+        self.hook_session_start(ui);
+        if prompt.trim().is_empty() {
+            return Ok(String::new());
+        }
+        let mut f = Map::new();
+        f.insert("prompt".into(), Value::from(prompt));
+        let v = self.run_hooks(HookEvent::UserPromptSubmit, None, f, ui);
+        if let Some(reason) = v.block.first().or(v.stop.as_ref()) {
+            self.hook_state.stop = None;
+            return Err(Failure::Failed(format!(
+                "the prompt was refused by a UserPromptSubmit hook: {}",
+                if reason.trim().is_empty() {
+                    "(it gave no reason)"
+                } else {
+                    reason.trim()
+                }
+            )));
+        }
+        let mut context = std::mem::take(&mut self.hook_state.pending);
+        context.extend(v.context);
+        if context.is_empty() {
+            return Ok(prompt.to_string());
+        }
+        Ok(format!(
+            "{prompt}\n\n[hook context]\n{}",
+            for_model(&context.join("\n"))
+        ))
+    }
+
+    /// SessionStart, once per runtime (not for sub-agents); its context waits for the next
+    /// prompt.
+    fn hook_session_start(&mut self, ui: &mut dyn Surface) {
+        if self.hook_state.started || self.depth() > 0 {
+            return;
+        }
+        self.hook_state.started = true;
+        let source = if self.history().is_empty() {
+            "startup"
+        } else {
+            "resume"
+        };
+        let mut f = Map::new();
+        f.insert("source".into(), Value::from(source));
+        f.insert("model".into(), Value::from(self.cfg.model.as_str()));
+        let v = self.run_hooks(HookEvent::SessionStart, Some(source), f, ui);
+        // `continue: false` at start-up has nothing to stop yet.
+        self.hook_state.stop = None;
+        self.hook_state.pending.extend(v.context);
+    }
+
+    /// SessionEnd, once, when SessionStart ran (`reason`: Claude's `other`, `clear`, …).
+    pub fn hook_session_end(&mut self, reason: &str, ui: &mut dyn Surface) {
+        if !self.hook_state.started || self.hook_state.ended {
+            return;
+        }
+        self.hook_state.ended = true;
+        let mut f = Map::new();
+        f.insert("reason".into(), Value::from(reason));
+        self.run_hooks(HookEvent::SessionEnd, Some(reason), f, ui);
+    }
+
+    /// Before a compaction (`trigger` `manual` or `auto`). tern compacts anyway: a blocked
+    /// automatic compaction would overflow the context; the hook's message is shown.
+    pub(crate) fn hook_pre_compact(
+        &mut self,
+        trigger: crate::event::CompactTrigger,
+        ui: &mut dyn Surface,
+    ) {
+        if self.hook_state.hooks.is_empty() {
+            return;
+        }
+        use crate::event::CompactTrigger as T;
+        let t = match trigger {
+            T::Auto | T::ContextOverflow => "auto",
+            T::Manual | T::PlanConfirm | T::PlanClear => "manual",
+        };
+        let mut f = Map::new();
+        f.insert("trigger".into(), Value::from(t));
+        f.insert("custom_instructions".into(), Value::from(""));
+        self.run_hooks(HookEvent::PreCompact, Some(t), f, ui);
+        self.hook_state.stop = None;
+    }
+
+    /// When the model ended its answer: the Stop (a sub-agent: SubagentStop) hooks, then the
+    /// goal. Ok(Some(message)): the turn goes on with `message` as the next user message;
+    /// Ok(None): the turn ends.
+    ///
+    /// Errors: the goal did not pass in its attempts.
+    pub(crate) fn stop_gate(
+        &mut self,
+        text: &str,
+        gate: &mut StopGate,
+        ui: &mut dyn Surface,
+    ) -> Result<Option<String>, Failure> {
+        if !self.hook_state.hooks.is_empty() {
+            let event = if self.depth() > 0 {
+                HookEvent::SubagentStop
+            } else {
+                HookEvent::Stop
+            };
+            let mut f = Map::new();
+            f.insert("stop_hook_active".into(), Value::from(gate.hook_active));
+            f.insert("last_assistant_message".into(), Value::from(text));
+            if self.depth() > 0 {
+                f.insert("agent_id".into(), Value::from(self.session.id.as_str()));
+            }
+            let v = self.run_hooks(event, None, f, ui);
+            if v.stop.is_some() {
+                self.hook_state.stop = None;
+                return Ok(None);
+            }
+            if !v.block.is_empty() {
+                gate.hook_active = true;
+                return Ok(Some(format!(
+                    "[{} hook]\n{}",
+                    event.as_str(),
+                    for_model(&v.block.join("\n"))
+                )));
+            }
+        }
+        self.goal_gate(gate, ui)
+    }
+
+    /// A hook's `continue: false` since the last look, as the failure that ends the turn.
+    pub(crate) fn hook_stopped(&mut self) -> Option<Failure> {
+        self.hook_state
+            .stop
+            .take()
+            .map(|r| Failure::Failed(format!("stopped by a hook (continue: false): {r}")))
+    }
+}
+
+/// What the model reads of hook text: keys redacted, bounded.
+fn for_model(text: &str) -> String {
+    let t = crate::store::redact::for_model(text.trim()).into_owned();
+    if t.len() <= MODEL_TEXT_BYTES {
+        return t;
+    }
+    format!(
+        "{}\n[hook output cut at {MODEL_TEXT_BYTES} bytes]",
+        crate::runtime::system::cut(&t, MODEL_TEXT_BYTES)
+    )
+}
+
+/// Reads one hook's answer into `v`; returns its decision and the message worth showing.
+fn read_answer(
+    event: HookEvent,
+    ran: &Ran,
+    timeout: std::time::Duration,
+    v: &mut Verdict,
+) -> (HookDecision, Option<String>) {
+    if let Some(e) = &ran.spawn_error {
+        return (HookDecision::Error, Some(e.clone()));
+    }
+    if ran.timed_out {
+        return (
+            HookDecision::Error,
+            Some(format!(
+                "timed out after {} s; its process group was killed",
+                timeout.as_secs_f64()
+            )),
+        );
+    }
+    if ran.interrupted {
+        return (
+            HookDecision::Error,
+            Some("interrupted; its process group was killed".into()),
+        );
+    }
+    match ran.exit_code {
+        Some(2) => {
+            let msg = ran.stderr.trim().to_string();
+            v.block.push(msg.clone());
+            (HookDecision::Block, Some(msg))
+        }
+        Some(0) => read_json_answer(event, &ran.stdout, v),
+        code => {
+            let err = ran.stderr.trim();
+            let msg = match code {
+                Some(c) => format!("exited {c} (not a block: the work goes on)"),
+                None => "ended without an exit code".into(),
+            };
+            (
+                HookDecision::Error,
+                Some(if err.is_empty() {
+                    msg
+                } else {
+                    format!("{msg}: {err}")
+                }),
+            )
+        }
+    }
+}
+
+/// The JSON (or plain) stdout of a hook that exited 0.
+fn read_json_answer(
+    event: HookEvent,
+    stdout: &str,
+    v: &mut Verdict,
+) -> (HookDecision, Option<String>) {
+    let text = stdout.trim();
+    let parsed = text
+        .starts_with('{')
+        .then(|| serde_json::from_str::<Value>(text).ok())
+        .flatten();
+    let Some(obj) = parsed.as_ref().and_then(Value::as_object) else {
+        if matches!(event, HookEvent::UserPromptSubmit | HookEvent::SessionStart)
+            && !text.is_empty()
+        {
+            v.context.push(text.to_string());
+        }
+        return (HookDecision::None, None);
+    };
+    let s = |m: &Map<String, Value>, k: &str| m.get(k).and_then(Value::as_str).map(str::to_string);
+    let mut shown = s(obj, "systemMessage");
+    if obj.get("continue") == Some(&Value::Bool(false)) {
+        let reason = s(obj, "stopReason").unwrap_or_else(|| "(no stopReason)".into());
+        v.stop = Some(reason.clone());
+        return (HookDecision::Stop, Some(reason));
+    }
+    let specific = obj.get("hookSpecificOutput").and_then(Value::as_object);
+    if let Some(c) = specific.and_then(|h| s(h, "additionalContext")) {
+        v.context.push(c);
+    }
+    let reason = s(obj, "reason");
+    let mut decision = HookDecision::None;
+    if event == HookEvent::PreToolUse {
+        let why = specific
+            .and_then(|h| s(h, "permissionDecisionReason"))
+            .or(reason.clone());
+        // `decision: approve | block` is the older spelling of allow / deny.
+        let chosen = specific
+            .and_then(|h| s(h, "permissionDecision"))
+            .or_else(|| match s(obj, "decision").as_deref() {
+                Some("approve") => Some("allow".into()),
+                Some("block") => Some("deny".into()),
+                _ => None,
+            });
+        if let Some(input) = specific.and_then(|h| h.get("updatedInput")) {
+            v.updated_input = Some(input.clone());
+        }
+        match chosen.as_deref() {
+            Some("deny") => {
+                v.deny
+                    .push(why.clone().unwrap_or_else(|| "(no reason given)".into()));
+                decision = HookDecision::Deny;
+            }
+            Some("ask") => {
+                v.permission = Some(Permission::Ask);
+                decision = HookDecision::Ask;
+            }
+            Some("allow") => {
+                if v.permission.is_none() {
+                    v.permission = Some(Permission::Allow);
+                }
+                decision = HookDecision::Allow;
+            }
+            _ => {}
+        }
+        shown = shown.or(why);
+    } else if s(obj, "decision").as_deref() == Some("block") {
+        let why = reason.unwrap_or_else(|| "(no reason given)".into());
+        v.block.push(why.clone());
+        return (HookDecision::Block, Some(why));
+    }
+    (decision, shown)
+}
+
+impl Runtime {
+    /// The goal part of the Stop gate (see the module docs).
+    pub(crate) fn goal_gate(
+        &mut self,
+        gate: &mut StopGate,
+        ui: &mut dyn Surface,
+    ) -> Result<Option<String>, Failure> {
+        if self.depth() > 0 {
+            return Ok(None);
+        }
+        let goal: Goal = match goal::read(&self.session) {
+            Ok(Some(g)) => g,
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(Failure::Failed(e)),
+        };
+        gate.attempts += 1;
+        let n = gate.attempts;
+        ui.progress(&format!("goal: {}", goal.command));
+        let out = self.bash_for_person(&goal.command, goal::TIMEOUT, ui);
+        let passed = out.exit_code == Some(0) && !out.refused;
+        let kept = super::system::cut(&out.content, goal::KEPT_OUTPUT_BYTES).to_string();
+        self.emit(
+            ui,
+            Event::Hook {
+                event: "Stop".into(),
+                command: format!("--goal {}", goal.command),
+                exit_code: out.exit_code,
+                duration_ms: out.duration_ms,
+                decision: if passed {
+                    HookDecision::None
+                } else {
+                    HookDecision::Block
+                },
+                message: (!passed).then(|| crate::runtime::system::cut(&kept, 2000).to_string()),
+            },
+        );
+        let last = LastRun {
+            attempts: n,
+            passed,
+            output: kept.clone(),
+            at: crate::clock::now_rfc3339(),
+        };
+        if let Ok(lock) = self.session.lock() {
+            let g = Goal {
+                last: Some(last),
+                ..goal.clone()
+            };
+            let _ = self.session.write_json_locked(&lock, goal::FILE, &g);
+        }
+        self.guard_accept(&self.session.path(goal::FILE));
+        self.hook_state.goal = Some(GoalResult {
+            command: goal.command.clone(),
+            passed,
+            attempts: n,
+            output: (!passed).then(|| kept.clone()),
+        });
+        if passed {
+            return Ok(None);
+        }
+        if n >= goal.max_attempts {
+            return Err(Failure::Failed(format!(
+                "the goal `{}` did not pass in {n} attempt{}; its last output:\n{kept}",
+                goal.command,
+                if n == 1 { "" } else { "s" }
+            )));
+        }
+        Ok(Some(format!(
+            "[tern: the goal `{}` did not pass (attempt {n} of {}); keep working until it does. Its output:]\n{}",
+            goal.command, goal.max_attempts, out.content
+        )))
+    }
+}

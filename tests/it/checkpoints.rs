@@ -1,0 +1,546 @@
+//! Checkpoints and forks (issue 20): two turns change files through bash; undo, redo, rewind and
+//! fork put files and history back; a big file is left out and said so; the budget prunes;
+//! the verbs are refused while a turn runs. Real tern, real bash, real git, the fake provider.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::symlink;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::support::Wire;
+use crate::support::cli::WireWs;
+use crate::support::files::jsonl;
+use crate::support::script::{bash, text};
+
+const W: Wire = Wire::OpenAi;
+
+/// What a path of the workspace holds: a file's bytes, or a link's target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Node {
+    File(Vec<u8>),
+    Link(String),
+}
+
+/// Every file and link of the workspace but `.tern/` and `.home/` (folders by their files).
+fn tree(root: &Path) -> BTreeMap<String, Node> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Node>) {
+        for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
+            let p = e.path();
+            let rel = p
+                .strip_prefix(root)
+                .expect("under root")
+                .to_string_lossy()
+                .into_owned();
+            if rel == ".tern" || rel == ".home" {
+                continue;
+            }
+            let m = std::fs::symlink_metadata(&p).expect("lstat");
+            if m.file_type().is_symlink() {
+                let t = std::fs::read_link(&p).expect("readlink");
+                out.insert(rel, Node::Link(t.to_string_lossy().into_owned()));
+            } else if m.is_dir() {
+                walk(root, &p, out);
+            } else {
+                out.insert(rel, Node::File(std::fs::read(&p).expect("read")));
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(root, root, &mut out);
+    out
+}
+
+/// The workspace before turn 1: a file to change, one to delete, a link, an ignored file.
+fn seed(root: &Path) {
+    std::fs::write(root.join("a.txt"), "zero\n").unwrap();
+    std::fs::write(root.join("c.txt"), "gone soon\n").unwrap();
+    std::fs::write(root.join(".gitignore"), "*.log\n").unwrap();
+    std::fs::write(root.join("ign.log"), "i0\n").unwrap();
+    symlink("a.txt", root.join("link")).unwrap();
+}
+
+const TURN1: &str = "echo one > a.txt; echo made > b.txt; rm c.txt; echo i1 > ign.log; \
+    rm link; ln -s b.txt link; mkdir -p d && echo deep > d/e.txt; chmod +x b.txt";
+const TURN2: &str = "echo two > a.txt; echo changed > b.txt; echo new > n.txt; echo i2 > ign.log; \
+    rm link; rm -r d; ln -s /etc/passwd out";
+
+/// A workspace where two turns ran: returns it and the trees before turn 1, after turn 1 and
+/// after turn 2 (ignored file left out of the comparison).
+fn two_turns() -> (WireWs, [BTreeMap<String, Node>; 3]) {
+    let ws = WireWs::new(
+        W,
+        vec![
+            bash(W, "c1", TURN1),
+            text(W, "done1"),
+            bash(W, "c2", TURN2),
+            text(W, "done2"),
+        ],
+    );
+    seed(ws.root());
+    let s0 = tree(ws.root());
+    ws.ok(&["exec", "first prompt"]);
+    let s1 = tree(ws.root());
+    ws.ok(&["exec", "--continue", "second prompt"]);
+    let s2 = tree(ws.root());
+    assert_ne!(s0, s1);
+    assert_ne!(s1, s2);
+    (ws, [s0, s1, s2])
+}
+
+/// The trees without the ignored file (undo leaves it as it is).
+fn tracked(t: &BTreeMap<String, Node>) -> BTreeMap<String, Node> {
+    t.iter()
+        .filter(|(k, _)| !k.ends_with(".log"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+fn stdout(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn undo_and_redo_restore_each_turn_exactly() {
+    let (ws, [s0, s1, s2]) = two_turns();
+    let ign = || std::fs::read_to_string(ws.root().join("ign.log")).unwrap();
+    assert_eq!(ign(), "i2\n");
+
+    let out = ws.ok(&["undo"]);
+    assert!(stdout(&out).contains("before turn 2"), "{}", stdout(&out));
+    assert_eq!(
+        tracked(&tree(ws.root())),
+        tracked(&s1),
+        "undo: the state after turn 1"
+    );
+    assert_eq!(ign(), "i2\n", "an ignored file is untouched");
+    // b.txt's mode came back too.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(ws.root().join("b.txt"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(
+        mode & 0o111,
+        0o111,
+        "b.txt is executable again, as turn 1 left it"
+    );
+
+    ws.ok(&["undo"]);
+    assert_eq!(
+        tracked(&tree(ws.root())),
+        tracked(&s0),
+        "a second undo: before turn 1"
+    );
+    let err = ws.refused(&["undo"]);
+    assert!(err.contains("nothing to undo"), "{err}");
+
+    ws.ok(&["redo"]);
+    assert_eq!(
+        tracked(&tree(ws.root())),
+        tracked(&s1),
+        "redo: after turn 1"
+    );
+    ws.ok(&["redo"]);
+    assert_eq!(
+        tracked(&tree(ws.root())),
+        tracked(&s2),
+        "redo again: after turn 2"
+    );
+    let err = ws.refused(&["redo"]);
+    assert!(err.contains("nothing to redo"), "{err}");
+
+    // Undo 2 goes back over both turns at once, and redo returns in one step.
+    ws.ok(&["undo", "2"]);
+    assert_eq!(tracked(&tree(ws.root())), tracked(&s0));
+    ws.ok(&["redo"]);
+    assert_eq!(tracked(&tree(ws.root())), tracked(&s2));
+
+    // The list and the diff.
+    let list = stdout(&ws.ok(&["checkpoints"]));
+    assert!(list.contains("turn"), "{list}");
+    let rows: Vec<&str> = list
+        .lines()
+        .filter(|l| l.trim_start().starts_with(['1', '2']))
+        .collect();
+    assert_eq!(rows.len(), 2, "{list}");
+    let diff = stdout(&ws.ok(&["diff", "1"]));
+    assert!(diff.contains("+one") && diff.contains("-zero"), "{diff}");
+    assert!(diff.contains("c.txt"), "{diff}");
+    assert!(
+        !diff.contains("ign.log"),
+        "ignored files are not shown: {diff}"
+    );
+    let diff2 = stdout(&ws.ok(&["diff"]));
+    assert!(diff2.contains("+two") && diff2.contains("n.txt"), "{diff2}");
+
+    // The person's state is in .tern/checkpoints; the workspace has no .git of tern's.
+    assert!(!ws.root().join(".git").exists());
+    assert!(ws.root().join(".tern/checkpoints/git/HEAD").is_file());
+}
+
+#[test]
+fn undo_in_a_git_repository_leaves_its_git_alone() {
+    let ws = WireWs::new(
+        W,
+        vec![
+            bash(W, "c1", "echo changed > a.txt; echo new > n.txt"),
+            text(W, "ok"),
+        ],
+    );
+    let root = ws.root();
+    std::fs::write(root.join("a.txt"), "orig\n").unwrap();
+    let git = |args: &[&str]| {
+        let o = std::process::Command::new("git")
+            .args(args)
+            .current_dir(root)
+            .env("GIT_AUTHOR_NAME", "p")
+            .env("GIT_AUTHOR_EMAIL", "p@p")
+            .env("GIT_COMMITTER_NAME", "p")
+            .env("GIT_COMMITTER_EMAIL", "p@p")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    git(&["init", "-q"]);
+    std::fs::write(root.join(".gitignore"), ".tern/\n.home/\n").unwrap();
+    git(&["add", "a.txt", ".gitignore"]);
+    git(&["commit", "-qm", "base"]);
+    let snap = |p: &str| std::fs::read(root.join(".git").join(p)).unwrap();
+    let (index, head) = (snap("index"), git(&["rev-parse", "HEAD"]));
+    ws.ok(&["exec", "change it"]);
+    ws.ok(&["undo"]);
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "orig\n"
+    );
+    assert!(!root.join("n.txt").exists());
+    assert_eq!(snap("index"), index, "the person's index is untouched");
+    assert_eq!(git(&["rev-parse", "HEAD"]), head);
+    assert_eq!(
+        git(&["status", "--porcelain"]),
+        "",
+        "the work tree is as committed"
+    );
+}
+
+#[test]
+fn rewind_restores_files_and_history() {
+    let (ws, [_, s1, _]) = two_turns();
+    let original = ws.ws.current_id();
+    let before = ws.conversation();
+    let out = ws.ok(&["rewind", "1"]);
+    assert!(stdout(&out).contains("rewound"), "{}", stdout(&out));
+    assert_eq!(tracked(&tree(ws.root())), tracked(&s1));
+    let fork = ws.ws.current_id();
+    assert_ne!(fork, original, "current moved to the fork");
+    let conv = ws.conversation();
+    let second = before
+        .iter()
+        .position(|m| m["content"].as_str() == Some("second prompt"))
+        .expect("turn 2's prompt");
+    assert_eq!(
+        conv,
+        before[..second].to_vec(),
+        "the history up to the end of turn 1"
+    );
+    let meta = ws.json("meta.json");
+    assert_eq!(meta["forked_from"]["session"], original.as_str());
+    assert_eq!(meta["forked_from"]["turn"], 1);
+    // The rewind is an undo: redo puts the files of turn 2 back.
+    ws.ok(&["redo"]);
+    assert!(ws.root().join("n.txt").exists());
+}
+
+#[test]
+fn fork_at_a_turn_repeats_the_original_bytes() {
+    let (ws, _) = two_turns();
+    let original = ws.ws.current_id();
+    let orig_system = ws.read("system.txt");
+    let raws = ws.raw_bodies();
+    assert_eq!(raws.len(), 4);
+    ws.ok(&["fork", "--at", "1"]);
+    let fork = ws.ws.current_id();
+    assert_ne!(fork, original);
+    assert_eq!(ws.read("system.txt"), orig_system, "the same pinned bytes");
+    let conv = ws.conversation();
+    let all = jsonl(&ws.ws.session_dir(&original).join("conversation.jsonl"));
+    assert!(conv.iter().any(|m| m["content"] == "first prompt"));
+    assert!(
+        !conv.iter().any(|m| m["content"] == "second prompt"),
+        "no turn 2"
+    );
+    assert!(all.starts_with(&conv));
+    let turns = jsonl(&ws.path("turns.jsonl"));
+    assert_eq!(turns.len(), 1, "the fork carries turn 1's line");
+
+    ws.push(vec![text(W, "forked answer")]);
+    ws.ok(&["exec", "--continue", "third prompt"]);
+    let raws = ws.raw_bodies();
+    let forked = &raws[4];
+    let turn2 = &raws[2];
+    let start = turn2
+        .find("{\"role\":\"user\",\"content\":\"second prompt")
+        .expect("turn 2's prompt in its first request");
+    assert_eq!(
+        &forked.as_bytes()[..start],
+        &turn2.as_bytes()[..start],
+        "the fork's first request repeats the original's bytes up to the end of turn 1"
+    );
+    assert!(forked[start..].starts_with("{\"role\":\"user\",\"content\":\"third prompt"));
+    // The fork numbers its turns on from the original's.
+    let turns = jsonl(&ws.path("turns.jsonl"));
+    assert_eq!(turns.last().unwrap()["turn"], 2);
+}
+
+#[test]
+fn fork_default_takes_everything_and_bad_turns_are_usage_errors() {
+    let (ws, _) = two_turns();
+    let original = ws.ws.current_id();
+    let all = ws.conversation();
+    let out = ws.tern(&["fork", "--at", "7"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(ws.ws.current_id(), original, "nothing changed");
+    ws.ok(&["fork"]);
+    assert_ne!(ws.ws.current_id(), original);
+    assert_eq!(ws.conversation(), all);
+    let out = ws.tern(&["diff", "9"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+}
+
+fn warnings(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "warning")
+        .filter_map(|e| e["message"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn a_big_file_is_left_out_and_said_so() {
+    let ws = WireWs::new(
+        W,
+        vec![
+            bash(W, "c1", "echo small > s.txt; echo more >> big.bin"),
+            text(W, "ok"),
+        ],
+    );
+    let big = ws.root().join("big.bin");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(20_000_000)
+        .unwrap();
+    ws.ok(&["exec", "go"]);
+    let w = warnings(&ws.events());
+    assert!(
+        w.iter()
+            .any(|m| m.contains("big.bin") && m.contains("size limit")),
+        "{w:?}"
+    );
+    let size = std::fs::metadata(&big).unwrap().len();
+    assert_eq!(size, 20_000_005);
+    ws.ok(&["undo"]);
+    assert!(
+        !ws.root().join("s.txt").exists(),
+        "the small file was undone"
+    );
+    assert_eq!(
+        std::fs::metadata(&big).unwrap().len(),
+        size,
+        "the big file is left as it is"
+    );
+    let objects = dir_size(&ws.root().join(".tern/checkpoints/git/objects"));
+    assert!(
+        objects < 1_000_000,
+        "the store holds no copy of it ({objects} bytes)"
+    );
+}
+
+fn dir_size(p: &Path) -> u64 {
+    let mut n = 0;
+    for e in std::fs::read_dir(p).unwrap().flatten() {
+        let m = e.metadata().unwrap();
+        n += if m.is_dir() {
+            dir_size(&e.path())
+        } else {
+            m.len()
+        };
+    }
+    n
+}
+
+#[test]
+fn the_budget_prunes_the_oldest_checkpoints() {
+    let mut script = Vec::new();
+    for i in 0..4 {
+        script.push(bash(
+            W,
+            &format!("c{i}"),
+            "head -c 200000 /dev/urandom > f.bin",
+        ));
+        script.push(text(W, "ok"));
+    }
+    let ws = WireWs::new(W, script);
+    let run = |args: &[&str]| {
+        let mut c = ws.cmd(args);
+        c.env("TERN_CHECKPOINT_BUDGET", "500000");
+        let o = c.output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{o:?}");
+        o
+    };
+    run(&["exec", "t1"]);
+    for t in ["t2", "t3", "t4"] {
+        run(&["exec", "--continue", t]);
+    }
+    let w = warnings(&ws.events());
+    assert!(
+        w.iter()
+            .any(|m| m.contains("over its budget") && m.contains("oldest")),
+        "{w:?}"
+    );
+    // Each checkpoint holds one 200 kB file of its own: the newest two fit in the budget.
+    let size = dir_size(&ws.root().join(".tern/checkpoints/git/objects"));
+    assert!(size <= 500_000, "the store is within its budget: {size}");
+    let list = stdout(&run(&["checkpoints"]));
+    let rows = list
+        .lines()
+        .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .count();
+    assert!(rows < 4, "some checkpoints were pruned:\n{list}");
+}
+
+#[test]
+fn a_turn_without_a_command_records_nothing() {
+    let ws = WireWs::new(W, vec![text(W, "just words")]);
+    std::fs::write(ws.root().join("a.txt"), "x").unwrap();
+    ws.ok(&["exec", "talk"]);
+    assert!(
+        !ws.root().join(".tern/checkpoints").exists(),
+        "no store is made for a turn that ran no command"
+    );
+    assert_eq!(jsonl(&ws.path("turns.jsonl")).len(), 1);
+    let err = ws.refused(&["undo"]);
+    assert!(err.contains("nothing to undo"), "{err}");
+}
+
+#[test]
+fn the_verbs_are_refused_while_a_turn_runs() {
+    let ws = WireWs::new(
+        W,
+        vec![
+            bash(W, "c1", "echo x > a.txt"),
+            text(W, "one"),
+            bash(W, "c2", "sleep 4"),
+            text(W, "two"),
+        ],
+    );
+    ws.ok(&["exec", "first"]);
+    let mut child = ws.spawn(&["exec", "--continue", "second"]);
+    // Wait until the turn holds the session.
+    let meta = ws.path("meta.json");
+    let t0 = std::time::Instant::now();
+    while !std::fs::read_to_string(&meta)
+        .unwrap_or_default()
+        .contains("\"running\"")
+    {
+        assert!(t0.elapsed().as_secs() < 30, "the turn never started");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    for verb in [&["undo"][..], &["redo"], &["rewind", "1"], &["fork"]] {
+        let out = ws.tern(verb);
+        assert_eq!(out.status.code(), Some(1), "{verb:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("refused"), "{verb:?}: {err}");
+    }
+    assert!(child.wait().unwrap().success());
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("a.txt")).unwrap(),
+        "x\n"
+    );
+}
+
+/// The store is tern's (item 5). Where no jail makes the state folder read-only (`--no-jail`:
+/// Landlock alone), the guard puts back what steers tern's git and the newest snapshot's ref,
+/// and the command's result says so.
+#[test]
+fn a_command_cannot_change_what_steers_the_store() {
+    let evil = "printf '[core]\\n\\thooksPath = /tmp/evil\\n[filter \"x\"]\\n\\tclean = touch /tmp/pwned\\n' >> .tern/checkpoints/git/config; \
+        echo '* filter=x' > .tern/checkpoints/git/info/attributes; \
+        echo 0000000000000000000000000000000000000000 > .tern/checkpoints/git/refs/tern/latest";
+    let ws = WireWs::new(
+        W,
+        vec![
+            bash(W, "c1", "echo a > a.txt"),
+            text(W, "one"),
+            bash(W, "c2", evil),
+            text(W, "two"),
+        ],
+    );
+    ws.ok(&["exec", "--no-jail", "first"]);
+    let git = ws.root().join(".tern/checkpoints/git");
+    let read = |p: &str| std::fs::read(git.join(p)).unwrap();
+    ws.ok(&["exec", "--no-jail", "--continue", "second"]);
+    let (config, attrs, latest) = (
+        read("config"),
+        read("info/attributes"),
+        read("refs/tern/latest"),
+    );
+    assert!(
+        !String::from_utf8_lossy(&config).contains("evil"),
+        "config put back"
+    );
+    assert!(
+        !String::from_utf8_lossy(&attrs).contains("filter=x"),
+        "attributes put back"
+    );
+    assert!(
+        !String::from_utf8_lossy(&latest).starts_with("0000"),
+        "latest put back"
+    );
+    let conv = ws.conversation();
+    let result = conv
+        .iter()
+        .find(|m| m["tool_call_id"] == "c2")
+        .map(|m| m.to_string())
+        .unwrap_or_default();
+    assert!(result.contains("Error"), "the command is told: {result}");
+    // And the store still works.
+    ws.ok(&["undo"]);
+}
+
+/// Item 5 in full: in the jail (the default: the state folder is read-only to commands) every
+/// part of the store, refs and objects, is out of the commands' reach. (With `--no-jail` only
+/// the files of the test above are put back.)
+#[test]
+fn a_command_cannot_change_the_store() {
+    let ws = WireWs::new(
+        W,
+        vec![
+            bash(W, "c1", "echo a > a.txt"),
+            text(W, "one"),
+            bash(
+                W,
+                "c2",
+                "rm -rf .tern/checkpoints/git/refs/tern/s .tern/checkpoints/git/objects/*",
+            ),
+            text(W, "two"),
+        ],
+    );
+    ws.ok(&["exec", "first"]);
+    let store = ws.root().join(".tern/checkpoints");
+    let before = crate::support::files::snapshot(&store);
+    ws.ok(&["exec", "--continue", "second"]);
+    let after = crate::support::files::snapshot(&store);
+    let gone: Vec<&String> = before.keys().filter(|k| !after.contains_key(*k)).collect();
+    assert!(gone.is_empty(), "removed by a command: {gone:?}");
+    let c2 = ws
+        .conversation()
+        .iter()
+        .find(|m| m["tool_call_id"] == "c2")
+        .map(|m| m.to_string())
+        .unwrap_or_default();
+    assert!(c2.contains("Read-only") || c2.contains("not run"), "{c2}");
+    ws.ok(&["undo"]);
+    assert!(!ws.root().join("a.txt").exists(), "the store still undoes");
+}

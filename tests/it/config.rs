@@ -1,0 +1,319 @@
+//! The provider set up once (issue 21): `tern setup` by flags, the config file laid under the
+//! environment and the flags (config < environment < flags), `tern status` naming where each
+//! value came from, and a key file others can read refused. (The interactive `tern setup` is
+//! driven in tmux: tmux.rs.)
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+use crate::support::cli::{Ws, run, tern_clean};
+use crate::support::{FakeServer, Wire, script};
+
+fn config_path(ws: &Ws) -> PathBuf {
+    ws.home().join(".config/tern/config.json")
+}
+
+/// `tern ARGS` in `ws` with only PATH and HOME (no provider in the environment).
+fn tern(ws: &Ws, args: &[&str]) -> std::process::Command {
+    let mut c = tern_clean(&ws.home());
+    c.current_dir(ws.path()).args(args);
+    c
+}
+
+fn setup_by_flags(ws: &Ws, fake: &FakeServer, extra: &[&str]) -> crate::support::cli::Out {
+    std::fs::create_dir_all(ws.home()).unwrap();
+    let base = fake.openai_base();
+    let mut args = vec![
+        "setup",
+        "--provider",
+        "openai",
+        "--base-url",
+        &base,
+        "--model",
+        "cfg-model",
+        "--yes",
+    ];
+    args.extend_from_slice(extra);
+    run(tern(ws, &args), "")
+}
+
+#[test]
+fn setup_by_flags_tests_the_server_and_writes_a_private_file_every_command_uses() {
+    let ws = Ws::new();
+    let w = Wire::OpenAi;
+    let fake = FakeServer::start(vec![script::text(w, "OK"), script::text(w, "hello")]);
+    let out = setup_by_flags(&ws, &fake, &["--api-key", "sk-cfg-key-123456"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    // One tiny test request, with the key and the model.
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(reqs[0].json()["model"], "cfg-model");
+    assert_eq!(
+        reqs[0].header("authorization"),
+        Some("Bearer sk-cfg-key-123456")
+    );
+    let path = config_path(&ws);
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{path:?}");
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(file["provider"], "openai");
+    assert_eq!(file["model"], "cfg-model");
+    assert_eq!(file["api_key"], "sk-cfg-key-123456");
+    // No temp file left beside it.
+    let names: Vec<String> = std::fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["config.json"]);
+    // `tern exec` with nothing in the environment talks to the configured server.
+    let out = run(tern(&ws, &["exec", "hi"]), "");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let reqs = fake.requests();
+    assert_eq!(reqs[1].json()["model"], "cfg-model");
+    assert_eq!(
+        reqs[1].header("authorization"),
+        Some("Bearer sk-cfg-key-123456")
+    );
+    // The key is in no file tern wrote.
+    for e in walk(&ws.path().join(".tern")) {
+        let text = std::fs::read_to_string(&e).unwrap_or_default();
+        assert!(!text.contains("sk-cfg-key-123456"), "{e:?}");
+    }
+}
+
+fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_failing_test_request_writes_nothing() {
+    let ws = Ws::new();
+    let fake = FakeServer::start(vec![crate::support::Reply::status(
+        401,
+        r#"{"error": {"message": "bad key"}}"#,
+    )]);
+    let out = setup_by_flags(&ws, &fake, &["--api-key", "sk-wrong-000000"]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stderr.contains("nothing was written"), "{out:?}");
+    assert!(!out.stderr.contains("sk-wrong-000000"), "{out:?}");
+    assert!(!config_path(&ws).exists());
+}
+
+#[test]
+fn config_then_environment_then_flags() {
+    let ws = Ws::new();
+    let w = Wire::OpenAi;
+    let fake = FakeServer::start(vec![
+        script::text(w, "a"),
+        script::text(w, "b"),
+        script::text(w, "c"),
+    ]);
+    let path = config_path(&ws);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(
+        &path,
+        json!({"base_url": fake.openai_base(), "model": "cfg-model", "max_output_tokens": 333,
+               "temperature": 0.25})
+        .to_string(),
+    )
+    .unwrap();
+    // The config alone.
+    let out = run(tern(&ws, &["exec", "one"]), "");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    // The environment over it.
+    let mut c = tern(&ws, &["exec", "two"]);
+    c.env("TERN_MODEL", "env-model")
+        .env("TERN_TEMPERATURE", "0.5");
+    assert_eq!(run(c, "").code, Some(0));
+    // A flag over both.
+    let mut c = tern(
+        &ws,
+        &[
+            "exec",
+            "--model",
+            "flag-model",
+            "--max-output-tokens",
+            "444",
+            "three",
+        ],
+    );
+    c.env("TERN_MODEL", "env-model");
+    assert_eq!(run(c, "").code, Some(0));
+    let reqs: Vec<Value> = fake.requests().iter().map(|r| r.json()).collect();
+    assert_eq!(reqs[0]["model"], "cfg-model");
+    assert_eq!(reqs[0]["max_tokens"], 333);
+    assert_eq!(reqs[0]["temperature"], 0.25);
+    assert_eq!(reqs[1]["model"], "env-model");
+    assert_eq!(reqs[1]["temperature"], 0.5);
+    assert_eq!(reqs[2]["model"], "flag-model");
+    assert_eq!(reqs[2]["max_tokens"], 444);
+    // `tern status` says where each value came from.
+    let mut c = tern(&ws, &["status"]);
+    c.env("TERN_MODEL", "env-model");
+    let out = run(c, "");
+    let line = |name: &str| {
+        out.stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} line: {out:?}"))
+            .to_string()
+    };
+    assert!(line("model").contains("environment TERN_MODEL"), "{out:?}");
+    assert!(line("base_url").contains("config "), "{out:?}");
+    assert!(line("max_output_tokens").contains("333"), "{out:?}");
+    assert!(line("approval").contains("default"), "{out:?}");
+}
+
+#[test]
+fn a_key_file_others_can_read_is_refused() {
+    let ws = Ws::new();
+    let fake = FakeServer::start(vec![]);
+    let path = config_path(&ws);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(
+        &path,
+        json!({"base_url": fake.openai_base(), "api_key": "sk-shared-999999"}).to_string(),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = run(tern(&ws, &["exec", "hi"]), "");
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("chmod 600"), "{out:?}");
+    assert!(!out.stderr.contains("sk-shared-999999"), "{out:?}");
+    assert!(fake.requests().is_empty());
+    // A project's config may hold no key at all.
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::write(
+        ws.path().join(".tern/config.json"),
+        json!({"api_key_command": "echo sk-project"}).to_string(),
+    )
+    .unwrap();
+    let out = run(tern(&ws, &["exec", "hi"]), "");
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("reads keys only from"), "{out:?}");
+}
+
+/// After the README's two commands `tern` is not on the PATH yet: the demo's hints then name
+/// the binary that runs; once a `tern` is on the PATH, they say `tern`.
+#[test]
+fn demo_hints_say_tern_only_when_it_is_on_the_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = tmp.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let demo = |path: &std::ffi::OsStr, n: u32| {
+        let mut c = std::process::Command::new(crate::support::cli::TERN);
+        c.env_clear()
+            .env("PATH", path)
+            .env("HOME", tmp.path())
+            .args(["demo", "--workspace"])
+            .arg(tmp.path().join(format!("ws{n}")));
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let system = std::env::var_os("PATH").unwrap_or_default();
+    // `bin` first, holding no tern: the full path.
+    let mut paths = vec![bin.clone()];
+    paths.extend(std::env::split_paths(&system).filter(|p| !p.join("tern").exists()));
+    let without = std::env::join_paths(&paths).unwrap();
+    let text = demo(&without, 1);
+    let full = format!("{} status", crate::support::cli::TERN);
+    assert!(text.contains(&full), "{text}");
+    assert!(!text.contains("&& tern status"), "{text}");
+    // A tern on the PATH: `tern status`.
+    std::os::unix::fs::symlink(crate::support::cli::TERN, bin.join("tern")).unwrap();
+    let text = demo(&without, 2);
+    assert!(text.contains("&& tern status && tern stats"), "{text}");
+    assert!(!text.contains(&full), "{text}");
+}
+
+/// `/model NAME` in the REPL: the next request goes to NAME, recorded as a declared boundary,
+/// and `/model` alone names it.
+#[test]
+fn the_repl_switches_the_model_with_slash_model() {
+    let ws = Ws::new();
+    let w = Wire::OpenAi;
+    let fake = FakeServer::start(vec![script::text(w, "a"), script::text(w, "b")]);
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["chat", "--approval", "auto"]);
+    let out = run(cmd, "first\n/model bigger-model\n/model\nsecond\n/quit\n");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let all = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        all.contains("model: m → bigger-model; the next request goes to bigger-model"),
+        "{out:?}"
+    );
+    assert!(all.contains("model: bigger-model\n"), "{out:?}");
+    let reqs = fake.requests();
+    assert_eq!(reqs[0].json()["model"], "m");
+    assert_eq!(reqs[1].json()["model"], "bigger-model");
+    let events = crate::support::files::jsonl(&ws.current_dir().join("events.jsonl"));
+    assert!(
+        events.iter().any(|e| e["type"] == "boundary"
+            && e["kind"] == "model_switch"
+            && e["to"] == "openai/bigger-model"),
+        "{events:#?}"
+    );
+    let meta = crate::support::files::read_json(&ws.current_dir().join("meta.json"));
+    assert_eq!(meta["model"], "bigger-model");
+}
+
+/// An editor may run the terminal auth method as its agent command plus the method's args
+/// (`tern acp setup`): that is `tern setup` too.
+#[test]
+fn tern_acp_setup_is_tern_setup() {
+    let ws = Ws::new();
+    let fake = FakeServer::start(vec![script::text(Wire::OpenAi, "OK")]);
+    let path = config_path(&ws);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(
+        &path,
+        json!({"base_url": fake.openai_base(), "model": "saved-model"}).to_string(),
+    )
+    .unwrap();
+    // No terminal: nothing is asked; the saved values are tested and written back.
+    let out = run(tern(&ws, &["acp", "setup"]), "");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(fake.requests()[0].json()["model"], "saved-model");
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+}
+
+/// The key `tern setup` saved is out of the commands' reach: the jail hides ~/.config/tern.
+#[test]
+fn the_sandbox_cannot_read_the_configs_key() {
+    let ws = Ws::new();
+    let w = Wire::OpenAi;
+    let fake = FakeServer::start(vec![
+        script::text(w, "OK"),
+        script::bash(
+            w,
+            "k1",
+            "cat \"$HOME/.config/tern/config.json\"; echo rc=$?",
+        ),
+        script::text(w, "done"),
+    ]);
+    let out = setup_by_flags(&ws, &fake, &["--api-key", "sk-saved-key-777777"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let mut c = tern(&ws, &["exec", "read the config"]);
+    c.env("HOME", ws.home());
+    let out = run(c, "");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let body = fake.requests()[2].body_str();
+    assert!(body.contains("rc="), "{body}");
+    assert!(!body.contains("rc=0"), "the command read the file: {body}");
+    assert!(!body.contains("sk-saved-key-777777"), "{body}");
+}
