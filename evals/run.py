@@ -491,6 +491,11 @@ def classify(run: dict, prompts: dict) -> None:
         flags["many_calls_in_one_answer"] = f"{many} tool calls streamed in one answer: {_short(r.get('call_text', ''), 160)}"
     if any(e.get("type") == "boundary" and e.get("kind") == "tools_off" for e in ev):
         flags["loop_guard_fired"] = "boundary tools_off"
+    nudges = [e for e in ev if e.get("type") == "nudge"]
+    if nudges:
+        after = [e for e in ev[ev.index(nudges[0]):] if e.get("type") == "tool_call"]
+        flags["nudged"] = (f"shown: {_short(nudges[0].get('command'), 100)}; then "
+                           + (f"{after[0].get('name')} {_short(after[0].get('arguments'), 100)}" if after else "no call"))
     if (status == "max_turns" or run["timed_out"]) and "repeated_calls" in flags:
         flags["repeated_calls_to_limit"] = flags["repeated_calls"]
     answers = [e for e in ev if e.get("type") == "assistant"]
@@ -658,6 +663,8 @@ def main() -> int:
                     help="start shared/realmodel/start.sh on --port first and stop it (by its pid) at the end")
     ap.add_argument("--start-sh", help="path of start.sh (default: found beside the repository)")
     ap.add_argument("--port", type=int, default=8088)
+    ap.add_argument("--model", default="Qwen2.5-Coder-0.5B-Instruct Q4_K_M (llama.cpp, shared/realmodel)",
+                    help="what the server runs, recorded in the results (MODEL=1.5b start.sh: the 1.5B)")
     ap.add_argument("--runs", type=int, default=4, help="runs per task")
     ap.add_argument("--tasks", help="comma-separated task names (default: all)")
     ap.add_argument("--temperature", type=float, default=0.2,
@@ -698,7 +705,7 @@ def main() -> int:
     meta = {
         "tern": tern, "label": args.label, "tern_version": version,
         "tern_sha256": hashlib.sha256(Path(tern).read_bytes()).hexdigest(),
-        "model_server": base_url, "model": "Qwen2.5-Coder-0.5B-Instruct Q4_K_M (llama.cpp, shared/realmodel)",
+        "model_server": base_url, "model": args.model,
         "temperature": temperature, "temperature_how": "set in every request body by the runner's proxy",
         "seed_base": args.seed, "runs": args.runs, "max_turns": args.max_turns, "timeout_s": args.timeout,
         "tern_args": args.tern_arg, "runaway_tokens": RUNAWAY_TOKENS,

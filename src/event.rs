@@ -307,6 +307,12 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// The model's answer showed a command in a shell code block and made no tool call: tern
+    /// told it, in one user message, that the command did not run (issue 23; `--no-nudge`).
+    Nudge {
+        /// The command the answer showed (its first line, at most 200 bytes).
+        command: String,
+    },
     /// The stored history was repaired before any request.
     Repair {
         /// 1-based line numbers that did not parse.
@@ -512,6 +518,7 @@ impl Event {
         "retry",
         "warning",
         "boundary",
+        "nudge",
         "repair",
         "receipt",
         "turn_interrupted",
@@ -539,6 +546,7 @@ impl Event {
             Event::Retry { .. } => "retry",
             Event::Warning { .. } => "warning",
             Event::Boundary { .. } => "boundary",
+            Event::Nudge { .. } => "nudge",
             Event::Repair { .. } => "repair",
             Event::Receipt { .. } => "receipt",
             Event::TurnInterrupted { .. } => "turn_interrupted",
@@ -653,6 +661,9 @@ impl Event {
                 from: Some(s("openai/a")),
                 to: Some(s("openai/b")),
                 reason: Some(s("r")),
+            },
+            Event::Nudge {
+                command: s("ls -la"),
             },
             Event::Repair {
                 dropped_lines: vec![3],

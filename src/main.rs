@@ -324,6 +324,10 @@ struct ModelArgs {
     /// Tokens (input + output) a sub-agent may use.
     #[arg(long, default_value_t = 2_000_000, allow_negative_numbers = true, value_parser = u64_in(1..))]
     agent_token_budget: u64,
+    /// Do not tell the model when its first answer shows a shell command in a code block
+    /// instead of calling bash (by default it is told once per turn).
+    #[arg(long)]
+    no_nudge: bool,
 }
 
 impl ModelArgs {
@@ -343,6 +347,7 @@ impl ModelArgs {
         cfg.max_turns = max_turns;
         cfg.max_output_tokens = self.max_output_tokens.unwrap_or(cfg.max_output_tokens);
         cfg.temperature = self.temperature;
+        cfg.nudge = !self.no_nudge;
         cfg.agents = tern::runtime::AgentLimits {
             depth: self.agent_depth,
             parallel: usize::try_from(self.agents_parallel).unwrap_or(4),

@@ -330,6 +330,10 @@ pub fn describe(env: &Envelope) -> Option<String> {
             archive.as_deref().unwrap_or("")
         ),
         Event::Warning { message } => format!("warning: {message}"),
+        Event::Nudge { command } => format!(
+            "nudge: the answer shows a command that did not run ({}); the model was told to call bash",
+            clip(command)
+        ),
         Event::Steer { text, .. } => format!("steered in: {}", crate::render::safe(text.trim())),
         Event::Hook { .. } => return crate::hooks::run_line(&env.event),
         Event::SessionStart {

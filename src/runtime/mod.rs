@@ -13,6 +13,7 @@ mod checkpoints;
 pub mod compact;
 mod dispatch;
 pub mod hooks;
+pub mod nudge;
 pub mod plan;
 pub mod prefix;
 pub mod repair;
@@ -123,6 +124,9 @@ pub struct Config {
     /// The token budget of one turn (input + output tokens over its requests); a sub-agent's
     /// comes from [`AgentLimits::token_budget`]. None: no budget.
     pub token_budget: Option<u64>,
+    /// Tell the model once per turn when its first answer shows a shell command in a code block
+    /// and makes no tool call (see `nudge`); false: `--no-nudge`.
+    pub nudge: bool,
     /// The checkpoint store's limits (`TERN_CHECKPOINT_*`).
     pub checkpoints: crate::checkpoint::Limits,
 }
@@ -177,6 +181,7 @@ impl Config {
             jail_exe: None,
             agents: AgentLimits::default(),
             token_budget: None,
+            nudge: true,
             checkpoints: crate::checkpoint::Limits::default(),
         }
     }

@@ -56,6 +56,7 @@ impl Runtime {
         };
         let mut repeats = 0;
         let mut unrun = false;
+        let mut nudge = self.nudge_for_turn();
         let mut gate = super::hooks::StopGate::default();
         let usage_before = self.meter.totals.usage;
         for _ in 0..self.cfg.max_turns {
@@ -109,7 +110,7 @@ impl Runtime {
                         "the model answered with no text and no tool call; nothing was stored",
                     ),
                 );
-                return Ok(String::new());
+                return Ok(nudge.final_text(String::new()));
             };
             let text = match &message {
                 Message::Assistant { text, .. } => text.clone(),
@@ -159,16 +160,21 @@ impl Runtime {
                     // Steered while the model answered: the model reads it before the turn ends.
                     continue;
                 }
+                // A command shown in a shell block before any call: the model is told, once.
+                if self.nudge_if_shown(&mut nudge, &text, ui)? {
+                    continue;
+                }
                 // The person's Stop hooks and the goal may send the model back to work.
                 match self.stop_gate(&text, &mut gate, ui)? {
                     Some(next) => {
                         self.store(vec![Message::user(next)])?;
                         continue;
                     }
-                    None => return Ok(text),
+                    None => return Ok(nudge.final_text(text)),
                 }
             }
             unrun = false;
+            nudge.called();
             repeats = if self.run_calls(calls, ui)? {
                 repeats + 1
             } else {

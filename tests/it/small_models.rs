@@ -279,3 +279,206 @@ fn a_runaway_text_answer_is_cut_and_says_so() {
         "{stored:?}"
     );
 }
+
+// ---------------------------------------------------------------- the nudge (issue 23)
+
+/// What a small model writes instead of a call: prose and the command in a ```sh block.
+const SHOWN: &str = "To create it, run:\n\n```sh\necho hello > a.txt\n```\n\nThis writes the file.";
+
+/// The request bytes up to the end of the first user message's text: tools, system prompt and
+/// the prompt, as the provider's prefix cache sees them.
+fn through_prompt<'a>(body: &'a [u8], prompt: &str) -> &'a [u8] {
+    let at = body
+        .windows(prompt.len())
+        .position(|w| w == prompt.as_bytes())
+        .expect("the prompt is in the body");
+    &body[..at + prompt.len()]
+}
+
+/// A model that answers with a shell block is told once, after its answer, that nothing ran;
+/// its next answer calls bash and the work is done by the second request. The nudge is the last
+/// message of that request, after the stored answer: what came before it is byte-identical.
+#[test]
+fn a_command_in_a_shell_block_is_nudged_and_then_called() {
+    for w in [Wire::OpenAi, Wire::Anthropic] {
+        let h = InProc::new(
+            w,
+            vec![
+                text(w, SHOWN),
+                crate::support::script::bash(w, "b1", "echo hello > a.txt"),
+                text(w, "Created a.txt."),
+            ],
+            fast_config(),
+        );
+        let mut ui = Collect::default();
+        let mut rt = h.open(&mut ui);
+        let prompt = "make a.txt saying hello";
+        assert_eq!(
+            rt.run_turn(prompt, &mut ui).as_deref(),
+            Ok("Created a.txt.")
+        );
+        assert_eq!(
+            std::fs::read_to_string(h.dir.path().join("a.txt")).unwrap_or_default(),
+            "hello\n",
+            "{w:?}: the call of the second request ran"
+        );
+        let nudges = ui.of("nudge");
+        assert!(
+            matches!(nudges.as_slice(), [Event::Nudge { command }] if command == "echo hello > a.txt"),
+            "{w:?}: {:?}",
+            ui.kinds()
+        );
+        let reqs = h.fake.requests();
+        // Two requests to get the work done, and the final answer.
+        assert_eq!(reqs.len(), 3, "{w:?}");
+        assert_eq!(
+            through_prompt(&reqs[1].body, prompt),
+            through_prompt(&reqs[0].body, prompt),
+            "{w:?}: tools, system prompt and prompt unchanged by the nudge"
+        );
+        assert_eq!(
+            reqs[1].json()["tools"],
+            reqs[0].json()["tools"],
+            "{w:?}: no new tool"
+        );
+        // The nudge comes after the stored answer, as a user message: the history before it is
+        // the stored prefix, byte for byte.
+        let second = reqs[1].body_str();
+        let at_answer = second
+            .find("echo hello > a.txt")
+            .expect("the answer is sent");
+        let at_nudge = second
+            .find("the command in your answer was not run")
+            .expect("the nudge is sent");
+        assert!(at_answer < at_nudge, "{w:?}: the nudge follows the answer");
+        let msgs = crate::support::body::messages(&reqs[1]);
+        let last = msgs.last().expect("a message");
+        assert_eq!(last["role"], "user", "{w:?}");
+        assert!(
+            last.to_string().contains(
+                &serde_json::to_string(tern::runtime::nudge::MESSAGE.trim_end()).unwrap()[1..40]
+            ),
+            "{w:?}: {last}"
+        );
+        if w == Wire::OpenAi {
+            // The nudge stays in the history as sent: the request after it extends the request
+            // that carried it, byte for byte (no work-state tail here: the ledger is empty).
+            // (Anthropic's cache breakpoint moves by design; prefix.rs compares without it.)
+            let open = &reqs[1].body[..reqs[1].body.len() - 2];
+            assert!(
+                reqs[2].body.starts_with(open),
+                "{w:?}: the request after the call extends the one with the nudge"
+            );
+        }
+    }
+}
+
+/// A question answered with an example block: one nudge at most, and the answer is kept as the
+/// turn's answer, whether the model then says it was an example or repeats itself.
+#[test]
+fn an_example_in_an_answer_is_nudged_at_most_once_and_kept() {
+    let w = Wire::OpenAi;
+    let answer = "List hidden files with:\n\n```bash\nls -a\n```";
+    for reply in ["It was only an example; nothing needs to run.", answer] {
+        let h = InProc::new(w, vec![text(w, answer), text(w, reply)], fast_config());
+        let mut ui = Collect::default();
+        let mut rt = h.open(&mut ui);
+        assert_eq!(
+            rt.run_turn("how do I list hidden files?", &mut ui)
+                .as_deref(),
+            Ok(answer),
+            "the answer asked for is the turn's answer"
+        );
+        assert_eq!(ui.of("nudge").len(), 1, "{:?}", ui.kinds());
+        assert_eq!(h.fake.requests().len(), 2);
+        // Both answers are stored and shown.
+        let texts: Vec<String> = ui
+            .of("assistant")
+            .iter()
+            .filter_map(|e| match e {
+                Event::Assistant { text, .. } => Some(text.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(texts, [answer, reply]);
+        // The next turn may nudge again: the nudge is per turn.
+        rt.run_turn("and only the names?", &mut ui).expect("turn 2");
+    }
+}
+
+/// A strong model's final answer after real work shows an example command: no nudge, no extra
+/// request, the final text unchanged.
+#[test]
+fn an_example_after_real_work_is_not_nudged() {
+    let w = Wire::OpenAi;
+    let last = "Created run.sh. Run it with:\n\n```sh\n./run.sh\n```";
+    let h = InProc::new(
+        w,
+        vec![
+            crate::support::script::bash(
+                w,
+                "b1",
+                "printf 'echo hi\\n' > run.sh && chmod +x run.sh",
+            ),
+            text(w, last),
+        ],
+        fast_config(),
+    );
+    let mut ui = Collect::default();
+    let mut rt = h.open(&mut ui);
+    assert_eq!(rt.run_turn("make run.sh", &mut ui).as_deref(), Ok(last));
+    assert!(ui.of("nudge").is_empty(), "{:?}", ui.kinds());
+    assert_eq!(h.fake.requests().len(), 2);
+}
+
+/// `--no-nudge` (and `--approval never`, where showing commands is the point) restores the
+/// plain behaviour: the answer ends the turn after one request, nothing appended.
+#[test]
+fn no_nudge_ends_the_turn_on_the_answer() {
+    let w = Wire::OpenAi;
+    let mut off = fast_config();
+    off.nudge = false;
+    let mut never = fast_config();
+    never.approval = tern::runtime::Approval::Never;
+    for cfg in [off, never] {
+        let h = InProc::new(w, vec![text(w, SHOWN)], cfg);
+        let mut ui = Collect::default();
+        let mut rt = h.open(&mut ui);
+        assert_eq!(rt.run_turn("make a.txt", &mut ui).as_deref(), Ok(SHOWN));
+        assert!(ui.of("nudge").is_empty(), "{:?}", ui.kinds());
+        assert_eq!(h.fake.requests().len(), 1);
+        assert!(matches!(
+            rt.history().last(),
+            Some(tern::message::Message::Assistant { .. })
+        ));
+    }
+}
+
+/// The flag on the command line: `tern exec --no-nudge` stops after the one answer; without it
+/// the model is told and its call runs. The `nudge` event is in the JSON output.
+#[test]
+fn exec_no_nudge_flag() {
+    use crate::support::cli::WireWs;
+    let w = Wire::OpenAi;
+    let ws = WireWs::new(w, vec![text(w, SHOWN)]);
+    let out = ws.ok(&["exec", "--json", "--no-nudge", "make a.txt"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("\"type\":\"nudge\""), "{stdout}");
+    assert_eq!(ws.fake.requests().len(), 1);
+
+    let ws = WireWs::new(
+        w,
+        vec![
+            text(w, SHOWN),
+            crate::support::script::bash(w, "b1", "echo hello > a.txt"),
+            text(w, "Created a.txt."),
+        ],
+    );
+    let out = ws.ok(&["exec", "--json", "make a.txt"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("\"type\":\"nudge\""), "{stdout}");
+    assert!(ws.root().join("a.txt").exists());
+    // The REPL takes the flag too.
+    let help = ws.ok(&["chat", "--help"]);
+    assert!(String::from_utf8_lossy(&help.stdout).contains("--no-nudge"));
+}
