@@ -409,22 +409,10 @@ const MORE: &str = "… ";
 struct ReplSurface<'a> {
     human: Human,
     input: &'a mut Input,
-    /// The one-line bash command the latest `tool_call` line showed in full (`$ CMD`): its
-    /// approval question does not print it again.
-    shown: Option<String>,
 }
 
 impl Surface for ReplSurface<'_> {
     fn event(&mut self, ev: &Envelope) {
-        self.shown = match &ev.event {
-            crate::event::Event::ToolCall {
-                name, arguments, ..
-            } if name == "bash" => arguments["command"]
-                .as_str()
-                .filter(|c| !c.contains('\n'))
-                .map(str::to_string),
-            _ => None,
-        };
         self.human.event(ev);
     }
     fn text_delta(&mut self, text: &str) {
@@ -566,7 +554,6 @@ impl Repl<'_> {
         let mut ui = ReplSurface {
             human: Human::new(),
             input,
-            shown: None,
         };
         let rt = self.launcher.open(r, &mut ui)?;
         self.launcher.state.set_current(&rt.session.id)?;
@@ -580,7 +567,6 @@ impl Repl<'_> {
             let mut ui = ReplSurface {
                 human: Human::new(),
                 input,
-                shown: None,
             };
             let rt = self
                 .launcher
@@ -613,7 +599,6 @@ impl Repl<'_> {
         let mut ui = ReplSurface {
             human: Human::new(),
             input,
-            shown: None,
         };
         let mut prompt = text;
         // Lines steered as the turn ended are answered by one more turn, at most a few times.
@@ -689,7 +674,6 @@ impl Repl<'_> {
         let mut ui = ReplSurface {
             human: Human::new(),
             input,
-            shown: None,
         };
         let r = ops::run(op, arg, &mut target, &mut ui);
         crate::output::print_receipt(&r, false);

@@ -78,6 +78,8 @@ pub(super) struct Built {
     pub fs_restricted: Vec<String>,
     pub fs_unrestricted: Vec<String>,
     pub net_restricted: Vec<String>,
+    /// Landlock scopes applied (`abstract_unix_socket`).
+    pub scoped: Vec<String>,
     /// The draft was granted (it is a regular file with one link).
     pub draft_granted: bool,
     pub notes: Vec<String>,
@@ -107,6 +109,7 @@ pub(super) fn build(
 ) -> Result<Built, SandboxError> {
     let err = |what: &str, e: &dyn std::fmt::Display| SandboxError::Setup(format!("{what}: {e}"));
     let mut notes = Vec::new();
+    let mut scoped = Vec::new();
     let kernel = ABI::from(i32::from(kernel_abi));
     let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::BestEffort);
     let (mut fs_restricted, mut fs_unrestricted) = (Vec::new(), Vec::new());
@@ -139,7 +142,7 @@ pub(super) fn build(
         ruleset = ruleset
             .scope(Scope::AbstractUnixSocket)
             .map_err(|e| err("Landlock scope", &e))?;
-        notes.push("abstract UNIX sockets: only the command's own".to_string());
+        scoped.push("abstract_unix_socket".to_string());
     }
     let mut created = ruleset
         .create()
@@ -190,6 +193,7 @@ pub(super) fn build(
         fs_restricted,
         fs_unrestricted,
         net_restricted,
+        scoped,
         draft_granted,
         notes,
     })

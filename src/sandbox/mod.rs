@@ -282,6 +282,10 @@ pub struct Report {
     pub fs_unrestricted: Vec<String>,
     /// Network rights restricted: `bind_tcp`, `connect_tcp` under `--no-network`.
     pub net_restricted: Vec<String>,
+    /// Landlock scopes (ABI 6): `abstract_unix_socket` (no abstract UNIX socket made outside
+    /// the command is reachable).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scoped: Vec<String>,
     /// Paths commands may write (beneath, for folders): the workspace in workspace-write,
     /// `/dev/null`, the draft file. Stable for a session (the per-call temp folder is not
     /// listed, see `private_tmpdir`).
@@ -327,6 +331,9 @@ impl fmt::Display for Report {
             f.write_str("; network not restricted")?;
         } else {
             write!(f, "; network: {} blocked", self.net_restricted.join(", "))?;
+        }
+        if !self.scoped.is_empty() {
+            write!(f, "; scoped: {}", self.scoped.join(", "))?;
         }
         let mut paths: Vec<String> = self
             .writable
@@ -564,6 +571,7 @@ pub fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
                 fs_restricted: Vec::new(),
                 fs_unrestricted: Vec::new(),
                 net_restricted: Vec::new(),
+                scoped: Vec::new(),
                 writable: Vec::new(),
                 private_tmpdir: false,
                 notes: Vec::new(),
@@ -636,6 +644,7 @@ pub fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
             fs_restricted: built.fs_restricted,
             fs_unrestricted: built.fs_unrestricted,
             net_restricted: built.net_restricted,
+            scoped: built.scoped,
             writable,
             private_tmpdir,
             notes: built.notes,

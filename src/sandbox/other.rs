@@ -24,6 +24,7 @@ pub(super) struct Built {
     pub fs_restricted: Vec<String>,
     pub fs_unrestricted: Vec<String>,
     pub net_restricted: Vec<String>,
+    pub scoped: Vec<String>,
     pub draft_granted: bool,
     pub notes: Vec<String>,
 }

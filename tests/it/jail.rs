@@ -501,9 +501,10 @@ fn venv_and_pip_install_work_inside() {
         || outs[0].contains("Network is unreachable")
         || outs[0].contains("Temporary failure in name resolution")
     {
-        println!(
-            "SKIPPED venv_and_pip_install_work_inside: no package index here: {}",
-            outs[0]
+        crate::support::skipped(
+            "venv_and_pip_install_work_inside",
+            &format!("no package index here: {}", outs[0]),
+            false,
         );
         return;
     }

@@ -110,7 +110,11 @@ fn result_of(log: &Path) -> Value {
 fn twenty_tasks_through_gnu_parallel_with_a_provider_failure_recovered() {
     if !have("parallel") {
         // .ci/run installs it (Debian's `parallel`).
-        eprintln!("SKIPPED: GNU parallel is not installed");
+        crate::support::skipped(
+            "twenty_tasks_through_gnu_parallel_with_a_provider_failure_recovered",
+            "GNU parallel is not installed",
+            true,
+        );
         return;
     }
     let (dir, home) = workdir(20);
@@ -145,7 +149,11 @@ fn twenty_tasks_through_gnu_parallel_with_a_provider_failure_recovered() {
 #[test]
 fn gnu_parallel_over_ssh_brings_the_jsonl_back() {
     if !have("parallel") {
-        eprintln!("SKIPPED: GNU parallel is not installed");
+        crate::support::skipped(
+            "gnu_parallel_over_ssh_brings_the_jsonl_back",
+            "GNU parallel is not installed",
+            true,
+        );
         return;
     }
     let (dir, home) = workdir(4);
