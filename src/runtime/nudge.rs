@@ -96,7 +96,7 @@ impl Runtime {
 /// The first command `text` shows as one to run: the first line of a ```` ```sh ````,
 /// ```` ```bash ```` or ```` ```shell ```` block that is not blank or a comment (a leading `$ `
 /// removed), or a line starting with `$ ` anywhere; only when it looks like a command (see
-/// [`looks_like_command`]). Cut to 200 bytes. None for anything else (prose, other blocks).
+/// `looks_like_command`). Cut to 200 bytes. None for anything else (prose, other blocks).
 pub fn shown_command(text: &str) -> Option<String> {
     let mut lines = text.lines();
     while let Some(line) = lines.next() {
