@@ -288,6 +288,12 @@ impl Runtime {
         } else {
             None
         };
+        // The git index's submodules as this command finds them (what a job left running added
+        // since the last command is reported with this one).
+        let mut subs: Vec<String> = jail
+            .as_ref()
+            .map(|j| j.new_submodules())
+            .unwrap_or_default();
         let req = bash::BashRequest {
             command,
             timeout,
@@ -321,7 +327,16 @@ impl Runtime {
             None => self.guard_check().or(before),
             Some(j) => {
                 let planted = j.unplant();
-                (!planted.is_empty()).then(|| {
+                subs.extend(j.new_submodules());
+                let sub_note = (!subs.is_empty()).then(|| {
+                    let msg = format!(
+                        "this command added {} to the git index as a submodule: git reads that folder's own .git configuration (which the command wrote, and which can name a command to run) at the person's next git status; check `git diff --cached` before running git there.",
+                        subs.join(", ")
+                    );
+                    self.emit(ui, crate::event::Event::Warning { message: msg.clone() });
+                    msg
+                });
+                let plant_note = (!planted.is_empty()).then(|| {
                     let names: Vec<String> =
                         planted.iter().map(|p| p.display().to_string()).collect();
                     let msg = format!(
@@ -330,7 +345,11 @@ impl Runtime {
                     );
                     self.emit(ui, crate::event::Event::Warning { message: msg.clone() });
                     msg
-                })
+                });
+                match (plant_note, sub_note) {
+                    (Some(a), Some(b)) => Some(format!("{a} {b}")),
+                    (a, b) => a.or(b),
+                }
             }
         };
         let mut content = out.content;

@@ -742,3 +742,38 @@ fn a_fork_bomb_stops_at_the_process_limit() {
     );
     assert!(outs[2].contains("next-ran"), "{outs:?}");
 }
+
+/// Found by a new user: a nested repository the command registers as a submodule carries its own
+/// `.git/config` (a `core.fsmonitor`) into the person's next `git status`; tern says so, to the
+/// model and as a warning to the person, naming the entry.
+#[test]
+fn a_submodule_added_by_a_command_is_named() {
+    let ws = Ws::new();
+    std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(ws.path())
+        .output()
+        .unwrap();
+    let outs = run_cmds(
+        &ws,
+        &[],
+        &[
+            "echo first",
+            "git init -q sub && cd sub && git config core.fsmonitor 'touch /tmp/x-never; false' && echo x > f && git add f && git -c user.email=a@b -c user.name=a commit -qm s && cd .. && git add sub && echo added",
+        ],
+    );
+    assert!(!outs[0].contains("submodule"), "{outs:?}");
+    assert!(outs[1].contains("added"), "{outs:?}");
+    assert!(
+        outs[1].contains("sub") && outs[1].contains("submodule"),
+        "{outs:?}"
+    );
+    let events = jsonl(&ws.current_dir().join("events.jsonl"));
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "warning"
+                && e["message"].as_str().unwrap_or("").contains("submodule")),
+        "the person is warned"
+    );
+}

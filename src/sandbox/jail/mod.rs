@@ -164,6 +164,9 @@ pub struct JailSpec {
     /// when the spec was made: a command that creates one has it removed ([`Jail::unplant`]).
     /// Kept by tern; not sent to the jail.
     pub git_plants: Vec<PathBuf>,
+    /// The workspace's own git folder and its work tree, for [`Jail::new_submodules`]. Kept by
+    /// tern; not sent to the jail.
+    pub git_repo: Option<(PathBuf, PathBuf)>,
 }
 
 /// What the jail's own paths come from.
@@ -212,6 +215,7 @@ impl JailSpec {
             for g in git_dirs(ws) {
                 if p.workspace_writable && g.parent() == Some(ws.as_path()) {
                     s.writable.push(g.clone());
+                    s.git_repo = Some((g.clone(), ws.clone()));
                 }
                 let hooks = g.join("hooks");
                 if std::fs::symlink_metadata(&hooks).is_err() {
@@ -275,6 +279,7 @@ impl JailSpec {
             home: r.paths()?.into_iter().next(),
             hidden: r.paths()?,
             git_plants: Vec::new(),
+            git_repo: None,
         })
     }
 }
@@ -398,6 +403,8 @@ pub struct Jail {
     pgid: i32,
     layers: Layers,
     spec: JailSpec,
+    /// The git index's stamp and its submodule entries when last looked at.
+    gitlinks: Mutex<Option<(Option<(u64, i64, i64)>, Vec<String>)>>,
 }
 
 impl Jail {
@@ -489,7 +496,9 @@ impl Jail {
                 return Err(fail("starting the jail", &e));
             }
         };
+        let gitlinks = Mutex::new(None);
         Ok(Jail {
+            gitlinks,
             _registered: groups.map(|g| crate::procs::ProcessGroups::register_owned(g, pgid)),
             ctl: Mutex::new(mine),
             outer: Mutex::new(child),
@@ -510,6 +519,42 @@ impl Jail {
     /// a link) and returns their paths. Called after each command and when the runtime ends.
     pub fn unplant(&self) -> Vec<PathBuf> {
         unplant(&self.spec.git_plants)
+    }
+
+    /// Submodule entries (gitlinks, mode 160000) added to the workspace's git index since the
+    /// last look: git reads such a folder's own `.git` config (and its `core.fsmonitor`) at the
+    /// person's next `git status`. Costs one `stat` when the index is unchanged; `git ls-files`
+    /// runs (with no configuration but the repository's own) only when it changed. The first
+    /// look records and reports nothing.
+    pub fn new_submodules(&self) -> Vec<String> {
+        use std::os::unix::fs::MetadataExt;
+        let Some((gitdir, tree)) = &self.spec.git_repo else {
+            return Vec::new();
+        };
+        let stamp = std::fs::metadata(gitdir.join("index")).ok().map(|m| {
+            (
+                m.ino(),
+                m.mtime_nsec() + m.mtime() * 1_000_000_000,
+                m.ctime(),
+            )
+        });
+        let mut seen = self.gitlinks.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((old, _)) = seen.as_ref()
+            && *old == stamp
+        {
+            return Vec::new();
+        }
+        let links = gitlinks(gitdir, tree);
+        let new = match seen.as_ref() {
+            Some((_, before)) => links
+                .iter()
+                .filter(|l| !before.contains(l))
+                .cloned()
+                .collect(),
+            None => Vec::new(),
+        };
+        *seen = Some((stamp, links));
+        new
     }
 
     /// The layers this jail has.
@@ -584,6 +629,37 @@ impl Drop for Jail {
         let mut outer = self.outer.lock().unwrap_or_else(|p| p.into_inner());
         let _ = outer.wait();
     }
+}
+
+/// The paths of the gitlinks (submodule entries) in the index of `gitdir`, by `git ls-files
+/// --stage` run with no system or global configuration and hooks off; empty when git fails.
+fn gitlinks(gitdir: &Path, tree: &Path) -> Vec<String> {
+    let out = std::process::Command::new("git")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("GIT_DIR", gitdir)
+        .env("GIT_WORK_TREE", tree)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .args([
+            "-c",
+            "core.fsmonitor=false",
+            "-c",
+            "core.hooksPath=/dev/null",
+        ])
+        .args(["ls-files", "--stage", "-z"])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output();
+    let Ok(out) = out else { return Vec::new() };
+    out.stdout
+        .split(|b| *b == 0)
+        .filter_map(|e| {
+            let e = std::str::from_utf8(e).ok()?;
+            let (head, path) = e.split_once('\t')?;
+            head.starts_with("160000 ").then(|| path.to_string())
+        })
+        .collect()
 }
 
 /// [`Jail::unplant`] over `paths` (usable after the jail is gone).
