@@ -393,6 +393,9 @@ pub fn refusal(mode: super::Mode, e: &JailError) -> String {
 /// How long the jail may take to start before tern gives up on it.
 const START_LIMIT: Duration = Duration::from_secs(10);
 
+/// The git index as last seen: its stamp (inode, mtime in ns, ctime in s) and its gitlinks.
+type IndexLook = (Option<(u64, i64, i64)>, Vec<String>);
+
 /// A running jail: its init's control socket and the outer process tern waits for.
 #[derive(Debug)]
 pub struct Jail {
@@ -404,7 +407,7 @@ pub struct Jail {
     layers: Layers,
     spec: JailSpec,
     /// The git index's stamp and its submodule entries when last looked at.
-    gitlinks: Mutex<Option<(Option<(u64, i64, i64)>, Vec<String>)>>,
+    gitlinks: Mutex<Option<IndexLook>>,
 }
 
 impl Jail {
