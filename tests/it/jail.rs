@@ -17,33 +17,15 @@ use crate::support::{FakeServer, Wire, openai_text};
 /// Runs `commands` as the model's bash calls, one per answer, in one `tern exec` with `args`,
 /// and returns each call's tool result text.
 fn run_cmds(ws: &Ws, args: &[&str], commands: &[&str]) -> Vec<String> {
-    let mut script: Vec<_> = commands
-        .iter()
-        .enumerate()
-        .map(|(i, c)| bash(Wire::OpenAi, &format!("c{i}"), c))
-        .collect();
-    script.push(openai_text("done"));
-    let fake = FakeServer::start(script);
-    let mut cmd = ws.tern(&fake);
-    cmd.arg("exec").args(args).arg("go");
-    ok_no_stdin(cmd);
-    let conv: Vec<Value> = jsonl(&ws.current_dir().join("conversation.jsonl"));
-    (0..commands.len())
-        .map(|i| {
-            tool_result(&conv, &format!("c{i}"))["content"]
-                .as_str()
-                .unwrap_or("")
-                .to_string()
-        })
-        .collect()
+    run_with(ws, args, |_| {}, commands)
 }
 
 fn one(ws: &Ws, command: &str) -> String {
     run_cmds(ws, &[], &[command]).remove(0)
 }
 
-/// Like [`run_cmds`], with the command's environment changed by `setup` (HOME, host-service
-/// variables) and extra arguments.
+/// The model's `commands` in one `tern exec` with `args`, tern's environment changed by `setup`
+/// (HOME, host-service variables); each call's tool result text.
 fn run_with(
     ws: &Ws,
     args: &[&str],
@@ -70,6 +52,16 @@ fn run_with(
                 .to_string()
         })
         .collect()
+}
+
+/// `git ARGS` in `dir`, with no system configuration.
+fn git_in(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("git")
 }
 
 fn has_python() -> bool {
@@ -155,13 +147,7 @@ fn host_sockets_and_their_variables_are_out_of_reach() {
 #[test]
 fn git_hooks_and_config_cannot_be_planted_but_commits_work() {
     let ws = Ws::new();
-    let git = |args: &[&str]| {
-        std::process::Command::new("git")
-            .args(args)
-            .current_dir(ws.path())
-            .output()
-            .unwrap()
-    };
+    let git = |args: &[&str]| git_in(ws.path(), args);
     git(&["init", "-q"]);
     let config = std::fs::read(ws.path().join(".git/config")).unwrap();
     let outs = run_cmds(
@@ -659,14 +645,7 @@ fn a_killed_jail_is_replaced_at_the_next_command() {
 #[test]
 fn a_planted_git_commondir_is_removed() {
     let ws = Ws::new();
-    let git = |args: &[&str]| {
-        std::process::Command::new("git")
-            .args(args)
-            .current_dir(ws.path())
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .output()
-            .unwrap()
-    };
+    let git = |args: &[&str]| git_in(ws.path(), args);
     git(&["init", "-q"]);
     let marker = ws.path().join("pwned-commondir");
     let outs = run_cmds(
@@ -749,11 +728,7 @@ fn a_fork_bomb_stops_at_the_process_limit() {
 #[test]
 fn a_submodule_added_by_a_command_is_named() {
     let ws = Ws::new();
-    std::process::Command::new("git")
-        .args(["init", "-q"])
-        .current_dir(ws.path())
-        .output()
-        .unwrap();
+    git_in(ws.path(), &["init", "-q"]);
     let outs = run_cmds(
         &ws,
         &[],
