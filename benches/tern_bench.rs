@@ -1862,6 +1862,7 @@ fn sandbox_child(args: &[String]) -> R<()> {
         workspace: ws.clone(),
         no_network: false,
         network_in_namespace: false,
+        add_dirs: Vec::new(),
         draft_file: Some(session.join("plan.draft.md")),
         tmpdir: Some(folder.path().to_path_buf()),
     };
@@ -2915,7 +2916,7 @@ fn bench_checkpoints() -> R<(String, String)> {
         turn += 1;
         rec(turn)?;
         cp_change(&ws, &mut rng)?;
-        let (r, w, c) = timed(|| store.undo(session, 1).map_err(|e| e.to_string()))?;
+        let (r, w, c) = timed(|| store.undo(session, 1, None).map_err(|e| e.to_string()))?;
         undo.push(w);
         undo_cpu.push(c);
         if r.changes.is_empty() {

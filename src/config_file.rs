@@ -131,6 +131,21 @@ pub fn read(path: &Path, project: bool) -> Result<Option<FileConfig>, String> {
             path.display()
         ));
     }
+    // A project's file is the project's word, not the person's: it may narrow the sandbox but
+    // never widen what a command may do (a cloned repository must not turn the sandbox or the
+    // approval questions off).
+    if project && cfg.sandbox == Some(crate::sandbox::Mode::DangerFullAccess) {
+        return Err(format!(
+            "{} sets \"sandbox\": \"danger-full-access\": a project's config may narrow the sandbox, never turn it off; set it in ~/.config/tern/config.json or pass --sandbox",
+            path.display()
+        ));
+    }
+    if project && cfg.approval.is_some() {
+        return Err(format!(
+            "{} sets \"approval\": a project's config may not decide when commands run without asking; set it in ~/.config/tern/config.json or pass --approval",
+            path.display()
+        ));
+    }
     if cfg.api_key.is_some() {
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(path)

@@ -226,6 +226,10 @@ impl SessionArgs {
             }
             all.iter()
                 .map(|d| match std::fs::canonicalize(d) {
+                    Ok(c) if c.parent().is_none() => Err(format!(
+                        "{flag} {}: the whole file system; pass --sandbox danger-full-access for that",
+                        d.display()
+                    )),
                     Ok(c) if c.is_dir() => Ok(c),
                     Ok(_) => Err(format!("{flag} {}: not a folder", d.display())),
                     Err(e) => Err(format!("{flag} {}: {e}", d.display())),

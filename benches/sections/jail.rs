@@ -117,6 +117,7 @@ fn calls_and_start() -> R<String> {
         workspace: ws.clone(),
         no_network: false,
         network_in_namespace: in_ns,
+        add_dirs: Vec::new(),
         draft_file: Some(draft.clone()),
         tmpdir: Some(folder.path().to_path_buf()),
     };

@@ -81,6 +81,9 @@ pub struct Restored {
     pub turn: Option<u32>,
     /// The file changes made, from the state before to the state restored.
     pub changes: Vec<Change>,
+    /// Files the undo would have removed but kept: made or changed after the undone turns
+    /// ended (the person's own work, not the model's).
+    pub kept: Vec<String>,
 }
 
 impl Restored {
@@ -293,12 +296,26 @@ pub fn undo(store: &Store, session: &Session, n: u32) -> Result<String, Error> {
             "undo takes a number of turns, 1 or more".into(),
         ));
     }
-    let r = store.undo(&session.id, n).map_err(failed)?;
+    // The session's turns ended when its history was last written: a file newer than that is
+    // the person's, not the undone turns'.
+    let ended = std::fs::metadata(session.path(crate::store::session::files::CONVERSATION))
+        .and_then(|m| m.modified())
+        .ok();
+    let r = store.undo(&session.id, n, ended).map_err(failed)?;
     let turn = r
         .turn
         .map_or(String::new(), |t| format!(" before turn {t}"));
+    let kept = if r.kept.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " Kept {} file(s) made after the turn ended (yours, not the model's): {}.",
+            r.kept.len(),
+            crate::render::safe(&r.kept.join(", "))
+        )
+    };
     Ok(format!(
-        "the workspace is as it was{turn}: {}. `tern redo` puts it back.",
+        "the workspace is as it was{turn}: {}.{kept} `tern redo` puts it back.",
         r.summary()
     ))
 }

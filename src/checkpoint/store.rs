@@ -419,6 +419,7 @@ impl Store {
         tree_now: &str,
         target: &Entry,
         at: Option<&Ref>,
+        made_after: Option<std::time::SystemTime>,
     ) -> io::Result<Restored> {
         let refs = self.refs(&["refs/tern/latest", "refs/tern/redo/"])?;
         let latest = refs.iter().find(|r| r.name == "refs/tern/latest");
@@ -434,15 +435,37 @@ impl Store {
             .max()
             .unwrap_or(0)
             + 1;
-        let changes = self.changes(tree_now, &target.tree)?;
+        let mut changes = self.changes(tree_now, &target.tree)?;
+        // Files the checkout would remove (in the state now, not in the target) but that were
+        // made after the undone turns ended are the person's: put back right after it.
+        let kept: Vec<String> = match made_after {
+            Some(cutoff) => changes
+                .iter()
+                .filter(|c| c.status == 'D')
+                .filter(|c| {
+                    std::fs::symlink_metadata(super::git::join(&self.git.work, c.path.as_bytes()))
+                        .and_then(|m| m.modified())
+                        .is_ok_and(|t| t > cutoff)
+                })
+                .map(|c| c.path.clone())
+                .collect(),
+            None => Vec::new(),
+        };
         self.update_refs(&format!(
             "update refs/tern/redo/{next:06} {back}\nupdate refs/tern/at {c}\nupdate refs/tern/latest {c}\nupdate refs/tern/pending {c}\n",
             c = target.commit
         ))?;
         self.checkout_locked(&target.commit)?;
+        if !kept.is_empty() {
+            let mut args = vec!["checkout", back.as_str(), "--"];
+            args.extend(kept.iter().map(String::as_str));
+            self.git.run(&args, None)?;
+            changes.retain(|c| !(c.status == 'D' && kept.contains(&c.path)));
+        }
         Ok(Restored {
             turn: Some(target.turn),
             changes,
+            kept,
         })
     }
 
@@ -490,7 +513,12 @@ impl Store {
     /// Undoes the last `n` turns of `session` that changed files: the workspace goes back to
     /// the checkpoint before the oldest of them. The state now is kept first, so `tern redo`
     /// returns to it. Errors: nothing (or fewer than `n` turns) to undo.
-    pub fn undo(&self, session: &str, n: u32) -> io::Result<Restored> {
+    pub fn undo(
+        &self,
+        session: &str,
+        n: u32,
+        made_after: Option<std::time::SystemTime>,
+    ) -> io::Result<Restored> {
         let _lock = self.lock()?;
         self.recover_locked()?;
         let (tree_now, _) = self.snapshot()?;
@@ -530,7 +558,10 @@ impl Store {
             }));
         };
         let at = at.filter(|a| a.tree == tree_now);
-        self.restore_as_undo(session, &tree_now, &target, at.as_ref())
+        // In a chain of undos the workspace is what the last undo wrote (nothing of the person's
+        // since, and its files are newer than any turn): nothing to keep.
+        let made_after = if at.is_some() { None } else { made_after };
+        self.restore_as_undo(session, &tree_now, &target, at.as_ref(), made_after)
     }
 
     /// Puts back what the last undo (or rewind) replaced. Errors: nothing to redo, or the
@@ -562,6 +593,7 @@ impl Store {
         Ok(Restored {
             turn: None,
             changes,
+            kept: Vec::new(),
         })
     }
 
@@ -575,13 +607,14 @@ impl Store {
             return Ok(Restored {
                 turn: Some(target.turn),
                 changes: Vec::new(),
+                kept: Vec::new(),
             });
         }
         let at = self
             .refs(&["refs/tern/at"])?
             .into_iter()
             .find(|a| a.tree == tree_now);
-        self.restore_as_undo(session, &tree_now, target, at.as_ref())
+        self.restore_as_undo(session, &tree_now, target, at.as_ref(), None)
     }
 
     /// Bytes the store takes on disk (its objects).

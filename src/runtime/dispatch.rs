@@ -269,6 +269,7 @@ impl Runtime {
             no_network: self.cfg.no_network,
             // In the jail the network namespace holds it, and loopback inside still works.
             network_in_namespace: jail.is_some(),
+            add_dirs: self.cfg.reach.add_dirs.clone(),
             draft_file: Some(self.session.path(files::DRAFT)),
             tmpdir: self.tmp.as_ref().map(|t| t.path().to_path_buf()),
         };

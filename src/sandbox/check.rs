@@ -161,6 +161,7 @@ pub fn check(workspace: &Path, exe: &Path) -> CheckReport {
         workspace: workspace.to_path_buf(),
         no_network,
         network_in_namespace: false,
+        add_dirs: Vec::new(),
         draft_file: None,
         tmpdir: None,
     };
@@ -327,6 +328,7 @@ fn jail_tests(report: &mut CheckReport, workspace: &Path, exe: &Path, ctx: &Ctx<
         workspace: workspace.to_path_buf(),
         no_network: false,
         network_in_namespace: true,
+        add_dirs: Vec::new(),
         draft_file: None,
         tmpdir: None,
     };

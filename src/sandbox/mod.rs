@@ -207,6 +207,8 @@ pub struct Policy {
     pub workspace: PathBuf,
     /// Block TCP connect and bind (`--no-network`), in any mode.
     pub no_network: bool,
+    /// More folders writable in workspace-write (`--add-dir`), each must exist.
+    pub add_dirs: Vec<PathBuf>,
     /// `--no-network` is enforced by the jail's empty network namespace: no Landlock network
     /// rules then (they would also refuse loopback inside the jail), and no need for their ABI.
     pub network_in_namespace: bool,
@@ -600,6 +602,7 @@ pub fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
     let mut writable = Vec::new();
     if policy.mode == Mode::WorkspaceWrite {
         writable.push(policy.workspace.clone());
+        writable.extend(policy.add_dirs.iter().cloned());
     }
     let mut dirs = writable.clone();
     if let Some(t) = &tmpdir {

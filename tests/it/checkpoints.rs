@@ -544,3 +544,41 @@ fn a_command_cannot_change_the_store() {
     ws.ok(&["undo"]);
     assert!(!ws.root().join("a.txt").exists(), "the store still undoes");
 }
+
+/// Found by a new user: a file the person makes after the turn ended is theirs, not the model's:
+/// `tern undo` keeps it (and says so) instead of removing it with the turn's own new files.
+#[test]
+fn undo_keeps_a_file_made_after_the_turn() {
+    let w = Wire::OpenAi;
+    let ws = WireWs::new(
+        w,
+        vec![
+            bash(w, "c1", "echo v1 > a.txt && echo model > m.txt"),
+            text(w, "done"),
+        ],
+    );
+    std::fs::write(ws.root().join("a.txt"), "v0\n").unwrap();
+    ws.ok(&["exec", "change a"]);
+    // A moment later the person writes their own file.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    std::fs::write(ws.root().join("mine.txt"), "my work\n").unwrap();
+    let out = ws.ok(&["undo"]);
+    let said = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("a.txt")).unwrap(),
+        "v0\n"
+    );
+    assert!(
+        !ws.root().join("m.txt").exists(),
+        "the model's new file goes: {said}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("mine.txt")).unwrap(),
+        "my work\n",
+        "{said}"
+    );
+    assert!(
+        said.contains("Kept 1 file") && said.contains("mine.txt"),
+        "{said}"
+    );
+}

@@ -752,3 +752,56 @@ fn a_submodule_added_by_a_command_is_named() {
         "the person is warned"
     );
 }
+
+/// Found by a new user: `--add-dir DIR` makes DIR writable (the jail's view and Landlock's
+/// rules both), `--no-jail` too; `--add-dir /` is refused.
+#[test]
+fn add_dir_is_writable_and_the_root_is_refused() {
+    let ws = Ws::new();
+    let extra = tempfile::Builder::new()
+        .prefix("tern-add-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let x = extra.path().display().to_string();
+    for args in [
+        vec!["--add-dir", x.as_str()],
+        vec!["--add-dir", x.as_str(), "--no-jail"],
+    ] {
+        let outs = run_cmds(&ws, &args, &[&format!("echo hi > {x}/made && echo wrote")]);
+        assert!(outs[0].contains("wrote"), "{args:?}: {outs:?}");
+        assert!(extra.path().join("made").exists());
+        std::fs::remove_file(extra.path().join("made")).unwrap();
+    }
+    let fake = FakeServer::start(vec![openai_text("never")]);
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["exec", "--add-dir", "/", "go"]);
+    let out = crate::support::cli::run_no_stdin(cmd);
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+}
+
+/// Found by a new user: a project's `.tern/config.json` (a cloned repository can ship one) may
+/// not turn the sandbox off or decide approvals.
+#[test]
+fn a_project_config_cannot_widen_the_sandbox_or_approval() {
+    for body in [
+        r#"{"sandbox": "danger-full-access"}"#,
+        r#"{"approval": "auto"}"#,
+    ] {
+        let ws = Ws::new();
+        std::fs::write(ws.path().join(".tern/config.json"), body).unwrap();
+        let fake = FakeServer::start(vec![
+            bash(Wire::OpenAi, "c0", "touch /var/tmp/tern-escaped-$PPID"),
+            openai_text("done"),
+        ]);
+        let mut cmd = ws.tern(&fake);
+        cmd.args(["exec", "go"]);
+        let out = crate::support::cli::run_no_stdin(cmd);
+        assert_ne!(out.code, Some(0), "{body}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("project's config"),
+            "{body}: {}",
+            out.stderr
+        );
+        assert!(fake.requests().is_empty(), "{body}: ran anyway");
+    }
+}

@@ -92,6 +92,7 @@ impl World {
             workspace: self.ws.clone(),
             no_network,
             network_in_namespace: false,
+            add_dirs: Vec::new(),
             draft_file: Some(self.draft()),
             tmpdir: None,
         }
