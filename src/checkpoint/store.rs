@@ -206,8 +206,17 @@ impl Store {
         }
         fsutil::fault::point("git update-index", &self.git.dir);
         if !keep.is_empty() {
+            // --replace: a folder that became a file (or a file that became a folder) replaces
+            // the old entries instead of failing every later checkpoint.
             self.git.run(
-                &["update-index", "-z", "--add", "--remove", "--stdin"],
+                &[
+                    "update-index",
+                    "-z",
+                    "--add",
+                    "--remove",
+                    "--replace",
+                    "--stdin",
+                ],
                 Some(&keep),
             )?;
         }

@@ -582,3 +582,44 @@ fn undo_keeps_a_file_made_after_the_turn() {
         "{said}"
     );
 }
+
+/// Found by a new user: a folder replaced by a file (and a file by a folder, as `foo.rs` →
+/// `foo/mod.rs`) is recorded, and undo brings the old shape back.
+#[test]
+fn a_folder_that_becomes_a_file_and_back_is_recorded() {
+    let w = Wire::OpenAi;
+    let ws = WireWs::new(
+        w,
+        vec![
+            bash(
+                w,
+                "c1",
+                "rm -rf d && echo now-a-file > d && rm f && mkdir f && echo in > f/g",
+            ),
+            text(w, "done"),
+        ],
+    );
+    std::fs::create_dir_all(ws.root().join("d")).unwrap();
+    std::fs::write(ws.root().join("d/x"), "x\n").unwrap();
+    std::fs::write(ws.root().join("f"), "file\n").unwrap();
+    ws.ok(&["exec", "reshape"]);
+    ws.ok(&["checkpoints"]);
+    ws.ok(&["undo"]);
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("d/x")).unwrap(),
+        "x\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("f")).unwrap(),
+        "file\n"
+    );
+    ws.ok(&["redo"]);
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("d")).unwrap(),
+        "now-a-file\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("f/g")).unwrap(),
+        "in\n"
+    );
+}
