@@ -385,7 +385,7 @@ fn the_budget_prunes_the_oldest_checkpoints() {
     let run = |args: &[&str]| {
         let mut c = ws.cmd(args);
         c.env("TERN_CHECKPOINT_BUDGET", "500000");
-        let o = c.output().unwrap();
+        let o = crate::support::cli::output(c);
         assert_eq!(o.status.code(), Some(0), "{o:?}");
         o
     };

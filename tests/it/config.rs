@@ -218,7 +218,7 @@ fn demo_hints_say_tern_only_when_it_is_on_the_path() {
             .env("HOME", tmp.path())
             .args(["demo", "--workspace"])
             .arg(tmp.path().join(format!("ws{n}")));
-        let out = c.output().unwrap();
+        let out = crate::support::cli::output(c);
         assert!(out.status.success(), "{out:?}");
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
