@@ -86,7 +86,7 @@ struct SessionArgs {
 struct WorkerArgs {
     /// A command that must pass (exit 0) before the turn counts as completed: run in the sandbox
     /// after each final answer; its failing output goes back to the model.
-    #[arg(long)]
+    #[arg(long, value_parser = non_blank)]
     goal: Option<String>,
     /// Runs of --goal allowed before the turn fails.
     #[arg(long, default_value_t = tern::hooks::goal::DEFAULT_ATTEMPTS, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -113,6 +113,16 @@ struct StateArgs {
 /// the range error (clap's own `u64` parser stops at the sign with "invalid digit").
 fn u64_in(range: impl std::ops::RangeBounds<i64>) -> clap::builder::RangedI64ValueParser<u64> {
     clap::builder::RangedI64ValueParser::new().range(range)
+}
+
+/// A flag's text that must say something (`--goal`): empty or only whitespace is refused (a
+/// blank command would "pass" or fail for reasons that have nothing to do with the work).
+fn non_blank(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() {
+        Err("it is empty; give a command".into())
+    } else {
+        Ok(s.to_string())
+    }
 }
 
 /// `--temperature`: a number from 0 to 2.
