@@ -461,7 +461,7 @@ pub fn run_key_command(cmd: &str, timeout: std::time::Duration) -> Result<String
                 let _ = child.wait();
                 return Err(format!(
                     "did not finish within {} s, so its process group was killed (set \"api_key_command_timeout\" to allow longer)",
-                    timeout.as_secs()
+                    timeout.as_secs_f64()
                 ));
             }
             Ok(None) => {}
@@ -570,6 +570,18 @@ mod tests {
             ..FileConfig::default()
         };
         assert!(layer(Env::default(), &loaded(bad)).is_err());
+    }
+
+    #[test]
+    fn a_key_command_past_its_timeout_is_killed() {
+        use std::time::Duration;
+        let e = run_key_command("sleep 30 & wait", Duration::from_millis(300)).unwrap_err();
+        assert!(e.contains("did not finish"), "{e}");
+        assert_eq!(
+            run_key_command("echo sk-1", Duration::from_secs(30)).unwrap(),
+            "sk-1"
+        );
+        assert_eq!(KEY_COMMAND_TIMEOUT, Duration::from_secs(10));
     }
 
     #[test]

@@ -230,12 +230,17 @@ impl SessionArgs {
     /// (made absolute and canonical), names must be passable.
     fn reach(&self, env: &Env) -> Result<tern::sandbox::jail::Reach, String> {
         let dirs = |flag: &str, given: &[PathBuf], var: &str| -> Result<Vec<PathBuf>, String> {
-            let mut all: Vec<PathBuf> = given.to_vec();
+            // Each folder with where it came from, so an error names the flag or the variable.
+            let mut all: Vec<(PathBuf, &str)> = given.iter().map(|d| (d.clone(), flag)).collect();
             if let Some(v) = set_var(env, var, "folders separated by ':'", "none")? {
-                all.extend(std::env::split_paths(&v).filter(|p| !p.as_os_str().is_empty()));
+                all.extend(
+                    std::env::split_paths(&v)
+                        .filter(|p| !p.as_os_str().is_empty())
+                        .map(|d| (d, var)),
+                );
             }
             all.iter()
-                .map(|d| match std::fs::canonicalize(d) {
+                .map(|(d, flag)| match std::fs::canonicalize(d) {
                     Ok(c) if c.parent().is_none() => Err(format!(
                         "{flag} {}: the whole file system; pass --sandbox danger-full-access for that",
                         d.display()
@@ -247,15 +252,14 @@ impl SessionArgs {
                 .collect()
         };
         let mut pass_env = self.env.clone();
-        if let Some(v) = set_var(env, "TERN_ENV", "variable names separated by ','", "none")? {
-            pass_env.extend(
-                v.split(',')
-                    .map(|n| n.trim().to_string())
-                    .filter(|n| !n.is_empty()),
-            );
-        }
         for n in &pass_env {
-            tern::tools::bash::check_pass_env(n)?;
+            tern::tools::bash::check_pass_env(n, "--env")?;
+        }
+        if let Some(v) = set_var(env, "TERN_ENV", "variable names separated by ','", "none")? {
+            for n in v.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+                tern::tools::bash::check_pass_env(n, "TERN_ENV")?;
+                pass_env.push(n.to_string());
+            }
         }
         let no_jail = self.no_jail
             || match set_var(env, "TERN_NO_JAIL", "1 or 0", "the jail")? {

@@ -427,4 +427,19 @@ fn bad_settings_are_usage_errors_naming_their_real_source() {
     let out = run(c, "");
     assert_eq!(out.code, Some(2), "{out:?}");
     assert!(out.stderr.contains("OPENAI_API_KEY holds"), "{out:?}");
+    // Folders and variable names from the environment are blamed on the variable, not a flag.
+    for (var, value) in [
+        ("TERN_ADD_DIRS", "/nonexistent-tern-dir"),
+        ("TERN_READ_DIRS", "/nonexistent-tern-dir"),
+        ("TERN_ENV", "OPENAI_API_KEY"),
+    ] {
+        let mut c = tern(&ws, &["exec", "--base-url", &base, "hi"]);
+        c.env(var, value);
+        let out = run(c, "");
+        assert_eq!(out.code, Some(2), "{var}: {out:?}");
+        assert!(
+            out.stderr.contains(&format!("tern: {var} ")),
+            "{var}: {out:?}"
+        );
+    }
 }
