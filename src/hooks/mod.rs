@@ -431,7 +431,14 @@ fn read_bounded(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
     use std::io::Read;
     let meta = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        // Absent, or a folder on the way is not one (a `.tern` file: the surfaces say that
+        // themselves, with the words for the state folder).
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                || e.raw_os_error() == Some(libc::ENOTDIR) =>
+        {
+            return Ok(None);
+        }
         Err(e) => return Err(e),
     };
     if !meta.is_file() {
