@@ -175,8 +175,14 @@ fn setup(
         Key::None => None,
         Key::Value(k) => Some(k.clone()),
         Key::Command(c) => Some(
-            config_file::run_key_command(c, config_file::KEY_COMMAND_TIMEOUT)
-                .map_err(|e| (1, format!("the key command {e}")))?,
+            config_file::run_key_command(
+                c,
+                saved.api_key_command_timeout.map_or(
+                    config_file::KEY_COMMAND_TIMEOUT,
+                    std::time::Duration::from_secs,
+                ),
+            )
+            .map_err(|e| (1, format!("the key command {e}")))?,
         ),
     };
     let (key_var, url_var) = match kind {
