@@ -10,7 +10,8 @@
 //! The file: `{"hooks": {EVENT: [{"matcher": …, "hooks": [{"type": "command", "command": …,
 //! "timeout": SECONDS}]}]}}`, as in Claude Code's settings (its hooks reference, "Configuration").
 //! Other top-level keys are ignored, so a whole `settings.json` can be pasted. Events tern does
-//! not have and handler types other than `command` are named as notes, never run.
+//! not have and handler types other than `command` are named as notes, never run. An invalid
+//! entry is an error that keeps every session from starting ([`invalid_message`] says why).
 //!
 //! How they run ([`run`]): outside the command sandbox (they are the person's code), one at a
 //! time in file order (the person's file first), each with its timeout (Claude's default, 600 s)
@@ -254,7 +255,8 @@ impl Hooks {
 
     /// Loads the person's file `user` (trusted) and the project's `project` (run only when
     /// `trust` records its hash). A missing file adds nothing; a file that cannot be read or
-    /// parsed adds a note and no hooks.
+    /// has an invalid entry adds [`Hooks::errors`] and none of its hooks (the launcher then
+    /// refuses to start: [`invalid_message`]).
     pub fn load(user: Option<&Path>, project: &Path, trust: Option<&Path>) -> Hooks {
         let mut hooks = Hooks::default();
         if let Some(u) = user {
