@@ -88,7 +88,8 @@ impl Site {
     }
 }
 
-/// Copies the folder `from` to `to` (created), recursively; symlinks are not followed.
+/// Copies the folder `from` to `to` (created), recursively, files with their times; symlinks
+/// are copied as links.
 pub fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("mkdir");
     for e in std::fs::read_dir(from).expect("read_dir").flatten() {
@@ -98,6 +99,17 @@ pub fn copy_tree(from: &Path, to: &Path) {
             copy_tree(&e.path(), &dest);
         } else if t.is_file() {
             std::fs::copy(e.path(), &dest).expect("copy");
+            // Undo keeps files newer than the turns it undoes: a copy keeps its times.
+            let m = e.metadata().expect("metadata");
+            let times = std::fs::FileTimes::new()
+                .set_accessed(m.accessed().expect("atime"))
+                .set_modified(m.modified().expect("mtime"));
+            std::fs::File::open(&dest)
+                .and_then(|f| f.set_times(times))
+                .expect("set times");
+        } else if t.is_symlink() {
+            let target = std::fs::read_link(e.path()).expect("read_link");
+            std::os::unix::fs::symlink(target, &dest).expect("symlink");
         }
     }
 }
