@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::event::{Envelope, Event, Purpose};
+use crate::event::{Envelope, Event};
 use crate::runtime::ratio;
 use crate::store::Session;
 
@@ -34,8 +34,9 @@ pub fn requests(session: &Session) -> std::io::Result<Vec<RequestStats>> {
 pub fn requests_from(events: &[Envelope]) -> Vec<RequestStats> {
     events
         .iter()
-        .filter_map(|e| match &e.event {
-            Event::Usage {
+        .filter_map(|e| {
+            // Only `usage` events carry a request's figures.
+            let Event::Usage {
                 purpose,
                 input_tokens,
                 cached_tokens,
@@ -44,20 +45,19 @@ pub fn requests_from(events: &[Envelope]) -> Vec<RequestStats> {
                 request_bytes,
                 prefix_reuse_bytes,
                 ..
-            } => Some(RequestStats {
-                purpose: match purpose {
-                    Purpose::Turn => "turn",
-                    Purpose::Compaction => "compaction",
-                }
-                .to_string(),
+            } = &e.event
+            else {
+                return None;
+            };
+            Some(RequestStats {
+                purpose: purpose.as_str().to_string(),
                 input_tokens: *input_tokens,
                 cached_tokens: *cached_tokens,
                 cache_write_tokens: *cache_write_tokens,
                 output_tokens: *output_tokens,
                 request_bytes: *request_bytes,
                 prefix_reuse_bytes: *prefix_reuse_bytes,
-            }),
-            _ => None,
+            })
         })
         .collect()
 }

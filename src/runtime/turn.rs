@@ -91,7 +91,7 @@ impl Runtime {
                     )));
                 }
             }
-            if answer.finish_reason.as_deref() == Some("repetition") {
+            if answer.finish_reason == Some(crate::provider::Finish::Repetition) {
                 self.emit(
                     ui,
                     Event::warning(if answer.tool_calls.is_empty() {
@@ -345,7 +345,7 @@ impl Runtime {
         })();
         if let Err(e) = started {
             let _ = self.session.update_meta(|m| {
-                m.status = Status::Failed;
+                m.status = Status::Ended(e.kind());
                 m.pid = None;
             });
             self.release();
