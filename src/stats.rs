@@ -23,6 +23,9 @@ pub struct RequestStats {
     pub request_bytes: u64,
     /// Common byte prefix with the previous request body.
     pub prefix_reuse_bytes: u64,
+    /// Figures tern estimated: the server never reported them (a runaway answer it cut).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
 }
 
 /// Reads the `usage` events of `session`, oldest first.
@@ -44,6 +47,7 @@ pub fn requests_from(events: &[Envelope]) -> Vec<RequestStats> {
                 output_tokens,
                 request_bytes,
                 prefix_reuse_bytes,
+                estimated,
                 ..
             } = &e.event
             else {
@@ -57,6 +61,7 @@ pub fn requests_from(events: &[Envelope]) -> Vec<RequestStats> {
                 output_tokens: *output_tokens,
                 request_bytes: *request_bytes,
                 prefix_reuse_bytes: *prefix_reuse_bytes,
+                estimated: *estimated,
             })
         })
         .collect()
@@ -104,16 +109,24 @@ pub fn render(session_id: &str, reqs: &[RequestStats]) -> String {
         )
     };
     for (i, r) in reqs.iter().enumerate() {
-        s.push_str(&row(&(i + 1).to_string(), &r.purpose, r));
+        let purpose = if r.estimated {
+            format!("{}*", r.purpose)
+        } else {
+            r.purpose.clone()
+        };
+        s.push_str(&row(&(i + 1).to_string(), &purpose, r));
     }
     s.push_str(&row("", "total", &total(reqs)));
+    if reqs.iter().any(|r| r.estimated) {
+        s.push_str("* estimated: the server never reported this request's usage (tern cut a runaway answer)\n");
+    }
     s
 }
 
 /// The stats as JSON: `{session, requests: [...], total: {..., cache_hit_ratio, prefix_reuse_ratio}}`.
 pub fn to_json(session_id: &str, reqs: &[RequestStats]) -> Value {
     let one = |r: &RequestStats| {
-        json!({
+        let mut v = json!({
             "purpose": r.purpose,
             "input_tokens": r.input_tokens,
             "cached_tokens": r.cached_tokens,
@@ -123,7 +136,11 @@ pub fn to_json(session_id: &str, reqs: &[RequestStats]) -> Value {
             "prefix_reuse_bytes": r.prefix_reuse_bytes,
             "cache_hit_ratio": ratio(r.cached_tokens, r.input_tokens),
             "prefix_reuse_ratio": ratio(r.prefix_reuse_bytes, r.request_bytes),
-        })
+        });
+        if r.estimated {
+            v["estimated"] = Value::Bool(true);
+        }
+        v
     };
     json!({
         "session": session_id,

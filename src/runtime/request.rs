@@ -193,7 +193,10 @@ impl Runtime {
             Err(e) => {
                 // The server read the request and refused it (HTTP 400, context too long): it
                 // counts as a request, with the usage known (none is reported for a refusal).
-                if matches!(e.kind, ErrorKind::Status(_) | ErrorKind::ContextOverflow) {
+                // A server error that outlasted the retries is no answer to the request.
+                if matches!(e.kind, ErrorKind::Status(_) | ErrorKind::ContextOverflow)
+                    && !e.retryable()
+                {
                     self.record_request(purpose, Usage::default(), false, body, reuse, ui);
                 }
                 return Err(e);

@@ -50,11 +50,10 @@ impl Status {
 
     /// The status named `s` (see [`Status::as_str`]); None for any other string.
     pub fn parse(s: &str) -> Option<Status> {
-        match s {
-            "idle" => Some(Status::Idle),
-            "running" => Some(Status::Running),
-            _ => Ending::parse(s).map(Status::Ended),
-        }
+        [Status::Idle, Status::Running]
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .or_else(|| Ending::parse(s).map(Status::Ended))
     }
 }
 

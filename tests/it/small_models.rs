@@ -314,6 +314,18 @@ fn a_runaway_answer_still_records_its_usage_marked_estimated() {
     assert_eq!(rt.totals().usage.output_tokens, output_tokens);
     let meta = rt.session.read_meta().expect("meta");
     assert_eq!((meta.turns, meta.usage.output_tokens), (1, output_tokens));
+    // `tern stats` marks the estimated row.
+    let reqs = tern::stats::requests(&rt.session).expect("stats");
+    assert!(reqs[0].estimated);
+    let table = tern::stats::render(&rt.session.id, &reqs);
+    assert!(
+        table.contains(" turn* ") && table.contains("* estimated: "),
+        "{table}"
+    );
+    assert_eq!(
+        tern::stats::to_json("s", &reqs)["requests"][0]["estimated"],
+        true
+    );
 }
 
 /// A request the server refused (HTTP 400) is a request: the turn ends `failed` after 1
