@@ -534,6 +534,12 @@ impl Runtime {
                 if *n == 1 { "" } else { "s" }
             ),
             Err(f @ Failure::Budget(_)) => format!("{}\n[stopped: {f}]", partial()),
+            // Its retries fit its wall time: a wait that would pass it was not started.
+            Err(f @ Failure::ProviderUnavailable(_)) => format!(
+                "{}\n[failed: {f}; a sub-agent's retries stop within its wall time of {} s]",
+                partial(),
+                child.wall_time.as_secs()
+            ),
             Err(f) => format!("{}\n[failed: {f}]", partial()),
         };
         let text = text.trim().to_string();

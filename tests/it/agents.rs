@@ -1062,6 +1062,11 @@ fn a_childs_retries_fit_its_wall_time() {
     );
     let r = content(&stored_result(&parent, "a1"));
     assert_eq!(head_of(&r).1, "provider_unavailable", "{r}");
+    assert!(
+        r.contains("(no retry: waiting 60 s more would pass the retry time of 4 s)")
+            && r.ends_with("; a sub-agent's retries stop within its wall time of 4 s]"),
+        "{r}"
+    );
     assert_eq!(ws.fake.routed_left("Task: overloaded"), 0);
     assert_eq!(ws.fake.requests().len(), 3, "parent, child once, parent");
     let events = events_of(&String::from_utf8_lossy(&out.stdout));
