@@ -2334,9 +2334,12 @@ fn a_child_whose_request_fails_ends_failed() {
     assert_eq!(r["is_error"], true);
     let c = content(&r);
     assert_eq!(head_of(&c).1, "failed", "{c}");
+    // The refused request is a request (issue 18 item 3): two, not one.
+    assert_eq!(head_of(&c).2, 2, "{c}");
     let body = c.split_once('\n').unwrap().1;
     assert!(body.starts_with("started the work\n[failed: "), "{body}");
     assert!(body.contains("bad request, not retried"), "{body}");
     let kid = child_of(&ws.session(), "a1");
     assert_eq!(read_json(&kid.join("meta.json"))["status"], "failed");
+    assert_eq!(read_json(&kid.join("meta.json"))["turns"], 2);
 }
