@@ -28,6 +28,8 @@ type R<T> = Result<T, String>;
 
 #[path = "sections/agents.rs"]
 mod agents_section;
+#[path = "sections/bill.rs"]
+mod bill;
 #[path = "sections/cache.rs"]
 mod cache_section;
 #[path = "sections/cancel.rs"]
@@ -125,6 +127,16 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         };
+    }
+    // `cargo bench -- --peers-only`: section 5 alone, printed, BENCHMARKS.md left as it is;
+    // `--bill-only`: its bill table alone.
+    if args.iter().any(|a| a == "--peers-only") {
+        return printed(bench_peers());
+    }
+    if args.iter().any(|a| a == "--bill-only") {
+        return printed(
+            peers_section::bench_bill().map(|(md, summary)| format!("{summary}\n\n{md}")),
+        );
     }
     // `cargo bench -- --cancel-only`: section 9 alone, printed, BENCHMARKS.md left as it is.
     if args.iter().any(|a| a == "--cancel-only") {
