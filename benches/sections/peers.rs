@@ -444,7 +444,8 @@ pub(super) fn bench_bill() -> R<(String, String)> {
         }
         // The layouts' cost-weighted and uncached bytes (both sessions), for the choice.
         let mut line = format!("{wname}: ");
-        let mut best = (f64::MAX, String::new());
+        let mut best = (f64::MAX, "");
+        let mut least_uncached = (u64::MAX, "");
         for (k, ((short, _, _), (_, e, _))) in layouts.iter().zip(&entries).enumerate() {
             let w = e.fresh.weighted() + e.warm.weighted();
             let u = e.fresh.uncached() + e.warm.uncached();
@@ -456,17 +457,16 @@ pub(super) fn bench_bill() -> R<(String, String)> {
                 kb(u as f64)
             );
             if w < best.0 {
-                best = (w, short.to_string());
+                best = (w, short);
+            }
+            if u < least_uncached.0 {
+                least_uncached = (u, short);
             }
         }
         let _ = writeln!(
             choice,
-            "- {line} (sessions 1 + 2). Lowest: {}.",
-            best.1
-                .trim_matches('*')
-                .split(':')
-                .next()
-                .unwrap_or(&best.1)
+            "- {line} (sessions 1 + 2). Fewest cost-weighted bytes: **{}**; fewest uncached: **{}**.",
+            best.1, least_uncached.1
         );
         if let Some((_, e, _)) = entries.get(BUILT_ROW) {
             let _ = write!(
