@@ -131,11 +131,12 @@ fn main() -> ExitCode {
     // `cargo bench -- --peers-only`: section 5 alone, printed, BENCHMARKS.md left as it is;
     // `--bill-only`: its bill table alone.
     if args.iter().any(|a| a == "--peers-only") {
-        return printed(bench_peers());
+        return printed(bench_peers().map(|(md, goal)| format!("{goal}\n{md}")));
     }
     if args.iter().any(|a| a == "--bill-only") {
         return printed(
-            peers_section::bench_bill().map(|(md, summary)| format!("{summary}\n\n{md}")),
+            peers_section::bench_bill()
+                .map(|(md, summary, goal)| format!("{goal}\n{summary}\n\n{md}")),
         );
     }
     // `cargo bench -- --cancel-only`: section 9 alone, printed, BENCHMARKS.md left as it is.
@@ -271,7 +272,7 @@ fn run_all() -> R<()> {
     eprintln!("[4/11] prefix cache …");
     let (cache, goal_cache) = bench_cache()?;
     eprintln!("[5/11] 40-step peer comparison …");
-    let peers = bench_peers()?;
+    let (peers, goal_peers) = bench_peers()?;
     eprintln!("[6/11] sandbox cost per bash call …");
     let sandbox = bench_sandbox()?;
     eprintln!("[7/11] sub-agents …");
@@ -292,6 +293,7 @@ fn run_all() -> R<()> {
         goal_turns,
         goal_drain,
         goal_cache,
+        goal_peers,
         goal_agents,
         goal_checkpoints,
         goal_cancel,
