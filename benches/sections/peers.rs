@@ -265,8 +265,8 @@ const TASK_B: &str = "Print x forty times, one call each.";
 /// mini-swe-agent's quoted session: 40 steps, 431 KB of requests (from the brief).
 const MINI_STEPS: usize = 40;
 const MINI_QUOTED_BYTES: usize = 431_000;
-/// Bytes per token of the model's main rows, and of its sensitivity rows (fewer tokens per byte,
-/// as prose and tool schemas can come out on OpenAI's tokenizer).
+/// Bytes per token of the model's main rows (the fake provider's count), and of its sensitivity
+/// rows: a tokenizer that makes fewer tokens of the same bytes.
 const BPT: f64 = 4.0;
 const BPT_SPARSE: f64 = 4.5;
 

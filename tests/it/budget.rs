@@ -132,3 +132,36 @@ fn the_first_request_on_the_wire_fits_the_budget() {
     }
     println!("{}", report.join("; "));
 }
+
+/// What the lower bound is for: a new session's first request finds the fixed prefix another
+/// session sent already cached. Two `tern exec` sessions with different tasks through one fake
+/// provider, whose simulated cache (whole 128-token blocks of 4 bytes, nothing under 1,024
+/// tokens) answers each request against the one before: the usage tern records for the second
+/// session's first request reads at least the 1,024-token minimum (0 with the lean prefix).
+#[test]
+fn a_new_session_reads_the_fixed_prefix_from_the_cache() {
+    for w in [Wire::OpenAi, Wire::Anthropic] {
+        let ws = WireWs::new(w, vec![text(w, "Done."), text(w, "Done again.")]);
+        ws.ok(&["exec", "hello"]);
+        ws.ok(&["exec", "a different task"]);
+        assert_eq!(ws.fake.requests().len(), 2, "{w:?}: one request a session");
+        let events = std::fs::read_to_string(ws.session().join("events.jsonl")).expect("events");
+        let cached: Vec<u64> = events
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| e["type"] == "usage")
+            .filter_map(|e| e["cached_tokens"].as_u64())
+            .collect();
+        assert_eq!(
+            cached.len(),
+            1,
+            "{w:?}: one usage event in the second session"
+        );
+        assert!(
+            cached[0] >= CACHE_MIN_TOKENS as u64,
+            "{w:?}: the second session's first request read {} cached tokens, under the \
+             {CACHE_MIN_TOKENS}-token minimum",
+            cached[0]
+        );
+    }
+}
