@@ -141,6 +141,33 @@ impl Env {
         &self.1
     }
 
+    /// Where the value of variable `var` came from, for an error message: a config file's
+    /// setting laid under it (`"base_url" in /home/me/.config/tern/config.json`), else `var`
+    /// itself.
+    pub fn source_of(&self, var: &str) -> String {
+        let setting = match var {
+            "OPENAI_BASE_URL" | "ANTHROPIC_BASE_URL" => "base_url",
+            "OPENAI_API_KEY" | "ANTHROPIC_API_KEY" => "api_key",
+            "TERN_MODEL" => "model",
+            _ => return var.to_string(),
+        };
+        match self.1.get(setting).map(|(_, from)| from.as_str()) {
+            Some(from) if from.starts_with("config") => {
+                let rest = from.trim_start_matches("config").trim();
+                let (path, field) = match rest.strip_suffix(" (api_key_command)") {
+                    Some(p) => (p, "api_key_command"),
+                    None => (rest, setting),
+                };
+                if path.is_empty() {
+                    format!("\"{field}\" in the config file")
+                } else {
+                    format!("\"{field}\" in {path}")
+                }
+            }
+            _ => var.to_string(),
+        }
+    }
+
     /// Records where each setting came from.
     pub fn set_sources(&mut self, sources: Sources) {
         self.1 = sources;
@@ -209,6 +236,19 @@ To see tern work without a model, run `tern demo`.";
 /// endpoint instead of a base, when a model name is blank, not UTF-8 or holds control characters,
 /// or when a key cannot go in an HTTP header.
 pub fn resolve(flags: &ProviderFlags, env: &dyn Fn(&str) -> Var) -> Result<ProviderChoice, String> {
+    resolve_named(flags, env, &|k| k.to_string())
+}
+
+/// [`resolve`], its errors naming where each value really came from: `name(VAR)` (also
+/// `name("--base-url")`, `name("--model")` for the values in `flags`) says where the value came
+/// from (the variable itself, or a config file's setting laid under
+/// it: [`Env::source_of`]), so a bad `base_url` in a config file is not blamed on
+/// `OPENAI_BASE_URL`.
+pub fn resolve_named(
+    flags: &ProviderFlags,
+    env: &dyn Fn(&str) -> Var,
+    name: &dyn Fn(&str) -> String,
+) -> Result<ProviderChoice, String> {
     // A key set to blank counts as unset (`OPENAI_API_KEY= tern …` runs without it); a URL or a
     // model set to blank is a mistake worth saying, never a silent default.
     let key_set = |k: &str| match env(k) {
@@ -244,25 +284,35 @@ pub fn resolve(flags: &ProviderFlags, env: &dyn Fn(&str) -> Var) -> Result<Provi
             DEFAULT_ANTHROPIC_MODEL,
         ),
     };
+    let (key_name, url_name) = (name(key_var), name(url_var));
+    // The way to fall back to the default: unset a variable; remove a config file's setting.
+    let unset = |var: &str, named: &str| {
+        if named == var {
+            format!("unset {var}")
+        } else {
+            format!("remove {named}")
+        }
+    };
     let api_key = match env(key_var) {
         Var::NotUtf8 => {
             return Err(format!(
-                "{key_var} is not UTF-8 text: it cannot go in an HTTP header"
+                "{key_name} is not UTF-8 text: it cannot go in an HTTP header"
             ));
         }
         v => v.filled().map(str::to_string),
     };
     let base_url = match (&flags.base_url, env(url_var)) {
-        (Some(u), _) => base_url(u, kind, "--base-url")?,
+        (Some(u), _) => base_url(u, kind, &name("--base-url"))?,
         (None, Var::Text(u)) if u.trim().is_empty() => {
             return Err(format!(
-                "the base URL {u:?} ({url_var}) is not an http:// or https:// URL\n(unset {url_var} to use {default_url})"
+                "the base URL {u:?} ({url_name}) is not an http:// or https:// URL\n({} to use {default_url})",
+                unset(url_var, &url_name)
             ));
         }
-        (None, Var::Text(u)) => base_url(&u, kind, url_var)?,
+        (None, Var::Text(u)) => base_url(&u, kind, &url_name)?,
         (None, Var::NotUtf8) => {
             return Err(format!(
-                "{url_var} is not UTF-8 text: give an http:// or https:// base URL, or unset it to use {default_url}"
+                "{url_name} is not UTF-8 text: give an http:// or https:// base URL, or unset it to use {default_url}"
             ));
         }
         (None, Var::Unset) => default_url.to_string(),
@@ -272,14 +322,16 @@ pub fn resolve(flags: &ProviderFlags, env: &dyn Fn(&str) -> Var) -> Result<Provi
             "{key_var} is not set: {default_url} needs an API key.\n\n{NO_PROVIDER}"
         ));
     }
+    let model_name_src = name("TERN_MODEL");
     let model = match (&flags.model, env("TERN_MODEL")) {
-        (Some(m), _) => model_name(m, "--model")?,
+        (Some(m), _) => model_name(m, &name("--model"))?,
         (None, Var::Text(m)) if m.trim().is_empty() => {
             return Err(format!(
-                "the model name is empty (TERN_MODEL)\n(unset TERN_MODEL to use {default_model})"
+                "the model name is empty ({model_name_src})\n({} to use {default_model})",
+                unset("TERN_MODEL", &model_name_src)
             ));
         }
-        (None, Var::Text(m)) => model_name(&m, "TERN_MODEL")?,
+        (None, Var::Text(m)) => model_name(&m, &model_name_src)?,
         (None, Var::NotUtf8) => {
             return Err(format!(
                 "the model name in TERN_MODEL is not UTF-8 text\n(unset TERN_MODEL to use {default_model})"
@@ -290,7 +342,7 @@ pub fn resolve(flags: &ProviderFlags, env: &dyn Fn(&str) -> Var) -> Result<Provi
     if let Some(k) = &api_key {
         if !k.bytes().all(|b| b.is_ascii_graphic()) {
             return Err(format!(
-                "{key_var} holds characters that cannot go in an HTTP header (spaces, control or non-ASCII characters)"
+                "{key_name} holds characters that cannot go in an HTTP header (spaces, control or non-ASCII characters)"
             ));
         }
         crate::store::redact::register(k);
@@ -330,6 +382,12 @@ fn base_url(url: &str, kind: ProviderKind, source: &str) -> Result<String, Strin
             crate::store::redact::redact(&url)
         ));
     }
+    if let Err(why) = authority_ok(&url) {
+        return Err(format!(
+            "the base URL {:?} ({source}) is not a valid URL: {why}",
+            crate::store::redact::redact(&url)
+        ));
+    }
     let end = url.find(['?', '#']).unwrap_or(url.len());
     let (path, tail) = url.split_at(end);
     let path = path.trim_end_matches('/');
@@ -347,6 +405,59 @@ fn base_url(url: &str, kind: ProviderKind, source: &str) -> Result<String, Strin
         ));
     }
     Ok(url)
+}
+
+/// The authority of `url` (`scheme://[userinfo@]host[:port]…`) checked, so a URL the HTTP
+/// client would refuse at the first request is refused at start instead (a usage error):
+/// a host (a name, an IPv4 address or a bracketed IPv6 one, RFC 3986 §3.2.2) and, when given,
+/// a port from 1 to 65535. Then the HTTP client's own parser must accept the whole URL.
+fn authority_ok(url: &str) -> Result<(), String> {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
+        let Some((inside, after)) = v6.split_once(']') else {
+            return Err("the IPv6 address has no closing `]`".into());
+        };
+        // A zone (`%25eth0`) is allowed after the address.
+        let addr = inside.split('%').next().unwrap_or(inside);
+        if addr.parse::<std::net::Ipv6Addr>().is_err() {
+            return Err(format!("[{inside}] is not an IPv6 address"));
+        }
+        match after {
+            "" => (inside, None),
+            p => match p.strip_prefix(':') {
+                Some(port) => (inside, Some(port)),
+                None => return Err(format!("unexpected {p:?} after the IPv6 address")),
+            },
+        }
+    } else {
+        match hostport.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (hostport, None),
+        }
+    };
+    if host.is_empty() {
+        return Err("it names no host".into());
+    }
+    if !hostport.starts_with('[')
+        && !host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-._~%!$&'()*+,;=".contains(c) || !c.is_ascii())
+    {
+        return Err(format!(
+            "the host {host:?} holds characters a host name cannot"
+        ));
+    }
+    if let Some(p) = port
+        && !(p.bytes().all(|b| b.is_ascii_digit())
+            && p.parse::<u32>().is_ok_and(|n| (1..=65535).contains(&n)))
+    {
+        return Err(format!("the port {p:?} is not a number from 1 to 65535"));
+    }
+    url.parse::<ureq::http::Uri>()
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 /// `name` (from `source`: `--model` or TERN_MODEL) checked: not blank, and no control
@@ -702,5 +813,34 @@ mod tests {
             )
             .is_ok()
         );
+    }
+
+    #[test]
+    fn base_url_authorities_are_checked() {
+        for good in [
+            "http://127.0.0.1:8080/v1",
+            "http://[::1]:8080/v1",
+            "http://[::1]/v1",
+            "https://user:pw@example.com/v1",
+            "http://localhost",
+        ] {
+            assert!(
+                authority_ok(good).is_ok(),
+                "{good}: {:?}",
+                authority_ok(good)
+            );
+        }
+        for bad in [
+            "http://[::1",
+            "http://[::1/v1",
+            "http://[zz]/v1",
+            "http://h:0/v1",
+            "http://h:65536/v1",
+            "http://h:/v1",
+            "http://a b/v1",
+            "http:///v1",
+        ] {
+            assert!(authority_ok(bad).is_err(), "{bad}");
+        }
     }
 }

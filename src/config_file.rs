@@ -16,7 +16,10 @@
 //! - Keys only in the user's file, which must not be readable by group or others (mode 0600;
 //!   `tern setup` writes it so): a key in a 0644 file is refused with the `chmod` to run. The
 //!   project's file (it may be committed or shared) may hold no key at all. `api_key_command`
-//!   runs `sh -c CMD` once at start (stdin closed); its trimmed stdout is the key.
+//!   runs `sh -c CMD` once at start (stdin closed); its trimmed stdout is the key. It gets
+//!   `api_key_command_timeout` seconds (default [`KEY_COMMAND_TIMEOUT`]): a command that hangs
+//!   (a password manager waiting on a prompt no one sees) has its process group killed and
+//!   tern stops with an error naming the file and the setting, rather than hanging with it.
 //! - The environment wins: when it names any provider (`OPENAI_API_KEY`, `OPENAI_BASE_URL`,
 //!   `ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`), the file's provider, base URL and key are not
 //!   used (so a key from the environment never goes to a URL from the file, nor the reverse);
@@ -70,7 +73,17 @@ pub struct FileConfig {
     /// A command printing the API key (user file only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key_command: Option<String>,
+    /// Seconds `api_key_command` may run before its process group is killed (1 to 600;
+    /// default [`KEY_COMMAND_TIMEOUT`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_command_timeout: Option<u64>,
 }
+
+/// How long `api_key_command` may run when `api_key_command_timeout` does not say (10 s: a
+/// password manager answers in well under that; one waiting on an unseen prompt never does).
+pub const KEY_COMMAND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// The longest `api_key_command_timeout` accepted, in seconds.
+pub const MAX_KEY_COMMAND_TIMEOUT_S: u64 = 600;
 
 /// `$XDG_CONFIG_HOME/tern/config.json`, else `~/.config/tern/config.json` (None without HOME).
 pub fn user_path(env: &Env) -> Option<PathBuf> {
@@ -146,6 +159,14 @@ pub fn read(path: &Path, project: bool) -> Result<Option<FileConfig>, String> {
             path.display()
         ));
     }
+    if let Some(t) = cfg.api_key_command_timeout
+        && !(1..=MAX_KEY_COMMAND_TIMEOUT_S).contains(&t)
+    {
+        return Err(format!(
+            "{}: \"api_key_command_timeout\" is {t}: give a number of seconds from 1 to {MAX_KEY_COMMAND_TIMEOUT_S}",
+            path.display()
+        ));
+    }
     if cfg.api_key.is_some() {
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(path)
@@ -201,6 +222,7 @@ pub fn load(env: &Env, state_root: &Path) -> Result<Loaded, String> {
         take!(sandbox);
         take!(api_key);
         take!(api_key_command);
+        take!(api_key_command_timeout);
         if !c.models.is_empty() {
             m.models = c.models.clone();
             set("models");
@@ -278,10 +300,22 @@ pub fn layer(mut env: Env, loaded: &Loaded) -> Result<Env, String> {
         }
         let key = match (&c.api_key, &c.api_key_command) {
             (Some(k), _) => Some((k.trim().to_string(), file("api_key"))),
-            (None, Some(cmd)) => Some((
-                run_key_command(cmd)?,
-                format!("{} (api_key_command)", file("api_key_command")),
-            )),
+            (None, Some(cmd)) => {
+                let timeout = c
+                    .api_key_command_timeout
+                    .map_or(KEY_COMMAND_TIMEOUT, std::time::Duration::from_secs);
+                let key = run_key_command(cmd, timeout).map_err(|e| {
+                    let at = loaded
+                        .from
+                        .get("api_key_command")
+                        .map_or_else(|| "the config file".into(), |p| p.display().to_string());
+                    format!("{at}: \"api_key_command\" {e}")
+                })?;
+                Some((
+                    key,
+                    format!("{} (api_key_command)", file("api_key_command")),
+                ))
+            }
             (None, None) => None,
         };
         if let Some((k, from)) = key {
@@ -381,21 +415,75 @@ fn approval_name(a: Approval) -> &'static str {
     }
 }
 
-/// Runs `api_key_command` (`sh -c`, stdin closed, stderr passed through); its trimmed stdout is
-/// the key. Errors: it could not start, exited non-zero, or printed nothing.
-fn run_key_command(cmd: &str) -> Result<String, String> {
-    let out = std::process::Command::new("sh")
+/// Runs `api_key_command` (`sh -c`, stdin closed, stderr passed through, in its own process
+/// group); its trimmed stdout is the key. Past `timeout` the whole group is killed (SIGKILL:
+/// what the command started goes too). Errors, worded to follow `"api_key_command" `: it could
+/// not start, ran past `timeout`, exited non-zero, or printed nothing. `tern setup` uses it
+/// too.
+pub fn run_key_command(cmd: &str, timeout: std::time::Duration) -> Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    use std::time::Instant;
+    let mut command = std::process::Command::new("sh");
+    command
         .args(["-c", cmd])
         .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::inherit())
-        .output()
-        .map_err(|e| format!("api_key_command could not start: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("api_key_command failed ({})", out.status));
+        .process_group(0);
+    let mut child = command
+        .spawn()
+        .map_err(|e| format!("could not start: {e}"))?;
+    // Read in a thread: a command that prints and then hangs must not hold tern on the pipe.
+    let (tx, rx) = std::sync::mpsc::channel();
+    if let Some(mut out) = child.stdout.take() {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = out.by_ref().take(1 << 20).read_to_end(&mut bytes);
+            let _ = tx.send(bytes);
+        });
     }
-    let key = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let pgid = libc::pid_t::try_from(child.id()).unwrap_or(libc::pid_t::MAX);
+    let kill_group = || {
+        // SAFETY: kill(2) on the command's own process group (made by process_group(0) above);
+        // ESRCH (already gone) needs nothing.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
+    };
+    let deadline = Instant::now() + timeout;
+    let mut nap = std::time::Duration::from_millis(1);
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) if Instant::now() >= deadline => {
+                kill_group();
+                let _ = child.wait();
+                return Err(format!(
+                    "did not finish within {} s, so its process group was killed (set \"api_key_command_timeout\" to allow longer)",
+                    timeout.as_secs_f64()
+                ));
+            }
+            Ok(None) => {}
+            Err(e) => {
+                kill_group();
+                return Err(format!("could not be waited for: {e}"));
+            }
+        }
+        std::thread::sleep(nap);
+        nap = (nap * 2).min(std::time::Duration::from_millis(50));
+    };
+    // What it left running in the background (holding stdout, say) goes with it.
+    kill_group();
+    let bytes = rx
+        .recv_timeout(std::time::Duration::from_secs(1))
+        .unwrap_or_default();
+    if !status.success() {
+        return Err(format!("failed ({status})"));
+    }
+    let key = String::from_utf8_lossy(&bytes).trim().to_string();
     if key.is_empty() {
-        return Err("api_key_command printed no key".into());
+        return Err("printed no key".into());
     }
     Ok(key)
 }
@@ -482,6 +570,18 @@ mod tests {
             ..FileConfig::default()
         };
         assert!(layer(Env::default(), &loaded(bad)).is_err());
+    }
+
+    #[test]
+    fn a_key_command_past_its_timeout_is_killed() {
+        use std::time::Duration;
+        let e = run_key_command("sleep 30 & wait", Duration::from_millis(300)).unwrap_err();
+        assert!(e.contains("did not finish"), "{e}");
+        assert_eq!(
+            run_key_command("echo sk-1", Duration::from_secs(30)).unwrap(),
+            "sk-1"
+        );
+        assert_eq!(KEY_COMMAND_TIMEOUT, Duration::from_secs(10));
     }
 
     #[test]

@@ -56,7 +56,14 @@ pub fn run(launcher: &Launcher, opts: ExecOptions) -> i32 {
         Human::answer_only()
     };
     let ui: &mut dyn Surface = if opts.json { &mut json_ui } else { &mut human };
-    if let Err(e) = launcher.ready() {
+    // Checked before any model call: a run must not spend its tokens and then fail to write
+    // its answer.
+    if let Some(path) = &opts.output_last_message
+        && let Err(e) = check_last_message_path(path)
+    {
+        return early_failure(&opts, &Failure::Usage(e));
+    }
+    if let Err(e) = launcher.ready().and_then(|_| launcher.check_hooks()) {
         return early_failure(&opts, &e);
     }
     if let Some(note) = std::env::current_dir()
@@ -188,15 +195,42 @@ fn early_failure(opts: &ExecOptions, f: &Failure) -> i32 {
     code
 }
 
+/// `--output-last-message PATH` checked at start: its folder exists and is a folder (tern makes
+/// none: a typo in a path must not grow a tree of folders), and PATH itself is not a folder.
+/// Errors name the flag (a usage error, exit 2).
+fn check_last_message_path(path: &std::path::Path) -> Result<(), String> {
+    let shown = path.display();
+    let flag = "--output-last-message";
+    if path.as_os_str().as_encoded_bytes().ends_with(b"/") {
+        return Err(format!("{flag} {shown}: names a folder; give a file path"));
+    }
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => {
+            return Err(format!("{flag} {shown}: is a folder; give a file path"));
+        }
+        _ => {}
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(format!("{flag} {shown}: {} is not a folder", dir.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
+            "{flag} {shown}: the folder {} does not exist (tern does not create it)",
+            dir.display()
+        )),
+        Err(e) => Err(format!("{flag} {shown}: {}: {e}", dir.display())),
+    }
+}
+
 /// The final answer into `path`, atomically (a temporary file in the same folder, fsync,
-/// rename), redacted, with a final newline.
+/// rename), redacted, with a final newline. The folder must exist (checked at start).
 fn write_last_message(path: &std::path::Path, text: &str) -> std::io::Result<()> {
     let text = crate::store::redact::redact(text);
     let mut bytes = text.trim_end().as_bytes().to_vec();
     bytes.push(b'\n');
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
     crate::store::fsutil::atomic_write(path, &bytes)
 }
 

@@ -276,13 +276,21 @@ impl Member {
             }
             env.var(k)
         };
-        crate::config::resolve(&flags, &get).map(Some).map_err(|e| {
-            format!(
-                "fleet member {}: {}",
-                self.id,
-                e.lines().next().unwrap_or("")
-            )
-        })
+        // The member's own values are named as its fields, not as flags.
+        let named = |k: &str| match k {
+            "--base-url" => "its base_url".to_string(),
+            "--model" => "its model".to_string(),
+            other => env.source_of(other),
+        };
+        crate::config::resolve_named(&flags, &get, &named)
+            .map(Some)
+            .map_err(|e| {
+                format!(
+                    "fleet member {}: {}",
+                    self.id,
+                    e.lines().next().unwrap_or("")
+                )
+            })
     }
 }
 

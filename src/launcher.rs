@@ -211,7 +211,10 @@ impl Launcher {
     /// The provider route from flags and environment. Errors (a usage error, exit 2): nothing
     /// configured, a bad URL or key.
     pub fn route(&self) -> Result<ProviderChoice, Failure> {
-        config::resolve(&self.flags, &|k| self.env.var(k)).map_err(Failure::Usage)
+        config::resolve_named(&self.flags, &|k| self.env.var(k), &|k| {
+            self.env.source_of(k)
+        })
+        .map_err(Failure::Usage)
     }
 
     /// Checks that a runtime can get a provider (a usage error when nothing is configured), so a
@@ -240,7 +243,7 @@ impl Launcher {
                 f.model = f.model.or(Some(meta.model.clone()));
             }
         }
-        config::resolve(&f, &|k| self.env.var(k)).map_err(|e| {
+        config::resolve_named(&f, &|k| self.env.var(k), &|k| self.env.source_of(k)).map_err(|e| {
             Failure::Usage(if kind.is_none() {
                 format!(
                     "this session's model was the demo's replay; a compaction needs a real model.\n{e}"
@@ -356,6 +359,7 @@ impl Launcher {
     /// `session_start`.
     fn create(&self, title: &str, ui: &mut dyn Surface) -> Result<Runtime, Failure> {
         let parts = self.parts(None)?;
+        let hooks = self.load_hooks()?;
         let (mode, no_network) = (parts.cfg.sandbox, parts.cfg.no_network);
         let system = system::base_from(&self.lookup(), &system::sandbox_lines(mode, no_network));
         let meta = Meta {
@@ -381,7 +385,7 @@ impl Launcher {
             self.state.set_current(&session.id)?;
         }
         let mut rt = Runtime::assemble(session, parts, system, Vec::new());
-        self.give_hooks(&mut rt);
+        rt.set_hooks(hooks.0, hooks.1);
         rt.begin(ui, false, None)?;
         Ok(rt)
     }
@@ -415,6 +419,7 @@ impl Launcher {
         route: Option<ProviderChoice>,
         ui: &mut dyn Surface,
     ) -> Result<Runtime, Failure> {
+        let hooks = self.load_hooks()?;
         let mut notes = Vec::new();
         // Check, and mark a dead turn interrupted, under one lock: a process that takes the
         // session in between must not have its status overwritten.
@@ -469,7 +474,7 @@ impl Launcher {
         let system = session.read_text(files::SYSTEM)?.unwrap_or_default();
         let parts = self.parts(route)?;
         let mut rt = Runtime::assemble(session, parts, system, Vec::new());
-        self.give_hooks(&mut rt);
+        rt.set_hooks(hooks.0, hooks.1);
         rt.begin(ui, true, Some((&before, was_interrupted)))?;
         for n in notes {
             rt.emit(ui, Event::warning(n));
@@ -525,6 +530,7 @@ impl Launcher {
         ui: &mut dyn Surface,
     ) -> Result<Runtime, Failure> {
         let fork = spec.fork;
+        let hooks = self.load_hooks()?;
         let mut parts = self.parts_with(spec.cfg, spec.route)?;
         parts.cancel = parent.cancel.child();
         parts.parent = Some(parent.session.id.clone());
@@ -556,7 +562,7 @@ impl Launcher {
             s.append_messages_locked(lock, &spec.history)
         })?;
         let mut rt = Runtime::assemble(session, parts, spec.system, spec.history);
-        self.give_hooks(&mut rt);
+        rt.set_hooks(hooks.0, hooks.1);
         rt.begin(ui, false, None)?;
         Ok(rt)
     }
@@ -568,10 +574,23 @@ impl Launcher {
         crate::hooks::Files::new(&self.state.root, &self.env)
     }
 
-    /// Loads the hooks (a snapshot, as Claude Code takes one at start-up) into `rt`.
-    fn give_hooks(&self, rt: &mut Runtime) {
+    /// Checks the hooks files (see [`Launcher::load_hooks`]) so a surface can refuse to start
+    /// before it reads a prompt. Errors: a usage error naming each invalid entry.
+    pub fn check_hooks(&self) -> Result<(), Failure> {
+        self.load_hooks().map(|_| ())
+    }
+
+    /// Loads the hooks (a snapshot, as Claude Code takes one at start-up) and the files the
+    /// runtime guards, before anything of a session is written. Errors (usage, exit 2): a hooks
+    /// file with an invalid entry, each named with its place and why (`hooks::Hooks::errors`):
+    /// no runtime runs without the gates a person configured.
+    fn load_hooks(&self) -> Result<(std::sync::Arc<crate::hooks::Hooks>, Vec<PathBuf>), Failure> {
         let files = self.hook_files();
-        rt.set_hooks(files.load(), files.protected());
+        let hooks = files.load();
+        if !hooks.errors.is_empty() {
+            return Err(Failure::Usage(crate::hooks::invalid_message(&hooks.errors)));
+        }
+        Ok((hooks, files.protected()))
     }
 }
 

@@ -86,7 +86,7 @@ struct SessionArgs {
 struct WorkerArgs {
     /// A command that must pass (exit 0) before the turn counts as completed: run in the sandbox
     /// after each final answer; its failing output goes back to the model.
-    #[arg(long)]
+    #[arg(long, value_parser = non_blank)]
     goal: Option<String>,
     /// Runs of --goal allowed before the turn fails.
     #[arg(long, default_value_t = tern::hooks::goal::DEFAULT_ATTEMPTS, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -113,6 +113,16 @@ struct StateArgs {
 /// the range error (clap's own `u64` parser stops at the sign with "invalid digit").
 fn u64_in(range: impl std::ops::RangeBounds<i64>) -> clap::builder::RangedI64ValueParser<u64> {
     clap::builder::RangedI64ValueParser::new().range(range)
+}
+
+/// A flag's text that must say something (`--goal`): empty or only whitespace is refused (a
+/// blank command would "pass" or fail for reasons that have nothing to do with the work).
+fn non_blank(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() {
+        Err("it is empty; give a command".into())
+    } else {
+        Ok(s.to_string())
+    }
 }
 
 /// `--temperature`: a number from 0 to 2.
@@ -220,12 +230,17 @@ impl SessionArgs {
     /// (made absolute and canonical), names must be passable.
     fn reach(&self, env: &Env) -> Result<tern::sandbox::jail::Reach, String> {
         let dirs = |flag: &str, given: &[PathBuf], var: &str| -> Result<Vec<PathBuf>, String> {
-            let mut all: Vec<PathBuf> = given.to_vec();
+            // Each folder with where it came from, so an error names the flag or the variable.
+            let mut all: Vec<(PathBuf, &str)> = given.iter().map(|d| (d.clone(), flag)).collect();
             if let Some(v) = set_var(env, var, "folders separated by ':'", "none")? {
-                all.extend(std::env::split_paths(&v).filter(|p| !p.as_os_str().is_empty()));
+                all.extend(
+                    std::env::split_paths(&v)
+                        .filter(|p| !p.as_os_str().is_empty())
+                        .map(|d| (d, var)),
+                );
             }
             all.iter()
-                .map(|d| match std::fs::canonicalize(d) {
+                .map(|(d, flag)| match std::fs::canonicalize(d) {
                     Ok(c) if c.parent().is_none() => Err(format!(
                         "{flag} {}: the whole file system; pass --sandbox danger-full-access for that",
                         d.display()
@@ -237,15 +252,14 @@ impl SessionArgs {
                 .collect()
         };
         let mut pass_env = self.env.clone();
-        if let Some(v) = set_var(env, "TERN_ENV", "variable names separated by ','", "none")? {
-            pass_env.extend(
-                v.split(',')
-                    .map(|n| n.trim().to_string())
-                    .filter(|n| !n.is_empty()),
-            );
-        }
         for n in &pass_env {
-            tern::tools::bash::check_pass_env(n)?;
+            tern::tools::bash::check_pass_env(n, "--env")?;
+        }
+        if let Some(v) = set_var(env, "TERN_ENV", "variable names separated by ','", "none")? {
+            for n in v.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+                tern::tools::bash::check_pass_env(n, "TERN_ENV")?;
+                pass_env.push(n.to_string());
+            }
         }
         let no_jail = self.no_jail
             || match set_var(env, "TERN_NO_JAIL", "1 or 0", "the jail")? {

@@ -1276,7 +1276,7 @@ fn goal_op(s: &Session, arg: Option<&str>) -> Result<String, OpError> {
         return Ok("goal cleared".into());
     }
     let (cmd, attempts) = match arg.rsplit_once("--attempts") {
-        Some((c, n)) if !c.trim().is_empty() => {
+        Some((c, n)) => {
             let n: u32 = n
                 .trim()
                 .parse()
@@ -1287,6 +1287,13 @@ fn goal_op(s: &Session, arg: Option<&str>) -> Result<String, OpError> {
         }
         _ => (arg, goal::DEFAULT_ATTEMPTS),
     };
+    // A blank command (`/goal --attempts 3`, `/goal ""`) is a usage error, as `--goal ""` is:
+    // it would be set as the goal and fail (or pass) for no reason of the work's.
+    if matches!(cmd.trim(), "" | "\"\"" | "''") {
+        return Err(OpError::Usage(
+            "/goal needs a command: /goal CMD [--attempts N] (`/goal off` clears it)".into(),
+        ));
+    }
     goal::set(s, Some((cmd, attempts)))?;
     Ok(format!(
         "goal set: `{cmd}` must pass (exit 0) before a turn completes; {attempts} attempts per turn"

@@ -459,7 +459,7 @@ impl ReplSurface<'_> {
 /// Runs the REPL on `launcher` (approval defaults to ask here), first reopening `continues`
 /// when given; returns the exit code.
 pub fn run(launcher: &Launcher, process: &Process, continues: Option<SessionRef>) -> i32 {
-    if let Err(e) = launcher.ready() {
+    if let Err(e) = launcher.ready().and_then(|_| launcher.check_hooks()) {
         crate::errln!("tern: {e}");
         return e.exit_code();
     }

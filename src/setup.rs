@@ -174,7 +174,16 @@ fn setup(
     let key_text = match &key {
         Key::None => None,
         Key::Value(k) => Some(k.clone()),
-        Key::Command(c) => Some(run_command(c).map_err(|e| (1, e))?),
+        Key::Command(c) => Some(
+            config_file::run_key_command(
+                c,
+                saved.api_key_command_timeout.map_or(
+                    config_file::KEY_COMMAND_TIMEOUT,
+                    std::time::Duration::from_secs,
+                ),
+            )
+            .map_err(|e| (1, format!("the key command {e}")))?,
+        ),
     };
     let (key_var, url_var) = match kind {
         ProviderKind::Openai => ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
@@ -189,7 +198,14 @@ fn setup(
         provider: Some(kind),
         ..ProviderFlags::default()
     };
-    let route = config::resolve(&flags, &|k| check_env.var(k)).map_err(usage)?;
+    // Errors name what the person gave to setup, not the variables used to check it.
+    let named = |k: &str| match k {
+        "OPENAI_BASE_URL" | "ANTHROPIC_BASE_URL" => "the base URL given to tern setup".to_string(),
+        "OPENAI_API_KEY" | "ANTHROPIC_API_KEY" => "the key given to tern setup".to_string(),
+        "TERN_MODEL" => "the model given to tern setup".to_string(),
+        other => other.to_string(),
+    };
+    let route = config::resolve_named(&flags, &|k| check_env.var(k), &named).map_err(usage)?;
 
     if !args.no_test {
         crate::errln!(
@@ -309,23 +325,6 @@ fn test_request(route: &config::ProviderChoice) -> Result<u128, String> {
     )
     .map_err(|e| e.to_string())?;
     Ok(t.elapsed().as_millis())
-}
-
-fn run_command(cmd: &str) -> Result<String, String> {
-    let out = std::process::Command::new("sh")
-        .args(["-c", cmd])
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .map_err(|e| format!("the key command could not start: {e}"))?;
-    let key = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    if !out.status.success() || key.is_empty() {
-        return Err(format!(
-            "the key command failed or printed nothing ({})",
-            out.status
-        ));
-    }
-    Ok(key)
 }
 
 struct Prompter<'a> {

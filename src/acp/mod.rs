@@ -23,7 +23,7 @@
 //! # Methods (client → agent)
 //! | method | params → result | notes |
 //! |---|---|---|
-//! | `initialize` | `{protocolVersion, clientCapabilities?, clientInfo?}` → `{protocolVersion: 1, agentCapabilities, authMethods, agentInfo}` | ACP v1, initialization: the client's version if supported, else tern's latest (1). `authMethods` offers `tern setup` as a `terminal` method (ACP auth methods; the registry's requirement). Before it, every other request is `-32600`. |
+//! | `initialize` | `{protocolVersion, clientCapabilities?, clientInfo?}` → `{protocolVersion: 1, agentCapabilities, authMethods, agentInfo}` | ACP v1, initialization: the client's version if supported, else tern's latest (1). `authMethods` offers `tern setup` as a `terminal` method to a client that declared `clientCapabilities.auth.terminal: true` (ACP v1, "Terminal Authentication"), none to others. Before it, every other request is `-32600`. |
 //! | `authenticate` | `{methodId}` → `{}` | `tern-setup`: `{}` when a provider is configured, else `-32000` (auth required) naming `tern setup`. |
 //! | `session/new` | `{cwd, mcpServers}` → `{sessionId, modes, models}` | ACP v1, session setup. `cwd` absolute = the workspace; `.tern/` in it (or `--state-dir`). MCP servers are accepted and reported unsupported (`_meta.tern.mcpServers`, stderr, a `warning` event). |
 //! | `session/load` | `{sessionId, cwd, mcpServers}` → `{modes, models}` | replays the conversation as `session/update` (user chunks, agent chunks, each tool call then its final update, the plan), then answers. The mode is the one stored with the session. |
@@ -32,7 +32,7 @@
 //! | `session/close` | `{sessionId}` → `{}` | cancels a running turn as `session/cancel` would, waits for it, frees the session. |
 //! | `session/set_mode` | `{sessionId, modeId}` → `{}` | `ask`, `auto`, `plan` = `--approval ask / auto / never`; stored with the session. |
 //! | `session/set_model` | `{sessionId, modelId}` → `{}` | any model name (the config's `models` are offered); a declared boundary; the next request goes to it. `-32600` while a turn runs. |
-//! | `session/prompt` | `{sessionId, prompt: ContentBlock[]}` → `{stopReason}` | text, resource links, embedded text resources. One response per prompt: `end_turn`, `max_turn_requests` or `cancelled`; a turn tern could not finish (provider down) is an error response (`-32603`, `tern: REASON`, `data.tern.status`). A prompt while a turn runs cancels that turn (answered `cancelled` first) and runs next. `/plan`, `/confirm`, `/discard` (the draft; `/cancel` is its hidden old name), `/clear`, `/compact`, `/status`, `/relay`, `/model` run tern's op and answer with its receipt as Markdown. |
+//! | `session/prompt` | `{sessionId, prompt: ContentBlock[]}` → `{stopReason}` | text, resource links, embedded text resources. One response per prompt: `end_turn`, `max_tokens` (the final answer was cut at the output cap), `max_turn_requests` or `cancelled`; a turn tern could not finish (provider down) is an error response (`-32603`, `tern: REASON`, `data.tern.status`). A prompt while a turn runs cancels that turn (answered `cancelled` first) and runs next. `/plan`, `/confirm`, `/discard` (the draft; `/cancel` is its hidden old name), `/clear`, `/compact`, `/status`, `/relay`, `/model` run tern's op and answer with its receipt as Markdown. |
 //! | `session/cancel` (notification) | `{sessionId}` | stops the turn: the response `cancelled` comes after its last update. |
 //! | `$/cancel_request` (notification) | `{requestId}` | for a running prompt: as `session/cancel` (ACP v1, cancellation). |
 //! | `_tern/events` | `{sessionId, since?, limit?}` → `{events, next, more}` | the session's `events.jsonl` after `seq` `since`, so a reconnecting client misses nothing. |
@@ -371,7 +371,7 @@ impl Dispatcher {
                 value(InitializeResult {
                     protocol_version: PROTOCOL_VERSION,
                     agent_capabilities: protocol::agent_capabilities(),
-                    auth_methods: protocol::auth_methods(),
+                    auth_methods: protocol::auth_methods(p.terminal_auth()),
                     agent_info: Implementation {
                         name: "tern".into(),
                         title: Some("tern".into()),

@@ -20,20 +20,34 @@ pub const EVENTS_METHOD: &str = "_tern/events";
 // ---------------------------------------------------------------------------------------------
 // Client → agent: params.
 
-/// `initialize` params (ACP v1, initialization). `protocolVersion` is required; the client's
-/// capabilities are read but tern uses none of them (it calls no `fs/*` or `terminal/*`
-/// method).
+/// `initialize` params (ACP v1, initialization). `protocolVersion` is required. Of the client's
+/// capabilities tern reads only `auth.terminal` ([`InitializeParams::terminal_auth`]); it calls
+/// no `fs/*` or `terminal/*` method.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct InitializeParams {
     /// The latest version the client supports.
     pub protocol_version: u16,
-    /// What the client offers (unused by tern).
+    /// What the client offers (only `auth.terminal` is read).
     #[serde(default)]
     pub client_capabilities: Option<Value>,
     /// Who the client is (logged to stderr).
     #[serde(default)]
     pub client_info: Option<Implementation>,
+}
+
+impl InitializeParams {
+    /// The client can run a `terminal` auth method: `clientCapabilities.auth.terminal` is
+    /// `true` (ACP v1, authentication: "Terminal Authentication": clients opt in so; an agent
+    /// offers terminal methods only to those).
+    pub fn terminal_auth(&self) -> bool {
+        self.client_capabilities
+            .as_ref()
+            .and_then(|c| c.get("auth"))
+            .and_then(|a| a.get("terminal"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    }
 }
 
 /// `clientInfo` / `agentInfo` (ACP v1, initialization: "Implementation Information").
@@ -377,9 +391,9 @@ pub struct InitializeResult {
     pub protocol_version: u16,
     /// What tern offers; anything not listed is not offered.
     pub agent_capabilities: AgentCapabilities,
-    /// `[{"type": "terminal", "id": "tern-setup", "args": ["setup"], …}]`: `tern setup` run by
-    /// the client in a terminal writes the provider config (ACP auth methods RFD, "Terminal
-    /// Auth"; the ACP registry lists only agents offering an `agent` or `terminal` method).
+    /// `[{"type": "terminal", "id": "tern-setup", "args": ["setup"], …}]` when the client
+    /// declared `auth.terminal`, else `[]`: `tern setup` run by the client in a terminal writes
+    /// the provider config (ACP v1, authentication: "Terminal Authentication").
     pub auth_methods: Vec<AuthMethod>,
     /// tern's name and version.
     pub agent_info: Implementation,
@@ -407,8 +421,13 @@ pub struct AuthMethod {
 /// The id of the `tern setup` auth method.
 pub const SETUP_METHOD: &str = "tern-setup";
 
-/// The auth methods tern offers: `tern setup` in a terminal.
-pub fn auth_methods() -> Vec<AuthMethod> {
+/// The auth methods tern offers: `tern setup` in a terminal, to a client that can run one
+/// (`terminal`: it declared `clientCapabilities.auth.terminal: true`); none to others, which
+/// could not run it (the person runs `tern setup` themselves; errors say so).
+pub fn auth_methods(terminal: bool) -> Vec<AuthMethod> {
+    if !terminal {
+        return Vec::new();
+    }
     vec![AuthMethod {
         kind: "terminal",
         id: SETUP_METHOD,
@@ -622,8 +641,8 @@ pub struct SessionInfo {
 pub enum StopReason {
     /// The model answered without asking for more tools.
     EndTurn,
-    /// The model's answer was cut at the output cap (not sent yet: the runtime does not report
-    /// a final answer cut at the cap as its own outcome).
+    /// The model's final answer was cut at the output cap (`finish_reason` `length`,
+    /// Anthropic's `stop_reason` `max_tokens`).
     MaxTokens,
     /// `--max-turns` model requests were made.
     MaxTurnRequests,

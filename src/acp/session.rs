@@ -265,6 +265,11 @@ fn run_turn(
     drop(ui);
     let result = match &outcome {
         _ if cancel.is_cancelled() => cancelled(json!({"tern": {"status": "interrupted"}})),
+        // ACP v1, prompt turn "Stop Reasons": `max_tokens` when the answer hit the token limit.
+        Ok(_) if rt.answer_cut() => Ok(PromptResult {
+            stop_reason: StopReason::MaxTokens,
+            meta: Some(json!({"tern": {"status": "completed"}})),
+        }),
         Ok(_) => Ok(PromptResult {
             stop_reason: StopReason::EndTurn,
             meta: Some(json!({"tern": {"status": "completed"}})),

@@ -19,7 +19,7 @@ pub mod git;
 pub mod store;
 pub mod turns;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -314,10 +314,122 @@ pub fn undo(store: &Store, session: &Session, n: u32) -> Result<String, Error> {
             crate::render::safe(&r.kept.join(", "))
         )
     };
+    let index = index_note(store, &r.changes);
     Ok(format!(
-        "the workspace is as it was{turn}: {}.{kept} `tern redo` puts it back.",
+        "the workspace is as it was{turn}: {}.{kept}{index} `tern redo` puts it back.",
         r.summary()
     ))
+}
+
+/// The receipt's sentence on git's index after a restore: empty unless [`staged_apart`] names
+/// paths.
+fn index_note(store: &Store, changes: &[Change]) -> String {
+    let staged = staged_apart(store.workspace(), changes);
+    if staged.is_empty() {
+        return String::new();
+    }
+    let shown = crate::render::safe(&staged.join(" ")).into_owned();
+    format!(
+        " Git's index was not touched (tern never changes what is staged): {} restored path(s) have staged content that is neither the restored file nor HEAD's, staged after the checkpoint: {shown}. `git diff --cached -- {shown}` shows it; `git restore --staged -- {shown}` unstages it.",
+        staged.len()
+    )
+}
+
+/// Most paths [`staged_apart`] looks at (a bigger undo is checked on its first ones).
+const STAGED_CHECK_PATHS: usize = 2000;
+
+/// The paths `changes` restored whose entry in the person's git index (when the workspace is in
+/// a git repository) is neither the restored content nor HEAD's: staged after the checkpoint,
+/// typically by the model's `git add`. Undo never writes that index: it may hold the person's
+/// own staged work, and losing it would be worse than a stale entry they can see and fix; so
+/// the paths are named instead. Read with the hermetic git of [`git`] (no hooks, no fsmonitor),
+/// plumbing only (no index refresh, nothing written). Any failure: none named.
+fn staged_apart(workspace: &Path, changes: &[Change]) -> Vec<String> {
+    let Some((root, git_dir)) = person_repository(workspace) else {
+        return Vec::new();
+    };
+    let Ok(prefix) = workspace.strip_prefix(&root) else {
+        return Vec::new();
+    };
+    let Ok(git) = git::Git::new(git_dir, root) else {
+        return Vec::new();
+    };
+    let prefix = prefix.to_string_lossy();
+    let full = |p: &str| {
+        if prefix.is_empty() {
+            p.to_string()
+        } else {
+            format!("{prefix}/{p}")
+        }
+    };
+    let wanted: BTreeMap<String, (&Change, Option<&str>)> = changes
+        .iter()
+        .take(STAGED_CHECK_PATHS)
+        .map(|c| (full(&c.path), (c, c.blob.as_deref())))
+        .collect();
+    if wanted.is_empty() {
+        return Vec::new();
+    }
+    let mut index: BTreeMap<String, String> = BTreeMap::new();
+    let mut head: BTreeMap<String, String> = BTreeMap::new();
+    let paths: Vec<&str> = wanted.keys().map(String::as_str).collect();
+    for chunk in paths.chunks(200) {
+        let mut args = vec!["--literal-pathspecs", "ls-files", "-s", "-z", "--"];
+        args.extend(chunk);
+        let Ok(out) = git.run(&args, None) else {
+            return Vec::new();
+        };
+        // "<mode> <sha> <stage>\t<path>"
+        for rec in git::split_z(&out) {
+            let rec = String::from_utf8_lossy(rec);
+            if let Some((meta, path)) = rec.split_once('\t')
+                && let Some(sha) = meta.split(' ').nth(1)
+            {
+                index.insert(path.to_string(), sha.to_string());
+            }
+        }
+        let mut args = vec!["--literal-pathspecs", "ls-tree", "-z", "HEAD", "--"];
+        args.extend(chunk);
+        // No HEAD yet (a new repository): every staged entry differs from it.
+        if let Ok(out) = git.run(&args, None) {
+            // "<mode> <type> <sha>\t<path>"
+            for rec in git::split_z(&out) {
+                let rec = String::from_utf8_lossy(rec);
+                if let Some((meta, path)) = rec.split_once('\t')
+                    && let Some(sha) = meta.split(' ').nth(2)
+                {
+                    head.insert(path.to_string(), sha.to_string());
+                }
+            }
+        }
+    }
+    wanted
+        .iter()
+        .filter(|(path, (_, restored))| match index.get(*path) {
+            None => false,
+            Some(staged) => Some(staged.as_str()) != *restored && head.get(*path) != Some(staged),
+        })
+        .map(|(_, (c, _))| c.path.clone())
+        .collect()
+}
+
+/// The git repository the workspace is in: its top folder and its git folder (`.git`, or where
+/// a `.git` file points, as in a linked worktree). None outside a repository.
+fn person_repository(workspace: &Path) -> Option<(PathBuf, PathBuf)> {
+    let mut dir = Some(workspace);
+    while let Some(d) = dir {
+        let dot = d.join(".git");
+        match std::fs::symlink_metadata(&dot) {
+            Ok(m) if m.is_dir() => return Some((d.to_path_buf(), dot)),
+            Ok(m) if m.is_file() => {
+                let text = std::fs::read_to_string(&dot).ok()?;
+                let target = text.trim().strip_prefix("gitdir:")?.trim();
+                return Some((d.to_path_buf(), d.join(target)));
+            }
+            _ => dir = d.parent(),
+        }
+    }
+    None
 }
 
 /// `tern redo`: puts back what the last undo (or rewind) replaced.
@@ -339,8 +451,8 @@ pub struct Row {
     pub time: String,
     /// Files the turn changed (to the next checkpoint, or to the workspace now for the last).
     pub files: usize,
-    /// Bytes the changed files take in the store (compressed); 0 for the last row's, which are
-    /// not recorded yet.
+    /// Bytes the turn changed: the size of each file it added or modified as it left it, and of
+    /// each file it deleted as it was (for the last row: as the workspace is now).
     pub bytes: u64,
 }
 
@@ -354,17 +466,18 @@ pub fn list(store: &Store, session: &Session) -> Result<Vec<Row>, Error> {
     };
     let mut rows = Vec::new();
     for (i, e) in entries.iter().enumerate() {
-        let (next, recorded) = match entries.get(i + 1) {
-            Some(n) => (n.tree.clone(), true),
-            None => (now.clone(), false),
+        let next = match entries.get(i + 1) {
+            Some(n) => n.tree.clone(),
+            None => now.clone(),
         };
         let changes = store.changes(&e.tree, &next).map_err(failed)?;
-        let bytes = if recorded {
-            let blobs: Vec<String> = changes.iter().filter_map(|c| c.blob.clone()).collect();
-            store.disk_size(&blobs).map_err(failed)?
-        } else {
-            0
-        };
+        // The blobs of the workspace now were written with its tree (`tree_now`), so the last
+        // row is measured like the others.
+        let blobs: Vec<String> = changes
+            .iter()
+            .filter_map(|c| c.blob.clone().or_else(|| c.old_blob.clone()))
+            .collect();
+        let bytes = store.content_size(&blobs).map_err(failed)?;
         rows.push(Row {
             turn: e.turn,
             time: time_text(e.time),
@@ -395,7 +508,7 @@ pub fn render_rows(rows: &[Row]) -> String {
         ));
     }
     out.push_str(
-        "(files: what that turn changed; the last row's are counted against the workspace now)",
+        "(files, size: what that turn changed, in bytes of the files it wrote or deleted; the last row's are counted against the workspace now)",
     );
     out
 }
@@ -534,7 +647,7 @@ pub fn rewind(
     let files = match end_of_turn(store, from, turn)? {
         Some(target) => {
             let r = store.restore(&from.id, &target).map_err(failed)?;
-            r.summary()
+            format!("{}{}", r.summary(), index_note(store, &r.changes))
         }
         None => "no later turn ran a command, so the files are as it left them".into(),
     };

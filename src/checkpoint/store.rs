@@ -53,6 +53,8 @@ pub struct Change {
     pub path: String,
     /// The new blob (None for a deletion).
     pub blob: Option<String>,
+    /// The old blob (None for an addition).
+    pub old_blob: Option<String>,
 }
 
 /// The shadow store of one state folder.
@@ -94,6 +96,11 @@ impl Store {
     /// The folder holding the store (`<state folder>/checkpoints`).
     pub fn folder(&self) -> &Path {
         &self.folder
+    }
+
+    /// The workspace the store records.
+    pub fn workspace(&self) -> &Path {
+        &self.git.work
     }
 
     /// The exclude file: the state folder itself (when it lies in the workspace), then the
@@ -378,19 +385,21 @@ impl Store {
                 status,
                 path: String::from_utf8_lossy(path).into_owned(),
                 blob: (status != 'D').then(|| f.get(3).unwrap_or(&"").to_string()),
+                old_blob: (status != 'A').then(|| f.get(2).unwrap_or(&"").to_string()),
             });
         }
         Ok(changes)
     }
 
-    /// The on-disk size of each blob in `ids` (missing ones count 0), summed.
-    pub fn disk_size(&self, ids: &[String]) -> io::Result<u64> {
+    /// The content size in bytes of each blob in `ids` (as the files hold it, not as stored;
+    /// missing ones count 0), summed.
+    pub fn content_size(&self, ids: &[String]) -> io::Result<u64> {
         if ids.is_empty() {
             return Ok(0);
         }
         let input = ids.join("\n") + "\n";
         let out = self.git.text(
-            &["cat-file", "--batch-check=%(objectsize:disk)"],
+            &["cat-file", "--batch-check=%(objectsize)"],
             Some(input.as_bytes()),
         )?;
         Ok(out

@@ -17,7 +17,8 @@ pub fn list(files: &Files, json: bool) -> String {
 }
 
 /// The listing as one JSON object: `{files: [{path, source, exists, trusted}], hooks: [{event,
-/// matcher, command, timeout_s, source}], notes: [..]}`.
+/// matcher, command, timeout_s, source}], notes: [..], errors: [..]}` (`errors`: invalid
+/// entries; while there are any no session starts).
 pub fn to_json(files: &Files, hooks: &Hooks) -> serde_json::Value {
     let mut rows = Vec::new();
     if let Some(u) = &files.user {
@@ -35,7 +36,7 @@ pub fn to_json(files: &Files, hooks: &Hooks) -> serde_json::Value {
                    "timeout_s": h.timeout.as_secs_f64(), "source": h.source})
         })
         .collect();
-    json!({"files": rows, "hooks": list, "notes": hooks.notes})
+    json!({"files": rows, "hooks": list, "notes": hooks.notes, "errors": hooks.errors})
 }
 
 /// The listing as text.
@@ -64,6 +65,12 @@ pub fn render(files: &Files, hooks: &Hooks) -> String {
     };
     out.push_str(&format!("{}: {state}\n", p.display()));
     let list = hooks.listing();
+    if !hooks.errors.is_empty() {
+        out.push_str("INVALID: no session starts until these are fixed:\n");
+        for e in &hooks.errors {
+            out.push_str(&format!("  {e}\n"));
+        }
+    }
     if list.is_empty() {
         out.push_str("no hooks run here\n");
     }

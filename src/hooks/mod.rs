@@ -10,7 +10,8 @@
 //! The file: `{"hooks": {EVENT: [{"matcher": …, "hooks": [{"type": "command", "command": …,
 //! "timeout": SECONDS}]}]}}`, as in Claude Code's settings (its hooks reference, "Configuration").
 //! Other top-level keys are ignored, so a whole `settings.json` can be pasted. Events tern does
-//! not have and handler types other than `command` are named as notes, never run.
+//! not have and handler types other than `command` are named as notes, never run. An invalid
+//! entry is an error that keeps every session from starting ([`invalid_message`] says why).
 //!
 //! How they run ([`run`]): outside the command sandbox (they are the person's code), one at a
 //! time in file order (the person's file first), each with its timeout (Claude's default, 600 s)
@@ -193,9 +194,30 @@ pub struct Hooks {
     groups: [Vec<Group>; 8],
     /// The project file, when it exists and is not trusted: its hooks are not loaded.
     pub untrusted: Option<Untrusted>,
-    /// What the person should know: files that do not parse, events and handler types tern does
-    /// not run. Shown as warnings when a session opens and by `tern hooks`.
+    /// What the person should know: events and handler types tern does not run (valid in
+    /// Claude Code's format, not tern's to run). Shown as warnings when a session opens and by
+    /// `tern hooks`.
     pub notes: Vec<String>,
+    /// Entries that are not valid, each `FILE: hooks.EVENT[i].hooks[j]: why` (a file that cannot
+    /// be read or is not JSON: `FILE: why`). A file with any runs none of its hooks, and no
+    /// session starts while there are any (the launcher refuses, exit 2): see
+    /// [`invalid_message`] for why.
+    pub errors: Vec<String>,
+}
+
+/// The refusal for hooks files with invalid entries.
+///
+/// Why refuse rather than warn and go on: hooks are often gates (a PreToolUse hook that
+/// blocks `rm -rf`, a Stop hook that makes the tests pass first). Running without them because
+/// one entry has a typo would fail open, quietly. Claude Code does not run a settings file
+/// with errors either: it names the file and each invalid entry and asks whether to exit and
+/// fix it or continue without that file; tern cannot ask in a script, so it takes the first,
+/// safe answer and stops before anything runs.
+pub fn invalid_message(errors: &[String]) -> String {
+    format!(
+        "a hooks file has invalid entries, so tern does not start (running without the hooks it holds could let through what they gate):\n  {}\nFix them (`tern hooks` lists the files), or move the file aside to run without its hooks.",
+        errors.join("\n  ")
+    )
 }
 
 impl Hooks {
@@ -233,7 +255,8 @@ impl Hooks {
 
     /// Loads the person's file `user` (trusted) and the project's `project` (run only when
     /// `trust` records its hash). A missing file adds nothing; a file that cannot be read or
-    /// parsed adds a note and no hooks.
+    /// has an invalid entry adds [`Hooks::errors`] and none of its hooks (the launcher then
+    /// refuses to start: [`invalid_message`]).
     pub fn load(user: Option<&Path>, project: &Path, trust: Option<&Path>) -> Hooks {
         let mut hooks = Hooks::default();
         if let Some(u) = user {
@@ -242,7 +265,7 @@ impl Hooks {
         match read_bounded(project) {
             Ok(None) => {}
             Err(e) => hooks
-                .notes
+                .errors
                 .push(format!("{}: cannot be read: {e}", project.display())),
             Ok(Some(bytes)) => {
                 let sha = sha256_hex(&bytes);
@@ -268,7 +291,7 @@ impl Hooks {
             Ok(None) => {}
             Ok(Some(bytes)) => self.add_bytes(path, &bytes, source),
             Err(e) => self
-                .notes
+                .errors
                 .push(format!("{}: cannot be read: {e}", path.display())),
         }
     }
@@ -278,23 +301,29 @@ impl Hooks {
         let root: Value = match serde_json::from_slice(bytes) {
             Ok(v) => v,
             Err(e) => {
-                self.notes
-                    .push(format!("{at}: not JSON ({e}); none of its hooks run"));
+                self.errors.push(format!("{at}: not JSON ({e})"));
                 return;
             }
         };
-        let Some(events) = root.get("hooks").and_then(Value::as_object) else {
-            if root.get("hooks").is_some() || !root.is_object() {
-                self.notes.push(format!(
-                    "{at}: \"hooks\" must be an object of events; none of its hooks run"
-                ));
-            }
+        if !root.is_object() {
+            self.errors.push(format!(
+                "{at}: must be a JSON object ({{\"hooks\": {{…}}}})"
+            ));
+            return;
+        }
+        let Some(events) = root.get("hooks").filter(|h| !h.is_null()) else {
             return;
         };
-        // Parsed whole before anything is kept: a file with an error runs none of its hooks
-        // rather than some of them.
+        let Some(events) = events.as_object() else {
+            self.errors
+                .push(format!("{at}: hooks: must be an object of events"));
+            return;
+        };
+        // Checked whole before anything is kept: a file with an error runs none of its hooks
+        // (and the launcher refuses to start), never some of them.
         let mut parsed: Vec<(HookEvent, Group)> = Vec::new();
         let mut notes = Vec::new();
+        let mut errors = Vec::new();
         for (name, groups) in events {
             let Some(event) = HookEvent::parse(name) else {
                 notes.push(format!(
@@ -303,26 +332,30 @@ impl Hooks {
                 continue;
             };
             let Some(groups) = groups.as_array() else {
-                self.notes.push(format!(
-                    "{at}: {name} must be a list of matcher groups; none of its hooks run"
+                errors.push(format!(
+                    "{at}: hooks.{name}: must be a list of matcher groups"
                 ));
-                return;
+                continue;
             };
-            for g in groups {
+            for (i, g) in groups.iter().enumerate() {
                 match parse_group(g, source) {
                     Ok((group, skipped)) => {
-                        notes.extend(skipped.into_iter().map(|s| format!("{at}: {name}: {s}")));
+                        notes.extend(
+                            skipped
+                                .into_iter()
+                                .map(|s| format!("{at}: hooks.{name}[{i}].{s}")),
+                        );
                         parsed.push((event, group));
                     }
-                    Err(e) => {
-                        self.notes
-                            .push(format!("{at}: {name}: {e}; none of its hooks run"));
-                        return;
-                    }
+                    Err(e) => errors.push(format!("{at}: hooks.{name}[{i}]{e}")),
                 }
             }
         }
         self.notes.extend(notes);
+        if !errors.is_empty() {
+            self.errors.extend(errors);
+            return;
+        }
         for (e, g) in parsed {
             if !g.handlers.is_empty() {
                 self.groups[e.index()].push(g);
@@ -331,24 +364,39 @@ impl Hooks {
     }
 }
 
-/// One matcher group; returns it and notes on handlers it does not run.
+/// One matcher group; returns it and notes on handlers it does not run (each starting with
+/// its place, `hooks[j]: …`). Errors start with the place inside the group (`.matcher: …`,
+/// `.hooks[j].command: …`), so the caller can prefix `hooks.EVENT[i]`.
 fn parse_group(g: &Value, source: Source) -> Result<(Group, Vec<String>), String> {
+    if !g.is_object() {
+        return Err(
+            ": a matcher group must be an object ({\"matcher\": …, \"hooks\": […]})".into(),
+        );
+    }
     let matcher = match g.get("matcher") {
         None | Some(Value::Null) => Matcher::All,
-        Some(Value::String(s)) => Matcher::parse(Some(s))?,
-        Some(_) => return Err("\"matcher\" must be a string".into()),
+        Some(Value::String(s)) => Matcher::parse(Some(s)).map_err(|e| format!(".matcher: {e}"))?,
+        Some(_) => return Err(".matcher: must be a string".into()),
     };
     let list = g
         .get("hooks")
         .and_then(Value::as_array)
-        .ok_or("a matcher group needs \"hooks\": a list of handlers")?;
+        .ok_or(".hooks: a matcher group needs \"hooks\": a list of handlers")?;
     let mut handlers = Vec::new();
     let mut skipped = Vec::new();
-    for h in list {
-        let kind = h.get("type").and_then(Value::as_str).unwrap_or("command");
+    for (j, h) in list.iter().enumerate() {
+        let place = format!(".hooks[{j}]");
+        if !h.is_object() {
+            return Err(format!("{place}: a handler must be an object"));
+        }
+        let kind = match h.get("type") {
+            None | Some(Value::Null) => "command",
+            Some(Value::String(k)) => k.as_str(),
+            Some(_) => return Err(format!("{place}.type: must be a string")),
+        };
         if kind != "command" {
             skipped.push(format!(
-                "a {kind:?} handler is not run (tern runs \"command\" hooks only)"
+                "hooks[{j}]: a {kind:?} handler is not run (tern runs \"command\" hooks only)"
             ));
             continue;
         }
@@ -356,14 +404,16 @@ fn parse_group(g: &Value, source: Source) -> Result<(Group, Vec<String>), String
             .get("command")
             .and_then(Value::as_str)
             .filter(|c| !c.trim().is_empty())
-            .ok_or("a command hook needs a non-empty \"command\" string")?;
+            .ok_or_else(|| {
+                format!("{place}.command: a command hook needs a non-empty \"command\" string")
+            })?;
         let timeout = match h.get("timeout") {
             None | Some(Value::Null) => DEFAULT_TIMEOUT,
             Some(v) => match v.as_f64() {
                 Some(s) if s > 0.0 && s <= MAX_TIMEOUT_S as f64 => Duration::from_secs_f64(s),
                 _ => {
                     return Err(format!(
-                        "\"timeout\" must be a number of seconds from 1 to {MAX_TIMEOUT_S}"
+                        "{place}.timeout: must be a number of seconds from 1 to {MAX_TIMEOUT_S} (it is {v})"
                     ));
                 }
             },
@@ -383,7 +433,14 @@ fn read_bounded(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
     use std::io::Read;
     let meta = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        // Absent, or a folder on the way is not one (a `.tern` file: the surfaces say that
+        // themselves, with the words for the state folder).
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                || e.raw_os_error() == Some(libc::ENOTDIR) =>
+        {
+            return Ok(None);
+        }
         Err(e) => return Err(e),
     };
     if !meta.is_file() {
@@ -605,14 +662,20 @@ mod tests {
             DEFAULT_TIMEOUT
         );
         assert_eq!(h.notes.len(), 2, "{:?}", h.notes);
-        // A broken file runs nothing, and says so.
+        // A broken file runs nothing, and names the entry and why.
         std::fs::write(
             &user,
-            r#"{"hooks": {"Stop": [{"hooks": [{"command": ""}]}]}}"#,
+            r#"{"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "ok"}]}],
+                "Stop": [{"hooks": [{"command": ""}]}]}}"#,
         )
         .unwrap();
         let h = Hooks::load(Some(&user), &dir.path().join("none.json"), None);
-        assert!(h.is_empty() && h.notes.len() == 1, "{:?}", h.notes);
+        assert!(h.is_empty() && h.errors.len() == 1, "{:?}", h.errors);
+        assert!(
+            h.errors[0].contains("hooks.Stop[0].hooks[0].command"),
+            "{:?}",
+            h.errors
+        );
     }
 
     #[test]

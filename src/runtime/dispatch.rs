@@ -58,28 +58,48 @@ impl From<Result<String, ToolError>> for ToolResult {
 }
 
 impl Runtime {
-    /// Runs one tool call after emitting its `tool_call` event. The `tool_result` event follows
+    /// Runs one tool call: its PreToolUse hooks, then its `tool_call` event (with the arguments
+    /// that will run), then the tool. The `tool_result` event follows
     /// once the result is stored (see `turn.rs`); so does noticing a draft the command wrote.
     pub(super) fn run_tool(&mut self, c: &Call, ui: &mut dyn Surface) -> ToolResult {
         let call = &c.call;
+        let started = Instant::now();
+        // The person's PreToolUse hooks run first: they may deny the call or replace its
+        // arguments, and the `tool_call` the person sees (and the question they answer) must be
+        // what will run, not what the model first asked for.
+        let pre = self.hook_pre_tool(call, ui);
+        let updated = match (&c.bad_arguments, &pre) {
+            (None, super::hooks::PreTool::Run(Some(u))) if *u != call.arguments => Some(u.clone()),
+            _ => None,
+        };
+        if updated.is_some() {
+            let asked = match call.arguments.get("command").and_then(|v| v.as_str()) {
+                Some(cmd) => format!("`{}`", crate::render::safe_line(cmd)),
+                None => call.arguments.to_string(),
+            };
+            self.emit(
+                ui,
+                Event::warning(format!(
+                    "a PreToolUse hook replaced the arguments of this {} call (the model asked for {asked}); what runs is shown next",
+                    call.name
+                )),
+            );
+        }
         self.emit(
             ui,
             Event::ToolCall {
                 id: call.id.clone(),
                 name: call.name.clone(),
-                arguments: call.arguments.clone(),
+                arguments: updated.clone().unwrap_or_else(|| call.arguments.clone()),
             },
         );
-        let started = Instant::now();
-        // The person's PreToolUse hooks may deny the call or replace its arguments.
-        let args = match (&c.bad_arguments, self.hook_pre_tool(call, ui)) {
+        let args = match (&c.bad_arguments, pre) {
             (None, super::hooks::PreTool::Deny(why)) => {
                 let mut r: ToolResult = Err(ToolError::Refused(why)).into();
                 r.duration_ms = started.elapsed().as_millis() as u64;
                 return r;
             }
-            (_, super::hooks::PreTool::Run(updated)) => updated,
-            (Some(_), _) => None,
+            _ => updated,
         };
         let args = args.as_ref().unwrap_or(&call.arguments);
         let mut result = match (&c.bad_arguments, call.name.as_str()) {
@@ -94,8 +114,13 @@ impl Runtime {
         };
         if c.bad_arguments.is_none() {
             let exit = result.bash.as_ref().and_then(|b| b.exit_code);
+            // PostToolUse sees the input that ran.
+            let ran = crate::message::ToolCall {
+                arguments: args.clone(),
+                ..call.clone()
+            };
             self.hook_post_tool(
-                call,
+                &ran,
                 &mut result.content,
                 result.is_error,
                 exit,

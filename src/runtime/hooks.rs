@@ -89,11 +89,19 @@ struct Verdict {
     updated_input: Option<Value>,
 }
 
+/// How many times the Stop (or SubagentStop) hooks may send the model back to work in one turn.
+/// Claude Code leaves the loop to the hook (`stop_hook_active` tells it it is re-running); a
+/// hook that ignores it and always exits 2 would loop until `--max-turns`, spending tokens for
+/// nothing. After this many continuations the next block ends the turn as failed, saying why.
+pub const STOP_HOOK_CONTINUATIONS: u32 = 5;
+
 /// Per-turn state of the Stop gate.
 #[derive(Debug, Default)]
 pub struct StopGate {
     /// A Stop hook continued this turn already (`stop_hook_active`).
     pub hook_active: bool,
+    /// Times the Stop hooks continued this turn (bounded by [`STOP_HOOK_CONTINUATIONS`]).
+    pub hook_continues: u32,
     /// Goal runs in this turn.
     pub attempts: u32,
 }
@@ -380,6 +388,19 @@ impl Runtime {
                 return Ok(None);
             }
             if !v.block.is_empty() {
+                if gate.hook_continues >= STOP_HOOK_CONTINUATIONS {
+                    let said = for_model(&v.block.join("\n"));
+                    return Err(Failure::Failed(format!(
+                        "a {} hook kept the turn from ending: it blocked again after continuing it {STOP_HOOK_CONTINUATIONS} times (the later runs were told stop_hook_active: true), so tern ends the turn here. Its last message: {}",
+                        event.as_str(),
+                        if said.is_empty() {
+                            "(none)"
+                        } else {
+                            said.as_str()
+                        }
+                    )));
+                }
+                gate.hook_continues += 1;
                 gate.hook_active = true;
                 return Ok(Some(format!(
                     "[{} hook]\n{}",

@@ -425,6 +425,8 @@ pub struct Runtime {
     pub(crate) hook_state: hooks::HookState,
     /// The turn's checkpoint state (the door: [`Runtime::checkpoint`]).
     pub(crate) checkpoints: crate::checkpoint::Tracker,
+    /// The last turn's final answer was cut at the output cap (see [`Runtime::answer_cut`]).
+    answer_cut: bool,
 }
 
 /// What the commands of this runtime left running (a background job, a daemon: found by the
@@ -474,6 +476,7 @@ impl Runtime {
             ran_commands: false,
             hook_state: Default::default(),
             checkpoints: crate::checkpoint::Tracker::default(),
+            answer_cut: false,
             workspace: parts.workspace,
             cfg: parts.cfg,
             cancel: parts.cancel,
@@ -495,6 +498,13 @@ impl Runtime {
             cache_key: parts.cache_key,
             spawner: parts.spawner,
         }
+    }
+
+    /// Whether the last turn's final answer was cut at the output cap (the provider's
+    /// `finish_reason` `length`, Anthropic's `stop_reason` `max_tokens`): an editor reports that
+    /// turn as ACP's `max_tokens` stop reason.
+    pub fn answer_cut(&self) -> bool {
+        self.answer_cut
     }
 
     /// The request prefix: tools, pinned system prompt, stored history.

@@ -37,6 +37,7 @@ impl Runtime {
     pub fn run_turn(&mut self, prompt: &str, ui: &mut dyn Surface) -> TurnOutcome {
         let requests_before = self.meter.totals.requests;
         self.hook_state.goal = None;
+        self.answer_cut = false;
         self.begin_turn(prompt, ui)?;
         let outcome = match self.steps(ui) {
             // A cancel by a budget (a sub-agent's wall time) is no interrupt by a person.
@@ -101,6 +102,10 @@ impl Runtime {
                     }),
                 );
             }
+            let cut = matches!(
+                answer.finish_reason.as_deref(),
+                Some("length" | "max_tokens")
+            );
             let (message, calls) = self.assistant_message(answer, text_only);
             let Some(message) = message else {
                 // No text and no tool calls: nothing a provider would accept later (case C12).
@@ -170,7 +175,16 @@ impl Runtime {
                         self.store(vec![Message::user(next)])?;
                         continue;
                     }
-                    None => return Ok(nudge.final_text(text)),
+                    None => {
+                        if cut {
+                            self.answer_cut = true;
+                            self.emit(ui, Event::warning(format!(
+                                "the model's answer was cut at the output cap ({} tokens, --max-output-tokens): it may be incomplete",
+                                self.cfg.max_output_tokens
+                            )));
+                        }
+                        return Ok(nudge.final_text(text));
+                    }
                 }
             }
             unrun = false;

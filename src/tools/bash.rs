@@ -123,16 +123,17 @@ pub const ENV_NEVER: &[&str] = &[
     "ANTHROPIC_BASE_URL",
 ];
 
-/// Whether `name` may be passed with `--env` (not in [`ENV_NEVER`], a plain variable name).
+/// Whether `name` may be passed with `--env` (not in [`ENV_NEVER`], a plain variable name);
+/// `source` (`--env` or `TERN_ENV`) is where it came from.
 ///
-/// Errors: one line saying why not.
-pub fn check_pass_env(name: &str) -> Result<(), String> {
+/// Errors: one line saying why not, naming `source`.
+pub fn check_pass_env(name: &str, source: &str) -> Result<(), String> {
     if name.is_empty() || name.contains(['=', '\0']) {
-        return Err(format!("--env {name:?}: not a variable name"));
+        return Err(format!("{source} {name:?}: not a variable name"));
     }
     if ENV_NEVER.contains(&name) {
         return Err(format!(
-            "--env {name}: never passed to commands (a way out of the sandbox, or a provider key)"
+            "{source} {name}: never passed to commands (a way out of the sandbox, or a provider key)"
         ));
     }
     Ok(())

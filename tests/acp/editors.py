@@ -1,5 +1,5 @@
 """What two more editors found (issue 21), through the official SDK: `initialize` offers
-`tern setup` as a terminal auth method; a prompt sent together with the cancel of the running
+`tern setup` as a terminal auth method to a client declaring `auth.terminal` (none otherwise); a prompt sent together with the cancel of the running
 turn answers that turn `cancelled` and then runs; an empty model answer shows as a visible
 warning; the mode set before a reconnect is the mode after it."""
 
@@ -15,7 +15,8 @@ def running(client):
 async def main():
     client = Recorder()
     async with tern_acp(client) as (conn, _, _):
-        init = await initialize(conn)
+        # Only a client that can run a terminal auth method is offered one.
+        init = await initialize(conn, terminal_auth=True)
         methods = [m.model_dump(by_alias=True, exclude_none=True) for m in init.auth_methods]
         check(len(methods) == 1, f"auth methods {methods}")
         m = methods[0]
@@ -45,7 +46,8 @@ async def main():
 
     again = Recorder()
     async with tern_acp(again) as (conn, _, _):
-        await initialize(conn)
+        plain = await initialize(conn)
+        check(not plain.auth_methods, f"auth methods offered without auth.terminal: {plain.auth_methods}")
         loaded = await conn.load_session(cwd=WS, session_id=sid, mcp_servers=[])
         mode = loaded.modes.current_mode_id
         check(mode == "auto", f"mode after a reconnect: {mode}")

@@ -18,6 +18,7 @@ from acp import PROTOCOL_VERSION, RequestError, text_block
 from acp.client.connection import ClientSideConnection
 from acp.schema import (
     AllowedOutcome,
+    AuthCapabilities,
     ClientCapabilities,
     DeniedOutcome,
     Implementation,
@@ -127,10 +128,11 @@ async def tern_acp(client):
         check(code == 0, f"tern acp exited {code}")
 
 
-async def initialize(conn):
+async def initialize(conn, terminal_auth=False):
+    caps = ClientCapabilities(auth=AuthCapabilities(terminal=True)) if terminal_auth else ClientCapabilities()
     r = await conn.initialize(
         protocol_version=PROTOCOL_VERSION,
-        client_capabilities=ClientCapabilities(),
+        client_capabilities=caps,
         client_info=Implementation(name="tern-sdk-test", version="1"),
     )
     check(r.protocol_version == 1, f"protocol version {r.protocol_version}")

@@ -311,8 +311,18 @@ fn initialize_negotiates_the_version_and_states_capabilities() {
     );
     assert_eq!(caps["_meta"]["tern"]["events"], "_tern/events");
     assert_eq!(caps["_meta"]["tern"]["steer"], "_tern/steer");
-    // `tern setup` in a terminal is the auth method (the ACP registry lists only agents offering
-    // an `agent` or `terminal` method).
+    // A client that did not declare `auth.terminal` cannot run a terminal method: none offered.
+    assert_eq!(r["result"]["authMethods"], json!([]), "{r}");
+    let r = a.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"auth": {"terminal": false}}}),
+    );
+    assert_eq!(r["result"]["authMethods"], json!([]), "{r}");
+    // One that did gets `tern setup` in a terminal (ACP v1, "Terminal Authentication").
+    let r = a.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"auth": {"terminal": true}}}),
+    );
     let methods = r["result"]["authMethods"].as_array().unwrap();
     assert_eq!(methods.len(), 1, "{r}");
     assert_eq!(methods[0]["type"], "terminal");
@@ -1844,5 +1854,33 @@ fn tern_steer_extension_steers_the_running_turn() {
     a.response(next);
     let msgs = crate::support::body::messages(&fake.requests()[2]);
     assert_eq!(msgs.last().unwrap()["content"], "later words");
+    a.finish();
+}
+
+/// A final answer cut by the model's length limit (`finish_reason: length`) ends the prompt
+/// turn with ACP's `max_tokens` stop reason, not `end_turn`; a whole answer still ends
+/// `end_turn`.
+#[test]
+fn an_answer_cut_at_the_output_cap_stops_with_max_tokens() {
+    let ws = Ws::new();
+    let cut = Reply::sse(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"the answer is cut he\"},\"finish_reason\":null}]}\n\n\
+         data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"length\"}]}\n\n\
+         data: [DONE]\n\n",
+    );
+    let fake = FakeServer::start(vec![cut, openai_text("whole")]);
+    let mut a = Agent::spawn(&ws, &fake, &[]);
+    a.init();
+    let sid = a.new_session(ws.path());
+    let id = a.prompt(&sid, "long");
+    let (r, msgs) = a.response(id);
+    assert_eq!(stop_reason(&r), "max_tokens", "{r}");
+    assert!(
+        chunks_text(&msgs, "agent_message_chunk").contains("cut he"),
+        "{msgs:?}"
+    );
+    let id = a.prompt(&sid, "short");
+    let (r, _) = a.response(id);
+    assert_eq!(stop_reason(&r), "end_turn", "{r}");
     a.finish();
 }

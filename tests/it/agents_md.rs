@@ -17,7 +17,11 @@ fn write(p: &Path, text: &str) {
 
 /// `tern ARGS` run from `dir`; requires exit 0 and returns stdout.
 fn ok_in(ws: &WireWs, dir: &Path, args: &[&str]) -> String {
-    let out = ws.cmd(args).current_dir(dir).output().unwrap();
+    let out = crate::support::cli::output({
+        let mut c = ws.cmd(args);
+        c.current_dir(dir);
+        c
+    });
     assert!(
         out.status.success(),
         "tern {args:?}: {}",

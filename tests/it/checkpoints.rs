@@ -385,7 +385,7 @@ fn the_budget_prunes_the_oldest_checkpoints() {
     let run = |args: &[&str]| {
         let mut c = ws.cmd(args);
         c.env("TERN_CHECKPOINT_BUDGET", "500000");
-        let o = c.output().unwrap();
+        let o = crate::support::cli::output(c);
         assert_eq!(o.status.code(), Some(0), "{o:?}");
         o
     };
@@ -622,4 +622,103 @@ fn a_folder_that_becomes_a_file_and_back_is_recorded() {
         std::fs::read_to_string(ws.root().join("f/g")).unwrap(),
         "in\n"
     );
+}
+
+/// `tern checkpoints` shows what each turn changed in bytes (files written at their new size,
+/// files deleted at their old one), the last row against the workspace now: never "0 B" for a
+/// turn that wrote 5 kB.
+#[test]
+fn checkpoints_show_the_bytes_each_turn_changed() {
+    let ws = WireWs::new(
+        W,
+        vec![
+            bash(W, "c1", "head -c 5000 /dev/zero > big.bin; rm old.txt"),
+            text(W, "done1"),
+            bash(W, "c2", "head -c 2500 /dev/zero > b2.bin"),
+            text(W, "done2"),
+        ],
+    );
+    std::fs::write(ws.root().join("old.txt"), vec![b'x'; 1000]).unwrap();
+    ws.ok(&["exec", "first"]);
+    let row = |list: &str, turn: &str| -> String {
+        list.lines()
+            .find(|l| l.split_whitespace().next() == Some(turn))
+            .unwrap_or_else(|| panic!("no row {turn}: {list}"))
+            .to_string()
+    };
+    // One turn: its row is counted against the workspace now.
+    let list = stdout(&ws.ok(&["checkpoints"]));
+    assert!(row(&list, "1").ends_with("6.0 kB"), "{list}");
+    ws.ok(&["exec", "--continue", "second"]);
+    let list = stdout(&ws.ok(&["checkpoints"]));
+    assert!(row(&list, "1").ends_with("6.0 kB"), "{list}");
+    assert!(row(&list, "2").ends_with("2.5 kB"), "{list}");
+}
+
+/// `tern undo` in a git repository restores the files and never writes git's index (the
+/// person's staged work stays staged); a path the turn staged (`git add`) and undo restored is
+/// named, with the commands to see and unstage it.
+#[test]
+fn undo_names_paths_the_turn_staged_and_keeps_the_persons_index() {
+    let ws = WireWs::new(
+        W,
+        vec![
+            bash(
+                W,
+                "c1",
+                "echo changed > a.txt && git -c safe.directory='*' add a.txt && echo staged",
+            ),
+            text(W, "ok"),
+        ],
+    );
+    let root = ws.root();
+    let git = |args: &[&str]| {
+        let o = std::process::Command::new("git")
+            .args(args)
+            .current_dir(root)
+            .env("GIT_AUTHOR_NAME", "p")
+            .env("GIT_AUTHOR_EMAIL", "p@p")
+            .env("GIT_COMMITTER_NAME", "p")
+            .env("GIT_COMMITTER_EMAIL", "p@p")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    std::fs::write(root.join("a.txt"), "orig\n").unwrap();
+    git(&["init", "-q"]);
+    std::fs::write(root.join(".gitignore"), ".tern/\n.home/\n").unwrap();
+    git(&["add", "a.txt", ".gitignore"]);
+    git(&["commit", "-qm", "base"]);
+    // The person's own staged work, which the turn does not touch.
+    std::fs::write(root.join("mine.txt"), "my staged work\n").unwrap();
+    git(&["add", "mine.txt"]);
+    ws.ok(&["exec", "change it"]);
+    let staged = git(&["diff", "--cached", "--name-only"]);
+    if !staged.contains("a.txt") {
+        crate::support::skipped(
+            "undo_names_paths_the_turn_staged_and_keeps_the_persons_index",
+            "the sandbox kept the command from writing git's index here",
+            false,
+        );
+        return;
+    }
+    let index = std::fs::read(root.join(".git/index")).unwrap();
+    let out = stdout(&ws.ok(&["undo"]));
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "orig\n"
+    );
+    assert!(
+        out.contains("index was not touched") && out.contains("a.txt"),
+        "{out}"
+    );
+    assert!(out.contains("git restore --staged -- a.txt"), "{out}");
+    assert!(!out.contains("mine.txt"), "{out}");
+    assert_eq!(
+        std::fs::read(root.join(".git/index")).unwrap(),
+        index,
+        "undo wrote git's index"
+    );
+    assert!(git(&["diff", "--cached", "--name-only"]).contains("mine.txt"));
 }

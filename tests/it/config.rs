@@ -218,7 +218,7 @@ fn demo_hints_say_tern_only_when_it_is_on_the_path() {
             .env("HOME", tmp.path())
             .args(["demo", "--workspace"])
             .arg(tmp.path().join(format!("ws{n}")));
-        let out = c.output().unwrap();
+        let out = crate::support::cli::output(c);
         assert!(out.status.success(), "{out:?}");
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
@@ -316,4 +316,130 @@ fn the_sandbox_cannot_read_the_configs_key() {
     assert!(body.contains("rc="), "{body}");
     assert!(!body.contains("rc=0"), "the command read the file: {body}");
     assert!(!body.contains("sk-saved-key-777777"), "{body}");
+}
+
+/// An `api_key_command` that hangs (a password manager waiting on a prompt no one sees) must not
+/// hang tern: past `api_key_command_timeout` its process group is killed, what it started in
+/// the background included, and tern stops with exit 2 naming the file and the setting.
+#[test]
+fn a_hanging_key_command_is_killed_with_its_group() {
+    let ws = Ws::new();
+    let path = config_path(&ws);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let pids = ws.path().join("key-pids");
+    let cmd = format!(
+        "sleep 300 >/dev/null 2>&1 & echo $! > '{}'; echo $$ >> '{}'; wait",
+        pids.display(),
+        pids.display()
+    );
+    std::fs::write(
+        &path,
+        json!({"base_url": "http://127.0.0.1:9/v1", "api_key_command": cmd,
+               "api_key_command_timeout": 1})
+        .to_string(),
+    )
+    .unwrap();
+    let out = crate::support::cli::run_within(
+        tern(&ws, &["exec", "hi"]),
+        Some(""),
+        std::time::Duration::from_secs(30),
+    );
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(
+        out.stderr.contains(&path.display().to_string())
+            && out.stderr.contains("\"api_key_command\"")
+            && out.stderr.contains("did not finish within 1 s"),
+        "{out:?}"
+    );
+    // The shell and its background sleep are gone (dead, or a zombie no one reaped yet).
+    let text = std::fs::read_to_string(&pids).unwrap();
+    for pid in text.split_whitespace() {
+        let gone = crate::support::procs::eventually(std::time::Duration::from_secs(10), || {
+            match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+                Err(_) => true,
+                Ok(s) => s
+                    .rsplit_once(')')
+                    .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+            }
+        });
+        assert!(gone, "process {pid} of the key command still runs");
+    }
+    // A timeout out of range is refused, naming the setting.
+    std::fs::write(
+        &path,
+        json!({"api_key_command": "echo k", "api_key_command_timeout": 0}).to_string(),
+    )
+    .unwrap();
+    let out = run(tern(&ws, &["exec", "hi"]), "");
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("api_key_command_timeout"), "{out:?}");
+}
+
+/// An invalid base URL is a usage error (exit 2) at start, whatever is wrong in it (the
+/// authority too: `http://[::1` used to pass the check and fail at the first request, exit 1);
+/// and errors name where the value really came from: the flag, or the config file's setting
+/// (as `tern status` shows it), never a variable that was not set.
+#[test]
+fn bad_settings_are_usage_errors_naming_their_real_source() {
+    let ws = Ws::new();
+    for bad in [
+        "http://[::1",
+        "http://[::1/v1",
+        "http://[nope]:8080/v1",
+        "http://127.0.0.1:99999/v1",
+        "http://exa mple.com/v1",
+        "http:///v1",
+        "http://host:port/v1",
+    ] {
+        let out = run(tern(&ws, &["exec", "--base-url", bad, "hi"]), "");
+        assert_eq!(out.code, Some(2), "{bad}: {out:?}");
+        assert!(out.stderr.contains("--base-url"), "{bad}: {out:?}");
+    }
+    // A valid one still passes.
+    let fake = FakeServer::start(vec![script::text(Wire::OpenAi, "fine")]);
+    let base = fake.openai_base();
+    let out = run(tern(&ws, &["exec", "--base-url", &base, "hi"]), "");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    // From the config file: the file and the setting are named, not OPENAI_BASE_URL.
+    let path = config_path(&ws);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, json!({"base_url": "http://[::1"}).to_string()).unwrap();
+    let out = run(tern(&ws, &["exec", "hi"]), "");
+    assert_eq!(out.code, Some(2), "{out:?}");
+    let named = format!("\"base_url\" in {}", path.display());
+    assert!(out.stderr.contains(&named), "{out:?}");
+    assert!(!out.stderr.contains("OPENAI_BASE_URL"), "{out:?}");
+    // A key that cannot go in a header, from the file: the file's setting is named.
+    std::fs::write(
+        &path,
+        json!({"base_url": "http://127.0.0.1:9/v1", "api_key": "sk with spaces"}).to_string(),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let out = run(tern(&ws, &["exec", "hi"]), "");
+    assert_eq!(out.code, Some(2), "{out:?}");
+    let named = format!("\"api_key\" in {}", path.display());
+    assert!(out.stderr.contains(&named), "{out:?}");
+    assert!(!out.stderr.contains("OPENAI_API_KEY"), "{out:?}");
+    // The same key from the environment: the variable is named.
+    let mut c = tern(&ws, &["exec", "hi"]);
+    c.env("OPENAI_API_KEY", "sk with spaces");
+    let out = run(c, "");
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("OPENAI_API_KEY holds"), "{out:?}");
+    // Folders and variable names from the environment are blamed on the variable, not a flag.
+    for (var, value) in [
+        ("TERN_ADD_DIRS", "/nonexistent-tern-dir"),
+        ("TERN_READ_DIRS", "/nonexistent-tern-dir"),
+        ("TERN_ENV", "OPENAI_API_KEY"),
+    ] {
+        let mut c = tern(&ws, &["exec", "--base-url", &base, "hi"]);
+        c.env(var, value);
+        let out = run(c, "");
+        assert_eq!(out.code, Some(2), "{var}: {out:?}");
+        assert!(
+            out.stderr.contains(&format!("tern: {var} ")),
+            "{var}: {out:?}"
+        );
+    }
 }

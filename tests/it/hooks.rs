@@ -372,6 +372,8 @@ fn exec_as_a_worker_cd_output_last_message_and_max_wall_time() {
     let task = ws.root().join("task");
     std::fs::create_dir_all(task.join(".tern")).unwrap();
     let out_file = ws.root().join("out/last.txt");
+    // Its folder must exist: tern makes none (see output_last_message_is_checked_at_start).
+    std::fs::create_dir(ws.root().join("out")).unwrap();
     ws.ok(&[
         "exec",
         "--cd",
@@ -450,4 +452,185 @@ esac"#;
         status.contains("Hooks: 1 run; last: hook PreToolUse"),
         "{status}"
     );
+}
+
+/// A hooks file with one invalid entry beside a PreToolUse gate: tern does not start (exit 2)
+/// rather than run without the gate; the message names the file, the entry and why. Valid
+/// Claude entries tern does not run (an unknown event, a `prompt` handler) stay notes.
+#[test]
+fn an_invalid_hooks_file_refuses_to_start_instead_of_failing_open() {
+    let ws = WireWs::new(W, vec![bash(W, "c1", "touch ran.txt"), text(W, "done")]);
+    let file = user_hooks(
+        &ws,
+        json!({
+            "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command",
+                "command": "echo 'no commands today' >&2; exit 2"}]}],
+            "Stop": [{"hooks": [{"type": "command", "command": "true", "timeout": "soon"}]}],
+        }),
+    );
+    let out = ws.tern(&["exec", "go"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&file.display().to_string())
+            && stderr.contains("hooks.Stop[0].hooks[0].timeout")
+            && stderr.contains("seconds"),
+        "{stderr}"
+    );
+    assert!(ws.fake.requests().is_empty(), "the model was asked");
+    assert!(!ws.root().join("ran.txt").exists(), "the command ran");
+    // The REPL refuses to start too.
+    let repl = ws.tern_in(&["chat"], "go\n");
+    assert_eq!(repl.status.code(), Some(2), "{repl:?}");
+    assert!(ws.fake.requests().is_empty(), "the model was asked");
+    // The JSON result says so too, and `tern hooks` lists the invalid entry.
+    let out = ws.tern(&["exec", "--json", "go"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let ev = stdout_json(&out);
+    assert_eq!(last(&ev)["type"], "result");
+    assert!(
+        last(&ev)["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("hooks.Stop[0].hooks[0].timeout"),
+        "{ev:?}"
+    );
+    let listed = String::from_utf8_lossy(&ws.ok(&["hooks"]).stdout).into_owned();
+    assert!(
+        listed.contains("INVALID") && listed.contains("hooks.Stop[0]"),
+        "{listed}"
+    );
+    // Fixed, with valid Claude entries tern does not run: it starts, and the gate holds.
+    user_hooks(
+        &ws,
+        json!({
+            "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command",
+                "command": "echo 'no commands today' >&2; exit 2"}]}],
+            "Notification": [{"hooks": [{"type": "command", "command": "true"}]}],
+            "Stop": [{"hooks": [{"type": "prompt", "prompt": "done?"}]}],
+        }),
+    );
+    let out = ws.ok(&["exec", "--json", "go"]);
+    assert!(!ws.root().join("ran.txt").exists(), "the gate did not hold");
+    let ev = stdout_json(&out);
+    assert_eq!(last(&ev)["status"], "completed");
+}
+
+/// `--goal ""` (or only blanks) is a usage error naming the flag, before anything runs; so is
+/// `/goal` with no command before `--attempts`.
+#[test]
+fn a_blank_goal_is_a_usage_error() {
+    let ws = WireWs::new(W, vec![text(W, "a1"), text(W, "a2")]);
+    for blank in ["", "   "] {
+        let out = ws.tern(&["exec", "--goal", blank, "work"]);
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("--goal"), "{stderr}");
+    }
+    assert!(ws.fake.requests().is_empty(), "the model was asked");
+    ws.ok(&["exec", "work"]);
+    let out = ws.ok_in(
+        &["chat", "--continue"],
+        "/goal --attempts 3\n/goal \"\"\n/goal\n",
+    );
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(all.matches("/goal needs a command").count(), 2, "{all}");
+    assert!(all.contains("no goal set"), "{all}");
+    assert!(!ws.path("goal.json").exists(), "a blank goal was set");
+}
+
+/// A PreToolUse hook's `updatedInput` changes what runs: the person sees and approves that
+/// command, never the model's original one (the `tool_call` event carries what runs; a warning
+/// names what the model asked for).
+#[test]
+fn the_person_approves_the_command_a_hook_rewrote() {
+    let ws = WireWs::new(W, vec![bash(W, "c1", "echo original"), text(W, "done")]);
+    let hook = r#"cat >/dev/null; echo '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "ask", "updatedInput": {"command": "echo replaced"}}}'"#;
+    user_hooks(&ws, one("PreToolUse", "Bash", hook));
+    let out = ws.ok_in(&["chat", "--approval", "ask"], "go\ny\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("tern wants to run:\n  echo replaced"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("$ echo original"), "{stderr}");
+    assert!(stderr.contains("PreToolUse hook replaced"), "{stderr}");
+    // What ran is what was approved.
+    let reqs = ws.fake.requests();
+    let msgs = messages(&reqs[1]);
+    assert!(content(msgs.last().unwrap()).contains("replaced"));
+    // The event stream shows the command that ran.
+    ws.push(vec![bash(W, "c2", "echo original"), text(W, "done")]);
+    let out = ws.ok(&["exec", "--json", "--approval", "auto", "again"]);
+    let ev = stdout_json(&out);
+    let calls = of(&ev, "tool_call");
+    assert_eq!(calls[0]["arguments"]["command"], "echo replaced", "{ev:?}");
+}
+
+/// `--output-last-message PATH` is checked before the model is asked: a missing folder, a
+/// folder named as the file, or a file where the folder should be is a usage error (exit 2)
+/// naming the flag, and tern creates no folder.
+#[test]
+fn output_last_message_is_checked_at_start() {
+    let ws = WireWs::new(W, vec![text(W, "the answer")]);
+    std::fs::create_dir(ws.root().join("adir")).unwrap();
+    std::fs::write(ws.root().join("afile"), "x").unwrap();
+    for bad in ["missing/last.txt", "adir", "adir/", "afile/last.txt"] {
+        let out = ws.tern(&["exec", "--output-last-message", bad, "go"]);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("--output-last-message"), "{bad}: {stderr}");
+        let out = ws.tern(&["exec", "--json", "--output-last-message", bad, "go"]);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {out:?}");
+        let ev = stdout_json(&out);
+        let error = last(&ev)["error"].as_str().unwrap_or("").to_string();
+        assert!(error.contains("--output-last-message"), "{bad}: {ev:?}");
+    }
+    assert!(ws.fake.requests().is_empty(), "the model was asked");
+    assert!(!ws.root().join("missing").exists(), "a folder was made");
+    ws.ok(&["exec", "--output-last-message", "adir/last.txt", "go"]);
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("adir/last.txt")).unwrap(),
+        "the answer\n"
+    );
+}
+
+/// A Stop hook that always exits 2 (ignoring `stop_hook_active`) does not loop until
+/// `--max-turns`: after STOP_HOOK_CONTINUATIONS (5) continuations the next block ends the turn
+/// as failed, saying why; the later runs were told they were re-running.
+#[test]
+fn a_stop_hook_that_always_blocks_is_bounded() {
+    let ws = WireWs::new(W, vec![]);
+    user_hooks(
+        &ws,
+        one(
+            "Stop",
+            "",
+            "cat >> \"$TERN_PROJECT_DIR/stop-inputs.jsonl\"; echo >> \"$TERN_PROJECT_DIR/stop-inputs.jsonl\"; echo 'not yet' >&2; exit 2",
+        ),
+    );
+    let out = ws.tern(&["exec", "--json", "--max-turns", "40", "go"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let ev = stdout_json(&out);
+    let r = last(&ev);
+    assert_eq!(r["status"], "failed", "{r}");
+    let err = r["error"].as_str().unwrap();
+    assert!(
+        err.contains("Stop hook") && err.contains("5 times") && err.contains("not yet"),
+        "{err}"
+    );
+    // The first answer and five continuations: six requests, not forty.
+    assert_eq!(ws.fake.requests().len(), 6);
+    let inputs: Vec<Value> = std::fs::read_to_string(ws.root().join("stop-inputs.jsonl"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(inputs.len(), 6);
+    assert_eq!(inputs[0]["stop_hook_active"], false);
+    assert!(inputs[1..].iter().all(|i| i["stop_hook_active"] == true));
 }

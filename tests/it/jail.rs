@@ -606,8 +606,11 @@ fn a_killed_jail_is_replaced_at_the_next_command() {
         let ready = ready.clone();
         let marker = marker.clone();
         std::thread::spawn(move || {
+            // `ready` is touched before bash starts the sleep: wait for the sleep itself (a
+            // loaded machine can take a while between the two).
             let ok = crate::support::procs::eventually(std::time::Duration::from_secs(30), || {
                 ready.exists()
+                    && !crate::support::procs::pids_running(&["sleep", &marker]).is_empty()
             });
             assert!(ok, "the first command never started");
             // The sleep's parent chain on the host: sleep → bash → the jail's init.

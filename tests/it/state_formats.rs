@@ -342,11 +342,9 @@ fn demo_files_match_the_documented_formats() {
     let docs = docs();
     let tmp = tempfile::tempdir().expect("tempdir");
     let ws = tmp.path().join("ws");
-    let out = tern_clean(tmp.path())
-        .args(["demo", "--workspace"])
-        .arg(&ws)
-        .output()
-        .expect("run demo");
+    let mut cmd = tern_clean(tmp.path());
+    cmd.args(["demo", "--workspace"]).arg(&ws);
+    let out = crate::support::cli::output(cmd);
     assert!(
         out.status.success(),
         "{}",

@@ -249,11 +249,9 @@ fn a_crash_between_steer_and_delivery_neither_loses_nor_doubles_it() {
     probe.ok(&["exec", "hi"]);
     probe.ok(&["steer", "--queue", "the steered words"]);
     let log = probe.root().join("faults.log");
-    let out = probe
-        .cmd(&["exec", "--continue", "next"])
-        .env("TERN_FAULT_LOG", &log)
-        .output()
-        .unwrap();
+    let mut cmd = probe.cmd(&["exec", "--continue", "next"]);
+    cmd.env("TERN_FAULT_LOG", &log);
+    let out = crate::support::cli::output(cmd);
     assert!(out.status.success());
     let pts = points(&log);
     let remove = pts
@@ -275,11 +273,9 @@ fn a_crash_between_steer_and_delivery_neither_loses_nor_doubles_it() {
         );
         ws.ok(&["exec", "hi"]);
         ws.ok(&["steer", "--queue", "the steered words"]);
-        let out = ws
-            .cmd(&["exec", "--continue", "next"])
-            .env("TERN_FAULT_AT", at.to_string())
-            .output()
-            .unwrap();
+        let mut cmd = ws.cmd(&["exec", "--continue", "next"]);
+        cmd.env("TERN_FAULT_AT", at.to_string());
+        let out = crate::support::cli::output(cmd);
         assert_eq!(out.status.code(), None, "killed at point {at}");
         let count = |ws: &WireWs| {
             jsonl(&ws.path("conversation.jsonl"))
@@ -390,11 +386,9 @@ fn a_steer_during_the_final_answer_is_read_before_the_turn_ends() {
     // On the turn's first request, before the answer is sent: `tern steer` from another process.
     ws.fake.set_responder(move |_| {
         if !once.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            let out = crate::support::cli::tern_clean(&home)
-                .current_dir(&root)
-                .args(["steer", "run the tests too"])
-                .output()
-                .unwrap();
+            let mut cmd = crate::support::cli::tern_clean(&home);
+            cmd.current_dir(&root).args(["steer", "run the tests too"]);
+            let out = crate::support::cli::output(cmd);
             assert!(
                 out.status.success(),
                 "{}",

@@ -3,14 +3,11 @@
 //! instead of panicking (a sweep records it as a violation and goes on), and the fault points a
 //! run passed.
 
-use std::io::{Read, Write};
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use crate::support::cli::tern_clean;
-use crate::support::procs::wait_exit;
 
 /// How long one tern process may run before the suite calls it hung: far above a normal run
 /// (a few hundred ms), far below the 300 s defaults that a hang would otherwise sit out.
@@ -91,7 +88,8 @@ impl Site {
     }
 }
 
-/// Copies the folder `from` to `to` (created), recursively; symlinks are not followed.
+/// Copies the folder `from` to `to` (created), recursively, files with their times; symlinks
+/// are copied as links.
 pub fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("mkdir");
     for e in std::fs::read_dir(from).expect("read_dir").flatten() {
@@ -101,105 +99,28 @@ pub fn copy_tree(from: &Path, to: &Path) {
             copy_tree(&e.path(), &dest);
         } else if t.is_file() {
             std::fs::copy(e.path(), &dest).expect("copy");
+            // Undo keeps files newer than the turns it undoes: a copy keeps its times.
+            let m = e.metadata().expect("metadata");
+            let times = std::fs::FileTimes::new()
+                .set_accessed(m.accessed().expect("atime"))
+                .set_modified(m.modified().expect("mtime"));
+            std::fs::File::open(&dest)
+                .and_then(|f| f.set_times(times))
+                .expect("set times");
+        } else if t.is_symlink() {
+            let target = std::fs::read_link(e.path()).expect("read_link");
+            std::os::unix::fs::symlink(target, &dest).expect("symlink");
         }
     }
 }
 
-/// How a bounded run ended.
-#[derive(Debug, Clone)]
-pub struct Run {
-    /// Exit code (None when a signal ended it).
-    pub code: Option<i32>,
-    /// The signal that ended it.
-    pub signal: Option<i32>,
-    /// Still running at the limit (then killed).
-    pub hung: bool,
-    /// Everything on stdout (lossy UTF-8).
-    pub stdout: String,
-    /// Everything on stderr (lossy UTF-8).
-    pub stderr: String,
-    /// Wall time.
-    pub elapsed: Duration,
-}
+/// How a bounded run ended: the test kit's one record of a run.
+pub use crate::support::cli::Out as Run;
 
-impl Run {
-    /// Killed by the fault injection (SIGKILL from itself).
-    pub fn killed(&self) -> bool {
-        self.signal == Some(libc::SIGKILL) && !self.hung
-    }
-
-    /// One line saying how it ended, for reports.
-    pub fn summary(&self) -> String {
-        let how = if self.hung {
-            format!("hung (killed after {:?})", HANG)
-        } else if let Some(s) = self.signal {
-            format!("signal {s}")
-        } else {
-            format!("exit {}", self.code.unwrap_or(-1))
-        };
-        // `--json` says why in its last `result` event; other runs on stderr.
-        let result = self
-            .stdout
-            .lines()
-            .rev()
-            .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .and_then(|e| e["error"].as_str().map(str::to_string));
-        let last = result.unwrap_or_else(|| {
-            self.stderr
-                .lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("")
-                .to_string()
-        });
-        format!("{how}: {}", last.chars().take(300).collect::<String>())
-    }
-}
-
-/// Runs `cmd` with `stdin` on a pipe (None: /dev/null), killing it at `limit`.
-pub fn run(mut cmd: Command, stdin: Option<&str>, limit: Duration) -> Run {
-    cmd.stdin(if stdin.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    })
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
-    let started = Instant::now();
-    let mut child = cmd.spawn().expect("spawn tern");
-    let writer = stdin.map(|text| {
-        let mut input = child.stdin.take().expect("stdin");
-        let text = text.to_string();
-        std::thread::spawn(move || {
-            let _ = input.write_all(text.as_bytes());
-        })
-    });
-    let mut so = child.stdout.take().expect("stdout");
-    let mut se = child.stderr.take().expect("stderr");
-    let t1 = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = so.read_to_end(&mut b);
-        b
-    });
-    let t2 = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = se.read_to_end(&mut b);
-        b
-    });
-    let status = wait_exit(&mut child, limit);
-    if let Some(w) = writer {
-        let _ = w.join();
-    }
-    let stdout = String::from_utf8_lossy(&t1.join().unwrap_or_default()).into_owned();
-    let stderr = String::from_utf8_lossy(&t2.join().unwrap_or_default()).into_owned();
-    Run {
-        code: status.and_then(|s| s.code()),
-        signal: status.and_then(|s| s.signal()),
-        hung: status.is_none(),
-        stdout,
-        stderr,
-        elapsed: started.elapsed(),
-    }
+/// Runs `cmd` with `stdin` on a pipe (None: /dev/null), killing it at `limit` (the kit's one
+/// runner; a hang is reported in the result, not a panic).
+pub fn run(cmd: Command, stdin: Option<&str>, limit: Duration) -> Run {
+    crate::support::cli::launch(cmd, stdin, limit)
 }
 
 /// One fault point a run passed, from its `TERN_FAULT_LOG`: its kind (`create`, `write`,

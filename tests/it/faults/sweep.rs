@@ -6,9 +6,9 @@
 //! (every one of them with `TERN_FAULT_SWEEP=full`), then resumes again and checks again.
 //!
 //! A dry run with `TERN_FAULT_LOG` counts each step's points first; point k of a scenario is the
-//! k-th over its steps, so a run replays the steps before the one holding k in a fresh workspace,
-//! then runs that step with `TERN_FAULT_AT` set to k's place in it. Points run on a few threads
-//! (`TERN_FAULT_THREADS`, default 4: the processes mostly wait on each other and the fake
+//! k-th over its steps, so a run starts from a copy of the workspace the dry run left after the
+//! steps before the one holding k, then runs that step with `TERN_FAULT_AT` set to k's place in
+//! it. Points run on a few threads (`TERN_FAULT_THREADS`, default 4: the processes mostly wait on each other and the fake
 //! server), each in its own workspace (on tmpfs where there is one) with its own fake servers.
 //!
 //! The test writes `target/RELIABILITY.md`, and with `TERN_FAULT_REPORT=1` the committed
@@ -38,6 +38,11 @@ struct Dry {
     steps: Vec<Vec<Point>>,
     /// The workspace's files after each step.
     trees: Vec<check::Tree>,
+    /// The workspace itself after each step but the last, copied (mtimes kept) to start a
+    /// point of a later step: replaying the steps before it for each of its points was a fifth
+    /// of the sweep's runs (issue 18, item 8). The copy is what a replay makes (nothing tern
+    /// writes names the workspace's path but `meta.json`'s `cwd`, which is only shown).
+    after: Vec<Site>,
 }
 
 impl Dry {
@@ -65,6 +70,7 @@ fn dry_run(sc: &Scenario) -> Dry {
     let site = Site::new();
     let mut steps = Vec::new();
     let mut trees = Vec::new();
+    let mut after = Vec::new();
     for (i, st) in sc.steps.iter().enumerate() {
         let fake = FakeServer::strict(st.replies.clone());
         let log = site.log(&format!("dry-{i}"));
@@ -92,8 +98,15 @@ fn dry_run(sc: &Scenario) -> Dry {
         );
         steps.push(points(&log, &site.root()));
         trees.push(check::workspace(&site.root()));
+        if i + 1 < sc.steps.len() {
+            after.push(site.copy());
+        }
     }
-    Dry { steps, trees }
+    Dry {
+        steps,
+        trees,
+        after,
+    }
 }
 
 /// One kill point to sweep.
@@ -171,20 +184,17 @@ struct Crash {
     draft: Option<(String, String)>,
 }
 
-/// Runs the steps before `job.step` normally, then `job.step` with the fault at `job.at`.
-fn crash(sc: &Scenario, job: &Job) -> Result<Crash, String> {
-    let site = Site::new();
-    for st in &sc.steps[..job.step] {
-        let fake = FakeServer::strict(st.replies.clone());
-        let r = run(site.tern(&fake.openai_base(), &st.args), st.stdin, HANG);
-        if r.code != Some(0) {
-            return Err(format!(
-                "replaying step {:?} failed: {}",
-                st.name,
-                r.summary()
-            ));
-        }
-    }
+/// Starts from the workspace as the steps before `job.step` left it (a copy of the dry run's),
+/// then runs `job.step` with the fault at `job.at`.
+fn crash(sc: &Scenario, dry: &Dry, job: &Job) -> Result<Crash, String> {
+    let site = match job.step {
+        0 => Site::new(),
+        s => dry
+            .after
+            .get(s - 1)
+            .ok_or_else(|| format!("no workspace after step {s}"))?
+            .copy(),
+    };
     let draft = site.current().and_then(|id| {
         let text = std::fs::read_to_string(
             site.state()
@@ -349,7 +359,7 @@ fn hide_ids(s: &str) -> String {
 }
 
 /// Sweeps one point: crash, check, resume (twice), check; then the variant with a killed resume.
-fn sweep_point(sc: &Scenario, job: &Job, full: bool) -> Outcome {
+fn sweep_point(sc: &Scenario, dry: &Dry, job: &Job, full: bool) -> Outcome {
     let mut outcome = Outcome {
         job: job.clone(),
         unreached: false,
@@ -364,12 +374,12 @@ fn sweep_point(sc: &Scenario, job: &Job, full: bool) -> Outcome {
         faulted,
         points: pts,
         draft,
-    } = match crash(sc, job) {
+    } = match crash(sc, dry, job) {
         Ok(x) => x,
         Err(e) => {
             outcome.found.push(Found {
                 cause,
-                phase: "replaying the steps before",
+                phase: "copying the workspace of the steps before",
                 v: violation("sweep_error", e),
             });
             return outcome;
@@ -476,6 +486,7 @@ fn kill_point_sweep() {
             Some((name, _)) if name != sc.name => Dry {
                 steps: Vec::new(),
                 trees: Vec::new(),
+                after: Vec::new(),
             },
             _ => dry_run(sc),
         })
@@ -513,7 +524,7 @@ fn kill_point_sweep() {
                 loop {
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let Some(job) = jobs.get(i) else { break };
-                    let o = sweep_point(&scenarios[job.scenario], job, m.full);
+                    let o = sweep_point(&scenarios[job.scenario], &drys[job.scenario], job, m.full);
                     results.lock().unwrap_or_else(|p| p.into_inner()).push(o);
                 }
             });
@@ -631,7 +642,7 @@ fn report(
     );
     let _ = writeln!(
         s,
-        "Each point is one write, fsync, rename, link, append or remove of the state folder that the\nscripted sessions pass (the debug build's `TERN_FAULT_AT`; a `torn` point first writes half its\nline). For each point k: a fresh workspace replays the steps before the one holding k, that step\ndies there by SIGKILL, then `tern exec --json --continue` runs twice against a strict fake provider\nand every invariant is checked. Every point of every scenario is swept. In a second run from the\nsame crash the resume itself is killed at {}, then resumed again and checked again.\n",
+        "Each point is one write, fsync, rename, link, append or remove of the state folder that the\nscripted sessions pass (the debug build's `TERN_FAULT_AT`; a `torn` point first writes half its\nline). For each point k: a copy of the workspace the dry run left after the steps before the one\nholding k runs that step, which dies there by SIGKILL, then `tern exec --json --continue` runs twice against a strict fake provider\nand every invariant is checked. Every point of every scenario is swept. In a second run from the\nsame crash the resume itself is killed at {}, then resumed again and checked again.\n",
         if m.full {
             "every one of its own points"
         } else {

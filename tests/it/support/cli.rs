@@ -97,23 +97,89 @@ impl Ws {
     }
 }
 
-/// What a finished run left: its exit code (None when a signal ended it) and its output as text.
+/// What a run left: how it ended and its output as text. The one record of a run for every
+/// test that drives the binary (the fault suite's included).
 pub struct Out {
-    /// The exit code.
+    /// The exit code (None when a signal ended it or it hung).
     pub code: Option<i32>,
+    /// The signal that ended it.
+    pub signal: Option<i32>,
+    /// Still running at its limit (then killed and reaped).
+    pub hung: bool,
     /// Everything written to stdout (lossy UTF-8).
     pub stdout: String,
     /// Everything written to stderr (lossy UTF-8).
     pub stderr: String,
+    /// Wall time from spawn to exit (a report, never a speed check).
+    pub elapsed: Duration,
 }
 
 impl std::fmt::Debug for Out {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-            self.code, self.stdout, self.stderr
+            "{}\n--- stdout\n{}\n--- stderr\n{}",
+            self.how(),
+            self.stdout,
+            self.stderr
         )
+    }
+}
+
+impl Out {
+    /// Killed by SIGKILL (the fault injection's own), not by the hang limit.
+    pub fn killed(&self) -> bool {
+        self.signal == Some(libc::SIGKILL) && !self.hung
+    }
+
+    /// `exit N`, `signal N` or `hung`.
+    fn how(&self) -> String {
+        if self.hung {
+            "hung (killed at its limit)".to_string()
+        } else if let Some(s) = self.signal {
+            format!("signal {s}")
+        } else {
+            format!("exit {:?}", self.code)
+        }
+    }
+
+    /// One line saying how it ended and why (`--json`'s last `result` error, else stderr's
+    /// last line), for reports.
+    pub fn summary(&self) -> String {
+        let result = self
+            .stdout
+            .lines()
+            .rev()
+            .find_map(|l| serde_json::from_str::<Value>(l).ok())
+            .and_then(|e| e["error"].as_str().map(str::to_string));
+        let last = result.unwrap_or_else(|| {
+            self.stderr
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("")
+                .to_string()
+        });
+        format!(
+            "{}: {}",
+            self.how(),
+            last.chars().take(300).collect::<String>()
+        )
+    }
+
+    /// As a [`std::process::Output`], for the tests that read bytes and `status`.
+    pub fn output(self) -> Output {
+        use std::os::unix::process::ExitStatusExt;
+        let raw = match (self.code, self.signal) {
+            (Some(c), _) => (c & 0xff) << 8,
+            (None, Some(sig)) => sig & 0x7f,
+            (None, None) => libc::SIGKILL,
+        };
+        Output {
+            status: std::process::ExitStatus::from_raw(raw),
+            stdout: self.stdout.into_bytes(),
+            stderr: self.stderr.into_bytes(),
+        }
     }
 }
 
@@ -143,9 +209,25 @@ fn exit_0(out: Out) -> Out {
     out
 }
 
-/// Runs `cmd` with `stdin` on a pipe (None: /dev/null) and collects its output; kills it and
-/// fails the test (showing what it wrote) if it has not ended within `limit`.
-pub fn run_within(mut cmd: Command, stdin: Option<&str>, limit: Duration) -> Out {
+/// Runs `cmd` as it is set up (its stdin as given, /dev/null for [`tern_clean`]) within
+/// [`LIMIT`], as a [`std::process::Output`]: the kit's bounded stand-in for `Command::output`.
+pub fn output(mut cmd: Command) -> Output {
+    cmd.stdin(Stdio::null());
+    run_within(cmd, None, LIMIT).output()
+}
+
+/// [`launch`], failing the test (showing what it wrote) if the run hung.
+pub fn run_within(cmd: Command, stdin: Option<&str>, limit: Duration) -> Out {
+    let out = launch(cmd, stdin, limit);
+    assert!(!out.hung, "tern did not finish within {limit:?}\n{out:?}");
+    out
+}
+
+/// Runs `cmd` with `stdin` on a pipe (None: /dev/null) and collects its output; at `limit` it
+/// is killed and reaped and the run says `hung` (never a panic: the fault suite records a hang
+/// as a finding and goes on).
+pub fn launch(mut cmd: Command, stdin: Option<&str>, limit: Duration) -> Out {
+    use std::os::unix::process::ExitStatusExt;
     cmd.stdin(if stdin.is_some() {
         Stdio::piped()
     } else {
@@ -153,6 +235,7 @@ pub fn run_within(mut cmd: Command, stdin: Option<&str>, limit: Duration) -> Out
     })
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
+    let started = std::time::Instant::now();
     let mut child = cmd.spawn().expect("spawn tern");
     // Written from a thread: a large input must not block on a pipe the child has not read yet.
     let writer = stdin.map(|text| {
@@ -162,37 +245,31 @@ pub fn run_within(mut cmd: Command, stdin: Option<&str>, limit: Duration) -> Out
             let _ = input.write_all(text.as_bytes());
         })
     });
-    let out = collect(child, limit);
-    if let Some(w) = writer {
-        let _ = w.join();
-    }
-    out
-}
-
-fn collect(mut child: Child, limit: Duration) -> Out {
     let mut so = child.stdout.take().expect("stdout");
     let mut se = child.stderr.take().expect("stderr");
     let t1 = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = so.read_to_string(&mut s);
-        s
+        let mut b = Vec::new();
+        let _ = so.read_to_end(&mut b);
+        b
     });
     let t2 = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = se.read_to_string(&mut s);
-        s
+        let mut b = Vec::new();
+        let _ = se.read_to_end(&mut b);
+        b
     });
-    let Some(status) = wait_exit(&mut child, limit) else {
-        panic!(
-            "tern did not finish within {limit:?}\n--- stdout\n{}\n--- stderr\n{}",
-            t1.join().unwrap_or_default(),
-            t2.join().unwrap_or_default()
-        );
-    };
+    let status = wait_exit(&mut child, limit);
+    let elapsed = started.elapsed();
+    if let Some(w) = writer {
+        let _ = w.join();
+    }
+    let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
     Out {
-        code: status.code(),
-        stdout: t1.join().unwrap_or_default(),
-        stderr: t2.join().unwrap_or_default(),
+        code: status.and_then(|s| s.code()),
+        signal: status.and_then(|s| s.signal()),
+        hung: status.is_none(),
+        stdout: text(t1.join().unwrap_or_default()),
+        stderr: text(t2.join().unwrap_or_default()),
+        elapsed,
     }
 }
 
@@ -247,27 +324,14 @@ impl WireWs {
         c
     }
 
-    /// Runs `tern ARGS` to its end.
+    /// Runs `tern ARGS` to its end (stdin /dev/null), failing the test if it hangs.
     pub fn tern(&self, args: &[&str]) -> Output {
-        self.cmd(args).output().expect("run tern")
+        run_within(self.cmd(args), None, LIMIT).output()
     }
 
-    /// Runs `tern ARGS` with `input` on stdin.
+    /// Runs `tern ARGS` with `input` on stdin, failing the test if it hangs.
     pub fn tern_in(&self, args: &[&str], input: &str) -> Output {
-        let mut child = self
-            .cmd(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn tern");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(input.as_bytes())
-            .expect("write stdin");
-        child.wait_with_output().expect("wait tern")
+        run_within(self.cmd(args), Some(input), LIMIT).output()
     }
 
     /// Starts `tern ARGS` with stdout and stderr piped.
