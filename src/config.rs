@@ -15,6 +15,15 @@ pub enum ProviderKind {
     Anthropic,
 }
 
+impl From<ProviderKind> for crate::event::Wire {
+    fn from(k: ProviderKind) -> crate::event::Wire {
+        match k {
+            ProviderKind::Openai => crate::event::Wire::Openai,
+            ProviderKind::Anthropic => crate::event::Wire::Anthropic,
+        }
+    }
+}
+
 /// Environment variables holding API keys or provider URLs (which may carry credentials): removed
 /// from the bash tool's environment. The keys are also redacted from everything tern writes.
 pub const SECRET_ENV: &[&str] = &[

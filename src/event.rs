@@ -24,6 +24,16 @@ pub enum Purpose {
     Compaction,
 }
 
+impl Purpose {
+    /// `turn` or `compaction`, as in events.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Purpose::Turn => "turn",
+            Purpose::Compaction => "compaction",
+        }
+    }
+}
+
 /// What started a compaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -90,6 +100,21 @@ pub enum Ending {
 pub type TurnStatus = Ending;
 
 impl Ending {
+    /// Every ending, in declaration order.
+    pub const ALL: [Ending; 6] = [
+        Ending::Completed,
+        Ending::Failed,
+        Ending::Interrupted,
+        Ending::MaxTurns,
+        Ending::BudgetExhausted,
+        Ending::ProviderUnavailable,
+    ];
+
+    /// The ending named `s` (its [`Ending::as_str`]); None for any other string.
+    pub fn parse(s: &str) -> Option<Ending> {
+        Ending::ALL.into_iter().find(|e| e.as_str() == s)
+    }
+
     /// The snake_case name used in files and events.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -112,6 +137,97 @@ impl Ending {
             Ending::BudgetExhausted => "stopped: its budget (wall time or tokens) ran out",
             Ending::ProviderUnavailable => "failed: the provider stayed unavailable",
         }
+    }
+}
+
+/// Which provider a runtime talks to, as named in `session_start` and `meta.json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Wire {
+    /// OpenAI-compatible Chat Completions (`provider::openai`).
+    Openai,
+    /// Anthropic Messages (`provider::anthropic`).
+    Anthropic,
+    /// A recorded script played back (the demo, `provider::replay`).
+    Replay,
+}
+
+impl Wire {
+    /// `openai`, `anthropic` or `replay`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Wire::Openai => "openai",
+            Wire::Anthropic => "anthropic",
+            Wire::Replay => "replay",
+        }
+    }
+}
+
+impl std::fmt::Display for Wire {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The events tern runs hooks at, with Claude Code's names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum HookEvent {
+    /// A runtime's first turn begins (`source`: `startup` for a new session, `resume`).
+    SessionStart,
+    /// The person's prompt, before it is stored.
+    UserPromptSubmit,
+    /// A tool call, before it runs.
+    PreToolUse,
+    /// A tool call, after it ran, before its result is stored.
+    PostToolUse,
+    /// The model ended its answer (a person's session).
+    Stop,
+    /// A sub-agent's model ended its answer.
+    SubagentStop,
+    /// Before a compaction (`trigger`: `manual` or `auto`).
+    PreCompact,
+    /// The runtime ends.
+    SessionEnd,
+}
+
+impl HookEvent {
+    /// Every event, in the order `tern hooks` lists them.
+    pub const ALL: [HookEvent; 8] = [
+        HookEvent::SessionStart,
+        HookEvent::UserPromptSubmit,
+        HookEvent::PreToolUse,
+        HookEvent::PostToolUse,
+        HookEvent::Stop,
+        HookEvent::SubagentStop,
+        HookEvent::PreCompact,
+        HookEvent::SessionEnd,
+    ];
+
+    /// Claude Code's name, e.g. `PreToolUse`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookEvent::SessionStart => "SessionStart",
+            HookEvent::UserPromptSubmit => "UserPromptSubmit",
+            HookEvent::PreToolUse => "PreToolUse",
+            HookEvent::PostToolUse => "PostToolUse",
+            HookEvent::Stop => "Stop",
+            HookEvent::SubagentStop => "SubagentStop",
+            HookEvent::PreCompact => "PreCompact",
+            HookEvent::SessionEnd => "SessionEnd",
+        }
+    }
+
+    /// The event named `name` (Claude Code's spelling); None for any other.
+    pub fn parse(name: &str) -> Option<HookEvent> {
+        HookEvent::ALL.into_iter().find(|e| e.as_str() == name)
+    }
+
+    /// Its place in [`HookEvent::ALL`].
+    pub fn index(self) -> usize {
+        HookEvent::ALL
+            .iter()
+            .position(|e| *e == self)
+            .unwrap_or_default()
     }
 }
 
@@ -157,7 +273,7 @@ pub enum Event {
     /// A runtime opened the session (new or resumed).
     SessionStart {
         /// `openai`, `anthropic`, `replay`.
-        provider: String,
+        provider: Wire,
         /// The model name.
         model: String,
         /// True when an existing session was reopened.
@@ -238,6 +354,11 @@ pub enum Event {
         request_bytes: u64,
         /// Common byte prefix with the previous request body.
         prefix_reuse_bytes: u64,
+        /// The server never reported some of these figures (tern cut a runaway answer and
+        /// dropped the stream before its usage): they are estimated from the bytes sent and
+        /// received. Absent when the figures are the server's.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        estimated: bool,
     },
     /// A plan lifecycle transition.
     PlanState {
@@ -245,8 +366,8 @@ pub enum Event {
         from: PlanState,
         /// State after.
         to: PlanState,
-        /// `draft`, `draft_emptied`, `plan_confirm`, `plan_cancel`, `plan_clear`, `work_started`.
-        trigger: String,
+        /// What caused it.
+        trigger: crate::domain::plan::Trigger,
         /// The draft revision after it.
         revision: u64,
     },
@@ -337,13 +458,15 @@ pub enum Event {
     /// An op (verb or slash command) ran.
     Receipt {
         /// Op id, e.g. `plan.confirm`.
-        op: String,
+        op: crate::ops::id::OpId,
         /// Whether it succeeded.
         ok: bool,
-        /// Plan state before.
-        before: String,
-        /// Plan state after.
-        after: String,
+        /// Plan state before (`""`: no session or no readable plan).
+        #[serde(with = "crate::domain::plan::state_or_empty")]
+        before: Option<PlanState>,
+        /// Plan state after (the same).
+        #[serde(with = "crate::domain::plan::state_or_empty")]
+        after: Option<PlanState>,
         /// What happened (present when the op writes or failed).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         detail: Option<String>,
@@ -407,7 +530,7 @@ pub enum Event {
     Hook {
         /// The hook event: `SessionStart`, `UserPromptSubmit`, `PreToolUse`, `PostToolUse`,
         /// `Stop`, `SubagentStop`, `PreCompact`, `SessionEnd`.
-        event: String,
+        event: HookEvent,
         /// The command as configured.
         command: String,
         /// Its exit code; null when it timed out, was interrupted, died of a signal or did not
@@ -572,7 +695,7 @@ impl Event {
         let s = |t: &str| t.to_string();
         vec![
             Event::SessionStart {
-                provider: s("openai"),
+                provider: Wire::Openai,
                 model: s("m"),
                 resumed: false,
                 sandbox: crate::sandbox::Setting {
@@ -626,11 +749,12 @@ impl Event {
                 cache_hit_ratio: 0.5,
                 request_bytes: 40,
                 prefix_reuse_bytes: 20,
+                estimated: true,
             },
             Event::PlanState {
                 from: PlanState::Idle,
                 to: PlanState::Drafting,
-                trigger: s("draft"),
+                trigger: crate::domain::plan::Trigger::Draft,
                 revision: 1,
             },
             Event::WorkUpdate {
@@ -675,10 +799,10 @@ impl Event {
                 archive: s("archive/conversation-0001.jsonl"),
             },
             Event::Receipt {
-                op: s("plan.show"),
+                op: crate::ops::id::OpId::PlanShow,
                 ok: true,
-                before: s("idle"),
-                after: s("idle"),
+                before: Some(PlanState::Idle),
+                after: Some(PlanState::Idle),
                 detail: Some(s("d")),
             },
             Event::TurnInterrupted {
@@ -712,7 +836,7 @@ impl Event {
                 error: None,
             },
             Event::Hook {
-                event: s("PreToolUse"),
+                event: HookEvent::PreToolUse,
                 command: s("./guard.sh"),
                 exit_code: Some(2),
                 duration_ms: 4,

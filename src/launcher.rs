@@ -15,7 +15,7 @@ use crate::cancel::CancelToken;
 use crate::config::{self, Env, ProviderChoice, ProviderFlags, ProviderKind};
 use crate::domain::ledger::Ledger;
 use crate::domain::plan::PlanFile;
-use crate::event::Event;
+use crate::event::{Ending, Event};
 use crate::message::Message;
 use crate::procs::ProcessGroups;
 use crate::provider::Provider;
@@ -88,11 +88,11 @@ enum Source {
 /// One handle on a [`Source::Shared`] provider.
 struct SharedProvider {
     inner: Arc<Mutex<Box<dyn Provider>>>,
-    name: &'static str,
+    name: crate::provider::Wire,
 }
 
 impl Provider for SharedProvider {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> crate::provider::Wire {
         self.name
     }
 
@@ -442,7 +442,7 @@ impl Launcher {
             };
             if meta.status == Status::Running {
                 let before = meta.clone();
-                meta.status = Status::Interrupted;
+                meta.status = Status::Ended(Ending::Interrupted);
                 meta.pid = None;
                 meta.updated_at = crate::clock::now_rfc3339();
                 session.write_meta_locked(&lock, &meta)?;
@@ -629,7 +629,7 @@ impl Runtime {
         self.emit(
             ui,
             Event::SessionStart {
-                provider: self.provider_name().to_string(),
+                provider: self.provider_name(),
                 model: self.cfg.model.clone(),
                 resumed,
                 sandbox: self.sandbox(),
@@ -709,7 +709,7 @@ fn rebuild_meta(session: &Session, workspace: &std::path::Path) -> Meta {
         created_at: created_at_of(&session.id),
         updated_at: crate::clock::now_rfc3339(),
         cwd: workspace.display().to_string(),
-        status: Status::Interrupted,
+        status: Status::Ended(Ending::Interrupted),
         ..Meta::default()
     };
     for e in &events {
@@ -717,7 +717,7 @@ fn rebuild_meta(session: &Session, workspace: &std::path::Path) -> Meta {
             Event::SessionStart {
                 provider, model, ..
             } => {
-                meta.provider = provider.clone();
+                meta.provider = provider.to_string();
                 meta.model = model.clone();
             }
             Event::TurnStart { prompt } if meta.title.is_empty() => {

@@ -9,99 +9,15 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::domain::plan::PlanState;
 use crate::launcher::{Launcher, SessionRef};
 use crate::runtime::{self, Failure, Runtime, Surface, plan};
 use crate::stats::RequestStats;
 use crate::store::{Session, StateDir, Status, files};
 use crate::tools::ToolError;
 
-/// Every op, by id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum OpId {
-    /// `plan.show`
-    PlanShow,
-    /// `plan.path`
-    PlanPath,
-    /// `plan.draft`
-    PlanDraft,
-    /// `plan.edit`
-    PlanEdit,
-    /// `plan.confirm`
-    PlanConfirm,
-    /// `plan.cancel`
-    PlanCancel,
-    /// `plan.clear`
-    PlanClear,
-    /// `compact`
-    Compact,
-    /// `status`
-    Status,
-    /// `relay`
-    Relay,
-    /// `stats`
-    Stats,
-    /// `sessions`
-    Sessions,
-    /// `resume`
-    Resume,
-    /// `undo`
-    Undo,
-    /// `redo`
-    Redo,
-    /// `checkpoints`
-    Checkpoints,
-    /// `diff`
-    Diff,
-    /// `fork`
-    Fork,
-    /// `rewind`
-    Rewind,
-    /// `help`
-    Help,
-    /// `quit`
-    Quit,
-    /// `goal`
-    Goal,
-    /// `model`
-    Model,
-}
-
-impl OpId {
-    /// The stable id used in receipts and events, e.g. `plan.confirm`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OpId::PlanShow => "plan.show",
-            OpId::PlanPath => "plan.path",
-            OpId::PlanDraft => "plan.draft",
-            OpId::PlanEdit => "plan.edit",
-            OpId::PlanConfirm => "plan.confirm",
-            OpId::PlanCancel => "plan.cancel",
-            OpId::PlanClear => "plan.clear",
-            OpId::Compact => "compact",
-            OpId::Status => "status",
-            OpId::Relay => "relay",
-            OpId::Stats => "stats",
-            OpId::Sessions => "sessions",
-            OpId::Resume => "resume",
-            OpId::Undo => "undo",
-            OpId::Redo => "redo",
-            OpId::Checkpoints => "checkpoints",
-            OpId::Diff => "diff",
-            OpId::Fork => "fork",
-            OpId::Rewind => "rewind",
-            OpId::Help => "help",
-            OpId::Quit => "quit",
-            OpId::Goal => "goal",
-            OpId::Model => "model",
-        }
-    }
-}
-
-impl Serialize for OpId {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
+pub mod id;
+pub use id::OpId;
 
 /// What an op may do to a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -606,10 +522,12 @@ pub struct Receipt {
     pub session: Option<String>,
     /// Whether it succeeded.
     pub ok: bool,
-    /// Plan state before.
-    pub before: String,
-    /// Plan state after.
-    pub after: String,
+    /// Plan state before (written `""` when there was no session or no readable plan).
+    #[serde(with = "crate::domain::plan::state_or_empty")]
+    pub before: Option<PlanState>,
+    /// Plan state after (the same).
+    #[serde(with = "crate::domain::plan::state_or_empty")]
+    pub after: Option<PlanState>,
     /// What happened, or why not.
     pub detail: String,
     /// RFC 3339 time.
@@ -639,13 +557,12 @@ pub struct Target<'a> {
 pub fn run(op: &Op, arg: Option<&str>, target: &mut Target<'_>, ui: &mut dyn Surface) -> Receipt {
     let session = match open_session(op, target) {
         Ok(s) => s,
-        Err(e) => return receipt(op, None, Err(e), "", ""),
+        Err(e) => return receipt(op, None, Err(e), None, None),
     };
     let plan_state = |s: &Option<Session>| {
         s.as_ref()
             .and_then(|s| plan::plan_file(s).ok())
-            .map(|p| p.state.as_str().to_string())
-            .unwrap_or_default()
+            .map(|p| p.state)
     };
     let before = plan_state(&session);
     let result = dispatch(op, arg, target, session.as_ref(), ui);
@@ -654,8 +571,8 @@ pub fn run(op: &Op, arg: Option<&str>, target: &mut Target<'_>, ui: &mut dyn Sur
         op,
         session.as_ref().map(|s| s.id.clone()),
         result,
-        &before,
-        &after,
+        before,
+        after,
     );
     if let Some(s) = &session
         && !matches!(op.id, OpId::Status | OpId::Stats)
@@ -669,10 +586,10 @@ pub fn run(op: &Op, arg: Option<&str>, target: &mut Target<'_>, ui: &mut dyn Sur
             parent.as_deref(),
             &mut runtime::Quiet,
             crate::event::Event::Receipt {
-                op: op.id.as_str().to_string(),
+                op: op.id,
                 ok: r.ok,
-                before: r.before.clone(),
-                after: r.after.clone(),
+                before: r.before,
+                after: r.after,
                 detail: (!r.ok || op.writes()).then(|| r.detail.clone()),
             },
         );
@@ -684,8 +601,8 @@ fn receipt(
     op: &Op,
     session: Option<String>,
     result: Result<OpOutput, OpError>,
-    before: &str,
-    after: &str,
+    before: Option<PlanState>,
+    after: Option<PlanState>,
 ) -> Receipt {
     let (ok, detail, output, exit_code) = match result {
         Ok(o) => (true, o.render(), Some(o), 0),
@@ -695,8 +612,8 @@ fn receipt(
         op: op.id,
         session,
         ok,
-        before: before.to_string(),
-        after: after.to_string(),
+        before,
+        after,
         detail: crate::store::redact::redact(&detail).into_owned(),
         time: crate::clock::now_rfc3339(),
         output,

@@ -234,13 +234,12 @@ impl Surface for Human {
     fn event(&mut self, ev: &Envelope) {
         self.clear_note();
         self.flush_call();
-        match &ev.event {
-            Event::Retry { .. } if self.streamed => {
-                self.end_text_line();
-                crate::errln!("(the answer so far was abandoned: the request is sent again)");
-            }
-            Event::Usage { .. } | Event::Assistant { .. } => self.streamed = false,
-            _ => {}
+        if matches!(ev.event, Event::Retry { .. }) && self.streamed {
+            self.end_text_line();
+            crate::errln!("(the answer so far was abandoned: the request is sent again)");
+        }
+        if matches!(ev.event, Event::Usage { .. } | Event::Assistant { .. }) {
+            self.streamed = false;
         }
         if let Some(line) = describe(ev) {
             self.end_text_line();
@@ -368,7 +367,20 @@ pub fn describe(env: &Envelope) -> Option<String> {
             from.as_deref().unwrap_or(""),
             to.as_deref().unwrap_or("")
         ),
-        _ => return None,
+        // Shown otherwise (the answer streams, a bash call's line waits for its result, the
+        // status line, `error` and `result` at the end) or not at all.
+        Event::SessionStart { .. }
+        | Event::TurnStart { .. }
+        | Event::Assistant { .. }
+        | Event::ToolCall { .. }
+        | Event::Usage { .. }
+        | Event::WorkUpdate { .. }
+        | Event::Receipt { .. }
+        | Event::AgentStart { .. }
+        | Event::AgentEnd { .. }
+        | Event::Error { .. }
+        | Event::TurnEnd { .. }
+        | Event::Result(_) => return None,
     })
 }
 

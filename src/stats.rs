@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::event::{Envelope, Event, Purpose};
+use crate::event::{Envelope, Event};
 use crate::runtime::ratio;
 use crate::store::Session;
 
@@ -23,6 +23,9 @@ pub struct RequestStats {
     pub request_bytes: u64,
     /// Common byte prefix with the previous request body.
     pub prefix_reuse_bytes: u64,
+    /// Figures tern estimated: the server never reported them (a runaway answer it cut).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
 }
 
 /// Reads the `usage` events of `session`, oldest first.
@@ -34,8 +37,9 @@ pub fn requests(session: &Session) -> std::io::Result<Vec<RequestStats>> {
 pub fn requests_from(events: &[Envelope]) -> Vec<RequestStats> {
     events
         .iter()
-        .filter_map(|e| match &e.event {
-            Event::Usage {
+        .filter_map(|e| {
+            // Only `usage` events carry a request's figures.
+            let Event::Usage {
                 purpose,
                 input_tokens,
                 cached_tokens,
@@ -43,21 +47,22 @@ pub fn requests_from(events: &[Envelope]) -> Vec<RequestStats> {
                 output_tokens,
                 request_bytes,
                 prefix_reuse_bytes,
+                estimated,
                 ..
-            } => Some(RequestStats {
-                purpose: match purpose {
-                    Purpose::Turn => "turn",
-                    Purpose::Compaction => "compaction",
-                }
-                .to_string(),
+            } = &e.event
+            else {
+                return None;
+            };
+            Some(RequestStats {
+                purpose: purpose.as_str().to_string(),
                 input_tokens: *input_tokens,
                 cached_tokens: *cached_tokens,
                 cache_write_tokens: *cache_write_tokens,
                 output_tokens: *output_tokens,
                 request_bytes: *request_bytes,
                 prefix_reuse_bytes: *prefix_reuse_bytes,
-            }),
-            _ => None,
+                estimated: *estimated,
+            })
         })
         .collect()
 }
@@ -104,16 +109,24 @@ pub fn render(session_id: &str, reqs: &[RequestStats]) -> String {
         )
     };
     for (i, r) in reqs.iter().enumerate() {
-        s.push_str(&row(&(i + 1).to_string(), &r.purpose, r));
+        let purpose = if r.estimated {
+            format!("{}*", r.purpose)
+        } else {
+            r.purpose.clone()
+        };
+        s.push_str(&row(&(i + 1).to_string(), &purpose, r));
     }
     s.push_str(&row("", "total", &total(reqs)));
+    if reqs.iter().any(|r| r.estimated) {
+        s.push_str("* estimated: the server never reported this request's usage (tern cut a runaway answer)\n");
+    }
     s
 }
 
 /// The stats as JSON: `{session, requests: [...], total: {..., cache_hit_ratio, prefix_reuse_ratio}}`.
 pub fn to_json(session_id: &str, reqs: &[RequestStats]) -> Value {
     let one = |r: &RequestStats| {
-        json!({
+        let mut v = json!({
             "purpose": r.purpose,
             "input_tokens": r.input_tokens,
             "cached_tokens": r.cached_tokens,
@@ -123,7 +136,11 @@ pub fn to_json(session_id: &str, reqs: &[RequestStats]) -> Value {
             "prefix_reuse_bytes": r.prefix_reuse_bytes,
             "cache_hit_ratio": ratio(r.cached_tokens, r.input_tokens),
             "prefix_reuse_ratio": ratio(r.prefix_reuse_bytes, r.request_bytes),
-        })
+        });
+        if r.estimated {
+            v["estimated"] = Value::Bool(true);
+        }
+        v
     };
     json!({
         "session": session_id,

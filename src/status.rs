@@ -422,7 +422,7 @@ mod tests {
         let t = crate::clock::parse_rfc3339("2026-12-01T10:00:00Z").unwrap();
         let meta = crate::store::Meta {
             id: "s1".into(),
-            status: crate::store::Status::Completed,
+            status: crate::store::Status::Ended(crate::event::Ending::Completed),
             updated_at: "2026-12-01T10:00:00Z".into(),
             ..crate::store::Meta::default()
         };

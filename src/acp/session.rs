@@ -28,7 +28,7 @@ pub use super::slot::{Pending, Slot, lock, persist_mode};
 use super::surface::{AcpSurface, notify, read_ledger};
 use super::updates::{Mapper, markdown};
 use crate::cancel::CancelToken;
-use crate::event::Event;
+use crate::event::{Ending, Event};
 use crate::launcher::{Launcher, SessionRef};
 use crate::ops;
 use crate::runtime::{Approval, Failure, Quiet, Runtime};
@@ -248,7 +248,7 @@ fn run_turn(
 ) {
     if cancel.is_cancelled() {
         // A newer prompt (or a cancel) came while this one waited: it never ran.
-        let meta = json!({"tern": {"status": "interrupted", "ran": false}});
+        let meta = json!({"tern": {"status": Ending::Interrupted, "ran": false}});
         return answer(ctx, seq, reply, cancelled(meta));
     }
     rt.cancel = cancel.clone();
@@ -264,17 +264,17 @@ fn run_turn(
     let outcome = rt.run_turn(text, &mut ui);
     drop(ui);
     let result = match &outcome {
-        _ if cancel.is_cancelled() => cancelled(json!({"tern": {"status": "interrupted"}})),
+        _ if cancel.is_cancelled() => cancelled(json!({"tern": {"status": Ending::Interrupted}})),
         // ACP v1, prompt turn "Stop Reasons": `max_tokens` when the answer hit the token limit.
         Ok(_) if rt.answer_cut() => Ok(PromptResult {
             stop_reason: StopReason::MaxTokens,
-            meta: Some(json!({"tern": {"status": "completed"}})),
+            meta: Some(json!({"tern": {"status": Ending::Completed}})),
         }),
         Ok(_) => Ok(PromptResult {
             stop_reason: StopReason::EndTurn,
-            meta: Some(json!({"tern": {"status": "completed"}})),
+            meta: Some(json!({"tern": {"status": Ending::Completed}})),
         }),
-        Err(Failure::Interrupted) => cancelled(json!({"tern": {"status": "interrupted"}})),
+        Err(Failure::Interrupted) => cancelled(json!({"tern": {"status": Ending::Interrupted}})),
         Err(f @ Failure::MaxTurns(_)) => Ok(PromptResult {
             stop_reason: StopReason::MaxTurnRequests,
             meta: Some(json!({"tern": {"status": f.kind()}})),
@@ -303,7 +303,7 @@ fn run_op(
     cancel: CancelToken,
 ) {
     if cancel.is_cancelled() {
-        let meta = json!({"tern": {"status": "interrupted", "ran": false}});
+        let meta = json!({"tern": {"status": Ending::Interrupted, "ran": false}});
         return answer(ctx, seq, reply, cancelled(meta));
     }
     rt.cancel = cancel.clone();

@@ -229,11 +229,33 @@ impl Surface for AcpSurface<'_> {
                 }
                 return;
             }
-            _ => {}
+            // Mapped to session updates below.
+            Event::SessionStart { .. }
+            | Event::Assistant { .. }
+            | Event::Steer { .. }
+            | Event::ToolCall { .. }
+            | Event::ToolResult { .. }
+            | Event::Usage { .. }
+            | Event::PlanState { .. }
+            | Event::WorkUpdate { .. }
+            | Event::Compaction { .. }
+            | Event::Retry { .. }
+            | Event::Warning { .. }
+            | Event::Boundary { .. }
+            | Event::Nudge { .. }
+            | Event::Repair { .. }
+            | Event::Receipt { .. }
+            | Event::TurnInterrupted { .. }
+            | Event::AgentStart { .. }
+            | Event::AgentEnd { .. }
+            | Event::Error { .. }
+            | Event::TurnEnd { .. }
+            | Event::Result(_) => {}
         }
-        let ledger = match ev {
-            Event::WorkUpdate { .. } => read_ledger(&self.session),
-            _ => None,
+        let ledger = if matches!(ev, Event::WorkUpdate { .. }) {
+            read_ledger(&self.session)
+        } else {
+            None
         };
         for u in self.map.event(ev, ledger.as_ref()) {
             match &u {

@@ -25,7 +25,7 @@ use super::protocol::{
     ToolKind,
 };
 use crate::domain::ledger::{Ledger, Status as ItemStatus};
-use crate::event::{BashFacts, BoundaryKind, Event, Purpose};
+use crate::event::{BashFacts, BoundaryKind, Event};
 use crate::message::Message;
 
 /// Turns events into updates for one session; keeps the tool call ids unique over the session
@@ -123,7 +123,7 @@ impl Mapper {
                 used: input_tokens.saturating_add(*output_tokens),
                 size: self.context_window,
                 meta: json!({"tern": {
-                    "purpose": match purpose { Purpose::Turn => "turn", Purpose::Compaction => "compaction" },
+                    "purpose": purpose.as_str(),
                     "model": model,
                     "inputTokens": input_tokens,
                     "cachedTokens": cached_tokens,
@@ -143,7 +143,24 @@ impl Mapper {
                 to: Some(to),
                 ..
             } => chunk(&notice("model", &format!("the next request goes to {to}"))),
-            _ => Vec::new(),
+            // Not shown in the editor (the client has its own prompt, turn and error display;
+            // `_tern/events` carries every event).
+            Event::SessionStart { .. }
+            | Event::TurnStart { .. }
+            | Event::PlanState { .. }
+            | Event::Compaction { .. }
+            | Event::Retry { .. }
+            | Event::Boundary { .. }
+            | Event::Nudge { .. }
+            | Event::Repair { .. }
+            | Event::Receipt { .. }
+            | Event::TurnInterrupted { .. }
+            | Event::AgentStart { .. }
+            | Event::AgentEnd { .. }
+            | Event::Error { .. }
+            | Event::TurnEnd { .. }
+            | Event::Hook { .. }
+            | Event::Result(_) => Vec::new(),
         }
     }
 

@@ -40,6 +40,30 @@ impl PlanState {
     }
 }
 
+/// Serde for an `Option<PlanState>` written as its name, or `""` for None (a receipt of an op
+/// that had no session or no readable plan).
+pub mod state_or_empty {
+    use super::PlanState;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    /// Writes the state's name, or `""`.
+    pub fn serialize<S: Serializer>(v: &Option<PlanState>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(p) => p.serialize(s),
+            None => s.serialize_str(""),
+        }
+    }
+
+    /// Reads a state's name; `""` is None.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PlanState>, D::Error> {
+        let s = String::deserialize(d)?;
+        if s.is_empty() {
+            return Ok(None);
+        }
+        PlanState::deserialize(serde::de::value::StrDeserializer::<D::Error>::new(&s)).map(Some)
+    }
+}
+
 /// `plan.json`: the lifecycle state, the draft revision counter, and a copy of the locked text
 /// (a `plan.md` that differs from it was edited outside PlanConfirm and is not used).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -62,6 +86,44 @@ pub struct PlanFile {
     pub draft_fingerprint: Option<String>,
 }
 
+/// What caused a plan transition (the `trigger` of a `plan_state` event).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trigger {
+    /// A draft was written (first or again).
+    Draft,
+    /// The draft was emptied: back to the state before drafting.
+    DraftEmptied,
+    /// PlanConfirm locked the draft.
+    PlanConfirm,
+    /// PlanCancel discarded the draft.
+    PlanCancel,
+    /// PlanClear removed the locked plan.
+    PlanClear,
+    /// The first ledger update after confirm.
+    WorkStarted,
+}
+
+impl Trigger {
+    /// The snake_case name used in events.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Draft => "draft",
+            Trigger::DraftEmptied => "draft_emptied",
+            Trigger::PlanConfirm => "plan_confirm",
+            Trigger::PlanCancel => "plan_cancel",
+            Trigger::PlanClear => "plan_clear",
+            Trigger::WorkStarted => "work_started",
+        }
+    }
+}
+
+impl std::fmt::Display for Trigger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One lifecycle transition, the payload of the `plan_state` event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Transition {
@@ -69,9 +131,8 @@ pub struct Transition {
     pub from: PlanState,
     /// State after.
     pub to: PlanState,
-    /// What caused it: `draft`, `draft_emptied`, `plan_confirm`, `plan_cancel`, `plan_clear`,
-    /// `work_started`.
-    pub trigger: &'static str,
+    /// What caused it.
+    pub trigger: Trigger,
     /// The draft revision after the transition.
     pub revision: u64,
 }
@@ -181,7 +242,7 @@ impl PlanFile {
         }
     }
 
-    fn go(&mut self, to: PlanState, trigger: &'static str) -> Transition {
+    fn go(&mut self, to: PlanState, trigger: Trigger) -> Transition {
         let from = self.state;
         self.state = to;
         Transition {
@@ -223,7 +284,7 @@ impl PlanFile {
         self.draft_fingerprint = fp.clone();
         if fp.is_none() {
             let rest = self.resting_state();
-            return (self.state != rest).then(|| self.go(rest, "draft_emptied"));
+            return (self.state != rest).then(|| self.go(rest, Trigger::DraftEmptied));
         }
         self.revision = self.revision.saturating_add(1);
         let to = if self.draft_pending() {
@@ -231,7 +292,7 @@ impl PlanFile {
         } else {
             PlanState::Drafting
         };
-        Some(self.go(to, "draft"))
+        Some(self.go(to, Trigger::Draft))
     }
 
     /// Checks that PlanConfirm may run with this draft. Errors (nothing changes): an empty draft,
@@ -266,7 +327,7 @@ impl PlanFile {
         self.confirmed_at = Some(now.to_string());
         self.executing = false;
         self.draft_fingerprint = None;
-        self.go(PlanState::Confirmed, "plan_confirm")
+        self.go(PlanState::Confirmed, Trigger::PlanConfirm)
     }
 
     /// Cancels the pending draft (the caller archives and empties it). Errors: no draft.
@@ -276,7 +337,7 @@ impl PlanFile {
         }
         self.draft_fingerprint = None;
         let rest = self.resting_state();
-        Ok(self.go(rest, "plan_cancel"))
+        Ok(self.go(rest, Trigger::PlanCancel))
     }
 
     /// Checks that PlanClear may run. Errors (nothing changes): no locked plan.
@@ -300,7 +361,7 @@ impl PlanFile {
         } else {
             PlanState::Cleared
         };
-        self.go(to, "plan_clear")
+        self.go(to, Trigger::PlanClear)
     }
 
     /// Notes that a ledger update started or finished an item: confirmed → executing.
@@ -309,7 +370,8 @@ impl PlanFile {
             return None;
         }
         self.executing = true;
-        (self.state == PlanState::Confirmed).then(|| self.go(PlanState::Executing, "work_started"))
+        (self.state == PlanState::Confirmed)
+            .then(|| self.go(PlanState::Executing, Trigger::WorkStarted))
     }
 }
 

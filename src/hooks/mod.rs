@@ -41,65 +41,7 @@ pub const MAX_TIMEOUT_S: u64 = 86_400;
 /// The largest hooks file read (1 MiB); a bigger one is an error, never half-read.
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
-/// The events tern runs hooks at, with Claude Code's names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum HookEvent {
-    /// A runtime's first turn begins (`source`: `startup` for a new session, `resume`).
-    SessionStart,
-    /// The person's prompt, before it is stored.
-    UserPromptSubmit,
-    /// A tool call, before it runs.
-    PreToolUse,
-    /// A tool call, after it ran, before its result is stored.
-    PostToolUse,
-    /// The model ended its answer (a person's session).
-    Stop,
-    /// A sub-agent's model ended its answer.
-    SubagentStop,
-    /// Before a compaction (`trigger`: `manual` or `auto`).
-    PreCompact,
-    /// The runtime ends.
-    SessionEnd,
-}
-
-impl HookEvent {
-    /// Every event, in the order `tern hooks` lists them.
-    pub const ALL: [HookEvent; 8] = [
-        HookEvent::SessionStart,
-        HookEvent::UserPromptSubmit,
-        HookEvent::PreToolUse,
-        HookEvent::PostToolUse,
-        HookEvent::Stop,
-        HookEvent::SubagentStop,
-        HookEvent::PreCompact,
-        HookEvent::SessionEnd,
-    ];
-
-    /// Claude Code's name, e.g. `PreToolUse`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HookEvent::SessionStart => "SessionStart",
-            HookEvent::UserPromptSubmit => "UserPromptSubmit",
-            HookEvent::PreToolUse => "PreToolUse",
-            HookEvent::PostToolUse => "PostToolUse",
-            HookEvent::Stop => "Stop",
-            HookEvent::SubagentStop => "SubagentStop",
-            HookEvent::PreCompact => "PreCompact",
-            HookEvent::SessionEnd => "SessionEnd",
-        }
-    }
-
-    fn parse(name: &str) -> Option<HookEvent> {
-        HookEvent::ALL.into_iter().find(|e| e.as_str() == name)
-    }
-
-    fn index(self) -> usize {
-        HookEvent::ALL
-            .iter()
-            .position(|e| *e == self)
-            .unwrap_or_default()
-    }
-}
+pub use crate::event::HookEvent;
 
 /// Which file a hook came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -600,7 +542,8 @@ pub fn run_line(ev: &crate::event::Event) -> Option<String> {
         .filter(|m| !m.is_empty())
         .map_or_else(String::new, |m| format!(": {}", clip(m)));
     Some(format!(
-        "hook {event} `{}`: {what}{exit}, {duration_ms} ms{msg}",
+        "hook {} `{}`: {what}{exit}, {duration_ms} ms{msg}",
+        event.as_str(),
         clip(command)
     ))
 }

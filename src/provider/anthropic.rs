@@ -43,8 +43,8 @@ impl Anthropic {
 }
 
 impl Provider for Anthropic {
-    fn name(&self) -> &'static str {
-        "anthropic"
+    fn name(&self) -> super::Wire {
+        super::Wire::Anthropic
     }
 
     fn body(&self, req: &Request<'_>) -> Vec<u8> {
@@ -308,7 +308,7 @@ pub struct Decoder {
     tool_blocks: HashMap<u64, usize>,
     /// A tool_use block's `input` from its start event, used when no `partial_json` came.
     start_inputs: HashMap<u64, String>,
-    stop_reason: Option<String>,
+    stop_reason: Option<super::Finish>,
     input_tokens: u64,
     cache_read: u64,
     cache_creation: u64,
@@ -448,7 +448,7 @@ impl StreamDecoder for Decoder {
             }
             "message_delta" => {
                 if let Some(r) = v.pointer("/delta/stop_reason").and_then(|r| r.as_str()) {
-                    self.stop_reason = Some(r.to_string());
+                    self.stop_reason = Some(super::Finish::from_wire(r));
                 }
                 let u = v.get("usage").cloned();
                 self.usage(u.as_ref());
@@ -464,7 +464,7 @@ impl StreamDecoder for Decoder {
             .last()
             .is_some_and(|c| self.watch_call.runaway(&c.arguments));
         if call_run || self.watch_text.runaway(&self.text) {
-            self.stop_reason = Some("repetition".into());
+            self.stop_reason = Some(super::Finish::Repetition);
             self.done = true;
         }
         Ok(())
@@ -738,7 +738,7 @@ mod tests {
         .unwrap();
         assert_eq!(seen, "Héllo");
         assert_eq!(c.text, "Héllo");
-        assert_eq!(c.finish_reason.as_deref(), Some("tool_use"));
+        assert_eq!(c.finish_reason, Some(crate::provider::Finish::ToolCalls));
         assert_eq!(
             c.tool_calls,
             vec![

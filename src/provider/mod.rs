@@ -91,11 +91,46 @@ pub struct Completion {
     pub text: String,
     /// Tool calls in index order.
     pub tool_calls: Vec<RawToolCall>,
-    /// `stop`, `tool_calls`, `length`, `end_turn`, `tool_use`, `max_tokens`…; None if the stream
-    /// ended with `[DONE]` without one.
-    pub finish_reason: Option<String>,
+    /// Why the answer ended; None if the stream ended with `[DONE]` without saying.
+    pub finish_reason: Option<Finish>,
     /// Usage as reported (zeros when the server reported none).
     pub usage: Usage,
+}
+
+/// Why an answer ended: the provider's `finish_reason` (OpenAI) or `stop_reason` (Anthropic),
+/// or tern's own cut of a runaway answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finish {
+    /// A natural end: `stop` (OpenAI), `end_turn` or `stop_sequence` (Anthropic).
+    Stop,
+    /// The answer ends in tool calls: `tool_calls` (OpenAI), `tool_use` (Anthropic).
+    ToolCalls,
+    /// The output token cap cut it: `length` (OpenAI), `max_tokens` (Anthropic).
+    Length,
+    /// tern cut it: it kept repeating itself ([`runaway`]).
+    Repetition,
+    /// Any other reason the server gave (`content_filter`, `refusal`, `pause_turn`…), as sent.
+    Other(String),
+}
+
+impl Finish {
+    /// The reason named by a server's `finish_reason` / `stop_reason` string.
+    pub fn from_wire(s: &str) -> Finish {
+        match s {
+            "stop" | "end_turn" | "stop_sequence" => Finish::Stop,
+            "tool_calls" | "tool_use" => Finish::ToolCalls,
+            "length" | "max_tokens" => Finish::Length,
+            other => Finish::Other(other.to_string()),
+        }
+    }
+
+    /// The answer was cut before its end (the token cap, or a runaway).
+    pub fn cut_off(&self) -> bool {
+        match self {
+            Finish::Length | Finish::Repetition => true,
+            Finish::Stop | Finish::ToolCalls | Finish::Other(_) => false,
+        }
+    }
 }
 
 /// What went wrong with one attempt.
@@ -174,11 +209,13 @@ pub fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
+pub use crate::event::Wire;
+
 /// A model provider. `body` is pure and deterministic (same request, same bytes); `complete`
 /// makes exactly one attempt.
 pub trait Provider: Send {
-    /// Short name for events and `meta.json`: `openai`, `anthropic`, `replay`.
-    fn name(&self) -> &'static str;
+    /// Which provider this is, for events and `meta.json`.
+    fn name(&self) -> Wire;
 
     /// The exact request body bytes for `req`. Deterministic: field order fixed, `tools` first and
     /// `messages` last, so consecutive bodies share the longest byte prefix.

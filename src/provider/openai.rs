@@ -39,8 +39,8 @@ impl OpenAi {
 }
 
 impl Provider for OpenAi {
-    fn name(&self) -> &'static str {
-        "openai"
+    fn name(&self) -> super::Wire {
+        super::Wire::Openai
     }
 
     fn body(&self, req: &Request<'_>) -> Vec<u8> {
@@ -266,7 +266,7 @@ pub struct Decoder {
     /// Tool calls by the stream's `index`, so fragments of parallel calls join correctly.
     calls: BTreeMap<u64, RawToolCall>,
     last_index: Option<u64>,
-    finish_reason: Option<String>,
+    finish_reason: Option<super::Finish>,
     usage: Usage,
     done: bool,
     /// Runaway watches of the text and of the call being streamed.
@@ -385,7 +385,7 @@ impl Decoder {
             self.calls.retain(|k, _| keep.contains(k));
         }
         if args_run || text_run || same_call_again {
-            self.finish_reason = Some("repetition".into());
+            self.finish_reason = Some(super::Finish::Repetition);
             self.done = true;
         }
     }
@@ -440,7 +440,7 @@ impl StreamDecoder for Decoder {
             }
         }
         if let Some(r) = choice.finish_reason.filter(|r| !r.is_empty()) {
-            self.finish_reason = Some(r);
+            self.finish_reason = Some(super::Finish::from_wire(&r));
         }
         self.stop_a_runaway();
         Ok(())
@@ -576,14 +576,14 @@ mod tests {
         }
         stream.push_str("data: [DONE]\n\n");
         let c = decode(&stream).unwrap();
-        assert_eq!(c.finish_reason.as_deref(), Some("repetition"));
+        assert_eq!(c.finish_reason, Some(crate::provider::Finish::Repetition));
         assert_eq!(c.tool_calls.len(), 3, "{:?}", c.tool_calls);
         let mut text = String::new();
         for _ in 0..400 {
             text.push_str("data: {\"choices\":[{\"delta\":{\"content\":\"Buy milk. \"}}]}\n\n");
         }
         let c = decode(&text).unwrap();
-        assert_eq!(c.finish_reason.as_deref(), Some("repetition"));
+        assert_eq!(c.finish_reason, Some(crate::provider::Finish::Repetition));
         assert!(c.text.len() < 4000, "{}", c.text.len());
     }
 
@@ -702,7 +702,7 @@ mod tests {
         assert_eq!(c.tool_calls[0].arguments, frags.concat());
         let v: serde_json::Value = serde_json::from_str(&c.tool_calls[0].arguments).unwrap();
         assert_eq!(v["command"], "echo hi > hello.txt");
-        assert_eq!(c.finish_reason.as_deref(), Some("tool_calls"));
+        assert_eq!(c.finish_reason, Some(crate::provider::Finish::ToolCalls));
         assert_eq!(c.usage.cached_tokens, 512);
         assert_eq!(c.usage.input_tokens, 612);
         assert_eq!(c.usage.output_tokens, 20);
@@ -749,7 +749,7 @@ mod tests {
             "data: [DONE]\n\n",
         );
         let c = decode(s).unwrap();
-        assert_eq!(c.finish_reason.as_deref(), Some("length"));
+        assert_eq!(c.finish_reason, Some(crate::provider::Finish::Length));
         assert_eq!(c.tool_calls[0].arguments, r#"{"command": "ls"#);
     }
 

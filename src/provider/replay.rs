@@ -80,8 +80,8 @@ impl Replay {
 }
 
 impl Provider for Replay {
-    fn name(&self) -> &'static str {
-        "replay"
+    fn name(&self) -> super::Wire {
+        super::Wire::Replay
     }
 
     /// The OpenAI-compatible body, so prefix reuse is measured on real request bytes.
@@ -130,14 +130,11 @@ impl Provider for Replay {
         let usage = simulate_usage(&self.prev_body, body, text.len());
         self.prev_body = body.to_vec();
         Ok(Completion {
-            finish_reason: Some(
-                if tool_calls.is_empty() {
-                    "stop"
-                } else {
-                    "tool_calls"
-                }
-                .into(),
-            ),
+            finish_reason: Some(if tool_calls.is_empty() {
+                super::Finish::Stop
+            } else {
+                super::Finish::ToolCalls
+            }),
             text,
             tool_calls,
             usage,

@@ -56,7 +56,8 @@ impl RetryPolicy {
 
 /// Runs `attempt` until it succeeds, fails with an error that is not
 /// [`ProviderError::retryable`] (returned at once: 400, 401, 403, 404, 413, 422, context
-/// overflow, cancel…), or retrying would pass `policy.max_total` (the last error is returned).
+/// overflow, cancel…), or retrying would pass `policy.max_total` (the last error is returned,
+/// its message saying that no retry fits the time left).
 ///
 /// Before each wait `on_retry(retry, delay, &error)` is called, with `retry` = 1 for the first
 /// retry, so the runtime can emit a `retry` event per attempt. Waits sleep in slices of at most
@@ -92,6 +93,12 @@ pub fn run<T>(
             delay = delay.min(Duration::from_secs(1));
         }
         if start.elapsed().saturating_add(delay) > policy.max_total {
+            error.message = format!(
+                "{} (no retry: waiting {} s more would pass the retry time of {} s)",
+                error.message,
+                delay.as_secs_f64().ceil(),
+                policy.max_total.as_secs_f64().ceil()
+            );
             return Err(error);
         }
         on_retry(retry, delay, &error);

@@ -285,10 +285,7 @@ impl Runtime {
         if a.fork
             && let Some(r) = &route
         {
-            let provider = match r.kind {
-                crate::config::ProviderKind::Openai => "openai",
-                crate::config::ProviderKind::Anthropic => "anthropic",
-            };
+            let provider = crate::provider::Wire::from(r.kind);
             let display_url = crate::provider::http::display_url;
             let mut differs = Vec::new();
             if provider != self.provider_name() {
@@ -468,7 +465,7 @@ impl Runtime {
                         // Its turn never reached its end: the record says how it ended.
                         let s = crate::store::Session::at(&c.id, c.dir.clone());
                         let _ = s.update_meta(|m| {
-                            m.status = crate::store::Status::Failed;
+                            m.status = crate::store::Status::Ended(Ending::Failed);
                             m.pid = None;
                         });
                         slots[index].child = Err(ToolError::Failed(format!(
@@ -537,6 +534,12 @@ impl Runtime {
                 if *n == 1 { "" } else { "s" }
             ),
             Err(f @ Failure::Budget(_)) => format!("{}\n[stopped: {f}]", partial()),
+            // Its retries fit its wall time: a wait that would pass it was not started.
+            Err(f @ Failure::ProviderUnavailable(_)) => format!(
+                "{}\n[failed: {f}; a sub-agent's retries stop within its wall time of {} s]",
+                partial(),
+                child.wall_time.as_secs()
+            ),
             Err(f) => format!("{}\n[failed: {f}]", partial()),
         };
         let text = text.trim().to_string();
@@ -623,7 +626,7 @@ pub fn repaired_result(agents_dir: &std::path::Path, call_id: &str) -> (String, 
     };
     let conversation = dir.join(files::CONVERSATION);
     match meta.status {
-        Status::Completed => {
+        Status::Ended(Ending::Completed) => {
             let report = dir.join(REPORT);
             let answer = match session.read_text(REPORT) {
                 Ok(Some(t)) if !t.trim().is_empty() => t.trim().to_string(),
@@ -650,7 +653,7 @@ pub fn repaired_result(agents_dir: &std::path::Path, call_id: &str) -> (String, 
                     "{}
 [tern restarted before this result was recorded; this is the sub-agent's final answer, read from its session record]
 {}",
-                    head("completed"),
+                    head(Ending::Completed.as_str()),
                     bound(&answer, &whole)
                 ),
                 false,
@@ -664,17 +667,19 @@ pub fn repaired_result(agents_dir: &std::path::Path, call_id: &str) -> (String, 
         ),
         status => {
             let how = match status {
-                Status::Running | Status::Interrupted => format!(
+                Status::Running | Status::Ended(Ending::Interrupted) => format!(
                     "tern stopped while the sub-agent session {child} was running; it was marked interrupted"
                 ),
-                Status::Failed
-                | Status::MaxTurns
-                | Status::BudgetExhausted
-                | Status::ProviderUnavailable => format!(
+                Status::Ended(
+                    Ending::Failed
+                    | Ending::MaxTurns
+                    | Ending::BudgetExhausted
+                    | Ending::ProviderUnavailable,
+                ) => format!(
                     "the sub-agent session {child} ended ({}), and tern stopped before its result was recorded",
                     status.as_str()
                 ),
-                Status::Idle | Status::Completed => format!(
+                Status::Idle | Status::Ended(Ending::Completed) => format!(
                     "tern stopped before the result of the sub-agent session {child} was recorded"
                 ),
             };
@@ -727,7 +732,7 @@ pub fn mark_dead_children(dir: &std::path::Path) -> Vec<String> {
         if let Ok(mut m) = s.read_meta()
             && m.status == crate::store::Status::Running
         {
-            m.status = crate::store::Status::Interrupted;
+            m.status = crate::store::Status::Ended(Ending::Interrupted);
             m.pid = None;
             m.updated_at = crate::clock::now_rfc3339();
             if s.write_meta_locked(&lock, &m).is_ok() {

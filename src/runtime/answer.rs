@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::Runtime;
 use crate::message::{Message, ToolCall};
-use crate::provider::Completion;
+use crate::provider::{Completion, Finish};
 
 /// Appended to a tool result that repeats the previous step's call and result exactly.
 pub const REPEAT_NOTE: &str = "[Same call and same result as your previous step. If the task is done, stop calling tools and answer.]";
@@ -71,7 +71,7 @@ impl Runtime {
                 answer.text = String::new();
             }
         }
-        let runaway = answer.finish_reason.as_deref() == Some("repetition");
+        let runaway = answer.finish_reason == Some(Finish::Repetition);
         let mut text = if answer.text.trim().is_empty() {
             String::new()
         } else {
@@ -82,10 +82,7 @@ impl Runtime {
             // model on its next request, must not take it for the whole answer).
             text.push_str(RUNAWAY_NOTE);
         }
-        let cut_off = matches!(
-            answer.finish_reason.as_deref(),
-            Some("length" | "max_tokens" | "repetition")
-        );
+        let cut_off = answer.finish_reason.as_ref().is_some_and(Finish::cut_off);
         let mut calls: Vec<Call> = Vec::new();
         for (i, raw) in answer.tool_calls.into_iter().enumerate() {
             let id = if raw.id.trim().is_empty() || calls.iter().any(|c| c.call.id == raw.id) {

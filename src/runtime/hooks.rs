@@ -182,7 +182,7 @@ impl Runtime {
             self.emit(
                 ui,
                 Event::Hook {
-                    event: event.as_str().to_string(),
+                    event,
                     command: h.command.clone(),
                     exit_code: ran.exit_code,
                     duration_ms: ran.duration.as_millis() as u64,
@@ -581,7 +581,7 @@ impl Runtime {
         self.emit(
             ui,
             Event::Hook {
-                event: "Stop".into(),
+                event: crate::hooks::HookEvent::Stop,
                 command: format!("--goal {}", goal.command),
                 exit_code: out.exit_code,
                 duration_ms: out.duration_ms,

@@ -518,7 +518,7 @@ impl Runtime {
     }
 
     /// The provider's name (`openai`, `anthropic`, `replay`).
-    pub fn provider_name(&self) -> &'static str {
+    pub fn provider_name(&self) -> crate::provider::Wire {
         self.provider.name()
     }
 
@@ -572,7 +572,7 @@ impl Runtime {
         meta: &Meta,
     ) -> Result<(), Failure> {
         let (provider, model) = (self.provider.name(), self.cfg.model.clone());
-        if meta.model == model && meta.provider == provider {
+        if meta.model == model && meta.provider == provider.as_str() {
             return Ok(());
         }
         self.emit(

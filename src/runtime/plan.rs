@@ -50,7 +50,7 @@ pub fn transition_event(t: &Transition) -> Event {
     Event::PlanState {
         from: t.from,
         to: t.to,
-        trigger: t.trigger.to_string(),
+        trigger: t.trigger,
         revision: t.revision,
     }
 }

@@ -7,7 +7,8 @@ use super::prefix::RequestOptions;
 use super::{Failure, Runtime, Surface};
 use crate::event::{CompactTrigger, Event, Purpose};
 use crate::message::Message;
-use crate::provider::{Completion, ErrorKind, ProviderError, retry};
+use crate::message::Usage;
+use crate::provider::{Completion, ErrorKind, Finish, ProviderError, retry};
 use crate::render::work_state;
 use crate::store::files;
 
@@ -187,10 +188,51 @@ impl Runtime {
             &cancel,
         );
         let ui = ui.into_inner();
-        let mut answer = result?;
+        let mut answer = match result {
+            Ok(a) => a,
+            Err(e) => {
+                // The server read the request and refused it (HTTP 400, context too long): it
+                // counts as a request, with the usage known (none is reported for a refusal).
+                // A server error that outlasted the retries is no answer to the request.
+                if matches!(e.kind, ErrorKind::Status(_) | ErrorKind::ContextOverflow)
+                    && !e.retryable()
+                {
+                    self.record_request(purpose, Usage::default(), false, body, reuse, ui);
+                }
+                return Err(e);
+            }
+        };
         // A server that reports more cached than prompt tokens is not believed past all of them.
         answer.usage.cached_tokens = answer.usage.cached_tokens.min(answer.usage.input_tokens);
-        let u = answer.usage;
+        // A runaway answer was cut and its stream abandoned before the usage that ends it: what
+        // the server did not report is estimated from the bytes sent and received.
+        let estimated = answer.finish_reason == Some(Finish::Repetition)
+            && estimate_unreported(&mut answer, body.len(), self.tokens_per_byte());
+        self.record_request(purpose, answer.usage, estimated, body, reuse, ui);
+        Ok(answer)
+    }
+
+    /// Tokens per request byte measured over this runtime's requests, or a typical 1/4 before
+    /// any was reported.
+    fn tokens_per_byte(&self) -> f64 {
+        let t = &self.meter.totals;
+        if t.usage.input_tokens > 0 && t.request_bytes > 0 {
+            t.usage.input_tokens as f64 / t.request_bytes as f64
+        } else {
+            0.25
+        }
+    }
+
+    /// Counts one request that reached the server: the totals, a `usage` event, `meta.json`.
+    fn record_request(
+        &mut self,
+        purpose: Purpose,
+        u: Usage,
+        estimated: bool,
+        body: Vec<u8>,
+        reuse: u64,
+        ui: &mut dyn Surface,
+    ) {
         let t = &mut self.meter.totals;
         t.requests += 1;
         t.usage.add(&u);
@@ -208,6 +250,7 @@ impl Runtime {
                 cache_hit_ratio: super::ratio(u.cached_tokens, u.input_tokens),
                 request_bytes: body.len() as u64,
                 prefix_reuse_bytes: reuse,
+                estimated,
             },
         );
         // The session's record counts every request the moment its usage arrives (a
@@ -227,8 +270,30 @@ impl Runtime {
             }
         }
         self.meter.last_body = body;
-        Ok(answer)
     }
+}
+
+/// Fills the usage a cut stream never reported: prompt tokens from the request's `body_bytes`
+/// at `per_byte`, output tokens from the bytes received (text and call arguments) at 1/4 token
+/// a byte. Figures the server did report are kept. True when anything was estimated.
+fn estimate_unreported(answer: &mut Completion, body_bytes: usize, per_byte: f64) -> bool {
+    let u = &mut answer.usage;
+    let mut estimated = false;
+    if u.input_tokens == 0 && body_bytes > 0 {
+        u.input_tokens = (body_bytes as f64 * per_byte).ceil() as u64;
+        estimated = true;
+    }
+    let received = answer.text.len()
+        + answer
+            .tool_calls
+            .iter()
+            .map(|c| c.name.len() + c.arguments.len())
+            .sum::<usize>();
+    if u.output_tokens == 0 && received > 0 {
+        u.output_tokens = received.div_ceil(4) as u64;
+        estimated = true;
+    }
+    estimated
 }
 
 /// Maps a provider error that ended the attempts to a turn failure: cancelled → interrupted;

@@ -92,7 +92,7 @@ impl Runtime {
                     )));
                 }
             }
-            if answer.finish_reason.as_deref() == Some("repetition") {
+            if answer.finish_reason == Some(crate::provider::Finish::Repetition) {
                 self.emit(
                     ui,
                     Event::warning(if answer.tool_calls.is_empty() {
@@ -102,10 +102,7 @@ impl Runtime {
                     }),
                 );
             }
-            let cut = matches!(
-                answer.finish_reason.as_deref(),
-                Some("length" | "max_tokens")
-            );
+            let cut = answer.finish_reason == Some(crate::provider::Finish::Length);
             let (message, calls) = self.assistant_message(answer, text_only);
             let Some(message) = message else {
                 // No text and no tool calls: nothing a provider would accept later (case C12).
@@ -359,7 +356,7 @@ impl Runtime {
         })();
         if let Err(e) = started {
             let _ = self.session.update_meta(|m| {
-                m.status = Status::Failed;
+                m.status = Status::Ended(e.kind());
                 m.pid = None;
             });
             self.release();

@@ -16,28 +16,18 @@ use crate::message::Message;
 use crate::message::Usage;
 
 /// Lifecycle status of a session's latest turn, as stored in `meta.json`: idle, running, or how
-/// it ended in the one vocabulary of [`Ending`] (the same names `turn_end`, `result` and
-/// `agent_end` use).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
+/// it ended in the one vocabulary of [`Ending`]. Written as one snake_case string, the same
+/// names `turn_end`, `result` and `agent_end` use: `idle`, `running`, `completed`, `failed`,
+/// `interrupted`, `max_turns`, `budget_exhausted`, `provider_unavailable`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Status {
     /// Created, no turn run yet.
     #[default]
     Idle,
     /// A turn is in progress in process `meta.pid`.
     Running,
-    /// The latest turn ended with a final answer.
-    Completed,
-    /// The latest turn failed.
-    Failed,
-    /// The latest turn was interrupted (Ctrl-C, SIGTERM, or its process died).
-    Interrupted,
-    /// The latest turn reached its turn budget (`--max-turns`, a sub-agent's).
-    MaxTurns,
-    /// A sub-agent's wall time or token budget ran out.
-    BudgetExhausted,
-    /// The provider stayed unavailable after retries.
-    ProviderUnavailable,
+    /// The latest turn ended this way.
+    Ended(Ending),
 }
 
 impl Status {
@@ -46,12 +36,7 @@ impl Status {
         match self {
             Status::Idle => "idle",
             Status::Running => "running",
-            Status::Completed
-            | Status::Failed
-            | Status::Interrupted
-            | Status::MaxTurns
-            | Status::BudgetExhausted
-            | Status::ProviderUnavailable => self.ending().map_or("?", Ending::as_str),
+            Status::Ended(e) => e.as_str(),
         }
     }
 
@@ -59,26 +44,39 @@ impl Status {
     pub fn ending(self) -> Option<Ending> {
         match self {
             Status::Idle | Status::Running => None,
-            Status::Completed => Some(Ending::Completed),
-            Status::Failed => Some(Ending::Failed),
-            Status::Interrupted => Some(Ending::Interrupted),
-            Status::MaxTurns => Some(Ending::MaxTurns),
-            Status::BudgetExhausted => Some(Ending::BudgetExhausted),
-            Status::ProviderUnavailable => Some(Ending::ProviderUnavailable),
+            Status::Ended(e) => Some(e),
         }
+    }
+
+    /// The status named `s` (see [`Status::as_str`]); None for any other string.
+    pub fn parse(s: &str) -> Option<Status> {
+        [Status::Idle, Status::Running]
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .or_else(|| Ending::parse(s).map(Status::Ended))
     }
 }
 
 impl From<Ending> for Status {
     fn from(e: Ending) -> Status {
-        match e {
-            Ending::Completed => Status::Completed,
-            Ending::Failed => Status::Failed,
-            Ending::Interrupted => Status::Interrupted,
-            Ending::MaxTurns => Status::MaxTurns,
-            Ending::BudgetExhausted => Status::BudgetExhausted,
-            Ending::ProviderUnavailable => Status::ProviderUnavailable,
-        }
+        Status::Ended(e)
+    }
+}
+
+impl Serialize for Status {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Status {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Status::parse(&s).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "unknown status {s:?} (expected idle, running or how a run ended)"
+            ))
+        })
     }
 }
 
@@ -598,5 +596,50 @@ fn last_seq(path: &Path) -> io::Result<u64> {
                 .unwrap_or(0))
         }
         None => Ok(0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `meta.json`'s status is one string, the same names as before `Status` wrapped
+    /// [`Ending`]: idle, running, and every ending's own name; anything else does not read.
+    #[test]
+    fn status_reads_and_writes_the_same_strings() {
+        let mut all = vec![Status::Idle, Status::Running];
+        all.extend(Ending::ALL.map(Status::Ended));
+        let names: Vec<String> = all
+            .iter()
+            .map(|s| {
+                serde_json::to_value(s)
+                    .unwrap()
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "idle",
+                "running",
+                "completed",
+                "failed",
+                "interrupted",
+                "max_turns",
+                "budget_exhausted",
+                "provider_unavailable"
+            ]
+        );
+        for (s, n) in all.iter().zip(&names) {
+            assert_eq!(
+                serde_json::from_value::<Status>(Value::from(n.as_str())).unwrap(),
+                *s
+            );
+            assert_eq!(s.as_str(), n);
+        }
+        assert!(serde_json::from_value::<Status>(Value::from("done")).is_err());
+        assert!(serde_json::from_value::<Status>(Value::from(3)).is_err());
     }
 }

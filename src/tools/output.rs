@@ -88,6 +88,10 @@ pub struct Shaper {
     spill_written: u64,
     spill_capped: bool,
     spill_error: Option<String>,
+    // Bytes the open spill file may hold: `limits.spill_bytes`, less when the disk had less
+    // free space (then `Some(free)`, for the note).
+    spill_room: u64,
+    spill_disk_free: Option<u64>,
 
     // Decoding: an incomplete UTF-8 sequence carried to the next chunk (at most 3 bytes).
     utf8_carry: Vec<u8>,
@@ -122,6 +126,8 @@ impl Shaper {
             spill_written: 0,
             spill_capped: false,
             spill_error: None,
+            spill_room: limits.spill_bytes,
+            spill_disk_free: None,
             utf8_carry: Vec::new(),
             scratch: Vec::new(),
             replaced: 0,
@@ -260,6 +266,15 @@ impl Shaper {
         let opened = crate::store::fsutil::create_unique(&self.spill_dir, "out-", ".log");
         match opened {
             Ok((file, path)) => {
+                // tern's own spill must never fill the disk its state is written to: it takes
+                // at most what leaves a margin of the free space.
+                if let Ok(free) = fs2::available_space(&path) {
+                    let room = spill_room_for(free);
+                    if room < self.limits.spill_bytes {
+                        self.spill_room = room;
+                        self.spill_disk_free = Some(free);
+                    }
+                }
                 self.spill = Some((file, path));
                 let mem = std::mem::take(&mut self.raw_mem);
                 self.write_spill(&mem);
@@ -275,7 +290,7 @@ impl Shaper {
         let Some((file, _)) = self.spill.as_mut() else {
             return;
         };
-        let room = self.limits.spill_bytes.saturating_sub(self.spill_written);
+        let room = self.spill_room.saturating_sub(self.spill_written);
         let n = bytes.len().min(usize::try_from(room).unwrap_or(usize::MAX));
         if n < bytes.len() {
             self.spill_capped = true;
@@ -288,6 +303,22 @@ impl Shaper {
             Err(e) => {
                 let path = self.spill.take().map(|(_, p)| p);
                 self.spill_error = Some(match path {
+                    // The disk filled while the spill was written (something else took the
+                    // space left): the partial file goes, so tern's own state can still be
+                    // written, and the note says where it was.
+                    Some(p) if e.raw_os_error() == Some(libc::ENOSPC) => {
+                        let removed = crate::store::fsutil::remove_file(&p).is_ok();
+                        format!(
+                            "saving it filled the disk ({e}) after {} bytes in {}{}",
+                            self.spill_written,
+                            p.display(),
+                            if removed {
+                                "; that file was removed to free the space"
+                            } else {
+                                ""
+                            }
+                        )
+                    }
                     Some(p) => format!("{}: {e}", p.display()),
                     None => e.to_string(),
                 });
@@ -315,11 +346,18 @@ impl Shaper {
 
     fn saved_note(&self, path: Option<&Path>) -> String {
         match (path, &self.spill_error) {
-            (Some(p), _) if self.spill_capped => format!(
-                "full output (first {} bytes only): {}",
-                self.limits.spill_bytes,
-                p.display()
-            ),
+            (Some(p), _) if self.spill_capped => match self.spill_disk_free {
+                Some(free) => format!(
+                    "full output (first {} bytes only: the disk had {free} bytes free): {}",
+                    self.spill_room,
+                    p.display()
+                ),
+                None => format!(
+                    "full output (first {} bytes only): {}",
+                    self.limits.spill_bytes,
+                    p.display()
+                ),
+            },
             (Some(p), _) => format!("full output: {}", p.display()),
             (None, Some(e)) => format!("full output not saved: {e}"),
             (None, None) => "full output not saved".to_string(),
@@ -536,6 +574,15 @@ fn ceil_boundary(s: &str, i: usize) -> usize {
         i += 1;
     }
     i
+}
+
+/// Free space a spill file always leaves on its disk: half of what is free, at most 64 MiB, so
+/// tern's own state (the conversation, events, `meta.json`) can still be written.
+pub const SPILL_DISK_MARGIN: u64 = 64 << 20;
+
+/// Bytes a spill file may take of `free` bytes of free space (see [`SPILL_DISK_MARGIN`]).
+pub fn spill_room_for(free: u64) -> u64 {
+    free - (free / 2).min(SPILL_DISK_MARGIN)
 }
 
 /// Keeps the spill files of a session within `budget` bytes: the oldest go first (by

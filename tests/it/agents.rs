@@ -1030,6 +1030,50 @@ fn a_hung_child_never_holds_its_siblings_result_past_its_wall_time() {
     assert_eq!(ids, ["a1", "a2"]);
 }
 
+/// A child's retries fit its wall time (issue 18 item 4): its server answers 503 with a
+/// `Retry-After` of 60 s, longer than the child's 4 s wall time, under the default 300 s retry
+/// time. The child gives up at once (no retry is waited for: it could not fit), ends
+/// `provider_unavailable` after one request, and the parent goes on. Counts only, no timings.
+#[test]
+fn a_childs_retries_fit_its_wall_time() {
+    let w = Wire::OpenAi;
+    let ws = WireWs::new(
+        w,
+        vec![
+            agent(w, "a1", json!({"task": "overloaded"})),
+            text(w, "the child could not run"),
+        ],
+    );
+    ws.fake.route(
+        "Task: overloaded",
+        vec![
+            crate::support::Reply::status(503, r#"{"error": {"message": "overloaded"}}"#)
+                .header("Retry-After", "60"),
+        ],
+    );
+    let out = ws.ok(&["exec", "--json", "--agent-wall-time", "4", "go"]);
+    let parent = ws.session();
+    let kid = child_of(&parent, "a1");
+    let kid_events = jsonl(&kid.join("events.jsonl"));
+    let retries = kid_events.iter().filter(|e| e["type"] == "retry").count();
+    assert_eq!(
+        retries, 0,
+        "a 60 s wait cannot fit a 4 s wall time: {kid_events:#?}"
+    );
+    let r = content(&stored_result(&parent, "a1"));
+    assert_eq!(head_of(&r).1, "provider_unavailable", "{r}");
+    assert!(
+        r.contains("(no retry: waiting 60 s more would pass the retry time of 4 s)")
+            && r.ends_with("; a sub-agent's retries stop within its wall time of 4 s]"),
+        "{r}"
+    );
+    assert_eq!(ws.fake.routed_left("Task: overloaded"), 0);
+    assert_eq!(ws.fake.requests().len(), 3, "parent, child once, parent");
+    let events = events_of(&String::from_utf8_lossy(&out.stdout));
+    let result = of_type(&events, "result");
+    assert_eq!(result[0]["status"], "completed", "{events:#?}");
+}
+
 /// Ctrl-C (SIGINT) to `tern exec` while two children run commands: both commands are killed at
 /// once, both results are stored as interrupted, the children's sessions say interrupted, the
 /// run ends with `result` interrupted and exit 130.
@@ -2190,8 +2234,8 @@ struct PanicsOn {
 }
 
 impl tern::provider::Provider for PanicsOn {
-    fn name(&self) -> &'static str {
-        "openai"
+    fn name(&self) -> tern::provider::Wire {
+        tern::provider::Wire::Openai
     }
     fn body(&self, req: &tern::provider::Request<'_>) -> Vec<u8> {
         self.inner.body(req)
@@ -2290,9 +2334,12 @@ fn a_child_whose_request_fails_ends_failed() {
     assert_eq!(r["is_error"], true);
     let c = content(&r);
     assert_eq!(head_of(&c).1, "failed", "{c}");
+    // The refused request is a request (issue 18 item 3): two, not one.
+    assert_eq!(head_of(&c).2, 2, "{c}");
     let body = c.split_once('\n').unwrap().1;
     assert!(body.starts_with("started the work\n[failed: "), "{body}");
     assert!(body.contains("bad request, not retried"), "{body}");
     let kid = child_of(&ws.session(), "a1");
     assert_eq!(read_json(&kid.join("meta.json"))["status"], "failed");
+    assert_eq!(read_json(&kid.join("meta.json"))["turns"], 2);
 }

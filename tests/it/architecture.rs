@@ -250,3 +250,226 @@ fn every_skip_goes_through_the_skip_log() {
         ".ci/run counts the skips and fails on a required one"
     );
 }
+
+/// The files that render events and statuses for people and clients (issue 18, Structure).
+const RENDERERS: &[&str] = &[
+    "render",
+    "render::sidebar",
+    "render::work_state",
+    "status",
+    "stats",
+    "output",
+    "repl",
+    "exec",
+    "ops",
+    "acp::updates",
+    "acp::surface",
+    "acp::session",
+    "acp::bridge",
+    "hooks",
+];
+
+/// The enums a renderer must match variant by variant: a `_ =>` arm over one of them would
+/// swallow a variant added later.
+const MATCHED_WHOLE: &[&str] = &[
+    "Event::",
+    "Ending::",
+    "Status::",
+    "Wire::",
+    "Trigger::",
+    "HookEvent::",
+    "HookDecision::",
+    "Purpose::",
+    "CompactTrigger::",
+    "BoundaryKind::",
+    "Finish::",
+    "PlanState::",
+];
+
+/// `text` with string and char literals blanked (same length), so braces inside them do not
+/// count.
+fn blank_literals(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = b.to_vec();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                // A raw string: r"…" or r#"…"#.
+                let mut hashes = 0;
+                let mut j = i;
+                while j > 0 && b[j - 1] == b'#' {
+                    hashes += 1;
+                    j -= 1;
+                }
+                let raw = j > 0 && b[j - 1] == b'r';
+                let mut k = i + 1;
+                while k < b.len() {
+                    if !raw && b[k] == b'\\' {
+                        k += 2;
+                        continue;
+                    }
+                    if b[k] == b'"' && b[k + 1..].iter().take(hashes).all(|c| *c == b'#') {
+                        break;
+                    }
+                    k += 1;
+                }
+                for c in out.iter_mut().take(k.min(b.len())).skip(i + 1) {
+                    *c = b' ';
+                }
+                i = k + 1 + if raw { hashes } else { 0 };
+            }
+            b'\'' => {
+                // A char literal ('x', '\n', '{'), not a lifetime ('a).
+                let end = if b.get(i + 1) == Some(&b'\\') {
+                    b[i + 2..]
+                        .iter()
+                        .position(|c| *c == b'\'')
+                        .map(|p| i + 2 + p)
+                } else {
+                    let ch = text[i + 1..].chars().next().map_or(1, char::len_utf8);
+                    (b.get(i + 1 + ch) == Some(&b'\'')).then_some(i + 1 + ch)
+                };
+                match end {
+                    Some(e) => {
+                        for c in out.iter_mut().take(e).skip(i + 1) {
+                            *c = b' ';
+                        }
+                        i = e + 1;
+                    }
+                    None => i += 1,
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The arms' patterns of every `match` in `code` (literals blanked), each match as a list.
+fn match_arms(code: &str) -> Vec<Vec<String>> {
+    let b = code.as_bytes();
+    let mut all = Vec::new();
+    let mut from = 0;
+    while let Some(p) = code[from..].find("match ") {
+        let at = from + p;
+        from = at + 6;
+        let word_start = at == 0 || !(b[at - 1].is_ascii_alphanumeric() || b[at - 1] == b'_');
+        if !word_start {
+            continue;
+        }
+        // The body opens at the first `{` outside parentheses after the scrutinee.
+        let mut depth = 0i32;
+        let mut open = None;
+        for (k, c) in b.iter().enumerate().skip(from) {
+            match c {
+                b'(' | b'[' => depth += 1,
+                b')' | b']' => depth -= 1,
+                b'{' if depth == 0 => {
+                    open = Some(k);
+                    break;
+                }
+                b';' if depth == 0 => break,
+                _ => {}
+            }
+        }
+        let Some(open) = open else { continue };
+        let mut arms = Vec::new();
+        let mut k = open + 1;
+        let mut seg = k;
+        let mut depth = 0i32;
+        while k < b.len() {
+            match b[k] {
+                b'(' | b'[' | b'{' => depth += 1,
+                b')' | b']' => depth -= 1,
+                b'}' if depth == 0 => break,
+                b'}' => depth -= 1,
+                b'=' if depth == 0 && b.get(k + 1) == Some(&b'>') => {
+                    arms.push(code[seg..k].trim().to_string());
+                    // Skip the arm's expression: a block, or up to the next top-level comma.
+                    k += 2;
+                    while k < b.len() && b[k].is_ascii_whitespace() {
+                        k += 1;
+                    }
+                    let block = b.get(k) == Some(&b'{');
+                    let mut d = 0i32;
+                    while k < b.len() {
+                        match b[k] {
+                            b'(' | b'[' | b'{' => d += 1,
+                            b')' | b']' => d -= 1,
+                            b'}' if d == 0 => break,
+                            b'}' => {
+                                d -= 1;
+                                if block && d == 0 {
+                                    k += 1;
+                                    break;
+                                }
+                            }
+                            b',' if d == 0 => break,
+                            _ => {}
+                        }
+                        k += 1;
+                    }
+                    while k < b.len() && b[k].is_ascii_whitespace() {
+                        k += 1;
+                    }
+                    if b.get(k) == Some(&b',') {
+                        k += 1;
+                    }
+                    seg = k;
+                    continue;
+                }
+                _ => {}
+            }
+            k += 1;
+        }
+        all.push(arms);
+    }
+    all
+}
+
+/// Renderers match every variant of the event and status enums (issue 18, Structure): no
+/// `_ =>` arm in a match over one of them, so a new variant is a compile error there, never a
+/// silently dropped line.
+#[test]
+fn renderers_match_every_variant() {
+    let srcs = sources();
+    let mut found = Vec::new();
+    for m in RENDERERS {
+        let text = srcs
+            .get(*m)
+            .unwrap_or_else(|| panic!("renderer {m} not found"));
+        for arms in match_arms(&blank_literals(text)) {
+            let over = arms
+                .iter()
+                .any(|a| MATCHED_WHOLE.iter().any(|e| a.contains(e)));
+            if over && arms.iter().any(|a| a == "_") {
+                found.push(format!("{m}: {}", arms.join(" | ")));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "`_ =>` over an event or status enum:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The scanner itself: it finds a catch-all over an enum, and not one over strings.
+#[test]
+fn the_catch_all_scanner_sees_what_it_should() {
+    let code = r#"fn f(e: &Event, s: &str) -> u8 {
+        let x = match e {
+            Event::A { .. } => { if s == "}" { 1 } else { 2 } }
+            Event::B(c) if *c == '{' => 3,
+            _ => 0,
+        };
+        match s { "a" => 1, _ => x }
+    }"#;
+    let arms = match_arms(&blank_literals(code));
+    assert_eq!(arms.len(), 2, "{arms:?}");
+    assert_eq!(arms[0].len(), 3, "{arms:?}");
+    assert_eq!(arms[0][2], "_");
+    assert!(arms[0][1].starts_with("Event::B"));
+    assert_eq!(arms[1], ["\"a\"", "_"].map(|s| s.replace('a', " ")));
+}

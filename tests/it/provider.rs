@@ -225,7 +225,7 @@ fn c11_fragments_joined_and_truncated_arguments_returned_raw() {
     let mut p = openai(&s);
     let body = hello_body(&p);
     let c = once(&mut p, &body).unwrap();
-    assert_eq!(c.finish_reason.as_deref(), Some("length"));
+    assert_eq!(c.finish_reason, Some(tern::provider::Finish::Length));
     assert_eq!(c.tool_calls[0].arguments, r#"{"command": "ls"#);
     let c = once(&mut p, &body).unwrap();
     assert_eq!(c.tool_calls[0].arguments, r#"{"command":"echo "hi""}"#);
@@ -873,7 +873,7 @@ fn c10_a_break_after_finish_reason_is_complete() {
     for _ in 0..2 {
         let c = once(&mut p, &body).unwrap();
         assert_eq!(c.text, "Hello");
-        assert_eq!(c.finish_reason.as_deref(), Some("stop"));
+        assert_eq!(c.finish_reason, Some(tern::provider::Finish::Stop));
     }
     let full = anthropic_text("Hello").render((0, 0));
     let s = FakeServer::start(vec![anthropic_text("Hello").close_after(full.len() - 5)]);

@@ -207,6 +207,9 @@ fn one_token_count_per_session_everywhere() {
 
     let before = ws.json("meta.json");
     assert_eq!(before["turns"], 2, "{before}");
+    // The run's `result` (one process made the whole session) is the session's record.
+    assert_eq!(result["turns"], before["turns"], "{result}");
+    assert_eq!(result["usage"], before["usage"], "{result}");
     ws.ok(&["compact"]);
     let meta = ws.json("meta.json");
     let sum = |v: &serde_json::Value| {
@@ -241,4 +244,27 @@ fn one_token_count_per_session_everywhere() {
         listing.contains(&shown) || listing.contains(&with_commas),
         "tern sessions shows {recorded}: {listing}"
     );
+    let status: serde_json::Value =
+        serde_json::from_slice(&ws.ok(&["status", "--json"]).stdout).unwrap();
+    assert_eq!(
+        status["cache"]["input_tokens"], meta["usage"]["input_tokens"],
+        "{status}"
+    );
+    assert_eq!(
+        status["cache"]["cached_tokens"], meta["usage"]["cached_tokens"],
+        "{status}"
+    );
+    // The REPL's line after a turn: the session's record, the compaction included.
+    ws.push(vec![text(w, "Still here.")]);
+    let out = ws.ok_in(&["chat", "--continue"], "are you there?\n");
+    let meta = ws.json("meta.json");
+    let line = format!(
+        "session: {} tokens in, {} out",
+        meta["usage"]["input_tokens"], meta["usage"]["output_tokens"]
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&line), "{line}: {stderr}");
+    let stats: serde_json::Value =
+        serde_json::from_slice(&ws.ok(&["stats", "--json"]).stdout).unwrap();
+    assert_eq!(sum(&stats["total"]), sum(&meta["usage"]), "{stats}");
 }

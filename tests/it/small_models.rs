@@ -148,7 +148,7 @@ fn the_summary_request_asks_for_text_only_and_calls_are_not_a_summary() {
     assert!(
         ui.of("plan_state")
             .iter()
-            .any(|e| matches!(e, Event::PlanState { trigger, .. } if trigger == "plan_confirm")),
+            .any(|e| matches!(e, Event::PlanState { trigger, .. } if *trigger == tern::domain::plan::Trigger::PlanConfirm)),
         "the confirm went through: {:?}",
         ui.kinds()
     );
@@ -278,6 +278,85 @@ fn a_runaway_text_answer_is_cut_and_says_so() {
         matches!(&stored, Some(tern::message::Message::Assistant { text, .. }) if text == &answer),
         "{stored:?}"
     );
+}
+
+/// The usage of a runaway answer is recorded (issue 18 item 3): tern dropped the stream
+/// before the usage chunk at its end, so the figures are estimated from the bytes sent and
+/// received, marked `estimated`, and counted in the totals and `meta.json` like any other
+/// (before, the request counted 0 tokens).
+#[test]
+fn a_runaway_answer_still_records_its_usage_marked_estimated() {
+    let w = Wire::OpenAi;
+    let long = format!("Here:\n{}END", "| a | b |\n".repeat(400));
+    let h = InProc::new(w, vec![text(w, &long)], fast_config());
+    let mut ui = Collect::default();
+    let mut rt = h.open(&mut ui);
+    rt.run_turn("make a table", &mut ui).expect("turn");
+    let usage = ui.of("usage");
+    assert_eq!(usage.len(), 1);
+    let Event::Usage {
+        input_tokens,
+        output_tokens,
+        request_bytes,
+        estimated,
+        ..
+    } = usage[0].clone()
+    else {
+        unreachable!()
+    };
+    assert!(estimated, "{:?}", usage[0]);
+    assert_eq!(
+        input_tokens,
+        request_bytes.div_ceil(4),
+        "1/4 token a byte before any report"
+    );
+    assert!(output_tokens > 100, "{output_tokens}");
+    assert_eq!(rt.totals().usage.output_tokens, output_tokens);
+    let meta = rt.session.read_meta().expect("meta");
+    assert_eq!((meta.turns, meta.usage.output_tokens), (1, output_tokens));
+    // `tern stats` marks the estimated row.
+    let reqs = tern::stats::requests(&rt.session).expect("stats");
+    assert!(reqs[0].estimated);
+    let table = tern::stats::render(&rt.session.id, &reqs);
+    assert!(
+        table.contains(" turn* ") && table.contains("* estimated: "),
+        "{table}"
+    );
+    assert_eq!(
+        tern::stats::to_json("s", &reqs)["requests"][0]["estimated"],
+        true
+    );
+}
+
+/// A request the server refused (HTTP 400) is a request: the turn ends `failed` after 1
+/// request, a `usage` event records it (with the bytes sent and no tokens: none were
+/// reported), and `meta.json` counts it (before: "failed; 0 requests").
+#[test]
+fn a_refused_request_counts_as_a_request() {
+    let w = Wire::OpenAi;
+    let body = r#"{"error": {"message": "bad request: unknown parameter", "type": "invalid_request_error"}}"#;
+    let h = InProc::new(
+        w,
+        vec![crate::support::Reply::status(400, body)],
+        fast_config(),
+    );
+    let mut ui = Collect::default();
+    let mut rt = h.open(&mut ui);
+    let err = rt.run_turn("hello", &mut ui).expect_err("refused");
+    assert_eq!(err.kind(), tern::event::Ending::Failed, "{err}");
+    let ends = ui.of("turn_end");
+    assert!(
+        matches!(ends[0], Event::TurnEnd { requests: 1, .. }),
+        "{ends:?}"
+    );
+    let usage = ui.of("usage");
+    assert_eq!(usage.len(), 1, "{:?}", ui.kinds());
+    assert!(
+        matches!(usage[0], Event::Usage { request_bytes, input_tokens: 0, estimated: false, .. } if *request_bytes > 0),
+        "{:?}",
+        usage[0]
+    );
+    assert_eq!(rt.session.read_meta().expect("meta").turns, 1);
 }
 
 // ---------------------------------------------------------------- the nudge (issue 23)

@@ -513,7 +513,24 @@ impl Jail {
 
     /// Whether the jail's processes are still there (the init could be killed from outside,
     /// e.g. by the OOM killer); a runtime starts a new jail when not.
+    ///
+    /// The control socket is asked first: a killed init's end closes as it exits, before the
+    /// outer process outside the namespaces has seen it and left, so the outer process alone
+    /// said "alive" for a moment and the next command met a closed socket (`EPIPE`).
     pub fn is_alive(&self) -> bool {
+        {
+            let ctl = self.ctl.lock().unwrap_or_else(|p| p.into_inner());
+            let mut p = libc::pollfd {
+                fd: ctl.as_raw_fd(),
+                events: libc::POLLRDHUP,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd, its count, no wait.
+            let r = unsafe { libc::poll(&mut p, 1, 0) };
+            if r > 0 && p.revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR) != 0 {
+                return false;
+            }
+        }
         let mut outer = self.outer.lock().unwrap_or_else(|p| p.into_inner());
         matches!(outer.try_wait(), Ok(None))
     }
