@@ -574,7 +574,7 @@ impl Launcher {
         crate::hooks::Files::new(&self.state.root, &self.env)
     }
 
-    /// Checks the hooks files (see [`Launcher::load_hooks`]) so a surface can refuse to start
+    /// Checks the hooks files (loaded as a session start loads them) so a surface can refuse to start
     /// before it reads a prompt. Errors: a usage error naming each invalid entry.
     pub fn check_hooks(&self) -> Result<(), Failure> {
         self.load_hooks().map(|_| ())
