@@ -615,6 +615,22 @@ fn run_program(
     finish_session(tmp, m, server.requests(), requests)
 }
 
+/// The sessions sections 1, 8 and 9 compare: `requests` model requests, each answered with
+/// one `bash` call of `true N` (numbered, so no two steps repeat), the last with text; `program`
+/// with `env` added, in the system's temporary folder.
+fn true_session(program: &str, env: &[(&str, &str)], requests: usize) -> R<Session> {
+    run_program(
+        program,
+        env,
+        script(requests, |k| {
+            bash_call(&format!("call_{k}"), &format!("true {k}"))
+        }),
+        requests,
+        "Run true until told to stop (each call numbered, so no two steps repeat).",
+        &std::env::temp_dir(),
+    )
+}
+
 // ---------------------------------------------------------------------------------------------
 // Small statistics
 

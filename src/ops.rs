@@ -1256,31 +1256,7 @@ mod tests {
 
     #[test]
     fn every_id_has_one_row() {
-        let ids = [
-            OpId::PlanShow,
-            OpId::PlanPath,
-            OpId::PlanDraft,
-            OpId::PlanEdit,
-            OpId::PlanConfirm,
-            OpId::PlanCancel,
-            OpId::PlanClear,
-            OpId::Compact,
-            OpId::Status,
-            OpId::Relay,
-            OpId::Stats,
-            OpId::Sessions,
-            OpId::Resume,
-            OpId::Undo,
-            OpId::Redo,
-            OpId::Checkpoints,
-            OpId::Diff,
-            OpId::Fork,
-            OpId::Rewind,
-            OpId::Help,
-            OpId::Quit,
-            OpId::Goal,
-            OpId::Model,
-        ];
+        let ids = OpId::ALL;
         assert_eq!(ids.len(), OPS.len());
         for id in ids {
             assert_eq!(OPS.iter().filter(|o| o.id == id).count(), 1, "{id:?}");

@@ -60,16 +60,7 @@ pub(super) fn bench_hooks() -> R<String> {
         for i in 0..n {
             let arm = (round + i) % n;
             let (name, program, env) = &arms[arm];
-            let s = run_program(
-                program,
-                env,
-                script(requests, |k| {
-                    bash_call(&format!("call_{k}"), &format!("true {k}"))
-                }),
-                requests,
-                "Run true until told to stop (each call numbered, so no two steps repeat).",
-                &std::env::temp_dir(),
-            )?;
+            let s = true_session(program, env, requests)?;
             own[arm].push(s.m.own_ms() / requests as f64);
             kids[arm].push(s.m.children_ms() / requests as f64);
             wall[arm].push(s.m.wall.as_secs_f64() * 1000.0 / requests as f64);

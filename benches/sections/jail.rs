@@ -31,16 +31,7 @@ pub(super) fn bench_jail() -> R<String> {
         for i in 0..arms.len() {
             let arm = (round + i) % arms.len();
             let (name, env) = arms[arm];
-            let s = run_program(
-                TERN,
-                env,
-                script(requests, |k| {
-                    bash_call(&format!("call_{k}"), &format!("true {k}"))
-                }),
-                requests,
-                "Run true until told to stop (each call numbered, so no two steps repeat).",
-                &std::env::temp_dir(),
-            )?;
+            let s = true_session(TERN, env, requests)?;
             own[arm].push(s.m.own_ms() / requests as f64);
             total[arm].push(s.m.total_us as f64 / 1000.0 / requests as f64);
             wall[arm].push(s.m.wall.as_secs_f64() * 1000.0 / requests as f64);

@@ -171,16 +171,7 @@ pub(super) fn bench_baseline(baseline: &str) -> R<String> {
         for i in 0..arms.len() {
             let arm = (round + i) % arms.len();
             let (name, program, env) = arms[arm];
-            let s = run_program(
-                program,
-                env,
-                script(requests, |k| {
-                    bash_call(&format!("call_{k}"), &format!("true {k}"))
-                }),
-                requests,
-                "Run true until told to stop (each call numbered, so no two steps repeat).",
-                &std::env::temp_dir(),
-            )?;
+            let s = true_session(program, env, requests)?;
             own[arm].push(s.m.own_ms() / requests as f64);
             kids[arm].push(s.m.children_ms() / (requests - 1) as f64);
             eprintln!(
