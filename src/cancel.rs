@@ -49,9 +49,17 @@ impl CancelToken {
         self.cancel();
     }
 
-    /// Why this token was cancelled, when a budget did it (None: a person, or not cancelled).
+    /// Why this token (or the nearest cancelled ancestor: a tool's token is a child of the
+    /// run's) was cancelled, when a budget did it (None: a person, or not cancelled).
     pub fn budget(&self) -> Option<String> {
-        self.0.budget.lock().ok().and_then(|b| b.clone())
+        let mut t = Some(self);
+        while let Some(tok) = t {
+            if tok.0.flag.load(Ordering::SeqCst) {
+                return tok.0.budget.lock().ok().and_then(|b| b.clone());
+            }
+            t = tok.0.parent.as_ref();
+        }
+        None
     }
 
     /// Clears this token's own flag (the REPL after an interrupted turn); an ancestor's cancel
@@ -99,5 +107,20 @@ mod tests {
         root.cancel();
         assert!(a.is_cancelled() && b.is_cancelled() && sibling.is_cancelled());
         assert!(root.take() && !root.is_cancelled() && !b.is_cancelled());
+    }
+
+    #[test]
+    fn a_budget_cancel_is_seen_from_below_and_a_person_cancel_is_not_a_budget() {
+        let run = CancelToken::new();
+        let tool = run.child();
+        run.cancel_for_budget("the run's wall time ran out".into());
+        assert_eq!(
+            tool.budget().as_deref(),
+            Some("the run's wall time ran out")
+        );
+        let person = CancelToken::new();
+        let child = person.child();
+        person.cancel();
+        assert_eq!(child.budget(), None);
     }
 }

@@ -3,8 +3,6 @@
 //! always the last line, also on failure and on Ctrl-C / SIGTERM.
 
 use std::io::Read;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::cancel::CancelToken;
 use crate::launcher::{Launcher, SessionRef};
@@ -24,6 +22,8 @@ pub struct ExecOptions {
     pub continues: Option<SessionRef>,
     /// `--goal CMD` and `--goal-attempts N`: set as the session's goal before the turn.
     pub goal: Option<(String, u32)>,
+    /// `--goal-timeout S`: seconds one goal run may take (None: the bash tool's default).
+    pub goal_timeout: Option<u64>,
     /// `--output-last-message FILE` (absolute): the final answer, written atomically when the
     /// run completes.
     pub output_last_message: Option<std::path::PathBuf>,
@@ -36,12 +36,11 @@ pub fn run(launcher: &Launcher, opts: ExecOptions) -> i32 {
     // The wall-time budget cancels a token of this run only (a child of the process's), so the
     // turn ends as an interrupt would, and is reported as the budget it is.
     let mut scoped;
-    let mut expired = None;
     let launcher = match opts.max_wall_time {
         Some(limit) => {
             scoped = launcher.clone();
             scoped.cancel = launcher.cancel.child();
-            expired = Some(watchdog(&scoped.cancel, limit));
+            watchdog(&scoped.cancel, limit);
             &scoped
         }
         None => launcher,
@@ -91,22 +90,17 @@ pub fn run(launcher: &Launcher, opts: ExecOptions) -> i32 {
         crate::errln!("tern: {}", crate::hooks::untrusted_note(u));
     }
     if let Some((cmd, attempts)) = &opts.goal
-        && let Err(e) = crate::hooks::goal::set(&rt.session, Some((cmd, *attempts)))
+        && let Err(e) =
+            crate::hooks::goal::set_timed(&rt.session, Some((cmd, *attempts, opts.goal_timeout)))
     {
         return early_failure(
             &opts,
             &Failure::Failed(format!("could not set the goal: {e}")),
         );
     }
+    // A wall-time cancel ends the turn as `budget_exhausted` in the runtime (the token says
+    // why), so meta.json, `tern sessions` and the tool results all say the same.
     let mut outcome = rt.run_turn(&prompt, ui);
-    if let (Err(Failure::Interrupted), Some(limit)) = (&outcome, opts.max_wall_time)
-        && expired.as_ref().is_some_and(|e| e.load(Ordering::SeqCst))
-    {
-        outcome = Err(Failure::Budget(format!(
-            "its wall time of {} s ran out (--max-wall-time)",
-            limit.as_secs()
-        )));
-    }
     if let (Ok(text), Some(path)) = (&outcome, &opts.output_last_message)
         && let Err(e) = write_last_message(path, text)
     {
@@ -234,14 +228,16 @@ fn write_last_message(path: &std::path::Path, text: &str) -> std::io::Result<()>
     crate::store::fsutil::atomic_write(path, &bytes)
 }
 
-/// Cancels a run's token when its wall time is up (`--max-wall-time`); `expired` says it did.
-fn watchdog(token: &CancelToken, limit: std::time::Duration) -> Arc<AtomicBool> {
-    let expired = Arc::new(AtomicBool::new(false));
-    let (token, flag) = (token.clone(), expired.clone());
+/// Cancels a run's token as a budget when its wall time is up (`--max-wall-time`): the turn
+/// then ends `budget_exhausted` with the reason "the run's wall time (--max-wall-time N s) ran
+/// out", never as an interrupt by the user.
+fn watchdog(token: &CancelToken, limit: std::time::Duration) {
+    let token = token.clone();
     std::thread::spawn(move || {
         std::thread::sleep(limit);
-        flag.store(true, Ordering::SeqCst);
-        token.cancel();
+        token.cancel_for_budget(format!(
+            "the run's wall time (--max-wall-time {} s) ran out",
+            limit.as_secs()
+        ));
     });
-    expired
 }

@@ -91,6 +91,10 @@ struct WorkerArgs {
     /// Runs of --goal allowed before the turn fails.
     #[arg(long, default_value_t = tern::hooks::goal::DEFAULT_ATTEMPTS, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=1000))]
     goal_attempts: u32,
+    /// Seconds one run of --goal may take; past it its processes are killed and the run is a
+    /// failed attempt [default: the bash tool's, 120].
+    #[arg(long, value_name = "S", allow_negative_numbers = true, value_parser = u64_in(1..=tern::hooks::goal::MAX_TIMEOUT_S as i64))]
+    goal_timeout: Option<u64>,
     /// Run in DIR (the workspace is found from there).
     #[arg(long = "cd", value_name = "DIR")]
     cd: Option<PathBuf>,
@@ -1078,6 +1082,7 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
                     json,
                     continues: session.continues(),
                     goal: worker.goal.map(|g| (g, worker.goal_attempts)),
+                    goal_timeout: worker.goal_timeout,
                     output_last_message,
                     max_wall_time: worker.max_wall_time.map(Duration::from_secs),
                 },

@@ -20,8 +20,11 @@ use crate::store::Session;
 pub const FILE: &str = "goal.json";
 /// Attempts when `--goal-attempts` is not given.
 pub const DEFAULT_ATTEMPTS: u32 = 5;
-/// A goal command's timeout (the bash tool's longest).
-pub const TIMEOUT: Duration = Duration::from_secs(crate::tools::bash::MAX_TIMEOUT_S);
+/// A goal command's timeout when `--goal-timeout` is not given: the bash tool's default (a
+/// goal is a command like the model's, and must not hold a run forever: `--goal "sleep 1000"`).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(crate::tools::bash::DEFAULT_TIMEOUT_S);
+/// The longest `--goal-timeout` in seconds (the bash tool's longest).
+pub const MAX_TIMEOUT_S: u64 = crate::tools::bash::MAX_TIMEOUT_S;
 /// Bytes of the last output kept in `goal.json` and the `result` event.
 pub const KEPT_OUTPUT_BYTES: usize = 4000;
 
@@ -32,6 +35,10 @@ pub struct Goal {
     pub command: String,
     /// Runs allowed per turn before the turn fails.
     pub max_attempts: u32,
+    /// Seconds one run may take before its process group is killed and the run counts as a
+    /// failed attempt (`--goal-timeout`, 1..=[`MAX_TIMEOUT_S`]); absent: [`DEFAULT_TIMEOUT`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_s: Option<u64>,
     /// When it was set (RFC 3339).
     pub set_at: String,
     /// Its latest run.
@@ -59,16 +66,32 @@ pub fn read(session: &Session) -> Result<Option<Goal>, String> {
         .map_err(|e| format!("{}: {e}", session.path(FILE).display()))
 }
 
-/// Sets (or with None clears) the goal of `session`, atomically under its lock.
+impl Goal {
+    /// How long one run may take (see [`Goal::timeout_s`]).
+    pub fn timeout(&self) -> Duration {
+        self.timeout_s.map_or(DEFAULT_TIMEOUT, |s| {
+            Duration::from_secs(s.clamp(1, MAX_TIMEOUT_S))
+        })
+    }
+}
+
+/// Sets (or with None clears) the goal of `session`, atomically under its lock, with the
+/// default timeout.
 pub fn set(session: &Session, goal: Option<(&str, u32)>) -> std::io::Result<()> {
+    set_timed(session, goal.map(|(c, n)| (c, n, None)))
+}
+
+/// [`set`] with a timeout in seconds per run (None: [`DEFAULT_TIMEOUT`]).
+pub fn set_timed(session: &Session, goal: Option<(&str, u32, Option<u64>)>) -> std::io::Result<()> {
     let lock = session.lock()?;
     match goal {
-        Some((command, max_attempts)) => session.write_json_locked(
+        Some((command, max_attempts, timeout_s)) => session.write_json_locked(
             &lock,
             FILE,
             &Goal {
                 command: command.to_string(),
                 max_attempts: max_attempts.max(1),
+                timeout_s,
                 set_at: crate::clock::now_rfc3339(),
                 last: None,
             },

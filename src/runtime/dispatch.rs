@@ -34,6 +34,8 @@ pub(crate) struct PersonRun {
     pub refused: bool,
     /// Its output as a tool result shapes it.
     pub content: String,
+    /// Its timeout passed and its process group was killed.
+    pub timed_out: bool,
     /// Wall time.
     pub duration_ms: u64,
 }
@@ -249,6 +251,7 @@ impl Runtime {
         PersonRun {
             exit_code: r.bash.as_ref().and_then(|b| b.exit_code),
             refused: r.bash.is_none() || r.is_error,
+            timed_out: r.bash.as_ref().is_some_and(|b| b.timed_out),
             content: crate::store::redact::for_model(&r.content).into_owned(),
             duration_ms: started.elapsed().as_millis() as u64,
         }

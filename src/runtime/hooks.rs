@@ -575,8 +575,17 @@ impl Runtime {
         gate.attempts += 1;
         let n = gate.attempts;
         ui.progress(&format!("goal: {}", goal.command));
-        let out = self.bash_for_person(&goal.command, goal::TIMEOUT, ui);
-        let passed = out.exit_code == Some(0) && !out.refused;
+        let timeout = goal.timeout();
+        let mut out = self.bash_for_person(&goal.command, timeout, ui);
+        let passed = out.exit_code == Some(0) && !out.refused && !out.timed_out;
+        if out.timed_out {
+            // A failed attempt that says why in words, first: the output's footer is easy to miss.
+            out.content = format!(
+                "[the goal command timed out after {} s (--goal-timeout) and was killed; this attempt failed]\n{}",
+                timeout.as_secs(),
+                out.content
+            );
+        }
         let kept = super::system::cut(&out.content, goal::KEPT_OUTPUT_BYTES).to_string();
         self.emit(
             ui,

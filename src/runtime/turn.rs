@@ -29,10 +29,16 @@ pub const LOOP_LIMIT: usize = 3;
 /// How a turn ended: the final assistant text, or why it stopped.
 pub type TurnOutcome = Result<String, Failure>;
 
-/// The result stored for a call that never ran because the turn was interrupted.
-const NOT_RUN: &str = "Error: not run: interrupted by the user.";
-
 impl Runtime {
+    /// The result stored for a call that never ran because the turn was stopped: by the user,
+    /// or by a budget (which one, in words).
+    fn not_run(&self) -> String {
+        match self.cancel.budget() {
+            Some(why) => format!("Error: not run: stopped: {why}."),
+            None => "Error: not run: interrupted by the user.".into(),
+        }
+    }
+
     /// Runs one turn for `prompt` (empty: continue from the stored history, e.g. after resume).
     pub fn run_turn(&mut self, prompt: &str, ui: &mut dyn Surface) -> TurnOutcome {
         let requests_before = self.meter.totals.requests;
@@ -258,7 +264,7 @@ impl Runtime {
                 // Not run: the turn was interrupted before this call's turn came.
                 let results: Vec<Message> = std::iter::once(c)
                     .chain(pending.by_ref())
-                    .map(|c| Message::tool(&c.call, NOT_RUN, true))
+                    .map(|c| Message::tool(&c.call, self.not_run(), true))
                     .collect();
                 self.store(results)?;
                 return Err(Failure::Interrupted);
@@ -280,7 +286,7 @@ impl Runtime {
             let mut results = vec![Message::tool(&c.call, r.content.clone(), r.is_error)];
             if interrupted {
                 for rest in pending.by_ref() {
-                    results.push(Message::tool(&rest.call, NOT_RUN, true));
+                    results.push(Message::tool(&rest.call, self.not_run(), true));
                 }
             }
             // The commit point of a tool call: its result is stored before anything else is

@@ -650,10 +650,18 @@ fn finish(
             "[timed out after {} s; process group killed]",
             req.timeout.as_secs()
         )),
-        Some(Stop::Interrupt(after)) => footer.push(format!(
-            "[interrupted by the user after {} s; process group killed]",
-            after.as_secs_f64().round()
-        )),
+        // A budget's cancel (`--max-wall-time`, a sub-agent's wall time) says which budget: no
+        // person interrupted anything.
+        Some(Stop::Interrupt(after)) => footer.push(match cancel.budget() {
+            Some(why) => format!(
+                "[stopped: {why} after {} s; process group killed]",
+                after.as_secs_f64().round()
+            ),
+            None => format!(
+                "[interrupted by the user after {} s; process group killed]",
+                after.as_secs_f64().round()
+            ),
+        }),
         None => {}
     }
     let (mut exit_code, mut signal) = (None, None);

@@ -14,6 +14,7 @@ mod checkpoints;
 mod config;
 
 mod durable;
+mod endings;
 mod exec;
 mod faults;
 mod hardening;

@@ -1,0 +1,96 @@
+//! How a run's ending is recorded and shown: one ending in meta.json, `tern sessions`, the
+//! `result` event and the tool results' words; a goal command's timeout; a full disk's turn
+//! end; a killed creation. Against the real binary, the fake provider and real processes.
+
+use serde_json::Value;
+
+use crate::support::cli::WireWs;
+use crate::support::script::{bash, text};
+use crate::support::*;
+
+const W: Wire = Wire::OpenAi;
+
+fn stdout_json(out: &std::process::Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+fn of<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == kind).collect()
+}
+
+fn meta(ws: &WireWs) -> Value {
+    serde_json::from_str(&ws.read("meta.json")).unwrap()
+}
+
+fn sessions(ws: &WireWs) -> String {
+    String::from_utf8_lossy(&ws.ok(&["sessions"]).stdout).into_owned()
+}
+
+#[test]
+fn a_wall_time_stop_is_one_budget_ending_everywhere() {
+    let ws = WireWs::new(W, vec![bash(W, "c1", "sleep 60"), text(W, "late")]);
+    let out = ws.tern(&["exec", "--json", "--max-wall-time", "2", "wait"]);
+    assert_eq!(out.status.code(), Some(1));
+    let ev = stdout_json(&out);
+    let result = ev.last().unwrap();
+    assert_eq!(result["status"], "budget_exhausted");
+    assert!(
+        result["error"]
+            .as_str()
+            .unwrap()
+            .contains("the run's wall time (--max-wall-time 2 s) ran out"),
+        "{result}"
+    );
+    let tr = of(&ev, "tool_result");
+    let content = tr[0]["content"].as_str().unwrap();
+    assert!(
+        content.contains("stopped: the run's wall time (--max-wall-time 2 s) ran out"),
+        "{content}"
+    );
+    assert!(!content.contains("interrupted by the user"), "{content}");
+    let ends = of(&ev, "turn_end");
+    assert_eq!(ends[0]["status"], "budget_exhausted");
+    assert_eq!(meta(&ws)["status"], "budget_exhausted");
+    let list = sessions(&ws);
+    assert!(list.contains("budget_exhausted"), "{list}");
+    assert!(!list.contains("interrupted"), "{list}");
+}
+
+#[test]
+fn a_goal_command_that_never_ends_times_out_as_a_failed_attempt() {
+    let ws = WireWs::new(W, vec![text(W, "done")]);
+    let out = ws.tern(&[
+        "exec",
+        "--json",
+        "--goal",
+        "sleep 1000",
+        "--goal-timeout",
+        "1",
+        "--goal-attempts",
+        "1",
+        "hi",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ev = stdout_json(&out);
+    let result = ev.last().unwrap();
+    assert_eq!(result["status"], "failed", "{result}");
+    assert_eq!(result["goal"]["passed"], false);
+    let error = result["error"].as_str().unwrap();
+    assert!(error.contains("timed out after 1 s"), "{error}");
+    assert!(!error.contains("interrupted"), "{error}");
+    let goal: Value = serde_json::from_str(&ws.read("goal.json")).unwrap();
+    assert_eq!(goal["timeout_s"], 1);
+    assert_eq!(goal["last"]["passed"], false);
+    assert_eq!(meta(&ws)["status"], "failed");
+    // A timeout outside 1..=600 is a usage error.
+    let out = ws.tern(&["exec", "--goal", "true", "--goal-timeout", "0", "hi"]);
+    assert_eq!(out.status.code(), Some(2));
+}
