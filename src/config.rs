@@ -378,6 +378,8 @@ fn endpoint_suffix(kind: ProviderKind) -> &'static str {
 /// `/`, the scheme in lower case. Errors: not an http(s) URL, or the full endpoint rather than the
 /// base. URLs are shown redacted (they may carry credentials).
 fn base_url(url: &str, kind: ProviderKind, source: &str) -> Result<String, String> {
+    // Errors show the value as given (`--base-url " "` is `" "`), not what trimming left.
+    let given = crate::store::redact::redact(url).into_owned();
     let url = url.trim().trim_end_matches('/');
     let scheme = url.split("://").next().unwrap_or("").to_ascii_lowercase();
     // Schemes are case-insensitive (RFC 3986): `HTTP://…` is written `http://…`.
@@ -387,14 +389,12 @@ fn base_url(url: &str, kind: ProviderKind, source: &str) -> Result<String, Strin
     };
     if !url.contains("://") || !(scheme == "http" || scheme == "https") {
         return Err(format!(
-            "the base URL {:?} ({source}) is not an http:// or https:// URL",
-            crate::store::redact::redact(&url)
+            "the base URL {given:?} ({source}) is not an http:// or https:// URL"
         ));
     }
     if let Err(why) = authority_ok(&url) {
         return Err(format!(
-            "the base URL {:?} ({source}) is not a valid URL: {why}",
-            crate::store::redact::redact(&url)
+            "the base URL {given:?} ({source}) is not a valid URL: {why}"
         ));
     }
     let end = url.find(['?', '#']).unwrap_or(url.len());
@@ -822,6 +822,14 @@ mod tests {
             )
             .is_ok()
         );
+    }
+
+    #[test]
+    fn a_refused_base_url_is_shown_as_given() {
+        let e = base_url(" ", ProviderKind::Openai, "--base-url").unwrap_err();
+        assert!(e.contains("\" \""), "{e}");
+        let e = base_url("ftp://h/ ", ProviderKind::Openai, "--base-url").unwrap_err();
+        assert!(e.contains("\"ftp://h/ \""), "{e}");
     }
 
     #[test]

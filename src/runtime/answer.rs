@@ -100,8 +100,8 @@ impl Runtime {
                     };
                     let snippet = super::system::cut(&raw.arguments, 200);
                     let msg = format!(
-                        "the arguments of this {} call are not one valid JSON object ({why}), so it did not run. Received: `{snippet}`{}.{hint} Send the call again with valid JSON arguments.",
-                        raw.name,
+                        "the arguments of {} are not one valid JSON object ({why}), so it did not run. Received: `{snippet}`{}.{hint} Send the call again with valid JSON arguments.",
+                        this_call(&raw.name),
                         if snippet.len() < raw.arguments.len() {
                             "…"
                         } else {
@@ -159,9 +159,26 @@ fn parse_arguments(raw: &str) -> Result<Value, String> {
     }
 }
 
+/// `this bash call`, or for a call that names no tool `this call (it names no tool)`: never
+/// a gap where the name goes.
+fn this_call(name: &str) -> String {
+    if name.trim().is_empty() {
+        "this call (it names no tool)".into()
+    } else {
+        format!("this {name} call")
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::parse_arguments;
+    use super::{parse_arguments, this_call};
+
+    #[test]
+    fn a_call_without_a_name_is_named_in_words() {
+        assert_eq!(this_call("bash"), "this bash call");
+        assert_eq!(this_call(""), "this call (it names no tool)");
+        assert!(!this_call(" ").contains("  "));
+    }
 
     #[test]
     fn c11_arguments_parsed_once_and_checked() {

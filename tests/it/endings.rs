@@ -94,3 +94,33 @@ fn a_goal_command_that_never_ends_times_out_as_a_failed_attempt() {
     let out = ws.tern(&["exec", "--goal", "true", "--goal-timeout", "0", "hi"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn a_call_with_no_tool_name_and_bad_arguments_reads_without_a_gap() {
+    use crate::support::script::calls;
+    let ws = WireWs::new(
+        W,
+        vec![
+            calls(W, &[("c1", "", Value::String("{oops".into()))]),
+            text(W, "ok"),
+        ],
+    );
+    let out = ws.ok(&["exec", "--json", "go"]);
+    let ev = stdout_json(&out);
+    let tr = of(&ev, "tool_result");
+    let content = tr[0]["content"].as_str().unwrap();
+    assert!(
+        content.contains("this call (it names no tool)"),
+        "{content}"
+    );
+    assert!(!content.contains("this  call"), "{content}");
+}
+
+#[test]
+fn a_blank_base_url_is_shown_as_given() {
+    let ws = WireWs::new(W, vec![]);
+    let out = ws.tern(&["exec", "--base-url", " ", "hi"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("\" \""), "{err}");
+    assert!(!err.contains("\"\""), "{err}");
+}
