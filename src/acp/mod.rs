@@ -50,7 +50,7 @@
 //! `session/request_permission` under mode `ask`.
 //!
 //! # Errors
-//! `-32700` a line that is not JSON · `-32600` not a request object, a line over the cap, a
+//! `-32700` a line that is not JSON (under the request's id when it can still be read) · `-32600` not a request object, a line over the cap, a
 //! request before `initialize`, a model switch while a turn runs · `-32601` unknown method · `-32602`
 //! wrong params · `-32603` tern could not do it (no provider configured, a session held by
 //! another process) · `-32002` unknown session. Never a panic; a client that closes stdin

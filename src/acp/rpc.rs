@@ -128,7 +128,7 @@ pub fn parse(line: &[u8]) -> Incoming {
         Ok(v) => v,
         Err(e) => {
             return Incoming::Invalid {
-                id: Value::Null,
+                id: recover_request_id(line),
                 error: RpcError {
                     code: PARSE_ERROR,
                     message: "parse error: the line is not JSON".into(),
@@ -188,6 +188,27 @@ pub fn parse(line: &[u8]) -> Incoming {
                 _ => invalid(id, "a response holds exactly one of result and error"),
             }
         }
+    }
+}
+
+/// The id of a request whose line is not JSON only because of its bytes (invalid UTF-8 inside a
+/// string): read again with the bad bytes replaced, a request (an object with a string
+/// `method`) gives back its id, so the client's request is answered and not left waiting.
+/// JSON-RPC 2.0 §5: a parse error's id is null only when the id could not be detected. Null
+/// otherwise (a response of the client's, a notification, or a line that is not JSON at all).
+fn recover_request_id(line: &[u8]) -> Value {
+    if std::str::from_utf8(line).is_ok() {
+        return Value::Null;
+    }
+    let text = String::from_utf8_lossy(line);
+    match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Object(m)) if m.get("method").is_some_and(Value::is_string) => {
+            match m.get("id") {
+                Some(id @ (Value::String(_) | Value::Number(_))) => id.clone(),
+                _ => Value::Null,
+            }
+        }
+        _ => Value::Null,
     }
 }
 
@@ -488,6 +509,15 @@ mod tests {
             } => assert_eq!(e.code, -32601),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_request_with_bad_bytes_in_a_string_is_answered_with_its_id() {
+        let line = b"{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"session/prompt\",\"params\":{\"text\":\"a\xff\"}}";
+        assert_eq!(err_code(&parse(line)), Some((PARSE_ERROR, json!(8))));
+        // A response of the client's is not answered with an error under its id.
+        let resp = b"{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":\"\xff\"}";
+        assert_eq!(err_code(&parse(resp)), Some((PARSE_ERROR, Value::Null)));
     }
 
     #[test]

@@ -366,6 +366,14 @@ fn bad_input_gets_standard_errors_and_the_connection_lives_on() {
         Value::Null,
     );
     expect(&mut a, b"\xff\xfe\n", -32700, Value::Null);
+    // Invalid UTF-8 inside a string of a request: its id is still readable, so the request
+    // is answered under it (JSON-RPC 2.0 §5: null only when the id cannot be detected).
+    expect(
+        &mut a,
+        b"{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"session/prompt\",\"params\":{\"sessionId\":\"x\",\"prompt\":[{\"type\":\"text\",\"text\":\"a\xff\"}]}}\n",
+        -32700,
+        json!(8),
+    );
     expect(
         &mut a,
         b"[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\"}]\n",
