@@ -676,7 +676,7 @@ impl Runtime {
             self.emit(
                 ui,
                 Event::warning(format!(
-                    "conversation.jsonl is missing from {} though {} turn(s) are on record: the history is lost; going on from an empty one (copies made by compactions are in archive/)",
+                    "conversation.jsonl is missing from {} though {} model request(s) are on record: the history is lost; going on from an empty one (copies made by compactions are in archive/)",
                     self.session.dir.display(),
                     meta.turns
                 )),

@@ -188,7 +188,7 @@ pub const OPS: &[Op] = &[
         "/sessions",
         Access::Read,
         "session list",
-        "list sessions with status, turns, tokens",
+        "list sessions with status, model requests, tokens",
     ),
     op(
         OpId::Resume,
@@ -343,8 +343,8 @@ pub struct SessionRow {
     /// Status as shown (`interrupted?` for a running status whose process is gone), or the
     /// reason `meta.json` could not be read.
     pub status: Result<String, String>,
-    /// Model requests.
-    pub turns: u64,
+    /// Model requests (meta.json's `turns`; shown as the `requests` column).
+    pub requests: u64,
     /// Input + output tokens.
     pub tokens: u64,
     /// `meta.updated_at`.
@@ -1110,7 +1110,7 @@ fn session_rows(s: &Session, current: bool, depth: usize, rows: &mut Vec<Session
                         id: id.clone(),
                         current: is_current,
                         status: Ok(status),
-                        turns: m.turns,
+                        requests: m.turns,
                         tokens: m.usage.input_tokens.saturating_add(m.usage.output_tokens),
                         updated_at: m.updated_at,
                         title: m.title,
@@ -1139,7 +1139,7 @@ fn unreadable(id: &str, current: bool, why: String) -> SessionRow {
         id: id.to_string(),
         current,
         status: Err(why),
-        turns: 0,
+        requests: 0,
         tokens: 0,
         updated_at: String::new(),
         title: String::new(),
@@ -1151,9 +1151,10 @@ fn render_sessions(root: &std::path::Path, rows: &[SessionRow]) -> String {
     if rows.is_empty() {
         return format!("no sessions in {}", root.display());
     }
+    // `requests`: model requests (meta.json's `turns`, the `result` event's), not prompts.
     let mut out = format!(
-        "  {:<22} {:<11} {:>5} {:>9}  {:<20}  {}\n",
-        "id", "status", "turns", "tokens", "last activity", "title"
+        "  {:<22} {:<11} {:>8} {:>9}  {:<20}  {}\n",
+        "id", "status", "requests", "tokens", "last activity", "title"
     );
     for r in rows {
         let mark = if r.current { "*" } else { " " };
@@ -1165,10 +1166,10 @@ fn render_sessions(root: &std::path::Path, rows: &[SessionRow]) -> String {
         };
         match &r.status {
             Ok(status) => out.push_str(&format!(
-                "{mark} {:<22} {:<11} {:>5} {:>9}  {:<20}  {}\n",
+                "{mark} {:<22} {:<11} {:>8} {:>9}  {:<20}  {}\n",
                 id,
                 status,
-                r.turns,
+                r.requests,
                 r.tokens,
                 r.updated_at,
                 crate::render::safe(&r.title.replace(['\n', '\r'], " "))

@@ -256,7 +256,7 @@ impl Bridge {
                 cwd: meta.cwd,
                 title: Some(meta.title).filter(|t| !t.is_empty()),
                 updated_at: Some(meta.updated_at).filter(|t| !t.is_empty()),
-                meta: json!({"tern": {"status": meta.status.as_str(), "turns": meta.turns}}),
+                meta: json!({"tern": {"status": meta.status.as_str(), "requests": meta.turns}}),
             },
             Err(why) => SessionInfo {
                 session_id: id.to_string(),

@@ -628,7 +628,7 @@ pub struct SessionInfo {
     /// ISO 8601 time of the last change.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub updated_at: Option<String>,
-    /// `{"tern": {"status", "turns"}}`.
+    /// `{"tern": {"status", "requests"}}` (`requests`: model requests, meta.json's `turns`).
     #[serde(rename = "_meta")]
     pub meta: Value,
 }

@@ -362,7 +362,14 @@ fn sessions_lists_status_turns_tokens_and_last_activity() {
     cmd.arg("sessions");
     let listing = ok_no_stdin(cmd).stdout;
     let header = listing.lines().next().unwrap();
-    for col in ["id", "status", "turns", "tokens", "last activity", "title"] {
+    for col in [
+        "id",
+        "status",
+        "requests",
+        "tokens",
+        "last activity",
+        "title",
+    ] {
         assert!(header.contains(col), "{header}");
     }
     let pos = |id: &str| listing.find(id).unwrap();

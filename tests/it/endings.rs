@@ -124,3 +124,27 @@ fn a_blank_base_url_is_shown_as_given() {
     assert!(err.contains("\" \""), "{err}");
     assert!(!err.contains("\"\""), "{err}");
 }
+
+#[test]
+fn the_sessions_column_counts_what_it_says_model_requests() {
+    // One turn (one prompt) of two model requests: a bash call, then the answer.
+    let ws = WireWs::new(W, vec![bash(W, "c1", "true"), text(W, "done")]);
+    let out = ws.ok(&["exec", "--json", "go"]);
+    let result = stdout_json(&out).pop().unwrap();
+    let list = sessions(&ws);
+    let mut lines = list.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert!(header.contains(&"requests"), "{list}");
+    assert!(
+        !header.contains(&"turns"),
+        "a turns column must count turns: {list}"
+    );
+    let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    // `* id status requests tokens …`
+    assert_eq!(row[3], "2", "{list}");
+    assert_eq!(
+        result["turns"], 2,
+        "the result's turns are its requests too: {result}"
+    );
+    assert_eq!(meta(&ws)["turns"], 2);
+}
