@@ -440,19 +440,37 @@ impl Launcher {
                     m
                 }
             };
-            if meta.status == Status::Running {
-                let before = meta.clone();
-                meta.status = Status::Ended(Ending::Interrupted);
-                meta.pid = None;
+            // Nobody holds it: meta.json is brought in line with events.jsonl, the record a
+            // turn's end is committed to last (a turn_end on record is never called
+            // interrupted; totals a failed write missed are taken from the usage events).
+            let before = meta.clone();
+            let changed = match session.recorded() {
+                Ok(rec) => meta.settle(&rec),
+                Err(_) if meta.status == Status::Running => {
+                    meta.status = Status::Ended(Ending::Interrupted);
+                    meta.pid = None;
+                    true
+                }
+                Err(_) => false,
+            };
+            if changed {
                 meta.updated_at = crate::clock::now_rfc3339();
                 session.write_meta_locked(&lock, &meta)?;
-                (before, true)
-            } else {
-                (meta, false)
+                if before.status == Status::Running
+                    && meta.status != Status::Ended(Ending::Interrupted)
+                {
+                    notes.push(format!(
+                        "meta.json still said running, but events.jsonl records how the last turn ended ({}): meta.json is set from it",
+                        meta.status.as_str()
+                    ));
+                }
             }
+            let was_interrupted = before.status == Status::Running
+                && meta.status == Status::Ended(Ending::Interrupted);
+            (before, was_interrupted)
         };
         // Nobody holds the session: what a crash left is cleaned up and completed now.
-        if was_interrupted {
+        if before.status == Status::Running {
             crate::tools::bash::kill_orphans(&session.dir);
             for child in crate::runtime::agent::mark_dead_children(&session.dir) {
                 notes.push(format!(

@@ -1099,13 +1099,24 @@ fn session_rows(s: &Session, current: bool, depth: usize, rows: &mut Vec<Session
     {
         let row = {
             match s.read_meta() {
-                Ok(m) => {
-                    let status =
-                        if m.status == Status::Running && runtime::held_elsewhere(s).is_none() {
-                            "interrupted?".to_string()
-                        } else {
-                            m.status.as_str().to_string()
-                        };
+                Ok(mut m) => {
+                    // Not held by a live process: shown as the next start will settle it from
+                    // events.jsonl (`Meta::settle`), `?` marking what is not written yet.
+                    let unsettled = matches!(m.status, Status::Running)
+                        || (depth == 0 && m.status == Status::Idle);
+                    let mut guess = false;
+                    if unsettled
+                        && runtime::held_elsewhere(s).is_none()
+                        && let Ok(rec) = s.recorded()
+                    {
+                        guess = m.settle(&rec)
+                            && m.status == Status::Ended(crate::event::Ending::Interrupted);
+                    }
+                    let status = if guess {
+                        "interrupted?".to_string()
+                    } else {
+                        m.status.as_str().to_string()
+                    };
                     SessionRow {
                         id: id.clone(),
                         current: is_current,

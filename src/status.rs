@@ -51,10 +51,18 @@ pub fn snapshot(session: &Session) -> Snapshot {
             Ledger::default()
         }
     };
-    let meta = session
+    let mut meta = session
         .read_meta()
         .map_err(|e| problems.push(e.to_string()))
         .ok();
+    // Nobody runs it: shown as events.jsonl records it, as `tern sessions` and the next start
+    // do (`Meta::settle`), so the totals here and there are one.
+    if let Some(m) = meta.as_mut()
+        && crate::runtime::held_elsewhere(session).is_none()
+        && let Ok(rec) = session.recorded()
+    {
+        m.settle(&rec);
+    }
     let plan = plan_file(session)
         .map_err(|e| problems.push(e.to_string()))
         .unwrap_or_default();

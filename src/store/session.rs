@@ -131,6 +131,75 @@ pub struct Meta {
     pub approval: Option<crate::policy::Approval>,
 }
 
+/// How a session's latest turn stands in `events.jsonl`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LastTurn {
+    /// No `turn_start` on record.
+    None,
+    /// A `turn_start` with no `turn_end` after it.
+    Open,
+    /// The latest `turn_end`, after the latest `turn_start`.
+    Ended(Ending),
+}
+
+/// What `events.jsonl` (the append-only record, written after `meta.json` at a turn's end)
+/// says of a session: whether it ever started (`session_start`), its model requests and their
+/// usage (the `usage` events: the figures `tern status` and `tern stats` read), and its latest
+/// turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recorded {
+    /// A `session_start` is on record: the session's first start got past its creation.
+    pub started: bool,
+    /// `conversation.jsonl` holds something (a fork or a relay seed has history before its
+    /// first start).
+    pub history: bool,
+    /// `usage` events.
+    pub requests: u64,
+    /// Their usage summed.
+    pub usage: Usage,
+    /// The latest turn.
+    pub last_turn: LastTurn,
+}
+
+impl Meta {
+    /// Brings `meta.json` in line with `rec`, for a session no live process holds (the caller
+    /// checked the lease): a `running` status becomes how `events.jsonl` says the turn ended
+    /// (`interrupted` when it says nothing: the process died mid-turn); an `idle` one whose
+    /// turn ended on record takes that ending, and one that never reached `session_start` (a
+    /// process killed while creating it) becomes `interrupted`; totals below the record (a
+    /// failed `meta.json` write, e.g. a full disk) take the record's. An ended status is kept.
+    /// Returns whether anything changed.
+    pub fn settle(&mut self, rec: &Recorded) -> bool {
+        let before = (self.status, self.turns, self.usage);
+        if rec.requests > self.turns {
+            self.turns = rec.requests;
+            self.usage = rec.usage;
+        }
+        let ended = match rec.last_turn {
+            LastTurn::Ended(e) => Some(e),
+            _ => None,
+        };
+        self.status = match self.status {
+            Status::Running => Status::Ended(ended.unwrap_or(Ending::Interrupted)),
+            Status::Idle => match rec.last_turn {
+                LastTurn::Ended(e) => Status::Ended(e),
+                LastTurn::Open => Status::Ended(Ending::Interrupted),
+                // Created for a prompt and killed before its first start: no session_start,
+                // no history, not a fork (forks and relay seeds wait idle for their start).
+                LastTurn::None if !rec.started && !rec.history && self.forked_from.is_none() => {
+                    Status::Ended(Ending::Interrupted)
+                }
+                LastTurn::None => Status::Idle,
+            },
+            ended => ended,
+        };
+        if self.status != Status::Running {
+            self.pid = None;
+        }
+        before != (self.status, self.turns, self.usage)
+    }
+}
+
 /// Where a sub-agent came from.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ParentLink {
@@ -485,6 +554,44 @@ impl Session {
     /// Reads every event line as JSON (torn lines skipped).
     pub fn read_events(&self) -> io::Result<JsonlRead<Value>> {
         fsutil::read_jsonl(&self.path(files::EVENTS))
+    }
+
+    /// What `events.jsonl` records (see [`Recorded`]); a missing file records nothing.
+    pub fn recorded(&self) -> io::Result<Recorded> {
+        let mut rec = Recorded {
+            started: false,
+            history: std::fs::symlink_metadata(self.path(files::CONVERSATION))
+                .is_ok_and(|m| m.len() > 0),
+            requests: 0,
+            usage: Usage::default(),
+            last_turn: LastTurn::None,
+        };
+        for e in self.read_envelopes()? {
+            match e.event {
+                crate::event::Event::SessionStart { .. } => rec.started = true,
+                crate::event::Event::TurnStart { .. } => rec.last_turn = LastTurn::Open,
+                crate::event::Event::TurnEnd { status, .. } => {
+                    rec.last_turn = LastTurn::Ended(status)
+                }
+                crate::event::Event::Usage {
+                    input_tokens,
+                    cached_tokens,
+                    cache_write_tokens,
+                    output_tokens,
+                    ..
+                } => {
+                    rec.requests = rec.requests.saturating_add(1);
+                    rec.usage.add(&Usage {
+                        input_tokens,
+                        cached_tokens,
+                        cache_write_tokens,
+                        output_tokens,
+                    });
+                }
+                _ => {}
+            }
+        }
+        Ok(rec)
     }
 
     /// Reads every event as a typed [`Envelope`]; lines that are torn or of a kind this build
