@@ -57,11 +57,15 @@ pub fn run(launcher: &Launcher, opts: ExecOptions) -> i32 {
     let ui: &mut dyn Surface = if opts.json { &mut json_ui } else { &mut human };
     // Checked before any model call: a run must not spend its tokens and then fail to write
     // its answer.
-    if let Some(path) = &opts.output_last_message
-        && let Err(e) = check_last_message_path(path)
+    let last_message = match opts
+        .output_last_message
+        .as_deref()
+        .map(check_last_message_path)
     {
-        return early_failure(&opts, &Failure::Usage(e));
-    }
+        None => None,
+        Some(Ok(p)) => Some(p),
+        Some(Err(e)) => return early_failure(&opts, &Failure::Usage(e)),
+    };
     if let Err(e) = launcher.ready().and_then(|_| launcher.check_hooks()) {
         return early_failure(&opts, &e);
     }
@@ -101,7 +105,7 @@ pub fn run(launcher: &Launcher, opts: ExecOptions) -> i32 {
     // A wall-time cancel ends the turn as `budget_exhausted` in the runtime (the token says
     // why), so meta.json, `tern sessions` and the tool results all say the same.
     let mut outcome = rt.run_turn(&prompt, ui);
-    if let (Ok(text), Some(path)) = (&outcome, &opts.output_last_message)
+    if let (Ok(text), Some(path)) = (&outcome, &last_message)
         && let Err(e) = write_last_message(path, text)
     {
         outcome = Err(Failure::Failed(format!(
@@ -189,43 +193,122 @@ fn early_failure(opts: &ExecOptions, f: &Failure) -> i32 {
     code
 }
 
-/// `--output-last-message PATH` checked at start: its folder exists and is a folder (tern makes
-/// none: a typo in a path must not grow a tree of folders), and PATH itself is not a folder.
-/// Errors name the flag (a usage error, exit 2).
-fn check_last_message_path(path: &std::path::Path) -> Result<(), String> {
+/// `--output-last-message PATH` checked at start, so a run never spends its tokens and then
+/// fails to write its answer. Returns the file to write: PATH, or for a symbolic link the file
+/// it points to (written through, as a shell's `>` does; the link stays). Refused (a usage
+/// error naming the flag, exit 2): a path ending in `/`, a folder, a FIFO, device or socket
+/// (a write would block on or feed something else), a link to a missing file or to one of those,
+/// a folder that does not exist (tern makes none: a typo must not grow a tree of folders), and
+/// a folder tern cannot create a file in (`/proc/self/status`: the answer is written by a
+/// rename from a temporary file beside it).
+fn check_last_message_path(path: &std::path::Path) -> Result<std::path::PathBuf, String> {
+    use std::os::unix::fs::FileTypeExt;
     let shown = path.display();
     let flag = "--output-last-message";
     if path.as_os_str().as_encoded_bytes().ends_with(b"/") {
         return Err(format!("{flag} {shown}: names a folder; give a file path"));
     }
-    match std::fs::metadata(path) {
-        Ok(m) if m.is_dir() => {
-            return Err(format!("{flag} {shown}: is a folder; give a file path"));
+    let kind = |t: std::fs::FileType| {
+        if t.is_dir() {
+            Some("a folder")
+        } else if t.is_fifo() {
+            Some("a FIFO (named pipe)")
+        } else if t.is_char_device() || t.is_block_device() {
+            Some("a device")
+        } else if t.is_socket() {
+            Some("a socket")
+        } else {
+            None
         }
-        _ => {}
+    };
+    let mut target = path.to_path_buf();
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => match std::fs::canonicalize(path) {
+            Ok(t) => {
+                let m = std::fs::metadata(&t).map_err(|e| format!("{flag} {shown}: {e}"))?;
+                if let Some(what) = kind(m.file_type()) {
+                    return Err(format!(
+                        "{flag} {shown}: a symbolic link to {what} ({}); give a regular file",
+                        t.display()
+                    ));
+                }
+                target = t;
+            }
+            Err(_) => {
+                return Err(format!(
+                    "{flag} {shown}: a symbolic link to a file that does not exist; give the file's own path"
+                ));
+            }
+        },
+        Ok(m) => {
+            if let Some(what) = kind(m.file_type()) {
+                return Err(format!(
+                    "{flag} {shown}: is {what}, not a regular file; give a file path"
+                ));
+            }
+        }
+        Err(_) => {}
     }
+    let dir = match target.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    match std::fs::metadata(&dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return Err(format!("{flag} {shown}: {} is not a folder", dir.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(format!(
+                "{flag} {shown}: the folder {} does not exist (tern does not create it)",
+                dir.display()
+            ));
+        }
+        Err(e) => return Err(format!("{flag} {shown}: {}: {e}", dir.display())),
+    }
+    // The answer goes in by a rename from a temporary file beside it: that must be possible.
+    match tempfile::Builder::new()
+        .prefix(".tern-last-message-")
+        .tempfile_in(&dir)
+    {
+        Ok(probe) => drop(probe),
+        Err(e) => {
+            // The OS's words without the probe's own name.
+            let why = e.raw_os_error().map_or(e.to_string(), |c| {
+                std::io::Error::from_raw_os_error(c).to_string()
+            });
+            return Err(format!(
+                "{flag} {shown}: tern cannot create a file in {} ({why}), so it cannot write the answer there",
+                dir.display()
+            ));
+        }
+    }
+    Ok(target)
+}
+
+/// The final answer into `path` (a regular file or a new one, checked at start), atomically: a
+/// temporary file in the same folder, fsync, rename; redacted, with a final newline.
+fn write_last_message(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    let text = crate::store::redact::redact(text);
+    let mut bytes = text.trim_end().as_bytes().to_vec();
+    bytes.push(b'\n');
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => std::path::Path::new("."),
     };
-    match std::fs::metadata(dir) {
-        Ok(m) if m.is_dir() => Ok(()),
-        Ok(_) => Err(format!("{flag} {shown}: {} is not a folder", dir.display())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
-            "{flag} {shown}: the folder {} does not exist (tern does not create it)",
-            dir.display()
-        )),
-        Err(e) => Err(format!("{flag} {shown}: {}: {e}", dir.display())),
+    // The mode a shell's `>` leaves: an existing file keeps its own, a new one 0666 less umask.
+    let mode = std::fs::metadata(path).map_or(0o666, |m| m.permissions().mode() & 0o7777);
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".tern-last-message-")
+        .permissions(std::fs::Permissions::from_mode(mode))
+        .tempfile_in(dir)?;
+    tmp.write_all(&bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
     }
-}
-
-/// The final answer into `path`, atomically (a temporary file in the same folder, fsync,
-/// rename), redacted, with a final newline. The folder must exist (checked at start).
-fn write_last_message(path: &std::path::Path, text: &str) -> std::io::Result<()> {
-    let text = crate::store::redact::redact(text);
-    let mut bytes = text.trim_end().as_bytes().to_vec();
-    bytes.push(b'\n');
-    crate::store::fsutil::atomic_write(path, &bytes)
+    Ok(())
 }
 
 /// Cancels a run's token as a budget when its wall time is up (`--max-wall-time`): the turn

@@ -257,3 +257,51 @@ fn a_real_kill_during_creation_is_marked_interrupted() {
     let list = sessions(&ws);
     assert!(!list.contains(" idle "), "{list}");
 }
+
+/// `--output-last-message FILE`: a symbolic link is written through (as a shell's `>`), the
+/// link kept; a FIFO, a device or a folder tern cannot create a file in is refused at start
+/// (exit 2, naming the flag, never talking of the state folder), before the model is asked.
+#[test]
+fn output_last_message_follows_links_and_refuses_what_is_no_file() {
+    use std::os::unix::fs::FileTypeExt;
+    let ws = WireWs::new(W, vec![text(W, "the answer")]);
+    let root = ws.root().to_path_buf();
+    std::fs::write(root.join("target.txt"), "old\n").unwrap();
+    std::os::unix::fs::symlink("target.txt", root.join("link.txt")).unwrap();
+    let fifo = root.join("pipe");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    std::os::unix::fs::symlink("nowhere.txt", root.join("dangling.txt")).unwrap();
+    for bad in ["pipe", "/dev/null", "/proc/self/status", "dangling.txt"] {
+        let out = ws.tern(&["exec", "--output-last-message", bad, "go"]);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--output-last-message"), "{bad}: {err}");
+        assert!(!err.contains("state folder"), "{bad}: {err}");
+    }
+    assert!(ws.fake.requests().is_empty(), "the model was asked");
+    assert!(
+        std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo(),
+        "the FIFO was replaced"
+    );
+    ws.ok(&["exec", "--output-last-message", "link.txt", "go"]);
+    assert!(
+        std::fs::symlink_metadata(root.join("link.txt"))
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link was replaced by a file"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("target.txt")).unwrap(),
+        "the answer\n"
+    );
+}
