@@ -305,3 +305,70 @@ fn output_last_message_follows_links_and_refuses_what_is_no_file() {
         "the answer\n"
     );
 }
+
+/// Unmounts a test's tmpfs when dropped (lazily: a process may still hold a folder of it).
+struct Mounted(std::path::PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// The user's full disk: the workspace (and its `.tern/`) on a 2 MB tmpfs, the model fills it.
+/// Whatever write failed, the record must not call the turn interrupted afterwards, and
+/// `tern sessions` and `tern status` must show one total.
+#[test]
+fn a_full_disk_turn_is_not_called_interrupted_later() {
+    let ws = WireWs::new(
+        W,
+        vec![
+            bash(W, "c1", "head -c 3000000 /dev/zero > big"),
+            text(W, "filled"),
+        ],
+    );
+    let root = ws.root().to_path_buf();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=2m", "tmpfs"])
+        .arg(&root)
+        .output();
+    if !mounted.as_ref().is_ok_and(|o| o.status.success()) {
+        crate::support::skipped(
+            "endings::a_full_disk_turn_is_not_called_interrupted_later",
+            "cannot mount a tmpfs here (needs root)",
+            false,
+        );
+        return;
+    }
+    let _guard = Mounted(root.clone());
+    std::fs::create_dir(root.join(".tern")).unwrap();
+    std::fs::create_dir_all(ws.ws.home()).unwrap();
+    let out = ws.tern(&["exec", "fill"]);
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!said.contains("panicked"), "{said}");
+    let events = ws.read("events.jsonl");
+    let ended = events.contains("\"turn_end\"");
+    let list = sessions(&ws);
+    let row: Vec<&str> = list.lines().nth(1).unwrap().split_whitespace().collect();
+    if ended {
+        assert!(!row[2].starts_with("interrupted"), "{said}\n{list}");
+    }
+    let status: Value = serde_json::from_slice(&ws.ok(&["status", "--json"]).stdout).unwrap();
+    assert_eq!(
+        row[3],
+        status["cache"]["requests"].to_string(),
+        "{list}\n{status}"
+    );
+    // Space again: the next start says nothing of an interrupt when the end was recorded.
+    std::fs::remove_file(root.join("big")).unwrap();
+    ws.push(vec![text(W, "again")]);
+    let out = ws.ok(&["exec", "--continue", "more"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    if ended {
+        assert!(!err.contains("interrupted"), "{said}\n{err}");
+    }
+    assert_eq!(meta(&ws)["status"], "completed");
+}
