@@ -662,7 +662,7 @@ impl Store {
         self.checkout_locked(&p.commit, &p.tree)?;
         let short: String = p.commit.chars().take(10).collect();
         Ok(vec![format!(
-            "an undo, redo or rewind was cut short (tern stopped while it restored files); tern finished it now: the workspace holds the restored checkpoint ({short}), not the state before it (`tern redo` returns to that)"
+            "an undo, redo or rewind was cut short (tern was stopped while it restored files); tern finished it first: the files are those of the checkpoint it was restoring ({short})"
         )])
     }
 
