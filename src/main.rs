@@ -607,6 +607,10 @@ enum Cmd {
     Undo {
         /// How many turns (default 1).
         n: Option<u32>,
+        /// Undo even over files you changed after the turn ended (saved first: `tern redo`
+        /// brings them back); without it such an undo is refused.
+        #[arg(long)]
+        force: bool,
         #[command(flatten)]
         target: TargetArgs,
     },
@@ -1289,9 +1293,19 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
                 }
             }
         }
-        Cmd::Undo { n, target } => {
-            let n = n.map(|n| n.to_string());
-            verb(ctx, "undo", n.as_deref(), &target, false)
+        Cmd::Undo { n, force, target } => {
+            let arg = [n.map(|n| n.to_string()), force.then(|| "--force".into())]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<String>>()
+                .join(" ");
+            verb(
+                ctx,
+                "undo",
+                (!arg.is_empty()).then_some(&*arg),
+                &target,
+                false,
+            )
         }
         Cmd::Redo { target } => verb(ctx, "redo", None, &target, false),
         Cmd::Checkpoints { target } => verb(ctx, "checkpoints", None, &target, false),

@@ -204,7 +204,7 @@ pub const OPS: &[Op] = &[
         "/undo",
         Access::Write,
         "what the undo restored",
-        "put the files back as before the last turn (/undo N: the last N turns)",
+        "put the files back as before the last turn (/undo N: the last N turns; --force: even over your later edits, saved for /redo)",
     ),
     op(
         OpId::Redo,
@@ -768,7 +768,26 @@ fn checkpoint_op(
             })
         }
         _ => {
-            let n = number("a turn number")?;
+            // `/undo [N] [--force]`: the flag may stand anywhere.
+            let mut force = false;
+            let rest: Vec<&str> = arg
+                .unwrap_or("")
+                .split_whitespace()
+                .filter(|w| {
+                    let flag = op.id == OpId::Undo && *w == "--force";
+                    force |= flag;
+                    !flag
+                })
+                .collect();
+            let rest = rest.join(" ");
+            let arg = (!rest.is_empty()).then_some(rest.as_str());
+            let n = arg
+                .map(|a| {
+                    a.parse::<u32>().map_err(|_| {
+                        OpError::Usage(format!("{} takes a turn number, not {a:?}", op.slash))
+                    })
+                })
+                .transpose()?;
             if op.id == OpId::Rewind && n.is_none() {
                 return Err(OpError::Usage(
                     "/rewind takes the turn to go back to (see /checkpoints)".into(),
@@ -790,7 +809,7 @@ fn checkpoint_op(
             let mark = target.launcher.mark_current;
             match op.id {
                 OpId::Undo => Ok(OpOutput::Done {
-                    message: cp::undo(&store()?, session, n.unwrap_or(1))?,
+                    message: cp::undo(&store()?, session, n.unwrap_or(1), force)?,
                 }),
                 OpId::Redo => Ok(OpOutput::Done {
                     message: cp::redo(&store()?)?,

@@ -134,7 +134,11 @@ pub(super) fn bench_checkpoints() -> R<(String, String)> {
         turn += 1;
         rec(turn)?;
         cp_change(&ws, &mut rng)?;
-        let (r, w, c) = timed(|| store.undo(session, 1, None).map_err(|e| e.to_string()))?;
+        let (r, w, c) = timed(|| {
+            store
+                .undo(session, 1, None, false)
+                .map_err(|e| e.to_string())
+        })?;
         undo.push(w);
         undo_cpu.push(c);
         if r.changes.is_empty() {

@@ -95,6 +95,20 @@ impl Git {
             c.arg("-c").arg(kv);
         }
         c.args(args);
+        // A tern killed mid-restore must not leave its git running: an orphaned `read-tree`
+        // would go on writing the workspace and renaming the store's `index.lock` under the
+        // next tern's git ("unable to write new index file"). The kernel kills it with us.
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: prctl(2) is async-signal-safe; nothing is allocated in the child.
+            unsafe {
+                c.pre_exec(|| {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                    Ok(())
+                });
+            }
+        }
         c
     }
 

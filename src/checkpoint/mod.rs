@@ -84,6 +84,18 @@ pub struct Restored {
     /// Files the undo would have removed but kept: made or changed after the undone turns
     /// ended (the person's own work, not the model's).
     pub kept: Vec<String>,
+    /// Files changed after the undone turns ended that a forced undo overwrote (saved first:
+    /// `tern redo` brings them back).
+    pub overwritten: Vec<String>,
+    /// What finishing a restore a kill cut short said (it ran first, under the same lock).
+    pub recovered: Vec<String>,
+}
+
+impl Restored {
+    /// The notes of a finished cut-short restore, each as a line before the receipt.
+    fn recovered_lines(&self) -> String {
+        self.recovered.iter().map(|n| format!("{n}\n")).collect()
+    }
 }
 
 impl Restored {
@@ -288,9 +300,11 @@ pub fn open(state: &StateDir, limits: Limits) -> Result<Store, Error> {
     Store::open(&state.root, &state.workspace, limits).map_err(failed)
 }
 
-/// `tern undo [N]`: the workspace as it was before the last `n` turns of `session` that changed
-/// files. Returns the receipt.
-pub fn undo(store: &Store, session: &Session, n: u32) -> Result<String, Error> {
+/// `tern undo [N] [--force]`: the workspace as it was before the last `n` turns of `session`
+/// that changed files. A file the person changed after the turns ended is never lost: one the
+/// undo would remove is kept; one it would overwrite refuses the undo (exit 1, files named)
+/// unless `force`, which overwrites it after saving it for `tern redo`. Returns the receipt.
+pub fn undo(store: &Store, session: &Session, n: u32, force: bool) -> Result<String, Error> {
     if n == 0 {
         return Err(Error::Usage(
             "undo takes a number of turns, 1 or more".into(),
@@ -301,7 +315,7 @@ pub fn undo(store: &Store, session: &Session, n: u32) -> Result<String, Error> {
     let ended = std::fs::metadata(session.path(crate::store::session::files::CONVERSATION))
         .and_then(|m| m.modified())
         .ok();
-    let r = store.undo(&session.id, n, ended).map_err(failed)?;
+    let r = store.undo(&session.id, n, ended, force).map_err(failed)?;
     let turn = r
         .turn
         .map_or(String::new(), |t| format!(" before turn {t}"));
@@ -314,9 +328,19 @@ pub fn undo(store: &Store, session: &Session, n: u32) -> Result<String, Error> {
             crate::render::safe(&r.kept.join(", "))
         )
     };
+    let overwritten = if r.overwritten.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " Overwrote {} file(s) you changed after the turn ended (--force; saved first): {}.",
+            r.overwritten.len(),
+            crate::render::safe(&r.overwritten.join(", "))
+        )
+    };
     let index = index_note(store, &r.changes);
     Ok(format!(
-        "the workspace is as it was{turn}: {}.{kept}{index} `tern redo` puts it back.",
+        "{}the workspace is as it was{turn}: {}.{kept}{overwritten}{index} `tern redo` puts it all back, your files included.",
+        r.recovered_lines(),
         r.summary()
     ))
 }
@@ -439,7 +463,11 @@ pub fn redo(store: &Store) -> Result<String, Error> {
         Some(t) => format!("as checkpointed before turn {t}"),
         None => "as it was before the undo".into(),
     };
-    Ok(format!("the workspace is {what} again: {}.", r.summary()))
+    Ok(format!(
+        "{}the workspace is {what} again: {}.",
+        r.recovered_lines(),
+        r.summary()
+    ))
 }
 
 /// One row of `tern checkpoints`.
@@ -644,16 +672,18 @@ pub fn rewind(
     }
     // Checked before any file changes: the history must be there to fork.
     turns::state_at(from, turn).map_err(|e| Error::Usage(e.to_string()))?;
+    let mut recovered = String::new();
     let files = match end_of_turn(store, from, turn)? {
         Some(target) => {
             let r = store.restore(&from.id, &target).map_err(failed)?;
+            recovered = r.recovered_lines();
             format!("{}{}", r.summary(), index_note(store, &r.changes))
         }
         None => "no later turn ran a command, so the files are as it left them".into(),
     };
     let forked = fork(state, from, Some(turn), mark_current)?;
     let msg = format!(
-        "rewound to the end of turn {turn}: files: {files}; the conversation goes on in the new session {} (forked from {}; `tern redo` puts the files back)",
+        "{recovered}rewound to the end of turn {turn}: files: {files}; the conversation goes on in the new session {} (forked from {}; `tern redo` puts the files back)",
         forked.id, from.id
     );
     Ok((forked, msg))

@@ -9,6 +9,8 @@
 //! - `refs/tern/redo/<n>`: the states an undo left, newest highest (`tern redo` pops one).
 //! - `refs/tern/at`: the checkpoint the last undo or redo restored (a second undo goes further
 //!   back from there).
+//! - `refs/tern/after`: the workspace as the last undo, redo or rewind left it, files it kept
+//!   included (what `tern redo` and a second undo compare the workspace with).
 //! - `refs/tern/pending`: a restore in flight; found at the next start, it is finished.
 //!
 //! Commits have no parents (the oldest can be pruned alone); their message is one JSON line
@@ -55,6 +57,29 @@ pub struct Change {
     pub blob: Option<String>,
     /// The old blob (None for an addition).
     pub old_blob: Option<String>,
+}
+
+/// Where the workspace stands after a restore (see `Store::standing`).
+struct Standing {
+    /// `refs/tern/at`: the checkpoint the restore went to.
+    at: Ref,
+    /// `refs/tern/after`: the state it left.
+    after: Ref,
+    /// The paths it kept (in `after`, not in `at`).
+    kept: std::collections::BTreeSet<String>,
+}
+
+/// Up to 8 paths, shown safely, then how many more.
+fn names(paths: &[String]) -> String {
+    let mut out: Vec<String> = paths
+        .iter()
+        .take(8)
+        .map(|p| crate::render::safe(p).into_owned())
+        .collect();
+    if paths.len() > 8 {
+        out.push(format!("… and {} more", paths.len() - 8));
+    }
+    out.join(", ")
 }
 
 /// The shadow store of one state folder.
@@ -140,12 +165,16 @@ impl Store {
         Ok(())
     }
 
-    /// Takes the store's lock (blocking) and removes what a killed git left: its lock files.
+    /// Takes the store's lock (blocking) and removes what a killed git left: its lock files
+    /// (`index.lock`, `HEAD.lock`, `packed-refs.lock`, `config.lock`, and any `<ref>.lock`).
+    /// Every git of tern's that writes runs under this lock, and dies with its tern (see
+    /// [`Git`]), so a lock file found here is stale.
     pub fn lock(&self) -> io::Result<SessionLock> {
         let lock = SessionLock::acquire(&self.folder.join("lock"))?;
-        for name in ["index.lock", "packed-refs.lock", "HEAD.lock"] {
+        for name in ["index.lock", "packed-refs.lock", "HEAD.lock", "config.lock"] {
             let _ = std::fs::remove_file(self.git.dir.join(name));
         }
+        remove_lock_files(&self.git.dir.join("refs"), 0);
         Ok(lock)
     }
 
@@ -260,8 +289,13 @@ impl Store {
 
     fn commit(&self, tree: &str, kind: &str, session: &str, turn: u32) -> io::Result<String> {
         let msg = serde_json::json!({"kind": kind, "session": session, "turn": turn}).to_string();
+        self.commit_message(tree, &msg)
+    }
+
+    /// A parentless commit of `tree` whose message is `msg` (one JSON line).
+    fn commit_message(&self, tree: &str, msg: &str) -> io::Result<String> {
         fsutil::fault::point("git commit-tree", &self.git.dir);
-        Ok(self.git.text(&["commit-tree", tree, "-m", &msg], None)?)
+        Ok(self.git.text(&["commit-tree", tree, "-m", msg], None)?)
     }
 
     /// One ref transaction (the commit point of every change).
@@ -303,7 +337,12 @@ impl Store {
         }
         let (tree, skipped) = self.snapshot()?;
         notes.extend(skipped);
-        let refs = self.refs(&["refs/tern/latest", "refs/tern/at", "refs/tern/redo/"])?;
+        let refs = self.refs(&[
+            "refs/tern/latest",
+            "refs/tern/at",
+            "refs/tern/after",
+            "refs/tern/redo/",
+        ])?;
         let latest = refs.iter().find(|r| r.name == "refs/tern/latest");
         let (commit, new) = match latest {
             Some(l) if l.tree == tree => (l.commit.clone(), false),
@@ -429,24 +468,80 @@ impl Store {
         Ok(text)
     }
 
+    /// Where the workspace stands when it is still exactly what the last undo, redo or rewind
+    /// left (`refs/tern/after`; a store from before that ref: `refs/tern/at`). None: no restore
+    /// since the last checkpoint, or the workspace changed since.
+    fn standing(&self, tree_now: &str) -> io::Result<Option<Standing>> {
+        let refs = self.refs(&["refs/tern/at", "refs/tern/after"])?;
+        let at = refs.iter().find(|r| r.name == "refs/tern/at");
+        let after = refs.iter().find(|r| r.name == "refs/tern/after").or(at);
+        let (Some(at), Some(after)) = (at, after) else {
+            return Ok(None);
+        };
+        if after.tree != tree_now {
+            return Ok(None);
+        }
+        let mut kept: std::collections::BTreeSet<String> = self
+            .changes(&at.tree, &after.tree)?
+            .into_iter()
+            .filter(|c| c.status == 'A')
+            .map(|c| c.path)
+            .collect();
+        // After a redo, `at` is the state an undo saved: its message names the person's files
+        // then (file times cannot tell them apart from what the redo wrote).
+        kept.extend(self.yours(&at.commit));
+        Ok(Some(Standing {
+            at: at.clone(),
+            after: after.clone(),
+            kept,
+        }))
+    }
+
+    /// The person's files named in the message of `commit` (`"yours"`; none when absent).
+    fn yours(&self, commit: &str) -> Vec<String> {
+        let Ok(text) = self.git.run(&["cat-file", "commit", commit], None) else {
+            return Vec::new();
+        };
+        let text = String::from_utf8_lossy(&text);
+        let Some((_, msg)) = text.split_once("\n\n") else {
+            return Vec::new();
+        };
+        serde_json::from_str::<serde_json::Value>(msg.trim())
+            .ok()
+            .and_then(|v| {
+                v.get("yours")?.as_array().map(|a| {
+                    a.iter()
+                        .filter_map(|p| p.as_str().map(str::to_string))
+                        .collect()
+                })
+            })
+            .unwrap_or_default()
+    }
+
+    /// When the last restore ended (`refs/tern/after` was written): the files it wrote are
+    /// tern's, not the person's.
+    fn last_restore_time(&self) -> Option<std::time::SystemTime> {
+        std::fs::symlink_metadata(self.git.dir.join("refs/tern/after"))
+            .and_then(|m| m.modified())
+            .ok()
+    }
+
     /// Puts the workspace back to checkpoint `target` as an undo: the state now is kept first
-    /// (a redo goes back to it); `base` is where a chain of undos stands. See [`Store::undo`].
+    /// (a redo goes back to it); `standing` is where a chain of undos stands. A file the restore
+    /// would remove that is the person's (newer than `made_after`, or kept by the undo before
+    /// in the chain) is kept; one it would overwrite refuses the whole restore unless `force`
+    /// (then it is overwritten, and the redo state holds it). See [`Store::undo`].
     fn restore_as_undo(
         &self,
         session: &str,
         tree_now: &str,
         target: &Entry,
-        at: Option<&Ref>,
+        standing: Option<&Standing>,
         made_after: Option<std::time::SystemTime>,
+        force: bool,
     ) -> io::Result<Restored> {
         let refs = self.refs(&["refs/tern/latest", "refs/tern/redo/"])?;
         let latest = refs.iter().find(|r| r.name == "refs/tern/latest");
-        // What a redo returns to: the checkpoint we stand on, else the state now.
-        let back = match (at, latest) {
-            (Some(a), _) if a.tree == tree_now => a.commit.clone(),
-            (_, Some(l)) if l.tree == tree_now => l.commit.clone(),
-            _ => self.commit(tree_now, "undo", session, target.turn)?,
-        };
         let next = refs
             .iter()
             .filter_map(|r| r.name.strip_prefix("refs/tern/redo/")?.parse::<u32>().ok())
@@ -454,47 +549,90 @@ impl Store {
             .unwrap_or(0)
             + 1;
         let mut changes = self.changes(tree_now, &target.tree)?;
-        // Files the checkout would remove (in the state now, not in the target) but that were
-        // made after the undone turns ended are the person's: put back right after it.
-        let kept: Vec<String> = match made_after {
-            Some(cutoff) => changes
-                .iter()
-                .filter(|c| c.status == 'D')
-                .filter(|c| {
-                    std::fs::symlink_metadata(super::git::join(&self.git.work, c.path.as_bytes()))
-                        .and_then(|m| m.modified())
-                        .is_ok_and(|t| t > cutoff)
-                })
-                .map(|c| c.path.clone())
-                .collect(),
-            None => Vec::new(),
+        let newer = |path: &str| {
+            made_after.is_some_and(|cutoff| {
+                std::fs::symlink_metadata(super::git::join(&self.git.work, path.as_bytes()))
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| t > cutoff)
+            })
         };
+        let yours =
+            |c: &Change| standing.is_some_and(|s| s.kept.contains(&c.path)) || newer(&c.path);
+        let kept: Vec<String> = changes
+            .iter()
+            .filter(|c| c.status == 'D' && yours(c))
+            .map(|c| c.path.clone())
+            .collect();
+        let overwritten: Vec<String> = changes
+            .iter()
+            .filter(|c| c.status == 'M' && yours(c))
+            .map(|c| c.path.clone())
+            .collect();
+        if !overwritten.is_empty() && !force {
+            return Err(io::Error::other(format!(
+                "refused: {} file(s) that undo would put back were changed after the turn ended (your edits, not the model's): {}. Nothing was changed. `tern undo --force` undoes anyway; your versions are saved first, and `tern redo` brings them back.",
+                overwritten.len(),
+                names(&overwritten)
+            )));
+        }
+        // What a redo returns to: the state we stand on, else the state now. When the person
+        // has files in it, a commit of its own names them, so an undo after the redo keeps them.
+        let yours: Vec<&String> = kept.iter().chain(&overwritten).collect();
+        let back = match (standing, latest) {
+            _ if !yours.is_empty() => {
+                let msg = serde_json::json!({"kind": "undo", "session": session, "turn": target.turn, "yours": yours});
+                self.commit_message(tree_now, &msg.to_string())?
+            }
+            (Some(s), _) => s.after.commit.clone(),
+            (_, Some(l)) if l.tree == tree_now => l.commit.clone(),
+            _ => self.commit(tree_now, "undo", session, target.turn)?,
+        };
+        if !kept.is_empty() {
+            // Out of the store's index, a kept file is one the checkout never touches (not
+            // rewritten, its times kept). Done before `pending`, so a kill leaves it alone too.
+            let mut input = Vec::new();
+            for k in &kept {
+                input.extend_from_slice(k.as_bytes());
+                input.push(0);
+            }
+            self.git.run(
+                &["update-index", "-z", "--force-remove", "--stdin"],
+                Some(&input),
+            )?;
+            changes.retain(|c| !(c.status == 'D' && kept.contains(&c.path)));
+        }
         self.update_refs(&format!(
             "update refs/tern/redo/{next:06} {back}\nupdate refs/tern/at {c}\nupdate refs/tern/latest {c}\nupdate refs/tern/pending {c}\n",
             c = target.commit
         ))?;
-        self.checkout_locked(&target.commit)?;
-        if !kept.is_empty() {
-            let mut args = vec!["checkout", back.as_str(), "--"];
-            args.extend(kept.iter().map(String::as_str));
-            self.git.run(&args, None)?;
-            changes.retain(|c| !(c.status == 'D' && kept.contains(&c.path)));
-        }
+        self.checkout_locked(&target.commit, &target.tree)?;
         Ok(Restored {
             turn: Some(target.turn),
             changes,
             kept,
+            overwritten,
+            recovered: Vec::new(),
         })
     }
 
-    /// Makes the workspace the tree of `commit` (changed files rewritten, files it lacks
-    /// removed, ignored and unrecorded files untouched), then clears `pending`. The caller set
-    /// `pending` first, so a kill in between is finished at the next start.
-    fn checkout_locked(&self, commit: &str) -> io::Result<()> {
+    /// Makes the workspace the tree of `commit` (`tree`): changed files rewritten, files it
+    /// lacks removed, ignored and unrecorded files (and those out of the store's index: kept)
+    /// untouched. Then records the state it left as `refs/tern/after` and clears `pending`, in
+    /// one transaction. The caller set `pending` first, so a kill in between is finished at the
+    /// next start.
+    fn checkout_locked(&self, commit: &str, tree: &str) -> io::Result<()> {
         fsutil::fault::point("git read-tree", &self.git.dir);
         self.git
             .run(&["read-tree", "--reset", "-u", commit], None)?;
-        self.update_refs("delete refs/tern/pending\n")
+        let (after_tree, _) = self.snapshot()?;
+        let after = if after_tree == tree {
+            commit.to_string()
+        } else {
+            self.commit(&after_tree, "after", "", 0)?
+        };
+        self.update_refs(&format!(
+            "delete refs/tern/pending\nupdate refs/tern/after {after}\n"
+        ))
     }
 
     /// Finishes a restore a kill cut short. Returns what it says (nothing when none was in
@@ -521,36 +659,39 @@ impl Store {
         let Some(p) = pending.first() else {
             return Ok(Vec::new());
         };
-        self.checkout_locked(&p.commit)?;
+        self.checkout_locked(&p.commit, &p.tree)?;
         let short: String = p.commit.chars().take(10).collect();
         Ok(vec![format!(
-            "an undo, redo or rewind was cut short (tern stopped while it restored files); tern finished it now: the workspace holds the restored checkpoint ({short}), not the state before it (`tern redo` returns to that)"
+            "an undo, redo or rewind was cut short (tern was stopped while it restored files); tern finished it first: the files are those of the checkpoint it was restoring ({short})"
         )])
     }
 
     /// Undoes the last `n` turns of `session` that changed files: the workspace goes back to
     /// the checkpoint before the oldest of them. The state now is kept first, so `tern redo`
-    /// returns to it. Errors: nothing (or fewer than `n` turns) to undo.
+    /// returns to it. The person's work is never lost silently: a file changed after the turns
+    /// ended (modified later than `made_after`, or after the last restore) that the undo would
+    /// remove is kept; one it would overwrite refuses the undo (naming it) unless `force`.
+    /// Errors: nothing (or fewer than `n` turns) to undo; the refusal.
     pub fn undo(
         &self,
         session: &str,
         n: u32,
         made_after: Option<std::time::SystemTime>,
+        force: bool,
     ) -> io::Result<Restored> {
         let _lock = self.lock()?;
-        self.recover_locked()?;
+        let recovered = self.recover_locked()?;
         let (tree_now, _) = self.snapshot()?;
         let entries = self.entries(session)?;
-        let at = self.refs(&["refs/tern/at"])?.into_iter().next();
-        // In a chain of undos (the workspace is still what the last one restored), go on from
-        // there; otherwise start from the newest turn.
-        let base = at
+        let standing = self.standing(&tree_now)?;
+        // In a chain of undos (the workspace is still what the last one left), go on from the
+        // checkpoint it restored; otherwise start from the newest turn.
+        let base = standing
             .as_ref()
-            .filter(|a| a.tree == tree_now)
-            .and_then(|a| {
+            .and_then(|s| {
                 entries
                     .iter()
-                    .filter(|e| e.commit == a.commit)
+                    .filter(|e| e.commit == s.at.commit)
                     .map(|e| e.turn)
                     .max()
             })
@@ -575,31 +716,62 @@ impl Store {
                 format!("only {count} turn(s) of this session can be undone; nothing changed")
             }));
         };
-        let at = at.filter(|a| a.tree == tree_now);
-        // In a chain of undos the workspace is what the last undo wrote (nothing of the person's
-        // since, and its files are newer than any turn): nothing to keep.
-        let made_after = if at.is_some() { None } else { made_after };
-        self.restore_as_undo(session, &tree_now, &target, at.as_ref(), made_after)
+        // In a chain the workspace is what the last undo wrote plus what it kept (nothing of
+        // the person's since): the kept files stay kept. Otherwise a file is the person's when
+        // it changed after both the turns' end and the last restore (whose files are tern's).
+        let made_after = match standing {
+            Some(_) => None,
+            None => match (made_after, self.last_restore_time()) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            },
+        };
+        let mut r = self.restore_as_undo(
+            session,
+            &tree_now,
+            &target,
+            standing.as_ref(),
+            made_after,
+            force,
+        )?;
+        r.recovered = recovered;
+        Ok(r)
     }
 
-    /// Puts back what the last undo (or rewind) replaced. Errors: nothing to redo, or the
-    /// workspace changed since (redo would overwrite those changes).
+    /// Puts back what the last undo (or rewind) replaced: the workspace as it was before it,
+    /// the person's files included. Errors: nothing to redo, or the workspace changed since the
+    /// undo left it (redo would overwrite those changes; the changed paths are named).
     pub fn redo(&self) -> io::Result<Restored> {
         let _lock = self.lock()?;
-        self.recover_locked()?;
-        let refs = self.refs(&["refs/tern/at", "refs/tern/redo/"])?;
+        let recovered = self.recover_locked()?;
+        let refs = self.refs(&["refs/tern/redo/"])?;
         let top = refs
             .iter()
-            .filter(|r| r.name.starts_with("refs/tern/redo/"))
             .max_by(|a, b| a.name.cmp(&b.name))
             .cloned()
             .ok_or_else(|| io::Error::other("nothing to redo"))?;
         let (tree_now, _) = self.snapshot()?;
-        let at = refs.iter().find(|r| r.name == "refs/tern/at");
-        if at.is_none_or(|a| a.tree != tree_now) {
-            return Err(io::Error::other(
-                "refused: the workspace changed since the undo, and redo would overwrite those changes (`tern undo` keeps the state now, then `tern redo` can return to it)",
-            ));
+        if self.standing(&tree_now)?.is_none() {
+            let left = self
+                .refs(&["refs/tern/after", "refs/tern/at"])?
+                .into_iter()
+                .min_by(|a, b| a.name.cmp(&b.name));
+            let changed: Vec<String> = match left {
+                Some(l) => self
+                    .changes(&l.tree, &tree_now)?
+                    .into_iter()
+                    .map(|c| c.path)
+                    .collect(),
+                None => Vec::new(),
+            };
+            return Err(io::Error::other(format!(
+                "refused: the workspace changed since the undo ({}), and redo would overwrite those changes; nothing was changed. Put those files back as the undo left them (move new ones aside), then `tern redo` works",
+                if changed.is_empty() {
+                    "files changed".to_string()
+                } else {
+                    names(&changed)
+                }
+            )));
         }
         let changes = self.changes(&tree_now, &top.tree)?;
         self.update_refs(&format!(
@@ -607,32 +779,37 @@ impl Store {
             top.name,
             c = top.commit
         ))?;
-        self.checkout_locked(&top.commit)?;
+        self.checkout_locked(&top.commit, &top.tree)?;
         Ok(Restored {
             turn: None,
             changes,
             kept: Vec::new(),
+            overwritten: Vec::new(),
+            recovered,
         })
     }
 
     /// Puts the workspace back to checkpoint `target` (of `session`) as an undo, so `tern redo`
-    /// returns. Nothing changes when the workspace already is that checkpoint.
+    /// returns (files the undo before it kept stay kept). Nothing changes when the workspace
+    /// already is that checkpoint.
     pub fn restore(&self, session: &str, target: &Entry) -> io::Result<Restored> {
         let _lock = self.lock()?;
-        self.recover_locked()?;
+        let recovered = self.recover_locked()?;
         let (tree_now, _) = self.snapshot()?;
         if tree_now == target.tree {
             return Ok(Restored {
                 turn: Some(target.turn),
                 changes: Vec::new(),
                 kept: Vec::new(),
+                overwritten: Vec::new(),
+                recovered,
             });
         }
-        let at = self
-            .refs(&["refs/tern/at"])?
-            .into_iter()
-            .find(|a| a.tree == tree_now);
-        self.restore_as_undo(session, &tree_now, target, at.as_ref(), None)
+        let standing = self.standing(&tree_now)?;
+        let mut r =
+            self.restore_as_undo(session, &tree_now, target, standing.as_ref(), None, true)?;
+        r.recovered = recovered;
+        Ok(r)
     }
 
     /// Bytes the store takes on disk (its objects).

@@ -722,3 +722,187 @@ fn undo_names_paths_the_turn_staged_and_keeps_the_persons_index() {
     );
     assert!(git(&["diff", "--cached", "--name-only"]).contains("mine.txt"));
 }
+
+/// A workspace where one turn ran `echo model >> a.txt` (a.txt was "orig"), then the person
+/// appended to a.txt and made c.txt: the new user's report.
+fn persons_edits_after_the_turn() -> WireWs {
+    let ws = WireWs::new(
+        W,
+        vec![bash(W, "c1", "echo model >> a.txt"), text(W, "edited")],
+    );
+    std::fs::write(ws.root().join("a.txt"), "orig\n").unwrap();
+    ws.ok(&["exec", "edit"]);
+    // A moment later (file times are compared with the turn's end) the person works.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let mut a = std::fs::OpenOptions::new()
+        .append(true)
+        .open(ws.root().join("a.txt"))
+        .unwrap();
+    std::io::Write::write_all(&mut a, b"USER WORK\n").unwrap();
+    std::fs::write(ws.root().join("c.txt"), "mine\n").unwrap();
+    ws
+}
+
+/// Found by a new user: undo silently overwrote a file the person edited after the turn, and
+/// the promised redo was refused because of the file undo itself kept. Now the undo is refused
+/// (nothing changed, the file named, `--force` said); a forced undo saves the edits first, and
+/// redo right after it returns the workspace byte for byte.
+#[test]
+fn undo_never_loses_edits_made_after_the_turn_and_redo_returns_them() {
+    let ws = persons_edits_after_the_turn();
+    let before = tree(ws.root());
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("a.txt")).unwrap(),
+        "orig\nmodel\nUSER WORK\n"
+    );
+
+    let err = ws.refused(&["undo"]);
+    assert!(
+        err.contains("refused") && err.contains("a.txt") && err.contains("tern undo --force"),
+        "{err}"
+    );
+    assert_eq!(tree(ws.root()), before, "a refused undo changes nothing");
+
+    let out = ws.ok(&["undo", "--force"]);
+    let said = stdout(&out);
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("a.txt")).unwrap(),
+        "orig\n",
+        "{said}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("c.txt")).unwrap(),
+        "mine\n",
+        "the person's new file is kept: {said}"
+    );
+    assert!(
+        said.contains("Overwrote 1 file") && said.contains("a.txt"),
+        "{said}"
+    );
+
+    // Nothing changed since the undo: redo works, and the kept file does not block it.
+    let out = ws.ok(&["redo"]);
+    assert_eq!(
+        tree(ws.root()),
+        before,
+        "redo: byte-identical, the person's edits included: {}",
+        stdout(&out)
+    );
+}
+
+/// The file an undo kept (made after the turn) never blocks the redo right after it, and a
+/// second undo in the chain keeps it too.
+#[test]
+fn a_kept_file_never_blocks_redo_nor_a_chained_undo() {
+    let ws = WireWs::new(
+        W,
+        vec![
+            bash(W, "c1", "echo one > a.txt"),
+            text(W, "done1"),
+            bash(W, "c2", "echo two > a.txt && echo model > m.txt"),
+            text(W, "done2"),
+        ],
+    );
+    std::fs::write(ws.root().join("a.txt"), "zero\n").unwrap();
+    ws.ok(&["exec", "first"]);
+    ws.ok(&["exec", "--continue", "second"]);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    std::fs::write(ws.root().join("mine.txt"), "my work\n").unwrap();
+    let before = tree(ws.root());
+
+    let said = stdout(&ws.ok(&["undo"]));
+    assert!(
+        said.contains("Kept 1 file") && said.contains("mine.txt"),
+        "{said}"
+    );
+    ws.ok(&["redo"]);
+    assert_eq!(
+        tree(ws.root()),
+        before,
+        "redo after an undo that kept a file"
+    );
+
+    ws.ok(&["undo"]);
+    ws.ok(&["undo"]);
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("a.txt")).unwrap(),
+        "zero\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("mine.txt")).unwrap(),
+        "my work\n",
+        "the second undo of the chain keeps it too"
+    );
+    ws.ok(&["redo"]);
+    ws.ok(&["redo"]);
+    assert_eq!(
+        tree(ws.root()),
+        before,
+        "two redos: back where the chain began"
+    );
+}
+
+/// Found by a new user: an undo killed midway (here at the fault point before git's
+/// `read-tree`, with the `index.lock` a killed git leaves) was finished silently by the next
+/// `tern redo`, which then failed on the stale lock. Now the redo says the undo was finished,
+/// the stale lock is removed under the store's lock, and the redo runs: the workspace is as
+/// before the undo.
+#[test]
+fn a_killed_undo_is_finished_and_said_and_a_stale_index_lock_does_not_stop_redo() {
+    let make = || {
+        let ws = WireWs::new(
+            W,
+            vec![
+                bash(
+                    W,
+                    "c1",
+                    "for i in $(seq 1 40); do echo model$i > f$i.txt; done; echo model >> a.txt",
+                ),
+                text(W, "done"),
+            ],
+        );
+        std::fs::write(ws.root().join("a.txt"), "orig\n").unwrap();
+        ws.ok(&["exec", "many files"]);
+        ws
+    };
+    // A dry run on a twin workspace finds the fault point's number.
+    let dry = make();
+    let log = dry.root().join("fault.log");
+    let mut cmd = dry.cmd(&["undo"]);
+    cmd.env("TERN_FAULT_LOG", &log);
+    assert_eq!(crate::support::cli::output(cmd).status.code(), Some(0));
+    let at = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .find(|l| l.contains(" git read-tree "))
+        .and_then(|l| l.split(' ').next()?.parse::<u64>().ok())
+        .expect("the undo passes the read-tree point");
+
+    let ws = make();
+    let before = tree(ws.root());
+    let mut cmd = ws.cmd(&["undo"]);
+    cmd.env("TERN_FAULT_AT", at.to_string());
+    let out = crate::support::cli::output(cmd);
+    assert_eq!(out.status.code(), None, "killed at point {at}");
+    let git = ws.root().join(".tern/checkpoints/git");
+    assert!(
+        git.join("refs/tern/pending").is_file(),
+        "the undo was in flight"
+    );
+    // What a git killed while writing the index leaves.
+    std::fs::write(git.join("index.lock"), "half").unwrap();
+
+    let out = ws.ok(&["redo"]);
+    let said = stdout(&out);
+    assert!(
+        said.contains("cut short") && said.contains("finished"),
+        "{said}"
+    );
+    assert!(!git.join("index.lock").exists());
+    assert!(!git.join("refs/tern/pending").exists());
+    assert_eq!(
+        tree(ws.root()),
+        before,
+        "the redo returned to before the undo: {said}"
+    );
+}
