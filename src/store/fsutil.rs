@@ -43,10 +43,18 @@ fn parent_of(path: &Path) -> io::Result<(Dir, &OsStr)> {
 
 /// Opens the file `path` with `flags` (`libc::O_*`; `O_CREAT` makes it with `mode` less the
 /// umask), never through a link at any level (see [`super::dirfd`]). For lock and lease files.
+/// Always opened with `O_NONBLOCK` and refused unless a plain file ([`plain`]): a FIFO planted at
+/// a lock would otherwise block `open(2)` itself, beyond the reach of SIGTERM.
 pub fn open_file(path: &Path, flags: libc::c_int, mode: u32) -> io::Result<File> {
     let (dir, name) = parent_of(path)?;
-    dir.open_file(name, flags, mode)
-        .map_err(|e| with_path(e, path))
+    let f = match dir.open_file(name, flags | libc::O_NONBLOCK, mode) {
+        Ok(f) => f,
+        // A FIFO opened write-only without a reader: ENXIO under O_NONBLOCK.
+        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => return Err(not_plain(path)),
+        Err(e) => return Err(with_path(e, path)),
+    };
+    plain(&f, path)?;
+    Ok(f)
 }
 
 /// Creates a new file `<prefix><random><suffix>` in `dir` (made when absent), mode 0600, never
@@ -321,13 +329,7 @@ pub fn rename_folder(from: &Path, to: &Path) -> io::Result<()> {
 /// any folder above it beneath the state folder's anchor (see [`super::dirfd`]). Anything but a
 /// plain file is refused (opened without blocking, so a FIFO cannot hang tern).
 pub fn open_append(path: &Path) -> io::Result<File> {
-    let f = open_file(
-        path,
-        libc::O_CREAT | libc::O_APPEND | libc::O_RDWR | libc::O_NONBLOCK,
-        0o666,
-    )?;
-    plain(&f, path)?;
-    Ok(f)
+    open_file(path, libc::O_CREAT | libc::O_APPEND | libc::O_RDWR, 0o666)
 }
 
 /// Errors unless the open `f` is a plain file: tern's state files are never FIFOs, devices or
@@ -337,10 +339,15 @@ pub fn plain(f: &File, path: &Path) -> io::Result<()> {
     if meta.is_file() {
         return Ok(());
     }
-    Err(io::Error::other(format!(
+    Err(not_plain(path))
+}
+
+/// The refusal of a FIFO, device or folder where tern expects a plain file.
+fn not_plain(path: &Path) -> io::Error {
+    io::Error::other(format!(
         "{} is not a plain file (a FIFO, a device or a folder): tern keeps its state in plain files only; remove it",
         path.display()
-    )))
+    ))
 }
 
 /// Appends one JSON line (`line` must not contain a newline) in a single write. If the file ends

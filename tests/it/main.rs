@@ -16,6 +16,7 @@ mod config;
 mod durable;
 mod exec;
 mod faults;
+mod fifos;
 mod hardening;
 mod hooks;
 mod jail;

@@ -1,0 +1,86 @@
+//! FIFOs (and other non-plain files) planted where tern opens a file: at a lock, the lease, a
+//! config or a file a person or project controls. Each case runs the real binary and checks that
+//! it answers (never blocks in `open(2)`) with a message naming the file.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::support::Wire;
+use crate::support::cli::{Out, WireWs, launch};
+use crate::support::script::text;
+
+/// A bound far above a normal run: a command still running then is hung.
+const HUNG: Duration = Duration::from_secs(20);
+
+/// Replaces `path` (if present) with a FIFO.
+fn fifo_at(path: &Path) {
+    let _ = std::fs::remove_file(path);
+    if let Some(p) = path.parent() {
+        std::fs::create_dir_all(p).unwrap();
+    }
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo(3) on a NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "{path:?}");
+}
+
+/// Runs `tern ARGS`; fails the test when it hangs.
+fn answers(ws: &WireWs, args: &[&str]) -> Out {
+    let out = launch(ws.cmd(args), None, HUNG);
+    assert!(!out.hung, "tern {args:?} blocked on a FIFO: {out:?}");
+    out
+}
+
+/// Exit 1 with the plain-file refusal naming `name`.
+fn refused_naming(out: &Out, args: &[&str], name: &str) {
+    assert_eq!(out.code, Some(1), "{args:?}: {out:?}");
+    assert!(
+        out.stderr.contains(&format!("{name} is not a plain file")),
+        "{args:?}: {out:?}"
+    );
+}
+
+/// A FIFO at the session lock: every verb that takes it answers with the plain-file refusal.
+#[test]
+fn a_fifo_at_the_session_lock_is_refused_not_waited_on() {
+    let ws = WireWs::new(Wire::OpenAi, vec![text(Wire::OpenAi, "Done.")]);
+    ws.ok(&["exec", "hello"]);
+    fifo_at(&ws.session().join("lock"));
+    for args in [&["exec", "--continue", "hi"][..], &["compact"]] {
+        let out = answers(&ws, args);
+        refused_naming(&out, args, "lock");
+    }
+    // Readers that need no lock may answer; those that take it refuse with the same words
+    // (`undo` may also find nothing to undo first).
+    for args in [&["plan", "show"][..], &["undo"], &["checkpoints"]] {
+        let out = answers(&ws, args);
+        assert!(matches!(out.code, Some(0 | 1)), "{args:?}: {out:?}");
+        if out.stderr.contains("lock") {
+            refused_naming(&out, args, "lock");
+        }
+    }
+    // With no draft, `plan confirm` may refuse before it locks; it must answer either way.
+    let out = answers(&ws, &["plan", "confirm"]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+}
+
+/// A FIFO at the workspace lock (`.tern/lock`).
+#[test]
+fn a_fifo_at_the_workspace_lock_is_refused_not_waited_on() {
+    let ws = WireWs::new(Wire::OpenAi, vec![text(Wire::OpenAi, "Done.")]);
+    ws.ok(&["exec", "hello"]);
+    fifo_at(&ws.root().join(".tern/lock"));
+    let args = &["exec", "--continue", "hi"][..];
+    let out = answers(&ws, args);
+    refused_naming(&out, args, ".tern/lock");
+}
+
+/// A FIFO at the lease: the same refusal, not a bare `Invalid argument`.
+#[test]
+fn a_fifo_at_the_lease_is_named() {
+    let ws = WireWs::new(Wire::OpenAi, vec![text(Wire::OpenAi, "Done.")]);
+    ws.ok(&["exec", "hello"]);
+    fifo_at(&ws.session().join("lease"));
+    let args = &["exec", "--continue", "hi"][..];
+    let out = answers(&ws, args);
+    refused_naming(&out, args, "lease");
+}
