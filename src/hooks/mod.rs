@@ -372,7 +372,6 @@ fn parse_group(g: &Value, source: Source) -> Result<(Group, Vec<String>), String
 /// A file's bytes, None when it does not exist; refused over [`MAX_FILE_BYTES`] or when it is a
 /// symbolic link (a link could point the trusted hash at one file and the run at another).
 fn read_bounded(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
-    use std::io::Read;
     let meta = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
         // Absent, or a folder on the way is not one (a `.tern` file: the surfaces say that
@@ -388,10 +387,10 @@ fn read_bounded(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
     if !meta.is_file() {
         return Err(std::io::Error::other("not a regular file"));
     }
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)?
-        .take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)?;
+    // Opened without blocking and checked again: a FIFO swapped in after the look above.
+    let Some(bytes) = crate::store::fsutil::read_regular(path, MAX_FILE_BYTES + 1)? else {
+        return Ok(None);
+    };
     if bytes.len() as u64 > MAX_FILE_BYTES {
         return Err(std::io::Error::other(format!(
             "larger than {MAX_FILE_BYTES} bytes"

@@ -439,6 +439,33 @@ pub fn read_prefix(path: &Path, max: usize) -> io::Result<Option<(Vec<u8>, u64)>
     Ok(Some((bytes, meta.len().max(read))))
 }
 
+/// Reads at most `max` bytes of a file a person or a project controls (a config, a hooks file,
+/// an instruction file, an inbox entry); None when absent. Links are followed (a dotfile may be
+/// one), but the file is opened with `O_NONBLOCK` and refused unless it is a regular file, so a
+/// FIFO or a device answers at once instead of hanging tern. Errors keep the OS error's kind
+/// (callers treat `ENOTDIR` as absent) and do not name the path (callers do); a non-regular file
+/// is `not a regular file (a FIFO, a device or a folder)`.
+pub fn read_regular(path: &Path, max: u64) -> io::Result<Option<Vec<u8>>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = match fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::other(
+            "not a regular file (a FIFO, a device or a folder)",
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.take(max).read_to_end(&mut bytes)?;
+    Ok(Some(bytes))
+}
+
 /// Reads and parses a JSON state file (None when absent). A file that does not parse is an error
 /// naming the file, never a panic.
 pub fn read_json<T: DeserializeOwned>(path: &Path) -> io::Result<Option<T>> {

@@ -84,3 +84,54 @@ fn a_fifo_at_the_lease_is_named() {
     let out = answers(&ws, args);
     refused_naming(&out, args, "lease");
 }
+
+/// A FIFO at the user config, the project config and the Fleet file: `exec`, `status` and
+/// `fleet list` name the file and say it is not a regular file (they used to hang silently).
+#[test]
+fn a_fifo_at_a_config_file_is_named_not_waited_on() {
+    for rel in [
+        ".home/.config/tern/config.json",
+        ".tern/config.json",
+        ".tern/fleet.json",
+        ".home/.config/tern/fleet.json",
+    ] {
+        let ws = WireWs::new(Wire::OpenAi, vec![text(Wire::OpenAi, "Done.")]);
+        fifo_at(&ws.root().join(rel));
+        let name = rel.rsplit('/').next().unwrap();
+        let cmds: &[&[&str]] = if name == "fleet.json" {
+            &[&["fleet", "list"]]
+        } else {
+            &[&["exec", "hi"], &["status"]]
+        };
+        for args in cmds {
+            let out = answers(&ws, args);
+            assert_ne!(out.code, Some(0), "{rel} {args:?}: {out:?}");
+            assert!(
+                out.stderr.contains(name) && out.stderr.contains("not a regular file"),
+                "{rel} {args:?}: {out:?}"
+            );
+        }
+    }
+}
+
+/// A FIFO among the inbox's steer files is not an entry: `exec --continue` still runs.
+#[test]
+fn a_fifo_in_the_inbox_does_not_hang_a_turn() {
+    let ws = WireWs::new(
+        Wire::OpenAi,
+        vec![text(Wire::OpenAi, "Done."), text(Wire::OpenAi, "Again.")],
+    );
+    ws.ok(&["exec", "hello"]);
+    fifo_at(&ws.session().join("inbox/0001.json"));
+    let out = answers(&ws, &["exec", "--continue", "go on"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+}
+
+/// A FIFO at AGENTS.md is skipped, never waited on.
+#[test]
+fn a_fifo_at_agents_md_does_not_hang_a_turn() {
+    let ws = WireWs::new(Wire::OpenAi, vec![text(Wire::OpenAi, "Done.")]);
+    fifo_at(&ws.root().join("AGENTS.md"));
+    let out = answers(&ws, &["exec", "hello"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+}
