@@ -135,3 +135,49 @@ fn a_fifo_at_agents_md_does_not_hang_a_turn() {
     let out = answers(&ws, &["exec", "hello"]);
     assert_eq!(out.code, Some(0), "{out:?}");
 }
+
+/// A FIFO at the project's hooks file cannot be read, so it is not "trusted already" and
+/// cannot be trusted; a FIFO at the person's hooks file is listed as unreadable, not as
+/// "trusted (yours)" beside its INVALID entry.
+#[test]
+fn a_fifo_hooks_file_is_neither_trusted_nor_trustable() {
+    let ws = WireWs::new(Wire::OpenAi, vec![text(Wire::OpenAi, "Done.")]);
+    fifo_at(&ws.root().join(".tern/hooks.json"));
+    let out = answers(&ws, &["hooks", "trust"]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(
+        !out.stdout.contains("trusted already") && out.stderr.contains("not a regular file"),
+        "{out:?}"
+    );
+    assert!(
+        !ws.root()
+            .join(".home/.config/tern/trusted-hooks.json")
+            .exists(),
+        "a trust record was written"
+    );
+    let user = ws.root().join(".home/.config/tern/hooks.json");
+    fifo_at(&user);
+    let out = answers(&ws, &["hooks"]);
+    let line = |p: &Path| {
+        let p = p.display().to_string();
+        out.stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{p}:")))
+            .unwrap_or_default()
+            .to_string()
+    };
+    for p in [&user, &ws.root().join(".tern/hooks.json")] {
+        let l = line(p);
+        assert!(
+            l.contains("UNREADABLE") && !l.contains("trusted"),
+            "{p:?}: {out:?}"
+        );
+    }
+    assert!(out.stdout.contains("INVALID"), "{out:?}");
+    let out = answers(&ws, &["hooks", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("json");
+    for f in v["files"].as_array().unwrap() {
+        assert_eq!(f["trusted"], false, "{f}");
+        assert_eq!(f["readable"], false, "{f}");
+    }
+}
