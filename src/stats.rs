@@ -118,7 +118,7 @@ pub fn render(session_id: &str, reqs: &[RequestStats]) -> String {
     }
     s.push_str(&row("", "total", &total(reqs)));
     if reqs.iter().any(|r| r.estimated) {
-        s.push_str("* estimated: the server never reported this request's usage (tern cut a runaway answer)\n");
+        s.push_str("* estimated: the server never reported this request's usage (tern cut a runaway answer), or reported figures tern did not believe\n");
     }
     s
 }

@@ -36,5 +36,6 @@ mod state_formats;
 mod steer;
 mod store;
 mod tmux;
+mod usage;
 mod work_e2e;
 mod work_surface;
