@@ -583,6 +583,38 @@ mod tests {
     }
 
     #[test]
+    fn a_fifo_is_refused_at_once_by_every_open() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("lock");
+        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo(3) on a NUL-terminated path we own.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // No reader and no writer: each of these would block in open(2) without O_NONBLOCK.
+        for flags in [
+            libc::O_RDONLY,
+            libc::O_CREAT | libc::O_WRONLY,
+            libc::O_CREAT | libc::O_RDWR,
+        ] {
+            let e = open_file(&p, flags, 0o666).unwrap_err().to_string();
+            assert!(e.contains("lock is not a plain file"), "{flags}: {e}");
+        }
+        let e = read_regular(&p, 10).unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+        let e = read_regular(d.path(), 10).unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+        assert!(
+            read_regular(&d.path().join("absent"), 10)
+                .unwrap()
+                .is_none()
+        );
+        std::fs::write(d.path().join("f"), b"0123456789abc").unwrap();
+        assert_eq!(
+            read_regular(&d.path().join("f"), 10).unwrap().unwrap(),
+            b"0123456789"
+        );
+    }
+
+    #[test]
     fn never_writes_through_symlink() {
         let d = tempfile::tempdir().unwrap();
         let target = d.path().join("target");
