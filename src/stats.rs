@@ -23,7 +23,8 @@ pub struct RequestStats {
     pub request_bytes: u64,
     /// Common byte prefix with the previous request body.
     pub prefix_reuse_bytes: u64,
-    /// Figures tern estimated: the server never reported them (a runaway answer it cut).
+    /// Figures tern estimated: the server never reported them (a runaway answer it cut) or
+    /// reported figures tern refused.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub estimated: bool,
 }
