@@ -181,3 +181,22 @@ fn a_fifo_hooks_file_is_neither_trusted_nor_trustable() {
         assert_eq!(f["readable"], false, "{f}");
     }
 }
+
+/// A FIFO at the REPL's input history (`.tern/history`): the REPL starts, says the history is
+/// not saved and why, and answers (its load used to wait in `open(2)` before the first prompt).
+#[test]
+fn a_fifo_at_the_repl_history_is_named_and_the_repl_runs_in_tmux() {
+    let Some((_dir, tmux, ws)) =
+        crate::tmux::setup("a_fifo_at_the_repl_history_is_named_and_the_repl_runs")
+    else {
+        return;
+    };
+    fifo_at(&ws.join(".tern/history"));
+    let fake = crate::support::FakeServer::start(vec![crate::support::openai_text("Noted.")]);
+    crate::tmux::start_chat_with(&tmux, &ws, &fake, "TERN_FIFO_TEST=1");
+    tmux.wait_for("history is not a plain file");
+    tmux.keys(&["hello", "Enter"]);
+    tmux.wait_for_prompt_after("Noted.");
+    tmux.keys(&["C-d"]);
+    tmux.wait_for("[tern exited with 0]");
+}
