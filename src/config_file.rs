@@ -123,8 +123,13 @@ pub struct Loaded {
 /// Reads `path`: None when absent. Errors name the file: unreadable, not JSON, an unknown field,
 /// a key in a file others can read, any key in the project's file.
 pub fn read(path: &Path, project: bool) -> Result<Option<FileConfig>, String> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
+    // Not blocking on a FIFO; a config file is small, 1 MiB is far past any real one.
+    let text = match crate::store::fsutil::read_regular(path, 1 << 20).and_then(|b| {
+        b.map(|b| String::from_utf8(b).map_err(|_| std::io::Error::other("not valid UTF-8")))
+            .transpose()
+    }) {
+        Ok(Some(t)) => t,
+        Ok(None) => return Ok(None),
         // Absent, or a folder on the way is not one (a `.tern` file: the surfaces say that
         // themselves, with the words for the state folder).
         Err(e)

@@ -355,8 +355,10 @@ pub enum Event {
         /// Common byte prefix with the previous request body.
         prefix_reuse_bytes: u64,
         /// The server never reported some of these figures (tern cut a runaway answer and
-        /// dropped the stream before its usage): they are estimated from the bytes sent and
-        /// received. Absent when the figures are the server's.
+        /// dropped the stream before its usage), or reported figures tern refused (negative,
+        /// above 100 M tokens, more cached than prompt tokens: `provider::check_usage`): they
+        /// are estimated from the bytes sent and received. Absent when the figures are the
+        /// server's.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         estimated: bool,
     },

@@ -211,9 +211,13 @@ impl Fleet {
 /// One Fleet file's members; None when it is absent. `in_state` says the file is in the state
 /// folder, so an error from a file in the way of that folder says so.
 fn read(path: &Path, in_state: bool) -> Result<Option<Vec<Member>>, String> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+    // Not blocking on a FIFO; a Fleet file is small, 1 MiB is far past any real one.
+    let text = match crate::store::fsutil::read_regular(path, 1 << 20).and_then(|b| {
+        b.map(|b| String::from_utf8(b).map_err(|_| std::io::Error::other("not valid UTF-8")))
+            .transpose()
+    }) {
+        Ok(Some(t)) => t,
+        Ok(None) => return Ok(None),
         Err(e) if in_state => return Err(crate::store::fsutil::with_path(e, path).to_string()),
         Err(e) => return Err(format!("{}: {e}", path.display())),
     };

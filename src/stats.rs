@@ -23,7 +23,8 @@ pub struct RequestStats {
     pub request_bytes: u64,
     /// Common byte prefix with the previous request body.
     pub prefix_reuse_bytes: u64,
-    /// Figures tern estimated: the server never reported them (a runaway answer it cut).
+    /// Figures tern estimated: the server never reported them (a runaway answer it cut) or
+    /// reported figures tern refused.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub estimated: bool,
 }
@@ -118,7 +119,7 @@ pub fn render(session_id: &str, reqs: &[RequestStats]) -> String {
     }
     s.push_str(&row("", "total", &total(reqs)));
     if reqs.iter().any(|r| r.estimated) {
-        s.push_str("* estimated: the server never reported this request's usage (tern cut a runaway answer)\n");
+        s.push_str("* estimated: the server never reported this request's usage (tern cut a runaway answer), or reported figures tern did not believe\n");
     }
     s
 }

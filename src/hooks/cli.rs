@@ -16,18 +16,19 @@ pub fn list(files: &Files, json: bool) -> String {
     }
 }
 
-/// The listing as one JSON object: `{files: [{path, source, exists, trusted}], hooks: [{event,
+/// The listing as one JSON object: `{files: [{path, source, exists, readable, trusted}], hooks: [{event,
 /// matcher, command, timeout_s, source}], notes: [..], errors: [..]}` (`errors`: invalid
 /// entries; while there are any no session starts).
 pub fn to_json(files: &Files, hooks: &Hooks) -> serde_json::Value {
     let mut rows = Vec::new();
+    let readable = |p: &std::path::Path| p.exists() && !hooks.unreadable.iter().any(|u| u == p);
     if let Some(u) = &files.user {
-        rows.push(json!({"path": u, "source": "user", "exists": u.exists(), "trusted": true}));
+        rows.push(json!({"path": u, "source": "user", "exists": u.exists(),
+        "readable": readable(u), "trusted": readable(u)}));
     }
-    rows.push(
-        json!({"path": files.project, "source": "project", "exists": files.project.exists(),
-        "trusted": files.project.exists() && hooks.untrusted.is_none()}),
-    );
+    let p = &files.project;
+    rows.push(json!({"path": p, "source": "project", "exists": p.exists(),
+        "readable": readable(p), "trusted": readable(p) && hooks.untrusted.is_none()}));
     let list: Vec<_> = hooks
         .listing()
         .into_iter()
@@ -42,8 +43,13 @@ pub fn to_json(files: &Files, hooks: &Hooks) -> serde_json::Value {
 /// The listing as text.
 pub fn render(files: &Files, hooks: &Hooks) -> String {
     let mut out = String::new();
+    // A file that cannot be read is neither trusted nor trustable (its error is listed below).
+    const UNREADABLE: &str = "UNREADABLE: its hooks do not run (see below)";
+    let unreadable = |p: &std::path::Path| hooks.unreadable.iter().any(|u| u == p);
     if let Some(u) = &files.user {
-        let state = if u.exists() {
+        let state = if unreadable(u) {
+            UNREADABLE
+        } else if u.exists() {
             "trusted (yours)"
         } else {
             "absent"
@@ -52,6 +58,7 @@ pub fn render(files: &Files, hooks: &Hooks) -> String {
     }
     let p = &files.project;
     let state = match (&hooks.untrusted, p.exists()) {
+        _ if unreadable(p) => UNREADABLE.to_string(),
         (_, false) => "absent".to_string(),
         (None, true) => "trusted".to_string(),
         (Some(u), true) => format!(
@@ -102,6 +109,15 @@ pub fn trust(files: &Files) -> Result<String, String> {
         .as_ref()
         .ok_or("no home folder (HOME / XDG_CONFIG_HOME): nowhere to record trust")?;
     let Some(u) = &hooks.untrusted else {
+        if hooks.unreadable.contains(&files.project) {
+            let why = hooks
+                .errors
+                .iter()
+                .find(|e| e.starts_with(&files.project.display().to_string()))
+                .cloned()
+                .unwrap_or_else(|| format!("{} cannot be read", files.project.display()));
+            return Err(format!("{why}: nothing to trust (fix or remove the file)"));
+        }
         if files.project.exists() {
             return Ok(format!("{} is trusted already", files.project.display()));
         }

@@ -145,6 +145,9 @@ pub struct Hooks {
     /// session starts while there are any (the launcher refuses, exit 2): see
     /// [`invalid_message`] for why.
     pub errors: Vec<String>,
+    /// Hooks files that exist but cannot be read (a FIFO, a folder, too big, no permission):
+    /// neither trusted nor trustable, whoever's they are (their error is in [`Hooks::errors`]).
+    pub unreadable: Vec<PathBuf>,
 }
 
 /// The refusal for hooks files with invalid entries.
@@ -206,9 +209,12 @@ impl Hooks {
         }
         match read_bounded(project) {
             Ok(None) => {}
-            Err(e) => hooks
-                .errors
-                .push(format!("{}: cannot be read: {e}", project.display())),
+            Err(e) => {
+                hooks
+                    .errors
+                    .push(format!("{}: cannot be read: {e}", project.display()));
+                hooks.unreadable.push(project.to_path_buf());
+            }
             Ok(Some(bytes)) => {
                 let sha = sha256_hex(&bytes);
                 let recorded = trust
@@ -232,9 +238,11 @@ impl Hooks {
         match read_bounded(path) {
             Ok(None) => {}
             Ok(Some(bytes)) => self.add_bytes(path, &bytes, source),
-            Err(e) => self
-                .errors
-                .push(format!("{}: cannot be read: {e}", path.display())),
+            Err(e) => {
+                self.errors
+                    .push(format!("{}: cannot be read: {e}", path.display()));
+                self.unreadable.push(path.to_path_buf());
+            }
         }
     }
 
@@ -289,7 +297,10 @@ impl Hooks {
                         );
                         parsed.push((event, group));
                     }
-                    Err(e) => errors.push(format!("{at}: hooks.{name}[{i}]{e}")),
+                    Err(es) => errors.extend(
+                        es.into_iter()
+                            .map(|e| format!("{at}: hooks.{name}[{i}]{e}")),
+                    ),
                 }
             }
         }
@@ -307,34 +318,45 @@ impl Hooks {
 }
 
 /// One matcher group; returns it and notes on handlers it does not run (each starting with
-/// its place, `hooks[j]: …`). Errors start with the place inside the group (`.matcher: …`,
-/// `.hooks[j].command: …`), so the caller can prefix `hooks.EVENT[i]`.
-fn parse_group(g: &Value, source: Source) -> Result<(Group, Vec<String>), String> {
+/// its place, `hooks[j]: …`). Errors name every invalid entry of the group, not just the first
+/// (a bad `matcher` must not hide a bad `timeout`); each starts with the place inside the group
+/// (`.matcher: …`, `.hooks[j].command: …`), so the caller can prefix `hooks.EVENT[i]`.
+fn parse_group(g: &Value, source: Source) -> Result<(Group, Vec<String>), Vec<String>> {
     if !g.is_object() {
-        return Err(
+        return Err(vec![
             ": a matcher group must be an object ({\"matcher\": …, \"hooks\": […]})".into(),
-        );
+        ]);
     }
+    let mut errors = Vec::new();
     let matcher = match g.get("matcher") {
-        None | Some(Value::Null) => Matcher::All,
-        Some(Value::String(s)) => Matcher::parse(Some(s)).map_err(|e| format!(".matcher: {e}"))?,
-        Some(_) => return Err(".matcher: must be a string".into()),
+        None | Some(Value::Null) => Some(Matcher::All),
+        Some(Value::String(s)) => Matcher::parse(Some(s))
+            .map_err(|e| errors.push(format!(".matcher: {e}")))
+            .ok(),
+        Some(_) => {
+            errors.push(".matcher: must be a string".into());
+            None
+        }
     };
-    let list = g
-        .get("hooks")
-        .and_then(Value::as_array)
-        .ok_or(".hooks: a matcher group needs \"hooks\": a list of handlers")?;
+    let Some(list) = g.get("hooks").and_then(Value::as_array) else {
+        errors.push(".hooks: a matcher group needs \"hooks\": a list of handlers".into());
+        return Err(errors);
+    };
     let mut handlers = Vec::new();
     let mut skipped = Vec::new();
     for (j, h) in list.iter().enumerate() {
         let place = format!(".hooks[{j}]");
         if !h.is_object() {
-            return Err(format!("{place}: a handler must be an object"));
+            errors.push(format!("{place}: a handler must be an object"));
+            continue;
         }
         let kind = match h.get("type") {
             None | Some(Value::Null) => "command",
             Some(Value::String(k)) => k.as_str(),
-            Some(_) => return Err(format!("{place}.type: must be a string")),
+            Some(_) => {
+                errors.push(format!("{place}.type: must be a string"));
+                continue;
+            }
         };
         if kind != "command" {
             skipped.push(format!(
@@ -345,34 +367,41 @@ fn parse_group(g: &Value, source: Source) -> Result<(Group, Vec<String>), String
         let command = h
             .get("command")
             .and_then(Value::as_str)
-            .filter(|c| !c.trim().is_empty())
-            .ok_or_else(|| {
-                format!("{place}.command: a command hook needs a non-empty \"command\" string")
-            })?;
+            .filter(|c| !c.trim().is_empty());
+        if command.is_none() {
+            errors.push(format!(
+                "{place}.command: a command hook needs a non-empty \"command\" string"
+            ));
+        }
         let timeout = match h.get("timeout") {
-            None | Some(Value::Null) => DEFAULT_TIMEOUT,
+            None | Some(Value::Null) => Some(DEFAULT_TIMEOUT),
             Some(v) => match v.as_f64() {
-                Some(s) if s > 0.0 && s <= MAX_TIMEOUT_S as f64 => Duration::from_secs_f64(s),
+                Some(s) if s > 0.0 && s <= MAX_TIMEOUT_S as f64 => Some(Duration::from_secs_f64(s)),
                 _ => {
-                    return Err(format!(
+                    errors.push(format!(
                         "{place}.timeout: must be a number of seconds from 1 to {MAX_TIMEOUT_S} (it is {v})"
                     ));
+                    None
                 }
             },
         };
-        handlers.push(Handler {
-            command: command.to_string(),
-            timeout,
-            source,
-        });
+        if let (Some(command), Some(timeout)) = (command, timeout) {
+            handlers.push(Handler {
+                command: command.to_string(),
+                timeout,
+                source,
+            });
+        }
     }
-    Ok((Group { matcher, handlers }, skipped))
+    match matcher {
+        Some(matcher) if errors.is_empty() => Ok((Group { matcher, handlers }, skipped)),
+        _ => Err(errors),
+    }
 }
 
 /// A file's bytes, None when it does not exist; refused over [`MAX_FILE_BYTES`] or when it is a
 /// symbolic link (a link could point the trusted hash at one file and the run at another).
 fn read_bounded(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
-    use std::io::Read;
     let meta = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
         // Absent, or a folder on the way is not one (a `.tern` file: the surfaces say that
@@ -388,10 +417,10 @@ fn read_bounded(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
     if !meta.is_file() {
         return Err(std::io::Error::other("not a regular file"));
     }
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)?
-        .take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)?;
+    // Opened without blocking and checked again: a FIFO swapped in after the look above.
+    let Some(bytes) = crate::store::fsutil::read_regular(path, MAX_FILE_BYTES + 1)? else {
+        return Ok(None);
+    };
     if bytes.len() as u64 > MAX_FILE_BYTES {
         return Err(std::io::Error::other(format!(
             "larger than {MAX_FILE_BYTES} bytes"

@@ -313,6 +313,8 @@ pub struct Decoder {
     cache_read: u64,
     cache_creation: u64,
     output_tokens: u64,
+    /// Why a usage figure was not believed ([`super::usage_figure`]).
+    usage_refused: Option<String>,
     done: bool,
     /// Runaway watches of the text and of the last tool input.
     watch_text: super::runaway::Watch,
@@ -330,7 +332,14 @@ impl Decoder {
 
     fn usage(&mut self, u: Option<&serde_json::Value>) {
         let Some(u) = u else { return };
-        let num = |k: &str| u.get(k).and_then(serde_json::Value::as_u64);
+        // A figure that is not a token count refuses the whole reading (see `believed`).
+        let mut refused = None;
+        let mut num = |k: &str| {
+            super::usage_figure(u.get(k), k).unwrap_or_else(|why| {
+                refused.get_or_insert(why);
+                None
+            })
+        };
         if let Some(n) = num("input_tokens") {
             self.input_tokens = n;
         }
@@ -342,6 +351,9 @@ impl Decoder {
         }
         if let Some(n) = num("output_tokens") {
             self.output_tokens = n;
+        }
+        if let Some(why) = refused {
+            self.usage_refused.get_or_insert(why);
         }
     }
 
@@ -485,11 +497,8 @@ impl StreamDecoder for Decoder {
                 ),
             ));
         }
-        Ok(Completion {
-            text: std::mem::take(&mut self.text),
-            tool_calls: std::mem::take(&mut self.calls),
-            finish_reason: self.stop_reason.take(),
-            usage: Usage {
+        let (usage, usage_refused) = super::believed(
+            Usage {
                 input_tokens: self
                     .input_tokens
                     .saturating_add(self.cache_read)
@@ -498,6 +507,14 @@ impl StreamDecoder for Decoder {
                 cache_write_tokens: self.cache_creation,
                 output_tokens: self.output_tokens,
             },
+            self.usage_refused.take(),
+        );
+        Ok(Completion {
+            text: std::mem::take(&mut self.text),
+            tool_calls: std::mem::take(&mut self.calls),
+            finish_reason: self.stop_reason.take(),
+            usage,
+            usage_refused,
         })
     }
 }

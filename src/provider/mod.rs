@@ -95,6 +95,77 @@ pub struct Completion {
     pub finish_reason: Option<Finish>,
     /// Usage as reported (zeros when the server reported none).
     pub usage: Usage,
+    /// Why the reported usage was not believed (a negative, fractional or absurd figure, more
+    /// cached than prompt tokens: [`check_usage`]); `usage` is then all zeros and the runtime
+    /// records the request's usage as estimated, with a warning. None when believed.
+    pub usage_refused: Option<String>,
+}
+
+/// The most tokens tern believes one request reports for any usage figure: 100 M, fifty times
+/// the largest context window offered today (2 M). A figure above it is a server bug, not a bill.
+pub const MAX_USAGE_TOKENS: u64 = 100_000_000;
+
+/// One usage figure of a provider's JSON, named `name` in the error: Ok(None) when absent or
+/// null; Ok(n) for a whole number from 0 to [`MAX_USAGE_TOKENS`] (a float with no fraction, as
+/// some servers send, counts). Negative, fractional, absurd or non-numeric figures are errors.
+pub(crate) fn usage_figure(
+    v: Option<&serde_json::Value>,
+    name: &str,
+) -> Result<Option<u64>, String> {
+    let Some(v) = v.filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let n = match (v.as_u64(), v.as_f64()) {
+        (Some(n), _) => Some(n),
+        // Exact: a whole float within the cap converts without loss.
+        (None, Some(f)) if f >= 0.0 && f.fract() == 0.0 && f <= MAX_USAGE_TOKENS as f64 => {
+            Some(f as u64)
+        }
+        _ => None,
+    };
+    match n {
+        Some(n) if n <= MAX_USAGE_TOKENS => Ok(Some(n)),
+        _ => Err(format!(
+            "{name} = {v} is not a token count from 0 to {MAX_USAGE_TOKENS}"
+        )),
+    }
+}
+
+/// Checks a whole usage reading: no figure above [`MAX_USAGE_TOKENS`], cached and cache-write
+/// tokens within the prompt tokens (they are parts of it, see [`Usage`]). Err says why.
+pub fn check_usage(u: &Usage) -> Result<(), String> {
+    for (name, n) in [
+        ("input tokens", u.input_tokens),
+        ("cached tokens", u.cached_tokens),
+        ("cache-write tokens", u.cache_write_tokens),
+        ("output tokens", u.output_tokens),
+    ] {
+        if n > MAX_USAGE_TOKENS {
+            return Err(format!("{name} = {n} is more than {MAX_USAGE_TOKENS}"));
+        }
+    }
+    if u.cached_tokens > u.input_tokens {
+        return Err(format!(
+            "cached tokens ({}) are more than the prompt tokens ({})",
+            u.cached_tokens, u.input_tokens
+        ));
+    }
+    if u.cache_write_tokens > u.input_tokens {
+        return Err(format!(
+            "cache-write tokens ({}) are more than the prompt tokens ({})",
+            u.cache_write_tokens, u.input_tokens
+        ));
+    }
+    Ok(())
+}
+
+/// The usage a decoder hands over: `u` when [`check_usage`] and every figure read passed
+/// (`refused` None), else zeros and why.
+pub(crate) fn believed(u: Usage, refused: Option<String>) -> (Usage, Option<String>) {
+    match refused.map_or_else(|| check_usage(&u), Err) {
+        Ok(()) => (u, None),
+        Err(why) => (Usage::default(), Some(why)),
+    }
 }
 
 /// Why an answer ended: the provider's `finish_reason` (OpenAI) or `stop_reason` (Anthropic),
@@ -232,4 +303,50 @@ pub trait Provider: Send {
         on_text: &mut dyn FnMut(&str),
         cancel: &CancelToken,
     ) -> Result<Completion, ProviderError>;
+}
+
+#[cfg(test)]
+mod usage_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn usage_figures_are_whole_counts_within_the_cap() {
+        let f = |v: serde_json::Value| usage_figure(Some(&v), "x");
+        assert_eq!(f(json!(12)), Ok(Some(12)));
+        assert_eq!(f(json!(12.0)), Ok(Some(12)));
+        assert_eq!(f(json!(null)), Ok(None));
+        assert_eq!(usage_figure(None, "x"), Ok(None));
+        assert_eq!(f(json!(MAX_USAGE_TOKENS)), Ok(Some(MAX_USAGE_TOKENS)));
+        for bad in [
+            json!(-1),
+            json!(-0.5),
+            json!(1.5),
+            json!(u64::MAX),
+            json!(MAX_USAGE_TOKENS + 1),
+            json!(1e300),
+            json!("12"),
+        ] {
+            assert!(f(bad.clone()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_reading_with_more_cached_than_input_is_refused_whole() {
+        let u = Usage {
+            input_tokens: 10,
+            cached_tokens: 11,
+            ..Usage::default()
+        };
+        let (kept, why) = believed(u, None);
+        assert_eq!(kept, Usage::default());
+        assert!(why.unwrap().contains("cached"));
+        let ok = Usage {
+            input_tokens: 10,
+            cached_tokens: 10,
+            cache_write_tokens: 0,
+            output_tokens: 3,
+        };
+        assert_eq!(believed(ok, None), (ok, None));
+    }
 }

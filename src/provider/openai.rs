@@ -268,6 +268,8 @@ pub struct Decoder {
     last_index: Option<u64>,
     finish_reason: Option<super::Finish>,
     usage: Usage,
+    /// Why a usage figure was not believed ([`super::usage_figure`]).
+    usage_refused: Option<String>,
     done: bool,
     /// Runaway watches of the text and of the call being streamed.
     watch_text: super::runaway::Watch,
@@ -420,10 +422,13 @@ impl StreamDecoder for Decoder {
         if chunk.error.as_ref().is_some_and(|e| !e.is_null()) {
             return Err(classify_error(None, data, secret));
         }
-        if let Some(u) = &chunk.usage {
-            apply_usage(&mut self.usage, u, chunk.timings.as_ref());
-        } else if let Some(t) = &chunk.timings {
-            apply_usage(&mut self.usage, &serde_json::Value::Null, Some(t));
+        let applied = match (&chunk.usage, &chunk.timings) {
+            (Some(u), t) => apply_usage(&mut self.usage, u, t.as_ref()),
+            (None, Some(t)) => apply_usage(&mut self.usage, &serde_json::Value::Null, Some(t)),
+            (None, None) => Ok(()),
+        };
+        if let Err(why) = applied {
+            self.usage_refused = Some(why);
         }
         let choices = chunk.choices.unwrap_or_default();
         // One completion was asked for (no `n`): choice 0.
@@ -461,11 +466,13 @@ impl StreamDecoder for Decoder {
                 ),
             ));
         }
+        let (usage, usage_refused) = super::believed(self.usage, self.usage_refused.take());
         Ok(Completion {
             text: std::mem::take(&mut self.text),
             tool_calls: std::mem::take(&mut self.calls).into_values().collect(),
             finish_reason: self.finish_reason.take(),
-            usage: self.usage,
+            usage,
+            usage_refused,
         })
     }
 }
@@ -473,18 +480,36 @@ impl StreamDecoder for Decoder {
 /// Normalises Chat Completions usage (see [`Usage`]): input = `prompt_tokens`; cached =
 /// `prompt_tokens_details.cached_tokens` (OpenAI), else `prompt_cache_hit_tokens` (DeepSeek),
 /// else llama.cpp `timings.cache_n`; output = `completion_tokens`. Without `usage`, llama.cpp
-/// `timings` alone give input = `prompt_n + cache_n`, output = `predicted_n`.
-fn apply_usage(usage: &mut Usage, u: &serde_json::Value, timings: Option<&serde_json::Value>) {
-    let num = |v: Option<&serde_json::Value>| {
-        v.and_then(|v| v.as_u64().or_else(|| v.as_f64().map(|f| f.max(0.0) as u64)))
+/// `timings` alone give input = `prompt_n + cache_n`, output = `predicted_n`. A figure that is
+/// not a token count ([`super::usage_figure`]) is an error naming it; `usage` is then unchanged.
+fn apply_usage(
+    usage: &mut Usage,
+    u: &serde_json::Value,
+    timings: Option<&serde_json::Value>,
+) -> Result<(), String> {
+    use super::usage_figure as num;
+    let t = |k: &str| num(timings.and_then(|t| t.get(k)), &format!("timings.{k}"));
+    let input = match num(u.get("prompt_tokens"), "prompt_tokens")? {
+        Some(i) => Some(i),
+        None => match t("prompt_n")? {
+            Some(p) => Some(p.saturating_add(t("cache_n")?.unwrap_or(0))),
+            None => None,
+        },
     };
-    let t = |k: &str| num(timings.and_then(|t| t.get(k)));
-    let input = num(u.get("prompt_tokens"))
-        .or_else(|| Some(t("prompt_n")?.saturating_add(t("cache_n").unwrap_or(0))));
-    let cached = num(u.pointer("/prompt_tokens_details/cached_tokens"))
-        .or_else(|| num(u.get("prompt_cache_hit_tokens")))
-        .or_else(|| t("cache_n"));
-    let output = num(u.get("completion_tokens")).or_else(|| t("predicted_n"));
+    let cached = match num(
+        u.pointer("/prompt_tokens_details/cached_tokens"),
+        "prompt_tokens_details.cached_tokens",
+    )? {
+        Some(c) => Some(c),
+        None => match num(u.get("prompt_cache_hit_tokens"), "prompt_cache_hit_tokens")? {
+            Some(c) => Some(c),
+            None => t("cache_n")?,
+        },
+    };
+    let output = match num(u.get("completion_tokens"), "completion_tokens")? {
+        Some(o) => Some(o),
+        None => t("predicted_n")?,
+    };
     if let Some(i) = input {
         usage.input_tokens = i;
     }
@@ -494,6 +519,7 @@ fn apply_usage(usage: &mut Usage, u: &serde_json::Value, timings: Option<&serde_
     if let Some(o) = output {
         usage.output_tokens = o;
     }
+    Ok(())
 }
 
 #[cfg(test)]

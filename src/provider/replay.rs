@@ -138,6 +138,7 @@ impl Provider for Replay {
             text,
             tool_calls,
             usage,
+            usage_refused: None,
         })
     }
 }

@@ -924,7 +924,8 @@ impl Runtime {
                 // Read only when it changed since the last look.
                 let broken = now.is_none()
                     || (now != self.seen.current
-                        && !std::fs::read_to_string(&current).is_ok_and(|id| {
+                        && !crate::store::fsutil::read_text(&current).is_ok_and(|id| {
+                            let id = id.unwrap_or_default();
                             let id = id.trim();
                             !id.is_empty()
                                 && !id.contains(['/', '\0'])

@@ -205,9 +205,24 @@ impl Runtime {
         // A server that reports more cached than prompt tokens is not believed past all of them.
         answer.usage.cached_tokens = answer.usage.cached_tokens.min(answer.usage.input_tokens);
         // A runaway answer was cut and its stream abandoned before the usage that ends it: what
-        // the server did not report is estimated from the bytes sent and received.
-        let estimated = answer.finish_reason == Some(Finish::Repetition)
-            && estimate_unreported(&mut answer, body.len(), self.tokens_per_byte());
+        // the server did not report is estimated from the bytes sent and received. So is a
+        // report the provider layer refused (negative, absurd): it never reaches the totals.
+        let estimated = match answer.usage_refused.take() {
+            Some(why) => {
+                self.emit(
+                    ui,
+                    Event::warning(format!(
+                        "the provider's usage report was not believed ({why}): this request's tokens are estimated"
+                    )),
+                );
+                estimate_unreported(&mut answer, body.len(), self.tokens_per_byte());
+                true
+            }
+            None => {
+                answer.finish_reason == Some(Finish::Repetition)
+                    && estimate_unreported(&mut answer, body.len(), self.tokens_per_byte())
+            }
+        };
         self.record_request(purpose, answer.usage, estimated, body, reuse, ui);
         Ok(answer)
     }

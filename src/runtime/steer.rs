@@ -188,8 +188,10 @@ pub fn waiting(session: &Session) -> std::io::Result<Waiting> {
     let mut good = Vec::new();
     let mut bad = Vec::new();
     for p in list(&session.path(INBOX))? {
-        let entry = std::fs::read(&p)
+        // A FIFO or a huge file in the inbox is not an entry (and must not hang the turn).
+        let entry = crate::store::fsutil::read_regular(&p, 1 << 20)
             .ok()
+            .flatten()
             .and_then(|b| serde_json::from_slice::<Entry>(&b).ok())
             .filter(|e| !e.text.trim().is_empty() && !e.id.is_empty());
         match entry {

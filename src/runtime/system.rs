@@ -237,23 +237,15 @@ pub fn with_sandbox(system: &str, sandbox: &str) -> String {
 /// (a huge file must not fill memory). Inside `within` when given: the file, links resolved, must
 /// lie in it (a cloned repository must not send `/etc/…` or a key file to the provider).
 fn read_capped(path: &Path, within: Option<&Path>) -> Option<Vec<u8>> {
-    use std::io::Read;
     let real = path.canonicalize().ok()?;
     if let Some(root) = within
         && !real.starts_with(root.canonicalize().ok()?)
     {
         return None;
     }
-    if !std::fs::metadata(&real).ok()?.is_file() {
-        return None;
-    }
-    let mut bytes = Vec::new();
-    std::fs::File::open(&real)
-        .ok()?
-        .take(MAX_AGENTS_MD_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)
-        .ok()?;
-    Some(bytes)
+    crate::store::fsutil::read_regular(&real, MAX_AGENTS_MD_BYTES as u64 + 1)
+        .ok()
+        .flatten()
 }
 
 /// `base` with the locked plan appended as the last section (or `base` itself when None).

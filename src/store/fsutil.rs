@@ -43,10 +43,18 @@ fn parent_of(path: &Path) -> io::Result<(Dir, &OsStr)> {
 
 /// Opens the file `path` with `flags` (`libc::O_*`; `O_CREAT` makes it with `mode` less the
 /// umask), never through a link at any level (see [`super::dirfd`]). For lock and lease files.
+/// Always opened with `O_NONBLOCK` and refused unless a plain file ([`plain`]): a FIFO planted at
+/// a lock would otherwise block `open(2)` itself, beyond the reach of SIGTERM.
 pub fn open_file(path: &Path, flags: libc::c_int, mode: u32) -> io::Result<File> {
     let (dir, name) = parent_of(path)?;
-    dir.open_file(name, flags, mode)
-        .map_err(|e| with_path(e, path))
+    let f = match dir.open_file(name, flags | libc::O_NONBLOCK, mode) {
+        Ok(f) => f,
+        // A FIFO opened write-only without a reader: ENXIO under O_NONBLOCK.
+        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => return Err(not_plain(path)),
+        Err(e) => return Err(with_path(e, path)),
+    };
+    plain(&f, path)?;
+    Ok(f)
 }
 
 /// Creates a new file `<prefix><random><suffix>` in `dir` (made when absent), mode 0600, never
@@ -321,13 +329,7 @@ pub fn rename_folder(from: &Path, to: &Path) -> io::Result<()> {
 /// any folder above it beneath the state folder's anchor (see [`super::dirfd`]). Anything but a
 /// plain file is refused (opened without blocking, so a FIFO cannot hang tern).
 pub fn open_append(path: &Path) -> io::Result<File> {
-    let f = open_file(
-        path,
-        libc::O_CREAT | libc::O_APPEND | libc::O_RDWR | libc::O_NONBLOCK,
-        0o666,
-    )?;
-    plain(&f, path)?;
-    Ok(f)
+    open_file(path, libc::O_CREAT | libc::O_APPEND | libc::O_RDWR, 0o666)
 }
 
 /// Errors unless the open `f` is a plain file: tern's state files are never FIFOs, devices or
@@ -337,10 +339,15 @@ pub fn plain(f: &File, path: &Path) -> io::Result<()> {
     if meta.is_file() {
         return Ok(());
     }
-    Err(io::Error::other(format!(
+    Err(not_plain(path))
+}
+
+/// The refusal of a FIFO, device or folder where tern expects a plain file.
+fn not_plain(path: &Path) -> io::Error {
+    io::Error::other(format!(
         "{} is not a plain file (a FIFO, a device or a folder): tern keeps its state in plain files only; remove it",
         path.display()
-    )))
+    ))
 }
 
 /// Appends one JSON line (`line` must not contain a newline) in a single write. If the file ends
@@ -430,6 +437,33 @@ pub fn read_prefix(path: &Path, max: usize) -> io::Result<Option<(Vec<u8>, u64)>
         .map_err(|e| with_path(e, path))?;
     let read = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
     Ok(Some((bytes, meta.len().max(read))))
+}
+
+/// Reads at most `max` bytes of a file a person or a project controls (a config, a hooks file,
+/// an instruction file, an inbox entry); None when absent. Links are followed (a dotfile may be
+/// one), but the file is opened with `O_NONBLOCK` and refused unless it is a regular file, so a
+/// FIFO or a device answers at once instead of hanging tern. Errors keep the OS error's kind
+/// (callers treat `ENOTDIR` as absent) and do not name the path (callers do); a non-regular file
+/// is `not a regular file (a FIFO, a device or a folder)`.
+pub fn read_regular(path: &Path, max: u64) -> io::Result<Option<Vec<u8>>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = match fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::other(
+            "not a regular file (a FIFO, a device or a folder)",
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.take(max).read_to_end(&mut bytes)?;
+    Ok(Some(bytes))
 }
 
 /// Reads and parses a JSON state file (None when absent). A file that does not parse is an error
@@ -546,6 +580,38 @@ mod tests {
         let r: JsonlRead<serde_json::Value> = read_jsonl(&p).unwrap();
         assert_eq!(r.items.len(), 1);
         assert!(r.torn_tail);
+    }
+
+    #[test]
+    fn a_fifo_is_refused_at_once_by_every_open() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("lock");
+        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo(3) on a NUL-terminated path we own.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // No reader and no writer: each of these would block in open(2) without O_NONBLOCK.
+        for flags in [
+            libc::O_RDONLY,
+            libc::O_CREAT | libc::O_WRONLY,
+            libc::O_CREAT | libc::O_RDWR,
+        ] {
+            let e = open_file(&p, flags, 0o666).unwrap_err().to_string();
+            assert!(e.contains("lock is not a plain file"), "{flags}: {e}");
+        }
+        let e = read_regular(&p, 10).unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+        let e = read_regular(d.path(), 10).unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+        assert!(
+            read_regular(&d.path().join("absent"), 10)
+                .unwrap()
+                .is_none()
+        );
+        std::fs::write(d.path().join("f"), b"0123456789abc").unwrap();
+        assert_eq!(
+            read_regular(&d.path().join("f"), 10).unwrap().unwrap(),
+            b"0123456789"
+        );
     }
 
     #[test]

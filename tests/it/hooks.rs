@@ -634,3 +634,28 @@ fn a_stop_hook_that_always_blocks_is_bounded() {
     assert_eq!(inputs[0]["stop_hook_active"], false);
     assert!(inputs[1..].iter().all(|i| i["stop_hook_active"] == true));
 }
+
+/// Every invalid entry of a group is named, not only the first: a bad `matcher` does not hide a
+/// bad `timeout` or a missing `command` beside it.
+#[test]
+fn every_invalid_entry_of_a_group_is_named() {
+    let ws = WireWs::new(W, vec![text(W, "done")]);
+    user_hooks(
+        &ws,
+        json!({
+            "PreToolUse": [{"matcher": "(", "hooks": [
+                {"type": "command", "command": "true", "timeout": -1},
+                {"type": "command"}]}],
+        }),
+    );
+    let out = ws.tern(&["exec", "go"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for place in [
+        "hooks.PreToolUse[0].matcher",
+        "hooks.PreToolUse[0].hooks[0].timeout",
+        "hooks.PreToolUse[0].hooks[1].command",
+    ] {
+        assert!(stderr.contains(place), "{place} not named: {stderr}");
+    }
+}

@@ -295,7 +295,9 @@ fn git_dirs(ws: &Path) -> Vec<PathBuf> {
     let dir = if meta.is_dir() {
         Some(dot)
     } else if meta.is_file() {
-        std::fs::read_to_string(&dot).ok().and_then(|t| {
+        // Read without blocking: a FIFO swapped in for `.git` (or at `commondir` below) must
+        // not hang tern; 64 KiB is far past a `gitdir:` line.
+        read_small(&dot).and_then(|t| {
             let rel = t
                 .lines()
                 .next()?
@@ -308,8 +310,7 @@ fn git_dirs(ws: &Path) -> Vec<PathBuf> {
         None
     };
     if let Some(d) = dir.and_then(|d| std::fs::canonicalize(d).ok()) {
-        if let Some(common) = std::fs::read_to_string(d.join("commondir"))
-            .ok()
+        if let Some(common) = read_small(&d.join("commondir"))
             .and_then(|c| std::fs::canonicalize(d.join(c.trim())).ok())
         {
             out.push(common);
@@ -317,6 +318,13 @@ fn git_dirs(ws: &Path) -> Vec<PathBuf> {
         out.push(d);
     }
     out
+}
+
+/// A small text file of the workspace's git metadata (None when absent, not a regular file or
+/// not UTF-8); see [`crate::store::fsutil::read_regular`].
+fn read_small(path: &Path) -> Option<String> {
+    let bytes = crate::store::fsutil::read_regular(path, 1 << 16).ok()??;
+    String::from_utf8(bytes).ok()
 }
 
 /// The layers a running jail has, as `session_start`, `meta.json` and `tern sandbox check`
