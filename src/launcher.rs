@@ -443,15 +443,25 @@ impl Launcher {
             // Nobody holds it: meta.json is brought in line with events.jsonl, the record a
             // turn's end is committed to last (a turn_end on record is never called
             // interrupted; totals a failed write missed are taken from the usage events).
+            // Only a status that a crash or a failed write can leave behind (running, or idle
+            // after a killed creation) is checked: reading the whole events.jsonl at every
+            // resume of a long session would be a start-up cost for nothing.
             let before = meta.clone();
-            let changed = match session.recorded() {
-                Ok(rec) => meta.settle(&rec),
-                Err(_) if meta.status == Status::Running => {
+            let unsettled = matches!(meta.status, Status::Running | Status::Idle);
+            let recorded = if unsettled {
+                Some(session.recorded())
+            } else {
+                None
+            };
+            let changed = match recorded {
+                None => false,
+                Some(Ok(rec)) => meta.settle(&rec),
+                Some(Err(_)) if meta.status == Status::Running => {
                     meta.status = Status::Ended(Ending::Interrupted);
                     meta.pid = None;
                     true
                 }
-                Err(_) => false,
+                Some(Err(_)) => false,
             };
             if changed {
                 meta.updated_at = crate::clock::now_rfc3339();
