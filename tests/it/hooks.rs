@@ -310,7 +310,15 @@ fn a_hook_that_hangs_is_killed_at_its_timeout() {
     assert!(h[0]["message"].as_str().unwrap().contains("timed out"));
     // The call went on (a timeout warns, it does not block) and the hook is gone.
     assert_eq!(last(&ev)["status"], "completed");
-    assert!(procs::procs_with(marker).is_empty(), "the hook still runs");
+    // SIGKILL is delivered at once but the process leaves when next scheduled: a loaded
+    // machine can show it for a moment after tern has exited.
+    assert!(
+        procs::eventually(std::time::Duration::from_secs(10), || procs::procs_with(
+            marker
+        )
+        .is_empty()),
+        "the hook still runs"
+    );
 }
 
 #[test]
