@@ -571,10 +571,10 @@ impl Runtime {
             },
         );
         let head = format!(
-            "[sub-agent {}: {}; {} requests; tokens in {} (cached {}), out {}]",
+            "[sub-agent {}: {}; {}; tokens in {} (cached {}), out {}]",
             child.id,
             status.as_str(),
-            t.requests,
+            requests_text(t.requests),
             u.input_tokens,
             u.cached_tokens,
             u.output_tokens
@@ -620,8 +620,11 @@ pub fn repaired_result(agents_dir: &std::path::Path, call_id: &str) -> (String, 
     let (u, requests) = (meta.usage, meta.turns);
     let head = |status: &str| {
         format!(
-            "[sub-agent {child}: {status}; {requests} requests; tokens in {} (cached {}), out {}]",
-            u.input_tokens, u.cached_tokens, u.output_tokens
+            "[sub-agent {child}: {status}; {}; tokens in {} (cached {}), out {}]",
+            requests_text(requests),
+            u.input_tokens,
+            u.cached_tokens,
+            u.output_tokens
         )
     };
     let conversation = dir.join(files::CONVERSATION);
@@ -741,4 +744,13 @@ pub fn mark_dead_children(dir: &std::path::Path) -> Vec<String> {
         }
     }
     marked
+}
+
+/// `1 request`, `N requests`: the count in a sub-agent result's head line.
+fn requests_text(n: u64) -> String {
+    if n == 1 {
+        "1 request".to_string()
+    } else {
+        format!("{n} requests")
+    }
 }
