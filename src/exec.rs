@@ -60,7 +60,7 @@ pub fn run(launcher: &Launcher, opts: ExecOptions) -> i32 {
     let last_message = match opts
         .output_last_message
         .as_deref()
-        .map(check_last_message_path)
+        .map(|p| check_last_message_path(p, &launcher.state.root))
     {
         None => None,
         Some(Ok(p)) => Some(p),
@@ -105,12 +105,12 @@ pub fn run(launcher: &Launcher, opts: ExecOptions) -> i32 {
     // A wall-time cancel ends the turn as `budget_exhausted` in the runtime (the token says
     // why), so meta.json, `tern sessions` and the tool results all say the same.
     let mut outcome = rt.run_turn(&prompt, ui);
-    if let (Ok(text), Some(path)) = (&outcome, &last_message)
-        && let Err(e) = write_last_message(path, text)
+    if let (Ok(text), Some(lm)) = (&outcome, &last_message)
+        && let Err(e) = write_last_message(lm, text)
     {
         outcome = Err(Failure::Failed(format!(
             "could not write --output-last-message {}: {e}",
-            path.display()
+            lm.shown.display()
         )));
     }
     rt.hook_session_end("other", ui);
@@ -194,14 +194,18 @@ fn early_failure(opts: &ExecOptions, f: &Failure) -> i32 {
 }
 
 /// `--output-last-message PATH` checked at start, so a run never spends its tokens and then
-/// fails to write its answer. Returns the file to write: PATH, or for a symbolic link the file
-/// it points to (written through, as a shell's `>` does; the link stays). Refused (a usage
+/// fails to write its answer. Returns its folder, held open, and the file's name there: PATH's,
+/// or for a symbolic link the file it points to (written through, as a shell's `>` does; the
+/// link stays); never a file in tern's state folder. Refused (a usage
 /// error naming the flag, exit 2): a path ending in `/`, a folder, a FIFO, device or socket
 /// (a write would block on or feed something else), a link to a missing file or to one of those,
 /// a folder that does not exist (tern makes none: a typo must not grow a tree of folders), and
 /// a folder tern cannot create a file in (`/proc/self/status`: the answer is written by a
 /// rename from a temporary file beside it).
-fn check_last_message_path(path: &std::path::Path) -> Result<std::path::PathBuf, String> {
+fn check_last_message_path(
+    path: &std::path::Path,
+    state_root: &std::path::Path,
+) -> Result<LastMessage, String> {
     use std::os::unix::fs::FileTypeExt;
     let shown = path.display();
     let flag = "--output-last-message";
@@ -264,6 +268,16 @@ fn check_last_message_path(path: &std::path::Path) -> Result<std::path::PathBuf,
         }
         Err(e) => return Err(format!("{flag} {shown}: {}: {e}", dir.display())),
     }
+    // tern's own records are never the answer's file (it would replace a session's history).
+    let real_dir = std::fs::canonicalize(&dir).map_err(|e| format!("{flag} {shown}: {e}"))?;
+    if let Ok(state) = std::fs::canonicalize(state_root)
+        && real_dir.starts_with(&state)
+    {
+        return Err(format!(
+            "{flag} {shown}: is inside tern's state folder {}; give a file outside it",
+            state.display()
+        ));
+    }
     // The answer goes in by a rename from a temporary file beside it: that must be possible.
     match tempfile::Builder::new()
         .prefix(".tern-last-message-")
@@ -281,32 +295,127 @@ fn check_last_message_path(path: &std::path::Path) -> Result<std::path::PathBuf,
             ));
         }
     }
-    Ok(target)
+    // The folder is held open from now on: the model's commands run before the answer is
+    // written, and a folder they swap for a symbolic link (`rm -rf d; ln -s /root d`) must not
+    // carry the write outside the sandbox. The write goes into the folder opened here or fails.
+    let name = target
+        .file_name()
+        .map(|n| n.to_os_string())
+        .ok_or_else(|| format!("{flag} {shown}: names no file"))?;
+    let cdir = std::ffi::CString::new(real_dir.as_os_str().as_encoded_bytes())
+        .map_err(|_| format!("{flag} {shown}: a NUL byte in the path"))?;
+    // SAFETY: a NUL-terminated path and flags; the result is checked below.
+    let fd = unsafe {
+        libc::open(
+            cdir.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(format!(
+            "{flag} {shown}: {}: {}",
+            real_dir.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: fd was just opened and is owned by nothing else.
+    let dir = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    Ok(LastMessage {
+        dir,
+        name,
+        shown: path.to_path_buf(),
+    })
 }
 
-/// The final answer into `path` (a regular file or a new one, checked at start), atomically: a
-/// temporary file in the same folder, fsync, rename; redacted, with a final newline.
-fn write_last_message(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+/// Where `--output-last-message` writes: its folder, opened at start (so a folder replaced by
+/// a link during the run cannot redirect the write), and the file's name in it.
+struct LastMessage {
+    dir: std::os::fd::OwnedFd,
+    name: std::ffi::OsString,
+    /// The path as given, for messages.
+    shown: std::path::PathBuf,
+}
+
+/// The final answer into the file of `lm` (a regular file or a new one, checked at start),
+/// atomically and only inside the folder opened at start: a temporary file created there
+/// (`O_EXCL|O_NOFOLLOW`), fsync, `renameat` over the name (a link planted at the name is
+/// replaced, never followed); redacted, with a final newline. Errors: the folder was removed
+/// during the run, or any write error.
+fn write_last_message(lm: &LastMessage, text: &str) -> std::io::Result<()> {
     use std::io::Write;
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::fd::{AsRawFd, FromRawFd};
     let text = crate::store::redact::redact(text);
     let mut bytes = text.trim_end().as_bytes().to_vec();
     bytes.push(b'\n');
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => std::path::Path::new("."),
-    };
+    let dir = lm.dir.as_raw_fd();
+    let cname = std::ffi::CString::new(lm.name.as_encoded_bytes())
+        .map_err(|_| std::io::Error::other("a NUL byte in the file name"))?;
     // The mode a shell's `>` leaves: an existing file keeps its own, a new one 0666 less umask.
-    let mode = std::fs::metadata(path).map_or(0o666, |m| m.permissions().mode() & 0o7777);
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".tern-last-message-")
-        .permissions(std::fs::Permissions::from_mode(mode))
-        .tempfile_in(dir)?;
-    tmp.write_all(&bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
+    let mode = {
+        // SAFETY: an fstatat of a name in an open folder, not following a link.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        let r = unsafe { libc::fstatat(dir, cname.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+        if r == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFREG {
+            st.st_mode & 0o7777
+        } else {
+            0o666
+        }
+    };
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let tmp_name =
+        std::ffi::CString::new(format!(".tern-last-message-{}-{stamp}", std::process::id()))
+            .map_err(|_| std::io::Error::other("temporary name"))?;
+    // SAFETY: openat in the held folder with a NUL-terminated name; checked below.
+    let fd = unsafe {
+        libc::openat(
+            dir,
+            tmp_name.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            mode as libc::c_uint,
+        )
+    };
+    if fd < 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(if e.raw_os_error() == Some(libc::ENOENT) {
+            std::io::Error::other(
+                "its folder was removed or replaced during the run; nothing was written",
+            )
+        } else {
+            e
+        });
+    }
+    // SAFETY: fd was just opened and is owned here.
+    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+    let written = file
+        .write_all(&bytes)
+        .and_then(|_| file.sync_all())
+        .and_then(|_| {
+            // SAFETY: renameat within the held folder, both names NUL-terminated.
+            let r = unsafe { libc::renameat(dir, tmp_name.as_ptr(), dir, cname.as_ptr()) };
+            if r == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    if written.is_err() {
+        // SAFETY: unlinkat of our own temporary name in the held folder.
+        unsafe { libc::unlinkat(dir, tmp_name.as_ptr(), 0) };
+    }
+    written?;
+    // SAFETY: fsync of the held folder (O_PATH descriptors cannot be synced; reopen it).
+    let d = unsafe {
+        libc::openat(
+            dir,
+            c".".as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if d >= 0 {
+        // SAFETY: d was just opened and is owned here.
+        let _ = unsafe { std::fs::File::from_raw_fd(d) }.sync_all();
     }
     Ok(())
 }

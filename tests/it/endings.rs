@@ -306,6 +306,44 @@ fn output_last_message_follows_links_and_refuses_what_is_no_file() {
     );
 }
 
+/// Found by a new user: the folder of `--output-last-message d/victim` is checked at start, but
+/// the model's commands run before the answer is written; `rm -rf d; ln -s OUTSIDE d` must not
+/// carry tern's (unsandboxed) write outside the workspace. The folder is held open from the
+/// start: the write fails, saying so, and nothing appears outside. tern's own state folder is
+/// refused as a target at start.
+#[test]
+fn output_last_message_is_not_carried_out_by_a_folder_swapped_during_the_run() {
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().to_path_buf();
+    let ws = WireWs::new(
+        W,
+        vec![
+            bash(
+                W,
+                "c1",
+                &format!("rm -rf d && ln -s {} d && echo swapped", target.display()),
+            ),
+            text(W, "EVIL"),
+        ],
+    );
+    std::fs::create_dir(ws.root().join("d")).unwrap();
+    let out = ws.tern(&["exec", "--output-last-message", "d/victim", "go"]);
+    assert!(
+        !target.join("victim").exists(),
+        "the answer was written outside the workspace through a swapped folder: {out:?}"
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("removed or replaced during the run"), "{err}");
+
+    let out = ws.tern(&["exec", "--output-last-message", ".tern/current", "go"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("inside tern's state folder"),
+        "{out:?}"
+    );
+}
+
 /// Unmounts a test's tmpfs when dropped (lazily: a process may still hold a folder of it).
 struct Mounted(std::path::PathBuf);
 
