@@ -558,16 +558,35 @@ impl Store {
         };
         let yours =
             |c: &Change| standing.is_some_and(|s| s.kept.contains(&c.path)) || newer(&c.path);
-        let kept: Vec<String> = changes
+        let mut kept: Vec<String> = changes
             .iter()
             .filter(|c| c.status == 'D' && yours(c))
             .map(|c| c.path.clone())
             .collect();
-        let overwritten: Vec<String> = changes
+        let mut overwritten: Vec<String> = changes
             .iter()
             .filter(|c| c.status == 'M' && yours(c))
             .map(|c| c.path.clone())
             .collect();
+        // A kept file cannot stay where the restore puts a file on a folder of its path (the
+        // turn made folder `A`, the person added `A/mine`, the checkpoint has file `A`), nor
+        // where it puts a folder over it: the checkout would remove it while the receipt said
+        // "kept" (found by a new user). Such a file counts as overwritten: refused, or saved
+        // first under --force.
+        let clashes = |k: &String| {
+            changes.iter().any(|c| {
+                c.status != 'D'
+                    && (k
+                        .strip_prefix(c.path.as_str())
+                        .is_some_and(|rest| rest.starts_with('/'))
+                        || c.path
+                            .strip_prefix(k.as_str())
+                            .is_some_and(|rest| rest.starts_with('/')))
+            })
+        };
+        let (clashing, free): (Vec<String>, Vec<String>) = kept.into_iter().partition(clashes);
+        kept = free;
+        overwritten.extend(clashing);
         if !overwritten.is_empty() && !force {
             return Err(io::Error::other(format!(
                 "refused: {} file(s) that undo would put back were changed after the turn ended (your edits, not the model's): {}. Nothing was changed. `tern undo --force` undoes anyway; your versions are saved first, and `tern redo` brings them back.",

@@ -790,6 +790,42 @@ fn undo_never_loses_edits_made_after_the_turn_and_redo_returns_them() {
     );
 }
 
+/// Found by a new user: the turn turned file `A` into a folder, the person then added
+/// `A/mine`; undo (which puts file `A` back) said "Kept A/mine" and removed it. Now it is
+/// refused like an overwrite, and `--force` saves it first so `tern redo` brings it back.
+#[test]
+fn undo_never_removes_a_file_it_says_it_keeps_across_a_file_folder_change() {
+    let ws = WireWs::new(
+        W,
+        vec![
+            bash(W, "c1", "rm A && mkdir A && echo m > A/m"),
+            text(W, "ok"),
+        ],
+    );
+    std::fs::write(ws.root().join("A"), "fileA\n").unwrap();
+    ws.ok(&["exec", "go"]);
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    std::fs::write(ws.root().join("A/mine"), "mine\n").unwrap();
+    let before = tree(ws.root());
+    let err = ws.refused(&["undo"]);
+    assert!(err.contains("A/mine") && err.contains("--force"), "{err}");
+    assert_eq!(tree(ws.root()), before, "a refused undo changes nothing");
+    let out = ws.ok(&["undo", "--force"]);
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("A")).unwrap(),
+        "fileA\n",
+        "{}",
+        stdout(&out)
+    );
+    assert!(!stdout(&out).contains("Kept"), "{}", stdout(&out));
+    ws.ok(&["redo"]);
+    assert_eq!(
+        tree(ws.root()),
+        before,
+        "redo brings the person's file back"
+    );
+}
+
 /// The file an undo kept (made after the turn) never blocks the redo right after it, and a
 /// second undo in the chain keeps it too.
 #[test]
