@@ -640,9 +640,15 @@ impl Store {
     /// one transaction. The caller set `pending` first, so a kill in between is finished at the
     /// next start.
     fn checkout_locked(&self, commit: &str, tree: &str) -> io::Result<()> {
+        // git stores only 644 or 755: a checkout would make a private file (`chmod 600 .env`)
+        // readable by everyone (found by a new user). The permission bits of each file it
+        // rewrites are taken before and applied after, never wider than git's nor than the
+        // person's (the exec bit follows the checkpoint).
+        let modes = self.modes_of_changed(commit);
         fsutil::fault::point("git read-tree", &self.git.dir);
         self.git
             .run(&["read-tree", "--reset", "-u", commit], None)?;
+        reapply_modes(&modes);
         let (after_tree, _) = self.snapshot()?;
         let after = if after_tree == tree {
             commit.to_string()
@@ -652,6 +658,33 @@ impl Store {
         self.update_refs(&format!(
             "delete refs/tern/pending\nupdate refs/tern/after {after}\n"
         ))
+    }
+
+    /// The workspace files whose index entries differ from `commit` (what a checkout of it
+    /// rewrites) that are regular files now, with their permission bits. Empty when git fails
+    /// (the checkout then keeps git's modes).
+    fn modes_of_changed(&self, commit: &str) -> Vec<(PathBuf, u32)> {
+        use std::os::unix::fs::PermissionsExt;
+        let Ok(out) = self.git.run(
+            &[
+                "diff-index",
+                "--cached",
+                "-z",
+                "--name-only",
+                "--no-renames",
+                commit,
+            ],
+            None,
+        ) else {
+            return Vec::new();
+        };
+        split_z(&out)
+            .filter_map(|p| {
+                let full = super::git::join(&self.git.work, p);
+                let m = std::fs::symlink_metadata(&full).ok()?;
+                m.is_file().then(|| (full, m.permissions().mode() & 0o777))
+            })
+            .collect()
     }
 
     /// Finishes a restore a kill cut short. Returns what it says (nothing when none was in
@@ -1036,4 +1069,24 @@ pub fn free_space(path: &Path) -> Option<u64> {
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
     let r = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
     (r == 0).then(|| (st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+}
+
+/// Applies the permission bits taken by [`Store::modes_of_changed`] after a checkout: each file
+/// still a regular file gets git's mode narrowed to the person's (`600` stays `600`, `640`
+/// stays `640`; an exec bit only where the checkpoint has one and the class may read).
+fn reapply_modes(modes: &[(PathBuf, u32)]) {
+    use std::os::unix::fs::PermissionsExt;
+    for (path, old) in modes {
+        let Ok(m) = std::fs::symlink_metadata(path) else {
+            continue;
+        };
+        if !m.is_file() {
+            continue;
+        }
+        let now = m.permissions().mode() & 0o777;
+        let want = now & (old | ((old & 0o444) >> 2));
+        if want != now {
+            let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(want));
+        }
+    }
 }

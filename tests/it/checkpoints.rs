@@ -826,6 +826,26 @@ fn undo_never_removes_a_file_it_says_it_keeps_across_a_file_folder_change() {
     );
 }
 
+/// Found by a new user: git stores only 644 or 755, so undo made a private `.env` (600)
+/// readable by everyone. A file undo or redo rewrites keeps the person's permission bits.
+#[test]
+fn undo_and_redo_keep_a_private_file_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let ws = WireWs::new(W, vec![bash(W, "c1", "echo S=2 > .env"), text(W, "ok")]);
+    let env = ws.root().join(".env");
+    std::fs::write(&env, "S=1\n").unwrap();
+    std::fs::set_permissions(&env, std::fs::Permissions::from_mode(0o600)).unwrap();
+    ws.ok(&["exec", "go"]);
+    let mode = || std::fs::metadata(&env).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(), 0o600, "the model's write kept the mode");
+    ws.ok(&["undo"]);
+    assert_eq!(std::fs::read_to_string(&env).unwrap(), "S=1\n");
+    assert_eq!(mode(), 0o600, "undo widened a private file");
+    ws.ok(&["redo"]);
+    assert_eq!(std::fs::read_to_string(&env).unwrap(), "S=2\n");
+    assert_eq!(mode(), 0o600, "redo widened a private file");
+}
+
 /// The file an undo kept (made after the turn) never blocks the redo right after it, and a
 /// second undo in the chain keeps it too.
 #[test]
