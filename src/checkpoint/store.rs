@@ -216,6 +216,16 @@ impl Store {
                 ));
                 continue;
             }
+            // A folder of its path replaced by a symbolic link (`rm -rf d; ln -s X d`): git
+            // refuses `d/f` as "beyond a symbolic link" and every later checkpoint failed with
+            // it (found by a new user). The entry is dropped; the link itself is recorded.
+            if beyond_link(&self.git.work, path) {
+                if tag != b'?' {
+                    drop_tracked.extend_from_slice(path);
+                    drop_tracked.push(0);
+                }
+                continue;
+            }
             let full = super::git::join(&self.git.work, path);
             match std::fs::symlink_metadata(&full) {
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -1089,4 +1099,15 @@ fn reapply_modes(modes: &[(PathBuf, u32)]) {
             let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(want));
         }
     }
+}
+
+/// Whether a folder on the way to `path` (workspace-relative bytes) is a symbolic link now.
+fn beyond_link(work: &Path, path: &[u8]) -> bool {
+    path.iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'/')
+        .any(|(i, _)| {
+            std::fs::symlink_metadata(super::git::join(work, &path[..i]))
+                .is_ok_and(|m| m.file_type().is_symlink())
+        })
 }

@@ -846,6 +846,39 @@ fn undo_and_redo_keep_a_private_file_private() {
     assert_eq!(mode(), 0o600, "redo widened a private file");
 }
 
+/// Found by a new user: a turn that replaced folder `d` by a symbolic link made git refuse
+/// `d/f` ("beyond a symbolic link") at every later checkpoint: undo, checkpoints and diff
+/// failed for good. The link is recorded, undo puts the folder back.
+#[test]
+fn a_folder_replaced_by_a_link_does_not_wedge_checkpoints() {
+    let ws = WireWs::new(
+        W,
+        vec![
+            bash(W, "c1", "rm -rf d && ln -s /tmp/elsewhere d"),
+            text(W, "ok"),
+            bash(W, "c2", "echo later > l.txt"),
+            text(W, "ok"),
+        ],
+    );
+    std::fs::create_dir(ws.root().join("d")).unwrap();
+    std::fs::write(ws.root().join("d/f"), "x\n").unwrap();
+    ws.ok(&["exec", "go"]);
+    let out = ws.ok(&["exec", "--continue", "again"]);
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("no checkpoint"),
+        "{out:?}"
+    );
+    ws.ok(&["checkpoints"]);
+    ws.ok(&["diff"]);
+    ws.ok(&["undo", "2"]);
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("d/f")).unwrap(),
+        "x\n",
+        "undo puts the folder back"
+    );
+    assert!(!ws.root().join("l.txt").exists());
+}
+
 /// The file an undo kept (made after the turn) never blocks the redo right after it, and a
 /// second undo in the chain keeps it too.
 #[test]
