@@ -190,19 +190,7 @@ fn undo_in_a_git_repository_leaves_its_git_alone() {
     );
     let root = ws.root();
     std::fs::write(root.join("a.txt"), "orig\n").unwrap();
-    let git = |args: &[&str]| {
-        let o = std::process::Command::new("git")
-            .args(args)
-            .current_dir(root)
-            .env("GIT_AUTHOR_NAME", "p")
-            .env("GIT_AUTHOR_EMAIL", "p@p")
-            .env("GIT_COMMITTER_NAME", "p")
-            .env("GIT_COMMITTER_EMAIL", "p@p")
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{o:?}");
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    };
+    let git = |args: &[&str]| crate::support::files::person_git(root, args);
     git(&["init", "-q"]);
     std::fs::write(root.join(".gitignore"), ".tern/\n.home/\n").unwrap();
     git(&["add", "a.txt", ".gitignore"]);
@@ -672,19 +660,7 @@ fn undo_names_paths_the_turn_staged_and_keeps_the_persons_index() {
         ],
     );
     let root = ws.root();
-    let git = |args: &[&str]| {
-        let o = std::process::Command::new("git")
-            .args(args)
-            .current_dir(root)
-            .env("GIT_AUTHOR_NAME", "p")
-            .env("GIT_AUTHOR_EMAIL", "p@p")
-            .env("GIT_COMMITTER_NAME", "p")
-            .env("GIT_COMMITTER_EMAIL", "p@p")
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{o:?}");
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    };
+    let git = |args: &[&str]| crate::support::files::person_git(root, args);
     std::fs::write(root.join("a.txt"), "orig\n").unwrap();
     git(&["init", "-q"]);
     std::fs::write(root.join(".gitignore"), ".tern/\n.home/\n").unwrap();

@@ -54,3 +54,19 @@ pub fn snapshot(root: &Path) -> BTreeMap<String, Vec<u8>> {
     }
     out
 }
+
+/// `git ARGS` in `dir` as a person would run it (author and committer set), requiring success;
+/// returns stdout.
+pub fn person_git(dir: &std::path::Path, args: &[&str]) -> String {
+    let o = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "p")
+        .env("GIT_AUTHOR_EMAIL", "p@p")
+        .env("GIT_COMMITTER_NAME", "p")
+        .env("GIT_COMMITTER_EMAIL", "p@p")
+        .output()
+        .expect("git");
+    assert!(o.status.success(), "git {args:?}: {o:?}");
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
