@@ -158,35 +158,6 @@ fn core(wire: Wire, raw: &str) -> String {
     s
 }
 
-/// The raw JSON text of the top-level array `"key":[…]` of a body (string-aware bracket match).
-fn raw_array<'a>(raw: &'a str, key: &str) -> &'a str {
-    let start = raw
-        .find(&format!("\"{key}\":["))
-        .unwrap_or_else(|| panic!("no {key} in body"))
-        + key.len()
-        + 4;
-    let (mut depth, mut in_str, mut esc) = (0i32, false, false);
-    for (i, ch) in raw[start..].char_indices() {
-        if in_str {
-            match (esc, ch) {
-                (true, _) => esc = false,
-                (false, '\\') => esc = true,
-                (false, '"') => in_str = false,
-                _ => {}
-            }
-            continue;
-        }
-        match ch {
-            '"' => in_str = true,
-            '[' | '{' => depth += 1,
-            ']' | '}' if depth == 0 => return &raw[start - 1..start + i + 1],
-            ']' | '}' => depth -= 1,
-            _ => {}
-        }
-    }
-    panic!("unterminated {key}");
-}
-
 /// The model a recorded request asked for.
 fn model_of(r: &Recorded) -> String {
     r.json()["model"].as_str().unwrap_or("").to_string()
@@ -295,7 +266,10 @@ fn fork_extends_the_parents_prefix(wire: Wire) {
     // Same model, same tools and system bytes (they lie inside the extended prefix; checked
     // directly too, so a reordering of the body would show here).
     assert_eq!(parent_req["model"], child_req["model"]);
-    assert_eq!(raw_array(&raws[1], "tools"), raw_array(&raws[2], "tools"));
+    assert_eq!(
+        crate::support::body::raw_value(&raws[1], "tools"),
+        crate::support::body::raw_value(&raws[2], "tools")
+    );
     assert_eq!(system_of(&parent_req), system_of(&child_req));
 
     // The fork state: the ledger body exactly as the parent's tail renders it, the plan line,
@@ -490,10 +464,15 @@ fn fresh_children_share_system_and_tools_bytes_across_children_and_sessions() {
     // Every request, parent or child, carries the same tools bytes; children's requests the
     // base system bytes.
     let reqs = ws.fake.requests();
-    let tools = raw_array(&String::from_utf8(reqs[0].body.clone()).unwrap(), "tools").to_string();
+    let tools =
+        crate::support::body::raw_value(&String::from_utf8(reqs[0].body.clone()).unwrap(), "tools")
+            .to_string();
     assert!(tools.contains("\"name\":\"agent\""));
     for r in &reqs {
-        assert_eq!(raw_array(&r.body_str(), "tools"), tools);
+        assert_eq!(
+            crate::support::body::raw_value(&r.body_str(), "tools"),
+            tools
+        );
     }
     let child_reqs: Vec<&Recorded> = reqs
         .iter()
@@ -551,9 +530,12 @@ fn depth_is_enforced_at_run_time_with_the_same_tool_list() {
     );
     let reqs = ws.fake.requests();
     assert_eq!(reqs.len(), 6, "no request was made for the refused call");
-    let tools = raw_array(&reqs[0].body_str(), "tools").to_string();
+    let tools = crate::support::body::raw_value(&reqs[0].body_str(), "tools").to_string();
     for r in &reqs {
-        assert_eq!(raw_array(&r.body_str(), "tools"), tools);
+        assert_eq!(
+            crate::support::body::raw_value(&r.body_str(), "tools"),
+            tools
+        );
     }
     assert_eq!(
         read_json(&grandchild.join("meta.json"))["parent"]["session"],
@@ -576,7 +558,10 @@ fn depth_is_enforced_at_run_time_with_the_same_tool_list() {
     );
     assert!(child_dirs(&ws.session()).is_empty());
     let reqs = ws.fake.requests();
-    assert_eq!(raw_array(&reqs[0].body_str(), "tools"), tools);
+    assert_eq!(
+        crate::support::body::raw_value(&reqs[0].body_str(), "tools"),
+        tools
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

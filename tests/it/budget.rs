@@ -69,37 +69,6 @@ fn no_copyable_examples_in_the_prefix() {
     }
 }
 
-/// The raw JSON text of the value of the top-level `"key":` in `raw` (string-aware bracket
-/// match), as the bytes went on the wire.
-fn raw_value<'a>(raw: &'a str, key: &str) -> &'a str {
-    let start = raw
-        .find(&format!("\"{key}\":"))
-        .unwrap_or_else(|| panic!("no {key} in body"))
-        + key.len()
-        + 3;
-    let (mut depth, mut in_str, mut esc) = (0i32, false, false);
-    for (i, ch) in raw[start..].char_indices() {
-        if in_str {
-            match (esc, ch) {
-                (true, _) => esc = false,
-                (false, '\\') => esc = true,
-                (false, '"') if depth == 0 => return &raw[start..start + i + 1],
-                (false, '"') => in_str = false,
-                _ => {}
-            }
-            continue;
-        }
-        match ch {
-            '"' => in_str = true,
-            '[' | '{' => depth += 1,
-            ']' | '}' if depth == 1 => return &raw[start..start + i + 1],
-            ']' | '}' => depth -= 1,
-            _ => {}
-        }
-    }
-    panic!("unterminated {key}");
-}
-
 /// The fixed prefix as the first request of a new session carries it on the wire, with the
 /// default tools: the `tools` value and the system prompt (OpenAI: the first message's
 /// `content`; Anthropic: the `system` value without its breakpoint marker), in bytes, between
@@ -111,13 +80,15 @@ fn the_first_request_on_the_wire_fits_the_budget() {
         let ws = WireWs::new(w, vec![text(w, "Done.")]);
         ws.ok(&["exec", "hello"]);
         let body = ws.fake.requests()[0].body_str();
-        let tools = raw_value(&body, "tools").len();
+        let tools = crate::support::body::raw_value(&body, "tools").len();
         let system = match w {
             Wire::OpenAi => {
-                let msgs = raw_value(&body, "messages");
-                raw_value(msgs, "content").len()
+                let msgs = crate::support::body::raw_value(&body, "messages");
+                crate::support::body::raw_value(msgs, "content").len()
             }
-            Wire::Anthropic => raw_value(&body, "system").replace(MARKER, "").len(),
+            Wire::Anthropic => crate::support::body::raw_value(&body, "system")
+                .replace(MARKER, "")
+                .len(),
         };
         let total = tools + system;
         report.push(format!(

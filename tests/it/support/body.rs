@@ -68,3 +68,34 @@ pub fn error_text(events: &[Value], id: &str) -> String {
     assert_eq!(r["is_error"], true, "{r}");
     r["content"].as_str().unwrap_or("").to_string()
 }
+
+/// The raw JSON text of the value of the top-level `"key":` in `raw` (string-aware bracket
+/// match), as the bytes went on the wire.
+pub fn raw_value<'a>(raw: &'a str, key: &str) -> &'a str {
+    let start = raw
+        .find(&format!("\"{key}\":"))
+        .unwrap_or_else(|| panic!("no {key} in body"))
+        + key.len()
+        + 3;
+    let (mut depth, mut in_str, mut esc) = (0i32, false, false);
+    for (i, ch) in raw[start..].char_indices() {
+        if in_str {
+            match (esc, ch) {
+                (true, _) => esc = false,
+                (false, '\\') => esc = true,
+                (false, '"') if depth == 0 => return &raw[start..start + i + 1],
+                (false, '"') => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match ch {
+            '"' => in_str = true,
+            '[' | '{' => depth += 1,
+            ']' | '}' if depth == 1 => return &raw[start..start + i + 1],
+            ']' | '}' => depth -= 1,
+            _ => {}
+        }
+    }
+    panic!("unterminated {key}");
+}
