@@ -218,7 +218,8 @@ pub fn relay_start(l: &Launcher, t: &Target) -> i32 {
 /// launcher's workspace. Exit 0 when every check passed and the default mode is enforced, 1
 /// otherwise.
 pub fn sandbox_check(l: &Launcher, json: bool) -> i32 {
-    let report = crate::sandbox::check(&l.state.workspace, std::path::Path::new("/proc/self/exe"));
+    let report =
+        crate::sandbox_check::check(&l.state.workspace, std::path::Path::new("/proc/self/exe"));
     if json {
         crate::output::print_json_line(&serde_json::to_value(&report).unwrap_or_default());
     } else {

@@ -66,7 +66,7 @@ pub struct FileConfig {
     pub approval: Option<Approval>,
     /// The default sandbox: `read-only`, `workspace-write` or `danger-full-access`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sandbox: Option<crate::sandbox::Mode>,
+    pub sandbox: Option<crate::policy::Mode>,
     /// The API key (user file only, mode 0600).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key: Option<String>,
@@ -152,7 +152,7 @@ pub fn read(path: &Path, project: bool) -> Result<Option<FileConfig>, String> {
     // A project's file is the project's word, not the person's: it may narrow the sandbox but
     // never widen what a command may do (a cloned repository must not turn the sandbox or the
     // approval questions off).
-    if project && cfg.sandbox == Some(crate::sandbox::Mode::DangerFullAccess) {
+    if project && cfg.sandbox == Some(crate::policy::Mode::DangerFullAccess) {
         return Err(format!(
             "{} sets \"sandbox\": \"danger-full-access\": a project's config may narrow the sandbox, never turn it off; set it in ~/.config/tern/config.json or pass --sandbox",
             path.display()

@@ -281,7 +281,7 @@ pub enum Event {
         /// What commands may write, and whether Landlock enforces it (the default setting in
         /// events written before the sandbox).
         #[serde(default)]
-        sandbox: crate::sandbox::Setting,
+        sandbox: crate::policy::Setting,
         /// The project's hooks file when it exists and is not trusted (its hooks do not run
         /// until `tern hooks trust`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -460,7 +460,7 @@ pub enum Event {
     /// An op (verb or slash command) ran.
     Receipt {
         /// Op id, e.g. `plan.confirm`.
-        op: crate::ops::id::OpId,
+        op: crate::op_id::OpId,
         /// Whether it succeeded.
         ok: bool,
         /// Plan state before (`""`: no session or no readable plan).
@@ -493,7 +493,7 @@ pub enum Event {
         /// The model it runs on.
         model: String,
         /// Its sandbox and approval after intersecting the parent's and the member's.
-        sandbox: crate::sandbox::Mode,
+        sandbox: crate::policy::Mode,
         /// Its approval policy.
         approval: crate::policy::Approval,
     },
@@ -700,8 +700,8 @@ impl Event {
                 provider: Wire::Openai,
                 model: s("m"),
                 resumed: false,
-                sandbox: crate::sandbox::Setting {
-                    mode: crate::sandbox::Mode::WorkspaceWrite,
+                sandbox: crate::policy::Setting {
+                    mode: crate::policy::Mode::WorkspaceWrite,
                     no_network: false,
                     landlock_abi: 7,
                     enforced: true,
@@ -801,7 +801,7 @@ impl Event {
                 archive: s("archive/conversation-0001.jsonl"),
             },
             Event::Receipt {
-                op: crate::ops::id::OpId::PlanShow,
+                op: crate::op_id::OpId::PlanShow,
                 ok: true,
                 before: Some(PlanState::Idle),
                 after: Some(PlanState::Idle),
@@ -817,7 +817,7 @@ impl Event {
                 member: Some(s("reviewer")),
                 fork: true,
                 model: s("m"),
-                sandbox: crate::sandbox::Mode::ReadOnly,
+                sandbox: crate::policy::Mode::ReadOnly,
                 approval: crate::policy::Approval::Never,
             },
             Event::AgentEnd {

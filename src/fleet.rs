@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{Env, ProviderChoice, ProviderFlags, ProviderKind};
 use crate::policy::Approval;
-use crate::sandbox::Mode;
+use crate::policy::Mode;
 
 /// One member of the Fleet.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -363,7 +363,7 @@ impl Launcher {
         let (mode, no_network) = (parts.cfg.sandbox, parts.cfg.no_network);
         let system = system::base_from(&self.lookup(), &system::sandbox_lines(mode, no_network));
         let meta = Meta {
-            sandbox: Some(crate::sandbox::Setting::probe(
+            sandbox: Some(crate::sandbox::probe(
                 mode,
                 no_network,
                 !parts.cfg.reach.no_jail,
@@ -372,7 +372,7 @@ impl Launcher {
             provider: parts.provider.name().to_string(),
             model: parts.cfg.model.clone(),
             base_url: display_url(&parts.cfg.base_url),
-            title: title.trim().chars().take(80).collect(),
+            title: crate::text::title(&title),
             ..Meta::default()
         };
         // Start-up: what a killed creation or write left in `.tern/` goes first.
@@ -521,7 +521,7 @@ impl Launcher {
             provider,
             model,
             base_url,
-            title: seed.title.chars().take(80).collect(),
+            title: crate::text::title(&seed.title),
             ..Meta::default()
         };
         self.state.remove_stray_temps()?;
@@ -570,8 +570,8 @@ impl Launcher {
             provider: parts.provider.name().to_string(),
             model: parts.cfg.model.clone(),
             base_url: display_url(&parts.cfg.base_url),
-            title: spec.title.trim().chars().take(80).collect(),
-            sandbox: Some(crate::sandbox::Setting::probe(
+            title: crate::text::title(&spec.title),
+            sandbox: Some(crate::sandbox::probe(
                 parts.cfg.sandbox,
                 parts.cfg.no_network,
                 !parts.cfg.reach.no_jail,
@@ -671,7 +671,7 @@ impl Runtime {
                 self.emit(ui, Event::warning(format!("hooks: {n}")));
             }
         }
-        if self.cfg.sandbox == crate::sandbox::Mode::WorkspaceWrite
+        if self.cfg.sandbox == crate::policy::Mode::WorkspaceWrite
             && self.depth() == 0
             && let Some(what) = wide_workspace(&self.workspace)
         {
@@ -749,7 +749,7 @@ fn rebuild_meta(session: &Session, workspace: &std::path::Path) -> Meta {
                 meta.model = model.clone();
             }
             Event::TurnStart { prompt } if meta.title.is_empty() => {
-                meta.title = prompt.trim().chars().take(80).collect();
+                meta.title = crate::text::title(prompt);
             }
             Event::Usage {
                 input_tokens,

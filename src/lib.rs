@@ -47,6 +47,7 @@ macro_rules! errln {
 }
 
 pub mod message;
+pub mod op_id;
 pub mod ops;
 pub mod output;
 pub mod policy;
@@ -57,8 +58,10 @@ pub mod render;
 pub mod repl;
 pub mod runtime;
 pub mod sandbox;
+pub mod sandbox_check;
 pub mod setup;
 pub mod stats;
 pub mod status;
 pub mod store;
+pub mod text;
 pub mod tools;

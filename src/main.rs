@@ -59,7 +59,7 @@ struct SessionArgs {
     /// What commands may write: read-only, workspace-write (default) or danger-full-access
     /// (no sandbox) [env: TERN_SANDBOX].
     #[arg(long, value_enum)]
-    sandbox: Option<tern::sandbox::Mode>,
+    sandbox: Option<tern::policy::Mode>,
     /// Commands have no network: an empty network namespace (and Landlock's TCP rules).
     #[arg(long)]
     no_network: bool,
@@ -204,19 +204,19 @@ fn state_dir_or_env(flag: Option<PathBuf>, env: &Env) -> Result<Option<PathBuf>,
 
 /// `--sandbox`, else TERN_SANDBOX, else workspace-write. Errors on a bad TERN_SANDBOX.
 fn sandbox_or_env(
-    flag: Option<tern::sandbox::Mode>,
+    flag: Option<tern::policy::Mode>,
     env: &Env,
-) -> Result<tern::sandbox::Mode, String> {
+) -> Result<tern::policy::Mode, String> {
     use clap::ValueEnum;
     if let Some(m) = flag {
         return Ok(m);
     }
     let expected = "read-only, workspace-write or danger-full-access";
     match set_var(env, "TERN_SANDBOX", expected, "workspace-write")? {
-        Some(v) => tern::sandbox::Mode::from_str(v.trim(), true).map_err(|_| {
+        Some(v) => tern::policy::Mode::from_str(v.trim(), true).map_err(|_| {
             format!("TERN_SANDBOX={v:?}: expected read-only, workspace-write or danger-full-access")
         }),
-        None => Ok(tern::sandbox::Mode::default()),
+        None => Ok(tern::policy::Mode::default()),
     }
 }
 
@@ -468,7 +468,7 @@ enum Cmd {
         /// What commands may write: read-only, workspace-write (default) or danger-full-access
         /// [env: TERN_SANDBOX].
         #[arg(long, value_enum)]
-        sandbox: Option<tern::sandbox::Mode>,
+        sandbox: Option<tern::policy::Mode>,
         /// Commands may not open or accept TCP connections.
         #[arg(long)]
         no_network: bool,

@@ -16,8 +16,7 @@ use crate::stats::RequestStats;
 use crate::store::{Session, StateDir, Status, files};
 use crate::tools::ToolError;
 
-pub mod id;
-pub use id::OpId;
+pub use crate::op_id::OpId;
 
 /// What an op may do to a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -463,7 +463,7 @@ fn indent(lines: &[&str], is_error: bool) -> String {
 }
 
 fn clip(line: &str) -> String {
-    let c = crate::runtime::system::cut(line, 200);
+    let c = crate::text::cut(line, 200);
     if c.len() < line.len() {
         format!("{c}…")
     } else {

@@ -324,7 +324,7 @@ pub fn children_stamps(session: &Session) -> Vec<Option<std::time::SystemTime>> 
 /// Landlock ABI 7)`, `workspace-write (Landlock ABI 7 alone, --no-jail)`,
 /// `read-only, no network (…)`, `danger-full-access (no sandbox)`, or a mode this machine cannot
 /// enforce (`… (not enforced: commands are refused)`).
-pub fn sandbox_text(sb: &crate::sandbox::Setting) -> String {
+pub fn sandbox_text(sb: &crate::policy::Setting) -> String {
     let net = if sb.no_network { ", no network" } else { "" };
     let how = match (sb.mode.is_sandboxed(), sb.enforced) {
         (false, _) => "no sandbox".to_string(),

@@ -549,7 +549,7 @@ pub fn run_line(ev: &crate::event::Event) -> Option<String> {
     };
     let clip = |t: &str| {
         let line = t.lines().next().unwrap_or("");
-        let c = crate::runtime::system::cut(line, 200);
+        let c = crate::text::cut(line, 200);
         if c.len() < line.len() {
             format!("{c}…")
         } else {

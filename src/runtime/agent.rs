@@ -133,12 +133,12 @@ fn child_config(
     cfg.approval = parent_approval.min(m_approval);
     let m_sandbox = member
         .and_then(|m| m.sandbox)
-        .unwrap_or(crate::sandbox::Mode::DangerFullAccess);
+        .unwrap_or(crate::policy::Mode::DangerFullAccess);
     // The call's request: `read_only` narrows the sandbox further; it never widens it.
     let requested = if read_only {
-        crate::sandbox::Mode::ReadOnly
+        crate::policy::Mode::ReadOnly
     } else {
-        crate::sandbox::Mode::DangerFullAccess
+        crate::policy::Mode::DangerFullAccess
     };
     cfg.sandbox = parent.cfg.sandbox.min(m_sandbox).min(requested);
     cfg.max_turns = member
@@ -347,7 +347,7 @@ impl Runtime {
         // finished sibling) for the default five minutes of retries.
         cfg.retry.max_total = cfg.retry.max_total.min(wall_time);
         let spec = ChildSpec {
-            title: a.task.chars().take(80).collect(),
+            title: crate::text::title(&a.task),
             system,
             history,
             cfg,

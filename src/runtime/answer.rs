@@ -98,7 +98,7 @@ impl Runtime {
                     } else {
                         ""
                     };
-                    let snippet = super::system::cut(&raw.arguments, 200);
+                    let snippet = crate::text::cut(&raw.arguments, 200);
                     let msg = format!(
                         "the arguments of {} are not one valid JSON object ({why}), so it did not run. Received: `{snippet}`{}.{hint} Send the call again with valid JSON arguments.",
                         this_call(&raw.name),

@@ -438,7 +438,7 @@ impl Runtime {
         let home = std::env::var_os("HOME").map(PathBuf::from);
         let spec = JailSpec::new(&JailPaths {
             workspace: &self.workspace,
-            workspace_writable: self.cfg.sandbox == crate::sandbox::Mode::WorkspaceWrite,
+            workspace_writable: self.cfg.sandbox == crate::policy::Mode::WorkspaceWrite,
             state_dir: &state,
             draft: Some(&draft),
             tmpdir: tmp.as_deref(),

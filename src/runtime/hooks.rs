@@ -177,7 +177,7 @@ impl Runtime {
             let (decision, message) = read_answer(event, &ran, h.timeout, &mut verdict);
             let message = message.map(|m| {
                 let m = crate::store::redact::redact(m.trim()).into_owned();
-                crate::runtime::system::cut(&m, EVENT_MESSAGE_CHARS).to_string()
+                crate::text::cut(&m, EVENT_MESSAGE_CHARS).to_string()
             });
             self.emit(
                 ui,
@@ -429,7 +429,7 @@ fn for_model(text: &str) -> String {
     }
     format!(
         "{}\n[hook output cut at {MODEL_TEXT_BYTES} bytes]",
-        crate::runtime::system::cut(&t, MODEL_TEXT_BYTES)
+        crate::text::cut(&t, MODEL_TEXT_BYTES)
     )
 }
 
@@ -586,7 +586,7 @@ impl Runtime {
                 out.content
             );
         }
-        let kept = super::system::cut(&out.content, goal::KEPT_OUTPUT_BYTES).to_string();
+        let kept = crate::text::cut(&out.content, goal::KEPT_OUTPUT_BYTES).to_string();
         self.emit(
             ui,
             Event::Hook {
@@ -599,7 +599,7 @@ impl Runtime {
                 } else {
                     HookDecision::Block
                 },
-                message: (!passed).then(|| crate::runtime::system::cut(&kept, 2000).to_string()),
+                message: (!passed).then(|| crate::text::cut(&kept, 2000).to_string()),
             },
         );
         let last = LastRun {

@@ -111,7 +111,7 @@ pub struct Config {
     /// The provider's base URL, recorded in `meta.json` (credentials removed).
     pub base_url: String,
     /// What commands may write (`--sandbox`, `TERN_SANDBOX`).
-    pub sandbox: crate::sandbox::Mode,
+    pub sandbox: crate::policy::Mode,
     /// Commands may not connect or bind TCP (`--no-network`).
     pub no_network: bool,
     /// What commands may reach beyond the mode's defaults, and whether they run in the jail.
@@ -175,7 +175,7 @@ impl Config {
             temperature: None,
             send_cache_key: false,
             base_url: String::new(),
-            sandbox: crate::sandbox::Mode::default(),
+            sandbox: crate::policy::Mode::default(),
             no_network: false,
             reach: crate::sandbox::jail::Reach::default(),
             jail_exe: None,
@@ -402,7 +402,7 @@ pub struct Runtime {
     cache_key: Option<String>,
     spawner: Option<Arc<dyn Spawner>>,
     /// What commands may write in this runtime, as probed at open.
-    sandbox: crate::sandbox::Setting,
+    sandbox: crate::policy::Setting,
     /// The state files the model's commands may not change (DESIGN.md §10), as tern last left
     /// them.
     guard: Option<crate::sandbox::Snapshot>,
@@ -460,7 +460,7 @@ impl Runtime {
         system: String,
         history: Vec<Message>,
     ) -> Runtime {
-        let sandbox = crate::sandbox::Setting::probe(
+        let sandbox = crate::sandbox::probe(
             parts.cfg.sandbox,
             parts.cfg.no_network,
             !parts.cfg.reach.no_jail,
@@ -533,7 +533,7 @@ impl Runtime {
     }
 
     /// What commands may write in this runtime.
-    pub fn sandbox(&self) -> crate::sandbox::Setting {
+    pub fn sandbox(&self) -> crate::policy::Setting {
         self.sandbox
     }
 

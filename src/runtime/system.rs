@@ -26,7 +26,7 @@ const SYSTEM_MD: &str = include_str!("../../prompts/system.md");
 
 /// The sandbox lines of the system prompt for `mode` (and `--no-network`), each ending in a
 /// newline: the same bytes for every session in that mode, so caching across sessions holds.
-pub fn sandbox_lines(mode: crate::sandbox::Mode, no_network: bool) -> String {
+pub fn sandbox_lines(mode: crate::policy::Mode, no_network: bool) -> String {
     let mut s = format!("{}\n", mode.prompt_line());
     if no_network {
         s.push_str(crate::sandbox::NO_NETWORK_PROMPT_LINE);
@@ -115,7 +115,7 @@ pub fn instructions(lookup: &Lookup) -> String {
         if text.is_empty() || left == 0 {
             continue;
         }
-        let take = cut(text, MAX_AGENTS_MD_BYTES.min(left));
+        let take = crate::text::cut(text, MAX_AGENTS_MD_BYTES.min(left));
         left -= take.len();
         s.push_str(OPEN_INSTRUCTIONS);
         s.push_str(&attribute(&label));
@@ -175,7 +175,7 @@ pub fn instruction_changed(workspace: &Path, label: &str, pinned: &str) -> Optio
     let now = read_capped(&workspace.join(label), Some(workspace));
     let Some(now) = now else { return Some(true) };
     let now = String::from_utf8_lossy(&now);
-    let now = cut(now.trim(), MAX_AGENTS_MD_BYTES);
+    let now = crate::text::cut(now.trim(), MAX_AGENTS_MD_BYTES);
     // A cut file is unchanged while it still starts with what was sent.
     Some(match pinned.rfind(&format!("\n[{label} cut here: ")) {
         Some(i) => !now.starts_with(&pinned[..i]),
@@ -209,7 +209,7 @@ pub fn sandbox_of(system: &str) -> &str {
     let mut end = 0;
     for line in rest.split_inclusive('\n') {
         let l = line.trim_end();
-        let known = crate::sandbox::Mode::ALL
+        let known = crate::policy::Mode::ALL
             .iter()
             .any(|m| m.prompt_line() == l)
             || l == crate::sandbox::NO_NETWORK_PROMPT_LINE
@@ -285,18 +285,6 @@ pub fn plan_sections(system: &str) -> usize {
     system[from..].matches(OPEN_PLAN).count()
 }
 
-/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
-pub fn cut(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -350,7 +338,7 @@ mod tests {
 
     #[test]
     fn the_sandbox_lines_are_found_and_replaced() {
-        use crate::sandbox::Mode;
+        use crate::policy::Mode;
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join("AGENTS.md"), "Use tabs.").unwrap();
         let ww = sandbox_lines(Mode::WorkspaceWrite, false);
@@ -465,11 +453,5 @@ mod tests {
             instruction_changed(&l.workspace, "AGENTS.md", &pinned_instructions(&s)[0].1),
             Some(true)
         );
-    }
-
-    #[test]
-    fn cut_on_char_boundary() {
-        assert_eq!(cut("aé", 2), "a");
-        assert_eq!(cut("abc", 5), "abc");
     }
 }

@@ -348,7 +348,7 @@ impl Runtime {
                 m.status = Status::Running;
                 m.pid = Some(std::process::id());
                 if m.title.is_empty() {
-                    m.title = prompt.trim().chars().take(80).collect();
+                    m.title = crate::text::title(prompt);
                 }
             })?;
             self.sync_from_disk(ui)?;

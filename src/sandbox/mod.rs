@@ -47,7 +47,6 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-mod check;
 mod guard;
 // Linux only, like the rest of the jail's system calls (tern builds on Linux).
 pub mod jail;
@@ -56,10 +55,11 @@ mod linux;
 #[cfg(not(target_os = "linux"))]
 mod other;
 
-pub use check::{CheckReport, SelfTest, check};
 pub use guard::{
     Change, ChangeKind, Fingerprint, Keep, Listing, RestoreOutcome, SMALL_FILE_BYTES, Snapshot,
 };
+
+pub use crate::policy::{Mode, Setting};
 
 #[cfg(target_os = "linux")]
 use linux as imp;
@@ -81,120 +81,18 @@ pub const NO_NETWORK_PROMPT_LINE: &str = "Commands have no network but loopback.
 pub const LEGACY_NO_NETWORK_PROMPT_LINE: &str =
     "Commands have no network: TCP fails with Permission denied.";
 
-/// A session's sandbox as `meta.json` and the `session_start` event record it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct Setting {
-    /// The mode.
-    pub mode: Mode,
-    /// `--no-network`.
-    pub no_network: bool,
-    /// The kernel's Landlock ABI (0: none).
-    pub landlock_abi: u8,
-    /// Whether commands really run inside a Landlock domain (false for `danger-full-access`, and
-    /// for a sandboxed mode this kernel cannot enforce: such a session refuses to run commands).
-    pub enforced: bool,
-    /// Whether commands run in the jail of namespaces and seccomp (a sandboxed mode without
-    /// `--no-jail`); its layers are in `tern sandbox check`, and a machine that refuses them
-    /// refuses commands. Absent in sessions older than the jail.
-    #[serde(default)]
-    pub jail: bool,
-}
-
-impl Setting {
-    /// The setting of `mode` on this machine (probes the kernel's Landlock ABI); `jail` unless
-    /// `--no-jail`.
-    pub fn probe(mode: Mode, no_network: bool, jail: bool) -> Setting {
-        let landlock_abi = landlock_abi().unwrap_or(0);
-        let enforced =
-            mode.is_sandboxed() && landlock_abi > 0 && (!no_network || landlock_abi >= NETWORK_ABI);
-        Setting {
-            mode,
-            no_network,
-            landlock_abi,
-            enforced,
-            jail: jail && mode.is_sandboxed(),
-        }
-    }
-}
-
-/// What commands may write (`--sandbox`, `TERN_SANDBOX`); kebab-case names in flags, JSON and
-/// events: `read-only`, `workspace-write`, `danger-full-access`. Ordered from the narrowest to
-/// the widest: a sub-agent gets the narrowest of its parent's and its member's.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Default,
-    Serialize,
-    Deserialize,
-    clap::ValueEnum,
-)]
-#[serde(rename_all = "kebab-case")]
-#[value(rename_all = "kebab-case")]
-pub enum Mode {
-    /// Read anything; write only `/dev/null`, the private `TMPDIR` and `$PLAN_DRAFT_FILE`.
-    ReadOnly,
-    /// As read-only, plus the workspace tree (the default).
-    #[default]
-    WorkspaceWrite,
-    /// No filesystem sandbox: commands write anywhere the user may.
-    DangerFullAccess,
-}
-
-impl Mode {
-    /// Every mode.
-    pub const ALL: [Mode; 3] = [Mode::ReadOnly, Mode::WorkspaceWrite, Mode::DangerFullAccess];
-
-    /// The kebab-case name, as in `--sandbox NAME`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::ReadOnly => "read-only",
-            Mode::WorkspaceWrite => "workspace-write",
-            Mode::DangerFullAccess => "danger-full-access",
-        }
-    }
-
-    /// One short sentence for the system prompt: the same bytes for every session in this mode
-    /// (no path, no time), so a provider's prompt cache holds across sessions.
-    pub fn prompt_line(self) -> &'static str {
-        match self {
-            Mode::ReadOnly => {
-                "Commands can write only $TMPDIR and $PLAN_DRAFT_FILE (read-only sandbox)."
-            }
-            Mode::WorkspaceWrite => {
-                "Commands can write only the workspace, $TMPDIR and $PLAN_DRAFT_FILE (sandbox)."
-            }
-            Mode::DangerFullAccess => "Commands run without a sandbox.",
-        }
-    }
-
-    /// True for the modes that restrict the filesystem (all but danger-full-access).
-    pub fn is_sandboxed(self) -> bool {
-        self != Mode::DangerFullAccess
-    }
-
-    /// What the mode lets a command write, for one-line messages.
-    fn allows(self) -> &'static str {
-        match self {
-            Mode::ReadOnly => {
-                "reading everything and writing only $TMPDIR, $PLAN_DRAFT_FILE and /dev/null"
-            }
-            Mode::WorkspaceWrite => {
-                "reading everything and writing only the workspace, $TMPDIR, $PLAN_DRAFT_FILE and /dev/null"
-            }
-            Mode::DangerFullAccess => "writing anywhere the user can",
-        }
-    }
-}
-
-impl fmt::Display for Mode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+/// The setting of `mode` on this machine (probes the kernel's Landlock ABI); `jail` unless
+/// `--no-jail`.
+pub fn probe(mode: Mode, no_network: bool, jail: bool) -> Setting {
+    let landlock_abi = landlock_abi().unwrap_or(0);
+    let enforced =
+        mode.is_sandboxed() && landlock_abi > 0 && (!no_network || landlock_abi >= NETWORK_ABI);
+    Setting {
+        mode,
+        no_network,
+        landlock_abi,
+        enforced,
+        jail: jail && mode.is_sandboxed(),
     }
 }
 

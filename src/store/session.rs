@@ -124,7 +124,7 @@ pub struct Meta {
     pub forked_from: Option<ForkLink>,
     /// What commands may write (absent in sessions made before the sandbox).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sandbox: Option<crate::sandbox::Setting>,
+    pub sandbox: Option<crate::policy::Setting>,
     /// The approval policy an editor chose for the session (its ACP mode: ask / auto / plan =
     /// never), restored when the session is loaded or resumed over ACP. Absent: never chosen.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -33,8 +33,8 @@ use crate::support::script::{agent, bash, text, todo, with_text, work};
 use crate::support::{FakeServer, Recorded, Wire, validate};
 use tern::event::Event;
 use tern::policy::Approval;
+use tern::policy::Mode;
 use tern::runtime::{Answer, Surface};
-use tern::sandbox::Mode;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers

@@ -16,8 +16,8 @@
 use crate::support::Wire;
 use crate::support::cli::WireWs;
 use crate::support::script::text;
+use tern::policy::Mode;
 use tern::runtime::system;
-use tern::sandbox::Mode;
 
 /// Bytes a token, as the fake provider and the bill model count them.
 pub const BYTES_PER_TOKEN: usize = 4;

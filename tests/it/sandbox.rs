@@ -678,7 +678,7 @@ fn check_reports_support_and_passes_its_self_test() {
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();
-    let report = sandbox::check(&w.ws, std::path::Path::new(crate::support::cli::TERN));
+    let report = tern::sandbox_check::check(&w.ws, std::path::Path::new(crate::support::cli::TERN));
     let text = report.to_string();
     assert!(report.ok, "{text}");
     assert!(report.self_test.len() >= 4, "{text}");
@@ -756,7 +756,8 @@ fn refusal_child() {
         assert!(!p.report().enforced);
         let out = w.run_in(Some(&p), "echo x > \"$ROOT/outside/f\"");
         assert_eq!(out.exit_code, Some(0), "{}", out.content);
-        let report = sandbox::check(&w.ws, std::path::Path::new(crate::support::cli::TERN));
+        let report =
+            tern::sandbox_check::check(&w.ws, std::path::Path::new(crate::support::cli::TERN));
         assert!(!report.ok);
         assert!(report.self_test.iter().all(|t| t.passed), "{report}");
         assert!(
@@ -1352,7 +1353,7 @@ mod through_exec {
         assert_eq!(ws.json("meta.json")["sandbox"]["mode"], "read-only");
         assert!(
             ws.read("system.txt")
-                .contains(tern::sandbox::Mode::ReadOnly.prompt_line())
+                .contains(tern::policy::Mode::ReadOnly.prompt_line())
         );
         // `tern status` names the mode in its text too (the README says so; only --json did).
         let status = String::from_utf8_lossy(&ws.ok(&["status"]).stdout).into_owned();
@@ -1374,8 +1375,8 @@ mod through_exec {
             "no sandbox_switch boundary"
         );
         let sys = ws.read("system.txt");
-        assert!(sys.contains(tern::sandbox::Mode::WorkspaceWrite.prompt_line()));
-        assert!(!sys.contains(tern::sandbox::Mode::ReadOnly.prompt_line()));
+        assert!(sys.contains(tern::policy::Mode::WorkspaceWrite.prompt_line()));
+        assert!(!sys.contains(tern::policy::Mode::ReadOnly.prompt_line()));
     }
 
     /// A kernel without Landlock: the default mode refuses every command with one line naming

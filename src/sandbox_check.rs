@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::{Mode, NETWORK_ABI, Policy, Probe, Report, kernel_abi, prepare};
+use crate::policy::Mode;
+use crate::sandbox::{NETWORK_ABI, Policy, Probe, Report, kernel_abi, prepare};
 use crate::tools::bash;
 
 /// One self-test: a real sandboxed `bash -c` and whether it did what the sandbox promises.
@@ -43,7 +44,7 @@ pub struct CheckReport {
     pub rules: Option<Report>,
     /// The jail's layers (user, PID, mount, IPC namespaces; seccomp), or why this machine
     /// refuses it.
-    pub jail: Result<super::jail::Layers, String>,
+    pub jail: Result<crate::sandbox::jail::Layers, String>,
     /// The self-tests, in order.
     pub self_test: Vec<SelfTest>,
     /// Landlock is there and every self-test passed.
@@ -301,7 +302,7 @@ fn yes(b: bool) -> &'static str {
 /// outside the workspace, a new user namespace, and under `--no-network` a TCP connect to the
 /// host's loopback (refused) beside a loopback connect inside (allowed).
 fn jail_tests(report: &mut CheckReport, workspace: &Path, exe: &Path, ctx: &Ctx<'_>) {
-    use super::jail::{Jail, JailPaths, JailSpec, refusal};
+    use crate::sandbox::jail::{Jail, JailPaths, JailSpec, refusal};
     let spec_for = |no_network: bool| {
         JailSpec::new(&JailPaths {
             workspace,
@@ -438,7 +439,7 @@ impl Ctx<'_> {
         &self,
         name: String,
         policy: &Policy,
-        jail: Option<&super::jail::Jail>,
+        jail: Option<&crate::sandbox::jail::Jail>,
         command: &str,
         should_succeed: bool,
         file: Option<&Path>,
