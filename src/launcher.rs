@@ -372,7 +372,7 @@ impl Launcher {
             provider: parts.provider.name().to_string(),
             model: parts.cfg.model.clone(),
             base_url: display_url(&parts.cfg.base_url),
-            title: crate::text::title(&title),
+            title: crate::text::title(title),
             ..Meta::default()
         };
         // Start-up: what a killed creation or write left in `.tern/` goes first.
