@@ -139,7 +139,7 @@ fn run_inner(process: &Process, workspace: Option<PathBuf>, json: bool) -> Resul
                 }
                 let r = match op.as_str() {
                     "plan_confirm" => rt.plan_confirm(None, ui),
-                    "plan_cancel" => crate::runtime::plan::cancel(&rt.session, None, ui),
+                    "plan_cancel" => crate::runtime::plan::cancel(rt.session(), None, ui),
                     "plan_clear" => rt.plan_clear(None, ui),
                     other => return Err(format!("unknown lesson op {other:?}")),
                 };
@@ -152,19 +152,19 @@ fn run_inner(process: &Process, workspace: Option<PathBuf>, json: bool) -> Resul
             Step::Show(name) if !json => show(&rt, &name),
             Step::Status(_) if !json => {
                 crate::outln!("\n$ {} status", tern_command());
-                crate::out!("{}", crate::status::render_text(&rt.session, None));
+                crate::out!("{}", crate::status::render_text(rt.session(), None));
             }
             Step::Stats(_) if !json => {
                 crate::outln!("\n$ {} stats", tern_command());
-                let reqs = crate::stats::requests(&rt.session).map_err(|e| e.to_string())?;
-                crate::out!("{}", crate::stats::render(&rt.session.id, &reqs));
+                let reqs = crate::stats::requests(rt.session()).map_err(|e| e.to_string())?;
+                crate::out!("{}", crate::stats::render(&rt.session().id, &reqs));
             }
             _ => {}
         }
     }
     let code = rt.finish(&Ok("demo complete".into()), ui);
     if !json {
-        tour(&workspace, &rt.session.dir);
+        tour(&workspace, &rt.session().dir);
     }
     Ok(code)
 }
@@ -172,7 +172,7 @@ fn run_inner(process: &Process, workspace: Option<PathBuf>, json: bool) -> Resul
 /// Prints the locked-plan section of a session file (the whole file when there is none).
 fn show(rt: &Runtime, name: &str) {
     let text = rt
-        .session
+        .session()
         .read_text(name)
         .ok()
         .flatten()

@@ -95,7 +95,7 @@ pub fn run(launcher: &Launcher, opts: ExecOptions) -> i32 {
     }
     if let Some((cmd, attempts)) = &opts.goal
         && let Err(e) =
-            crate::hooks::goal::set_timed(&rt.session, Some((cmd, *attempts, opts.goal_timeout)))
+            crate::hooks::goal::set_timed(rt.session(), Some((cmd, *attempts, opts.goal_timeout)))
     {
         return early_failure(
             &opts,

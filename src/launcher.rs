@@ -23,7 +23,7 @@ use crate::provider::anthropic::Anthropic;
 use crate::provider::http::{HttpConfig, display_url};
 use crate::provider::openai::OpenAi;
 use crate::runtime::{
-    ChildSpec, Config, Failure, Parts, Runtime, Spawner, Surface, held_elsewhere, system,
+    ChildSpec, Config, Failure, Lineage, Parts, Runtime, Spawner, Surface, system,
 };
 use crate::store::{Meta, Session, StateDir, Status, files};
 
@@ -347,11 +347,13 @@ impl Launcher {
             workspace: self.state.workspace.clone(),
             cancel: self.cancel.clone(),
             groups: self.groups.clone(),
-            parent: None,
-            mark_current: self.mark_current,
-            depth: 0,
-            cache_key: None,
-            spawner: Some(Arc::new(self.clone())),
+            lineage: Lineage {
+                parent: None,
+                mark_current: self.mark_current,
+                depth: 0,
+                cache_key: None,
+                spawner: Some(Arc::new(self.clone())),
+            },
         })
     }
 
@@ -425,7 +427,7 @@ impl Launcher {
         // session in between must not have its status overwritten.
         let (before, was_interrupted) = {
             let lock = session.lock()?;
-            if let Some(pid) = held_elsewhere(&session) {
+            if let Some(pid) = crate::store::held_elsewhere(&session) {
                 return Err(Failure::Held(crate::runtime::held_message(
                     &session.id,
                     Some(pid),
@@ -560,11 +562,14 @@ impl Launcher {
         let fork = spec.fork;
         let hooks = self.load_hooks()?;
         let mut parts = self.parts_with(spec.cfg, spec.route)?;
-        parts.cancel = parent.cancel.child();
-        parts.parent = Some(parent.session.id.clone());
-        parts.mark_current = false;
-        parts.depth = parent.depth() + 1;
-        parts.cache_key = Some(parent.cache_key().to_string());
+        parts.cancel = parent.cancel_token().child();
+        parts.lineage = Lineage {
+            parent: Some(parent.session().id.clone()),
+            mark_current: false,
+            depth: parent.depth() + 1,
+            cache_key: Some(parent.cache_key().to_string()),
+            spawner: parts.lineage.spawner.clone(),
+        };
         let meta = Meta {
             cwd: self.state.workspace.display().to_string(),
             provider: parts.provider.name().to_string(),
@@ -577,14 +582,14 @@ impl Launcher {
                 !parts.cfg.reach.no_jail,
             )),
             parent: Some(crate::store::session::ParentLink {
-                session: parent.session.id.clone(),
+                session: parent.session().id.clone(),
                 call_id: spec.parent_call.clone(),
                 member: spec.member.clone(),
                 fork,
             }),
             ..Meta::default()
         };
-        let session = self.state.create_child(&parent.session, meta, |s, lock| {
+        let session = self.state.create_child(parent.session(), meta, |s, lock| {
             s.write_text_locked(lock, files::SYSTEM, &spec.system)?;
             s.write_text_locked(lock, files::DRAFT, "")?;
             s.append_messages_locked(lock, &spec.history)
@@ -642,89 +647,6 @@ impl Spawner for Launcher {
     fn env(&self) -> &Env {
         &self.env
     }
-}
-
-impl Runtime {
-    /// The events and repairs of opening: `session_start`, then for a resumed session
-    /// `turn_interrupted` (a dead turn), the history repair, and a `model_switch` boundary.
-    fn begin(
-        &mut self,
-        ui: &mut dyn Surface,
-        resumed: bool,
-        before: Option<(&Meta, bool)>,
-    ) -> Result<(), Failure> {
-        let untrusted = self.hooks().untrusted.clone();
-        self.emit(
-            ui,
-            Event::SessionStart {
-                provider: self.provider_name(),
-                model: self.cfg.model.clone(),
-                resumed,
-                sandbox: self.sandbox(),
-                untrusted_hooks: untrusted.as_ref().map(|u| u.path.display().to_string()),
-            },
-        );
-        // Hooks that do not run are never skipped silently: the untrusted file is named in
-        // `session_start` (surfaces show it), the rest as warnings.
-        if self.depth() == 0 {
-            for n in self.hooks().notes.clone() {
-                self.emit(ui, Event::warning(format!("hooks: {n}")));
-            }
-        }
-        if self.cfg.sandbox == crate::policy::Mode::WorkspaceWrite
-            && self.depth() == 0
-            && let Some(what) = wide_workspace(&self.workspace)
-        {
-            self.emit(
-                ui,
-                Event::warning(format!(
-                    "the workspace is {what}: workspace-write lets commands write all of it. Run tern in a project folder, or pass --sandbox read-only."
-                )),
-            );
-        }
-        self.checkpoint(crate::checkpoint::Moment::Open, ui);
-        let Some((meta, was_interrupted)) = before else {
-            self.note_disk();
-            return Ok(());
-        };
-        if was_interrupted {
-            self.emit(
-                ui,
-                Event::TurnInterrupted {
-                    pid: meta.pid,
-                    reason: "the process running this turn is gone".into(),
-                },
-            );
-        }
-        // A removed conversation reads as an empty one; with turns on record, say so rather
-        // than go on as if the session had just begun.
-        if meta.turns > 0
-            && std::fs::symlink_metadata(self.session.path(files::CONVERSATION)).is_err()
-        {
-            self.emit(
-                ui,
-                Event::warning(format!(
-                    "conversation.jsonl is missing from {} though {} model request(s) are on record: the history is lost; going on from an empty one (copies made by compactions are in archive/)",
-                    self.session.dir.display(),
-                    meta.turns
-                )),
-            );
-        }
-        self.load_history(ui)?;
-        self.after_load();
-        self.switch_model(ui, meta)?;
-        self.switch_sandbox(ui, meta)
-    }
-}
-
-/// "/" or "your home folder" when `workspace` is one of them (where workspace-write keeps
-/// nothing out); None for a project folder.
-fn wide_workspace(workspace: &std::path::Path) -> Option<&'static str> {
-    if workspace == std::path::Path::new("/") {
-        return Some("/");
-    }
-    let home = std::env::var_os("HOME").map(std::path::PathBuf::from)?;
-    (workspace == home).then_some("your home folder")
 }
 
 /// A `meta.json` rebuilt from what the session folder still holds, for one that is missing or

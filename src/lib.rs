@@ -8,6 +8,7 @@ pub mod cancel;
 pub mod checkpoint;
 pub mod cli;
 pub mod clock;
+pub mod commands;
 pub mod config;
 pub mod config_file;
 pub mod demo;

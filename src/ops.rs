@@ -629,7 +629,10 @@ fn open_session(op: &Op, target: &Target<'_>) -> Result<Option<Session>, OpError
         return Ok(None);
     }
     if let Some(rt) = &target.runtime {
-        return Ok(Some(Session::at(&rt.session.id, rt.session.dir.clone())));
+        return Ok(Some(Session::at(
+            &rt.session().id,
+            rt.session().dir.clone(),
+        )));
     }
     let r = match &target.session {
         Some(id) => SessionRef::Id(id.clone()),
@@ -682,7 +685,7 @@ fn dispatch(
         OpId::PlanDraft => {
             let text = arg.ok_or_else(|| OpError::Usage("no draft text given".into()))?;
             let s = need()?;
-            if target.runtime.is_none() && runtime::held_elsewhere(s).is_some() {
+            if target.runtime.is_none() && crate::store::held_elsewhere(s).is_some() {
                 return Ok(done(plan::draft_for_holder(s, Some(text))?));
             }
             Ok(done(plan::draft(s, parent.as_deref(), text, ui)?))
@@ -690,7 +693,7 @@ fn dispatch(
         OpId::PlanEdit => plan_edit(need()?, ui).map(done),
         OpId::PlanCancel => {
             let s = need()?;
-            if target.runtime.is_none() && runtime::held_elsewhere(s).is_some() {
+            if target.runtime.is_none() && crate::store::held_elsewhere(s).is_some() {
                 return Ok(done(plan::draft_for_holder(s, None)?));
             }
             Ok(done(plan::cancel(s, parent.as_deref(), ui)?))
@@ -841,7 +844,7 @@ fn checkpoint_op(
 fn refuse_while_running(op: &Op, state: &StateDir) -> Result<(), OpError> {
     for id in state.session_ids().unwrap_or_default() {
         if let Ok(s) = state.open_session(&id)
-            && let Some(pid) = runtime::held_elsewhere(&s)
+            && let Some(pid) = crate::store::held_elsewhere(&s)
         {
             return Err(OpError::Refused(format!(
                 "refused: a turn of session {id} is running in process {pid}, and {} changes the workspace or copies its history. Wait for the turn to end (or interrupt it).",
@@ -947,7 +950,7 @@ fn plan_edit(s: &Session, ui: &mut dyn Surface) -> Result<String, OpError> {
     }
     // plan.json is the holder's while another process runs the session (see
     // `plan::draft_for_holder`).
-    if runtime::held_elsewhere(s).is_some() {
+    if crate::store::held_elsewhere(s).is_some() {
         return Ok(
             "draft as the editor left it; the tern running this session records it before its next request".into(),
         );
@@ -1071,7 +1074,7 @@ fn wait_or_refuse(
 ) -> Result<(), OpError> {
     let mut announced = false;
     loop {
-        let Some(pid) = runtime::held_elsewhere(session) else {
+        let Some(pid) = crate::store::held_elsewhere(session) else {
             return Ok(());
         };
         if !wait {
@@ -1124,7 +1127,7 @@ fn session_rows(s: &Session, current: bool, depth: usize, rows: &mut Vec<Session
                         || (depth == 0 && m.status == Status::Idle);
                     let mut guess = false;
                     if unsettled
-                        && runtime::held_elsewhere(s).is_none()
+                        && crate::store::held_elsewhere(s).is_none()
                         && let Ok(rec) = s.recorded()
                     {
                         guess = m.settle(&rec)

@@ -489,7 +489,7 @@ pub fn run(launcher: &Launcher, process: &Process, continues: Option<SessionRef>
         let model = repl
             .rt
             .as_ref()
-            .map(|rt| rt.cfg.model.clone())
+            .map(|rt| rt.cfg().model.clone())
             .or_else(|| launcher.route().ok().map(|r| r.model))
             .unwrap_or_default();
         crate::errln!(
@@ -556,8 +556,8 @@ impl Repl<'_> {
             input,
         };
         let rt = self.launcher.open(r, &mut ui)?;
-        self.launcher.state.set_current(&rt.session.id)?;
-        crate::errln!("resumed session {}", rt.session.id);
+        self.launcher.state.set_current(&rt.session().id)?;
+        crate::errln!("resumed session {}", rt.session().id);
         self.rt = Some(rt);
         Ok(())
     }
@@ -595,7 +595,7 @@ impl Repl<'_> {
         // the next prompts).
         let watcher = std::io::stdin()
             .is_terminal()
-            .then(|| SteerWatcher::start(&rt.session, input.asking.clone()));
+            .then(|| SteerWatcher::start(rt.session(), input.asking.clone()));
         let mut ui = ReplSurface {
             human: Human::new(),
             input,
@@ -610,7 +610,7 @@ impl Repl<'_> {
                 Err(crate::runtime::Failure::Interrupted) => crate::errln!("\n(interrupted)"),
                 Err(e) => crate::errln!("tern: {e}"),
             }
-            if rt.cancelled() || !crate::runtime::steer::pending(&rt.session) {
+            if rt.cancelled() || !crate::runtime::steer::pending(rt.session()) {
                 break;
             }
             prompt = "";
@@ -618,7 +618,7 @@ impl Repl<'_> {
         if let Some(w) = watcher {
             ui.input.later.extend(w.stop());
         }
-        rt.cancel.reset();
+        rt.cancel_token().reset();
         // The emergency exit counts Ctrl-Cs within one turn, not over the whole REPL.
         process.sigints.store(0, Ordering::SeqCst);
         crate::errln!("{}", status_line(rt));
@@ -693,7 +693,7 @@ impl Repl<'_> {
 /// (from `meta.json`, so a resumed session keeps its totals), plan state. Reads the small state
 /// files only, never the event log.
 pub fn status_line(rt: &Runtime) -> String {
-    let s = &rt.session;
+    let s = rt.session();
     let ledger: crate::domain::ledger::Ledger = s
         .read_json(files::LEDGER)
         .ok()

@@ -58,7 +58,7 @@ pub fn snapshot(session: &Session) -> Snapshot {
     // Nobody runs it: shown as events.jsonl records it, as `tern sessions` and the next start
     // do (`Meta::settle`), so the totals here and there are one.
     if let Some(m) = meta.as_mut()
-        && crate::runtime::held_elsewhere(session).is_none()
+        && crate::store::held_elsewhere(session).is_none()
         && let Ok(rec) = session.recorded()
     {
         m.settle(&rec);
@@ -279,7 +279,7 @@ fn collect_children(session: &Session, depth: usize, out: &mut Vec<RunningChild>
     }
     for c in child_sessions(session) {
         if let Ok(m) = c.read_meta()
-            && crate::runtime::really_running(&c, &m)
+            && crate::store::really_running(&c, &m)
         {
             let l: Ledger = c
                 .read_json(files::LEDGER)
@@ -341,7 +341,7 @@ pub fn session_state(session: &Session, m: &crate::store::Meta) -> String {
     if m.status != crate::store::Status::Running {
         return m.status.as_str().to_string();
     }
-    match crate::runtime::held_elsewhere(session) {
+    match crate::store::held_elsewhere(session) {
         Some(pid) if pid > 0 => format!("running (pid {pid})"),
         Some(_) => "running".to_string(),
         None => "interrupted (its process is gone)".to_string(),

@@ -325,7 +325,7 @@ impl Backend for Bridge {
             .check_links()
             .and_then(|()| state.open_session(id))
             .map_err(|e| RpcError::params(e.to_string()))?;
-        if crate::runtime::held_elsewhere(&from).is_some() {
+        if crate::store::held_elsewhere(&from).is_some() {
             return Err(RpcError::invalid(format!(
                 "a turn of session {id} is running: fork it once the turn ends"
             )));

@@ -140,27 +140,27 @@ pub fn run(
         rt.emit(&mut Quiet, Event::warning(message));
     }
     // The mode stored with the session, else this connection's default (then stored).
-    let stored = rt.session.read_meta().ok().and_then(|m| m.approval);
+    let stored = rt.session().read_meta().ok().and_then(|m| m.approval);
     let mode = stored.map_or(ctx.default_mode, Mode::of);
     if stored.is_none() {
-        persist_mode(&rt.session, mode);
+        persist_mode(rt.session(), mode);
     }
     {
         let mut s = lock(&ctx.slot);
         s.mode = mode;
-        s.model = rt.cfg.model.clone();
+        s.model = rt.cfg().model.clone();
     }
-    let mut map = Mapper::new(rt.cfg.context_window);
+    let mut map = Mapper::new(rt.cfg().context_window);
     if replay {
         replay_history(&rt, &ctx.wire, &mut map);
     } else {
         map.learn(rt.history());
     }
     let opened = (
-        rt.session.id.clone(),
-        rt.session.dir.clone(),
+        rt.session().id.clone(),
+        rt.session().dir.clone(),
         mode,
-        rt.cfg.model.clone(),
+        rt.cfg().model.clone(),
     );
     if ready.send(Ok(opened)).is_err() {
         return;
@@ -193,12 +193,12 @@ pub fn run(
                     other => RpcError::internal(other.to_string()),
                 });
                 if r.is_ok() {
-                    lock(&ctx.slot).model = rt.cfg.model.clone();
+                    lock(&ctx.slot).model = rt.cfg().model.clone();
                 }
                 let _ = done.send(r);
             }
             Job::Replay { done } => {
-                let mut fresh = Mapper::new(rt.cfg.context_window);
+                let mut fresh = Mapper::new(rt.cfg().context_window);
                 replay_history(&rt, &ctx.wire, &mut fresh);
                 map = fresh;
                 let _ = done.send(());
@@ -209,13 +209,13 @@ pub fn run(
 }
 
 fn session_of(rt: &Runtime) -> Session {
-    Session::at(&rt.session.id, rt.session.dir.clone())
+    Session::at(&rt.session().id, rt.session().dir.clone())
 }
 
 fn replay_history(rt: &Runtime, wire: &Wire, map: &mut Mapper) {
-    let ledger = read_ledger(&rt.session);
+    let ledger = read_ledger(rt.session());
     for u in map.replay(rt.history(), ledger.as_ref()) {
-        notify(wire, &rt.session.id, u);
+        notify(wire, &rt.session().id, u);
     }
 }
 
@@ -251,15 +251,15 @@ fn run_turn(
         let meta = json!({"tern": {"status": Ending::Interrupted, "ran": false}});
         return answer(ctx, seq, reply, cancelled(meta));
     }
-    rt.cancel = cancel.clone();
+    rt.set_cancel(cancel.clone());
     let mode = lock(&ctx.slot).mode;
     // Plan mode is tern's `never` policy for the whole turn; in the other modes the surface
     // decides per command (so a mode change mid-turn applies to the next command).
-    rt.cfg.approval = if mode == Mode::Plan {
+    rt.set_approval(if mode == Mode::Plan {
         Approval::Never
     } else {
         Approval::Ask
-    };
+    });
     let mut ui = AcpSurface::new(&ctx.wire, &ctx.slot, session_of(rt), map, cancel.clone());
     let outcome = rt.run_turn(text, &mut ui);
     drop(ui);
@@ -306,7 +306,7 @@ fn run_op(
         let meta = json!({"tern": {"status": Ending::Interrupted, "ran": false}});
         return answer(ctx, seq, reply, cancelled(meta));
     }
-    rt.cancel = cancel.clone();
+    rt.set_cancel(cancel.clone());
     let mut ui = AcpSurface::new(&ctx.wire, &ctx.slot, session_of(rt), map, cancel.clone());
     let receipt = {
         let mut target = ops::Target {
@@ -326,7 +326,7 @@ fn run_op(
     ui.message(&text);
     drop(ui);
     if receipt.ok && op.id == ops::OpId::Model {
-        lock(&ctx.slot).model = rt.cfg.model.clone();
+        lock(&ctx.slot).model = rt.cfg().model.clone();
     }
     let stop = if cancel.is_cancelled() {
         StopReason::Cancelled

@@ -173,10 +173,10 @@ pub fn guarded(state_root: &Path) -> Vec<PathBuf> {
     .collect()
 }
 
-/// The state folder above a top-level session folder (`<root>/sessions/<id>`).
+/// The state folder above a top-level session folder (`<root>/sessions/<id>`): checkpoints are
+/// a top-level session's.
 fn state_root_of(session: &Session) -> Option<PathBuf> {
-    let sessions = session.dir.parent()?;
-    (sessions.file_name()? == "sessions").then(|| sessions.parent().map(Path::to_path_buf))?
+    session.state_root().filter(|_| session.is_top_level())
 }
 
 impl Tracker {

@@ -124,11 +124,12 @@ fn child_config(
     let mut cfg = parent.cfg.clone();
     let limits = parent.cfg.agents;
     // The parent's live approval: "always" from the person counts as auto.
-    let parent_approval = if parent.approved_always && parent.cfg.approval == Approval::Ask {
-        Approval::Auto
-    } else {
-        parent.cfg.approval
-    };
+    let parent_approval =
+        if parent.commands.approved_always() && parent.cfg.approval == Approval::Ask {
+            Approval::Auto
+        } else {
+            parent.cfg.approval
+        };
     let m_approval = member.and_then(|m| m.approval).unwrap_or(Approval::Auto);
     cfg.approval = parent_approval.min(m_approval);
     let m_sandbox = member
@@ -259,13 +260,14 @@ impl Runtime {
         at: usize,
         ui: &mut dyn Surface,
     ) -> Result<Child, ToolError> {
-        if self.depth >= self.cfg.agents.depth {
+        if self.lineage.depth >= self.cfg.agents.depth {
             return Err(ToolError::Refused(format!(
                 "depth limit reached: do it yourself (sub-agents nest at most {} deep)",
                 self.cfg.agents.depth
             )));
         }
         let spawner = self
+            .lineage
             .spawner
             .clone()
             .ok_or_else(|| ToolError::Refused("sub-agents are not available here".into()))?;
@@ -728,7 +730,7 @@ pub fn mark_dead_children(dir: &std::path::Path) -> Vec<String> {
     for (id, child) in crate::store::session::child_dirs(&dir.join(files::AGENTS)) {
         let s = crate::store::Session::at(&id, child);
         marked.extend(mark_dead_children(&s.dir));
-        if super::held_elsewhere(&s).is_some() {
+        if crate::store::held_elsewhere(&s).is_some() {
             continue;
         }
         let Ok(lock) = s.lock() else { continue };

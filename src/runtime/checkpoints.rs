@@ -16,17 +16,20 @@ impl Runtime {
         }
         let limits = self.cfg.checkpoints;
         let notes = match moment {
-            Moment::Open => self
-                .checkpoints
-                .opened(&self.session, &self.workspace, limits),
+            Moment::Open => {
+                self.checkpoints
+                    .opened(&self.session, self.commands.workspace(), limits)
+            }
             Moment::TurnStart => {
                 let n = self.prefix.history.len();
                 self.checkpoints.turn_started(&self.session, n)
             }
             Moment::BeforeCommand => {
-                let (notes, written) =
-                    self.checkpoints
-                        .before_command(&self.session, &self.workspace, limits);
+                let (notes, written) = self.checkpoints.before_command(
+                    &self.session,
+                    self.commands.workspace(),
+                    limits,
+                );
                 // tern's own writes: the guard's baseline, not a command's change.
                 for p in written {
                     self.guard_accept(&p);

@@ -6,10 +6,11 @@
 //! it asks for text only (`tool_choice` none), and an answer with calls is not a summary.
 //! Nothing is written until a usable summary exists: a failed compaction changes no file.
 
-use super::{Failure, Runtime, Surface, stamp};
+use super::{Failure, Runtime, Surface};
 use crate::event::{CompactTrigger, Event, Purpose};
 use crate::message::Message;
 use crate::store::files;
+use crate::store::fsutil::stamp;
 
 /// The instruction sent to the model to write the summary.
 pub const INSTRUCTION: &str = include_str!("../../prompts/compact.md");

@@ -1,7 +1,6 @@
 //! Tool dispatch: one tool call in, one tool result out. Errors are results the model reads
 //! ([`ToolError`], prefixed `Error: ` in one place, [`ToolResult::from`]), never crashes.
 
-use std::path::PathBuf;
 use std::time::Instant;
 
 use super::answer::Call;
@@ -141,7 +140,7 @@ impl Runtime {
         args: &serde_json::Value,
         ui: &mut dyn Surface,
     ) -> Result<String, ToolError> {
-        let parent = self.parent.clone();
+        let parent = self.lineage.parent.clone();
         match name {
             "plan_draft" => match args.get("content").and_then(|v| v.as_str()) {
                 Some(content) => super::plan::draft(&self.session, parent.as_deref(), content, ui)
@@ -197,7 +196,7 @@ impl Runtime {
             (_, Approval::Never) => true,
             (Some(Permission::Allow), _) => false,
             (Some(Permission::Ask), _) => true,
-            (None, Approval::Ask) => !self.approved_always,
+            (None, Approval::Ask) => !self.commands.approved_always(),
             (None, Approval::Auto) => false,
         };
         match self.cfg.approval {
@@ -207,7 +206,7 @@ impl Runtime {
             _ if ask => match ui.approve(command) {
                 Answer::Yes => Ok(()),
                 Answer::Always => {
-                    self.approved_always = true;
+                    self.commands.approve_always();
                     Ok(())
                 }
                 Answer::No => Err(ToolError::Refused(
@@ -257,137 +256,51 @@ impl Runtime {
         }
     }
 
-    /// Runs `command` in the sandbox (the bash tool's path after its approval).
+    /// Runs `command` through the commands room (the bash tool's path after its approval):
+    /// sandbox, jail and guard; what tern refused or undid of it ends its result as an error.
     fn bash_sandboxed(
         &mut self,
         command: &str,
         timeout: std::time::Duration,
         ui: &mut dyn Surface,
     ) -> ToolResult {
-        // The paths as they are, bytes and all: a workspace whose path is not UTF-8 must still
-        // give the command a $PLAN_DRAFT_FILE it can write.
-        let env = [
-            ("PLAN_DRAFT_FILE", self.session.path(files::DRAFT).into()),
-            ("PLAN_FILE", self.session.path(files::PLAN).into()),
-            ("TERN_SESSION_DIR", self.session.dir.clone().into()),
-        ];
-        let spill = self.session.path(files::SPILL);
-        // Full outputs go to spill/: never through a link planted in its place.
-        if let Err(e) = crate::store::fsutil::ensure_dir(&spill) {
-            return Err(ToolError::Failed(format!("not run: {e}"))).into();
-        }
-        // A sandboxed mode that this machine cannot enforce refuses, never runs unsandboxed.
-        // Emptied before the call too: a job an earlier call left running may have written.
-        if self.tmp.as_ref().is_some_and(|t| t.clear().is_err()) {
-            self.tmp = None;
-        }
-        if self.cfg.sandbox.is_sandboxed() && self.tmp.is_none() {
-            match crate::sandbox::TempFolder::new() {
-                Ok(t) => self.tmp = Some(t),
-                Err(e) => return Err(ToolError::Refused(format!("not run: {e}"))).into(),
-            }
-        }
-        let jail = match self.jail_for_commands() {
-            Ok(j) => j,
-            Err(e) => return Err(ToolError::Refused(format!("not run: {e}"))).into(),
-        };
-        let policy = crate::sandbox::Policy {
-            mode: self.cfg.sandbox,
-            workspace: self.workspace.clone(),
-            no_network: self.cfg.no_network,
-            // In the jail the network namespace holds it, and loopback inside still works.
-            network_in_namespace: jail.is_some(),
-            add_dirs: self.cfg.reach.add_dirs.clone(),
-            draft_file: Some(self.session.path(files::DRAFT)),
-            tmpdir: self.tmp.as_ref().map(|t| t.path().to_path_buf()),
-        };
-        let prepared = match crate::sandbox::prepare(&policy) {
-            Ok(p) => p,
-            Err(e) => return Err(ToolError::Refused(format!("not run: {e}"))).into(),
-        };
-        // Without a jail (danger-full-access, --no-jail), changes since tern last wrote its
-        // files (a process an earlier command left behind) are undone before this command
-        // runs, and reported with its result. In the jail the state folder is read-only.
-        let before = if jail.is_none() {
-            let b = self.guard_check();
-            if self.guard.is_none() {
-                self.guard_refresh();
-            }
-            b
-        } else {
-            None
-        };
-        // The git index's submodules as this command finds them (what a job left running added
-        // since the last command is reported with this one).
-        let mut subs: Vec<String> = jail
-            .as_ref()
-            .map(|j| j.new_submodules())
-            .unwrap_or_default();
-        let req = bash::BashRequest {
+        use crate::commands::{Ran, Request, Verdict};
+        ui.progress("running… (Ctrl-C stops it)");
+        let cancel = self.cancel.clone();
+        let req = Request {
             command,
             timeout,
-            cwd: &self.workspace,
-            env: &env,
-            env_remove: crate::config::SECRET_ENV,
-            pass_env: &self.cfg.reach.pass_env,
-            spill_dir: &spill,
-            groups: &self.groups,
-            sandbox: Some(&prepared),
-            jail: jail.as_deref(),
+            cancel: &cancel,
         };
-        self.ran_commands = true;
-        ui.progress("running… (Ctrl-C stops it)");
-        let out = match bash::run(&req, &self.cancel) {
-            Ok(out) => out,
-            Err(e) => return Err(ToolError::Failed(format!("could not run bash: {e}"))).into(),
+        let ran = {
+            let (commands, mut site) = self.site();
+            commands.run(&req, &mut site)
         };
-        if out.spill_path.is_some() {
-            crate::tools::output::enforce_spill_budget(
-                &spill,
-                crate::tools::bash::SPILL_BUDGET_BYTES,
-            );
-        }
-        // Nothing a call leaves in its TMPDIR reaches the next one; a folder that cannot be
-        // emptied (a command changed its mode) is dropped and made anew.
-        if self.tmp.as_ref().is_some_and(|t| t.clear().is_err()) {
-            self.tmp = None;
-        }
-        let refused = match &jail {
-            None => self.guard_check().or(before),
-            Some(j) => {
-                let planted = j.unplant();
-                subs.extend(j.new_submodules());
-                let sub_note = (!subs.is_empty()).then(|| {
-                    let msg = format!(
-                        "this command added {} to the git index as a submodule: git reads that folder's own .git configuration (which the command wrote, and which can name a command to run) at the person's next git status; check `git diff --cached` before running git there.",
-                        subs.join(", ")
-                    );
-                    self.emit(ui, crate::event::Event::Warning { message: msg.clone() });
-                    msg
-                });
-                let plant_note = (!planted.is_empty()).then(|| {
-                    let names: Vec<String> =
-                        planted.iter().map(|p| p.display().to_string()).collect();
-                    let msg = format!(
-                        "this command created {}, which would make git read another folder's configuration and hooks at the person's next git command; tern removed it.",
-                        names.join(", ")
-                    );
-                    self.emit(ui, crate::event::Event::Warning { message: msg.clone() });
-                    msg
-                });
-                match (plant_note, sub_note) {
-                    (Some(a), Some(b)) => Some(format!("{a} {b}")),
-                    (a, b) => a.or(b),
+        let (out, verdict) = match ran {
+            Ran::Refused(why) => return Err(ToolError::Refused(why)).into(),
+            Ran::Failed(why) => return Err(ToolError::Failed(why)).into(),
+            Ran::Done { out, verdict } => (out, verdict),
+        };
+        match &verdict {
+            // tern put its files back: memory and disk agree again.
+            Some(Verdict::Guard(_)) => self.note_disk(),
+            Some(Verdict::Jail(notes)) => {
+                for note in [notes.submodule_note(), notes.planted_note()]
+                    .into_iter()
+                    .flatten()
+                {
+                    self.emit(ui, Event::warning(note));
                 }
             }
-        };
+            None => {}
+        }
         let mut content = out.content;
-        if let Some(msg) = &refused {
+        if let Some(v) = &verdict {
             content.push_str("\nError: ");
-            content.push_str(msg);
+            content.push_str(&v.to_string());
         }
         ToolResult {
-            is_error: out.timed_out || out.interrupted || refused.is_some(),
+            is_error: out.timed_out || out.interrupted || verdict.is_some(),
             interrupted: out.interrupted,
             bash: Some(BashFacts {
                 exit_code: out.exit_code,
@@ -398,87 +311,6 @@ impl Runtime {
             }),
             content,
             duration_ms: 0,
-        }
-    }
-
-    /// The jail this runtime's commands run in: `None` in danger-full-access and with
-    /// `--no-jail` (Landlock alone); started at the first command (its cost is paid once, not
-    /// per session that never runs one) and restarted only when its private `TMPDIR` had to be
-    /// made anew.
-    ///
-    /// Errors: the one line of [`crate::sandbox::jail::refusal`], for this and every later
-    /// command (the kernel's answer does not change within a run).
-    pub(crate) fn jail_for_commands(
-        &mut self,
-    ) -> Result<Option<std::sync::Arc<crate::sandbox::jail::Jail>>, String> {
-        use crate::sandbox::jail::{Jail, JailError, JailPaths, JailSlot, JailSpec, refusal};
-        if !self.cfg.sandbox.is_sandboxed() || self.cfg.reach.no_jail {
-            return Ok(None);
-        }
-        let tmp = self.tmp.as_ref().map(|t| t.path().to_path_buf());
-        if let JailSlot::Running(j) = &self.jail {
-            // The same private TMPDIR (it is made anew only when it could not be emptied) and
-            // the jail still there: keep it. Else a new one.
-            let same_tmp = tmp.as_ref().is_none_or(|t| {
-                j.spec().writable.contains(t)
-                    || std::fs::canonicalize(t).is_ok_and(|t| j.spec().writable.contains(&t))
-            });
-            if same_tmp && j.is_alive() {
-                return Ok(Some(j.clone()));
-            }
-            self.jail = JailSlot::Unstarted;
-        }
-        if let JailSlot::Refused(why) = &self.jail {
-            return Err(why.clone());
-        }
-        let draft = self.session.path(files::DRAFT);
-        let state = self
-            .state_root()
-            .unwrap_or_else(|| self.session.dir.clone());
-        let home = std::env::var_os("HOME").map(PathBuf::from);
-        let spec = JailSpec::new(&JailPaths {
-            workspace: &self.workspace,
-            workspace_writable: self.cfg.sandbox == crate::policy::Mode::WorkspaceWrite,
-            state_dir: &state,
-            draft: Some(&draft),
-            tmpdir: tmp.as_deref(),
-            add_dirs: &self.cfg.reach.add_dirs,
-            read_dirs: &self.cfg.reach.read_dirs,
-            home: home.as_deref(),
-            no_network: self.cfg.no_network,
-        });
-        // Debug builds only: a test switch that makes the kernel's refusal happen here.
-        #[cfg(debug_assertions)]
-        let fake = std::env::var_os(crate::sandbox::jail::FAKE_REFUSAL_ENV).is_some();
-        #[cfg(not(debug_assertions))]
-        let fake = false;
-        let started = if fake {
-            Err(JailError {
-                step: "user namespace".into(),
-                reason: format!(
-                    "Operation not permitted ({} is set, a test switch)",
-                    crate::sandbox::jail::FAKE_REFUSAL_ENV
-                ),
-            })
-        } else {
-            let exe = self
-                .cfg
-                .jail_exe
-                .clone()
-                .unwrap_or_else(|| PathBuf::from("/proc/self/exe"));
-            Jail::start(&exe, &spec, Some(&self.groups))
-        };
-        match started {
-            Ok(j) => {
-                let j = std::sync::Arc::new(j);
-                self.jail = JailSlot::Running(j.clone());
-                Ok(Some(j))
-            }
-            Err(e) => {
-                let why = refusal(self.cfg.sandbox, &e);
-                self.jail = JailSlot::Refused(why.clone());
-                Err(why)
-            }
         }
     }
 

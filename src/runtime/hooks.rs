@@ -134,7 +134,7 @@ impl Runtime {
         );
         m.insert(
             "cwd".into(),
-            Value::from(self.workspace.display().to_string()),
+            Value::from(self.commands.workspace().display().to_string()),
         );
         m.insert("hook_event_name".into(), Value::from(event.as_str()));
         let mode = match self.cfg.approval {
@@ -169,7 +169,7 @@ impl Runtime {
             let ran = crate::hooks::run::run(
                 &h.command,
                 input.as_bytes(),
-                &self.workspace,
+                self.commands.workspace(),
                 h.timeout,
                 &self.cancel,
                 self.process_groups(),

@@ -14,6 +14,7 @@ pub mod compact;
 mod dispatch;
 pub mod hooks;
 pub mod nudge;
+mod open;
 pub mod plan;
 pub mod prefix;
 pub mod repair;
@@ -33,8 +34,9 @@ use crate::message::{Message, Usage};
 use crate::procs::ProcessGroups;
 use crate::provider::Provider;
 use crate::provider::retry::RetryPolicy;
+use crate::store::fsutil::{FileStamp, stamp};
 use crate::store::lease::Lease;
-use crate::store::{Meta, Session, Status, files};
+use crate::store::{Meta, Session, files};
 
 pub use answer::RUNAWAY_NOTE;
 pub use prefix::Prefix;
@@ -301,6 +303,14 @@ pub struct Parts {
     pub cancel: CancelToken,
     /// The registry the running commands' process groups go in.
     pub groups: Arc<ProcessGroups>,
+    /// Where this runtime stands among sub-agents.
+    pub lineage: Lineage,
+}
+
+/// Where a runtime stands among sub-agents: its parent, its depth, the cache it shares, who
+/// opens its children, and whether it is the person's current session.
+#[derive(Clone, Default)]
+pub struct Lineage {
     /// The parent session of a sub-agent, written into every event's envelope.
     pub parent: Option<String>,
     /// Whether a turn points `.tern/current` at this session (never for a child).
@@ -354,11 +364,15 @@ pub trait Spawner: Send + Sync {
     fn env(&self) -> &crate::config::Env;
 }
 
-/// Request measurement: totals, the previous body (for prefix reuse), the start time.
-#[derive(Debug, Default)]
+/// Request measurement: totals, the previous body (for prefix reuse), the start time, and how
+/// the last turn's final answer ended.
+#[derive(Debug)]
 struct Meter {
     totals: Totals,
     last_body: Vec<u8>,
+    started: Instant,
+    /// The last turn's final answer was cut at the output cap (see [`Runtime::answer_cut`]).
+    answer_cut: bool,
 }
 
 /// Stamps of files another process (or the model's bash) may change, as last seen by this
@@ -374,80 +388,42 @@ struct Seen {
     disk: Option<(Option<FileStamp>, Option<FileStamp>)>,
     /// `plan.md` edited outside PlanConfirm was reported (once per process).
     warned_plan_md: bool,
-    /// The state folder's `current` at the guard's last look.
-    current: Option<FileStamp>,
 }
 
-/// The one runtime of a session.
+/// The one runtime of a session. Twelve private fields, each one value of its own room:
+/// the session and its lease, the settings, the cancel token, the provider and the request
+/// prefix, the request meter, the stamps of files others change, the lineage among
+/// sub-agents, and the doors of the commands, hooks and checkpoints rooms.
 pub struct Runtime {
-    /// The session folder.
-    pub session: Session,
-    /// Where bash runs and `AGENTS.md` is read.
-    pub workspace: PathBuf,
-    /// Settings.
-    pub cfg: Config,
+    session: Session,
+    /// Held while a turn (or a rewriting verb) runs.
+    lease: Option<Lease>,
+    cfg: Config,
     /// Checked by streaming, bash and the loop.
-    pub cancel: CancelToken,
-    groups: Arc<ProcessGroups>,
+    cancel: CancelToken,
     provider: Box<dyn Provider>,
     prefix: Prefix,
     meter: Meter,
     seen: Seen,
-    lease: Option<Lease>,
-    approved_always: bool,
-    parent: Option<String>,
-    mark_current: bool,
-    started: Instant,
-    depth: u32,
-    cache_key: Option<String>,
-    spawner: Option<Arc<dyn Spawner>>,
-    /// What commands may write in this runtime, as probed at open.
-    sandbox: crate::policy::Setting,
-    /// The state files the model's commands may not change (DESIGN.md §10), as tern last left
-    /// them.
-    guard: Option<crate::sandbox::Snapshot>,
-    /// The folders tern only adds to (this session's `archive/` and `agents/`, the state
-    /// folder's `sessions/`), watched with the guard for entries a command removed.
-    listings: Vec<crate::sandbox::Listing>,
-    /// Other sessions' files (fallback without a jail): a command's change to them is detected
-    /// and named, never undone (another pane may be running that session).
-    others: Option<crate::sandbox::Snapshot>,
-    /// The commands' private `TMPDIR` in a sandboxed mode: made at the first call, emptied
-    /// after each.
-    tmp: Option<crate::sandbox::TempFolder>,
-    /// The jail the commands run in (sandboxed modes, unless `--no-jail`): started at the first
-    /// command, shared with sub-agents whose jail would be the same, gone with the runtime.
-    jail: crate::sandbox::jail::JailSlot,
-    /// A bash command ran in this runtime: what it left running is killed when the runtime
-    /// ends (see the `Drop`).
-    ran_commands: bool,
+    lineage: Lineage,
+    /// Where and how commands run: the sandbox, the private tmp, the jail, the guard
+    /// (src/commands).
+    commands: crate::commands::Commands,
     /// The person's hooks and the goal's outcome (src/hooks; the door is `runtime::hooks`).
-    pub(crate) hook_state: hooks::HookState,
+    hook_state: hooks::HookState,
     /// The turn's checkpoint state (the door: [`Runtime::checkpoint`]).
-    pub(crate) checkpoints: crate::checkpoint::Tracker,
-    /// The last turn's final answer was cut at the output cap (see [`Runtime::answer_cut`]).
-    answer_cut: bool,
+    checkpoints: crate::checkpoint::Tracker,
 }
 
-/// What the commands of this runtime left running (a background job, a daemon: found by the
-/// `TERN_SESSION_DIR` in their environment) is killed when the runtime ends, so no command
-/// outlives tern and changes the workspace, or tern's files, behind the next run. Not while
-/// another process holds the session: those are its commands.
+/// What the commands of this runtime left running is killed when the runtime ends (see
+/// [`crate::commands::Commands::end`]), so no command outlives tern and changes the workspace,
+/// or tern's files, behind the next run; a surface that did not end the session itself (the
+/// REPL, ACP) runs SessionEnd first.
 impl Drop for Runtime {
     fn drop(&mut self) {
-        // A surface that did not end the session itself (the REPL, ACP): SessionEnd now.
         self.hook_session_end("other", &mut Quiet);
-        // In a jail, what the commands left running dies with it (its PID namespace); then
-        // nothing can plant in git's folder any more, and what was planted is removed.
-        if let crate::sandbox::jail::JailSlot::Running(j) = std::mem::take(&mut self.jail) {
-            let plants = j.spec().git_plants.clone();
-            drop(j);
-            crate::sandbox::jail::unplant(&plants);
-            return;
-        }
-        if self.ran_commands && (self.lease.is_some() || held_elsewhere(&self.session).is_none()) {
-            crate::tools::bash::kill_orphans(&self.session.dir);
-        }
+        let holds = self.lease.is_some();
+        self.commands.end(&self.session, holds);
     }
 }
 
@@ -460,43 +436,34 @@ impl Runtime {
         system: String,
         history: Vec<Message>,
     ) -> Runtime {
-        let sandbox = crate::sandbox::probe(
-            parts.cfg.sandbox,
-            parts.cfg.no_network,
-            !parts.cfg.reach.no_jail,
-        );
+        let rules = crate::commands::Rules {
+            mode: parts.cfg.sandbox,
+            no_network: parts.cfg.no_network,
+            reach: parts.cfg.reach.clone(),
+            jail_exe: parts.cfg.jail_exe.clone(),
+        };
         Runtime {
             session,
-            sandbox,
-            guard: None,
-            listings: Vec::new(),
-            others: None,
-            tmp: None,
-            jail: crate::sandbox::jail::JailSlot::Unstarted,
-            ran_commands: false,
+            lease: None,
+            commands: crate::commands::Commands::new(rules, parts.workspace, parts.groups),
             hook_state: Default::default(),
             checkpoints: crate::checkpoint::Tracker::default(),
-            answer_cut: false,
-            workspace: parts.workspace,
             cfg: parts.cfg,
             cancel: parts.cancel,
-            groups: parts.groups,
             provider: parts.provider,
             prefix: Prefix {
                 tools: crate::tools::specs(),
                 system,
                 history,
             },
-            meter: Meter::default(),
+            meter: Meter {
+                totals: Totals::default(),
+                last_body: Vec::new(),
+                started: Instant::now(),
+                answer_cut: false,
+            },
             seen: Seen::default(),
-            lease: None,
-            approved_always: false,
-            parent: parts.parent,
-            mark_current: parts.mark_current,
-            started: Instant::now(),
-            depth: parts.depth,
-            cache_key: parts.cache_key,
-            spawner: parts.spawner,
+            lineage: parts.lineage,
         }
     }
 
@@ -504,7 +471,38 @@ impl Runtime {
     /// `finish_reason` `length`, Anthropic's `stop_reason` `max_tokens`): an editor reports that
     /// turn as ACP's `max_tokens` stop reason.
     pub fn answer_cut(&self) -> bool {
-        self.answer_cut
+        self.meter.answer_cut
+    }
+
+    /// The session folder.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// The settings.
+    pub fn cfg(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Where bash runs and `AGENTS.md` is read.
+    pub fn workspace(&self) -> &std::path::Path {
+        self.commands.workspace()
+    }
+
+    /// The cancel token streaming, bash and the loop check.
+    pub fn cancel_token(&self) -> &CancelToken {
+        &self.cancel
+    }
+
+    /// A surface's own token for the next turn or operation (ACP cancels one prompt at a
+    /// time; the REPL resets its token after Ctrl-C).
+    pub fn set_cancel(&mut self, cancel: CancelToken) {
+        self.cancel = cancel;
+    }
+
+    /// The approval policy of the next commands (ACP's session modes change it per turn).
+    pub fn set_approval(&mut self, approval: Approval) {
+        self.cfg.approval = approval;
     }
 
     /// The request prefix: tools, pinned system prompt, stored history.
@@ -524,27 +522,30 @@ impl Runtime {
 
     /// How deep this runtime is among sub-agents (0: a person's session).
     pub fn depth(&self) -> u32 {
-        self.depth
+        self.lineage.depth
     }
 
     /// The `prompt_cache_key` this runtime's requests carry where the server takes one.
     pub fn cache_key(&self) -> &str {
-        self.cache_key.as_deref().unwrap_or(&self.session.id)
+        self.lineage
+            .cache_key
+            .as_deref()
+            .unwrap_or(&self.session.id)
     }
 
     /// What commands may write in this runtime.
     pub fn sandbox(&self) -> crate::policy::Setting {
-        self.sandbox
+        self.commands.setting()
     }
 
     /// The registry the running commands' (and hooks') process groups go in.
     pub(crate) fn process_groups(&self) -> &ProcessGroups {
-        &self.groups
+        self.commands.groups()
     }
 
     /// The parent session of a sub-agent.
     pub fn parent(&self) -> Option<&str> {
-        self.parent.as_deref()
+        self.lineage.parent.as_deref()
     }
 
     /// Totals of this runtime's requests.
@@ -561,7 +562,7 @@ impl Runtime {
     /// `session`, `parent` are filled here) and shows it to the surface. A failed write never
     /// loses the event for the surface, which also gets a warning saying so.
     pub fn emit(&self, ui: &mut dyn Surface, event: Event) -> Envelope {
-        emit_to(&self.session, self.parent.as_deref(), ui, event)
+        emit_to(&self.session, self.lineage.parent.as_deref(), ui, event)
     }
 
     /// Records a model switch (the stored route differs from this runtime's) as a declared
@@ -627,7 +628,7 @@ impl Runtime {
         ui: &mut dyn Surface,
         meta: &Meta,
     ) -> Result<(), Failure> {
-        let now = self.sandbox;
+        let now = self.commands.setting();
         let same = meta
             .sandbox
             .is_some_and(|s| s.mode == now.mode && s.no_network == now.no_network);
@@ -686,346 +687,41 @@ impl Runtime {
         Ok(())
     }
 
-    /// Accepts `path` as tern just wrote it (see [`crate::sandbox::Snapshot::accept`]).
+    /// The guard's view of this session (see [`crate::commands::Site`]).
+    fn site(&mut self) -> (&mut crate::commands::Commands, crate::commands::Site<'_>) {
+        (
+            &mut self.commands,
+            crate::commands::Site {
+                session: &self.session,
+                lease: &mut self.lease,
+                history: &self.prefix.history,
+                keeps_current: self.lineage.mark_current,
+                hook_files: self.hook_state.protected(),
+            },
+        )
+    }
+
+    /// Accepts `path` as tern just wrote it: the guard's new baseline for it.
     pub(crate) fn guard_accept(&mut self, path: &std::path::Path) {
-        if let Some(g) = &mut self.guard {
-            g.accept(path);
-        }
+        self.commands.accept(path);
     }
 
-    /// The state files a command may not change: everything in the session folder that tern
-    /// reads back as truth, but the draft (DESIGN.md §10). The conversation is only detected
-    /// (tern rewrites it from memory) and the event log only watched for removal.
-    fn protected(&self) -> Vec<(PathBuf, crate::sandbox::Keep)> {
-        use crate::sandbox::Keep;
-        [
-            (files::PLAN, Keep::Copy),
-            (files::PLAN_STATE, Keep::Copy),
-            (files::LEDGER, Keep::Copy),
-            (files::CONVERSATION, Keep::Detect),
-            (files::SYSTEM, Keep::Copy),
-            (files::META, Keep::Copy),
-            (files::EVENTS, Keep::Append),
-            (crate::hooks::goal::FILE, Keep::Copy),
-        ]
-        .iter()
-        .map(|(n, k)| (self.session.path(n), *k))
-        .chain(
-            // The hooks files and the trust record run as the person's code: never the model's.
-            self.hook_state
-                .protected()
-                .iter()
-                .map(|p| (p.clone(), Keep::Copy)),
-        )
-        // The checkpoint store's refs and settings (the objects only the jail protects).
-        .chain(
-            self.state_root()
-                .map(|r| crate::checkpoint::guarded(&r))
-                .unwrap_or_default()
-                .into_iter()
-                .map(|p| (p, Keep::Copy)),
-        )
-        .collect()
-    }
-
-    /// Accepts the state files as tern itself just left them (after each of its own writes).
+    /// Accepts the state files as tern itself just left them (after each of its own writes);
+    /// the first call takes the guard's baseline.
     pub(crate) fn guard_refresh(&mut self) {
-        self.others = Some(crate::sandbox::Snapshot::take_kept(
-            self.other_session_files()
-                .into_iter()
-                .map(|p| (p, crate::sandbox::Keep::Detect)),
-        ));
-        match &mut self.guard {
-            Some(g) => g.refresh(),
-            None => {
-                self.guard = Some(crate::sandbox::Snapshot::take_kept(self.protected()));
-                let skip = crate::store::fsutil::TEMP_PREFIX;
-                let mut dirs = vec![
-                    self.session.path(files::ARCHIVE),
-                    self.session.path(files::AGENTS),
-                ];
-                dirs.extend(self.state_root().map(|r| r.join("sessions")));
-                self.listings = dirs
-                    .into_iter()
-                    .map(|d| crate::sandbox::Listing::take(d, skip))
-                    .collect();
-            }
-        }
+        let (commands, site) = self.site();
+        commands.settle(&site);
     }
 
-    /// The files of the state folder's other sessions that a resume trusts (history, system
-    /// prompt, To-do, plan, metadata), for the fallback guard.
-    fn other_session_files(&self) -> Vec<PathBuf> {
-        let Some(root) = self.state_root() else {
-            return Vec::new();
-        };
-        let Ok(rd) = std::fs::read_dir(root.join("sessions")) else {
-            return Vec::new();
-        };
-        let mine: Vec<PathBuf> = self
-            .session
-            .dir
-            .ancestors()
-            .map(std::path::Path::to_path_buf)
-            .collect();
-        let mut out = Vec::new();
-        for e in rd.flatten() {
-            let dir = e.path();
-            if mine.contains(&dir) || !e.file_type().is_ok_and(|t| t.is_dir()) {
-                continue;
-            }
-            for f in [
-                files::CONVERSATION,
-                files::SYSTEM,
-                files::LEDGER,
-                files::PLAN,
-                files::PLAN_STATE,
-                files::META,
-            ] {
-                out.push(dir.join(f));
-            }
+    /// What changed in tern's files since tern last wrote them (a background process of an
+    /// earlier command), put back where tern can (see [`crate::commands::Commands::watch`]).
+    pub(crate) fn guard_check(&mut self) -> Option<crate::commands::GuardReport> {
+        let (commands, mut site) = self.site();
+        let report = commands.watch(&mut site)?;
+        if report.rewrote_own() {
+            self.note_disk();
         }
-        out
-    }
-
-    /// Other sessions whose files changed since the last look, as `id (files)`, leaving out
-    /// sessions another live process holds (their own turn writes them).
-    fn others_changed(&mut self) -> Vec<String> {
-        let Some(snap) = &self.others else {
-            return Vec::new();
-        };
-        let mut by_session: std::collections::BTreeMap<String, Vec<String>> = Default::default();
-        for c in snap.changes() {
-            let (Some(dir), Some(name)) = (c.path.parent(), c.path.file_name()) else {
-                continue;
-            };
-            let id = dir
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            if held_elsewhere(&Session::at(&id, dir.to_path_buf())).is_some() {
-                continue;
-            }
-            by_session
-                .entry(id)
-                .or_default()
-                .push(name.to_string_lossy().into_owned());
-        }
-        by_session
-            .into_iter()
-            .map(|(id, f)| format!("{id} ({})", f.join(", ")))
-            .collect()
-    }
-
-    /// The state folder: the parent of the topmost `sessions` folder above this session (a
-    /// sub-agent's folder lies deeper, under its parent's `agents/`).
-    pub(crate) fn state_root(&self) -> Option<PathBuf> {
-        self.session
-            .dir
-            .ancestors()
-            .skip(1)
-            .filter(|a| a.file_name().is_some_and(|n| n == "sessions"))
-            .last()
-            .and_then(std::path::Path::parent)
-            .map(std::path::Path::to_path_buf)
-    }
-
-    /// What a command removed from the folders tern only adds to, as `folder/name` (sessions by
-    /// id), since the last look.
-    fn guard_vanished(&mut self) -> Vec<String> {
-        let mut gone = Vec::new();
-        for l in &mut self.listings {
-            let folder = l
-                .dir()
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            gone.extend(l.vanished().into_iter().map(|n| format!("{folder}/{n}")));
-        }
-        gone
-    }
-
-    /// Undoes a folder on the way from the state folder down to this session (`.tern`,
-    /// `sessions`, the session's own, a parent's `agents`) replaced by a symbolic link (`mv
-    /// .tern/sessions x && ln -s x .tern/sessions`): tern never writes through links in its state
-    /// folder, and a link out of the workspace would let the command have tern write where the
-    /// sandbox lets no command write. The link is removed and the folder it named renamed back
-    /// into place (or, across file systems, an empty folder made, which the guard then refills).
-    /// Returns what it put back, as "NAME (a link)". One `lstat` per level.
-    fn unlink_structure(&mut self) -> Vec<String> {
-        let Some(root) = self.state_root() else {
-            return Vec::new();
-        };
-        let mut chain: Vec<PathBuf> = self
-            .session
-            .dir
-            .ancestors()
-            .take_while(|a| a.starts_with(&root))
-            .map(std::path::Path::to_path_buf)
-            .collect();
-        chain.reverse();
-        let mut done = Vec::new();
-        for dir in chain {
-            let is_link = std::fs::symlink_metadata(&dir).is_ok_and(|m| m.file_type().is_symlink());
-            if !is_link {
-                continue;
-            }
-            let target = std::fs::read_link(&dir).ok().map(|t| match dir.parent() {
-                Some(p) if t.is_relative() => p.join(t),
-                _ => t,
-            });
-            if std::fs::remove_file(&dir).is_err() {
-                continue;
-            }
-            let back = target
-                .filter(|t| std::fs::symlink_metadata(t).is_ok_and(|m| m.is_dir()))
-                .is_some_and(|t| std::fs::rename(&t, &dir).is_ok());
-            if !back {
-                let _ = crate::store::fsutil::ensure_dir(&dir);
-            }
-            let name = dir
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            done.push(format!("{name} (a link)"));
-        }
-        done
-    }
-
-    /// Puts back what a command removed around the session files (`rm -rf .tern`): the lease
-    /// (re-taken: a removed lease file would let another process take a second one), the state
-    /// folder's `.gitignore` (else git would see the conversation), `sessions/`, and `current`
-    /// when this runtime keeps it. Returns what it recreated. Costs a few `lstat`s per call.
-    fn repair_structure(&mut self) -> Vec<String> {
-        let mut done = Vec::new();
-        if self.lease.as_ref().is_some_and(|l| !l.intact()) {
-            self.lease = None;
-            if let Ok(Ok(l)) = Lease::try_take(&self.session.dir) {
-                self.lease = Some(l);
-                done.push("lease".to_string());
-            }
-        }
-        if let Some(root) = self.state_root() {
-            let gitignore = root.join(".gitignore");
-            if std::fs::symlink_metadata(&gitignore).is_err() {
-                let state = crate::store::StateDir {
-                    root: root.clone(),
-                    workspace: self.workspace.clone(),
-                };
-                if state.init().is_ok() {
-                    done.push(".gitignore".to_string());
-                }
-            }
-            if self.mark_current {
-                let current = root.join("current");
-                let now = stamp(&current);
-                // Another pane may point `current` at its own session: fine. Garbage, or a
-                // session that does not exist, is a command's doing: pointed back at this one.
-                // Read only when it changed since the last look.
-                let broken = now.is_none()
-                    || (now != self.seen.current
-                        && !crate::store::fsutil::read_text(&current).is_ok_and(|id| {
-                            let id = id.unwrap_or_default();
-                            let id = id.trim();
-                            !id.is_empty()
-                                && !id.contains(['/', '\0'])
-                                && id != "."
-                                && id != ".."
-                                && std::fs::symlink_metadata(root.join("sessions").join(id))
-                                    .is_ok_and(|m| m.is_dir())
-                        }));
-                if broken && self.session.mark_current().is_ok() {
-                    done.push("current".to_string());
-                }
-                self.seen.current = stamp(&current);
-            }
-        }
-        done
-    }
-
-    /// Undoes any change to the state files since tern last wrote them (a command's, or a
-    /// background process's), rewriting the conversation from memory, and returns the message
-    /// the model reads: the files are tern's. The sandbox makes these writes impossible in
-    /// `read-only`; in the other modes this is how they are refused.
-    pub(crate) fn guard_check(&mut self) -> Option<String> {
-        self.guard.as_ref()?;
-        let others = self.others_changed();
-        let msg = self.guard_check_own();
-        if others.is_empty() {
-            return msg;
-        }
-        self.others = Some(crate::sandbox::Snapshot::take_kept(
-            self.other_session_files()
-                .into_iter()
-                .map(|p| (p, crate::sandbox::Keep::Detect)),
-        ));
-        let note = format!(
-            "this command changed other sessions' files, which are tern's: {}. tern keeps no copy of them, so they are not put back: review those sessions before resuming them.",
-            others.join("; ")
-        );
-        Some(match msg {
-            Some(m) => format!("{m} {note}"),
-            None => note,
-        })
-    }
-
-    /// [`Runtime::guard_check`] for this session's own files.
-    fn guard_check_own(&mut self) -> Option<String> {
-        // First, so the fingerprints below are taken along the real path again.
-        let unlinked = self.unlink_structure();
-        let changes = self.guard.as_ref()?.changes();
-        let mut rebuilt = self.repair_structure();
-        rebuilt.extend(unlinked);
-        if changes.is_empty() && rebuilt.is_empty() {
-            let gone = self.guard_vanished();
-            if gone.is_empty() {
-                return None;
-            }
-            return Some(lost_message(&gone));
-        }
-        let outcomes = match self.guard.as_mut() {
-            Some(g) => g.restore(&changes),
-            None => Vec::new(),
-        };
-        let conversation = self.session.path(files::CONVERSATION);
-        if outcomes
-            .iter()
-            .any(|(p, o)| *p == conversation && *o != crate::sandbox::RestoreOutcome::Restored)
-            && let Ok(lock) = self.session.lock()
-        {
-            let _ = self
-                .session
-                .replace_conversation_locked(&lock, &self.prefix.history);
-        }
-        self.guard_refresh();
-        self.note_disk();
-        let mut msg = crate::sandbox::Snapshot::refusal(&changes)
-            .map(|m| m.trim_start_matches("Error: ").to_string())
-            .unwrap_or_else(|| {
-                "this command changed tern's own files in its state folder.".to_string()
-            });
-        let events = self.session.path(files::EVENTS);
-        if changes.iter().any(|c| c.path == events) {
-            // The log has no copy: "put them back" would claim too much.
-            if changes.len() == 1 {
-                msg = msg.replace("and tern put them back", "but tern cannot put it back");
-            } else {
-                msg = msg.replace("tern put them back", "tern put back the others");
-            }
-            msg.push_str(
-                " The event log (events.jsonl) cannot be put back: its earlier events are lost.",
-            );
-        }
-        if !rebuilt.is_empty() {
-            msg.push_str(&format!(" tern also recreated: {}.", rebuilt.join(", ")));
-        }
-        // After the repair, so this session's own folder is back in `sessions/`.
-        let gone = self.guard_vanished();
-        if !gone.is_empty() {
-            msg.push(' ');
-            msg.push_str(&lost_message(&gone));
-        }
-        Some(msg)
+        Some(report)
     }
 
     fn disk_stamps(&self) -> (Option<FileStamp>, Option<FileStamp>) {
@@ -1038,9 +734,8 @@ impl Runtime {
     /// Records that memory and disk agree now (after our own read or write).
     pub(crate) fn note_disk(&mut self) {
         self.seen.disk = Some(self.disk_stamps());
-        if self.guard.is_some() {
-            self.guard_refresh();
-        }
+        let (commands, site) = self.site();
+        commands.settle_if_on(&site);
     }
 
     /// Reads `conversation.jsonl` into memory, repairing and saving it when needed. Only the
@@ -1139,7 +834,7 @@ impl Runtime {
             cache_hit_ratio: t.cache_hit_ratio(),
             prefix_reuse_bytes: t.prefix_reuse_bytes,
             prefix_reuse_ratio: t.prefix_reuse_ratio(),
-            duration_ms: self.started.elapsed().as_millis() as u64,
+            duration_ms: self.meter.started.elapsed().as_millis() as u64,
             children_turns: t.child_requests,
             children_usage: t.child_usage,
         }
@@ -1197,41 +892,6 @@ pub fn emit_to(
     }
     ui.event(&env);
     env
-}
-
-/// A file's length and modification time: a cheap test for "changed since last read".
-pub(crate) type FileStamp = (u64, std::time::SystemTime);
-
-/// The stamp of `path` (None when absent or unreadable).
-/// The refusal for entries a command removed from `archive/`, `agents/` or `sessions/` (at most
-/// ten named): lost for good, since tern keeps no copy.
-fn lost_message(gone: &[String]) -> String {
-    let mut named = gone.iter().take(10).cloned().collect::<Vec<_>>().join(", ");
-    if gone.len() > 10 {
-        named.push_str(&format!(" and {} more", gone.len() - 10));
-    }
-    format!(
-        "this command removed (or moved away) what tern keeps in its state folder and cannot put back: {named}. They are lost unless moved back. Never remove or move anything under .tern/."
-    )
-}
-
-pub(crate) fn stamp(path: &std::path::Path) -> Option<FileStamp> {
-    let m = std::fs::symlink_metadata(path).ok()?;
-    Some((m.len(), m.modified().ok()?))
-}
-
-/// The pid of another process holding `session` (running a turn or a rewriting verb), if any.
-pub fn held_elsewhere(session: &Session) -> Option<u32> {
-    match Lease::holder(&session.dir) {
-        Ok(Some(h)) => Some(h.pid.unwrap_or(0)),
-        _ => None,
-    }
-}
-
-/// Whether a turn of `meta`'s session is really running: `meta.json` says running and someone
-/// holds the lease. A running status with a free lease is a turn whose process died.
-pub fn really_running(session: &Session, meta: &Meta) -> bool {
-    meta.status == Status::Running && held_elsewhere(session).is_some()
 }
 
 /// A runtime moves to the thread that runs it (a sub-agent, ACP's worker): it must be `Send`.

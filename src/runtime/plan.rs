@@ -245,12 +245,17 @@ impl Runtime {
     /// copy in `plan.json` stays in use; reported once per process).
     pub(super) fn observe_plan_files(&mut self, ui: &mut dyn Surface) -> Result<(), Failure> {
         let names = [files::DRAFT, files::PLAN_STATE, files::PLAN];
-        let stamps = |s: &Session| names.iter().map(|n| super::stamp(&s.path(n))).collect();
+        let stamps = |s: &Session| {
+            names
+                .iter()
+                .map(|n| crate::store::fsutil::stamp(&s.path(n)))
+                .collect()
+        };
         let before: Vec<_> = stamps(&self.session);
         if before == self.seen.plan {
             return Ok(());
         }
-        let plan = observe_draft(&self.session, self.parent.as_deref(), ui)?;
+        let plan = observe_draft(&self.session, self.lineage.parent.as_deref(), ui)?;
         // It may have written plan.json.
         self.guard_accept(&self.session.path(files::PLAN_STATE));
         if !self.seen.warned_plan_md {

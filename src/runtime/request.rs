@@ -34,7 +34,8 @@ impl Runtime {
             model: &self.cfg.model,
             tail,
             cache_key: self.cfg.send_cache_key.then(|| {
-                self.cache_key
+                self.lineage
+                    .cache_key
                     .as_deref()
                     .unwrap_or(self.session.id.as_str())
             }),
@@ -63,7 +64,8 @@ impl Runtime {
         let refused = self.guard_check();
         self.observe_plan_files(ui)?;
         let mut tail = self.work_state_tail();
-        if let Some(msg) = refused {
+        if let Some(report) = refused {
+            let msg = report.to_string();
             self.emit(ui, Event::warning(msg.clone()));
             let note = format!("[tern: {msg}]");
             tail = Some(match tail {
@@ -119,7 +121,7 @@ impl Runtime {
     /// The `<tern:work_state>` block for the current ledger (None when the ledger is empty or
     /// unreadable: a damaged ledger must not stop the work; it is reported by `tern status`).
     pub(super) fn work_state_tail(&mut self) -> Option<String> {
-        let now = super::stamp(&self.session.path(files::LEDGER));
+        let now = crate::store::fsutil::stamp(&self.session.path(files::LEDGER));
         if let Some((seen, block)) = &self.seen.tail
             && *seen == now
         {
@@ -160,7 +162,7 @@ impl Runtime {
             Purpose::Turn => "waiting for the model…",
         });
         let cancel = self.cancel.clone();
-        let (session, parent) = (&self.session, self.parent.as_deref());
+        let (session, parent) = (&self.session, self.lineage.parent.as_deref());
         let provider = &mut self.provider;
         let ui = RefCell::new(ui);
         let result = retry::run(

@@ -109,7 +109,7 @@ pub fn send(session: &Session, text: &str, queue: bool) -> Result<Sent, SteerErr
     let lock = session.lock().map_err(failed)?;
     let running = session
         .read_meta()
-        .is_ok_and(|m| super::really_running(session, &m));
+        .is_ok_and(|m| crate::store::really_running(session, &m));
     if !running && !queue {
         return Err(SteerError::NotRunning(format!(
             "no turn is running in session {}: nothing to steer (give it as a prompt: tern exec --continue \"…\", or keep it for the next turn with --queue)",

@@ -43,7 +43,7 @@ impl Runtime {
     pub fn run_turn(&mut self, prompt: &str, ui: &mut dyn Surface) -> TurnOutcome {
         let requests_before = self.meter.totals.requests;
         self.hook_state.goal = None;
-        self.answer_cut = false;
+        self.meter.answer_cut = false;
         self.begin_turn(prompt, ui)?;
         let outcome = match self.steps(ui) {
             // A cancel by a budget (a sub-agent's wall time) is no interrupt by a person.
@@ -180,7 +180,7 @@ impl Runtime {
                     }
                     None => {
                         if cut {
-                            self.answer_cut = true;
+                            self.meter.answer_cut = true;
                             self.emit(ui, Event::warning(format!(
                                 "the model's answer was cut at the output cap ({} tokens, --max-output-tokens): it may be incomplete",
                                 self.cfg.max_output_tokens
@@ -369,7 +369,7 @@ impl Runtime {
             return Err(e);
         }
         // The session a person is working in is the one other panes should follow.
-        if self.mark_current
+        if self.lineage.mark_current
             && let Err(e) = self.session.mark_current()
         {
             self.emit(

@@ -17,7 +17,7 @@
 //! more (figures in BENCHMARKS.md, section 6).
 //!
 //! Use: `take` before the command (or keep one snapshot for the whole session), `changes` after
-//! it, `restore` the changes, and answer the call with [`Snapshot::refusal`]. tern's own writes
+//! it, `restore` the changes, and answer the call (the runtime's commands room words it: `commands::GuardReport`). tern's own writes
 //! to these files change their fingerprints too: call `refresh` after them, or take a new
 //! snapshot before the next command. Checking again before each model request also catches a
 //! background process of an earlier command that writes later.
@@ -83,7 +83,8 @@ pub enum ChangeKind {
 }
 
 impl ChangeKind {
-    fn as_str(self) -> &'static str {
+    /// The word for it: `created`, `removed`, `modified`.
+    pub fn as_str(self) -> &'static str {
         match self {
             ChangeKind::Created => "created",
             ChangeKind::Removed => "removed",
@@ -313,29 +314,6 @@ impl Snapshot {
             }
         }
     }
-
-    /// The error tool result for changes a command made: names each file and says it is tern's,
-    /// what was done about it and where the model may write instead. None when `changes` is
-    /// empty.
-    pub fn refusal(changes: &[Change]) -> Option<String> {
-        if changes.is_empty() {
-            return None;
-        }
-        let list: Vec<String> = changes
-            .iter()
-            .map(|c| {
-                let name = c.path.file_name().map_or_else(
-                    || c.path.display().to_string(),
-                    |n| n.to_string_lossy().into_owned(),
-                );
-                format!("{name} ({})", c.kind.as_str())
-            })
-            .collect();
-        Some(format!(
-            "Error: this command changed tern's own files in the session folder: {}. Those files are tern's: the change is refused and tern put them back. Write the plan only to $PLAN_DRAFT_FILE, and track progress with the work tools.",
-            list.join(", ")
-        ))
-    }
 }
 
 /// The names in a folder that tern only ever adds to (`archive/`, `agents/`, `sessions/`), so
@@ -465,9 +443,6 @@ mod tests {
                 (ChangeKind::Modified, false)
             ]
         );
-        let msg = Snapshot::refusal(&changes).unwrap();
-        assert!(msg.contains("ledger.json (modified)"), "{msg}");
-        assert!(msg.contains("$PLAN_DRAFT_FILE"), "{msg}");
 
         let outcomes = snap.restore(&changes);
         assert_eq!(outcomes[0].1, RestoreOutcome::Restored);

@@ -548,6 +548,15 @@ pub fn with_path(e: io::Error, path: &Path) -> io::Error {
     io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
 
+/// A file's length and modification time: a cheap test for "changed since last read".
+pub type FileStamp = (u64, std::time::SystemTime);
+
+/// The stamp of `path`, not following a link (None when absent or unreadable).
+pub fn stamp(path: &Path) -> Option<FileStamp> {
+    let m = std::fs::symlink_metadata(path).ok()?;
+    Some((m.len(), m.modified().ok()?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -342,3 +342,17 @@ fn create_in(
 pub fn root_lock(root: &Path) -> io::Result<lock::SessionLock> {
     lock::SessionLock::acquire(&root.join(files::LOCK))
 }
+
+/// The pid of another process holding `session` (running a turn or a rewriting verb), if any.
+pub fn held_elsewhere(session: &Session) -> Option<u32> {
+    match lease::Lease::holder(&session.dir) {
+        Ok(Some(h)) => Some(h.pid.unwrap_or(0)),
+        _ => None,
+    }
+}
+
+/// Whether a turn of `meta`'s session is really running: `meta.json` says running and someone
+/// holds the lease. A running status with a free lease is a turn whose process died.
+pub fn really_running(session: &Session, meta: &Meta) -> bool {
+    meta.status == Status::Running && held_elsewhere(session).is_some()
+}

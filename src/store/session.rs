@@ -320,6 +320,28 @@ impl Session {
         self.dir.join(name)
     }
 
+    /// The state folder this session lives in: the parent of the topmost `sessions` folder
+    /// above it (`<root>/sessions/<id>`; a sub-agent's folder lies deeper, under its parent's
+    /// `agents/`). The one way a session finds its state folder. None for a folder that is not
+    /// under a `sessions` folder.
+    pub fn state_root(&self) -> Option<PathBuf> {
+        self.dir
+            .ancestors()
+            .skip(1)
+            .filter(|a| a.file_name().is_some_and(|n| n == "sessions"))
+            .last()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+    }
+
+    /// Whether this is a top-level session (`<root>/sessions/<id>`), not a sub-agent's.
+    pub fn is_top_level(&self) -> bool {
+        self.dir
+            .parent()
+            .and_then(Path::file_name)
+            .is_some_and(|n| n == "sessions")
+    }
+
     /// Takes the session lock (blocking).
     pub fn lock(&self) -> io::Result<SessionLock> {
         SessionLock::acquire(&self.path(files::LOCK))
@@ -389,15 +411,15 @@ impl Session {
 
     /// Points `.tern/current` (two folders up) at this session, atomically.
     pub fn mark_current(&self) -> io::Result<()> {
-        let root =
-            self.dir.parent().and_then(Path::parent).ok_or_else(|| {
-                io::Error::other("the session folder has no state folder above it")
-            })?;
+        let root = self
+            .state_root()
+            .filter(|_| self.is_top_level())
+            .ok_or_else(|| io::Error::other("the session folder has no state folder above it"))?;
         let current = root.join("current");
         if fsutil::read_text(&current)?.as_deref().map(str::trim) == Some(self.id.as_str()) {
             return Ok(());
         }
-        let _lock = super::root_lock(root)?;
+        let _lock = super::root_lock(&root)?;
         fsutil::atomic_write(&current, format!("{}\n", self.id).as_bytes())
     }
 

@@ -1253,7 +1253,7 @@ fn authority_is_the_intersection_in_every_combination() {
                     pm.as_str(),
                     approval_name(pa)
                 );
-                let kid = rt.session.dir.join("agents").join(child);
+                let kid = rt.session().dir.join("agents").join(child);
                 let meta = read_json(&kid.join("meta.json"));
                 assert_eq!(meta["sandbox"]["mode"], want_m.as_str(), "{meta}");
                 // A fresh child's system prompt tells its model the sandbox it really has.
@@ -1357,7 +1357,7 @@ fn a_childs_narrowed_settings_are_enforced() {
         )
         .expect("open");
     rt.run_turn("go", &mut ui).expect("turn");
-    let parent = rt.session.dir.clone();
+    let parent = rt.session().dir.clone();
     let ws = h.dir.path();
     assert!(!ws.join("ro.txt").exists(), "a read-only child wrote");
     let r = stored_result(&child_of(&parent, "a1"), "c1");
@@ -2196,7 +2196,7 @@ fn children_and_forks_send_the_parents_cache_key() {
         )
         .expect("open");
     rt.run_turn("go", &mut ui).expect("turn");
-    let parent_id = rt.session.id.clone();
+    let parent_id = rt.session().id.clone();
     let reqs = fake.requests();
     assert_eq!(reqs.len(), 7);
     for r in &reqs {
@@ -2207,7 +2207,7 @@ fn children_and_forks_send_the_parents_cache_key() {
             r.body_str()
         );
     }
-    let fork = child_of(&rt.session.dir, "a1");
+    let fork = child_of(&rt.session().dir, "a1");
     assert!(child_of(&fork, "a2").is_dir(), "the grandchild ran");
 }
 
@@ -2277,7 +2277,7 @@ fn a_panicking_child_never_hangs_its_parent() {
             )
             .expect("open");
         let outcome = rt.run_turn("go", &mut ui);
-        let _ = tx.send((outcome, rt.session.dir.clone()));
+        let _ = tx.send((outcome, rt.session().dir.clone()));
     });
     let (outcome, parent) = rx
         .recv_timeout(Duration::from_secs(30))

@@ -101,7 +101,7 @@ fn a_dangling_call_is_repaired_on_reopen_before_any_request() {
         name: "bash".into(),
         arguments: json!({"command": "sleep 60"}),
     };
-    rt.session
+    rt.session()
         .append_messages(&[
             Message::user("run it"),
             Message::Assistant {
@@ -175,7 +175,7 @@ fn a_cancelled_turn_ends_interrupted_and_the_next_one_runs() {
     let h = InProc::new(Wire::OpenAi, script, fast_config());
     let mut ui = Collect::default();
     let mut rt = h.open(&mut ui);
-    let cancel = rt.cancel.clone();
+    let cancel = rt.cancel_token().clone();
     let t = std::thread::spawn(move || {
         std::thread::sleep(std::time::Duration::from_millis(300));
         cancel.cancel();
@@ -184,7 +184,7 @@ fn a_cancelled_turn_ends_interrupted_and_the_next_one_runs() {
     assert_eq!(rt.run_turn("slow", &mut ui), Err(Failure::Interrupted));
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
     t.join().expect("the canceller");
-    rt.cancel.reset();
+    rt.cancel_token().reset();
     assert_eq!(rt.run_turn("again", &mut ui).as_deref(), Ok("fine"));
 }
 
@@ -222,13 +222,13 @@ fn a_fork_starts_from_the_parents_exact_prefix() {
     let mut child = h.launcher.child(&parent, spec, &mut cui).expect("child");
     assert!(
         child
-            .session
+            .session()
             .dir
-            .starts_with(parent.session.dir.join("agents"))
+            .starts_with(parent.session().dir.join("agents"))
     );
     assert_eq!(
-        std::fs::read(child.session.path("system.txt")).expect("system.txt"),
-        std::fs::read(parent.session.path("system.txt")).expect("parent system.txt"),
+        std::fs::read(child.session().path("system.txt")).expect("system.txt"),
+        std::fs::read(parent.session().path("system.txt")).expect("parent system.txt"),
     );
     assert_eq!(child.run_turn("", &mut cui).as_deref(), Ok("child answer"));
     let reqs = h.fake.requests();
@@ -236,7 +236,7 @@ fn a_fork_starts_from_the_parents_exact_prefix() {
     assert!(
         cui.events
             .iter()
-            .all(|e| e.parent.as_deref() == Some(parent.session.id.as_str()))
+            .all(|e| e.parent.as_deref() == Some(parent.session().id.as_str()))
     );
     assert_eq!(
         std::fs::read_to_string(h.dir.path().join(".tern/current")).ok(),
@@ -244,9 +244,9 @@ fn a_fork_starts_from_the_parents_exact_prefix() {
         "a child never becomes current"
     );
     // Cancelling the parent cancels the child, not the reverse.
-    child.cancel.cancel();
+    child.cancel_token().cancel();
     assert!(!parent.cancelled());
-    child.cancel.reset();
-    parent.cancel.cancel();
+    child.cancel_token().reset();
+    parent.cancel_token().cancel();
     assert!(child.cancelled());
 }

@@ -385,7 +385,11 @@ fn state_files_are_guarded_in_every_mode() {
                     ChangeKind::Modified
                 };
                 assert_eq!(changes[0].kind, want, "{how} {name}");
-                let msg = Snapshot::refusal(&changes).unwrap();
+                let msg = tern::commands::GuardReport {
+                    changed: changes.clone(),
+                    ..Default::default()
+                }
+                .to_string();
                 assert!(msg.contains(name) && msg.contains("tern's"), "{msg}");
                 let outcome = snap.restore(&changes);
                 if name == "conversation.jsonl" {

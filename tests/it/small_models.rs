@@ -312,12 +312,12 @@ fn a_runaway_answer_still_records_its_usage_marked_estimated() {
     );
     assert!(output_tokens > 100, "{output_tokens}");
     assert_eq!(rt.totals().usage.output_tokens, output_tokens);
-    let meta = rt.session.read_meta().expect("meta");
+    let meta = rt.session().read_meta().expect("meta");
     assert_eq!((meta.turns, meta.usage.output_tokens), (1, output_tokens));
     // `tern stats` marks the estimated row.
-    let reqs = tern::stats::requests(&rt.session).expect("stats");
+    let reqs = tern::stats::requests(rt.session()).expect("stats");
     assert!(reqs[0].estimated);
-    let table = tern::stats::render(&rt.session.id, &reqs);
+    let table = tern::stats::render(&rt.session().id, &reqs);
     assert!(
         table.contains(" turn* ") && table.contains("* estimated: "),
         "{table}"
@@ -356,7 +356,7 @@ fn a_refused_request_counts_as_a_request() {
         "{:?}",
         usage[0]
     );
-    assert_eq!(rt.session.read_meta().expect("meta").turns, 1);
+    assert_eq!(rt.session().read_meta().expect("meta").turns, 1);
 }
 
 // ---------------------------------------------------------------- the nudge (issue 23)

@@ -1,0 +1,444 @@
+//! Commands: where and how a session's commands run (DESIGN §10). One value per runtime,
+//! [`Commands`], holds the sandbox setting, the private `TMPDIR`, the jail and the state-folder
+//! guard; the runtime enters through [`Commands::run`] (one command: sandbox, jail, guard),
+//! [`Commands::watch`] (the guard between commands, before each model request) and
+//! [`Commands::end`] (what the commands left running dies with the runtime).
+//!
+//! What the model reads about tern's refusals is typed ([`Verdict`]: a [`GuardReport`] or the
+//! jail's [`JailNotes`]) and worded once, by its `Display`.
+
+mod guard;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::cancel::CancelToken;
+use crate::policy::{Mode, Setting};
+use crate::procs::ProcessGroups;
+use crate::sandbox::TempFolder;
+use crate::sandbox::jail::{Jail, JailError, JailPaths, JailSlot, JailSpec, Reach};
+use crate::store::{Session, files};
+use crate::tools::bash::{self, BashOutcome};
+
+pub use guard::{GuardReport, Site};
+
+/// How commands may run in a runtime: the person's choices, fixed for its life.
+#[derive(Debug, Clone)]
+pub struct Rules {
+    /// `--sandbox`.
+    pub mode: Mode,
+    /// `--no-network`.
+    pub no_network: bool,
+    /// `--add-dir`, `--read-dir`, `--env`, `--no-jail`.
+    pub reach: Reach,
+    /// The program that serves as the jail's init (`tern __jail`); None: this process's own
+    /// binary (`/proc/self/exe`). Set by embedders whose process is not `tern` (the tests).
+    pub jail_exe: Option<PathBuf>,
+}
+
+/// One command to run.
+pub struct Request<'a> {
+    /// The command line (`bash -c`).
+    pub command: &'a str,
+    /// Its wall-time limit.
+    pub timeout: Duration,
+    /// Stops it (Ctrl-C, a budget, the parent's cancel).
+    pub cancel: &'a CancelToken,
+}
+
+/// What tern noticed about a command it ran in the jail: files that would make git read
+/// another folder's configuration (removed), and submodules the command added to the index.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JailNotes {
+    /// Removed after the command (`commondir`, `config.worktree` it created).
+    pub planted: Vec<PathBuf>,
+    /// Added to the git index as submodules (`path`s).
+    pub submodules: Vec<String>,
+}
+
+impl JailNotes {
+    /// The warning for the removed plants (None when there were none).
+    pub fn planted_note(&self) -> Option<String> {
+        (!self.planted.is_empty()).then(|| {
+            let names: Vec<String> = self
+                .planted
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            format!(
+                "this command created {}, which would make git read another folder's configuration and hooks at the person's next git command; tern removed it.",
+                names.join(", ")
+            )
+        })
+    }
+
+    /// The warning for the new submodules (None when there were none).
+    pub fn submodule_note(&self) -> Option<String> {
+        (!self.submodules.is_empty()).then(|| {
+            format!(
+                "this command added {} to the git index as a submodule: git reads that folder's own .git configuration (which the command wrote, and which can name a command to run) at the person's next git status; check `git diff --cached` before running git there.",
+                self.submodules.join(", ")
+            )
+        })
+    }
+
+    fn is_empty(&self) -> bool {
+        self.planted.is_empty() && self.submodules.is_empty()
+    }
+}
+
+impl fmt::Display for JailNotes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let notes: Vec<String> = [self.planted_note(), self.submodule_note()]
+            .into_iter()
+            .flatten()
+            .collect();
+        f.write_str(&notes.join(" "))
+    }
+}
+
+/// What tern refused or undid of a command, for the model (appended to its result as an error).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Without a jail: the guard found (and put back) changes to tern's files.
+    Guard(GuardReport),
+    /// In the jail: git redirections removed, submodules named.
+    Jail(JailNotes),
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Verdict::Guard(r) => r.fmt(f),
+            Verdict::Jail(n) => n.fmt(f),
+        }
+    }
+}
+
+/// How a [`Commands::run`] ended.
+#[derive(Debug)]
+pub enum Ran {
+    /// Not run: the sandbox or the jail cannot hold it here (one line: the model reads
+    /// `not run: …`).
+    Refused(String),
+    /// bash itself could not start.
+    Failed(String),
+    /// It ran.
+    Done {
+        /// Its shaped output and process facts.
+        out: BashOutcome,
+        /// What tern refused or undid of it.
+        verdict: Option<Verdict>,
+    },
+}
+
+/// Where and how a runtime's commands run.
+#[derive(Debug)]
+pub struct Commands {
+    rules: Rules,
+    workspace: PathBuf,
+    setting: Setting,
+    groups: Arc<ProcessGroups>,
+    /// The commands' private `TMPDIR` in a sandboxed mode: made at the first call, emptied
+    /// after each.
+    tmp: Option<TempFolder>,
+    /// Started at the first command, gone with the runtime ([`Commands::end`]).
+    jail: JailSlot,
+    guard: guard::Guard,
+    /// A command ran: what it left running is killed at the end.
+    ran: bool,
+    /// The person answered "always" to an approval question.
+    always: bool,
+}
+
+impl Commands {
+    /// Commands of a runtime whose workspace is `workspace`, registering their process groups
+    /// in `groups`. Probes the kernel's Landlock ABI (no command runs here).
+    pub fn new(rules: Rules, workspace: PathBuf, groups: Arc<ProcessGroups>) -> Commands {
+        let setting = crate::sandbox::probe(rules.mode, rules.no_network, !rules.reach.no_jail);
+        Commands {
+            rules,
+            workspace,
+            setting,
+            groups,
+            tmp: None,
+            jail: JailSlot::Unstarted,
+            guard: guard::Guard::default(),
+            ran: false,
+            always: false,
+        }
+    }
+
+    /// Where commands run.
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    /// What commands may write, as probed at start.
+    pub fn setting(&self) -> Setting {
+        self.setting
+    }
+
+    /// The registry commands' (and hooks') process groups go in.
+    pub fn groups(&self) -> &ProcessGroups {
+        &self.groups
+    }
+
+    /// The person answered "always": later commands of this runtime run without a question.
+    pub fn approved_always(&self) -> bool {
+        self.always
+    }
+
+    /// Records an "always" answer.
+    pub fn approve_always(&mut self) {
+        self.always = true;
+    }
+
+    /// Runs one command: in the sandbox and, in the sandboxed modes, the jail (started at the
+    /// first command); without a jail, the guard checks tern's files before and after it.
+    pub fn run(&mut self, req: &Request<'_>, site: &mut Site<'_>) -> Ran {
+        let session = site.session;
+        // The paths as they are, bytes and all: a workspace whose path is not UTF-8 must still
+        // give the command a $PLAN_DRAFT_FILE it can write.
+        let env = [
+            ("PLAN_DRAFT_FILE", session.path(files::DRAFT).into()),
+            ("PLAN_FILE", session.path(files::PLAN).into()),
+            ("TERN_SESSION_DIR", session.dir.clone().into()),
+        ];
+        let spill = session.path(files::SPILL);
+        // Full outputs go to spill/: never through a link planted in its place.
+        if let Err(e) = crate::store::fsutil::ensure_dir(&spill) {
+            return Ran::Failed(format!("not run: {e}"));
+        }
+        // A sandboxed mode that this machine cannot enforce refuses, never runs unsandboxed.
+        // Emptied before the call too: a job an earlier call left running may have written.
+        self.clear_tmp();
+        if self.rules.mode.is_sandboxed() && self.tmp.is_none() {
+            match TempFolder::new() {
+                Ok(t) => self.tmp = Some(t),
+                Err(e) => return Ran::Refused(format!("not run: {e}")),
+            }
+        }
+        let jail = match self.jail(session) {
+            Ok(j) => j,
+            Err(e) => return Ran::Refused(format!("not run: {e}")),
+        };
+        let policy = crate::sandbox::Policy {
+            mode: self.rules.mode,
+            workspace: self.workspace.clone(),
+            no_network: self.rules.no_network,
+            // In the jail the network namespace holds it, and loopback inside still works.
+            network_in_namespace: jail.is_some(),
+            add_dirs: self.rules.reach.add_dirs.clone(),
+            draft_file: Some(session.path(files::DRAFT)),
+            tmpdir: self.tmp.as_ref().map(|t| t.path().to_path_buf()),
+        };
+        let prepared = match crate::sandbox::prepare(&policy) {
+            Ok(p) => p,
+            Err(e) => return Ran::Refused(format!("not run: {e}")),
+        };
+        // Without a jail (danger-full-access, --no-jail), changes since tern last wrote its
+        // files (a process an earlier command left behind) are undone before this command
+        // runs, and reported with its result. In the jail the state folder is read-only.
+        let before = match jail {
+            None => {
+                let b = self.guard.check(site, &self.workspace);
+                if !self.guard.is_on() {
+                    self.guard.refresh(site);
+                }
+                b
+            }
+            Some(_) => None,
+        };
+        // The git index's submodules as this command finds them (what a job left running added
+        // since the last command is reported with this one).
+        let mut notes = JailNotes {
+            submodules: jail
+                .as_ref()
+                .map(|j| j.new_submodules())
+                .unwrap_or_default(),
+            ..JailNotes::default()
+        };
+        let breq = bash::BashRequest {
+            command: req.command,
+            timeout: req.timeout,
+            cwd: &self.workspace,
+            env: &env,
+            env_remove: crate::config::SECRET_ENV,
+            pass_env: &self.rules.reach.pass_env,
+            spill_dir: &spill,
+            groups: &self.groups,
+            sandbox: Some(&prepared),
+            jail: jail.as_deref(),
+        };
+        self.ran = true;
+        let out = match bash::run(&breq, req.cancel) {
+            Ok(out) => out,
+            Err(e) => return Ran::Failed(format!("could not run bash: {e}")),
+        };
+        if out.spill_path.is_some() {
+            crate::tools::output::enforce_spill_budget(&spill, bash::SPILL_BUDGET_BYTES);
+        }
+        // Nothing a call leaves in its TMPDIR reaches the next one.
+        self.clear_tmp();
+        let verdict = match &jail {
+            None => self
+                .guard
+                .check(site, &self.workspace)
+                .or(before)
+                .map(Verdict::Guard),
+            Some(j) => {
+                notes.planted = j.unplant();
+                notes.submodules.extend(j.new_submodules());
+                (!notes.is_empty()).then_some(Verdict::Jail(notes))
+            }
+        };
+        Ran::Done { out, verdict }
+    }
+
+    /// The guard between commands (before each model request): what a process an earlier
+    /// command left behind changed in tern's files, put back where tern can. None when nothing
+    /// changed or the guard has no baseline yet.
+    pub fn watch(&mut self, site: &mut Site<'_>) -> Option<GuardReport> {
+        self.guard.check(site, &self.workspace)
+    }
+
+    /// tern wrote its files: they are the guard's new baseline (the first call takes it).
+    pub fn settle(&mut self, site: &Site<'_>) {
+        self.guard.refresh(site);
+    }
+
+    /// [`Commands::settle`] only when the guard has a baseline already.
+    pub fn settle_if_on(&mut self, site: &Site<'_>) {
+        if self.guard.is_on() {
+            self.guard.refresh(site);
+        }
+    }
+
+    /// tern wrote `path` alone: its new state is the baseline.
+    pub fn accept(&mut self, path: &Path) {
+        self.guard.accept(path);
+    }
+
+    /// The runtime ends: in a jail, what the commands left running dies with it (its PID
+    /// namespace), then what they planted in git's folder is removed; without one, what they
+    /// left running (found by `TERN_SESSION_DIR`) is killed, unless another process holds the
+    /// session (those are its commands). `holds` says whether this runtime holds the lease.
+    pub fn end(&mut self, session: &Session, holds: bool) {
+        if let JailSlot::Running(j) = std::mem::take(&mut self.jail) {
+            let plants = j.spec().git_plants.clone();
+            drop(j);
+            crate::sandbox::jail::unplant(&plants);
+            return;
+        }
+        if self.ran && (holds || crate::store::held_elsewhere(session).is_none()) {
+            bash::kill_orphans(&session.dir);
+        }
+    }
+
+    /// Empties the private `TMPDIR`; a folder that cannot be emptied (a command changed its
+    /// mode) is dropped and made anew at the next call.
+    fn clear_tmp(&mut self) {
+        if self.tmp.as_ref().is_some_and(|t| t.clear().is_err()) {
+            self.tmp = None;
+        }
+    }
+
+    /// The jail this runtime's commands run in: `None` in danger-full-access and with
+    /// `--no-jail` (Landlock alone); started at the first command (its cost is paid once, not
+    /// per session that never runs one) and restarted only when its private `TMPDIR` had to be
+    /// made anew.
+    ///
+    /// Errors: the one line of [`crate::sandbox::jail::refusal`], for this and every later
+    /// command (the kernel's answer does not change within a run).
+    fn jail(&mut self, session: &Session) -> Result<Option<Arc<Jail>>, String> {
+        if !self.rules.mode.is_sandboxed() || self.rules.reach.no_jail {
+            return Ok(None);
+        }
+        let tmp = self.tmp.as_ref().map(|t| t.path().to_path_buf());
+        if let JailSlot::Running(j) = &self.jail {
+            // The same private TMPDIR (it is made anew only when it could not be emptied) and
+            // the jail still there: keep it. Else a new one.
+            let same_tmp = tmp.as_ref().is_none_or(|t| {
+                j.spec().writable.contains(t)
+                    || std::fs::canonicalize(t).is_ok_and(|t| j.spec().writable.contains(&t))
+            });
+            if same_tmp && j.is_alive() {
+                return Ok(Some(j.clone()));
+            }
+            self.jail = JailSlot::Unstarted;
+        }
+        if let JailSlot::Refused(why) = &self.jail {
+            return Err(why.clone());
+        }
+        let draft = session.path(files::DRAFT);
+        let state = session.state_root().unwrap_or_else(|| session.dir.clone());
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let spec = JailSpec::new(&JailPaths {
+            workspace: &self.workspace,
+            workspace_writable: self.rules.mode == Mode::WorkspaceWrite,
+            state_dir: &state,
+            draft: Some(&draft),
+            tmpdir: tmp.as_deref(),
+            add_dirs: &self.rules.reach.add_dirs,
+            read_dirs: &self.rules.reach.read_dirs,
+            home: home.as_deref(),
+            no_network: self.rules.no_network,
+        });
+        match self.start_jail(&spec) {
+            Ok(j) => {
+                let j = Arc::new(j);
+                self.jail = JailSlot::Running(j.clone());
+                Ok(Some(j))
+            }
+            Err(e) => {
+                let why = crate::sandbox::jail::refusal(self.rules.mode, &e);
+                self.jail = JailSlot::Refused(why.clone());
+                Err(why)
+            }
+        }
+    }
+
+    fn start_jail(&self, spec: &JailSpec) -> Result<Jail, JailError> {
+        // Debug builds only: a test switch that makes the kernel's refusal happen here.
+        #[cfg(debug_assertions)]
+        if std::env::var_os(crate::sandbox::jail::FAKE_REFUSAL_ENV).is_some() {
+            return Err(JailError {
+                step: "user namespace".into(),
+                reason: format!(
+                    "Operation not permitted ({} is set, a test switch)",
+                    crate::sandbox::jail::FAKE_REFUSAL_ENV
+                ),
+            });
+        }
+        let exe = self
+            .rules
+            .jail_exe
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("/proc/self/exe"));
+        Jail::start(&exe, spec, Some(&self.groups))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jail_notes_word_each_finding_and_join_them() {
+        let n = JailNotes {
+            planted: vec![PathBuf::from("/w/.git/commondir")],
+            submodules: vec!["vendor/x".into()],
+        };
+        let s = Verdict::Jail(n.clone()).to_string();
+        assert!(s.starts_with("this command created /w/.git/commondir, which would make git read another folder's configuration"), "{s}");
+        assert!(
+            s.contains(" this command added vendor/x to the git index as a submodule"),
+            "{s}"
+        );
+        assert_eq!(JailNotes::default().planted_note(), None);
+        assert!(JailNotes::default().is_empty());
+    }
+}
