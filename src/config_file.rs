@@ -426,67 +426,38 @@ fn approval_name(a: Approval) -> &'static str {
 /// not start, ran past `timeout`, exited non-zero, or printed nothing. `tern setup` uses it
 /// too.
 pub fn run_key_command(cmd: &str, timeout: std::time::Duration) -> Result<String, String> {
-    use std::io::Read;
-    use std::os::unix::process::CommandExt;
-    use std::time::Instant;
+    use crate::child;
     let mut command = std::process::Command::new("sh");
-    command
-        .args(["-c", cmd])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::inherit())
-        .process_group(0);
-    let mut child = command
-        .spawn()
-        .map_err(|e| format!("could not start: {e}"))?;
-    // Read in a thread: a command that prints and then hangs must not hold tern on the pipe.
-    let (tx, rx) = std::sync::mpsc::channel();
-    if let Some(mut out) = child.stdout.take() {
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            let _ = out.by_ref().take(1 << 20).read_to_end(&mut bytes);
-            let _ = tx.send(bytes);
-        });
+    command.args(["-c", cmd]);
+    let out = child::run(child::Job {
+        cmd: command,
+        input: None,
+        stderr: child::Stderr::Inherit,
+        max_output: 1 << 20,
+        limits: child::Limits {
+            timeout: Some(timeout),
+            kill_grace: std::time::Duration::ZERO,
+            drain_grace: std::time::Duration::from_secs(1),
+            reap_limit: std::time::Duration::from_secs(5),
+        },
+        cancel: None,
+        groups: None,
+        // What it left running in the background (holding stdout, say) goes with it.
+        kill_leftovers: true,
+    })
+    .map_err(|e| format!("could not start: {e}"))?;
+    if out.stop.is_some() {
+        return Err(format!(
+            "did not finish within {} s, so its process group was killed (set \"api_key_command_timeout\" to allow longer)",
+            timeout.as_secs_f64()
+        ));
     }
-    let pgid = libc::pid_t::try_from(child.id()).unwrap_or(libc::pid_t::MAX);
-    let kill_group = || {
-        // SAFETY: kill(2) on the command's own process group (made by process_group(0) above);
-        // ESRCH (already gone) needs nothing.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
-        }
-    };
-    let deadline = Instant::now() + timeout;
-    let mut nap = std::time::Duration::from_millis(1);
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break s,
-            Ok(None) if Instant::now() >= deadline => {
-                kill_group();
-                let _ = child.wait();
-                return Err(format!(
-                    "did not finish within {} s, so its process group was killed (set \"api_key_command_timeout\" to allow longer)",
-                    timeout.as_secs_f64()
-                ));
-            }
-            Ok(None) => {}
-            Err(e) => {
-                kill_group();
-                return Err(format!("could not be waited for: {e}"));
-            }
-        }
-        std::thread::sleep(nap);
-        nap = (nap * 2).min(std::time::Duration::from_millis(50));
-    };
-    // What it left running in the background (holding stdout, say) goes with it.
-    kill_group();
-    let bytes = rx
-        .recv_timeout(std::time::Duration::from_secs(1))
-        .unwrap_or_default();
-    if !status.success() {
-        return Err(format!("failed ({status})"));
+    match out.status {
+        Some(s) if s.success() => {}
+        Some(s) => return Err(format!("failed ({s})")),
+        None => return Err("could not be waited for".into()),
     }
-    let key = String::from_utf8_lossy(&bytes).trim().to_string();
+    let key = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if key.is_empty() {
         return Err("printed no key".into());
     }

@@ -6,6 +6,7 @@
 pub mod acp;
 pub mod cancel;
 pub mod checkpoint;
+pub mod child;
 pub mod cli;
 pub mod clock;
 pub mod commands;

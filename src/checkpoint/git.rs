@@ -6,9 +6,10 @@
 //! `.gitattributes`) turns off filters, end-of-line conversion, `ident` and encodings. A fixed
 //! identity, `LC_ALL=C`, and an environment holding nothing else.
 
-use std::io::{self, Read, Write};
+use std::io;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
+use std::time::Duration;
 
 /// The `info/attributes` of the store: every path is taken as bytes, whatever the workspace's
 /// `.gitattributes` ask for (filter drivers would run commands; `text`/`eol`/`ident`/encodings
@@ -95,78 +96,26 @@ impl Git {
             c.arg("-c").arg(kv);
         }
         c.args(args);
-        // A tern killed mid-restore must not leave its git running: an orphaned `read-tree`
-        // would go on writing the workspace and renaming the store's `index.lock` under the
-        // next tern's git ("unable to write new index file"). The kernel kills it with us.
-        #[cfg(target_os = "linux")]
-        {
-            use std::os::unix::process::CommandExt;
-            // SAFETY: prctl(2) is async-signal-safe; nothing is allocated in the child.
-            unsafe {
-                c.pre_exec(|| {
-                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                    Ok(())
-                });
-            }
-        }
         c
     }
 
     /// Runs `args` with `input` on stdin; returns stdout. Errors: git could not start, or exited
     /// non-zero (its stderr in the message).
     pub fn run(&self, args: &[&str], input: Option<&[u8]>) -> Result<Vec<u8>, GitError> {
-        let mut c = self.command(args);
-        c.stdin(if input.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-        let mut child = c
-            .spawn()
+        let out = supervised(self.command(args), input)
             .map_err(|e| GitError(format!("could not run git: {e}")))?;
-        // stdin on its own thread: a large input and a large output must not block each other.
-        let writer = match (input, child.stdin.take()) {
-            (Some(bytes), Some(mut stdin)) => {
-                let bytes = bytes.to_vec();
-                Some(std::thread::spawn(move || {
-                    let _ = stdin.write_all(&bytes);
-                }))
+        match out.status {
+            Some(status) if status.success() => Ok(out.stdout),
+            status => {
+                let msg = String::from_utf8_lossy(&out.stderr);
+                Err(GitError(format!(
+                    "git {} failed ({}): {}",
+                    args.first().copied().unwrap_or(""),
+                    status.map_or("not reaped".to_string(), |s| s.to_string()),
+                    msg.trim()
+                )))
             }
-            _ => None,
-        };
-        let mut err = Vec::new();
-        let stderr = child.stderr.take();
-        let err_thread = stderr.map(|mut s| {
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let _ = s.read_to_end(&mut buf);
-                buf
-            })
-        });
-        let mut out = Vec::new();
-        if let Some(mut stdout) = child.stdout.take() {
-            let _ = stdout.read_to_end(&mut out);
         }
-        if let Some(t) = writer {
-            let _ = t.join();
-        }
-        if let Some(t) = err_thread {
-            err = t.join().unwrap_or_default();
-        }
-        let status = child
-            .wait()
-            .map_err(|e| GitError(format!("git {}: {e}", args.join(" "))))?;
-        if !status.success() {
-            let msg = String::from_utf8_lossy(&err);
-            return Err(GitError(format!(
-                "git {} failed ({status}): {}",
-                args.first().copied().unwrap_or(""),
-                msg.trim()
-            )));
-        }
-        Ok(out)
     }
 
     /// [`Git::run`] returning stdout as trimmed text (ids, single lines).
@@ -191,12 +140,9 @@ impl Git {
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .env("LC_ALL", "C")
             .args(["init", "-q", "--bare", "--template="])
-            .arg(&self.dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let out = c.output()?;
-        if !out.status.success() {
+            .arg(&self.dir);
+        let out = supervised(c, None)?;
+        if !out.status.is_some_and(|s| s.success()) {
             return Err(io::Error::other(format!(
                 "git init of the checkpoint store failed: {}",
                 String::from_utf8_lossy(&out.stderr).trim()
@@ -208,6 +154,28 @@ impl Git {
         crate::store::fsutil::atomic_write(&info.join("exclude"), exclude.as_bytes())?;
         Ok(())
     }
+}
+
+/// Runs git through the one supervised-child runner: its own process group, killed by the
+/// kernel with tern (a tern killed mid-restore must not leave its git running: an orphaned
+/// `read-tree` would go on writing the workspace and renaming the store's `index.lock` under the
+/// next tern's git), all of its output kept, no time limit (a checkpoint waits for its git).
+fn supervised(cmd: Command, input: Option<&[u8]>) -> io::Result<crate::child::Output> {
+    crate::child::run(crate::child::Job {
+        cmd,
+        input,
+        stderr: crate::child::Stderr::Keep,
+        max_output: usize::MAX,
+        limits: crate::child::Limits {
+            timeout: None,
+            kill_grace: Duration::from_secs(2),
+            drain_grace: Duration::from_millis(200),
+            reap_limit: Duration::from_secs(5),
+        },
+        cancel: None,
+        groups: None,
+        kill_leftovers: false,
+    })
 }
 
 /// `name` on `PATH` (an executable regular file), else in the usual places.

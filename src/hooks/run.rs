@@ -5,14 +5,13 @@
 //! cancelled. The environment is tern's (API keys were removed from it at start-up) plus
 //! `CLAUDE_PROJECT_DIR` and `TERN_PROJECT_DIR`, the workspace, which Claude Code's scripts use.
 
-use std::io::{Read, Write};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::cancel::CancelToken;
+use crate::child;
 use crate::procs::ProcessGroups;
 
 /// Bytes of stdout and of stderr kept from one hook (64 KiB each).
@@ -41,8 +40,9 @@ pub struct Ran {
     pub duration: Duration,
 }
 
-/// Runs `command` with `input` on stdin (see the module docs). Never fails: a hook that cannot
-/// start is a [`Ran`] with `spawn_error`.
+/// Runs `command` with `input` on stdin (see the module docs) through the one supervised-child
+/// runner ([`crate::child::run`]). Never fails: a hook that cannot start is a [`Ran`] with
+/// `spawn_error`.
 pub fn run(
     command: &str,
     input: &[u8],
@@ -57,23 +57,24 @@ pub fn run(
         .arg(command)
         .current_dir(cwd)
         .env("CLAUDE_PROJECT_DIR", cwd)
-        .env("TERN_PROJECT_DIR", cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    // SAFETY: setsid(2) and prctl(2) are async-signal-safe; nothing is allocated.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setsid() == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            #[cfg(target_os = "linux")]
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
+        .env("TERN_PROJECT_DIR", cwd);
+    let job = child::Job {
+        cmd,
+        input: Some(input),
+        stderr: child::Stderr::Keep,
+        max_output: MAX_OUTPUT_BYTES,
+        limits: child::Limits {
+            timeout: Some(timeout),
+            kill_grace: KILL_GRACE,
+            drain_grace: DRAIN_GRACE,
+            reap_limit: KILL_GRACE,
+        },
+        cancel: Some(cancel),
+        groups: Some(groups),
+        kill_leftovers: false,
+    };
+    let out = match child::run(job) {
+        Ok(o) => o,
         Err(e) => {
             return Ran {
                 exit_code: None,
@@ -86,120 +87,26 @@ pub fn run(
             };
         }
     };
-    let pgid = libc::pid_t::try_from(child.id()).unwrap_or(libc::pid_t::MAX);
-    let _registered = groups.register(pgid);
-    // Written from a thread: a hook that never reads its stdin must not block tern.
-    if let Some(mut stdin) = child.stdin.take() {
-        let input = input.to_vec();
-        std::thread::spawn(move || {
-            let _ = stdin.write_all(&input);
-        });
-    }
-    let (tx, rx) = mpsc::channel::<(bool, Vec<u8>)>();
-    for (is_err, pipe) in [
-        (
-            false,
-            child
-                .stdout
-                .take()
-                .map(|p| Box::new(p) as Box<dyn Read + Send>),
-        ),
-        (
-            true,
-            child
-                .stderr
-                .take()
-                .map(|p| Box::new(p) as Box<dyn Read + Send>),
-        ),
-    ] {
-        let Some(mut pipe) = pipe else { continue };
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            let mut kept = Vec::new();
-            let mut buf = [0u8; 8192];
-            loop {
-                match pipe.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        let room = MAX_OUTPUT_BYTES.saturating_sub(kept.len());
-                        kept.extend_from_slice(&buf[..n.min(room)]);
-                    }
-                }
-            }
-            let _ = tx.send((is_err, kept));
-        });
-    }
-    drop(tx);
-    let deadline = start + timeout;
-    let mut status = None;
-    let (mut timed_out, mut interrupted) = (false, false);
-    let mut killed_at: Option<Instant> = None;
-    let mut nap = Duration::from_micros(200);
-    loop {
-        match child.try_wait() {
-            Ok(Some(s)) => {
-                status = Some(s);
-                break;
-            }
-            Ok(None) => {}
-            Err(_) => break,
-        }
-        let now = Instant::now();
-        match killed_at {
-            None if now >= deadline || cancel.is_cancelled() => {
-                timed_out = now >= deadline;
-                interrupted = !timed_out;
-                signal_group(pgid, libc::SIGTERM);
-                killed_at = Some(now);
-            }
-            Some(at) if now.duration_since(at) >= KILL_GRACE => {
-                signal_group(pgid, libc::SIGKILL);
-                // Once: then wait for the reap.
-                killed_at = Some(now + Duration::from_secs(3600));
-            }
-            _ => {}
-        }
-        std::thread::sleep(nap);
-        nap = (nap * 2).min(Duration::from_millis(10));
-    }
-    if timed_out || interrupted {
-        // What the hook started dies with it.
-        signal_group(pgid, libc::SIGKILL);
-    }
-    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
-    let until = Instant::now() + DRAIN_GRACE;
-    for _ in 0..2 {
-        let left = until.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok((false, b)) => stdout = b,
-            Ok((true, b)) => stderr = b,
-            Err(_) => break,
-        }
-    }
+    let timed_out = out.stop == Some(child::Stop::Timeout);
+    let interrupted = matches!(out.stop, Some(child::Stop::Interrupt(_)));
     Ran {
-        exit_code: if timed_out || interrupted {
+        exit_code: if out.stop.is_some() {
             None
         } else {
-            status.and_then(|s| s.code())
+            out.status.and_then(|s| s.code())
         },
-        stdout: String::from_utf8_lossy(&stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         timed_out,
         interrupted,
-        spawn_error: match status {
-            Some(s) if s.code().is_none() && !timed_out && !interrupted => {
+        spawn_error: match out.status {
+            Some(s) if s.code().is_none() && out.stop.is_none() => {
                 Some(format!("killed by signal {}", s.signal().unwrap_or(0)))
             }
+            None if out.stop.is_none() => Some("never exited after SIGKILL".into()),
             _ => None,
         },
-        duration: start.elapsed(),
-    }
-}
-
-fn signal_group(pgid: libc::pid_t, sig: libc::c_int) {
-    // SAFETY: kill(2) on the hook's own process group; ESRCH (already gone) needs no action.
-    unsafe {
-        libc::kill(-pgid, sig);
+        duration: out.duration,
     }
 }
 

@@ -10,7 +10,7 @@
 
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use super::ToolSpec;
 use super::output::{Limits, Shaper};
 use crate::cancel::CancelToken;
+use crate::child::Stop;
 use crate::procs::ProcessGroups;
 
 /// Timeout of a call that gives no `timeout_s`, in seconds.
@@ -40,7 +41,7 @@ pub const DRAIN_GRACE: Duration = Duration::from_millis(200);
 /// Time between SIGTERM and SIGKILL to the process group on a timeout or cancel.
 pub const KILL_GRACE: Duration = Duration::from_secs(2);
 /// Longest wait on the pipe before checking the shell, the deadline and the cancel flag.
-pub const POLL_SLICE: Duration = Duration::from_millis(50);
+pub const POLL_SLICE: Duration = crate::child::POLL_SLICE;
 /// How long the shell may stay unreaped after SIGKILL (a process stuck in the kernel) before the
 /// call returns anyway and a thread waits for it.
 pub const REAP_LIMIT: Duration = Duration::from_secs(5);
@@ -199,33 +200,29 @@ fn find_bash(env: &[(std::ffi::OsString, std::ffi::OsString)]) -> PathBuf {
 }
 
 /// A running command: tern's own child, or one the jail's init started.
-enum Proc {
-    Local(std::process::Child, libc::pid_t),
+enum Proc<'g> {
+    Local(crate::child::Local<'g>),
     Jailed(crate::sandbox::jail::JailedChild),
 }
 
-impl Proc {
+impl crate::child::Process for Proc<'_> {
     fn try_wait(&mut self) -> Option<Result<ExitStatus, String>> {
         match self {
-            Proc::Local(child, _) => match child.try_wait() {
-                Ok(Some(s)) => Some(Ok(s)),
-                Ok(None) => None,
-                Err(e) => Some(Err(e.to_string())),
-            },
+            Proc::Local(c) => c.try_wait(),
             Proc::Jailed(c) => c.try_wait().map(Ok),
         }
     }
 
     fn signal_group(&mut self, sig: libc::c_int) {
         match self {
-            Proc::Local(_, pgid) => signal_group(*pgid, sig),
+            Proc::Local(c) => c.signal_group(sig),
             Proc::Jailed(c) => c.signal_group(sig),
         }
     }
 
     fn group_alive(&mut self) -> bool {
         match self {
-            Proc::Local(_, pgid) => group_alive(*pgid),
+            Proc::Local(c) => c.group_alive(),
             Proc::Jailed(c) => c.group_alive(),
         }
     }
@@ -409,19 +406,6 @@ pub struct BashOutcome {
     pub output_bytes: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Stop {
-    Timeout,
-    Interrupt(Duration),
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Phase {
-    Running,
-    Terminating(Instant),
-    Killed(Instant),
-}
-
 /// Runs `req.command` with `bash -c` and waits for the shell (see the module docs). `cancel` is
 /// checked every [`POLL_SLICE`]; once set the process group is killed and the outcome is
 /// `interrupted`. Background children are left running when the shell exits normally.
@@ -458,7 +442,7 @@ pub fn run(req: &BashRequest<'_>, cancel: &CancelToken) -> Result<BashOutcome, S
         drop(writer);
         drop(writer2);
         let child = spawned.map_err(|e| format!("could not start bash in the jail: {e}"))?;
-        return finish(req, cancel, start, reader, Proc::Jailed(child), None);
+        return finish(req, cancel, start, reader, Proc::Jailed(child));
     }
     let mut cmd = Command::new("bash");
     cmd.arg("-c")
@@ -469,60 +453,27 @@ pub fn run(req: &BashRequest<'_>, cancel: &CancelToken) -> Result<BashOutcome, S
         .stdin(Stdio::null())
         .stdout(writer)
         .stderr(writer2);
-    let parent = std::process::id();
     // Copy: the 'static closure holds the ruleset's raw fd, which `req.sandbox` keeps open until
     // this function returns (after the spawn).
     let hook = req.sandbox.map(|s| s.child_hook());
-    // SAFETY: the closure runs in the forked child before exec and only makes system calls that
-    // are async-signal-safe: setsid(2), prctl(2), getppid(2), then for a sandbox prctl(2) and
-    // landlock_restrict_self(2) (see `sandbox::Prepared`); it allocates nothing and touches no
-    // lock.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setsid() == -1 {
-                return Err(io::Error::last_os_error());
-            }
-            // The shell dies with tern, even when tern is killed with SIGKILL (its children are
-            // found and killed when the session is next opened: `kill_orphans`).
-            #[cfg(target_os = "linux")]
-            {
-                // A root shell loses CAP_SYS_PTRACE (19, capability(7)) from its bounding set, so
-                // neither it nor anything it execs can read tern's memory through /proc (tern is
-                // not dumpable). Fails harmlessly without CAP_SETPCAP (not root: not needed).
-                libc::prctl(libc::PR_CAPBSET_DROP, 19, 0, 0, 0);
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                // tern died between the fork and the prctl: do not run orphaned.
-                if libc::getppid() as u32 != parent {
-                    return Err(io::Error::other("tern exited"));
-                }
-            }
-            #[cfg(not(target_os = "linux"))]
-            let _ = parent;
-            match hook {
-                Some(h) => h.apply(),
-                None => Ok(()),
-            }
-        });
-    }
-    let spawned = cmd.spawn();
+    // The shell dies with tern, even when tern is killed with SIGKILL (its children are found
+    // and killed when the session is next opened: `kill_orphans`); a root shell loses
+    // CAP_SYS_PTRACE, so nothing it runs can read tern's memory through /proc. The sandbox's
+    // last step (see `sandbox::Prepared`) is async-signal-safe.
+    let spawned = crate::child::spawn(
+        &mut cmd,
+        crate::child::Harden { no_ptrace: true },
+        Some(req.groups),
+        move || match hook {
+            Some(h) => h.apply(),
+            None => Ok(()),
+        },
+    );
     // The Command holds our copies of the pipe's write end; EOF needs them closed.
     drop(cmd);
     let child =
         spawned.map_err(|e| format!("could not start bash in {}: {e}", req.cwd.display()))?;
-    // setsid made the shell the leader of a new process group whose id is its pid. Linux pids
-    // fit in pid_t; the fallback names no group, so signals to it would do nothing.
-    let pgid = libc::pid_t::try_from(child.id()).unwrap_or(libc::pid_t::MAX);
-    // Unregistered on every way out of this function, so the emergency exit never signals a
-    // stale group.
-    let registered = req.groups.register(pgid);
-    finish(
-        req,
-        cancel,
-        start,
-        reader,
-        Proc::Local(child, pgid),
-        Some(registered),
-    )
+    finish(req, cancel, start, reader, Proc::Local(child))
 }
 
 /// Reads the output of the started `proc` and waits for it (see [`run`]).
@@ -531,8 +482,7 @@ fn finish(
     cancel: &CancelToken,
     start: Instant,
     mut reader: io::PipeReader,
-    mut proc: Proc,
-    _registered: Option<crate::procs::Registered<'_>>,
+    mut proc: Proc<'_>,
 ) -> Result<BashOutcome, String> {
     let mut shaper = Shaper::new(
         req.spill_dir,
@@ -545,76 +495,30 @@ fn finish(
     );
     let mut buf = vec![0u8; READ_CHUNK_BYTES];
     let fd = reader.as_raw_fd();
-    let deadline = start + req.timeout;
-    let mut pipe_open = true;
-    let mut exited: Option<(Instant, Result<ExitStatus, String>)> = None;
-    let mut stop: Option<Stop> = None;
-    let mut phase = Phase::Running;
-    let mut unreaped = false;
-    // Sleep between checks once the pipe is closed. The kernel closes a dying shell's files a
-    // moment before it can be reaped, so the first checks come quickly, then back off.
-    let mut closed_wait = Duration::from_micros(100);
-
-    loop {
-        if pipe_open {
-            match wait_readable(fd, POLL_SLICE) {
-                Ok(true) => match reader.read(&mut buf) {
-                    Ok(0) => pipe_open = false,
-                    Ok(n) => shaper.push(&buf[..n]),
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(_) => pipe_open = false,
-                },
-                Ok(false) => {}
-                Err(_) => pipe_open = false,
+    // The output streams into the shaper as it comes; the supervisor decides the rest.
+    let mut pump = |wait: Duration| match wait_readable(fd, wait) {
+        Ok(true) => match reader.read(&mut buf) {
+            Ok(0) => false,
+            Ok(n) => {
+                shaper.push(&buf[..n]);
+                true
             }
-        } else {
-            std::thread::sleep(closed_wait);
-            closed_wait = (closed_wait * 2).min(POLL_SLICE / 5);
-        }
-        if exited.is_none()
-            && let Some(status) = proc.try_wait()
-        {
-            exited = Some((Instant::now(), status));
-        }
-        let now = Instant::now();
-        match phase {
-            Phase::Running => {
-                if let Some((at, _)) = &exited {
-                    if !pipe_open || now.duration_since(*at) >= DRAIN_GRACE {
-                        break;
-                    }
-                } else if cancel.is_cancelled() {
-                    stop = Some(Stop::Interrupt(now.duration_since(start)));
-                    proc.signal_group(libc::SIGTERM);
-                    phase = Phase::Terminating(now);
-                } else if now >= deadline {
-                    stop = Some(Stop::Timeout);
-                    proc.signal_group(libc::SIGTERM);
-                    phase = Phase::Terminating(now);
-                }
-            }
-            Phase::Terminating(since) => {
-                if exited.is_some() && !proc.group_alive() {
-                    phase = Phase::Killed(now);
-                } else if now.duration_since(since) >= KILL_GRACE {
-                    proc.signal_group(libc::SIGKILL);
-                    phase = Phase::Killed(now);
-                }
-            }
-            Phase::Killed(since) => {
-                let waited = now.duration_since(since);
-                if exited.is_some() {
-                    if (!pipe_open && !proc.group_alive()) || waited >= DRAIN_GRACE {
-                        break;
-                    }
-                } else if waited >= REAP_LIMIT {
-                    unreaped = true;
-                    break;
-                }
-            }
-        }
-    }
-
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => true,
+            Err(_) => false,
+        },
+        Ok(false) => true,
+        Err(_) => false,
+    };
+    let limits = crate::child::Limits {
+        timeout: Some(req.timeout),
+        kill_grace: KILL_GRACE,
+        drain_grace: DRAIN_GRACE,
+        reap_limit: REAP_LIMIT,
+    };
+    let watched = crate::child::supervise(&mut proc, start, &limits, Some(cancel), &mut pump);
+    let (pipe_open, stop) = (watched.output_open, watched.stop);
+    let exited = watched.status;
+    let unreaped = exited.is_none();
     let shaped = shaper.finish();
     let mut content = shaped.text;
     if !content.is_empty() && !content.ends_with('\n') {
@@ -665,7 +569,7 @@ fn finish(
         None => {}
     }
     let (mut exit_code, mut signal) = (None, None);
-    match exited.map(|(_, status)| status) {
+    match exited {
         Some(Ok(status)) => {
             exit_code = status.code();
             signal = status.signal();
@@ -674,9 +578,9 @@ fn finish(
         Some(Err(e)) => footer.push(format!("[exit status unknown: {e}]")),
         None => footer.push("[exit status unknown: the shell did not exit after SIGKILL]".into()),
     }
-    if unreaped && let Proc::Local(mut child, _) = proc {
+    if unreaped && let Proc::Local(child) = proc {
         // Reap it whenever the kernel lets it go, so it does not stay a zombie.
-        std::thread::spawn(move || child.wait());
+        child.reap_later();
     }
     content.push_str(&footer.join(" "));
 
@@ -776,23 +680,6 @@ fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
         };
     }
     Ok(r > 0)
-}
-
-fn signal_group(pgid: libc::pid_t, sig: libc::c_int) {
-    // SAFETY: kill(2) with a negative pid signals that process group; no memory is involved.
-    // ESRCH (the group is already gone) is the only expected failure and needs no action.
-    unsafe {
-        libc::kill(-pgid, sig);
-    }
-}
-
-/// True while a live process is in the group. Called only once the shell was reaped: the
-/// group's orphans that tern (the subreaper) inherited and that died are reaped first, and a
-/// zombie left to another parent does not count, so a cancel answers as soon as the group is
-/// dead (issue 21: it waited out the kill grace for a zombie PID 1 never reaped).
-fn group_alive(pgid: libc::pid_t) -> bool {
-    crate::procs::reap_group(pgid);
-    crate::procs::group_alive(pgid)
 }
 
 fn status_note(status: ExitStatus) -> String {

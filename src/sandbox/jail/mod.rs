@@ -662,8 +662,8 @@ impl Drop for Jail {
 /// The paths of the gitlinks (submodule entries) in the index of `gitdir`, by `git ls-files
 /// --stage` run with no system or global configuration and hooks off; empty when git fails.
 fn gitlinks(gitdir: &Path, tree: &Path) -> Vec<String> {
-    let out = std::process::Command::new("git")
-        .env_clear()
+    let mut cmd = std::process::Command::new("git");
+    cmd.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("GIT_DIR", gitdir)
         .env("GIT_WORK_TREE", tree)
@@ -675,10 +675,22 @@ fn gitlinks(gitdir: &Path, tree: &Path) -> Vec<String> {
             "-c",
             "core.hooksPath=/dev/null",
         ])
-        .args(["ls-files", "--stage", "-z"])
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output();
+        .args(["ls-files", "--stage", "-z"]);
+    let out = crate::child::run(crate::child::Job {
+        cmd,
+        input: None,
+        stderr: crate::child::Stderr::Keep,
+        max_output: usize::MAX,
+        limits: crate::child::Limits {
+            timeout: Some(Duration::from_secs(30)),
+            kill_grace: Duration::from_secs(1),
+            drain_grace: Duration::from_millis(200),
+            reap_limit: Duration::from_secs(5),
+        },
+        cancel: None,
+        groups: None,
+        kill_leftovers: false,
+    });
     let Ok(out) = out else { return Vec::new() };
     out.stdout
         .split(|b| *b == 0)
