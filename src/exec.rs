@@ -280,7 +280,7 @@ fn check_last_message_path(
     }
     // The answer goes in by a rename from a temporary file beside it: that must be possible.
     match tempfile::Builder::new()
-        .prefix(".tern-last-message-")
+        .prefix(crate::store::fsutil::TEMP_PREFIX)
         .tempfile_in(&dir)
     {
         Ok(probe) => drop(probe),
@@ -302,24 +302,8 @@ fn check_last_message_path(
         .file_name()
         .map(|n| n.to_os_string())
         .ok_or_else(|| format!("{flag} {shown}: names no file"))?;
-    let cdir = std::ffi::CString::new(real_dir.as_os_str().as_encoded_bytes())
-        .map_err(|_| format!("{flag} {shown}: a NUL byte in the path"))?;
-    // SAFETY: a NUL-terminated path and flags; the result is checked below.
-    let fd = unsafe {
-        libc::open(
-            cdir.as_ptr(),
-            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(format!(
-            "{flag} {shown}: {}: {}",
-            real_dir.display(),
-            std::io::Error::last_os_error()
-        ));
-    }
-    // SAFETY: fd was just opened and is owned by nothing else.
-    let dir = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let dir = crate::store::dirfd::Dir::hold(&real_dir)
+        .map_err(|e| format!("{flag} {shown}: {}: {e}", real_dir.display()))?;
     Ok(LastMessage {
         dir,
         name,
@@ -330,94 +314,31 @@ fn check_last_message_path(
 /// Where `--output-last-message` writes: its folder, opened at start (so a folder replaced by
 /// a link during the run cannot redirect the write), and the file's name in it.
 struct LastMessage {
-    dir: std::os::fd::OwnedFd,
+    dir: crate::store::dirfd::Dir,
     name: std::ffi::OsString,
     /// The path as given, for messages.
     shown: std::path::PathBuf,
 }
 
 /// The final answer into the file of `lm` (a regular file or a new one, checked at start),
-/// atomically and only inside the folder opened at start: a temporary file created there
-/// (`O_EXCL|O_NOFOLLOW`), fsync, `renameat` over the name (a link planted at the name is
-/// replaced, never followed); redacted, with a final newline. Errors: the folder was removed
+/// through the one link-safe writer ([`crate::store::fsutil::atomic_write_in`]), only inside the
+/// folder opened at start (a link planted at the name is replaced, never followed), with the
+/// permission bits a shell's `>` leaves; redacted, with a final newline. Errors: the folder was removed
 /// during the run, or any write error.
 fn write_last_message(lm: &LastMessage, text: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::fd::{AsRawFd, FromRawFd};
+    use crate::store::fsutil::{Perm, atomic_write_in};
     let text = crate::store::redact::redact(text);
     let mut bytes = text.trim_end().as_bytes().to_vec();
     bytes.push(b'\n');
-    let dir = lm.dir.as_raw_fd();
-    let cname = std::ffi::CString::new(lm.name.as_encoded_bytes())
-        .map_err(|_| std::io::Error::other("a NUL byte in the file name"))?;
-    // The mode a shell's `>` leaves: an existing file keeps its own, a new one 0666 less umask.
-    let mode = {
-        // SAFETY: an fstatat of a name in an open folder, not following a link.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        let r = unsafe { libc::fstatat(dir, cname.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
-        if r == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFREG {
-            st.st_mode & 0o7777
-        } else {
-            0o666
-        }
-    };
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let tmp_name =
-        std::ffi::CString::new(format!(".tern-last-message-{}-{stamp}", std::process::id()))
-            .map_err(|_| std::io::Error::other("temporary name"))?;
-    // SAFETY: openat in the held folder with a NUL-terminated name; checked below.
-    let fd = unsafe {
-        libc::openat(
-            dir,
-            tmp_name.as_ptr(),
-            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-            mode as libc::c_uint,
-        )
-    };
-    if fd < 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(if e.raw_os_error() == Some(libc::ENOENT) {
+    atomic_write_in(&lm.dir, &lm.name, &bytes, Perm::LikeShell).map_err(|e| {
+        if e.raw_os_error() == Some(libc::ENOENT) {
             std::io::Error::other(
                 "its folder was removed or replaced during the run; nothing was written",
             )
         } else {
             e
-        });
-    }
-    // SAFETY: fd was just opened and is owned here.
-    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
-    let written = file
-        .write_all(&bytes)
-        .and_then(|_| file.sync_all())
-        .and_then(|_| {
-            // SAFETY: renameat within the held folder, both names NUL-terminated.
-            let r = unsafe { libc::renameat(dir, tmp_name.as_ptr(), dir, cname.as_ptr()) };
-            if r == 0 {
-                Ok(())
-            } else {
-                Err(std::io::Error::last_os_error())
-            }
-        });
-    if written.is_err() {
-        // SAFETY: unlinkat of our own temporary name in the held folder.
-        unsafe { libc::unlinkat(dir, tmp_name.as_ptr(), 0) };
-    }
-    written?;
-    // SAFETY: fsync of the held folder (O_PATH descriptors cannot be synced; reopen it).
-    let d = unsafe {
-        libc::openat(
-            dir,
-            c".".as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        )
-    };
-    if d >= 0 {
-        // SAFETY: d was just opened and is owned here.
-        let _ = unsafe { std::fs::File::from_raw_fd(d) }.sync_all();
-    }
-    Ok(())
+        }
+    })
 }
 
 /// Cancels a run's token as a budget when its wall time is up (`--max-wall-time`): the turn

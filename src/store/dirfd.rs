@@ -40,6 +40,8 @@ pub struct Stat {
     pub len: u64,
     /// Last modification time.
     pub modified: SystemTime,
+    /// Permission bits (`st_mode & 0o7777`).
+    pub mode: u32,
 }
 
 /// The kind of a folder entry.
@@ -148,6 +150,16 @@ impl Dir {
         })
     }
 
+    /// Opens the folder `path` a person named (a flag's folder, not tern's), following links
+    /// as given, and holds it: later operations go to this folder even if its path is then
+    /// swapped for a link. Errors: as `open(2)` with `O_DIRECTORY`.
+    pub fn hold(path: &Path) -> io::Result<Dir> {
+        Ok(Dir {
+            fd: open_anchor(path)?,
+            path: path.to_path_buf(),
+        })
+    }
+
     /// The path this folder was opened as.
     pub fn path(&self) -> &Path {
         &self.path
@@ -178,10 +190,20 @@ impl Dir {
     /// there, a planted link included, is never opened) open for reading and writing. Returns
     /// it and its name.
     pub fn create_unique(&self, prefix: &str, suffix: &str) -> io::Result<(File, OsString)> {
+        self.create_unique_mode(prefix, suffix, 0o600)
+    }
+
+    /// [`Dir::create_unique`] with the permission bits `mode` (less the umask).
+    pub fn create_unique_mode(
+        &self,
+        prefix: &str,
+        suffix: &str,
+        mode: u32,
+    ) -> io::Result<(File, OsString)> {
         let mut last = None;
         for _ in 0..64 {
             let name = OsString::from(format!("{prefix}{}{suffix}", random_part()));
-            match self.open_file(&name, libc::O_RDWR | libc::O_CREAT | libc::O_EXCL, 0o600) {
+            match self.open_file(&name, libc::O_RDWR | libc::O_CREAT | libc::O_EXCL, mode) {
                 Ok(f) => return Ok((f, name)),
                 Err(e) if e.raw_os_error() == Some(libc::EEXIST) => last = Some(e),
                 Err(e) => return Err(e),
@@ -497,10 +519,14 @@ fn stat_of(st: &libc::stat) -> Stat {
     let nanos = u32::try_from(st.st_mtime_nsec)
         .unwrap_or(0)
         .min(999_999_999);
+    // st_mode is u16 on some Unixes, u32 on Linux.
+    #[allow(clippy::useless_conversion)]
+    let mode = u32::from(st.st_mode) & 0o7777;
     Stat {
         kind,
         len: u64::try_from(st.st_size).unwrap_or(0),
         modified: UNIX_EPOCH + Duration::new(secs, nanos),
+        mode,
     }
 }
 

@@ -221,22 +221,56 @@ pub mod fault {
 /// [`remove_stray_temps`] removes.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let (dir, name) = parent_of(path)?;
-    let named = |e| with_path(e, path);
-    fault::point("create", path);
-    let (mut tmp, tmp_name) = dir.create_unique(TEMP_PREFIX, "").map_err(named)?;
+    atomic_write_in(&dir, name, bytes, Perm::Private).map_err(|e| with_path(e, path))
+}
+
+/// The permission bits of a file [`atomic_write_in`] writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Perm {
+    /// 0600: tern's own records.
+    Private,
+    /// As a shell's `>` leaves them: an existing file keeps its own bits, a new one gets 0666
+    /// less the umask (a file the person named, such as `--output-last-message`).
+    LikeShell,
+}
+
+/// The one link-safe writer: `bytes` into the entry `name` of the open folder `dir`, atomically
+/// (a new temporary file there, `O_EXCL|O_NOFOLLOW`, write, fsync, `renameat` over the name,
+/// then the folder fsynced). A link planted at `name` is replaced, never followed; the folder
+/// is the one `dir` holds even if its path was swapped meanwhile. The temporary file is removed
+/// on failure. Errors: as the system calls (`ENOENT` when the folder was removed).
+pub fn atomic_write_in(dir: &Dir, name: &OsStr, bytes: &[u8], perm: Perm) -> io::Result<()> {
+    let path = dir.path().join(name);
+    fault::point("create", &path);
+    let existing = match perm {
+        Perm::Private => None,
+        Perm::LikeShell => dir
+            .stat(name)
+            .ok()
+            .filter(|s| s.kind == Kind::File)
+            .map(|s| s.mode),
+    };
+    let (mut tmp, tmp_name) = match perm {
+        Perm::Private => dir.create_unique(TEMP_PREFIX, "")?,
+        Perm::LikeShell => dir.create_unique_mode(TEMP_PREFIX, "", 0o666)?,
+    };
     let written = (|| {
-        fault::point("write", path);
+        if let Some(mode) = existing {
+            use std::os::unix::fs::PermissionsExt;
+            tmp.set_permissions(fs::Permissions::from_mode(mode))?;
+        }
+        fault::point("write", &path);
         tmp.write_all(bytes)?;
-        fault::point("fsync", path);
+        fault::point("fsync", &path);
         tmp.sync_all()?;
-        fault::point("rename", path);
-        dir.rename(&tmp_name, &dir, name)
+        fault::point("rename", &path);
+        dir.rename(&tmp_name, dir, name)
     })();
     if let Err(e) = written {
         let _ = dir.remove_file(&tmp_name);
-        return Err(named(e));
+        return Err(e);
     }
-    fault::point("renamed", path);
+    fault::point("renamed", &path);
     dir.sync();
     Ok(())
 }
@@ -560,6 +594,53 @@ pub fn stamp(path: &Path) -> Option<FileStamp> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_link_safe_writer_keeps_a_files_mode_and_replaces_a_planted_link() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let dir = Dir::hold(d.path()).unwrap();
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        // An existing private file stays private (a shell's `>` keeps the mode).
+        let f = d.path().join("answer.txt");
+        fs::write(&f, "old").unwrap();
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o600)).unwrap();
+        atomic_write_in(&dir, OsStr::new("answer.txt"), b"new", Perm::LikeShell).unwrap();
+        assert_eq!(fs::read(&f).unwrap(), b"new");
+        assert_eq!(mode(&f), 0o600);
+        // tern's own records are 0600 whatever was there.
+        atomic_write_in(&dir, OsStr::new("meta.json"), b"{}", Perm::Private).unwrap();
+        assert_eq!(mode(&d.path().join("meta.json")), 0o600);
+        // A link planted at the name is replaced, its target untouched.
+        let target = outside.path().join("victim");
+        fs::write(&target, "keep").unwrap();
+        std::os::unix::fs::symlink(&target, d.path().join("planted")).unwrap();
+        atomic_write_in(&dir, OsStr::new("planted"), b"x", Perm::LikeShell).unwrap();
+        assert_eq!(fs::read(&target).unwrap(), b"keep");
+        assert!(
+            !fs::symlink_metadata(d.path().join("planted"))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        // The held folder, not whatever its path names later.
+        let moved = d.path().with_extension("moved");
+        fs::rename(d.path(), &moved).unwrap();
+        std::os::unix::fs::symlink(outside.path(), d.path()).unwrap();
+        atomic_write_in(&dir, OsStr::new("late"), b"y", Perm::LikeShell).unwrap();
+        assert!(moved.join("late").exists());
+        assert!(!outside.path().join("late").exists());
+        fs::remove_file(d.path()).unwrap();
+        fs::rename(&moved, d.path()).unwrap();
+        // No temporary file is left behind.
+        assert!(
+            fs::read_dir(d.path())
+                .unwrap()
+                .flatten()
+                .all(|e| !e.file_name().to_string_lossy().starts_with(TEMP_PREFIX))
+        );
+    }
 
     #[test]
     fn append_after_torn_line_keeps_new_line_whole() {
