@@ -25,7 +25,7 @@ use crate::provider::openai::OpenAi;
 use crate::runtime::{
     ChildSpec, Config, Failure, Lineage, Parts, Runtime, Spawner, Surface, system,
 };
-use crate::store::{Meta, Session, StateDir, Status, files};
+use crate::store::{Meta, NewSession, Place, Session, StateDir, Status, files};
 
 /// Which session to open.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -374,15 +374,15 @@ impl Launcher {
             provider: parts.provider.name().to_string(),
             model: parts.cfg.model.clone(),
             base_url: display_url(&parts.cfg.base_url),
-            title: crate::text::title(title),
+            title: title.to_string(),
             ..Meta::default()
         };
-        // Start-up: what a killed creation or write left in `.tern/` goes first.
-        self.state.remove_stray_temps()?;
-        let session = self.state.create_session(meta, |s, lock| {
-            s.write_text_locked(lock, files::SYSTEM, &system)?;
-            s.write_text_locked(lock, files::DRAFT, "")
-        })?;
+        let new = NewSession {
+            meta,
+            system: system.clone(),
+            ..NewSession::default()
+        };
+        let session = self.state.write_session(Place::TopLevel, &new)?;
         if self.mark_current {
             self.state.set_current(&session.id)?;
         }
@@ -523,24 +523,29 @@ impl Launcher {
             provider,
             model,
             base_url,
-            title: crate::text::title(&seed.title),
+            title: seed.title.clone(),
             ..Meta::default()
         };
-        self.state.remove_stray_temps()?;
-        let session = self.state.create_session(meta, |session, lock| {
-            session.write_text_locked(lock, files::SYSTEM, &seed.system)?;
-            session.write_text_locked(lock, files::DRAFT, "")?;
-            if let Some(plan) = &seed.plan {
-                if let Some(locked) = &plan.locked {
-                    session.write_text_locked(lock, files::PLAN, locked)?;
-                }
-                session.write_json_locked(lock, files::PLAN_STATE, plan)?;
-            }
-            if let Some(l) = &seed.ledger {
-                session.write_json_locked(lock, files::LEDGER, l)?;
-            }
-            session.append_messages_locked(lock, &seed.history)
-        })?;
+        let plan = match &seed.plan {
+            Some(p) => Some((
+                p.locked.clone(),
+                serde_json::to_value(p).map_err(std::io::Error::other)?,
+            )),
+            None => None,
+        };
+        let ledger = match &seed.ledger {
+            Some(l) => Some(serde_json::to_value(l).map_err(std::io::Error::other)?),
+            None => None,
+        };
+        let new = NewSession {
+            meta,
+            system: seed.system.clone(),
+            history: seed.history.clone(),
+            plan,
+            ledger,
+            extra: Vec::new(),
+        };
+        let session = self.state.write_session(Place::TopLevel, &new)?;
         if self.mark_current {
             self.state.set_current(&session.id)?;
         }
@@ -575,7 +580,7 @@ impl Launcher {
             provider: parts.provider.name().to_string(),
             model: parts.cfg.model.clone(),
             base_url: display_url(&parts.cfg.base_url),
-            title: crate::text::title(&spec.title),
+            title: spec.title.clone(),
             sandbox: Some(crate::sandbox::probe(
                 parts.cfg.sandbox,
                 parts.cfg.no_network,
@@ -589,12 +594,19 @@ impl Launcher {
             }),
             ..Meta::default()
         };
-        let session = self.state.create_child(parent.session(), meta, |s, lock| {
-            s.write_text_locked(lock, files::SYSTEM, &spec.system)?;
-            s.write_text_locked(lock, files::DRAFT, "")?;
-            s.append_messages_locked(lock, &spec.history)
-        })?;
-        let mut rt = Runtime::assemble(session, parts, spec.system, spec.history);
+        let new = NewSession {
+            meta,
+            system: spec.system,
+            history: spec.history,
+            ..NewSession::default()
+        };
+        let session = self
+            .state
+            .write_session(Place::ChildOf(parent.session()), &new)?;
+        let NewSession {
+            system, history, ..
+        } = new;
+        let mut rt = Runtime::assemble(session, parts, system, history);
         rt.set_hooks(hooks.0, hooks.1);
         rt.begin(ui, false, None)?;
         Ok(rt)

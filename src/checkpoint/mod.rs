@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::store::session::ForkLink;
-use crate::store::{Meta, Session, StateDir, files};
+use crate::store::{Meta, NewSession, Place, Session, StateDir};
 pub use store::{Change, Entry, Store, size_text};
 
 /// Limits of the checkpoint store (`TERN_CHECKPOINTS=off`, `TERN_CHECKPOINT_MAX_FILE`,
@@ -600,32 +600,30 @@ pub fn fork(
         }),
         ..Meta::default()
     };
-    let session = state
-        .create_session_staged(new_meta, |ns| {
-            let lock = ns.lock()?;
-            ns.write_text_locked(&lock, files::SYSTEM, &s.system)?;
-            ns.write_text_locked(&lock, files::DRAFT, "")?;
-            if let Some(plan) = &s.plan {
-                if let Some(locked) = plan.get("locked").and_then(|v| v.as_str()) {
-                    ns.write_text_locked(&lock, files::PLAN, locked)?;
-                }
-                ns.write_json_locked(&lock, files::PLAN_STATE, plan)?;
-            }
-            if let Some(l) = &s.ledger {
-                ns.write_json_locked(&lock, files::LEDGER, l)?;
-            }
-            ns.append_messages_locked(&lock, &s.history)?;
-            let mut text = String::new();
-            for l in &s.lines {
-                text.push_str(&crate::store::fsutil::to_jsonl(l)?);
-                text.push('\n');
-            }
-            if !text.is_empty() {
-                crate::store::fsutil::atomic_write(&ns.path(turns::TURNS), text.as_bytes())?;
-            }
-            Ok(())
-        })
-        .map_err(failed)?;
+    let mut turn_lines = String::new();
+    for l in &s.lines {
+        turn_lines.push_str(&crate::store::fsutil::to_jsonl(l).map_err(failed)?);
+        turn_lines.push('\n');
+    }
+    let new = NewSession {
+        meta: new_meta,
+        system: s.system,
+        history: s.history,
+        plan: s.plan.map(|plan| {
+            let locked = plan
+                .get("locked")
+                .and_then(|v| v.as_str())
+                .map(str::to_string);
+            (locked, plan)
+        }),
+        ledger: s.ledger,
+        extra: if turn_lines.is_empty() {
+            Vec::new()
+        } else {
+            vec![(turns::TURNS, turn_lines.into_bytes())]
+        },
+    };
+    let session = state.write_session(Place::TopLevel, &new).map_err(failed)?;
     if mark_current {
         state.set_current(&session.id).map_err(failed)?;
     }

@@ -106,78 +106,31 @@ impl StateDir {
         self.root.join("sessions").join(id)
     }
 
-    /// Creates a new session folder with `meta` (its id and created_at are filled in), its
-    /// `spill/` and `archive/` folders, and whatever `fill` writes into it (under its lock).
-    /// The folder is built under a temporary name and renamed into place: it appears complete
-    /// or not at all (DESIGN.md §12), and [`StateDir::remove_stray_temps`] removes what a
-    /// killed creation left. Pointing `current` at it is the launcher's policy.
-    pub fn create_session(
-        &self,
-        meta: Meta,
-        fill: impl FnOnce(&Session, &lock::SessionLock) -> io::Result<()>,
-    ) -> io::Result<Session> {
-        self.init()?;
-        // Held while the folder is built, so a start-up sweep in another process never removes
-        // a creation in flight (the sweep takes it too).
-        let _lock = root_lock(&self.root)?;
-        create_in(&self.root.join("sessions"), meta, fill)
-    }
-
-    /// Creates a session whose files `fill` writes, then moves it into `sessions/` in one
-    /// rename (the commit point): a crash before leaves no session, only a `sessions/.tmp-session-*`
-    /// folder, removed by the next staged creation. Held under the state folder's lock.
-    pub fn create_session_staged(
-        &self,
-        mut meta: Meta,
-        fill: impl FnOnce(&Session) -> io::Result<()>,
-    ) -> io::Result<Session> {
-        self.init()?;
-        let sessions = self.root.join("sessions");
-        // A tempfile's prefix: the guard's watch of `sessions/` skips these names.
-        let staged_prefix = format!("{}session-", fsutil::TEMP_PREFIX);
-        let _lock = root_lock(&self.root)?;
-        if let Ok(rd) = std::fs::read_dir(&sessions) {
-            for e in rd.flatten() {
-                if e.file_name().to_string_lossy().starts_with(&staged_prefix) {
-                    let _ = std::fs::remove_dir_all(e.path());
-                }
+    /// The one session writer: a new session folder holding `new` (its id and `created_at` are
+    /// filled in, its title cut by the one title rule), at the top level (under the state
+    /// folder's lock, after sweeping what a killed creation left) or under a parent's `agents/`.
+    /// The folder is built under a temporary name and renamed into place: it appears complete or
+    /// not at all (DESIGN.md §12). Pointing `current` at it is the caller's policy.
+    ///
+    /// Errors: any write (the half-built folder is left for the next sweep).
+    pub fn write_session(&self, place: Place<'_>, new: &NewSession) -> io::Result<Session> {
+        let mut meta = new.meta.clone();
+        meta.title = crate::text::title(&meta.title);
+        let fill = |s: &Session, lock: &lock::SessionLock| new.fill(s, lock);
+        match place {
+            Place::TopLevel => {
+                // Start-up: what a killed creation or write left in the state folder goes first.
+                self.remove_stray_temps()?;
+                self.init()?;
+                // Held while the folder is built, so a start-up sweep in another process never
+                // removes a creation in flight (the sweep takes it too).
+                let _lock = root_lock(&self.root)?;
+                create_in(&self.root.join("sessions"), meta, fill)
             }
+            // A sub-agent's leftovers are swept when its parent is reopened
+            // ([`Session::remove_stray_temps`]), which no process does while the parent runs.
+            Place::ChildOf(parent) => create_in(&parent.path(files::AGENTS), meta, fill),
         }
-        let mut id = crate::clock::new_session_id();
-        while sessions.join(&id).exists() {
-            id = crate::clock::new_session_id();
-        }
-        let staged = sessions.join(format!("{staged_prefix}{id}"));
-        fsutil::ensure_dir(&staged)?;
-        fsutil::ensure_dir(&staged.join(files::SPILL))?;
-        fsutil::ensure_dir(&staged.join(files::ARCHIVE))?;
-        let session = Session::at(&id, staged.clone());
-        meta.id = id.clone();
-        meta.created_at = crate::clock::now_rfc3339();
-        meta.updated_at = meta.created_at.clone();
-        {
-            let lock = session.lock()?;
-            session.write_meta_locked(&lock, &meta)?;
-        }
-        fill(&session)?;
-        let dir = sessions.join(&id);
-        fsutil::fault::point("rename", &dir);
-        std::fs::rename(&staged, &dir)?;
-        fsutil::sync_dir(&sessions);
-        Ok(Session::at(&id, dir))
-    }
-
-    /// Creates a sub-agent's session folder under its parent's, `<parent>/agents/<id>/`, laid out
-    /// (and committed by one rename) like a top-level one. It is not listed among the top-level
-    /// sessions and never becomes `current`. Its leftovers are swept when the parent is reopened
-    /// ([`Session::remove_stray_temps`]), which no process does while the parent runs.
-    pub fn create_child(
-        &self,
-        parent: &Session,
-        meta: Meta,
-        fill: impl FnOnce(&Session, &lock::SessionLock) -> io::Result<()>,
-    ) -> io::Result<Session> {
-        create_in(&parent.path(files::AGENTS), meta, fill)
     }
 
     /// Opens an existing session by exact id, unique id prefix, or unique part of an id.
@@ -290,8 +243,8 @@ impl StateDir {
                 for e in rd {
                     let e = e?;
                     let name = e.file_name().to_string_lossy().into_owned();
-                    // A dot-name is a half-built session (`.tmp-*` of a new session, `.tmp-session-*`
-                    // of a fork: see `create_session_staged`), never one to open.
+                    // A dot-name is a half-built session (`.tmp-*`: see `create_in`), never one
+                    // to open.
                     if e.file_type()?.is_dir() && !name.starts_with('.') {
                         ids.push(name);
                     }
@@ -302,6 +255,58 @@ impl StateDir {
         }
         ids.sort();
         Ok(ids)
+    }
+}
+
+/// Where [`StateDir::write_session`] puts a new session.
+#[derive(Debug, Clone, Copy)]
+pub enum Place<'a> {
+    /// `sessions/<id>/`: a session of its own (a person's, a fork, a relay).
+    TopLevel,
+    /// `<parent>/agents/<id>/`: a sub-agent's, not listed among the top-level sessions, never
+    /// `current`.
+    ChildOf(&'a Session),
+}
+
+/// Everything a new session folder starts with: every creation (a new session, a sub-agent, a
+/// fork, a relay) writes this one shape.
+#[derive(Debug, Clone, Default)]
+pub struct NewSession {
+    /// `meta.json` (id and creation time are filled in).
+    pub meta: Meta,
+    /// The exact bytes of `system.txt`.
+    pub system: String,
+    /// `conversation.jsonl`.
+    pub history: Vec<crate::message::Message>,
+    /// A carried plan: the locked text (`plan.md`) and `plan.json`.
+    pub plan: Option<(Option<String>, serde_json::Value)>,
+    /// A carried `ledger.json`.
+    pub ledger: Option<serde_json::Value>,
+    /// More files, by name: a fork's turn record.
+    pub extra: Vec<(&'static str, Vec<u8>)>,
+}
+
+impl NewSession {
+    /// Writes the files into the half-built folder `s` (an empty draft always).
+    fn fill(&self, s: &Session, lock: &lock::SessionLock) -> io::Result<()> {
+        s.write_text_locked(lock, files::SYSTEM, &self.system)?;
+        s.write_text_locked(lock, files::DRAFT, "")?;
+        if let Some((locked, state)) = &self.plan {
+            if let Some(text) = locked {
+                s.write_text_locked(lock, files::PLAN, text)?;
+            }
+            s.write_json_locked(lock, files::PLAN_STATE, state)?;
+        }
+        if let Some(l) = &self.ledger {
+            s.write_json_locked(lock, files::LEDGER, l)?;
+        }
+        if !self.history.is_empty() {
+            s.append_messages_locked(lock, &self.history)?;
+        }
+        for (name, bytes) in &self.extra {
+            fsutil::atomic_write(&s.path(name), bytes)?;
+        }
+        Ok(())
     }
 }
 

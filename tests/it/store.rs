@@ -6,7 +6,7 @@ use std::thread;
 
 use tern::event::{Envelope, Event};
 use tern::message::Message;
-use tern::store::{Meta, StateDir, files};
+use tern::store::{StateDir, files};
 
 fn state() -> (tempfile::TempDir, StateDir) {
     let d = tempfile::tempdir().unwrap();
@@ -20,7 +20,12 @@ fn state() -> (tempfile::TempDir, StateDir) {
 #[test]
 fn concurrent_writers_lose_nothing_and_leave_no_stray_file() {
     let (_d, st) = state();
-    let s = st.create_session(Meta::default(), |_, _| Ok(())).unwrap();
+    let s = st
+        .write_session(
+            tern::store::Place::TopLevel,
+            &tern::store::NewSession::default(),
+        )
+        .unwrap();
     let (id, dir) = (s.id.clone(), s.dir.clone());
     let threads: Vec<_> = (0..8)
         .map(|t| {
@@ -71,7 +76,12 @@ fn concurrent_writers_lose_nothing_and_leave_no_stray_file() {
 #[test]
 fn planted_symlinks_are_never_written_through() {
     let (d, st) = state();
-    let s = st.create_session(Meta::default(), |_, _| Ok(())).unwrap();
+    let s = st
+        .write_session(
+            tern::store::Place::TopLevel,
+            &tern::store::NewSession::default(),
+        )
+        .unwrap();
     let victim = d.path().join("victim.txt");
     std::fs::write(&victim, "keep me").unwrap();
     for name in [files::CONVERSATION, files::EVENTS, files::LOCK] {
@@ -97,7 +107,11 @@ fn planted_symlinks_are_never_written_through() {
 #[test]
 fn session_ids_are_never_paths() {
     let (_d, st) = state();
-    st.create_session(Meta::default(), |_, _| Ok(())).unwrap();
+    st.write_session(
+        tern::store::Place::TopLevel,
+        &tern::store::NewSession::default(),
+    )
+    .unwrap();
     for bad in ["../x", "a/b", "", ".hidden", "x\0y"] {
         assert!(st.open_session(bad).is_err(), "{bad:?} accepted");
     }
