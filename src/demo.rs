@@ -85,10 +85,7 @@ fn run_inner(process: &Process, workspace: Option<PathBuf>, json: bool) -> Resul
     if !workspace.is_dir() {
         return Err(format!("{} is not a folder", workspace.display()));
     }
-    let state = StateDir {
-        root: workspace.join(".tern"),
-        workspace: workspace.clone(),
-    };
+    let state = StateDir::at(&workspace, &workspace, None);
     let mut json_ui = Json;
     let mut human = Human::new();
     let ui: &mut dyn Surface = if json { &mut json_ui } else { &mut human };

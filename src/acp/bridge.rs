@@ -84,15 +84,7 @@ impl Bridge {
     }
 
     fn state_for(&self, cwd: &Path) -> StateDir {
-        let root = match &self.settings.state_dir {
-            Some(d) if d.is_absolute() => d.clone(),
-            Some(d) => cwd.join(d),
-            None => cwd.join(".tern"),
-        };
-        StateDir {
-            root,
-            workspace: cwd.to_path_buf(),
-        }
+        StateDir::at(cwd, cwd, self.settings.state_dir.as_deref())
     }
 
     fn check_cwd(cwd: &Path) -> Result<(), RpcError> {

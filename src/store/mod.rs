@@ -34,14 +34,23 @@ impl StateDir {
             .ancestors()
             .find(|a| a.join(".tern").is_dir())
             .or_else(|| cwd.ancestors().find(|a| a.join(".git").exists()))
-            .unwrap_or(cwd)
-            .to_path_buf();
+            .unwrap_or(cwd);
+        StateDir::at(workspace, cwd, override_dir)
+    }
+
+    /// The state folder of the workspace `workspace` (an editor names it: ACP's `cwd`):
+    /// `<workspace>/.tern`, or `override_dir` (relative to `cwd`). The one rule of where a
+    /// workspace keeps its state.
+    pub fn at(workspace: &Path, cwd: &Path, override_dir: Option<&Path>) -> StateDir {
         let root = match override_dir {
             Some(d) if d.is_absolute() => d.to_path_buf(),
             Some(d) => cwd.join(d),
             None => workspace.join(".tern"),
         };
-        StateDir { root, workspace }
+        StateDir {
+            root,
+            workspace: workspace.to_path_buf(),
+        }
     }
 
     /// Creates `.tern/`, its `.gitignore` (`*`) and `sessions/` when absent.
