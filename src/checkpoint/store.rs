@@ -1111,3 +1111,112 @@ fn beyond_link(work: &Path, path: &[u8]) -> bool {
                 .is_ok_and(|m| m.file_type().is_symlink())
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A workspace with a state folder in it, and its store.
+    fn store() -> (tempfile::TempDir, Store) {
+        let ws = tempfile::tempdir().unwrap();
+        let state = ws.path().join(".tern");
+        std::fs::create_dir_all(&state).unwrap();
+        let s = Store::open(&state, ws.path(), super::super::Limits::default()).unwrap();
+        (ws, s)
+    }
+
+    fn refs(s: &Store) -> Vec<String> {
+        s.refs(&["refs/tern/"])
+            .unwrap()
+            .into_iter()
+            .map(|r| r.name)
+            .collect()
+    }
+
+    #[test]
+    fn a_turn_is_recorded_once_per_tree_under_its_own_ref() {
+        let (ws, s) = store();
+        std::fs::write(ws.path().join("a.txt"), "1").unwrap();
+        let (new, _) = s.record_turn("S1", 1).unwrap();
+        assert!(new);
+        // The same tree again: the same commit under the next turn's ref, nothing new.
+        let (new, _) = s.record_turn("S1", 2).unwrap();
+        assert!(!new);
+        let e = s.entries("S1").unwrap();
+        assert_eq!(e.iter().map(|e| e.turn).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(e[0].commit, e[1].commit);
+        assert_eq!(
+            refs(&s),
+            [
+                "refs/tern/latest",
+                "refs/tern/s/S1/t000001",
+                "refs/tern/s/S1/t000002"
+            ]
+        );
+        // The state folder is never recorded.
+        let (tree, _) = s.tree_now().unwrap();
+        let listed = s
+            .git
+            .text(&["ls-tree", "-r", "--name-only", &tree], None)
+            .unwrap();
+        assert_eq!(listed, "a.txt");
+        assert!(s.entries("other").unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_undo_and_its_redo_are_ref_transactions_that_round_trip_the_files() {
+        let (ws, s) = store();
+        let a = ws.path().join("a.txt");
+        std::fs::write(&a, "before").unwrap();
+        s.record_turn("S1", 1).unwrap();
+        std::fs::write(&a, "after").unwrap();
+        std::fs::write(ws.path().join("new.txt"), "made").unwrap();
+        let r = s.undo("S1", 1, None, false).unwrap();
+        assert_eq!(r.turn, Some(1));
+        assert_eq!(std::fs::read_to_string(&a).unwrap(), "before");
+        assert!(!ws.path().join("new.txt").exists());
+        assert!(refs(&s).iter().any(|r| r.starts_with("refs/tern/redo/")));
+        s.redo().unwrap();
+        assert_eq!(std::fs::read_to_string(&a).unwrap(), "after");
+        assert_eq!(
+            std::fs::read_to_string(ws.path().join("new.txt")).unwrap(),
+            "made"
+        );
+        assert!(!refs(&s).iter().any(|r| r.starts_with("refs/tern/redo/")));
+        // Nothing left to redo, and a new turn drops nothing it should keep.
+        assert!(s.redo().is_err());
+    }
+
+    #[test]
+    fn a_failed_ref_transaction_changes_no_ref() {
+        let (ws, s) = store();
+        std::fs::write(ws.path().join("a.txt"), "1").unwrap();
+        s.record_turn("S1", 1).unwrap();
+        let before = refs(&s);
+        let latest = s.entries("S1").unwrap()[0].commit.clone();
+        let tx = format!(
+            "update refs/tern/s/S1/t000009 {latest}\nupdate refs/tern/latest {}\n",
+            "0".repeat(39) + "1"
+        );
+        assert!(s.update_refs(&tx).is_err());
+        assert_eq!(refs(&s), before, "all or nothing");
+        // A stale lock a killed git left is removed and the transaction goes through.
+        let lock = s.git.dir.join("refs/tern/latest.lock");
+        std::fs::create_dir_all(lock.parent().unwrap()).unwrap();
+        std::fs::write(&lock, "").unwrap();
+        s.update_refs(&format!(
+            "update refs/tern/s/S1/t000009 {latest}\nupdate refs/tern/latest {latest}\n"
+        ))
+        .unwrap();
+        assert!(!lock.exists());
+        assert!(refs(&s).contains(&"refs/tern/s/S1/t000009".to_string()));
+    }
+
+    #[test]
+    fn names_and_sizes_are_plain_data() {
+        assert_eq!(turn_ref("S", 7), "refs/tern/s/S/t000007");
+        assert_eq!(glob_escape("a*b[1]#!"), "a\\*b\\[1\\]\\#\\!");
+        assert_eq!(size_text(999), "999 B");
+        assert_eq!(size_text(12_345_678), "12.3 MB");
+    }
+}
