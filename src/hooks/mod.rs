@@ -22,6 +22,7 @@
 //! [`goal`] (`--goal`'s file), [`cli`] (`tern hooks`); its one door into the runtime is
 //! `runtime::hooks` (what each event does with a hook's answer, and the goal's Stop gate).
 
+pub mod answer;
 pub mod cli;
 pub mod goal;
 pub mod run;

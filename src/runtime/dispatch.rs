@@ -190,7 +190,7 @@ impl Runtime {
 
     /// Whether bash may run this command now (approval policy, the person's answer).
     fn approve(&mut self, command: &str, ui: &mut dyn Surface) -> Result<(), ToolError> {
-        use super::hooks::Permission;
+        use crate::hooks::answer::Permission;
         // A PreToolUse hook's allow skips the question, its ask asks whatever the policy.
         let ask = match (self.hook_state.permission.take(), self.cfg.approval) {
             (_, Approval::Never) => true,

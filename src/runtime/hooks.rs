@@ -2,13 +2,8 @@
 //! the `hook` event of every run. The turn loop calls these methods at its fixed points and does
 //! nothing else with hooks; with no hook configured each is one check of an empty list.
 //!
-//! What a hook says, per Claude Code's hooks reference ("Exit code output", "JSON output"):
-//! exit 0 may print a JSON object on stdout (`continue`/`stopReason`, `decision`/`reason`,
-//! `systemMessage`, `hookSpecificOutput` with `permissionDecision` allow/deny/ask and its
-//! reason, `updatedInput`, `additionalContext`); plain stdout counts as context for
-//! `UserPromptSubmit` and `SessionStart` only. Exit 2 blocks, with stderr as the message. Any
-//! other code, a timeout, or a hook that cannot start is a warning to the person; the work goes
-//! on. What a hook adds for the model goes into the newest message only: the tool result of the
+//! What a hook's answer means is the hooks room's pure core (`hooks::answer`); this door applies
+//! it. What a hook adds for the model goes into the newest message only: the tool result of the
 //! call, the stored user message, the message that continues a stopped turn.
 
 use std::sync::Arc;
@@ -17,8 +12,8 @@ use serde_json::{Map, Value, json};
 
 use super::{Failure, Runtime, Surface};
 use crate::event::{Event, GoalResult, HookDecision};
+use crate::hooks::answer::{Permission, Verdict, read_answer};
 use crate::hooks::goal::{self, Goal, LastRun};
-use crate::hooks::run::Ran;
 use crate::hooks::{HookEvent, Hooks};
 use crate::message::ToolCall;
 use crate::store::files;
@@ -55,38 +50,12 @@ impl HookState {
     }
 }
 
-/// A PreToolUse hook's `permissionDecision` that lets the call go on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Permission {
-    /// No approval question (an `--approval never` session still refuses).
-    Allow,
-    /// Ask the person, whatever the approval policy.
-    Ask,
-}
-
 /// What a PreToolUse gate decided.
 pub enum PreTool {
     /// Run the call, with these arguments when a hook replaced them (`updatedInput`).
     Run(Option<Value>),
     /// Do not run it: the model reads this as the tool result.
     Deny(String),
-}
-
-/// The combined answer of the hooks of one event.
-#[derive(Debug, Default)]
-struct Verdict {
-    /// Exit 2 (stderr) and `decision: block` reasons.
-    block: Vec<String>,
-    /// `permissionDecision: deny` reasons.
-    deny: Vec<String>,
-    /// The strongest of allow / ask (deny is above).
-    permission: Option<Permission>,
-    /// `additionalContext`, and plain stdout where it counts.
-    context: Vec<String>,
-    /// `continue: false`, with `stopReason`.
-    stop: Option<String>,
-    /// `updatedInput` of a PreToolUse hook (the last one given).
-    updated_input: Option<Value>,
 }
 
 /// How many times the Stop (or SubagentStop) hooks may send the model back to work in one turn.
@@ -431,130 +400,6 @@ fn for_model(text: &str) -> String {
         "{}\n[hook output cut at {MODEL_TEXT_BYTES} bytes]",
         crate::text::cut(&t, MODEL_TEXT_BYTES)
     )
-}
-
-/// Reads one hook's answer into `v`; returns its decision and the message worth showing.
-fn read_answer(
-    event: HookEvent,
-    ran: &Ran,
-    timeout: std::time::Duration,
-    v: &mut Verdict,
-) -> (HookDecision, Option<String>) {
-    if let Some(e) = &ran.spawn_error {
-        return (HookDecision::Error, Some(e.clone()));
-    }
-    if ran.timed_out {
-        return (
-            HookDecision::Error,
-            Some(format!(
-                "timed out after {} s; its process group was killed",
-                timeout.as_secs_f64()
-            )),
-        );
-    }
-    if ran.interrupted {
-        return (
-            HookDecision::Error,
-            Some("interrupted; its process group was killed".into()),
-        );
-    }
-    match ran.exit_code {
-        Some(2) => {
-            let msg = ran.stderr.trim().to_string();
-            v.block.push(msg.clone());
-            (HookDecision::Block, Some(msg))
-        }
-        Some(0) => read_json_answer(event, &ran.stdout, v),
-        code => {
-            let err = ran.stderr.trim();
-            let msg = match code {
-                Some(c) => format!("exited {c} (not a block: the work goes on)"),
-                None => "ended without an exit code".into(),
-            };
-            (
-                HookDecision::Error,
-                Some(if err.is_empty() {
-                    msg
-                } else {
-                    format!("{msg}: {err}")
-                }),
-            )
-        }
-    }
-}
-
-/// The JSON (or plain) stdout of a hook that exited 0.
-fn read_json_answer(
-    event: HookEvent,
-    stdout: &str,
-    v: &mut Verdict,
-) -> (HookDecision, Option<String>) {
-    let text = stdout.trim();
-    let parsed = text
-        .starts_with('{')
-        .then(|| serde_json::from_str::<Value>(text).ok())
-        .flatten();
-    let Some(obj) = parsed.as_ref().and_then(Value::as_object) else {
-        if matches!(event, HookEvent::UserPromptSubmit | HookEvent::SessionStart)
-            && !text.is_empty()
-        {
-            v.context.push(text.to_string());
-        }
-        return (HookDecision::None, None);
-    };
-    let s = |m: &Map<String, Value>, k: &str| m.get(k).and_then(Value::as_str).map(str::to_string);
-    let mut shown = s(obj, "systemMessage");
-    if obj.get("continue") == Some(&Value::Bool(false)) {
-        let reason = s(obj, "stopReason").unwrap_or_else(|| "(no stopReason)".into());
-        v.stop = Some(reason.clone());
-        return (HookDecision::Stop, Some(reason));
-    }
-    let specific = obj.get("hookSpecificOutput").and_then(Value::as_object);
-    if let Some(c) = specific.and_then(|h| s(h, "additionalContext")) {
-        v.context.push(c);
-    }
-    let reason = s(obj, "reason");
-    let mut decision = HookDecision::None;
-    if event == HookEvent::PreToolUse {
-        let why = specific
-            .and_then(|h| s(h, "permissionDecisionReason"))
-            .or(reason.clone());
-        // `decision: approve | block` is the older spelling of allow / deny.
-        let chosen = specific
-            .and_then(|h| s(h, "permissionDecision"))
-            .or_else(|| match s(obj, "decision").as_deref() {
-                Some("approve") => Some("allow".into()),
-                Some("block") => Some("deny".into()),
-                _ => None,
-            });
-        if let Some(input) = specific.and_then(|h| h.get("updatedInput")) {
-            v.updated_input = Some(input.clone());
-        }
-        match chosen.as_deref() {
-            Some("deny") => {
-                v.deny
-                    .push(why.clone().unwrap_or_else(|| "(no reason given)".into()));
-                decision = HookDecision::Deny;
-            }
-            Some("ask") => {
-                v.permission = Some(Permission::Ask);
-                decision = HookDecision::Ask;
-            }
-            Some("allow") => {
-                if v.permission.is_none() {
-                    v.permission = Some(Permission::Allow);
-                }
-                decision = HookDecision::Allow;
-            }
-            _ => {}
-        }
-        shown = shown.or(why);
-    } else if s(obj, "decision").as_deref() == Some("block") {
-        let why = reason.unwrap_or_else(|| "(no reason given)".into());
-        v.block.push(why.clone());
-        return (HookDecision::Block, Some(why));
-    }
-    (decision, shown)
 }
 
 impl Runtime {
