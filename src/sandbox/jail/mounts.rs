@@ -141,15 +141,72 @@ fn mount_fs(fstype: &str, target: &Path, flags: libc::c_ulong, data: &str) -> io
     check(r as libc::c_long, &format!("mount {fstype} on"), target).map(|_| ())
 }
 
-fn is_dir(p: &Path) -> bool {
-    std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir())
+/// One step of building the jail's view, in order: the plan is data ([`plan`], pure, tested as
+/// exact lists), the executor ([`build`]) runs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Mount propagation private, so nothing done here reaches the host.
+    Private,
+    /// A detached copy of the tree at `path`, taken before the host tree turns read-only (a
+    /// copy keeps the flags it had); a `read_only` copy gets `ro,nosuid,nodev`.
+    Copy {
+        /// What is copied (and later attached at the same path).
+        path: PathBuf,
+        /// Shown read-only.
+        read_only: bool,
+    },
+    /// A copy of the device node `/dev/NAME`, for the minimal `/dev`.
+    Device(&'static str),
+    /// The whole host tree read-only, `nosuid`, `nodev`, in one recursive `mount_setattr`.
+    HostReadOnly,
+    /// A private tmpfs over `path` (`mode=MODE`).
+    Cover {
+        /// The covered folder.
+        path: PathBuf,
+        /// Its permission bits, as tmpfs takes them.
+        mode: &'static str,
+    },
+    /// The minimal `/dev` with the copied devices.
+    Dev,
+    /// A `/proc` of the jail's own PID namespace.
+    Proc,
+    /// The copy of `path` attached at `path` (`dir`: a folder; else a file).
+    Attach {
+        /// Where.
+        path: PathBuf,
+        /// A folder (else a file).
+        dir: bool,
+    },
+    /// `path` covered wherever it is still visible (an empty folder or file, read-only).
+    Hide(PathBuf),
+    /// `path` is not in the jail, and why.
+    Left(PathBuf, String),
 }
 
-/// What to attach after the covers.
-struct Copy {
-    path: PathBuf,
-    fd: OwnedFd,
-    dir: bool,
+/// What the plan needs to know of the host: `kind(path)` says whether a path exists and is a
+/// folder (`Some(true)`), another entry (`Some(false)`) or is missing (`None`), not following a
+/// final link; `resolv` is where `/etc/resolv.conf` leads when that is under `/run` or `/tmp`.
+pub struct Host<'a> {
+    /// The kind of a host path.
+    pub kind: &'a dyn Fn(&Path) -> Option<bool>,
+    /// The target of `/etc/resolv.conf` when a cover would hide it.
+    pub resolv: Option<PathBuf>,
+}
+
+impl Host<'_> {
+    /// The host as the file system says.
+    pub fn real() -> Host<'static> {
+        fn kind(p: &Path) -> Option<bool> {
+            std::fs::symlink_metadata(p).ok().map(|m| m.is_dir())
+        }
+        Host {
+            kind: &kind,
+            // /etc/resolv.conf often links into /run (systemd-resolved): keep its target.
+            resolv: std::fs::canonicalize("/etc/resolv.conf")
+                .ok()
+                .filter(|t| t.starts_with("/run") || t.starts_with("/tmp")),
+        }
+    }
 }
 
 /// Depth of a path in components, for attaching parents before children.
@@ -157,148 +214,177 @@ fn depth(p: &Path) -> usize {
     p.components().count()
 }
 
-/// True when `p` is `root` or below it.
-fn within(p: &Path, root: &Path) -> bool {
-    p.starts_with(root)
-}
-
-/// Builds the view (see the module docs). Returns notes (a path left out and why), or the first
-/// step that failed: the jail is then refused whole.
-///
-/// Errors: any mount step; the message names the step and the path.
-pub(super) fn build(spec: &JailSpec) -> io::Result<Vec<String>> {
-    let mut notes = Vec::new();
-    let root = Path::new("/");
-    // 1. Nothing propagates back to the host.
-    let c = cstr(root)?;
-    // SAFETY: remount of "/" with propagation flags only; no data.
-    let r = unsafe {
-        libc::mount(
-            std::ptr::null(),
-            c.as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
+/// The steps that build the view of `spec` on `host` (see the module docs for why this order).
+pub fn plan(spec: &JailSpec, host: &Host<'_>) -> Vec<Step> {
+    let mut steps = vec![Step::Private];
+    // 2. Copies: writable first, then read-only (the state folder, git's files, readable home
+    // entries, resolv.conf's target). A path that is not there is left out with a note.
+    let mut attach: Vec<(PathBuf, bool)> = Vec::new();
+    let wanted = spec
+        .writable
+        .iter()
+        .chain(&spec.writable_files)
+        .map(|p| (p.clone(), false))
+        .chain(
+            spec.read_only
+                .iter()
+                .chain(&spec.readable)
+                .map(|p| (p.clone(), true)),
         )
-    };
-    check(r as libc::c_long, "make private", root)?;
-
-    // 2. Copies, taken before the host tree turns read-only (a copy keeps the flags it had).
-    let mut copies: Vec<Copy> = Vec::new();
-    let mut take = |p: &Path, read_only: bool, notes: &mut Vec<String>| -> io::Result<()> {
-        let meta = match std::fs::symlink_metadata(p) {
-            Ok(m) => m,
-            Err(e) => {
-                notes.push(format!("{}: {e}; not in the jail", p.display()));
-                return Ok(());
+        .chain(host.resolv.clone().map(|p| (p, true)));
+    for (path, read_only) in wanted {
+        match (host.kind)(&path) {
+            Some(dir) => {
+                steps.push(Step::Copy {
+                    path: path.clone(),
+                    read_only,
+                });
+                attach.push((path, dir));
             }
-        };
-        let fd = clone_tree(p)?;
-        if read_only {
-            set_attr(
-                Some(fd.as_raw_fd()),
-                p,
-                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-                0,
-                true,
-            )?;
+            None => {
+                let why = "not found; not in the jail".to_string();
+                steps.push(Step::Left(path, why));
+            }
         }
-        copies.push(Copy {
-            path: p.to_path_buf(),
-            fd,
-            dir: meta.is_dir(),
-        });
-        Ok(())
-    };
-    for p in spec.writable.iter().chain(&spec.writable_files) {
-        take(p, false, &mut notes)?;
     }
-    for p in spec.read_only.iter().chain(&spec.readable) {
-        take(p, true, &mut notes)?;
-    }
-    let mut devices = Vec::new();
     for d in DEVICES {
-        let p = Path::new("/dev").join(d);
-        if std::fs::symlink_metadata(&p).is_ok() {
-            devices.push((d, clone_tree(&p)?));
+        if (host.kind)(&Path::new("/dev").join(d)).is_some() {
+            steps.push(Step::Device(d));
         }
     }
-    // /etc/resolv.conf often links into /run (systemd-resolved): keep its target visible.
-    let resolv = std::fs::canonicalize("/etc/resolv.conf")
-        .ok()
-        .filter(|t| t.starts_with("/run") || t.starts_with("/tmp"));
-    if let Some(t) = &resolv {
-        take(t, true, &mut notes)?;
-    }
-
-    // 3. The host tree: read-only, no set-uid, no devices.
-    set_attr(
-        None,
-        root,
-        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-        0,
-        true,
-    )?;
-
-    // 4. Covers.
-    let tmpfs_flags = libc::MS_NOSUID | libc::MS_NODEV;
+    // 3. The host tree read-only.
+    steps.push(Step::HostReadOnly);
+    // 4. Covers, a minimal /dev, the jail's /proc.
+    let mut covered: Vec<PathBuf> = Vec::new();
     for (p, mode) in [("/tmp", "1777"), ("/var/tmp", "1777"), ("/run", "755")] {
-        let p = Path::new(p);
-        if is_dir(p) {
-            mount_fs("tmpfs", p, tmpfs_flags, &format!("mode={mode}"))?;
+        if (host.kind)(Path::new(p)) == Some(true) {
+            covered.push(PathBuf::from(p));
+            steps.push(Step::Cover {
+                path: PathBuf::from(p),
+                mode,
+            });
         }
     }
     if let Some(home) = &spec.home {
-        // A home that holds or is a writable root stays (its credentials are covered in step 6).
-        let holds_root = spec.writable.iter().any(|w| within(home, w));
-        if is_dir(home) && !holds_root {
-            mount_fs("tmpfs", home, tmpfs_flags, "mode=755")?;
+        // A home inside a writable root (the workspace is the home folder, or above it) stays:
+        // covering it would hide the work. Its credentials are hidden in step 6. A home under a
+        // cover (`/tmp/…`) is hidden already.
+        let in_root = spec.writable.iter().any(|w| home.starts_with(w));
+        let hidden = covered.iter().any(|c| home.starts_with(c));
+        if (host.kind)(home) == Some(true) && !in_root && !hidden {
+            steps.push(Step::Cover {
+                path: home.clone(),
+                mode: "755",
+            });
         }
     }
-    build_dev(&devices)?;
-    mount_fs(
-        "proc",
-        Path::new("/proc"),
-        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-        "",
-    )?;
+    steps.push(Step::Dev);
+    steps.push(Step::Proc);
+    // 5. The copies, parents first (a stable sort keeps the writable one of equal depth first).
+    attach.sort_by_key(|(p, _)| depth(p));
+    steps.extend(
+        attach
+            .into_iter()
+            .map(|(path, dir)| Step::Attach { path, dir }),
+    );
+    // 6. Credentials, wherever they are still visible.
+    steps.extend(spec.hidden.iter().cloned().map(Step::Hide));
+    steps
+}
 
-    // 5. The copies, parents first.
-    copies.sort_by_key(|c| depth(&c.path));
-    for c in &copies {
-        if let Err(e) = make_mountpoint(&c.path, c.dir) {
-            notes.push(format!("{}: {e}; not in the jail", c.path.display()));
-            continue;
-        }
-        attach(&c.fd, &c.path)?;
-    }
-
-    // 6. Credentials, wherever they are still visible (a workspace that is the home folder).
-    let empty = Path::new("/tmp/.tern-empty");
-    std::fs::write(empty, b"")?;
-    for p in &spec.hidden {
-        match std::fs::symlink_metadata(p) {
-            Ok(m) if m.is_dir() => mount_fs(
-                "tmpfs",
-                p,
-                libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                "mode=000,size=4k",
-            )?,
-            Ok(m) if m.is_file() => {
-                let fd = clone_tree(empty)?;
-                set_attr(Some(fd.as_raw_fd()), empty, MOUNT_ATTR_RDONLY, 0, false)?;
-                attach(&fd, p)?;
+/// Builds the view of `spec` (see the module docs): runs [`plan`]'s steps. Returns notes (a
+/// path left out and why), or the first step that failed: the jail is then refused whole.
+///
+/// Errors: any mount step; the message names the step and the path.
+pub(super) fn build(spec: &JailSpec) -> io::Result<Vec<String>> {
+    let steps = plan(spec, &Host::real());
+    let mut notes = Vec::new();
+    let mut copies: Vec<(PathBuf, OwnedFd)> = Vec::new();
+    let mut devices: Vec<(&str, OwnedFd)> = Vec::new();
+    let ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    let tmpfs_flags = libc::MS_NOSUID | libc::MS_NODEV;
+    for step in steps {
+        match step {
+            Step::Private => {
+                let root = Path::new("/");
+                let c = cstr(root)?;
+                // SAFETY: remount of "/" with propagation flags only; no data.
+                let r = unsafe {
+                    libc::mount(
+                        std::ptr::null(),
+                        c.as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_REC | libc::MS_PRIVATE,
+                        std::ptr::null(),
+                    )
+                };
+                check(r as libc::c_long, "make private", root)?;
             }
-            // A link or something else: covering it would follow it; leave a note.
-            Ok(_) => notes.push(format!(
+            Step::Copy { path, read_only } => {
+                let fd = clone_tree(&path)?;
+                if read_only {
+                    set_attr(Some(fd.as_raw_fd()), &path, ro, 0, true)?;
+                }
+                copies.push((path, fd));
+            }
+            Step::Device(d) => devices.push((d, clone_tree(&Path::new("/dev").join(d))?)),
+            Step::HostReadOnly => set_attr(None, Path::new("/"), ro, 0, true)?,
+            Step::Cover { path, mode } => {
+                mount_fs("tmpfs", &path, tmpfs_flags, &format!("mode={mode}"))?
+            }
+            Step::Dev => build_dev(&devices)?,
+            Step::Proc => mount_fs(
+                "proc",
+                Path::new("/proc"),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                "",
+            )?,
+            Step::Attach { path, dir } => {
+                let Some(i) = copies.iter().position(|(p, _)| *p == path) else {
+                    continue;
+                };
+                let (path, fd) = copies.swap_remove(i);
+                if let Err(e) = make_mountpoint(&path, dir) {
+                    notes.push(format!("{}: {e}; not in the jail", path.display()));
+                    continue;
+                }
+                attach(&fd, &path)?;
+            }
+            Step::Hide(p) => hide(&p, &mut notes)?,
+            Step::Left(p, why) => notes.push(format!("{}: {why}", p.display())),
+        }
+    }
+    Ok(notes)
+}
+
+/// Covers `p` if it is still visible in the view: a folder with an empty read-only tmpfs, a
+/// file with an empty read-only file. A link or another entry is left (covering it would
+/// follow it), with a note.
+fn hide(p: &Path, notes: &mut Vec<String>) -> io::Result<()> {
+    match std::fs::symlink_metadata(p) {
+        Ok(m) if m.is_dir() => mount_fs(
+            "tmpfs",
+            p,
+            libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            "mode=000,size=4k",
+        ),
+        Ok(m) if m.is_file() => {
+            let empty = Path::new("/tmp/.tern-empty");
+            std::fs::write(empty, b"")?;
+            let fd = clone_tree(empty)?;
+            set_attr(Some(fd.as_raw_fd()), empty, MOUNT_ATTR_RDONLY, 0, false)?;
+            let _ = std::fs::remove_file(empty);
+            attach(&fd, p)
+        }
+        Ok(_) => {
+            notes.push(format!(
                 "{}: not a plain file or folder; not hidden",
                 p.display()
-            )),
-            Err(_) => {}
+            ));
+            Ok(())
         }
+        Err(_) => Ok(()),
     }
-    let _ = std::fs::remove_file(empty);
-    Ok(notes)
 }
 
 /// Creates the mount point of a copy when the path is gone under a cover (a workspace in `/tmp`
@@ -410,4 +496,180 @@ pub(super) fn loopback_up() -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> PathBuf {
+        PathBuf::from(s)
+    }
+
+    /// A host where `dirs` are folders, `files` are files, and nothing else exists.
+    fn plan_on(spec: &JailSpec, dirs: &[&str], files: &[&str], resolv: Option<&str>) -> Vec<Step> {
+        let dirs: Vec<PathBuf> = dirs.iter().map(|d| p(d)).collect();
+        let files: Vec<PathBuf> = files.iter().map(|f| p(f)).collect();
+        let kind = move |q: &Path| {
+            if dirs.iter().any(|d| d == q) {
+                Some(true)
+            } else if files.iter().any(|f| f == q) {
+                Some(false)
+            } else {
+                None
+            }
+        };
+        plan(
+            spec,
+            &Host {
+                kind: &kind,
+                resolv: resolv.map(p),
+            },
+        )
+    }
+
+    fn spec() -> JailSpec {
+        JailSpec {
+            writable: vec![p("/home/u/proj"), p("/tmp/tern-sandbox-1")],
+            writable_files: vec![p("/home/u/proj/.tern/sessions/s/plan.draft.md")],
+            read_only: vec![p("/home/u/proj/.tern"), p("/home/u/proj/.git/hooks")],
+            readable: vec![p("/home/u/.cargo/bin")],
+            home: Some(p("/home/u")),
+            hidden: vec![p("/home/u/.ssh")],
+            ..JailSpec::default()
+        }
+    }
+
+    const HOST_DIRS: &[&str] = &[
+        "/home/u",
+        "/home/u/proj",
+        "/tmp/tern-sandbox-1",
+        "/home/u/proj/.tern",
+        "/home/u/proj/.git/hooks",
+        "/home/u/.cargo/bin",
+        "/tmp",
+        "/run",
+    ];
+    const HOST_FILES: &[&str] = &[
+        "/home/u/proj/.tern/sessions/s/plan.draft.md",
+        "/dev/null",
+        "/dev/urandom",
+    ];
+
+    #[test]
+    fn the_plan_copies_before_the_host_turns_read_only_and_attaches_parents_first() {
+        let steps = plan_on(&spec(), HOST_DIRS, HOST_FILES, None);
+        let copy = |s: &str, read_only| Step::Copy {
+            path: p(s),
+            read_only,
+        };
+        let at = |s: &str, dir| Step::Attach { path: p(s), dir };
+        assert_eq!(
+            steps,
+            vec![
+                Step::Private,
+                copy("/home/u/proj", false),
+                copy("/tmp/tern-sandbox-1", false),
+                copy("/home/u/proj/.tern/sessions/s/plan.draft.md", false),
+                copy("/home/u/proj/.tern", true),
+                copy("/home/u/proj/.git/hooks", true),
+                copy("/home/u/.cargo/bin", true),
+                Step::Device("null"),
+                Step::Device("urandom"),
+                Step::HostReadOnly,
+                Step::Cover {
+                    path: p("/tmp"),
+                    mode: "1777"
+                },
+                Step::Cover {
+                    path: p("/run"),
+                    mode: "755"
+                },
+                Step::Cover {
+                    path: p("/home/u"),
+                    mode: "755"
+                },
+                Step::Dev,
+                Step::Proc,
+                at("/tmp/tern-sandbox-1", true),
+                at("/home/u/proj", true),
+                at("/home/u/proj/.tern", true),
+                at("/home/u/.cargo/bin", true),
+                at("/home/u/proj/.git/hooks", true),
+                at("/home/u/proj/.tern/sessions/s/plan.draft.md", false),
+                Step::Hide(p("/home/u/.ssh")),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_missing_path_is_left_out_with_a_note_and_never_attached() {
+        let dirs: Vec<&str> = HOST_DIRS
+            .iter()
+            .copied()
+            .filter(|d| *d != "/home/u/.cargo/bin")
+            .collect();
+        let steps = plan_on(&spec(), &dirs, HOST_FILES, None);
+        assert!(steps.contains(&Step::Left(
+            p("/home/u/.cargo/bin"),
+            "not found; not in the jail".into()
+        )));
+        assert!(!steps.iter().any(|s| matches!(s,
+            Step::Copy { path, .. } | Step::Attach { path, .. } if path == &p("/home/u/.cargo/bin"))));
+    }
+
+    #[test]
+    fn a_home_inside_a_writable_root_is_not_covered() {
+        let mut s = spec();
+        s.writable[0] = p("/home");
+        let steps = plan_on(&s, HOST_DIRS, HOST_FILES, None);
+        assert!(!steps.contains(&Step::Cover {
+            path: p("/home/u"),
+            mode: "755"
+        }));
+        // Credentials are still hidden (the view shows them otherwise).
+        assert_eq!(steps.last(), Some(&Step::Hide(p("/home/u/.ssh"))));
+        // A home under /tmp is hidden by /tmp's cover already: no cover of its own.
+        let mut s = spec();
+        s.home = Some(p("/tmp/h"));
+        let mut dirs = HOST_DIRS.to_vec();
+        dirs.push("/tmp/h");
+        let steps = plan_on(&s, &dirs, HOST_FILES, None);
+        assert!(!steps.contains(&Step::Cover {
+            path: p("/tmp/h"),
+            mode: "755"
+        }));
+    }
+
+    #[test]
+    fn resolv_conf_under_a_cover_is_copied_read_only_and_put_back() {
+        let mut files = HOST_FILES.to_vec();
+        files.push("/run/systemd/resolve/stub-resolv.conf");
+        let steps = plan_on(
+            &spec(),
+            HOST_DIRS,
+            &files,
+            Some("/run/systemd/resolve/stub-resolv.conf"),
+        );
+        let path = p("/run/systemd/resolve/stub-resolv.conf");
+        let copied = steps.iter().position(|s| {
+            *s == Step::Copy {
+                path: path.clone(),
+                read_only: true,
+            }
+        });
+        let covered = steps.iter().position(|s| {
+            *s == Step::Cover {
+                path: p("/run"),
+                mode: "755",
+            }
+        });
+        let attached = steps.iter().position(|s| {
+            *s == Step::Attach {
+                path: path.clone(),
+                dir: false,
+            }
+        });
+        assert!(copied < covered && covered < attached, "{steps:#?}");
+    }
 }
