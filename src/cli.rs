@@ -35,11 +35,8 @@ fn session(l: &Launcher, t: &Target) -> Result<Session, Failure> {
 /// Runs op `id` as a verb and prints the receipt (JSON with `--json`). Exit 0 when ok, else the
 /// failure's code (2 for a usage error such as an unknown session, 130 when interrupted, 1
 /// otherwise).
-pub fn verb(l: &Launcher, id: &str, arg: Option<&str>, t: &Target, wait: bool) -> i32 {
-    let Some(op) = ops::by_id(id) else {
-        crate::errln!("tern: unknown op {id}");
-        return 2;
-    };
+pub fn verb(l: &Launcher, id: ops::OpId, arg: Option<&str>, t: &Target, wait: bool) -> i32 {
+    let op = ops::get(id);
     let mut target = OpTarget {
         launcher: l,
         runtime: None,

@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use tern::config::{Env, ProviderFlags, ProviderKind, Var};
+use tern::config::{Env, ProviderFlags, ProviderKind, vars};
 use tern::exec::ExecOptions;
 use tern::launcher::{Launcher, Process, SessionRef};
+use tern::ops::OpId;
 use tern::runtime::{Approval, Config};
 
 #[derive(Parser)]
@@ -129,157 +130,22 @@ fn non_blank(s: &str) -> Result<String, String> {
     }
 }
 
-/// `--temperature`: a number from 0 to 2.
-fn temperature(s: &str) -> Result<f64, String> {
-    let t: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?} is not a number"))?;
-    if (0.0..=2.0).contains(&t) {
-        Ok(t)
-    } else {
-        Err(format!("{t} is not between 0 and 2"))
-    }
-}
-
-/// `--approval`, else TERN_APPROVAL (ask, auto or never), else `default`. Errors on a bad
-/// TERN_APPROVAL, but only for the commands that use it.
-fn approval_or_env(
-    flag: Option<Approval>,
-    env: &Env,
-    default: Approval,
-) -> Result<Approval, String> {
-    use clap::ValueEnum;
-    if let Some(a) = flag {
-        return Ok(a);
-    }
-    let name = default
-        .to_possible_value()
-        .map_or_else(|| "the default".to_string(), |v| v.get_name().to_string());
-    match set_var(env, "TERN_APPROVAL", "ask, auto or never", &name)? {
-        Some(v) => Approval::from_str(v.trim(), true)
-            .map_err(|_| format!("TERN_APPROVAL={v:?}: expected ask, auto or never")),
-        None => Ok(default),
-    }
-}
-
-/// `key` when set to text that is not blank; None when unset. A variable set but blank or not
-/// UTF-8 is an error naming it (a usage error: someone who set `TERN_SANDBOX` meant a mode, and
-/// must not get the default silently): `expected` says what to give, `default` what unsetting it
-/// gives.
-fn set_var(env: &Env, key: &str, expected: &str, default: &str) -> Result<Option<String>, String> {
-    match env.var(key) {
-        Var::Unset => Ok(None),
-        Var::Text(v) if v.trim().is_empty() => Err(format!(
-            "{key} is set but empty: give {expected}, or unset {key} to use {default}"
-        )),
-        Var::Text(v) => Ok(Some(v)),
-        Var::NotUtf8 => Err(format!(
-            "{key} is not UTF-8 text: give {expected}, or unset {key} to use {default}"
-        )),
-    }
-}
-
-/// `--state-dir`, else TERN_STATE_DIR, else None (the workspace's `.tern/`). Usage errors: a
-/// TERN_STATE_DIR set but blank or not UTF-8, and a state folder named that exists and is not a
-/// folder (`/dev/null`).
-fn state_dir_or_env(flag: Option<PathBuf>, env: &Env) -> Result<Option<PathBuf>, String> {
-    let (dir, from) = match flag {
-        Some(d) => (d, "--state-dir"),
-        None => match set_var(env, "TERN_STATE_DIR", "a folder", "<workspace>/.tern")? {
-            Some(d) => (PathBuf::from(d), "TERN_STATE_DIR"),
-            None => return Ok(None),
-        },
-    };
-    if let Ok(m) = std::fs::metadata(&dir)
-        && !m.is_dir()
-    {
-        return Err(format!(
-            "{} (from {from}) exists and is not a folder: give a folder for tern's state",
-            dir.display()
-        ));
-    }
-    Ok(Some(dir))
-}
-
-/// `--sandbox`, else TERN_SANDBOX, else workspace-write. Errors on a bad TERN_SANDBOX.
-fn sandbox_or_env(
-    flag: Option<tern::policy::Mode>,
-    env: &Env,
-) -> Result<tern::policy::Mode, String> {
-    use clap::ValueEnum;
-    if let Some(m) = flag {
-        return Ok(m);
-    }
-    let expected = "read-only, workspace-write or danger-full-access";
-    match set_var(env, "TERN_SANDBOX", expected, "workspace-write")? {
-        Some(v) => tern::policy::Mode::from_str(v.trim(), true).map_err(|_| {
-            format!("TERN_SANDBOX={v:?}: expected read-only, workspace-write or danger-full-access")
-        }),
-        None => Ok(tern::policy::Mode::default()),
-    }
-}
-
 impl SessionArgs {
     /// Approval and sandbox from the flags and the environment, onto `cfg`.
     fn policy(&self, cfg: &mut Config, env: &Env, approval: Approval) -> Result<(), String> {
-        cfg.approval = approval_or_env(self.approval, env, approval)?;
-        cfg.sandbox = sandbox_or_env(self.sandbox, env)?;
+        cfg.approval = vars::approval(self.approval, env, approval)?;
+        cfg.sandbox = vars::sandbox(self.sandbox, env)?;
         cfg.no_network = self.no_network;
-        cfg.reach = self.reach(env)?;
+        cfg.reach = vars::reach(
+            vars::ReachFlags {
+                add_dir: &self.add_dir,
+                read_dir: &self.read_dir,
+                env: &self.env,
+                no_jail: self.no_jail,
+            },
+            env,
+        )?;
         Ok(())
-    }
-
-    /// `--add-dir`, `--read-dir`, `--env`, `--no-jail` and their variables: folders must exist
-    /// (made absolute and canonical), names must be passable.
-    fn reach(&self, env: &Env) -> Result<tern::sandbox::jail::Reach, String> {
-        let dirs = |flag: &str, given: &[PathBuf], var: &str| -> Result<Vec<PathBuf>, String> {
-            // Each folder with where it came from, so an error names the flag or the variable.
-            let mut all: Vec<(PathBuf, &str)> = given.iter().map(|d| (d.clone(), flag)).collect();
-            if let Some(v) = set_var(env, var, "folders separated by ':'", "none")? {
-                all.extend(
-                    std::env::split_paths(&v)
-                        .filter(|p| !p.as_os_str().is_empty())
-                        .map(|d| (d, var)),
-                );
-            }
-            all.iter()
-                .map(|(d, flag)| match std::fs::canonicalize(d) {
-                    Ok(c) if c.parent().is_none() => Err(format!(
-                        "{flag} {}: the whole file system; pass --sandbox danger-full-access for that",
-                        d.display()
-                    )),
-                    Ok(c) if c.is_dir() => Ok(c),
-                    Ok(_) => Err(format!("{flag} {}: not a folder", d.display())),
-                    Err(e) => Err(format!("{flag} {}: {e}", d.display())),
-                })
-                .collect()
-        };
-        let mut pass_env = self.env.clone();
-        for n in &pass_env {
-            tern::tools::bash::check_pass_env(n, "--env")?;
-        }
-        if let Some(v) = set_var(env, "TERN_ENV", "variable names separated by ','", "none")? {
-            for n in v.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-                tern::tools::bash::check_pass_env(n, "TERN_ENV")?;
-                pass_env.push(n.to_string());
-            }
-        }
-        let no_jail = self.no_jail
-            || match set_var(env, "TERN_NO_JAIL", "1 or 0", "the jail")? {
-                Some(v) => match v.trim() {
-                    "1" | "true" | "yes" => true,
-                    "0" | "false" | "no" => false,
-                    other => return Err(format!("TERN_NO_JAIL={other:?}: expected 1 or 0")),
-                },
-                None => false,
-            };
-        Ok(tern::sandbox::jail::Reach {
-            no_jail,
-            add_dirs: dirs("--add-dir", &self.add_dir, "TERN_ADD_DIRS")?,
-            read_dirs: dirs("--read-dir", &self.read_dir, "TERN_READ_DIRS")?,
-            pass_env,
-        })
     }
 
     /// `--continue` / `--resume ID` as a session reference.
@@ -329,7 +195,7 @@ struct ModelArgs {
     max_output_tokens: Option<u32>,
     /// Sampling temperature sent with every request (default: the server's own; Anthropic
     /// takes 0 to 1) [env: TERN_TEMPERATURE].
-    #[arg(long, allow_negative_numbers = true, value_parser = temperature)]
+    #[arg(long, allow_negative_numbers = true, value_parser = vars::temperature_text)]
     temperature: Option<f64>,
     /// How deep sub-agents may nest (0: no sub-agents).
     #[arg(long, default_value_t = 2, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(0..=8))]
@@ -383,41 +249,16 @@ impl ModelArgs {
     /// The output cap and temperature from TERN_MAX_OUTPUT_TOKENS / TERN_TEMPERATURE (or the
     /// config file laid under them) where no flag gave them. Errors name the variable.
     fn output_env(&self, cfg: &mut Config, env: &Env) -> Result<(), String> {
-        if self.max_output_tokens.is_none()
-            && let Some(v) = set_var(env, "TERN_MAX_OUTPUT_TOKENS", "a number of tokens", "8192")?
-        {
-            cfg.max_output_tokens = v
-                .trim()
-                .parse::<u32>()
-                .ok()
-                .filter(|n| (16..=1_000_000).contains(n))
-                .ok_or_else(|| {
-                    format!("TERN_MAX_OUTPUT_TOKENS={v:?}: expected a number from 16 to 1000000")
-                })?;
+        if let Some(n) = vars::max_output_tokens(self.max_output_tokens, env)? {
+            cfg.max_output_tokens = n;
         }
-        if self.temperature.is_none()
-            && let Some(v) = set_var(
-                env,
-                "TERN_TEMPERATURE",
-                "a number from 0 to 2",
-                "the server's",
-            )?
-        {
-            cfg.temperature =
-                Some(temperature(v.trim()).map_err(|e| format!("TERN_TEMPERATURE={v:?}: {e}"))?);
-        }
+        cfg.temperature = vars::temperature(self.temperature, env)?;
         Ok(())
     }
 
     /// The launcher for these flags in the current folder's workspace.
-    fn launcher(
-        &self,
-        mut cfg: Config,
-        state: &StateArgs,
-        ctx: &Ctx,
-    ) -> Result<Launcher, NoLauncher> {
-        self.output_env(&mut cfg, &ctx.env)
-            .map_err(|message| NoLauncher { message, code: 2 })?;
+    fn launcher(&self, mut cfg: Config, state: &StateArgs, ctx: &Ctx) -> Result<Launcher, Fail> {
+        self.output_env(&mut cfg, &ctx.env).map_err(Fail::usage)?;
         let mut l = ctx.launcher(state, cfg, self.flags())?;
         l.idle_timeout = Duration::from_secs(self.idle_timeout);
         Ok(l)
@@ -431,84 +272,16 @@ enum Cmd {
     /// Run one task headless: the model works until it answers without tool calls.
     ///
     /// Bash commands run without asking (--approval auto is the default here).
-    Exec {
-        /// The task; `-` reads it from stdin.
-        prompt: Option<String>,
-        /// Print events as JSON lines on stdout (the last one is always `result`).
-        #[arg(long)]
-        json: bool,
-        /// Model requests (agentic turns) allowed before stopping with exit code 3.
-        #[arg(long, default_value_t = 50, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..))]
-        max_turns: u32,
-        #[command(flatten)]
-        session: SessionArgs,
-        #[command(flatten)]
-        model: ModelArgs,
-        #[command(flatten)]
-        state: StateArgs,
-        #[command(flatten)]
-        worker: WorkerArgs,
-    },
+    Exec(ExecArgs),
     /// Speak the Agent Client Protocol (ACP v1) on stdin/stdout, for editors (Zed, Neovim, …).
     ///
     /// Sessions live in the `.tern/` of each session's cwd. Commands ask the client first
     /// (--approval ask is the default here; the client's mode selector switches ask / auto / plan).
-    Acp {
-        /// `setup`: run `tern setup` instead (the terminal auth method offered in `initialize`;
-        /// a client may append its args to the agent's own command line, `tern acp`).
-        #[arg(value_parser = ["setup"])]
-        action: Option<String>,
-        /// Model requests (agentic turns) allowed per prompt before it stops (stop reason
-        /// max_turn_requests).
-        #[arg(long, default_value_t = 50, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..))]
-        max_turns: u32,
-        /// When bash may run at first: ask, auto or never (= plan mode) [env: TERN_APPROVAL].
-        #[arg(long, value_enum)]
-        approval: Option<Approval>,
-        /// What commands may write: read-only, workspace-write (default) or danger-full-access
-        /// [env: TERN_SANDBOX].
-        #[arg(long, value_enum)]
-        sandbox: Option<tern::policy::Mode>,
-        /// Commands may not open or accept TCP connections.
-        #[arg(long)]
-        no_network: bool,
-        #[command(flatten)]
-        model: ModelArgs,
-        #[command(flatten)]
-        state: StateArgs,
-    },
+    Acp(AcpArgs),
     /// Set up the model provider once: asks for provider, base URL, model and key (or takes
     /// them as flags), tests them with one tiny request, writes ~/.config/tern/config.json
     /// (mode 0600).
-    Setup {
-        /// Wire format: openai (any OpenAI-compatible server) or anthropic.
-        #[arg(long, value_enum)]
-        provider: Option<ProviderKind>,
-        /// The server's base URL.
-        #[arg(long)]
-        base_url: Option<String>,
-        /// The model name.
-        #[arg(long)]
-        model: Option<String>,
-        /// The API key (`-`: read it from stdin's first line, so it stays out of `ps`).
-        #[arg(long)]
-        api_key: Option<String>,
-        /// A command that prints the API key (run at each start: `pass show openai`).
-        #[arg(long, conflicts_with = "api_key")]
-        api_key_command: Option<String>,
-        /// The server needs no key.
-        #[arg(long, conflicts_with_all = ["api_key", "api_key_command"])]
-        no_api_key: bool,
-        /// Models an editor may switch to, comma-separated.
-        #[arg(long, value_delimiter = ',')]
-        models: Vec<String>,
-        /// Write without the test request.
-        #[arg(long)]
-        no_test: bool,
-        /// Ask nothing: flags, then the saved values, then the defaults.
-        #[arg(long, short = 'y')]
-        yes: bool,
-    },
+    Setup(tern::setup::SetupArgs),
     /// Play the bundled lesson: a scripted model, real bash, a real session folder.
     Demo {
         /// Workspace folder (default: a fresh temporary folder, kept afterwards).
@@ -780,16 +553,31 @@ struct Ctx {
     models: Vec<String>,
 }
 
-/// Why no launcher could be made: the message, and the exit code to leave with (2 for a usage
-/// error such as a bad TERN_STATE_DIR).
-struct NoLauncher {
+/// Why a command could not run: the message and the exit code to leave with (2 for a usage
+/// error such as a bad TERN_STATE_DIR). [`report`] is the one way it reaches the person.
+struct Fail {
     message: String,
     code: i32,
 }
 
-impl std::fmt::Display for NoLauncher {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
+impl Fail {
+    /// A usage error (exit 2).
+    fn usage(message: impl Into<String>) -> Fail {
+        Fail {
+            message: message.into(),
+            code: 2,
+        }
+    }
+}
+
+/// The exit code of a command: its own, or its failure's, said on stderr as `tern: …`.
+fn report(r: Result<i32, Fail>) -> i32 {
+    match r {
+        Ok(code) => code,
+        Err(f) => {
+            tern::errln!("tern: {}", f.message);
+            f.code
+        }
     }
 }
 
@@ -800,13 +588,12 @@ impl Ctx {
         state: &StateArgs,
         cfg: Config,
         flags: ProviderFlags,
-    ) -> Result<Launcher, NoLauncher> {
-        let cwd = std::env::current_dir().map_err(|e| NoLauncher {
+    ) -> Result<Launcher, Fail> {
+        let cwd = std::env::current_dir().map_err(|e| Fail {
             message: format!("no current folder: {e}"),
             code: 1,
         })?;
-        let state_dir = state_dir_or_env(state.state_dir.clone(), &self.env)
-            .map_err(|message| NoLauncher { message, code: 2 })?;
+        let state_dir = vars::state_dir(state.state_dir.clone(), &self.env).map_err(Fail::usage)?;
         let dir = Launcher::locate(&cwd, state_dir, &self.env);
         let mut l = Launcher::new(dir, self.env.clone(), flags, cfg, &self.process);
         // AGENTS.md files are read from the workspace root down to here.
@@ -815,17 +602,13 @@ impl Ctx {
     }
 
     /// A launcher for a verb: the session's model unless `--model` / TERN_MODEL says otherwise.
-    fn verb_launcher(&self, state: &StateArgs) -> Result<Launcher, NoLauncher> {
+    fn verb_launcher(&self, state: &StateArgs) -> Result<Launcher, Fail> {
         self.launcher(state, Config::new(""), ProviderFlags::default())
     }
 
     /// [`Ctx::verb_launcher`] for a verb that calls the model, with its `--model` and
     /// `--max-retry-time`.
-    fn model_verb_launcher(
-        &self,
-        state: &StateArgs,
-        m: &VerbModelArgs,
-    ) -> Result<Launcher, NoLauncher> {
+    fn model_verb_launcher(&self, state: &StateArgs, m: &VerbModelArgs) -> Result<Launcher, Fail> {
         let mut cfg = Config::new("");
         cfg.retry.max_total = Duration::from_secs(m.max_retry_time);
         let flags = ProviderFlags {
@@ -837,14 +620,14 @@ impl Ctx {
 }
 
 /// Runs op `id` as a CLI verb and prints its receipt.
-fn verb(ctx: &Ctx, id: &str, arg: Option<&str>, target: &TargetArgs, wait: bool) -> i32 {
-    verb_with(ctx, id, arg, target, wait, None)
+fn verb(ctx: &Ctx, id: OpId, arg: Option<&str>, target: &TargetArgs) -> i32 {
+    verb_with(ctx, id, arg, target, false, None)
 }
 
-/// [`verb`] with the model flags of a verb that calls the model.
+/// [`verb`] with `--wait` and the model flags of a verb that calls the model.
 fn verb_with(
     ctx: &Ctx,
-    id: &str,
+    id: OpId,
     arg: Option<&str>,
     target: &TargetArgs,
     wait: bool,
@@ -854,13 +637,13 @@ fn verb_with(
         Some(m) => ctx.model_verb_launcher(&target.state, m),
         None => ctx.verb_launcher(&target.state),
     };
-    match launcher {
-        Ok(l) => tern::cli::verb(&l, id, arg, &target.as_cli(), wait),
-        Err(e) => {
-            tern::errln!("tern: {e}");
-            e.code
-        }
-    }
+    report(launcher.map(|l| tern::cli::verb(&l, id, arg, &target.as_cli(), wait)))
+}
+
+/// A verb with its own printing (`status`, `watch`, `steer`, …): `f` with a launcher for
+/// `state`.
+fn with_launcher(ctx: &Ctx, state: &StateArgs, f: impl FnOnce(&Launcher) -> i32) -> i32 {
+    report(ctx.verb_launcher(state).map(|l| f(&l)))
 }
 
 /// Installs the handlers of this process (the only place the library's process is set up):
@@ -917,11 +700,11 @@ fn main() -> ExitCode {
     // and `tern demo` run without them, so a broken file can be fixed.
     let (env, models) = match &cli.cmd {
         Some(
-            Cmd::Setup { .. }
+            Cmd::Setup(_)
             | Cmd::Demo { .. }
-            | Cmd::Acp {
+            | Cmd::Acp(AcpArgs {
                 action: Some(_), ..
-            },
+            }),
         ) => (env, Vec::new()),
         _ => match load_config(env) {
             Ok(x) => x,
@@ -945,13 +728,13 @@ fn main() -> ExitCode {
         None
         | Some(
             Cmd::Chat(_)
-            | Cmd::Exec { .. }
-            | Cmd::Acp { .. }
+            | Cmd::Exec(_)
+            | Cmd::Acp(_)
             | Cmd::Demo { .. }
             | Cmd::Watch { .. }
             | Cmd::Compact { .. }
             | Cmd::Relay { .. }
-            | Cmd::Setup { .. }
+            | Cmd::Setup(_)
             | Cmd::Ops { .. },
         ) => true,
         Some(Cmd::Plan { cmd }) => matches!(cmd, PlanCmd::Confirm { .. } | PlanCmd::Clear { .. }),
@@ -1000,7 +783,7 @@ fn cli_base_url(cli: &Cli) -> Option<String> {
     let model = match &cli.cmd {
         None => &cli.chat.model,
         Some(Cmd::Chat(a)) => &a.model,
-        Some(Cmd::Exec { model, .. }) => model,
+        Some(Cmd::Exec(a)) => &a.model,
         Some(_) => return None,
     };
     model.base_url.clone()
@@ -1008,17 +791,13 @@ fn cli_base_url(cli: &Cli) -> Option<String> {
 
 fn chat(ctx: &Ctx, args: ChatArgs) -> i32 {
     let mut cfg = args.model.config(Approval::Ask, args.max_turns);
-    if let Err(e) = args.session.policy(&mut cfg, &ctx.env, Approval::Ask) {
-        tern::errln!("tern: {e}");
-        return 2;
-    }
-    match args.model.launcher(cfg, &args.state, ctx) {
-        Ok(l) => tern::repl::run(&l, &ctx.process, args.session.continues()),
-        Err(e) => {
-            tern::errln!("tern: {e}");
-            e.code
-        }
-    }
+    report(
+        args.session
+            .policy(&mut cfg, &ctx.env, Approval::Ask)
+            .map_err(Fail::usage)
+            .and_then(|()| args.model.launcher(cfg, &args.state, ctx))
+            .map(|l| tern::repl::run(&l, &ctx.process, args.session.continues())),
+    )
 }
 
 /// A command line clap refused: its message on stderr, exit 2, and for `tern exec --json` a final
@@ -1043,306 +822,300 @@ fn usage_error(e: clap::Error) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// One function per subcommand.
 fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
     match cmd {
         Cmd::Chat(args) => chat(ctx, args),
-        Cmd::Exec {
-            prompt,
-            json,
-            max_turns,
-            session,
-            model,
-            mut state,
-            worker,
-        } => {
-            let fail = |e: &str, code: i32| {
-                tern::errln!("tern: {e}");
-                if json {
-                    tern::output::print_sessionless_result(e, code);
-                }
-                code
-            };
-            // Paths given on the command line stay relative to where tern was started.
-            let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-            let output_last_message = worker.output_last_message.map(|p| here.join(p));
-            state.state_dir = state.state_dir.map(|p| here.join(p));
-            if let Some(dir) = &worker.cd
-                && let Err(e) = std::env::set_current_dir(dir)
-            {
-                return fail(&format!("--cd {}: {e}", dir.display()), 2);
-            }
-            let mut cfg = model.config(Approval::Auto, max_turns);
-            if let Err(e) = session.policy(&mut cfg, &ctx.env, Approval::Auto) {
-                return fail(&e, 2);
-            }
-            let launcher = match model.launcher(cfg, &state, ctx) {
-                Ok(l) => l,
-                Err(e) => return fail(&e.message, e.code),
-            };
-            tern::exec::run(
-                &launcher,
-                ExecOptions {
-                    prompt,
-                    json,
-                    continues: session.continues(),
-                    goal: worker.goal.map(|g| (g, worker.goal_attempts)),
-                    goal_timeout: worker.goal_timeout,
-                    output_last_message,
-                    max_wall_time: worker.max_wall_time.map(Duration::from_secs),
-                },
-            )
-        }
-        Cmd::Acp {
+        Cmd::Exec(args) => exec(ctx, args),
+        Cmd::Acp(AcpArgs {
             action: Some(_), ..
-        } => {
-            use std::io::IsTerminal;
-            let ask = std::io::stdin().is_terminal();
-            let args = tern::setup::SetupArgs::default();
-            tern::setup::run(&ctx.env, args, &mut std::io::stdin().lock(), ask)
-        }
-        Cmd::Acp {
-            action: None,
-            max_turns,
-            approval,
-            sandbox,
-            no_network,
-            model,
-            state,
-        } => {
-            let mut cfg = model.config(Approval::Ask, max_turns);
-            let policy = approval_or_env(approval, &ctx.env, Approval::Ask).and_then(|a| {
-                cfg.approval = a;
-                cfg.sandbox = sandbox_or_env(sandbox, &ctx.env)?;
-                cfg.no_network = no_network;
-                Ok(())
-            });
-            if let Err(e) = policy.and_then(|()| model.output_env(&mut cfg, &ctx.env)) {
-                tern::errln!("tern: {e}");
-                return 2;
-            }
-            // An editor stops `tern acp` with SIGINT as readily as with SIGTERM: both leave.
-            let _ =
-                signal_hook::flag::register(signal_hook::consts::SIGINT, ctx.process.term.clone());
-            let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-            let state_dir = match state_dir_or_env(state.state_dir.clone(), &ctx.env) {
-                Ok(d) => d.map(|d| if d.is_relative() { cwd.join(d) } else { d }),
-                Err(e) => {
-                    tern::errln!("tern: {e}");
-                    return 2;
-                }
-            };
-            tern::acp::run(tern::acp::AcpOptions {
-                env: ctx.env.clone(),
-                flags: model.flags(),
-                config: cfg,
-                state_dir,
-                idle_timeout: Duration::from_secs(model.idle_timeout),
-                process: ctx.process.clone(),
-                models: ctx.models.clone(),
-            })
-        }
+        }) => setup(ctx, tern::setup::SetupArgs::default(), false),
+        Cmd::Acp(args) => report(acp(ctx, args)),
         Cmd::Demo { workspace, json } => tern::demo::run(&ctx.process, workspace, json),
-        Cmd::Setup {
-            provider,
-            base_url,
-            model,
-            api_key,
-            api_key_command,
-            no_api_key,
-            models,
-            no_test,
-            yes,
-        } => {
-            use std::io::IsTerminal;
-            let ask = !yes && std::io::stdin().is_terminal();
-            let args = tern::setup::SetupArgs {
-                provider,
-                base_url,
-                model,
-                api_key,
-                api_key_command,
-                no_api_key,
-                models,
-                no_test,
-                yes,
-            };
-            tern::setup::run(&ctx.env, args, &mut std::io::stdin().lock(), ask)
+        Cmd::Setup(args) => {
+            let yes = args.yes;
+            setup(ctx, args, yes)
         }
         Cmd::Stats {
             session,
             json,
             state,
-        } => {
-            let target = TargetArgs {
+        } => stats(
+            ctx,
+            TargetArgs {
                 session,
                 json,
                 state,
-            };
-            if json {
-                match ctx.verb_launcher(&target.state) {
-                    Ok(l) => tern::cli::stats_json(&l, &target.as_cli()),
-                    Err(e) => {
-                        tern::errln!("tern: {e}");
-                        e.code
-                    }
-                }
-            } else {
-                verb(ctx, "stats", None, &target, false)
-            }
-        }
-        Cmd::Status { target, height } => match ctx.verb_launcher(&target.state) {
-            Ok(l) => tern::cli::status(&l, &target.as_cli(), height.map(usize::from)),
-            Err(e) => {
-                tern::errln!("tern: {e}");
-                e.code
-            }
-        },
-        Cmd::Watch { target, height } => match ctx.verb_launcher(&target.state) {
-            Ok(l) => tern::cli::watch(&l, &ctx.process, &target.as_cli(), height.map(usize::from)),
-            Err(e) => {
-                tern::errln!("tern: {e}");
-                e.code
-            }
-        },
-        Cmd::Plan { cmd } => match cmd {
-            PlanCmd::Show { target } => verb(ctx, "plan.show", None, &target, false),
-            PlanCmd::Path { target } => verb(ctx, "plan.path", None, &target, false),
-            PlanCmd::Draft { file, target } => match tern::cli::read_draft(file.as_deref()) {
-                Ok(text) => verb(ctx, "plan.draft", Some(&text), &target, false),
-                Err(e) => {
-                    tern::errln!("tern: {e}");
-                    2
-                }
             },
-            PlanCmd::Edit { target } => verb(ctx, "plan.edit", None, &target, false),
-            PlanCmd::Confirm {
-                target,
-                wait,
-                model,
-            } => verb_with(ctx, "plan.confirm", None, &target, wait, Some(&model)),
-            PlanCmd::Cancel { target } => verb(ctx, "plan.cancel", None, &target, false),
-            PlanCmd::Clear {
-                target,
-                wait,
-                model,
-            } => verb_with(ctx, "plan.clear", None, &target, wait, Some(&model)),
-        },
+        ),
+        Cmd::Status { target, height } => with_launcher(ctx, &target.state, |l| {
+            tern::cli::status(l, &target.as_cli(), height.map(usize::from))
+        }),
+        Cmd::Watch { target, height } => with_launcher(ctx, &target.state, |l| {
+            tern::cli::watch(l, &ctx.process, &target.as_cli(), height.map(usize::from))
+        }),
+        Cmd::Plan { cmd } => plan(ctx, cmd),
         Cmd::Compact {
             target,
             wait,
             model,
-        } => verb_with(ctx, "compact", None, &target, wait, Some(&model)),
+        } => verb_with(ctx, OpId::Compact, None, &target, wait, Some(&model)),
         Cmd::Steer {
             text,
             queue,
             target,
-        } => match ctx.verb_launcher(&target.state) {
-            Ok(l) => tern::cli::steer(&l, &target.as_cli(), &text.join(" "), queue),
-            Err(e) => {
-                tern::errln!("tern: {e}");
-                e.code
-            }
-        },
-        Cmd::Relay { target, start } => {
-            if start {
-                match ctx.verb_launcher(&target.state) {
-                    Ok(l) => tern::cli::relay_start(&l, &target.as_cli()),
-                    Err(e) => {
-                        tern::errln!("tern: {e}");
-                        e.code
-                    }
-                }
-            } else {
-                verb(ctx, "relay", None, &target, false)
-            }
-        }
+        } => with_launcher(ctx, &target.state, |l| {
+            tern::cli::steer(l, &target.as_cli(), &text.join(" "), queue)
+        }),
+        Cmd::Relay {
+            target,
+            start: true,
+        } => with_launcher(ctx, &target.state, |l| {
+            tern::cli::relay_start(l, &target.as_cli())
+        }),
+        Cmd::Relay {
+            target,
+            start: false,
+        } => verb(ctx, OpId::Relay, None, &target),
         Cmd::Sessions { state } => {
             let target = TargetArgs {
                 session: None,
                 json: false,
                 state,
             };
-            verb(ctx, "sessions", None, &target, false)
+            verb(ctx, OpId::Sessions, None, &target)
         }
         Cmd::Ops { json } => tern::cli::ops(json),
-        Cmd::Hooks { cmd, json, state } => {
-            let (state, trust) = match cmd {
-                Some(HooksCmd::Trust { state: s }) => {
-                    (if s.state_dir.is_some() { s } else { state }, true)
-                }
-                None => (state, false),
-            };
-            match ctx.verb_launcher(&state) {
-                Ok(l) if trust => match tern::hooks::cli::trust(&l.hook_files()) {
-                    Ok(receipt) => {
-                        tern::outln!("{receipt}");
-                        0
-                    }
-                    Err(e) => {
-                        tern::errln!("tern: {e}");
-                        1
-                    }
-                },
-                Ok(l) => {
-                    tern::outln!("{}", tern::hooks::cli::list(&l.hook_files(), json));
-                    0
-                }
-                Err(e) => {
-                    tern::errln!("tern: {e}");
-                    e.code
-                }
-            }
-        }
+        Cmd::Hooks { cmd, json, state } => hooks(ctx, cmd, json, state),
         Cmd::Undo { n, force, target } => {
             let arg = [n.map(|n| n.to_string()), force.then(|| "--force".into())]
                 .into_iter()
                 .flatten()
                 .collect::<Vec<String>>()
                 .join(" ");
-            verb(
-                ctx,
-                "undo",
-                (!arg.is_empty()).then_some(&*arg),
-                &target,
-                false,
-            )
+            verb(ctx, OpId::Undo, (!arg.is_empty()).then_some(&*arg), &target)
         }
-        Cmd::Redo { target } => verb(ctx, "redo", None, &target, false),
-        Cmd::Checkpoints { target } => verb(ctx, "checkpoints", None, &target, false),
+        Cmd::Redo { target } => verb(ctx, OpId::Redo, None, &target),
+        Cmd::Checkpoints { target } => verb(ctx, OpId::Checkpoints, None, &target),
         Cmd::Diff { turn, target } => {
             let t = turn.map(|t| t.to_string());
-            verb(ctx, "diff", t.as_deref(), &target, false)
+            verb(ctx, OpId::Diff, t.as_deref(), &target)
         }
         Cmd::Fork { at, target } => {
             let t = at.map(|t| t.to_string());
-            verb(ctx, "fork", t.as_deref(), &target, false)
+            verb(ctx, OpId::Fork, t.as_deref(), &target)
         }
-        Cmd::Rewind { turn, target } => {
-            verb(ctx, "rewind", Some(&turn.to_string()), &target, false)
-        }
+        Cmd::Rewind { turn, target } => verb(ctx, OpId::Rewind, Some(&turn.to_string()), &target),
         Cmd::Fleet { cmd } => {
             let (json, state, check) = match cmd {
                 FleetCmd::List { json, state } => (json, state, false),
                 FleetCmd::Check { json, state } => (json, state, true),
             };
-            match ctx.verb_launcher(&state) {
-                Ok(l) => tern::cli::fleet(&l, json, check),
-                Err(e) => {
-                    tern::errln!("tern: {e}");
-                    e.code
-                }
-            }
+            with_launcher(ctx, &state, |l| tern::cli::fleet(l, json, check))
         }
         Cmd::Sandbox {
             cmd: SandboxCmd::Check { json, state },
-        } => match ctx.verb_launcher(&state) {
-            Ok(l) => tern::cli::sandbox_check(&l, json),
-            Err(e) => {
-                tern::errln!("tern: {e}");
-                e.code
-            }
-        },
+        } => with_launcher(ctx, &state, |l| tern::cli::sandbox_check(l, json)),
     }
+}
+
+/// `tern exec`'s flags.
+#[derive(Args, Clone)]
+struct ExecArgs {
+    /// The task; `-` reads it from stdin.
+    prompt: Option<String>,
+    /// Print events as JSON lines on stdout (the last one is always `result`).
+    #[arg(long)]
+    json: bool,
+    /// Model requests (agentic turns) allowed before stopping with exit code 3.
+    #[arg(long, default_value_t = 50, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..))]
+    max_turns: u32,
+    #[command(flatten)]
+    session: SessionArgs,
+    #[command(flatten)]
+    model: ModelArgs,
+    #[command(flatten)]
+    state: StateArgs,
+    #[command(flatten)]
+    worker: WorkerArgs,
+}
+
+/// `tern acp`'s flags.
+#[derive(Args, Clone)]
+struct AcpArgs {
+    /// `setup`: run `tern setup` instead (the terminal auth method offered in `initialize`;
+    /// a client may append its args to the agent's own command line, `tern acp`).
+    #[arg(value_parser = ["setup"])]
+    action: Option<String>,
+    /// Model requests (agentic turns) allowed per prompt before it stops (stop reason
+    /// max_turn_requests).
+    #[arg(long, default_value_t = 50, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..))]
+    max_turns: u32,
+    /// When bash may run at first: ask, auto or never (= plan mode) [env: TERN_APPROVAL].
+    #[arg(long, value_enum)]
+    approval: Option<Approval>,
+    /// What commands may write: read-only, workspace-write (default) or danger-full-access
+    /// [env: TERN_SANDBOX].
+    #[arg(long, value_enum)]
+    sandbox: Option<tern::policy::Mode>,
+    /// Commands may not open or accept TCP connections.
+    #[arg(long)]
+    no_network: bool,
+    #[command(flatten)]
+    model: ModelArgs,
+    #[command(flatten)]
+    state: StateArgs,
+}
+
+/// `tern exec`: a failure before the run still ends a `--json` stream with a `result` line.
+fn exec(ctx: &Ctx, a: ExecArgs) -> i32 {
+    let json = a.json;
+    match exec_launch(ctx, a) {
+        Ok(code) => code,
+        Err(f) => {
+            tern::errln!("tern: {}", f.message);
+            if json {
+                tern::output::print_sessionless_result(&f.message, f.code);
+            }
+            f.code
+        }
+    }
+}
+
+fn exec_launch(ctx: &Ctx, a: ExecArgs) -> Result<i32, Fail> {
+    let ExecArgs {
+        prompt,
+        json,
+        max_turns,
+        session,
+        model,
+        mut state,
+        worker,
+    } = a;
+    // Paths given on the command line stay relative to where tern was started.
+    let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let output_last_message = worker.output_last_message.map(|p| here.join(p));
+    state.state_dir = state.state_dir.map(|p| here.join(p));
+    if let Some(dir) = &worker.cd {
+        std::env::set_current_dir(dir)
+            .map_err(|e| Fail::usage(format!("--cd {}: {e}", dir.display())))?;
+    }
+    let mut cfg = model.config(Approval::Auto, max_turns);
+    session
+        .policy(&mut cfg, &ctx.env, Approval::Auto)
+        .map_err(Fail::usage)?;
+    let launcher = model.launcher(cfg, &state, ctx)?;
+    Ok(tern::exec::run(
+        &launcher,
+        ExecOptions {
+            prompt,
+            json,
+            continues: session.continues(),
+            goal: worker.goal.map(|g| (g, worker.goal_attempts)),
+            goal_timeout: worker.goal_timeout,
+            output_last_message,
+            max_wall_time: worker.max_wall_time.map(Duration::from_secs),
+        },
+    ))
+}
+
+/// `tern acp`: ACP v1 on stdio.
+fn acp(ctx: &Ctx, a: AcpArgs) -> Result<i32, Fail> {
+    let AcpArgs {
+        max_turns,
+        approval,
+        sandbox,
+        no_network,
+        model,
+        state,
+        ..
+    } = a;
+    let mut cfg = model.config(Approval::Ask, max_turns);
+    cfg.approval = vars::approval(approval, &ctx.env, Approval::Ask).map_err(Fail::usage)?;
+    cfg.sandbox = vars::sandbox(sandbox, &ctx.env).map_err(Fail::usage)?;
+    cfg.no_network = no_network;
+    model.output_env(&mut cfg, &ctx.env).map_err(Fail::usage)?;
+    // An editor stops `tern acp` with SIGINT as readily as with SIGTERM: both leave.
+    let _ = signal_hook::flag::register(signal_hook::consts::SIGINT, ctx.process.term.clone());
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let state_dir = vars::state_dir(state.state_dir.clone(), &ctx.env)
+        .map_err(Fail::usage)?
+        .map(|d| if d.is_relative() { cwd.join(d) } else { d });
+    Ok(tern::acp::run(tern::acp::AcpOptions {
+        env: ctx.env.clone(),
+        flags: model.flags(),
+        config: cfg,
+        state_dir,
+        idle_timeout: Duration::from_secs(model.idle_timeout),
+        process: ctx.process.clone(),
+        models: ctx.models.clone(),
+    }))
+}
+
+/// `tern setup` (and `tern acp setup`): asks on a terminal unless `--yes`.
+fn setup(ctx: &Ctx, args: tern::setup::SetupArgs, yes: bool) -> i32 {
+    use std::io::IsTerminal;
+    let ask = !yes && std::io::stdin().is_terminal();
+    tern::setup::run(&ctx.env, args, &mut std::io::stdin().lock(), ask)
+}
+
+/// `tern stats`: the table is an op's receipt; `--json` prints the rows.
+fn stats(ctx: &Ctx, target: TargetArgs) -> i32 {
+    if target.json {
+        with_launcher(ctx, &target.state, |l| {
+            tern::cli::stats_json(l, &target.as_cli())
+        })
+    } else {
+        verb(ctx, OpId::Stats, None, &target)
+    }
+}
+
+/// `tern plan …`: each a verb of the op table.
+fn plan(ctx: &Ctx, cmd: PlanCmd) -> i32 {
+    match cmd {
+        PlanCmd::Show { target } => verb(ctx, OpId::PlanShow, None, &target),
+        PlanCmd::Path { target } => verb(ctx, OpId::PlanPath, None, &target),
+        PlanCmd::Draft { file, target } => match tern::cli::read_draft(file.as_deref()) {
+            Ok(text) => verb(ctx, OpId::PlanDraft, Some(&text), &target),
+            Err(e) => report(Err(Fail::usage(e))),
+        },
+        PlanCmd::Edit { target } => verb(ctx, OpId::PlanEdit, None, &target),
+        PlanCmd::Confirm {
+            target,
+            wait,
+            model,
+        } => verb_with(ctx, OpId::PlanConfirm, None, &target, wait, Some(&model)),
+        PlanCmd::Cancel { target } => verb(ctx, OpId::PlanCancel, None, &target),
+        PlanCmd::Clear {
+            target,
+            wait,
+            model,
+        } => verb_with(ctx, OpId::PlanClear, None, &target, wait, Some(&model)),
+    }
+}
+
+/// `tern hooks` (list) and `tern hooks trust`.
+fn hooks(ctx: &Ctx, cmd: Option<HooksCmd>, json: bool, state: StateArgs) -> i32 {
+    let (state, trust) = match cmd {
+        Some(HooksCmd::Trust { state: s }) => (if s.state_dir.is_some() { s } else { state }, true),
+        None => (state, false),
+    };
+    with_launcher(ctx, &state, |l| {
+        if !trust {
+            tern::outln!("{}", tern::hooks::cli::list(&l.hook_files(), json));
+            return 0;
+        }
+        match tern::hooks::cli::trust(&l.hook_files()) {
+            Ok(receipt) => {
+                tern::outln!("{receipt}");
+                0
+            }
+            Err(e) => report(Err(Fail {
+                message: e,
+                code: 1,
+            })),
+        }
+    })
 }
 
 #[cfg(test)]

@@ -17,26 +17,35 @@ use crate::message::Message;
 use crate::provider::Provider;
 use crate::provider::http::HttpConfig;
 
-/// What the flags gave (each None: ask, or keep the saved value).
-#[derive(Debug, Clone, Default)]
+/// What the flags gave (each None: ask, or keep the saved value); `tern setup`'s flags.
+#[derive(Debug, Clone, Default, clap::Args)]
 pub struct SetupArgs {
-    /// `--provider`.
+    /// Wire format: openai (any OpenAI-compatible server) or anthropic.
+    #[arg(long, value_enum)]
     pub provider: Option<ProviderKind>,
-    /// `--base-url`.
+    /// The server's base URL.
+    #[arg(long)]
     pub base_url: Option<String>,
-    /// `--model`.
+    /// The model name.
+    #[arg(long)]
     pub model: Option<String>,
-    /// `--api-key` (`-` reads it from stdin's first line).
+    /// The API key (`-`: read it from stdin's first line, so it stays out of `ps`).
+    #[arg(long)]
     pub api_key: Option<String>,
-    /// `--api-key-command`.
+    /// A command that prints the API key (run at each start: `pass show openai`).
+    #[arg(long, conflicts_with = "api_key")]
     pub api_key_command: Option<String>,
-    /// `--no-api-key`: a server that needs none.
+    /// The server needs no key.
+    #[arg(long, conflicts_with_all = ["api_key", "api_key_command"])]
     pub no_api_key: bool,
-    /// `--models a,b`: the models an editor offers.
+    /// Models an editor may switch to, comma-separated.
+    #[arg(long, value_delimiter = ',')]
     pub models: Vec<String>,
-    /// `--no-test`: write without the test request.
+    /// Write without the test request.
+    #[arg(long)]
     pub no_test: bool,
-    /// `--yes`: ask nothing; flags, then the saved values, then defaults.
+    /// Ask nothing: flags, then the saved values, then the defaults.
+    #[arg(long, short = 'y')]
     pub yes: bool,
 }
 

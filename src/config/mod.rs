@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+pub mod vars;
+
 /// The wire format to speak.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,

@@ -1,0 +1,229 @@
+//! Settings read from the environment where no flag gave them (config < environment < flags):
+//! each function takes the flag's value and the environment snapshot and returns the setting,
+//! or a usage error that names the variable. A variable set but blank or not UTF-8 is an
+//! error, never a silent default: someone who set `TERN_SANDBOX` meant a mode.
+
+use std::path::PathBuf;
+
+use clap::ValueEnum;
+
+use super::{Env, Var};
+use crate::policy::{Approval, Mode};
+use crate::sandbox::jail::Reach;
+
+/// `key` when set to text that is not blank; None when unset. Errors: set but blank or not
+/// UTF-8 (`expected` says what to give, `default` what unsetting it gives).
+pub fn set_var(
+    env: &Env,
+    key: &str,
+    expected: &str,
+    default: &str,
+) -> Result<Option<String>, String> {
+    match env.var(key) {
+        Var::Unset => Ok(None),
+        Var::Text(v) if v.trim().is_empty() => Err(format!(
+            "{key} is set but empty: give {expected}, or unset {key} to use {default}"
+        )),
+        Var::Text(v) => Ok(Some(v)),
+        Var::NotUtf8 => Err(format!(
+            "{key} is not UTF-8 text: give {expected}, or unset {key} to use {default}"
+        )),
+    }
+}
+
+/// `--approval`, else `TERN_APPROVAL` (ask, auto or never), else `default`.
+pub fn approval(flag: Option<Approval>, env: &Env, default: Approval) -> Result<Approval, String> {
+    if let Some(a) = flag {
+        return Ok(a);
+    }
+    let name = default
+        .to_possible_value()
+        .map_or_else(|| "the default".to_string(), |v| v.get_name().to_string());
+    match set_var(env, "TERN_APPROVAL", "ask, auto or never", &name)? {
+        Some(v) => Approval::from_str(v.trim(), true)
+            .map_err(|_| format!("TERN_APPROVAL={v:?}: expected ask, auto or never")),
+        None => Ok(default),
+    }
+}
+
+/// `--sandbox`, else `TERN_SANDBOX`, else workspace-write.
+pub fn sandbox(flag: Option<Mode>, env: &Env) -> Result<Mode, String> {
+    if let Some(m) = flag {
+        return Ok(m);
+    }
+    let expected = "read-only, workspace-write or danger-full-access";
+    match set_var(env, "TERN_SANDBOX", expected, "workspace-write")? {
+        Some(v) => Mode::from_str(v.trim(), true)
+            .map_err(|_| format!("TERN_SANDBOX={v:?}: expected {expected}")),
+        None => Ok(Mode::default()),
+    }
+}
+
+/// `--state-dir`, else `TERN_STATE_DIR`, else None (the workspace's `.tern/`). Errors also: a
+/// state folder named that exists and is not a folder (`/dev/null`).
+pub fn state_dir(flag: Option<PathBuf>, env: &Env) -> Result<Option<PathBuf>, String> {
+    let (dir, from) = match flag {
+        Some(d) => (d, "--state-dir"),
+        None => match set_var(env, "TERN_STATE_DIR", "a folder", "<workspace>/.tern")? {
+            Some(d) => (PathBuf::from(d), "TERN_STATE_DIR"),
+            None => return Ok(None),
+        },
+    };
+    if let Ok(m) = std::fs::metadata(&dir)
+        && !m.is_dir()
+    {
+        return Err(format!(
+            "{} (from {from}) exists and is not a folder: give a folder for tern's state",
+            dir.display()
+        ));
+    }
+    Ok(Some(dir))
+}
+
+/// The reach flags as given on the command line.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReachFlags<'a> {
+    /// `--add-dir`.
+    pub add_dir: &'a [PathBuf],
+    /// `--read-dir`.
+    pub read_dir: &'a [PathBuf],
+    /// `--env`.
+    pub env: &'a [String],
+    /// `--no-jail`.
+    pub no_jail: bool,
+}
+
+/// `--add-dir`, `--read-dir`, `--env`, `--no-jail` and their variables (`TERN_ADD_DIRS`,
+/// `TERN_READ_DIRS` separated by `:`, `TERN_ENV` by `,`, `TERN_NO_JAIL`): folders must exist
+/// (made absolute and canonical, never `/`), names must be passable.
+pub fn reach(flags: ReachFlags<'_>, env: &Env) -> Result<Reach, String> {
+    let dirs = |flag: &str, given: &[PathBuf], var: &str| -> Result<Vec<PathBuf>, String> {
+        // Each folder with where it came from, so an error names the flag or the variable.
+        let mut all: Vec<(PathBuf, &str)> = given.iter().map(|d| (d.clone(), flag)).collect();
+        if let Some(v) = set_var(env, var, "folders separated by ':'", "none")? {
+            all.extend(
+                std::env::split_paths(&v)
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .map(|d| (d, var)),
+            );
+        }
+        all.iter()
+            .map(|(d, flag)| match std::fs::canonicalize(d) {
+                Ok(c) if c.parent().is_none() => Err(format!(
+                    "{flag} {}: the whole file system; pass --sandbox danger-full-access for that",
+                    d.display()
+                )),
+                Ok(c) if c.is_dir() => Ok(c),
+                Ok(_) => Err(format!("{flag} {}: not a folder", d.display())),
+                Err(e) => Err(format!("{flag} {}: {e}", d.display())),
+            })
+            .collect()
+    };
+    let mut pass_env = flags.env.to_vec();
+    for n in &pass_env {
+        crate::tools::bash::check_pass_env(n, "--env")?;
+    }
+    if let Some(v) = set_var(env, "TERN_ENV", "variable names separated by ','", "none")? {
+        for n in v.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            crate::tools::bash::check_pass_env(n, "TERN_ENV")?;
+            pass_env.push(n.to_string());
+        }
+    }
+    let no_jail = flags.no_jail
+        || match set_var(env, "TERN_NO_JAIL", "1 or 0", "the jail")? {
+            Some(v) => match v.trim() {
+                "1" | "true" | "yes" => true,
+                "0" | "false" | "no" => false,
+                other => return Err(format!("TERN_NO_JAIL={other:?}: expected 1 or 0")),
+            },
+            None => false,
+        };
+    Ok(Reach {
+        no_jail,
+        add_dirs: dirs("--add-dir", flags.add_dir, "TERN_ADD_DIRS")?,
+        read_dirs: dirs("--read-dir", flags.read_dir, "TERN_READ_DIRS")?,
+        pass_env,
+    })
+}
+
+/// `--temperature`'s text: a number from 0 to 2.
+pub fn temperature_text(s: &str) -> Result<f64, String> {
+    let t: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number"))?;
+    if (0.0..=2.0).contains(&t) {
+        Ok(t)
+    } else {
+        Err(format!("{t} is not between 0 and 2"))
+    }
+}
+
+/// The output cap from `TERN_MAX_OUTPUT_TOKENS` where no flag gave one (16 to 1,000,000).
+pub fn max_output_tokens(flag: Option<u32>, env: &Env) -> Result<Option<u32>, String> {
+    if flag.is_some() {
+        return Ok(flag);
+    }
+    let Some(v) = set_var(env, "TERN_MAX_OUTPUT_TOKENS", "a number of tokens", "8192")? else {
+        return Ok(None);
+    };
+    v.trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|n| (16..=1_000_000).contains(n))
+        .map(Some)
+        .ok_or_else(|| {
+            format!("TERN_MAX_OUTPUT_TOKENS={v:?}: expected a number from 16 to 1000000")
+        })
+}
+
+/// The temperature from `TERN_TEMPERATURE` where no flag gave one.
+pub fn temperature(flag: Option<f64>, env: &Env) -> Result<Option<f64>, String> {
+    if flag.is_some() {
+        return Ok(flag);
+    }
+    let Some(v) = set_var(
+        env,
+        "TERN_TEMPERATURE",
+        "a number from 0 to 2",
+        "the server's",
+    )?
+    else {
+        return Ok(None);
+    };
+    temperature_text(v.trim())
+        .map(Some)
+        .map_err(|e| format!("TERN_TEMPERATURE={v:?}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_set_but_blank_variable_is_an_error_naming_it() {
+        let env = Env::of(&[("TERN_SANDBOX", "  ")]);
+        let e = sandbox(None, &env).unwrap_err();
+        assert!(e.starts_with("TERN_SANDBOX is set but empty"), "{e}");
+        assert_eq!(sandbox(Some(Mode::ReadOnly), &env), Ok(Mode::ReadOnly));
+        let env = Env::of(&[("TERN_APPROVAL", "sometimes")]);
+        assert!(approval(None, &env, Approval::Ask).is_err());
+        assert_eq!(
+            approval(None, &Env::default(), Approval::Ask),
+            Ok(Approval::Ask)
+        );
+    }
+
+    #[test]
+    fn output_settings_come_from_the_flag_before_the_variable() {
+        let env = Env::of(&[("TERN_MAX_OUTPUT_TOKENS", "99"), ("TERN_TEMPERATURE", "3")]);
+        assert_eq!(max_output_tokens(None, &env), Ok(Some(99)));
+        assert_eq!(max_output_tokens(Some(500), &env), Ok(Some(500)));
+        assert!(
+            temperature(None, &env)
+                .unwrap_err()
+                .contains("not between 0 and 2")
+        );
+        assert_eq!(temperature(Some(0.5), &env), Ok(Some(0.5)));
+    }
+}
