@@ -1,21 +1,23 @@
-//! The turn loop: what tern does with one prompt.
+//! The turn loop: what tern does with one prompt ([`Runtime::run_turn`]).
 //!
-//! 1. Hold the session (its lease), mark it running, store the prompt.
-//! 2. Ask the model ([`Runtime::ask_model`], request.rs): tools + pinned system prompt +
-//!    append-only history, with the work-state block as a transient tail.
-//! 3. Store the assistant message *before* running any tool, so a crash mid-tool leaves a history
-//!    that repair can close (it answers the dangling calls).
-//! 4. Run its tool calls in order, storing each result before announcing it. Ctrl-C kills the
-//!    running tool and stores an error result for every unanswered call, in one write (case C17:
-//!    an interrupted call still gets its result, so the next request is valid).
-//! 5. Repeat until the model answers without tool calls, or `--max-turns` requests were made.
-//!
-//! A completion becomes a stored message in answer.rs. When the model makes the same calls with
-//! the same results [`LOOP_LIMIT`] times in a row (small models do, once the work is done), the
-//! next request asks for a final answer with tools off.
+//! 1. Begin: hold the session (its lease), mark it running, store the prompt.
+//! 2. Each step ([`Runtime::steps`]): the checks before a request (cancel, a hook's stop, the
+//!    token budget, steers); ask the model ([`Runtime::ask_model`], request.rs: tools + pinned
+//!    system prompt + append-only history, the work-state block as a transient tail); store
+//!    the answer *before* running any tool, so a crash mid-tool leaves a history that repair
+//!    can close.
+//! 3. An answer without tool calls goes through the checks after an answer (a call written as
+//!    text, a steer, the nudge, the Stop hooks and the goal): each may continue the turn; else
+//!    it ends with the answer.
+//! 4. Otherwise run its tool calls in order, storing each result before announcing it. Ctrl-C
+//!    kills the running tool and stores an error result for every unanswered call, in one
+//!    write (case C17). [`LOOP_LIMIT`] identical steps in a row: the next request asks for a
+//!    final answer with tools off.
+//! 5. End: record how the turn ended; at `--max-turns` requests it stops with exit code 3.
 
 use super::answer::{Call, REPEAT_NOTE};
 use super::dispatch::ToolResult;
+use super::nudge::Nudge;
 use super::request::Ask;
 use super::{Failure, Runtime, Surface};
 use crate::event::{BoundaryKind, CallView, Event, TurnStatus};
@@ -28,6 +30,30 @@ pub const LOOP_LIMIT: usize = 3;
 
 /// How a turn ended: the final assistant text, or why it stopped.
 pub type TurnOutcome = Result<String, Failure>;
+
+/// What one turn's loop carries from step to step.
+struct Step {
+    /// The next request's options (tools off once after a loop).
+    ask: Ask,
+    /// Identical steps in a row.
+    repeats: usize,
+    /// The last answer was a call written as text that did not run.
+    unrun: bool,
+    /// The once-per-turn nudge about commands shown in a shell block.
+    nudge: Nudge,
+    /// The Stop hooks' and the goal's state in this turn.
+    gate: super::hooks::StopGate,
+    /// Usage before the turn (for its token budget).
+    usage_before: crate::message::Usage,
+}
+
+/// What an answer without tool calls leads to.
+enum Next {
+    /// Another request in this turn.
+    Continue,
+    /// The turn ends with this answer.
+    End(String),
+}
 
 impl Runtime {
     /// The result stored for a call that never ran because the turn was stopped: by the user,
@@ -57,163 +83,210 @@ impl Runtime {
         outcome
     }
 
+    /// The loop: check, ask, answer, run the calls; until an answer ends the turn or
+    /// `--max-turns` requests were made.
     fn steps(&mut self, ui: &mut dyn Surface) -> TurnOutcome {
-        let mut ask = Ask {
-            tools_allowed: true,
+        let mut st = Step {
+            ask: Ask {
+                tools_allowed: true,
+            },
+            repeats: 0,
+            unrun: false,
+            nudge: self.nudge_for_turn(),
+            gate: super::hooks::StopGate::default(),
+            usage_before: self.meter.totals.usage,
         };
-        let mut repeats = 0;
-        let mut unrun = false;
-        let mut nudge = self.nudge_for_turn();
-        let mut gate = super::hooks::StopGate::default();
-        let usage_before = self.meter.totals.usage;
         for _ in 0..self.cfg.max_turns {
-            if self.cancelled() {
-                return Err(Failure::Interrupted);
-            }
-            if let Some(f) = self.hook_stopped() {
-                return Err(f);
-            }
-            if let Some(budget) = self.cfg.token_budget {
-                let used = self.meter.totals.usage.since(&usage_before);
-                let spent = used.input_tokens.saturating_add(used.output_tokens);
-                if spent >= budget {
-                    return Err(Failure::Budget(format!(
-                        "its token budget of {budget} tokens ran out ({spent} used)"
-                    )));
-                }
-            }
-            // What the person steered in since the last request goes after the last tool result.
-            self.deliver_steers(ui)?;
-            let mut answer = self.ask_model(ask, ui)?;
-            let text_only = !ask.tools_allowed;
-            if text_only {
-                // The final-answer request after a loop: whatever calls came back are not run.
-                ask.tools_allowed = true;
-                answer.tool_calls.clear();
-                if answer.text.trim().is_empty()
-                    || super::textcall::unrun_call(&answer.text).is_some()
-                {
-                    return Err(Failure::Failed(format!(
-                        "the model repeated the same tool call {LOOP_LIMIT} times with the same result and gave no final answer"
-                    )));
-                }
-            }
-            if answer.finish_reason == Some(crate::provider::Finish::Repetition) {
-                self.emit(
-                    ui,
-                    Event::warning(if answer.tool_calls.is_empty() {
-                        "the model's answer kept repeating itself: tern cut it (the stored answer ends with a note)"
-                    } else {
-                        "the model's answer kept repeating itself (the same call again, or arguments that repeat): tern cut it and kept what came before"
-                    }),
-                );
-            }
-            let cut = answer.finish_reason == Some(crate::provider::Finish::Length);
-            let (message, calls) = self.assistant_message(answer, text_only);
-            let Some(message) = message else {
-                // No text and no tool calls: nothing a provider would accept later (case C12).
-                self.emit(
-                    ui,
-                    Event::warning(
-                        "the model answered with no text and no tool call; nothing was stored",
-                    ),
-                );
-                return Ok(nudge.final_text(String::new()));
+            self.before_request(&st, ui)?;
+            let answer = self.ask_model(st.ask, ui)?;
+            let Some((text, calls, cut)) = self.take_answer(answer, &mut st, ui)? else {
+                // No text and no tool calls: nothing was stored (case C12).
+                return Ok(st.nudge.final_text(String::new()));
             };
-            let text = match &message {
-                Message::Assistant { text, .. } => text.clone(),
-                _ => String::new(),
-            };
-            self.store(vec![message])?;
-            let tool_calls = calls
-                .iter()
-                .map(|c| CallView {
-                    id: c.call.id.clone(),
-                    name: c.call.name.clone(),
-                    arguments: c.call.arguments.clone(),
-                })
-                .collect();
-            self.emit(
-                ui,
-                Event::Assistant {
-                    text: text.clone(),
-                    tool_calls,
-                },
-            );
             if calls.is_empty() {
-                // An answer that is a call tern did not run (an unknown tool, arguments that are
-                // not JSON) is not a final answer: the model is told, once; a second one in a row
-                // ends the turn as failed, never "completed".
-                if let Some(name) = super::textcall::unrun_call(&text) {
-                    if unrun {
-                        return Err(Failure::Failed(format!(
-                            "the model answered twice with a tool call written as text ({name}) that could not run"
-                        )));
-                    }
-                    unrun = true;
-                    let tools: Vec<&str> = self.prefix.tools.iter().map(|t| t.name).collect();
-                    self.store(vec![Message::user(format!(
-                        "[tern: your answer is a tool call written as text ({name}), and it did not run: the tools are {}, called as tool calls with JSON arguments. Call one, or answer in words.]",
-                        tools.join(", ")
-                    ))])?;
-                    self.emit(
-                        ui,
-                        Event::warning(format!(
-                            "the model wrote a call to {name} as text; it did not run, and the model was told"
-                        )),
-                    );
-                    continue;
-                }
-                if super::steer::pending(&self.session) {
-                    // Steered while the model answered: the model reads it before the turn ends.
-                    continue;
-                }
-                // A command shown in a shell block before any call: the model is told, once.
-                if self.nudge_if_shown(&mut nudge, &text, ui)? {
-                    continue;
-                }
-                // The person's Stop hooks and the goal may send the model back to work.
-                match self.stop_gate(&text, &mut gate, ui)? {
-                    Some(next) => {
-                        self.store(vec![Message::user(next)])?;
-                        continue;
-                    }
-                    None => {
-                        if cut {
-                            self.meter.answer_cut = true;
-                            self.emit(ui, Event::warning(format!(
-                                "the model's answer was cut at the output cap ({} tokens, --max-output-tokens): it may be incomplete",
-                                self.cfg.max_output_tokens
-                            )));
-                        }
-                        return Ok(nudge.final_text(text));
-                    }
+                match self.after_final_answer(text, cut, &mut st, ui)? {
+                    Next::Continue => continue,
+                    Next::End(text) => return Ok(text),
                 }
             }
-            unrun = false;
-            nudge.called();
-            repeats = if self.run_calls(calls, ui)? {
-                repeats + 1
-            } else {
-                0
-            };
-            if repeats >= LOOP_LIMIT - 1 {
-                // Small models can loop on a finished task: ask once for the answer, tools off.
-                ask.tools_allowed = false;
-                repeats = 0;
-                // A declared boundary: `tool_choice` none changes this one request's prefix.
-                self.emit(
-                    ui,
-                    Event::Boundary {
-                        kind: BoundaryKind::ToolsOff,
-                        from: None,
-                        to: None,
-                        reason: Some(format!("the model made the same tool call with the same result {LOOP_LIMIT} times in a row; asking it once for a final answer without tools")),
-                    },
-                );
-            }
+            st.unrun = false;
+            st.nudge.called();
+            let repeated = self.run_calls(calls, ui)?;
+            self.after_calls(repeated, &mut st, ui);
         }
         Err(Failure::MaxTurns(self.cfg.max_turns))
+    }
+
+    /// The checks before each request: a cancel, a hook's `continue: false`, the token budget;
+    /// then what the person steered in since the last request goes after the last tool result.
+    fn before_request(&mut self, st: &Step, ui: &mut dyn Surface) -> Result<(), Failure> {
+        if self.cancelled() {
+            return Err(Failure::Interrupted);
+        }
+        if let Some(f) = self.hook_stopped() {
+            return Err(f);
+        }
+        if let Some(budget) = self.cfg.token_budget {
+            let used = self.meter.totals.usage.since(&st.usage_before);
+            let spent = used.input_tokens.saturating_add(used.output_tokens);
+            if spent >= budget {
+                return Err(Failure::Budget(format!(
+                    "its token budget of {budget} tokens ran out ({spent} used)"
+                )));
+            }
+        }
+        self.deliver_steers(ui)
+    }
+
+    /// Stores the model's answer (before any tool runs) and announces it. Returns its text,
+    /// its calls and whether it was cut at the output cap; None when it had neither text nor
+    /// calls (nothing a provider would accept later is stored). Errors: the final-answer request
+    /// after a loop gave no answer.
+    fn take_answer(
+        &mut self,
+        mut answer: crate::provider::Completion,
+        st: &mut Step,
+        ui: &mut dyn Surface,
+    ) -> Result<Option<(String, Vec<Call>, bool)>, Failure> {
+        let text_only = !st.ask.tools_allowed;
+        if text_only {
+            // The final-answer request after a loop: whatever calls came back are not run.
+            st.ask.tools_allowed = true;
+            answer.tool_calls.clear();
+            if answer.text.trim().is_empty() || super::textcall::unrun_call(&answer.text).is_some()
+            {
+                return Err(Failure::Failed(format!(
+                    "the model repeated the same tool call {LOOP_LIMIT} times with the same result and gave no final answer"
+                )));
+            }
+        }
+        if answer.finish_reason == Some(crate::provider::Finish::Repetition) {
+            self.emit(
+                ui,
+                Event::warning(if answer.tool_calls.is_empty() {
+                    "the model's answer kept repeating itself: tern cut it (the stored answer ends with a note)"
+                } else {
+                    "the model's answer kept repeating itself (the same call again, or arguments that repeat): tern cut it and kept what came before"
+                }),
+            );
+        }
+        let cut = answer.finish_reason == Some(crate::provider::Finish::Length);
+        let (message, calls) = self.assistant_message(answer, text_only);
+        let Some(message) = message else {
+            self.emit(
+                ui,
+                Event::warning(
+                    "the model answered with no text and no tool call; nothing was stored",
+                ),
+            );
+            return Ok(None);
+        };
+        let text = match &message {
+            Message::Assistant { text, .. } => text.clone(),
+            _ => String::new(),
+        };
+        self.store(vec![message])?;
+        let tool_calls = calls
+            .iter()
+            .map(|c| CallView {
+                id: c.call.id.clone(),
+                name: c.call.name.clone(),
+                arguments: c.call.arguments.clone(),
+            })
+            .collect();
+        self.emit(
+            ui,
+            Event::Assistant {
+                text: text.clone(),
+                tool_calls,
+            },
+        );
+        Ok(Some((text, calls, cut)))
+    }
+
+    /// The checks after an answer without tool calls: a call written as text (told once, failed
+    /// the second time), a steer that arrived meanwhile, a command shown in a shell block (told
+    /// once), the Stop hooks and the goal. Any of them continues the turn; else it ends with
+    /// `text`.
+    fn after_final_answer(
+        &mut self,
+        text: String,
+        cut: bool,
+        st: &mut Step,
+        ui: &mut dyn Surface,
+    ) -> Result<Next, Failure> {
+        // An answer that is a call tern did not run (an unknown tool, arguments that are not
+        // JSON) is not a final answer: the model is told, once; a second one in a row ends the
+        // turn as failed, never "completed".
+        if let Some(name) = super::textcall::unrun_call(&text) {
+            if st.unrun {
+                return Err(Failure::Failed(format!(
+                    "the model answered twice with a tool call written as text ({name}) that could not run"
+                )));
+            }
+            st.unrun = true;
+            let tools: Vec<&str> = self.prefix.tools.iter().map(|t| t.name).collect();
+            self.store(vec![Message::user(format!(
+                "[tern: your answer is a tool call written as text ({name}), and it did not run: the tools are {}, called as tool calls with JSON arguments. Call one, or answer in words.]",
+                tools.join(", ")
+            ))])?;
+            self.emit(
+                ui,
+                Event::warning(format!(
+                    "the model wrote a call to {name} as text; it did not run, and the model was told"
+                )),
+            );
+            return Ok(Next::Continue);
+        }
+        if super::steer::pending(&self.session) {
+            // Steered while the model answered: the model reads it before the turn ends.
+            return Ok(Next::Continue);
+        }
+        // A command shown in a shell block before any call: the model is told, once.
+        if self.nudge_if_shown(&mut st.nudge, &text, ui)? {
+            return Ok(Next::Continue);
+        }
+        // The person's Stop hooks and the goal may send the model back to work.
+        if let Some(next) = self.stop_gate(&text, &mut st.gate, ui)? {
+            self.store(vec![Message::user(next)])?;
+            return Ok(Next::Continue);
+        }
+        if cut {
+            self.meter.answer_cut = true;
+            self.emit(
+                ui,
+                Event::warning(format!(
+                    "the model's answer was cut at the output cap ({} tokens, --max-output-tokens): it may be incomplete",
+                    self.cfg.max_output_tokens
+                )),
+            );
+        }
+        Ok(Next::End(
+            std::mem::replace(&mut st.nudge, Nudge::Off).final_text(text),
+        ))
+    }
+
+    /// After the calls ran: small models can loop on a finished task; after [`LOOP_LIMIT`]
+    /// identical steps the next request asks once for the answer, tools off (a declared
+    /// boundary: `tool_choice` none changes that one request's prefix).
+    fn after_calls(&mut self, repeated: bool, st: &mut Step, ui: &mut dyn Surface) {
+        st.repeats = if repeated { st.repeats + 1 } else { 0 };
+        if st.repeats < LOOP_LIMIT - 1 {
+            return;
+        }
+        st.ask.tools_allowed = false;
+        st.repeats = 0;
+        self.emit(
+            ui,
+            Event::Boundary {
+                kind: BoundaryKind::ToolsOff,
+                from: None,
+                to: None,
+                reason: Some(format!(
+                    "the model made the same tool call with the same result {LOOP_LIMIT} times in a row; asking it once for a final answer without tools"
+                )),
+            },
+        );
     }
 
     /// Runs the tool calls of the stored assistant message in order. Each result is stored, then
