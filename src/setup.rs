@@ -75,57 +75,37 @@ pub fn run(env: &Env, args: SetupArgs, input: &mut dyn BufRead, ask: bool) -> i3
     }
 }
 
-fn setup(
-    path: &Path,
-    args: SetupArgs,
-    input: &mut dyn BufRead,
-    ask: bool,
-) -> Result<(), (i32, String)> {
+/// A failure of setup: its exit code and message.
+type Refused = (i32, String);
+
+fn setup(path: &Path, args: SetupArgs, input: &mut dyn BufRead, ask: bool) -> Result<(), Refused> {
     // The saved file is the default for every answer (a key in a file others can read is not
     // trusted as a default: it is asked for again).
     let saved = config_file::read(path, false)
         .ok()
         .flatten()
         .unwrap_or_default();
-    let usage = |e: String| (2, e);
     let mut prompt = Prompter { input, ask };
-
-    let kind = match args.provider {
-        Some(k) => k,
-        None => {
-            let def = saved.provider.unwrap_or(ProviderKind::Openai);
-            let a = prompt.ask(
-                "Provider: openai (any OpenAI-compatible server) or anthropic",
-                kind_name(def),
-            )?;
-            match a.as_str() {
-                "openai" => ProviderKind::Openai,
-                "anthropic" => ProviderKind::Anthropic,
-                other => {
-                    return Err(usage(format!(
-                        "unknown provider {other:?}: openai or anthropic"
-                    )));
-                }
-            }
-        }
-    };
-    let default_url = match kind {
-        ProviderKind::Openai => "https://api.openai.com/v1",
-        ProviderKind::Anthropic => "https://api.anthropic.com",
-    };
+    let kind = ask_provider(&mut prompt, args.provider, &saved)?;
     let same_kind = saved.provider.unwrap_or(ProviderKind::Openai) == kind;
-    let base_url = match args.base_url {
+    let base_url = match args.base_url.clone() {
         Some(u) => u,
         None => {
             let def = saved
                 .base_url
                 .clone()
                 .filter(|_| same_kind)
-                .unwrap_or_else(|| default_url.to_string());
+                .unwrap_or_else(|| {
+                    match kind {
+                        ProviderKind::Openai => "https://api.openai.com/v1",
+                        ProviderKind::Anthropic => "https://api.anthropic.com",
+                    }
+                    .to_string()
+                });
             prompt.ask("Base URL", &def)?
         }
     };
-    let model = match args.model {
+    let model = match args.model.clone() {
         Some(m) => m,
         None => {
             let def = saved
@@ -144,102 +124,11 @@ fn setup(
         (None, Some(c)) if same_kind => Some(Key::Command(c.clone())),
         _ => None,
     };
-    let key = if args.no_api_key {
-        Key::None
-    } else if let Some(c) = args.api_key_command {
-        Key::Command(c)
-    } else if let Some(k) = args.api_key {
-        if k == "-" {
-            let mut line = String::new();
-            prompt
-                .input
-                .read_line(&mut line)
-                .map_err(|e| (1, format!("reading the key from stdin: {e}")))?;
-            Key::Value(line.trim().to_string())
-        } else {
-            Key::Value(k)
-        }
-    } else if prompt.ask {
-        let keep = if saved_key.is_some() {
-            " (empty: keep the saved one)"
-        } else {
-            " (empty: none)"
-        };
-        let a = prompt.secret(&format!(
-            "API key{keep}; !COMMAND for a command that prints it"
-        ))?;
-        match (a.as_str(), &saved_key) {
-            ("", Some(k)) => k.clone(),
-            ("", None) => Key::None,
-            (c, _) if c.starts_with('!') => Key::Command(c[1..].trim().to_string()),
-            (k, _) => Key::Value(k.to_string()),
-        }
-    } else {
-        saved_key.unwrap_or(Key::None)
-    };
-
-    // The same checks every surface makes (URL shape, model name, key characters), through the
-    // one resolver.
-    let key_text = match &key {
-        Key::None => None,
-        Key::Value(k) => Some(k.clone()),
-        Key::Command(c) => Some(
-            config_file::run_key_command(
-                c,
-                saved.api_key_command_timeout.map_or(
-                    config_file::KEY_COMMAND_TIMEOUT,
-                    std::time::Duration::from_secs,
-                ),
-            )
-            .map_err(|e| (1, format!("the key command {e}")))?,
-        ),
-    };
-    let (key_var, url_var) = match kind {
-        ProviderKind::Openai => ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
-        ProviderKind::Anthropic => ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
-    };
-    let mut pairs = vec![(url_var, base_url.as_str()), ("TERN_MODEL", model.as_str())];
-    if let Some(k) = &key_text {
-        pairs.push((key_var, k.as_str()));
-    }
-    let check_env = Env::of(&pairs);
-    let flags = ProviderFlags {
-        provider: Some(kind),
-        ..ProviderFlags::default()
-    };
-    // Errors name what the person gave to setup, not the variables used to check it.
-    let named = |k: &str| match k {
-        "OPENAI_BASE_URL" | "ANTHROPIC_BASE_URL" => "the base URL given to tern setup".to_string(),
-        "OPENAI_API_KEY" | "ANTHROPIC_API_KEY" => "the key given to tern setup".to_string(),
-        "TERN_MODEL" => "the model given to tern setup".to_string(),
-        other => other.to_string(),
-    };
-    let route = config::resolve_named(&flags, &|k| check_env.var(k), &named).map_err(usage)?;
-
+    let key = ask_key(&mut prompt, &args, saved_key)?;
+    let route = check_route(kind, &base_url, &model, &key, &saved)?;
     if !args.no_test {
-        crate::errln!(
-            "testing {} with model {} …",
-            crate::provider::http::display_url(&route.base_url),
-            route.model
-        );
-        match test_request(&route) {
-            Ok(ms) => crate::errln!("ok: the model answered in {ms} ms"),
-            Err(e) => {
-                let e = crate::store::redact::redact(&e).into_owned();
-                if prompt.ask
-                    && prompt.yes_no(&format!("the test request failed: {e}\nSave anyway?"))?
-                {
-                    crate::errln!("saving without a working test");
-                } else {
-                    return Err((
-                        1,
-                        format!("the test request failed: {e}\nnothing was written"),
-                    ));
-                }
-            }
-        }
+        test_route(&mut prompt, &route)?;
     }
-
     let models = if args.models.is_empty() {
         saved.models.clone()
     } else {
@@ -264,6 +153,149 @@ fn setup(
     write(path, &file).map_err(|e| (1, e))?;
     crate::outln!("wrote {} (mode 0600)", path.display());
     Ok(())
+}
+
+/// The provider: the flag's, else asked (the saved one, else openai, as the default).
+fn ask_provider(
+    prompt: &mut Prompter<'_>,
+    flag: Option<ProviderKind>,
+    saved: &FileConfig,
+) -> Result<ProviderKind, Refused> {
+    if let Some(k) = flag {
+        return Ok(k);
+    }
+    let def = saved.provider.unwrap_or(ProviderKind::Openai);
+    let a = prompt.ask(
+        "Provider: openai (any OpenAI-compatible server) or anthropic",
+        kind_name(def),
+    )?;
+    match a.as_str() {
+        "openai" => Ok(ProviderKind::Openai),
+        "anthropic" => Ok(ProviderKind::Anthropic),
+        other => Err((
+            2,
+            format!("unknown provider {other:?}: openai or anthropic"),
+        )),
+    }
+}
+
+/// The key: none, a command, the flag's (`-`: stdin's first line), else asked (empty keeps the
+/// saved one; `!COMMAND` for a command), else the saved one.
+fn ask_key(
+    prompt: &mut Prompter<'_>,
+    args: &SetupArgs,
+    saved_key: Option<Key>,
+) -> Result<Key, Refused> {
+    if args.no_api_key {
+        return Ok(Key::None);
+    }
+    if let Some(c) = &args.api_key_command {
+        return Ok(Key::Command(c.clone()));
+    }
+    if let Some(k) = &args.api_key {
+        if k != "-" {
+            return Ok(Key::Value(k.clone()));
+        }
+        let mut line = String::new();
+        prompt
+            .input
+            .read_line(&mut line)
+            .map_err(|e| (1, format!("reading the key from stdin: {e}")))?;
+        return Ok(Key::Value(line.trim().to_string()));
+    }
+    if !prompt.ask {
+        return Ok(saved_key.unwrap_or(Key::None));
+    }
+    let keep = if saved_key.is_some() {
+        " (empty: keep the saved one)"
+    } else {
+        " (empty: none)"
+    };
+    let a = prompt.secret(&format!(
+        "API key{keep}; !COMMAND for a command that prints it"
+    ))?;
+    Ok(match (a.as_str(), saved_key) {
+        ("", Some(k)) => k,
+        ("", None) => Key::None,
+        (c, _) if c.starts_with('!') => Key::Command(c[1..].trim().to_string()),
+        (k, _) => Key::Value(k.to_string()),
+    })
+}
+
+/// The answers checked as every surface checks them (URL shape, model name, key characters),
+/// through the one resolver; a key command runs once here.
+fn check_route(
+    kind: ProviderKind,
+    base_url: &str,
+    model: &str,
+    key: &Key,
+    saved: &FileConfig,
+) -> Result<config::ProviderChoice, Refused> {
+    let key_text = match key {
+        Key::None => None,
+        Key::Value(k) => Some(k.clone()),
+        Key::Command(c) => Some(
+            config_file::run_key_command(
+                c,
+                saved.api_key_command_timeout.map_or(
+                    config_file::KEY_COMMAND_TIMEOUT,
+                    std::time::Duration::from_secs,
+                ),
+            )
+            .map_err(|e| (1, format!("the key command {e}")))?,
+        ),
+    };
+    let (key_var, url_var) = match kind {
+        ProviderKind::Openai => ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+        ProviderKind::Anthropic => ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+    };
+    let mut pairs = vec![(url_var, base_url), ("TERN_MODEL", model)];
+    if let Some(k) = &key_text {
+        pairs.push((key_var, k.as_str()));
+    }
+    let check_env = Env::of(&pairs);
+    let flags = ProviderFlags {
+        provider: Some(kind),
+        ..ProviderFlags::default()
+    };
+    // Errors name what the person gave to setup, not the variables used to check it.
+    let named = |k: &str| match k {
+        "OPENAI_BASE_URL" | "ANTHROPIC_BASE_URL" => "the base URL given to tern setup".to_string(),
+        "OPENAI_API_KEY" | "ANTHROPIC_API_KEY" => "the key given to tern setup".to_string(),
+        "TERN_MODEL" => "the model given to tern setup".to_string(),
+        other => other.to_string(),
+    };
+    config::resolve_named(&flags, &|k| check_env.var(k), &named).map_err(|e| (2, e))
+}
+
+/// One tiny request to the route; a failure asks whether to save anyway (refused without a
+/// terminal).
+fn test_route(prompt: &mut Prompter<'_>, route: &config::ProviderChoice) -> Result<(), Refused> {
+    crate::errln!(
+        "testing {} with model {} …",
+        crate::provider::http::display_url(&route.base_url),
+        route.model
+    );
+    match test_request(route) {
+        Ok(ms) => {
+            crate::errln!("ok: the model answered in {ms} ms");
+            Ok(())
+        }
+        Err(e) => {
+            let e = crate::store::redact::redact(&e).into_owned();
+            if prompt.ask
+                && prompt.yes_no(&format!("the test request failed: {e}\nSave anyway?"))?
+            {
+                crate::errln!("saving without a working test");
+                Ok(())
+            } else {
+                Err((
+                    1,
+                    format!("the test request failed: {e}\nnothing was written"),
+                ))
+            }
+        }
+    }
 }
 
 fn kind_name(k: ProviderKind) -> &'static str {
