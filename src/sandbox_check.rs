@@ -157,15 +157,7 @@ pub fn check(workspace: &Path, exe: &Path) -> CheckReport {
         self_test: Vec::new(),
         ok: false,
     };
-    let policy = |mode, no_network| Policy {
-        mode,
-        workspace: workspace.to_path_buf(),
-        no_network,
-        network_in_namespace: false,
-        add_dirs: Vec::new(),
-        draft_file: None,
-        tmpdir: None,
-    };
+    let policy = |mode, no_network| policy_for(workspace, mode, no_network);
     if report.landlock_missing.is_some() {
         let refused = prepare(&policy(Mode::WorkspaceWrite, false));
         report.self_test.push(SelfTest {
@@ -207,25 +199,42 @@ pub fn check(workspace: &Path, exe: &Path) -> CheckReport {
         workspace,
         spill: spill.path(),
     };
+    landlock_tests(
+        &mut report,
+        &ctx,
+        inside.path(),
+        outside.as_ref().map(|o| o.path()),
+    );
+    if network_rules {
+        network_tests(&mut report, &ctx);
+    }
+    jail_tests(&mut report, workspace, exe, &ctx);
+    report.ok = report.self_test.iter().all(|t| t.passed) && report.jail.is_ok();
+    report
+}
+
+/// The Landlock self-test: writes inside the workspace (allowed in workspace-write, denied in
+/// read-only), outside it (denied), to the private `TMPDIR` (allowed).
+fn landlock_tests(report: &mut CheckReport, ctx: &Ctx<'_>, inside: &Path, outside: Option<&Path>) {
     let write = |dir: &Path| format!("printf ok > {}", quote(&dir.join("probe")));
     let tests: Vec<(String, Policy, String, bool, Option<PathBuf>)> = {
         let mut t = vec![(
             "write inside the workspace (workspace-write)".to_string(),
-            policy(Mode::WorkspaceWrite, false),
-            write(inside.path()),
+            ctx.policy(Mode::WorkspaceWrite, false),
+            write(inside),
             true,
-            Some(inside.path().join("probe")),
+            Some(inside.join("probe")),
         )];
-        match &outside {
+        match outside {
             Some(o) => t.push((
                 format!(
                     "write outside the workspace, in {} (workspace-write)",
-                    o.path().display()
+                    o.display()
                 ),
-                policy(Mode::WorkspaceWrite, false),
-                write(o.path()),
+                ctx.policy(Mode::WorkspaceWrite, false),
+                write(o),
                 false,
-                Some(o.path().join("probe")),
+                Some(o.join("probe")),
             )),
             None => report.self_test.push(SelfTest {
                 name: "write outside the workspace".into(),
@@ -240,14 +249,14 @@ pub fn check(workspace: &Path, exe: &Path) -> CheckReport {
         }
         t.push((
             "write inside the workspace (read-only)".to_string(),
-            policy(Mode::ReadOnly, false),
-            format!("printf ok > {}", quote(&inside.path().join("ro-probe"))),
+            ctx.policy(Mode::ReadOnly, false),
+            format!("printf ok > {}", quote(&inside.join("ro-probe"))),
             false,
-            Some(inside.path().join("ro-probe")),
+            Some(inside.join("ro-probe")),
         ));
         t.push((
             "write to the private $TMPDIR (read-only)".to_string(),
-            policy(Mode::ReadOnly, false),
+            ctx.policy(Mode::ReadOnly, false),
             "printf ok > \"$TMPDIR/probe\" && test -s \"$TMPDIR/probe\"".to_string(),
             true,
             None,
@@ -259,38 +268,38 @@ pub fn check(workspace: &Path, exe: &Path) -> CheckReport {
             .self_test
             .push(ctx.run(name, &p, &command, should, file.as_deref()));
     }
-    if network_rules {
-        match TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr().map(|a| (l, a))) {
-            Ok((_listener, addr)) => {
-                let command = format!("exec 3<>/dev/tcp/127.0.0.1/{}", addr.port());
-                report.self_test.push(ctx.run(
-                    "TCP connect to 127.0.0.1 (workspace-write)".into(),
-                    &policy(Mode::WorkspaceWrite, false),
-                    &command,
-                    true,
-                    None,
-                ));
-                report.self_test.push(ctx.run(
-                    "TCP connect to 127.0.0.1 (workspace-write --no-network)".into(),
-                    &policy(Mode::WorkspaceWrite, true),
-                    &command,
-                    false,
-                    None,
-                ));
-            }
-            Err(e) => report.self_test.push(SelfTest {
-                name: "TCP listener on 127.0.0.1".into(),
-                should_succeed: true,
-                succeeded: false,
-                passed: false,
-                skipped: false,
-                detail: e.to_string(),
-            }),
+}
+
+/// With network rules: a TCP connect to a listener on 127.0.0.1, allowed without
+/// `--no-network` and denied with it.
+fn network_tests(report: &mut CheckReport, ctx: &Ctx<'_>) {
+    match TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr().map(|a| (l, a))) {
+        Ok((_listener, addr)) => {
+            let command = format!("exec 3<>/dev/tcp/127.0.0.1/{}", addr.port());
+            report.self_test.push(ctx.run(
+                "TCP connect to 127.0.0.1 (workspace-write)".into(),
+                &ctx.policy(Mode::WorkspaceWrite, false),
+                &command,
+                true,
+                None,
+            ));
+            report.self_test.push(ctx.run(
+                "TCP connect to 127.0.0.1 (workspace-write --no-network)".into(),
+                &ctx.policy(Mode::WorkspaceWrite, true),
+                &command,
+                false,
+                None,
+            ));
         }
+        Err(e) => report.self_test.push(SelfTest {
+            name: "TCP listener on 127.0.0.1".into(),
+            should_succeed: true,
+            succeeded: false,
+            passed: false,
+            skipped: false,
+            detail: e.to_string(),
+        }),
     }
-    jail_tests(&mut report, workspace, exe, &ctx);
-    report.ok = report.self_test.iter().all(|t| t.passed) && report.jail.is_ok();
-    report
 }
 
 fn yes(b: bool) -> &'static str {
@@ -333,62 +342,7 @@ fn jail_tests(report: &mut CheckReport, workspace: &Path, exe: &Path, ctx: &Ctx<
         draft_file: None,
         tmpdir: None,
     };
-    // Another process with a marker in its environment.
-    let marker = format!("TERN_CHECK_MARKER_{}", std::process::id());
-    let outside = std::process::Command::new("sleep")
-        .arg("30")
-        .env(&marker, "1")
-        .stdout(std::process::Stdio::null())
-        .spawn();
-    let env_cmd =
-        format!("cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -q '^{marker}='");
-    report.self_test.push(ctx.run_in(
-        "read another process's environment (jail)".into(),
-        &p,
-        Some(&jail),
-        &env_cmd,
-        false,
-        None,
-    ));
-    if let Ok(mut c) = outside {
-        let _ = c.kill();
-        let _ = c.wait();
-    }
-    let host_tmp = tempfile::Builder::new().prefix("tern-check-").tempdir();
-    if let Ok(d) = &host_tmp {
-        let sock = d.path().join("host.sock");
-        if let Ok(_l) = std::os::unix::net::UnixListener::bind(&sock) {
-            report.self_test.push(ctx.run_in(
-                format!("see a host socket in {} (jail)", d.path().display()),
-                &p,
-                Some(&jail),
-                &format!("test -S {}", quote(&sock)),
-                false,
-                None,
-            ));
-        }
-    }
-    if let Some(o) = outside_dir(workspace) {
-        report.self_test.push(ctx.run_in(
-            format!(
-                "write outside the workspace, in {} (jail)",
-                o.path().display()
-            ),
-            &p,
-            Some(&jail),
-            &format!("printf ok > {}", quote(&o.path().join("probe"))),
-            false,
-            Some(&o.path().join("probe")),
-        ));
-    }
-    report.self_test.push(ctx.run_in(
-        "start a new user namespace (jail, seccomp)".into(),
-        &p,
-        Some(&jail),
-        "command -v unshare >/dev/null || exit 1; unshare -U true",
-        false,
-        None,
-    ));
+    jail_attacks(report, ctx, &jail, &p, workspace);
     drop(jail);
     let Ok(jail) = Jail::start(exe, &spec_for(true), None) else {
         return;
@@ -415,12 +369,97 @@ fn jail_tests(report: &mut CheckReport, workspace: &Path, exe: &Path, ctx: &Ctx<
     ));
 }
 
+/// The attacks of issue 17 in a running jail: another process's environment, a host socket in
+/// the system temp folder, a write outside the workspace, a new user namespace.
+fn jail_attacks(
+    report: &mut CheckReport,
+    ctx: &Ctx<'_>,
+    jail: &crate::sandbox::jail::Jail,
+    p: &Policy,
+    workspace: &Path,
+) {
+    // Another process with a marker in its environment.
+    let marker = format!("TERN_CHECK_MARKER_{}", std::process::id());
+    let outside = std::process::Command::new("sleep")
+        .arg("30")
+        .env(&marker, "1")
+        .stdout(std::process::Stdio::null())
+        .spawn();
+    let env_cmd =
+        format!("cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -q '^{marker}='");
+    report.self_test.push(ctx.run_in(
+        "read another process's environment (jail)".into(),
+        p,
+        Some(jail),
+        &env_cmd,
+        false,
+        None,
+    ));
+    if let Ok(mut c) = outside {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    let host_tmp = tempfile::Builder::new().prefix("tern-check-").tempdir();
+    if let Ok(d) = &host_tmp {
+        let sock = d.path().join("host.sock");
+        if let Ok(_l) = std::os::unix::net::UnixListener::bind(&sock) {
+            report.self_test.push(ctx.run_in(
+                format!("see a host socket in {} (jail)", d.path().display()),
+                p,
+                Some(jail),
+                &format!("test -S {}", quote(&sock)),
+                false,
+                None,
+            ));
+        }
+    }
+    if let Some(o) = outside_dir(workspace) {
+        report.self_test.push(ctx.run_in(
+            format!(
+                "write outside the workspace, in {} (jail)",
+                o.path().display()
+            ),
+            p,
+            Some(jail),
+            &format!("printf ok > {}", quote(&o.path().join("probe"))),
+            false,
+            Some(&o.path().join("probe")),
+        ));
+    }
+    report.self_test.push(ctx.run_in(
+        "start a new user namespace (jail, seccomp)".into(),
+        p,
+        Some(jail),
+        "command -v unshare >/dev/null || exit 1; unshare -U true",
+        false,
+        None,
+    ));
+}
+
+/// The sandbox policy of a self-test command in `workspace` (no jail).
+fn policy_for(workspace: &Path, mode: Mode, no_network: bool) -> Policy {
+    Policy {
+        mode,
+        workspace: workspace.to_path_buf(),
+        no_network,
+        network_in_namespace: false,
+        add_dirs: Vec::new(),
+        draft_file: None,
+        tmpdir: None,
+    }
+}
+
 struct Ctx<'a> {
     workspace: &'a Path,
     spill: &'a Path,
 }
 
 impl Ctx<'_> {
+    /// [`policy_for`] in this check's workspace.
+    fn policy(&self, mode: Mode, no_network: bool) -> Policy {
+        policy_for(self.workspace, mode, no_network)
+    }
+
     /// Runs `command` under `policy`; it succeeded when it exited 0 and, if `file` is given,
     /// that file exists afterwards.
     fn run(
