@@ -330,6 +330,52 @@ fn value(r: impl serde::Serialize) -> Value {
     serde_json::to_value(r).unwrap_or(Value::Null)
 }
 
+/// `session/new`, `session/load`, `session/resume`, `session/fork`: a cwd that is absolute and
+/// no other roots; the session the reply names.
+fn open_session(method: &str, params: Value, backend: &mut dyn Backend) -> Result<Reply, RpcError> {
+    if method == "session/new" {
+        let p: NewSessionParams = parse(method, params)?;
+        let cwd = absolute(&p.cwd)?;
+        no_extra_roots(&p.additional_directories)?;
+        let r = backend.new_session(cwd, &p.mcp_servers)?;
+        let sid = r.session_id.clone();
+        return Ok(Reply::Now(value(r), Some(sid)));
+    }
+    let p: OpenSessionParams = parse(method, params)?;
+    let cwd = absolute(&p.cwd)?;
+    no_extra_roots(&p.additional_directories)?;
+    if method == "session/fork" {
+        let (sid, r) = backend.fork_session(&p.session_id, cwd, &p.mcp_servers)?;
+        let mut v = value(r);
+        if let Value::Object(m) = &mut v {
+            m.insert("sessionId".into(), Value::String(sid.clone()));
+        }
+        return Ok(Reply::Now(v, Some(sid)));
+    }
+    let replay = method == "session/load";
+    let r = backend.load_session(&p.session_id, cwd, &p.mcp_servers, replay)?;
+    Ok(Reply::Now(value(r), Some(p.session_id)))
+}
+
+/// `authenticate`: the method runs in the client's terminal (`tern setup`); here it only says
+/// whether that was done.
+fn authenticate(params: Value, backend: &mut dyn Backend) -> Result<Reply, RpcError> {
+    let p: AuthenticateParams = parse("authenticate", params)?;
+    if p.method_id != protocol::SETUP_METHOD {
+        return Err(RpcError::params(format!(
+            "unknown auth method {:?}: tern offers {:?}",
+            p.method_id,
+            protocol::SETUP_METHOD
+        )));
+    }
+    backend.provider_ready().map_err(|why| RpcError {
+        code: rpc::AUTH_REQUIRED,
+        message: format!("no model provider is set up: run `tern setup` in a terminal ({why})"),
+        data: None,
+    })?;
+    Ok(Reply::Now(json!({}), None))
+}
+
 impl Dispatcher {
     fn request(
         &mut self,
@@ -354,32 +400,7 @@ impl Dispatcher {
         backend: &mut dyn Backend,
     ) -> Result<Reply, RpcError> {
         if method == "initialize" {
-            let p: InitializeParams = parse(method, params)?;
-            if let Some(c) = &p.client_info {
-                crate::errln!(
-                    "tern acp: client {} {} (protocol version {})",
-                    c.name,
-                    c.version,
-                    p.protocol_version
-                );
-            }
-            self.initialized = true;
-            // ACP v1, initialization: "If the Agent supports the requested version, it MUST
-            // respond with the same version. Otherwise, […] the latest version it supports."
-            // tern supports exactly one.
-            return Ok(Reply::Now(
-                value(InitializeResult {
-                    protocol_version: PROTOCOL_VERSION,
-                    agent_capabilities: protocol::agent_capabilities(),
-                    auth_methods: protocol::auth_methods(p.terminal_auth()),
-                    agent_info: Implementation {
-                        name: "tern".into(),
-                        title: Some("tern".into()),
-                        version: env!("CARGO_PKG_VERSION").into(),
-                    },
-                }),
-                None,
-            ));
+            return self.initialize(params);
         }
         if !self.initialized {
             return Err(RpcError::invalid(
@@ -387,32 +408,8 @@ impl Dispatcher {
             ));
         }
         match method {
-            "session/new" => {
-                let p: NewSessionParams = parse(method, params)?;
-                let cwd = absolute(&p.cwd)?;
-                no_extra_roots(&p.additional_directories)?;
-                let r = backend.new_session(cwd, &p.mcp_servers)?;
-                let sid = r.session_id.clone();
-                Ok(Reply::Now(value(r), Some(sid)))
-            }
-            "session/load" | "session/resume" => {
-                let p: OpenSessionParams = parse(method, params)?;
-                let cwd = absolute(&p.cwd)?;
-                no_extra_roots(&p.additional_directories)?;
-                let replay = method == "session/load";
-                let r = backend.load_session(&p.session_id, cwd, &p.mcp_servers, replay)?;
-                Ok(Reply::Now(value(r), Some(p.session_id)))
-            }
-            "session/fork" => {
-                let p: OpenSessionParams = parse(method, params)?;
-                let cwd = absolute(&p.cwd)?;
-                no_extra_roots(&p.additional_directories)?;
-                let (sid, r) = backend.fork_session(&p.session_id, cwd, &p.mcp_servers)?;
-                let mut v = value(r);
-                if let Value::Object(m) = &mut v {
-                    m.insert("sessionId".into(), Value::String(sid.clone()));
-                }
-                Ok(Reply::Now(v, Some(sid)))
+            "session/new" | "session/load" | "session/resume" | "session/fork" => {
+                open_session(method, params, backend)
             }
             "session/list" => {
                 let p: ListSessionsParams = parse(method, params)?;
@@ -461,31 +458,42 @@ impl Dispatcher {
                 let p: protocol::SteerParams = parse(method, params)?;
                 Ok(Reply::Now(backend.steer(&p)?, None))
             }
-            "authenticate" => {
-                let p: AuthenticateParams = parse(method, params)?;
-                if p.method_id != protocol::SETUP_METHOD {
-                    return Err(RpcError::params(format!(
-                        "unknown auth method {:?}: tern offers {:?}",
-                        p.method_id,
-                        protocol::SETUP_METHOD
-                    )));
-                }
-                // The method runs in the client's terminal (`tern setup`); here it only says
-                // whether that was done.
-                backend.provider_ready().map_err(|why| RpcError {
-                    code: rpc::AUTH_REQUIRED,
-                    message: format!(
-                        "no model provider is set up: run `tern setup` in a terminal ({why})"
-                    ),
-                    data: None,
-                })?;
-                Ok(Reply::Now(json!({}), None))
-            }
+            "authenticate" => authenticate(params, backend),
             _ => Err(RpcError::new(
                 rpc::METHOD_NOT_FOUND,
                 format!("method not found: {method}"),
             )),
         }
+    }
+
+    /// `initialize`: tern's capabilities, and its auth method for clients that can run it.
+    fn initialize(&mut self, params: Value) -> Result<Reply, RpcError> {
+        let p: InitializeParams = parse("initialize", params)?;
+        if let Some(c) = &p.client_info {
+            crate::errln!(
+                "tern acp: client {} {} (protocol version {})",
+                c.name,
+                c.version,
+                p.protocol_version
+            );
+        }
+        self.initialized = true;
+        // ACP v1, initialization: "If the Agent supports the requested version, it MUST
+        // respond with the same version. Otherwise, […] the latest version it supports."
+        // tern supports exactly one.
+        Ok(Reply::Now(
+            value(InitializeResult {
+                protocol_version: PROTOCOL_VERSION,
+                agent_capabilities: protocol::agent_capabilities(),
+                auth_methods: protocol::auth_methods(p.terminal_auth()),
+                agent_info: Implementation {
+                    name: "tern".into(),
+                    title: Some("tern".into()),
+                    version: env!("CARGO_PKG_VERSION").into(),
+                },
+            }),
+            None,
+        ))
     }
 
     fn notification(&mut self, method: &str, params: Value, backend: &mut dyn Backend) {
