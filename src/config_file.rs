@@ -251,104 +251,129 @@ const PROVIDER_ENV: [&str; 4] = [
 pub fn layer(mut env: Env, loaded: &Loaded) -> Result<Env, String> {
     let c = &loaded.merged;
     let mut sources = Sources::new();
-    let file = |field: &str| {
-        loaded
-            .from
-            .get(field)
-            .map(|p| format!("config {}", p.display()))
-            .unwrap_or_else(|| "config".into())
-    };
     let env_named = PROVIDER_ENV.iter().find(|k| env.is_set(k)).copied();
     let file_provider = c.provider.is_some() || c.base_url.is_some() || has_key(c);
-    if env_named.is_none() && file_provider && loaded.project_server && has_key(c) {
-        // A cloned repository must not be able to send the person's key to a server of its
-        // choosing: with a key from the user's file, the server comes from the user's file too.
-        return Err(format!(
-            "the project's config ({}) names the provider or base URL, and your key is in {}: tern does not send that key to a server a project chose. Remove provider/base_url from the project's file, or give the key in the environment",
-            loaded
-                .from
-                .get("base_url")
-                .or_else(|| loaded.from.get("provider"))
-                .map_or_else(|| ".tern/config.json".into(), |p| p.display().to_string()),
-            loaded
-                .from
-                .get("api_key")
-                .or_else(|| loaded.from.get("api_key_command"))
-                .map_or_else(
-                    || "~/.config/tern/config.json".into(),
-                    |p| p.display().to_string()
-                )
-        ));
+    match env_named {
+        None if file_provider => {
+            refuse_project_server(loaded)?;
+            layer_provider(&mut env, loaded, &mut sources)?;
+        }
+        None => {}
+        Some(var) => note_env_provider(&env, var, &mut sources),
     }
-    if env_named.is_none() && file_provider {
-        let kind = c.provider.unwrap_or(ProviderKind::Openai);
-        let (key_var, url_var) = match kind {
-            ProviderKind::Openai => ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
-            ProviderKind::Anthropic => ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
-        };
-        sources.insert(
-            "provider".into(),
-            (
-                kind_name(kind).into(),
-                if c.provider.is_some() {
-                    file("provider")
-                } else {
-                    "default".into()
-                },
-            ),
-        );
-        if let Some(u) = &c.base_url {
-            crate::config::register_url_secrets(u);
-            env.set_default(url_var, u);
-            let shown = crate::provider::http::display_url(u);
-            sources.insert("base_url".into(), (shown, file("base_url")));
-        }
-        let key = match (&c.api_key, &c.api_key_command) {
-            (Some(k), _) => Some((k.trim().to_string(), file("api_key"))),
-            (None, Some(cmd)) => {
-                let timeout = c
-                    .api_key_command_timeout
-                    .map_or(KEY_COMMAND_TIMEOUT, std::time::Duration::from_secs);
-                let key = run_key_command(cmd, timeout).map_err(|e| {
-                    let at = loaded
-                        .from
-                        .get("api_key_command")
-                        .map_or_else(|| "the config file".into(), |p| p.display().to_string());
-                    format!("{at}: \"api_key_command\" {e}")
-                })?;
-                Some((
-                    key,
-                    format!("{} (api_key_command)", file("api_key_command")),
-                ))
-            }
-            (None, None) => None,
-        };
-        if let Some((k, from)) = key {
-            crate::store::redact::register(&k);
-            env.set_default(key_var, &k);
-            sources.insert("api_key".into(), ("set (hidden)".into(), from));
-        }
-    } else if let Some(var) = env_named {
-        let (kind, key_var, url_var) = if var.starts_with("OPENAI") {
-            ("openai", "OPENAI_API_KEY", "OPENAI_BASE_URL")
-        } else {
-            ("anthropic", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
-        };
-        sources.insert(
-            "provider".into(),
-            (kind.into(), format!("environment {var}")),
-        );
-        if let Some(u) = env.get(url_var) {
-            let shown = crate::provider::http::display_url(&u);
-            sources.insert("base_url".into(), (shown, format!("environment {url_var}")));
-        }
-        if env.get(key_var).is_some() {
-            sources.insert(
-                "api_key".into(),
-                ("set (hidden)".into(), format!("environment {key_var}")),
-            );
-        }
+    layer_plain(&mut env, loaded, &mut sources);
+    env.set_sources(sources);
+    Ok(env)
+}
+
+/// Where `field` was set: `config PATH`.
+fn file_of(loaded: &Loaded, field: &str) -> String {
+    loaded
+        .from
+        .get(field)
+        .map(|p| format!("config {}", p.display()))
+        .unwrap_or_else(|| "config".into())
+}
+
+/// A cloned repository must not be able to send the person's key to a server of its choosing:
+/// with a key from the user's file, the server comes from the user's file too.
+fn refuse_project_server(loaded: &Loaded) -> Result<(), String> {
+    if !(loaded.project_server && has_key(&loaded.merged)) {
+        return Ok(());
     }
+    Err(format!(
+        "the project's config ({}) names the provider or base URL, and your key is in {}: tern does not send that key to a server a project chose. Remove provider/base_url from the project's file, or give the key in the environment",
+        loaded
+            .from
+            .get("base_url")
+            .or_else(|| loaded.from.get("provider"))
+            .map_or_else(|| ".tern/config.json".into(), |p| p.display().to_string()),
+        loaded
+            .from
+            .get("api_key")
+            .or_else(|| loaded.from.get("api_key_command"))
+            .map_or_else(
+                || "~/.config/tern/config.json".into(),
+                |p| p.display().to_string()
+            )
+    ))
+}
+
+/// The file's provider, base URL and key under the environment (which names none); runs
+/// `api_key_command` for the key.
+fn layer_provider(env: &mut Env, loaded: &Loaded, sources: &mut Sources) -> Result<(), String> {
+    let c = &loaded.merged;
+    let kind = c.provider.unwrap_or(ProviderKind::Openai);
+    let (key_var, url_var) = match kind {
+        ProviderKind::Openai => ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+        ProviderKind::Anthropic => ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+    };
+    let from = if c.provider.is_some() {
+        file_of(loaded, "provider")
+    } else {
+        "default".into()
+    };
+    sources.insert("provider".into(), (kind_name(kind).into(), from));
+    if let Some(u) = &c.base_url {
+        crate::config::register_url_secrets(u);
+        env.set_default(url_var, u);
+        let shown = crate::provider::http::display_url(u);
+        sources.insert("base_url".into(), (shown, file_of(loaded, "base_url")));
+    }
+    let key = match (&c.api_key, &c.api_key_command) {
+        (Some(k), _) => Some((k.trim().to_string(), file_of(loaded, "api_key"))),
+        (None, Some(cmd)) => {
+            let timeout = c
+                .api_key_command_timeout
+                .map_or(KEY_COMMAND_TIMEOUT, std::time::Duration::from_secs);
+            let key = run_key_command(cmd, timeout).map_err(|e| {
+                let at = loaded
+                    .from
+                    .get("api_key_command")
+                    .map_or_else(|| "the config file".into(), |p| p.display().to_string());
+                format!("{at}: \"api_key_command\" {e}")
+            })?;
+            let from = format!("{} (api_key_command)", file_of(loaded, "api_key_command"));
+            Some((key, from))
+        }
+        (None, None) => None,
+    };
+    if let Some((k, from)) = key {
+        crate::store::redact::register(&k);
+        env.set_default(key_var, &k);
+        sources.insert("api_key".into(), ("set (hidden)".into(), from));
+    }
+    Ok(())
+}
+
+/// The environment names the provider (`var`): the file's provider settings are not used;
+/// the sources say where each came from.
+fn note_env_provider(env: &Env, var: &str, sources: &mut Sources) {
+    let (kind, key_var, url_var) = if var.starts_with("OPENAI") {
+        ("openai", "OPENAI_API_KEY", "OPENAI_BASE_URL")
+    } else {
+        ("anthropic", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
+    };
+    sources.insert(
+        "provider".into(),
+        (kind.into(), format!("environment {var}")),
+    );
+    if let Some(u) = env.get(url_var) {
+        let shown = crate::provider::http::display_url(&u);
+        sources.insert("base_url".into(), (shown, format!("environment {url_var}")));
+    }
+    if env.get(key_var).is_some() {
+        sources.insert(
+            "api_key".into(),
+            ("set (hidden)".into(), format!("environment {key_var}")),
+        );
+    }
+}
+
+/// The settings that are one variable each (model, output cap, temperature, approval,
+/// sandbox): the file's value under the environment's.
+fn layer_plain(env: &mut Env, loaded: &Loaded, sources: &mut Sources) {
+    let c = &loaded.merged;
     let plain: [(&'static str, &str, Option<String>); 5] = [
         ("model", "TERN_MODEL", c.model.clone()),
         (
@@ -374,20 +399,13 @@ pub fn layer(mut env: Env, loaded: &Loaded) -> Result<Env, String> {
     ];
     for (field, var, value) in plain {
         if env.is_set(var) {
-            sources.insert(
-                field.into(),
-                (
-                    env.get(var).unwrap_or_default(),
-                    format!("environment {var}"),
-                ),
-            );
+            let v = env.get(var).unwrap_or_default();
+            sources.insert(field.into(), (v, format!("environment {var}")));
         } else if let Some(v) = value {
             env.set_default(var, &v);
-            sources.insert(field.into(), (v, file(field)));
+            sources.insert(field.into(), (v, file_of(loaded, field)));
         }
     }
-    env.set_sources(sources);
-    Ok(env)
 }
 
 /// What a setting is when nothing sets it, as `tern status` shows it.
