@@ -154,6 +154,90 @@ fn child_config(
     cfg
 }
 
+/// Starts the opened child of `slot` (number `i`) on a thread of its own that reports to `tx`.
+/// Returns whether it runs (a slot without a child, or a thread that cannot start, does not;
+/// the latter is recorded in the slot).
+fn start_child(slot: &mut Slot, i: usize, tx: &mpsc::Sender<ToParent>) -> bool {
+    let Ok(child) = &mut slot.child else {
+        return false;
+    };
+    let Some(mut rt) = child.rt.take() else {
+        return false;
+    };
+    let tx = tx.clone();
+    let mut surface = ChildSurface {
+        index: i,
+        tx: tx.clone(),
+        cancel: rt.cancel.clone(),
+    };
+    child.started = Some(Instant::now());
+    let spawned = std::thread::Builder::new()
+        .name(format!("agent-{}", child.id))
+        .spawn(move || {
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+                let outcome = rt.run_turn("", &mut surface);
+                (rt, outcome)
+            }));
+            let _ = tx.send(match ran {
+                Ok((rt, outcome)) => ToParent::Done {
+                    index: i,
+                    rt: Box::new(rt),
+                    outcome,
+                },
+                Err(_) => ToParent::Lost { index: i },
+            });
+        });
+    match spawned {
+        Ok(_) => true,
+        Err(e) => {
+            slot.child = Err(ToolError::Failed(format!(
+                "could not start the sub-agent's thread: {e}"
+            )));
+            false
+        }
+    }
+}
+
+/// Wall time: a child past it is cancelled (its command killed, its request dropped); its
+/// siblings go on.
+fn enforce_wall_time(slots: &mut [Slot]) {
+    for s in slots.iter_mut() {
+        if let Ok(c) = &mut s.child
+            && c.result.is_none()
+            && !c.timed_out
+            && c.started.is_some_and(|t| t.elapsed() >= c.wall_time)
+        {
+            c.timed_out = true;
+            c.token.cancel_for_budget(format!(
+                "its wall time of {} s ran out",
+                c.wall_time.as_secs()
+            ));
+        }
+    }
+}
+
+/// The Fleet member a call names and its own route (None: the parent's), from the spawner.
+fn member_route(
+    spawner: &dyn super::Spawner,
+    name: Option<&str>,
+) -> Result<
+    (
+        Option<crate::fleet::Member>,
+        Option<crate::config::ProviderChoice>,
+    ),
+    ToolError,
+> {
+    let Some(name) = name else {
+        return Ok((None, None));
+    };
+    let fleet = spawner.fleet().map_err(ToolError::Failed)?;
+    let m = fleet.select(name).map_err(ToolError::Arguments)?.clone();
+    let route = m
+        .route(spawner.env())
+        .map_err(|e| ToolError::Refused(format!("{e}; the members are: {}", fleet.listing())))?;
+    Ok((Some(m), route))
+}
+
 /// The first message of a fork: the fork state (the ledger body exactly as the work-state tail
 /// renders it, and a line on the locked plan), then the task.
 fn fork_message(parent: &Runtime, task: &str) -> String {
@@ -271,71 +355,20 @@ impl Runtime {
             .spawner
             .clone()
             .ok_or_else(|| ToolError::Refused("sub-agents are not available here".into()))?;
-        let (member, route) = match &a.member {
-            None => (None, None),
-            Some(name) => {
-                let fleet = spawner.fleet().map_err(ToolError::Failed)?;
-                let m = fleet.select(name).map_err(ToolError::Arguments)?.clone();
-                let route = m.route(spawner.env()).map_err(|e| {
-                    ToolError::Refused(format!("{e}; the members are: {}", fleet.listing()))
-                })?;
-                (Some(m), route)
-            }
-        };
+        let (member, route) = member_route(spawner.as_ref(), a.member.as_deref())?;
         // A fork reads the parent's cached prefix: only the same wire format, server and model
-        // can. Each difference is named.
+        // can.
         if a.fork
             && let Some(r) = &route
         {
-            let provider = crate::provider::Wire::from(r.kind);
-            let display_url = crate::provider::http::display_url;
-            let mut differs = Vec::new();
-            if provider != self.provider_name() {
-                differs.push(format!(
-                    "provider {provider} (the parent's: {})",
-                    self.provider_name()
-                ));
-            }
-            if r.base_url != self.cfg.base_url {
-                differs.push(format!(
-                    "base URL {} (the parent's: {})",
-                    display_url(&r.base_url),
-                    display_url(&self.cfg.base_url)
-                ));
-            }
-            if r.model != self.cfg.model {
-                differs.push(format!(
-                    "model {} (the parent's: {})",
-                    r.model, self.cfg.model
-                ));
-            }
-            if !differs.is_empty() {
-                return Err(ToolError::Refused(format!(
-                    "a fork runs on the parent's route and reads its cache; member {} differs in {}. Call it without fork",
-                    member.as_ref().map_or("", |m| m.id.as_str()),
-                    differs.join(", ")
-                )));
-            }
+            self.same_route(r, member.as_ref())?;
         }
         let mut cfg = child_config(self, member.as_ref(), a.read_only);
         let instructions = member
             .as_ref()
             .and_then(|m| m.instructions.clone())
             .filter(|i| !i.trim().is_empty());
-        let (system, history) = if a.fork {
-            let mut h = self.prefix.history[..at.min(self.prefix.history.len())].to_vec();
-            h.push(Message::user(fork_message(self, &a.task)));
-            (self.prefix.system.clone(), h)
-        } else {
-            let base = system::strip_plan(&self.prefix.system);
-            let base =
-                system::with_sandbox(base, &system::sandbox_lines(cfg.sandbox, cfg.no_network));
-            let text = match &instructions {
-                Some(i) => format!("{}\n\nTask: {}", i.trim(), a.task),
-                None => format!("Task: {}", a.task),
-            };
-            (base, vec![Message::user(text)])
-        };
+        let (system, history) = self.child_start(a, at, &cfg, instructions.as_deref());
         // A fork keeps the parent's sandbox line (its system bytes are the parent's); a narrower
         // sandbox is still enforced on every command.
         let wall_time = member
@@ -387,6 +420,69 @@ impl Runtime {
         })
     }
 
+    /// A fork's route must be this runtime's (the same wire format, server and model): each
+    /// difference is named.
+    fn same_route(
+        &self,
+        r: &crate::config::ProviderChoice,
+        member: Option<&crate::fleet::Member>,
+    ) -> Result<(), ToolError> {
+        let provider = crate::provider::Wire::from(r.kind);
+        let display_url = crate::provider::http::display_url;
+        let mut differs = Vec::new();
+        if provider != self.provider_name() {
+            differs.push(format!(
+                "provider {provider} (the parent's: {})",
+                self.provider_name()
+            ));
+        }
+        if r.base_url != self.cfg.base_url {
+            differs.push(format!(
+                "base URL {} (the parent's: {})",
+                display_url(&r.base_url),
+                display_url(&self.cfg.base_url)
+            ));
+        }
+        if r.model != self.cfg.model {
+            differs.push(format!(
+                "model {} (the parent's: {})",
+                r.model, self.cfg.model
+            ));
+        }
+        if differs.is_empty() {
+            return Ok(());
+        }
+        Err(ToolError::Refused(format!(
+            "a fork runs on the parent's route and reads its cache; member {} differs in {}. Call it without fork",
+            member.map_or("", |m| m.id.as_str()),
+            differs.join(", ")
+        )))
+    }
+
+    /// The child's first prefix: a fork's is this runtime's exact system bytes and history
+    /// before the calling message, then the fork state; a fresh child's is the base system
+    /// prompt with its own sandbox line and one message (the member's instructions, the task).
+    fn child_start(
+        &self,
+        a: &AgentArgs,
+        at: usize,
+        cfg: &super::Config,
+        instructions: Option<&str>,
+    ) -> (String, Vec<Message>) {
+        if a.fork {
+            let mut h = self.prefix.history[..at.min(self.prefix.history.len())].to_vec();
+            h.push(Message::user(fork_message(self, &a.task)));
+            return (self.prefix.system.clone(), h);
+        }
+        let base = system::strip_plan(&self.prefix.system);
+        let base = system::with_sandbox(base, &system::sandbox_lines(cfg.sandbox, cfg.no_network));
+        let text = match instructions {
+            Some(i) => format!("{}\n\nTask: {}", i.trim(), a.task),
+            None => format!("Task: {}", a.task),
+        };
+        (base, vec![Message::user(text)])
+    }
+
     /// Runs the opened children, at most `parallel` at once, answering their approval questions
     /// on this surface and cancelling any past its wall time, until every one has ended.
     fn drive(&mut self, slots: &mut [Slot], ui: &mut dyn Surface) {
@@ -397,45 +493,9 @@ impl Runtime {
         loop {
             // Start children while there is room.
             while running < parallel && next < slots.len() {
-                let i = next;
                 next += 1;
-                let Ok(child) = &mut slots[i].child else {
-                    continue;
-                };
-                let Some(mut rt) = child.rt.take() else {
-                    continue;
-                };
-                let tx = tx.clone();
-                let mut surface = ChildSurface {
-                    index: i,
-                    tx: tx.clone(),
-                    cancel: rt.cancel.clone(),
-                };
-                child.started = Some(Instant::now());
-                let spawned = std::thread::Builder::new()
-                    .name(format!("agent-{}", child.id))
-                    .spawn(move || {
-                        let ran =
-                            std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
-                                let outcome = rt.run_turn("", &mut surface);
-                                (rt, outcome)
-                            }));
-                        let _ = tx.send(match ran {
-                            Ok((rt, outcome)) => ToParent::Done {
-                                index: i,
-                                rt: Box::new(rt),
-                                outcome,
-                            },
-                            Err(_) => ToParent::Lost { index: i },
-                        });
-                    });
-                match spawned {
-                    Ok(_) => running += 1,
-                    Err(e) => {
-                        slots[i].child = Err(ToolError::Failed(format!(
-                            "could not start the sub-agent's thread: {e}"
-                        )));
-                    }
+                if start_child(&mut slots[next - 1], next - 1, &tx) {
+                    running += 1;
                 }
             }
             if running == 0 && next >= slots.len() {
@@ -480,21 +540,7 @@ impl Runtime {
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
             }
-            // Wall time: a child past it is cancelled (its command killed, its request
-            // dropped); its siblings go on.
-            for s in slots.iter_mut() {
-                if let Ok(c) = &mut s.child
-                    && c.result.is_none()
-                    && !c.timed_out
-                    && c.started.is_some_and(|t| t.elapsed() >= c.wall_time)
-                {
-                    c.timed_out = true;
-                    c.token.cancel_for_budget(format!(
-                        "its wall time of {} s ran out",
-                        c.wall_time.as_secs()
-                    ));
-                }
-            }
+            enforce_wall_time(slots);
         }
     }
 
