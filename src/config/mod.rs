@@ -262,25 +262,7 @@ pub fn resolve_named(
 ) -> Result<ProviderChoice, String> {
     // A key set to blank counts as unset (`OPENAI_API_KEY= tern …` runs without it); a URL or a
     // model set to blank is a mistake worth saying, never a silent default.
-    let key_set = |k: &str| match env(k) {
-        Var::Text(v) => !v.trim().is_empty(),
-        Var::NotUtf8 => true,
-        Var::Unset => false,
-    };
-    let url_set = |k: &str| env(k) != Var::Unset;
-    let kind = match flags.provider {
-        Some(k) => k,
-        None if key_set("OPENAI_API_KEY")
-            || url_set("OPENAI_BASE_URL")
-            || flags.base_url.is_some() =>
-        {
-            ProviderKind::Openai
-        }
-        None if key_set("ANTHROPIC_API_KEY") || url_set("ANTHROPIC_BASE_URL") => {
-            ProviderKind::Anthropic
-        }
-        None => return Err(NO_PROVIDER.into()),
-    };
+    let kind = provider_kind(flags, env)?;
     let (key_var, url_var, default_url, default_model) = match kind {
         ProviderKind::Openai => (
             "OPENAI_API_KEY",
@@ -333,23 +315,7 @@ pub fn resolve_named(
             "{key_var} is not set: {default_url} needs an API key.\n\n{NO_PROVIDER}"
         ));
     }
-    let model_name_src = name("TERN_MODEL");
-    let model = match (&flags.model, env("TERN_MODEL")) {
-        (Some(m), _) => model_name(m, &name("--model"))?,
-        (None, Var::Text(m)) if m.trim().is_empty() => {
-            return Err(format!(
-                "the model name is empty ({model_name_src})\n({} to use {default_model})",
-                unset("TERN_MODEL", &model_name_src)
-            ));
-        }
-        (None, Var::Text(m)) => model_name(&m, &model_name_src)?,
-        (None, Var::NotUtf8) => {
-            return Err(format!(
-                "the model name in TERN_MODEL is not UTF-8 text\n(unset TERN_MODEL to use {default_model})"
-            ));
-        }
-        (None, Var::Unset) => default_model.to_string(),
-    };
+    let model = model_of(flags, env, name, default_model)?;
     if let Some(k) = &api_key {
         if !k.bytes().all(|b| b.is_ascii_graphic()) {
             return Err(format!(
@@ -365,6 +331,60 @@ pub fn resolve_named(
         api_key,
         model,
     })
+}
+
+/// Which wire format: the flag's, else the one whose key or base URL is set (OpenAI's first).
+/// A key set to blank counts as unset (`OPENAI_API_KEY= tern …` runs without it); a URL set
+/// at all counts. Errors: none is named.
+fn provider_kind(flags: &ProviderFlags, env: &dyn Fn(&str) -> Var) -> Result<ProviderKind, String> {
+    let key_set = |k: &str| match env(k) {
+        Var::Text(v) => !v.trim().is_empty(),
+        Var::NotUtf8 => true,
+        Var::Unset => false,
+    };
+    let url_set = |k: &str| env(k) != Var::Unset;
+    match flags.provider {
+        Some(k) => Ok(k),
+        None if key_set("OPENAI_API_KEY")
+            || url_set("OPENAI_BASE_URL")
+            || flags.base_url.is_some() =>
+        {
+            Ok(ProviderKind::Openai)
+        }
+        None if key_set("ANTHROPIC_API_KEY") || url_set("ANTHROPIC_BASE_URL") => {
+            Ok(ProviderKind::Anthropic)
+        }
+        None => Err(NO_PROVIDER.into()),
+    }
+}
+
+/// The model: `--model`, else TERN_MODEL, else `default_model`. A name set to blank or not UTF-8
+/// is an error (never a silent default), worded with `name`'s names for the sources.
+fn model_of(
+    flags: &ProviderFlags,
+    env: &dyn Fn(&str) -> Var,
+    name: &dyn Fn(&str) -> String,
+    default_model: &str,
+) -> Result<String, String> {
+    let src = name("TERN_MODEL");
+    match (&flags.model, env("TERN_MODEL")) {
+        (Some(m), _) => model_name(m, &name("--model")),
+        (None, Var::Text(m)) if m.trim().is_empty() => {
+            let fix = if src == "TERN_MODEL" {
+                "unset TERN_MODEL".to_string()
+            } else {
+                format!("remove {src}")
+            };
+            Err(format!(
+                "the model name is empty ({src})\n({fix} to use {default_model})"
+            ))
+        }
+        (None, Var::Text(m)) => model_name(&m, &src),
+        (None, Var::NotUtf8) => Err(format!(
+            "the model name in TERN_MODEL is not UTF-8 text\n(unset TERN_MODEL to use {default_model})"
+        )),
+        (None, Var::Unset) => Ok(default_model.to_string()),
+    }
 }
 
 /// The endpoint each wire format adds to its base URL, which a pasted base must not end in

@@ -174,63 +174,7 @@ impl Block<'_> {
 /// three breakpoints at most, under the API's limit of four. Otherwise every earlier message
 /// serializes to the same bytes in every later body.
 pub fn body(req: &Request<'_>) -> Vec<u8> {
-    let mut messages: Vec<Msg<'_>> = Vec::new();
-    for m in req.messages {
-        let role = if matches!(m, Message::Assistant { .. }) {
-            "assistant"
-        } else {
-            "user"
-        };
-        let merge = role == "user" && messages.last().is_some_and(|l| l.role == "user");
-        if !merge {
-            messages.push(Msg {
-                role,
-                content: Vec::new(),
-            });
-        }
-        // The push above guarantees a last message.
-        let Some(content) = messages.last_mut().map(|l| &mut l.content) else {
-            continue;
-        };
-        match m {
-            Message::User { content: text, .. } => {
-                if !text.trim().is_empty() {
-                    content.push(Block::Text {
-                        text: Cow::Borrowed(text),
-                        cache_control: None,
-                    });
-                }
-            }
-            Message::Tool {
-                tool_call_id,
-                content: text,
-                is_error,
-                ..
-            } => content.push(Block::ToolResult {
-                tool_use_id: tool_call_id,
-                content: text,
-                is_error: *is_error,
-                cache_control: None,
-            }),
-            Message::Assistant { text, tool_calls } => {
-                if !text.trim().is_empty() {
-                    content.push(Block::Text {
-                        text: Cow::Borrowed(text),
-                        cache_control: None,
-                    });
-                }
-                for c in tool_calls {
-                    content.push(Block::ToolUse {
-                        id: &c.id,
-                        name: &c.name,
-                        input: &c.arguments,
-                        cache_control: None,
-                    });
-                }
-            }
-        }
-    }
-    messages.retain(|m| !m.content.is_empty());
+    let mut messages = alternating(req.messages);
 
     if let Some(last) = messages.last_mut().and_then(|m| m.content.last_mut()) {
         last.set_cache_control();
@@ -288,6 +232,70 @@ pub fn body(req: &Request<'_>) -> Vec<u8> {
     };
     // Serializing plain structs of strings and Values cannot fail.
     serde_json::to_vec(&body).unwrap_or_default()
+}
+
+/// The history as the Messages API takes it: user and assistant turns alternating (consecutive
+/// user-side messages, tool results included, merged into one), blank text left out, and no
+/// message without a block.
+fn alternating(history: &[Message]) -> Vec<Msg<'_>> {
+    let mut messages: Vec<Msg<'_>> = Vec::new();
+    for m in history {
+        let role = if matches!(m, Message::Assistant { .. }) {
+            "assistant"
+        } else {
+            "user"
+        };
+        let merge = role == "user" && messages.last().is_some_and(|l| l.role == "user");
+        if !merge {
+            messages.push(Msg {
+                role,
+                content: Vec::new(),
+            });
+        }
+        // The push above guarantees a last message.
+        let Some(content) = messages.last_mut().map(|l| &mut l.content) else {
+            continue;
+        };
+        match m {
+            Message::User { content: text, .. } => {
+                if !text.trim().is_empty() {
+                    content.push(Block::Text {
+                        text: Cow::Borrowed(text),
+                        cache_control: None,
+                    });
+                }
+            }
+            Message::Tool {
+                tool_call_id,
+                content: text,
+                is_error,
+                ..
+            } => content.push(Block::ToolResult {
+                tool_use_id: tool_call_id,
+                content: text,
+                is_error: *is_error,
+                cache_control: None,
+            }),
+            Message::Assistant { text, tool_calls } => {
+                if !text.trim().is_empty() {
+                    content.push(Block::Text {
+                        text: Cow::Borrowed(text),
+                        cache_control: None,
+                    });
+                }
+                for c in tool_calls {
+                    content.push(Block::ToolUse {
+                        id: &c.id,
+                        name: &c.name,
+                        input: &c.arguments,
+                        cache_control: None,
+                    });
+                }
+            }
+        }
+    }
+    messages.retain(|m| !m.content.is_empty());
+    messages
 }
 
 /// Decoder of a Messages API stream (Anthropic Messages API, streaming): `message_start`

@@ -538,36 +538,7 @@ fn finish(
         footer.push("[no output]".to_string());
     }
     footer.extend(shaped.notes);
-    if pipe_open {
-        footer.push(
-            match stop {
-                None => {
-                    "[a background process still holds the output; returned when the shell exited]"
-                }
-                Some(_) => "[a process outside the killed group still holds the output]",
-            }
-            .to_string(),
-        );
-    }
-    match stop {
-        Some(Stop::Timeout) => footer.push(format!(
-            "[timed out after {} s; process group killed]",
-            req.timeout.as_secs()
-        )),
-        // A budget's cancel (`--max-wall-time`, a sub-agent's wall time) says which budget: no
-        // person interrupted anything.
-        Some(Stop::Interrupt(after)) => footer.push(match cancel.budget() {
-            Some(why) => format!(
-                "[stopped: {why} after {} s; process group killed]",
-                after.as_secs_f64().round()
-            ),
-            None => format!(
-                "[interrupted by the user after {} s; process group killed]",
-                after.as_secs_f64().round()
-            ),
-        }),
-        None => {}
-    }
+    footer.extend(stop_notes(req, cancel, pipe_open, stop));
     let (mut exit_code, mut signal) = (None, None);
     match exited {
         Some(Ok(status)) => {
@@ -595,6 +566,47 @@ fn finish(
         spill_path: shaped.spill_path,
         output_bytes: shaped.raw_bytes,
     })
+}
+
+/// The footer's notes on how the command was stopped and who still held its output.
+fn stop_notes(
+    req: &BashRequest<'_>,
+    cancel: &CancelToken,
+    pipe_open: bool,
+    stop: Option<Stop>,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    if pipe_open {
+        notes.push(
+            match stop {
+                None => {
+                    "[a background process still holds the output; returned when the shell exited]"
+                }
+                Some(_) => "[a process outside the killed group still holds the output]",
+            }
+            .to_string(),
+        );
+    }
+    match stop {
+        Some(Stop::Timeout) => notes.push(format!(
+            "[timed out after {} s; process group killed]",
+            req.timeout.as_secs()
+        )),
+        // A budget's cancel (`--max-wall-time`, a sub-agent's wall time) says which budget: no
+        // person interrupted anything.
+        Some(Stop::Interrupt(after)) => notes.push(match cancel.budget() {
+            Some(why) => format!(
+                "[stopped: {why} after {} s; process group killed]",
+                after.as_secs_f64().round()
+            ),
+            None => format!(
+                "[interrupted by the user after {} s; process group killed]",
+                after.as_secs_f64().round()
+            ),
+        }),
+        None => {}
+    }
+    notes
 }
 
 /// Kills what is left of the commands of the session folder `session_dir` after the process
