@@ -238,29 +238,8 @@ impl Transport {
                     "request cancelled while streaming",
                 ));
             }
-            let wait = SLICE.min(idle.saturating_sub(last_progress.elapsed()));
-            let msg = match rx.recv_timeout(wait) {
-                Ok(m) => m,
-                Err(RecvTimeoutError::Timeout) => {
-                    if last_progress.elapsed() >= idle {
-                        let what = if head.is_none() {
-                            "no response"
-                        } else {
-                            "no complete event (keep-alive bytes do not count)"
-                        };
-                        return Err(ProviderError::new(
-                            ErrorKind::Timeout,
-                            format!("{what} from the server for {} s", idle.as_secs_f64()),
-                        ));
-                    }
-                    continue;
-                }
-                Err(RecvTimeoutError::Disconnected) => {
-                    return Err(ProviderError::new(
-                        ErrorKind::EarlyEnd,
-                        "the HTTP reader stopped without a result",
-                    ));
-                }
+            let Some(msg) = next_msg(rx, idle, last_progress, head.is_some())? else {
+                continue;
             };
             match msg {
                 Msg::Failed(e) => return Err(e),
@@ -304,24 +283,62 @@ impl Transport {
                 Msg::ReadError(text) => match head {
                     Some(h) if h.collect() => return Err(answer_error(h, &error_body, secret)),
                     // What arrived may already be complete (OpenAI: a finish_reason came).
-                    _ => {
-                        return end(&mut parser, decoder, on_text).map_err(|e| {
-                            if e.kind == ErrorKind::EarlyEnd {
-                                ProviderError::new(
-                                    ErrorKind::EarlyEnd,
-                                    format!(
-                                        "the response stream broke before it completed: {text}"
-                                    ),
-                                )
-                            } else {
-                                e
-                            }
-                        });
-                    }
+                    _ => return end_broken(&mut parser, decoder, on_text, &text),
                 },
             }
         }
     }
+}
+
+/// The reader's next message, waiting at most one slice: None when none came yet. Errors: the
+/// server was silent past `idle` since the last progress, or the reader stopped without a
+/// result.
+fn next_msg(
+    rx: &mpsc::Receiver<Msg>,
+    idle: Duration,
+    last_progress: Instant,
+    answered: bool,
+) -> Result<Option<Msg>, ProviderError> {
+    let wait = SLICE.min(idle.saturating_sub(last_progress.elapsed()));
+    match rx.recv_timeout(wait) {
+        Ok(m) => Ok(Some(m)),
+        Err(RecvTimeoutError::Timeout) if last_progress.elapsed() >= idle => {
+            let what = if answered {
+                "no complete event (keep-alive bytes do not count)"
+            } else {
+                "no response"
+            };
+            Err(ProviderError::new(
+                ErrorKind::Timeout,
+                format!("{what} from the server for {} s", idle.as_secs_f64()),
+            ))
+        }
+        Err(RecvTimeoutError::Timeout) => Ok(None),
+        Err(RecvTimeoutError::Disconnected) => Err(ProviderError::new(
+            ErrorKind::EarlyEnd,
+            "the HTTP reader stopped without a result",
+        )),
+    }
+}
+
+/// The stream broke (`text`): what arrived may already be a complete answer; else the early
+/// end names the break.
+fn end_broken(
+    parser: &mut SseParser,
+    decoder: &mut dyn StreamDecoder,
+    on_text: &mut dyn FnMut(&str),
+    text: &str,
+) -> Result<Completion, ProviderError> {
+    end(parser, decoder, on_text).map_err(|e| {
+        if e.kind == ErrorKind::EarlyEnd {
+            ProviderError::new(
+                ErrorKind::EarlyEnd,
+                format!("the response stream broke before it completed: {text}"),
+            )
+        } else {
+            e
+        }
+    })
 }
 
 /// Feeds one read to the parser and its events to the decoder: the completion once the decoder
