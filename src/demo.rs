@@ -62,29 +62,7 @@ pub fn run(process: &Process, workspace: Option<PathBuf>, json: bool) -> i32 {
 
 fn run_inner(process: &Process, workspace: Option<PathBuf>, json: bool) -> Result<i32, String> {
     let lesson = lesson()?;
-    let workspace = match workspace {
-        Some(w) => {
-            // The lesson writes files in its workspace: a folder with anything in it is refused,
-            // so no file of the person's is overwritten.
-            if std::fs::read_dir(&w).is_ok_and(|mut d| d.next().is_some()) {
-                return Err(format!(
-                    "{} is not empty; the demo writes its files there: give a new or empty folder",
-                    w.display()
-                ));
-            }
-            std::fs::create_dir_all(&w).map_err(|e| format!("{}: {e}", w.display()))?;
-            w.canonicalize()
-                .map_err(|e| format!("{}: {e}", w.display()))?
-        }
-        None => tempfile::Builder::new()
-            .prefix("tern-demo-")
-            .tempdir()
-            .map_err(|e| format!("could not create a temporary workspace: {e}"))?
-            .keep(),
-    };
-    if !workspace.is_dir() {
-        return Err(format!("{} is not a folder", workspace.display()));
-    }
+    let workspace = demo_workspace(workspace)?;
     let state = StateDir::at(&workspace, &workspace, None);
     let mut json_ui = Json;
     let mut human = Human::new();
@@ -116,47 +94,8 @@ fn run_inner(process: &Process, workspace: Option<PathBuf>, json: bool) -> Resul
         )
         .map_err(|e| e.to_string())?;
     for step in lesson.steps {
-        match step {
-            Step::Say(text) => say(&text),
-            Step::Prompt(p) => {
-                if !json {
-                    crate::outln!("\n> {p}");
-                }
-                if let Err(e) = rt.run_turn(&p, ui) {
-                    let code = rt.finish(&Err(e.clone()), ui);
-                    if !json {
-                        crate::errln!("tern demo: {e}");
-                    }
-                    return Ok(code);
-                }
-            }
-            Step::Op(op) => {
-                if !json {
-                    crate::outln!("\n$ tern plan {}", op.trim_start_matches("plan_"));
-                }
-                let r = match op.as_str() {
-                    "plan_confirm" => rt.plan_confirm(None, ui),
-                    "plan_cancel" => crate::runtime::plan::cancel(rt.session(), None, ui),
-                    "plan_clear" => rt.plan_clear(None, ui),
-                    other => return Err(format!("unknown lesson op {other:?}")),
-                };
-                match r {
-                    Ok(m) if !json => crate::outln!("{m}"),
-                    Ok(_) => {}
-                    Err(e) => return Err(e.to_string()),
-                }
-            }
-            Step::Show(name) if !json => show(&rt, &name),
-            Step::Status(_) if !json => {
-                crate::outln!("\n$ {} status", tern_command());
-                crate::out!("{}", crate::status::render_text(rt.session(), None));
-            }
-            Step::Stats(_) if !json => {
-                crate::outln!("\n$ {} stats", tern_command());
-                let reqs = crate::stats::requests(rt.session()).map_err(|e| e.to_string())?;
-                crate::out!("{}", crate::stats::render(&rt.session().id, &reqs));
-            }
-            _ => {}
+        if let Some(code) = play(step, &mut rt, ui, json, &say)? {
+            return Ok(code);
         }
     }
     let code = rt.finish(&Ok("demo complete".into()), ui);
@@ -164,6 +103,88 @@ fn run_inner(process: &Process, workspace: Option<PathBuf>, json: bool) -> Resul
         tour(&workspace, &rt.session().dir);
     }
     Ok(code)
+}
+
+/// Plays one step of the lesson. Some(exit code): a turn failed and the demo ends with it.
+fn play(
+    step: Step,
+    rt: &mut Runtime,
+    ui: &mut dyn Surface,
+    json: bool,
+    say: &dyn Fn(&str),
+) -> Result<Option<i32>, String> {
+    match step {
+        Step::Say(text) => say(&text),
+        Step::Prompt(p) => {
+            if !json {
+                crate::outln!("\n> {p}");
+            }
+            if let Err(e) = rt.run_turn(&p, ui) {
+                let code = rt.finish(&Err(e.clone()), ui);
+                if !json {
+                    crate::errln!("tern demo: {e}");
+                }
+                return Ok(Some(code));
+            }
+        }
+        Step::Op(op) => {
+            if !json {
+                crate::outln!("\n$ tern plan {}", op.trim_start_matches("plan_"));
+            }
+            let r = match op.as_str() {
+                "plan_confirm" => rt.plan_confirm(None, ui),
+                "plan_cancel" => crate::runtime::plan::cancel(rt.session(), None, ui),
+                "plan_clear" => rt.plan_clear(None, ui),
+                other => return Err(format!("unknown lesson op {other:?}")),
+            };
+            match r {
+                Ok(m) if !json => crate::outln!("{m}"),
+                Ok(_) => {}
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Step::Show(name) if !json => show(rt, &name),
+        Step::Status(_) if !json => {
+            crate::outln!("\n$ {} status", tern_command());
+            crate::out!("{}", crate::status::render_text(rt.session(), None));
+        }
+        Step::Stats(_) if !json => {
+            crate::outln!("\n$ {} stats", tern_command());
+            let reqs = crate::stats::requests(rt.session()).map_err(|e| e.to_string())?;
+            crate::out!("{}", crate::stats::render(&rt.session().id, &reqs));
+        }
+        _ => {}
+    }
+    Ok(None)
+}
+
+/// The demo's workspace: the folder given (new or empty: the lesson writes files there), else a
+/// fresh temporary folder, kept afterwards.
+fn demo_workspace(workspace: Option<PathBuf>) -> Result<PathBuf, String> {
+    let workspace = match workspace {
+        Some(w) => {
+            // The lesson writes files in its workspace: a folder with anything in it is refused,
+            // so no file of the person's is overwritten.
+            if std::fs::read_dir(&w).is_ok_and(|mut d| d.next().is_some()) {
+                return Err(format!(
+                    "{} is not empty; the demo writes its files there: give a new or empty folder",
+                    w.display()
+                ));
+            }
+            std::fs::create_dir_all(&w).map_err(|e| format!("{}: {e}", w.display()))?;
+            w.canonicalize()
+                .map_err(|e| format!("{}: {e}", w.display()))?
+        }
+        None => tempfile::Builder::new()
+            .prefix("tern-demo-")
+            .tempdir()
+            .map_err(|e| format!("could not create a temporary workspace: {e}"))?
+            .keep(),
+    };
+    if !workspace.is_dir() {
+        return Err(format!("{} is not a folder", workspace.display()));
+    }
+    Ok(workspace)
 }
 
 /// Prints the locked-plan section of a session file (the whole file when there is none).
