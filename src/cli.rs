@@ -427,7 +427,27 @@ pub fn watch(l: &Launcher, process: &Process, t: &Target, height: Option<usize>)
                 (text, changed)
             }
         };
-        if tty {
+        draw(&mut out, tty.then_some(size), &text, changed, &mut drawn);
+        std::thread::sleep(WATCH_POLL);
+    }
+    if tty {
+        let _ = writeln!(out, "\x1b[?25h");
+        let _ = out.flush();
+    }
+    0
+}
+
+/// Shows `text`: on a terminal (`tty`: its size) as a frame redrawn in place, only when it
+/// differs from the last one drawn; else appended, only when `changed`.
+fn draw(
+    out: &mut std::io::Stdout,
+    tty: Option<Option<(usize, usize)>>,
+    text: &str,
+    changed: bool,
+    drawn: &mut Option<String>,
+) {
+    match tty {
+        Some(size) => {
             let cols = size.map_or(usize::MAX, |(_, c)| c);
             let mut frame = String::from("\x1b[H");
             for line in text.lines() {
@@ -439,21 +459,17 @@ pub fn watch(l: &Launcher, process: &Process, t: &Target, height: Option<usize>)
             if drawn.as_ref() != Some(&key) {
                 let _ = out.write_all(frame.as_bytes());
                 let _ = out.flush();
-                drawn = Some(key);
+                *drawn = Some(key);
             }
-        } else if changed {
+        }
+        None if changed => {
             let _ = out.write_all(text.as_bytes());
             let _ = out.write_all(b"\n");
             let _ = out.flush();
-            drawn = Some(text);
+            *drawn = Some(text.to_string());
         }
-        std::thread::sleep(WATCH_POLL);
+        None => {}
     }
-    if tty {
-        let _ = writeln!(out, "\x1b[?25h");
-        let _ = out.flush();
-    }
-    0
 }
 
 /// `text` with each line broken at spaces so that no line is wider than `cols` terminal
