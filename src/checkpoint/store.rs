@@ -559,44 +559,7 @@ impl Store {
             .unwrap_or(0)
             + 1;
         let mut changes = self.changes(tree_now, &target.tree)?;
-        let newer = |path: &str| {
-            made_after.is_some_and(|cutoff| {
-                std::fs::symlink_metadata(super::git::join(&self.git.work, path.as_bytes()))
-                    .and_then(|m| m.modified())
-                    .is_ok_and(|t| t > cutoff)
-            })
-        };
-        let yours =
-            |c: &Change| standing.is_some_and(|s| s.kept.contains(&c.path)) || newer(&c.path);
-        let mut kept: Vec<String> = changes
-            .iter()
-            .filter(|c| c.status == 'D' && yours(c))
-            .map(|c| c.path.clone())
-            .collect();
-        let mut overwritten: Vec<String> = changes
-            .iter()
-            .filter(|c| c.status == 'M' && yours(c))
-            .map(|c| c.path.clone())
-            .collect();
-        // A kept file cannot stay where the restore puts a file on a folder of its path (the
-        // turn made folder `A`, the person added `A/mine`, the checkpoint has file `A`), nor
-        // where it puts a folder over it: the checkout would remove it while the receipt said
-        // "kept" (found by a new user). Such a file counts as overwritten: refused, or saved
-        // first under --force.
-        let clashes = |k: &String| {
-            changes.iter().any(|c| {
-                c.status != 'D'
-                    && (k
-                        .strip_prefix(c.path.as_str())
-                        .is_some_and(|rest| rest.starts_with('/'))
-                        || c.path
-                            .strip_prefix(k.as_str())
-                            .is_some_and(|rest| rest.starts_with('/')))
-            })
-        };
-        let (clashing, free): (Vec<String>, Vec<String>) = kept.into_iter().partition(clashes);
-        kept = free;
-        overwritten.extend(clashing);
+        let (kept, overwritten) = sort_yours(&self.git.work, &changes, standing, made_after);
         if !overwritten.is_empty() && !force {
             return Err(io::Error::other(format!(
                 "refused: {} file(s) that undo would put back were changed after the turn ended (your edits, not the model's): {}. Nothing was changed. `tern undo --force` undoes anyway; your versions are saved first, and `tern redo` brings them back.",
@@ -1002,6 +965,47 @@ fn objects_stats(objects: &Path) -> (usize, u64) {
     (loose, bytes)
 }
 
+/// The person's files among `changes` (an undo's): kept (the undo would remove them) and
+/// overwritten (it would put back another version). A file is the person's when an undo before
+/// kept it (`standing`) or it changed after `made_after`. A kept file where the restore puts a
+/// file on a folder of its path (the turn made folder `A`, the person added `A/mine`, the
+/// checkpoint has file `A`), or a folder over it, cannot stay: the checkout would remove it
+/// while the receipt said "kept" (found by a new user); it counts as overwritten.
+fn sort_yours(
+    work: &Path,
+    changes: &[Change],
+    standing: Option<&Standing>,
+    made_after: Option<std::time::SystemTime>,
+) -> (Vec<String>, Vec<String>) {
+    let newer = |path: &str| {
+        made_after.is_some_and(|cutoff| {
+            std::fs::symlink_metadata(super::git::join(work, path.as_bytes()))
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t > cutoff)
+        })
+    };
+    let yours = |c: &Change| standing.is_some_and(|s| s.kept.contains(&c.path)) || newer(&c.path);
+    let kept: Vec<String> = changes
+        .iter()
+        .filter(|c| c.status == 'D' && yours(c))
+        .map(|c| c.path.clone())
+        .collect();
+    let mut overwritten: Vec<String> = changes
+        .iter()
+        .filter(|c| c.status == 'M' && yours(c))
+        .map(|c| c.path.clone())
+        .collect();
+    let under = |a: &str, b: &str| a.strip_prefix(b).is_some_and(|rest| rest.starts_with('/'));
+    let clashes = |k: &String| {
+        changes
+            .iter()
+            .any(|c| c.status != 'D' && (under(k, &c.path) || under(&c.path, k)))
+    };
+    let (clashing, free): (Vec<String>, Vec<String>) = kept.into_iter().partition(clashes);
+    overwritten.extend(clashing);
+    (free, overwritten)
+}
+
 /// The ref of turn `turn` of `session`.
 fn turn_ref(session: &str, turn: u32) -> String {
     format!("refs/tern/s/{session}/t{turn:06}")
@@ -1210,6 +1214,45 @@ mod tests {
         .unwrap();
         assert!(!lock.exists());
         assert!(refs(&s).contains(&"refs/tern/s/S1/t000009".to_string()));
+    }
+
+    #[test]
+    fn a_kept_file_where_the_restore_puts_a_file_on_its_folder_counts_as_overwritten() {
+        let ch = |status, path: &str| Change {
+            status,
+            path: path.into(),
+            blob: None,
+            old_blob: None,
+        };
+        let r = |name: &str| Ref {
+            name: name.into(),
+            commit: String::new(),
+            tree: String::new(),
+        };
+        let standing = Standing {
+            at: r("refs/tern/at"),
+            after: r("refs/tern/after"),
+            kept: [
+                "A/mine".to_string(),
+                "notes.txt".to_string(),
+                "x.txt".to_string(),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        let changes = [
+            ch('D', "A/mine"),
+            ch('A', "A"),
+            ch('D', "notes.txt"),
+            ch('M', "x.txt"),
+        ];
+        let (kept, overwritten) =
+            sort_yours(Path::new("/nonexistent"), &changes, Some(&standing), None);
+        assert_eq!(kept, ["notes.txt"]);
+        assert_eq!(overwritten, ["x.txt", "A/mine"]);
+        // Nothing is the person's without a standing undo or a later change.
+        let (kept, overwritten) = sort_yours(Path::new("/nonexistent"), &changes, None, None);
+        assert!(kept.is_empty() && overwritten.is_empty());
     }
 
     #[test]
