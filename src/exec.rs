@@ -206,53 +206,12 @@ fn check_last_message_path(
     path: &std::path::Path,
     state_root: &std::path::Path,
 ) -> Result<LastMessage, String> {
-    use std::os::unix::fs::FileTypeExt;
     let shown = path.display();
     let flag = "--output-last-message";
     if path.as_os_str().as_encoded_bytes().ends_with(b"/") {
         return Err(format!("{flag} {shown}: names a folder; give a file path"));
     }
-    let kind = |t: std::fs::FileType| {
-        if t.is_dir() {
-            Some("a folder")
-        } else if t.is_fifo() {
-            Some("a FIFO (named pipe)")
-        } else if t.is_char_device() || t.is_block_device() {
-            Some("a device")
-        } else if t.is_socket() {
-            Some("a socket")
-        } else {
-            None
-        }
-    };
-    let mut target = path.to_path_buf();
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => match std::fs::canonicalize(path) {
-            Ok(t) => {
-                let m = std::fs::metadata(&t).map_err(|e| format!("{flag} {shown}: {e}"))?;
-                if let Some(what) = kind(m.file_type()) {
-                    return Err(format!(
-                        "{flag} {shown}: a symbolic link to {what} ({}); give a regular file",
-                        t.display()
-                    ));
-                }
-                target = t;
-            }
-            Err(_) => {
-                return Err(format!(
-                    "{flag} {shown}: a symbolic link to a file that does not exist; give the file's own path"
-                ));
-            }
-        },
-        Ok(m) => {
-            if let Some(what) = kind(m.file_type()) {
-                return Err(format!(
-                    "{flag} {shown}: is {what}, not a regular file; give a file path"
-                ));
-            }
-        }
-        Err(_) => {}
-    }
+    let target = file_target(path)?;
     let dir = match target.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => std::path::PathBuf::from("."),
@@ -309,6 +268,52 @@ fn check_last_message_path(
         name,
         shown: path.to_path_buf(),
     })
+}
+
+/// The file `--output-last-message PATH` names: PATH, or for a symbolic link the file it points
+/// to. Errors: PATH (or the link's target) is a folder, a FIFO, a device or a socket, or a link
+/// to a file that does not exist.
+fn file_target(path: &std::path::Path) -> Result<std::path::PathBuf, String> {
+    use std::os::unix::fs::FileTypeExt;
+    let shown = path.display();
+    let flag = "--output-last-message";
+    let kind = |t: std::fs::FileType| {
+        if t.is_dir() {
+            Some("a folder")
+        } else if t.is_fifo() {
+            Some("a FIFO (named pipe)")
+        } else if t.is_char_device() || t.is_block_device() {
+            Some("a device")
+        } else if t.is_socket() {
+            Some("a socket")
+        } else {
+            None
+        }
+    };
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => match std::fs::canonicalize(path) {
+            Ok(t) => {
+                let m = std::fs::metadata(&t).map_err(|e| format!("{flag} {shown}: {e}"))?;
+                if let Some(what) = kind(m.file_type()) {
+                    return Err(format!(
+                        "{flag} {shown}: a symbolic link to {what} ({}); give a regular file",
+                        t.display()
+                    ));
+                }
+                Ok(t)
+            }
+            Err(_) => Err(format!(
+                "{flag} {shown}: a symbolic link to a file that does not exist; give the file's own path"
+            )),
+        },
+        Ok(m) => match kind(m.file_type()) {
+            Some(what) => Err(format!(
+                "{flag} {shown}: is {what}, not a regular file; give a file path"
+            )),
+            None => Ok(path.to_path_buf()),
+        },
+        Err(_) => Ok(path.to_path_buf()),
+    }
 }
 
 /// Where `--output-last-message` writes: its folder, opened at start (so a folder replaced by

@@ -181,21 +181,7 @@ pub fn run(
                 cancel,
             } => run_op(&ctx, &mut rt, &mut map, seq, reply, op, arg, cancel),
             Job::SetModel { model, done } => {
-                let mut ui = AcpSurface::new(
-                    &ctx.wire,
-                    &ctx.slot,
-                    session_of(&rt),
-                    &mut map,
-                    CancelToken::default(),
-                );
-                let r = rt.set_model(Some(&model), &mut ui).map_err(|e| match e {
-                    Failure::Usage(m) => RpcError::params(m),
-                    other => RpcError::internal(other.to_string()),
-                });
-                if r.is_ok() {
-                    lock(&ctx.slot).model = rt.cfg().model.clone();
-                }
-                let _ = done.send(r);
+                let _ = done.send(set_model(&ctx, &mut rt, &mut map, &model));
             }
             Job::Replay { done } => {
                 let mut fresh = Mapper::new(rt.cfg().context_window);
@@ -206,6 +192,32 @@ pub fn run(
             Job::Close => break,
         }
     }
+}
+
+/// `session/set_model`: the next request goes to `model` (a declared boundary). Returns the
+/// receipt line.
+fn set_model(
+    ctx: &Ctx,
+    rt: &mut Runtime,
+    map: &mut Mapper,
+    model: &str,
+) -> Result<String, RpcError> {
+    let mut ui = AcpSurface::new(
+        &ctx.wire,
+        &ctx.slot,
+        session_of(rt),
+        map,
+        CancelToken::default(),
+    );
+    let r = rt.set_model(Some(model), &mut ui).map_err(|e| match e {
+        Failure::Usage(m) => RpcError::params(m),
+        other => RpcError::internal(other.to_string()),
+    });
+    drop(ui);
+    if r.is_ok() {
+        lock(&ctx.slot).model = rt.cfg().model.clone();
+    }
+    r
 }
 
 fn session_of(rt: &Runtime) -> Session {

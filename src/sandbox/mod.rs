@@ -456,27 +456,7 @@ pub fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
     let landlock_net = policy.no_network && !policy.network_in_namespace;
     let needs_landlock = policy.mode.is_sandboxed() || landlock_net;
     if !needs_landlock {
-        return Ok(Prepared {
-            mode: policy.mode,
-            no_network: false,
-            tmpdir: None,
-            ruleset: None,
-            draft: None,
-            report: Report {
-                mode: policy.mode,
-                no_network: false,
-                kernel_abi: kernel_abi.abi(),
-                target_abi: imp::TARGET_ABI,
-                enforced: false,
-                fs_restricted: Vec::new(),
-                fs_unrestricted: Vec::new(),
-                net_restricted: Vec::new(),
-                scoped: Vec::new(),
-                writable: Vec::new(),
-                private_tmpdir: false,
-                notes: Vec::new(),
-            },
-        });
+        return Ok(unsandboxed(policy.mode, kernel_abi.abi()));
     }
     if let Probe::Missing(reason) = &kernel_abi {
         if policy.mode.is_sandboxed() {
@@ -551,6 +531,32 @@ pub fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
             notes: built.notes,
         },
     })
+}
+
+/// What a call without Landlock is prepared as (danger-full-access without `--no-network`, or
+/// with the network held by the jail's namespace): nothing restricted.
+fn unsandboxed(mode: Mode, kernel_abi: u8) -> Prepared {
+    Prepared {
+        mode,
+        no_network: false,
+        tmpdir: None,
+        ruleset: None,
+        draft: None,
+        report: Report {
+            mode,
+            no_network: false,
+            kernel_abi,
+            target_abi: imp::TARGET_ABI,
+            enforced: false,
+            fs_restricted: Vec::new(),
+            fs_unrestricted: Vec::new(),
+            net_restricted: Vec::new(),
+            scoped: Vec::new(),
+            writable: Vec::new(),
+            private_tmpdir: false,
+            notes: Vec::new(),
+        },
+    }
 }
 
 /// Creates `path` empty when nothing is there (never truncates, never follows a symlink, so a
