@@ -2,11 +2,10 @@
 //! provider (tests/support: real HTTP on 127.0.0.1, real SSE), in a temporary workspace, with real
 //! bash processes and real files.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::thread::{self, JoinHandle};
+use std::process::{Command, Stdio};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::support::body::roles;
@@ -106,157 +105,26 @@ impl Ws {
     }
 }
 
-/// What a finished run left.
-#[derive(Debug)]
-struct Out {
-    code: i32,
-    stdout: Vec<u8>,
-    stderr: String,
+use crate::support::cli::{Out, Running};
+
+/// Starts `cmd` (the kit's one runner).
+fn spawn(cmd: Command, stdin: Option<&[u8]>) -> Running {
+    crate::support::cli::start(cmd, stdin)
 }
 
-impl Out {
-    fn stdout(&self) -> String {
-        String::from_utf8_lossy(&self.stdout).into_owned()
-    }
-
-    fn expect_code(&self, code: i32) -> &Out {
-        assert_eq!(
-            self.code,
-            code,
-            "exit code\n--- stdout\n{}\n--- stderr\n{}",
-            self.stdout(),
-            self.stderr
-        );
-        self
-    }
+/// Waits for the exit (a hang fails the test) and collects everything.
+fn finish(mut r: Running) -> Out {
+    finish_within(&mut r, HANG)
 }
 
-/// A running tern process whose stdout lines arrive as they are written.
-struct Running {
-    child: Child,
-    lines: mpsc::Receiver<Vec<u8>>,
-    seen: Vec<Vec<u8>>,
-    stderr: JoinHandle<Vec<u8>>,
-    started: Instant,
-}
-
-fn spawn(mut cmd: Command, stdin: Option<&[u8]>) -> Running {
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    if stdin.is_some() {
-        cmd.stdin(Stdio::piped());
-    }
-    let mut child = cmd.spawn().expect("spawn tern");
-    if let Some(input) = stdin {
-        let mut w = child.stdin.take().expect("stdin");
-        w.write_all(input).expect("write stdin");
-    }
-    let out = child.stdout.take().expect("stdout");
-    let mut err = child.stderr.take().expect("stderr");
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        let mut r = BufReader::new(out);
-        loop {
-            let mut line = Vec::new();
-            match r.read_until(b'\n', &mut line) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    if tx.send(line).is_err() {
-                        break;
-                    }
-                }
-            }
-        }
-    });
-    let stderr = thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = err.read_to_end(&mut v);
-        v
-    });
-    Running {
-        child,
-        lines: rx,
-        seen: Vec::new(),
-        stderr,
-        started: Instant::now(),
-    }
-}
-
-impl Running {
-    fn pid(&self) -> libc::pid_t {
-        self.child.id() as libc::pid_t
-    }
-
-    /// Waits (up to `within`) for a stdout line for which `pred` holds; returns it.
-    fn wait_line(&mut self, within: Duration, pred: impl Fn(&str) -> bool) -> String {
-        let end = Instant::now() + within;
-        loop {
-            if let Some(l) = self
-                .seen
-                .iter()
-                .map(|l| String::from_utf8_lossy(l).into_owned())
-                .find(|l| pred(l))
-            {
-                return l;
-            }
-            let left = end.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(l) => self.seen.push(l),
-                Err(_) => {
-                    let _ = self.child.kill();
-                    let seen: Vec<String> = self
-                        .seen
-                        .iter()
-                        .map(|l| String::from_utf8_lossy(l).into_owned())
-                        .collect();
-                    panic!("the awaited stdout line never came; stdout so far:\n{seen:#?}");
-                }
-            }
-        }
-    }
-
-    /// Sends `signal` and waits (up to `within`) for the exit; returns everything and how long
-    /// the stop took after the signal.
-    fn stop(mut self, signal: libc::c_int, within: Duration) -> (Out, Duration) {
-        // SAFETY: signals the child we spawned (its pid is live: not yet waited for).
-        let r = unsafe { libc::kill(self.pid(), signal) };
-        assert_eq!(r, 0, "kill({signal}) failed");
-        let signalled = Instant::now();
-        let out = self.finish_within(within);
-        (out, signalled.elapsed())
-    }
-
-    /// Waits for the exit (panics after [`HANG`]) and collects everything.
-    fn finish(mut self) -> Out {
-        self.finish_within(HANG)
-    }
-
-    fn finish_within(&mut self, within: Duration) -> Out {
-        let Some(status) = wait_exit(&mut self.child, within) else {
-            panic!(
-                "tern did not exit within {within:?} (ran {:?})",
-                self.started.elapsed()
-            );
-        };
-        // The reader thread ends at EOF; take every line it read.
-        while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(10)) {
-            self.seen.push(l);
-        }
-        let stderr = std::mem::replace(&mut self.stderr, thread::spawn(Vec::new));
-        let stderr = String::from_utf8_lossy(&stderr.join().unwrap_or_default()).into_owned();
-        use std::os::unix::process::ExitStatusExt;
-        let code = status
-            .code()
-            .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
-        Out {
-            code,
-            stdout: self.seen.concat(),
-            stderr,
-        }
-    }
+fn finish_within(r: &mut Running, within: Duration) -> Out {
+    let out = r.finish_within(within);
+    assert!(!out.hung, "tern did not exit within {within:?}: {out:?}");
+    out
 }
 
 fn run(cmd: Command) -> Out {
-    spawn(cmd, None).finish()
+    finish(spawn(cmd, None))
 }
 
 /// Runs `tern exec ARGS…` with `cmd`'s environment and waits for it.
@@ -329,7 +197,7 @@ fn tool_results(conv: &[Value]) -> Vec<&Value> {
 /// break still see the same lines), every object with `type`, `seq`, `ts`, `session`, `seq`
 /// strictly increasing, one `session` per run, and `result` exactly once, last. Returns the events.
 fn check_jsonl(out: &Out) -> Vec<Value> {
-    let text = std::str::from_utf8(&out.stdout).expect("stdout is valid UTF-8");
+    let text = std::str::from_utf8(&out.stdout_bytes).expect("stdout is valid UTF-8");
     assert!(
         !text.is_empty(),
         "no events on stdout; stderr:\n{}",
@@ -522,7 +390,7 @@ fn multi_step_task_completes_and_leaves_a_complete_session_folder() {
     let out = exec(ws.openai(&server), &["create hello.txt and check it"]);
     out.expect_code(0);
     assert_eq!(
-        out.stdout().trim_end(),
+        out.stdout.clone().trim_end(),
         final_text,
         "human stdout is the answer"
     );
@@ -807,7 +675,7 @@ fn c12_empty_or_whitespace_answers_are_never_stored_or_sent() {
     exec(ws.openai(&server), &["--continue", "second"]).expect_code(0);
     let out = exec(ws.openai(&server), &["--continue", "third"]);
     out.expect_code(0);
-    assert_eq!(out.stdout().trim(), "all good");
+    assert_eq!(out.stdout.clone().trim(), "all good");
 
     let reqs = posts(&server);
     assert_eq!(reqs.len(), 4, "every request accepted by the strict server");
@@ -912,7 +780,7 @@ fn c17_sigint_during_a_tool_call_kills_it_answers_every_call_and_continue_is_acc
     server.set_strict(true);
     let out = exec(ws.openai(&server), &["--continue", "continue"]);
     out.expect_code(0);
-    assert_eq!(out.stdout().trim(), "Done.");
+    assert_eq!(out.stdout.clone().trim(), "Done.");
     let reqs = posts(&server);
     assert_eq!(reqs.len(), 2);
     let body = reqs[1].json();
@@ -1002,7 +870,7 @@ fn a_third_ctrl_c_kills_the_command_and_says_so() {
         thread::sleep(Duration::from_millis(150));
     }
     let (out, took) = running.stop(libc::SIGINT, Duration::from_secs(30));
-    assert_eq!(out.code, 130, "{out:?}");
+    assert_eq!(out.status(), 130, "{out:?}");
     assert!(
         out.stderr.contains("a third Ctrl-C"),
         "stderr says why: {}",
@@ -1019,7 +887,7 @@ fn sigkilled_turn_is_marked_interrupted_and_repaired_on_continue() {
     let ws = Ws::new();
     let (running, _) = exec_until(ws.openai(&server), &["--json", "wait"], "tool_call");
     let (out, _) = running.stop(libc::SIGKILL, Duration::from_secs(30));
-    assert_eq!(out.code, 128 + libc::SIGKILL);
+    assert_eq!(out.status(), 128 + libc::SIGKILL);
     // A SIGKILLed tern cannot kill its tool's process group; clean up after it.
     kill_procs_with(needle);
 
@@ -1420,7 +1288,7 @@ fn c20_sigint_mid_stream_stores_no_partial_answer_and_continue_is_accepted() {
     server.set_strict(true);
     let out = exec(ws.openai(&server), &["--continue", "go on"]);
     out.expect_code(0);
-    assert_eq!(out.stdout().trim(), "Done.");
+    assert_eq!(out.stdout.clone().trim(), "Done.");
     assert_eq!(validate(Wire::OpenAi, &posts(&server)[1].json()), Ok(()));
 }
 
@@ -1514,7 +1382,7 @@ fn exit_3_when_max_turns_is_reached() {
     // `--continue` with no new prompt picks the work up where it stopped.
     let out = exec(ws.openai(&server), &["--continue"]);
     out.expect_code(0);
-    assert_eq!(out.stdout().trim(), "finished now");
+    assert_eq!(out.stdout.clone().trim(), "finished now");
     let reqs = posts(&server);
     assert_eq!(reqs.len(), 3);
     let body = reqs[2].json();
@@ -1551,7 +1419,7 @@ fn exit_2_on_usage_errors() {
 
     let mut cmd = ws.openai(&server);
     cmd.args(["exec", "-"]);
-    spawn(cmd, Some(b"  \n")).finish().expect_code(2);
+    finish(spawn(cmd, Some(b"  \n"))).expect_code(2);
 
     exec(ws.openai(&server), &["--max-turns", "0", "x"]).expect_code(2);
     exec(ws.openai(&server), &["--no-such-flag", "x"]).expect_code(2);
@@ -1678,7 +1546,7 @@ fn api_key_never_reaches_bash_files_or_output() {
 
     for (i, o) in outs.iter().enumerate() {
         assert!(
-            !contains(&o.stdout, SECRET.as_bytes()),
+            !contains(&o.stdout_bytes, SECRET.as_bytes()),
             "run {i}: key on stdout"
         );
         assert!(!o.stderr.contains(SECRET), "run {i}: key on stderr");
@@ -1714,9 +1582,9 @@ fn stdin_prompt_then_resume_and_continue_reuse_the_session() {
     let ws = Ws::new();
     let mut cmd = ws.openai(&server);
     cmd.args(["exec", "-"]);
-    let out = spawn(cmd, Some(b"prompt from stdin\n")).finish();
+    let out = finish(spawn(cmd, Some(b"prompt from stdin\n")));
     out.expect_code(0);
-    assert_eq!(out.stdout().trim(), "first answer");
+    assert_eq!(out.stdout.clone().trim(), "first answer");
     let id = ws.current();
     let dir = ws.session(&id);
     let system = std::fs::read(dir.join("system.txt")).unwrap();
@@ -1737,11 +1605,11 @@ fn stdin_prompt_then_resume_and_continue_reuse_the_session() {
 
     let out = exec(ws.openai(&server), &["--continue", "third"]);
     out.expect_code(0);
-    assert_eq!(out.stdout().trim(), "third answer");
+    assert_eq!(out.stdout.clone().trim(), "third answer");
     let out = exec(ws.openai(&server), &["--resume", &id[..17], "fourth"]);
     out.expect_code(0);
     assert_eq!(
-        out.stdout().trim(),
+        out.stdout.clone().trim(),
         "fourth answer",
         "--resume takes a unique id prefix"
     );
@@ -1796,7 +1664,7 @@ fn anthropic_wire_multi_step_task() {
         &["--provider", "anthropic", "write and read a.txt"],
     );
     out.expect_code(0);
-    assert_eq!(out.stdout().trim(), "a.txt says hi");
+    assert_eq!(out.stdout.clone().trim(), "a.txt says hi");
     assert_eq!(std::fs::read_to_string(ws.path("a.txt")).unwrap(), "hi\n");
 
     let reqs = posts(&server);
@@ -1869,7 +1737,7 @@ fn c12_anthropic_whitespace_and_empty_answers_are_never_sent() {
         &["--provider", "anthropic", "--continue", "third"],
     );
     out.expect_code(0);
-    assert_eq!(out.stdout().trim(), "all good");
+    assert_eq!(out.stdout.clone().trim(), "all good");
     let reqs = posts(&server);
     assert_eq!(reqs.len(), 4, "every request accepted by the strict server");
     for r in &reqs {
@@ -1957,20 +1825,20 @@ fn real_model_creates_hello_txt() {
         "6",
         "create hello.txt containing hi and show it",
     ]);
-    let out = spawn(cmd, None).finish_within(Duration::from_secs(600));
+    let out = finish_within(&mut spawn(cmd, None), Duration::from_secs(600));
     let events = check_jsonl(&out);
     let hello = std::fs::read_to_string(ws.path("hello.txt")).unwrap_or_else(|e| {
         panic!(
             "hello.txt not created ({e}); exit {}, result {}",
-            out.code,
+            out.status(),
             last(&events)
         )
     });
     assert!(hello.contains("hi"), "hello.txt holds {hello:?}");
     assert!(
-        out.code == 0 || out.code == 3,
+        out.status() == 0 || out.status() == 3,
         "exit {}: {}",
-        out.code,
+        out.status(),
         last(&events)
     );
 }

@@ -100,6 +100,10 @@ impl Ws {
 /// What a run left: how it ended and its output as text. The one record of a run for every
 /// test that drives the binary (the fault suite's included).
 pub struct Out {
+    /// The command line that ran (program and arguments), for failure messages.
+    pub command: String,
+    /// The folder it ran in (None: the test's own).
+    pub dir: Option<PathBuf>,
     /// The exit code (None when a signal ended it or it hung).
     pub code: Option<i32>,
     /// The signal that ended it.
@@ -108,6 +112,8 @@ pub struct Out {
     pub hung: bool,
     /// Everything written to stdout (lossy UTF-8).
     pub stdout: String,
+    /// Everything written to stdout, as bytes.
+    pub stdout_bytes: Vec<u8>,
     /// Everything written to stderr (lossy UTF-8).
     pub stderr: String,
     /// Wall time from spawn to exit (a report, never a speed check).
@@ -118,7 +124,12 @@ impl std::fmt::Debug for Out {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{}\n--- stdout\n{}\n--- stderr\n{}",
+            "`{}` in {}: {}\n--- stdout\n{}\n--- stderr\n{}",
+            self.command,
+            self.dir.as_ref().map_or_else(
+                || "the test's folder".to_string(),
+                |d| d.display().to_string()
+            ),
             self.how(),
             self.stdout,
             self.stderr
@@ -127,6 +138,18 @@ impl std::fmt::Debug for Out {
 }
 
 impl Out {
+    /// The exit code a shell would report: the code, else 128 + the signal.
+    pub fn status(&self) -> i32 {
+        self.code
+            .unwrap_or_else(|| 128 + self.signal.unwrap_or(libc::SIGKILL))
+    }
+
+    /// Requires exit `code` (128 + N for signal N), showing the command and its output if not.
+    pub fn expect_code(&self, code: i32) -> &Out {
+        assert_eq!(self.status(), code, "exit code of {self:?}");
+        self
+    }
+
     /// Killed by SIGKILL (the fault injection's own), not by the hang limit.
     pub fn killed(&self) -> bool {
         self.signal == Some(libc::SIGKILL) && !self.hung
@@ -226,8 +249,31 @@ pub fn run_within(cmd: Command, stdin: Option<&str>, limit: Duration) -> Out {
 /// Runs `cmd` with `stdin` on a pipe (None: /dev/null) and collects its output; at `limit` it
 /// is killed and reaped and the run says `hung` (never a panic: the fault suite records a hang
 /// as a finding and goes on).
-pub fn launch(mut cmd: Command, stdin: Option<&str>, limit: Duration) -> Out {
-    use std::os::unix::process::ExitStatusExt;
+pub fn launch(cmd: Command, stdin: Option<&str>, limit: Duration) -> Out {
+    start(cmd, stdin.map(str::as_bytes)).finish_within(limit)
+}
+
+/// A running `tern` whose stdout lines arrive as they are written: the one way tests start the
+/// binary ([`launch`] runs one to its end).
+pub struct Running {
+    child: Child,
+    lines: std::sync::mpsc::Receiver<Vec<u8>>,
+    seen: Vec<Vec<u8>>,
+    stderr: Option<std::thread::JoinHandle<Vec<u8>>>,
+    started: std::time::Instant,
+    command: String,
+    dir: Option<PathBuf>,
+}
+
+/// Starts `cmd` with `stdin` on a pipe (written from a thread: a large input must not block on a
+/// pipe the child has not read yet; None: /dev/null), stdout and stderr read as they come.
+pub fn start(mut cmd: Command, stdin: Option<&[u8]>) -> Running {
+    let command = std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let dir = cmd.get_current_dir().map(Path::to_path_buf);
     cmd.stdin(if stdin.is_some() {
         Stdio::piped()
     } else {
@@ -235,41 +281,133 @@ pub fn launch(mut cmd: Command, stdin: Option<&str>, limit: Duration) -> Out {
     })
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
-    let started = std::time::Instant::now();
-    let mut child = cmd.spawn().expect("spawn tern");
-    // Written from a thread: a large input must not block on a pipe the child has not read yet.
-    let writer = stdin.map(|text| {
-        let mut input = child.stdin.take().expect("stdin");
-        let text = text.to_string();
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("could not start `{command}`: {e}"));
+    if let (Some(input), Some(mut w)) = (stdin, child.stdin.take()) {
+        let input = input.to_vec();
         std::thread::spawn(move || {
-            let _ = input.write_all(text.as_bytes());
-        })
-    });
-    let mut so = child.stdout.take().expect("stdout");
-    let mut se = child.stderr.take().expect("stderr");
-    let t1 = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = so.read_to_end(&mut b);
-        b
-    });
-    let t2 = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = se.read_to_end(&mut b);
-        b
-    });
-    let status = wait_exit(&mut child, limit);
-    let elapsed = started.elapsed();
-    if let Some(w) = writer {
-        let _ = w.join();
+            let _ = w.write_all(&input);
+        });
     }
-    let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
-    Out {
-        code: status.and_then(|s| s.code()),
-        signal: status.and_then(|s| s.signal()),
-        hung: status.is_none(),
-        stdout: text(t1.join().unwrap_or_default()),
-        stderr: text(t2.join().unwrap_or_default()),
-        elapsed,
+    let out = child.stdout.take().expect("stdout");
+    let mut err = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut r = std::io::BufReader::new(out);
+        loop {
+            let mut line = Vec::new();
+            match r.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    if tx.send(line).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    let stderr = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err.read_to_end(&mut v);
+        v
+    });
+    Running {
+        child,
+        lines: rx,
+        seen: Vec::new(),
+        stderr: Some(stderr),
+        started: std::time::Instant::now(),
+        command,
+        dir,
+    }
+}
+
+impl Running {
+    /// Its pid.
+    pub fn pid(&self) -> libc::pid_t {
+        self.child.id() as libc::pid_t
+    }
+
+    /// Waits (up to `within`) for a stdout line for which `pred` holds; returns it. Panics,
+    /// showing the command and what it wrote, when none comes.
+    pub fn wait_line(&mut self, within: Duration, pred: impl Fn(&str) -> bool) -> String {
+        let end = std::time::Instant::now() + within;
+        loop {
+            if let Some(l) = self
+                .seen
+                .iter()
+                .map(|l| String::from_utf8_lossy(l).into_owned())
+                .find(|l| pred(l))
+            {
+                return l;
+            }
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => self.seen.push(l),
+                Err(_) => {
+                    let _ = self.child.kill();
+                    let seen: Vec<String> = self
+                        .seen
+                        .iter()
+                        .map(|l| String::from_utf8_lossy(l).into_owned())
+                        .collect();
+                    panic!(
+                        "the awaited stdout line of `{}` never came; stdout so far:\n{seen:#?}",
+                        self.command
+                    );
+                }
+            }
+        }
+    }
+
+    /// Sends `signal` and waits (up to `within`) for the exit; returns everything and how long
+    /// the stop took after the signal.
+    pub fn stop(mut self, signal: libc::c_int, within: Duration) -> (Out, Duration) {
+        // SAFETY: signals the child we spawned (its pid is live: not yet waited for).
+        let r = unsafe { libc::kill(self.pid(), signal) };
+        assert_eq!(r, 0, "kill({signal}) failed");
+        let signalled = std::time::Instant::now();
+        let out = self.finish_within(within);
+        assert!(
+            !out.hung,
+            "no exit within {within:?} after signal {signal}: {out:?}"
+        );
+        (out, signalled.elapsed())
+    }
+
+    /// Waits up to `limit` for the exit and collects everything; past it the process is killed
+    /// and reaped and the run says `hung`.
+    pub fn finish_within(&mut self, limit: Duration) -> Out {
+        use std::os::unix::process::ExitStatusExt;
+        let status = wait_exit(&mut self.child, limit);
+        if status.is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        let elapsed = self.started.elapsed();
+        // The reader thread ends at EOF; take every line it read.
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(10)) {
+            self.seen.push(l);
+        }
+        let stderr = self
+            .stderr
+            .take()
+            .map(|h| h.join().unwrap_or_default())
+            .unwrap_or_default();
+        let stdout_bytes = self.seen.concat();
+        Out {
+            command: self.command.clone(),
+            dir: self.dir.clone(),
+            code: status.and_then(|s| s.code()),
+            signal: status.and_then(|s| s.signal()),
+            hung: status.is_none(),
+            stdout: String::from_utf8_lossy(&stdout_bytes).into_owned(),
+            stdout_bytes,
+            stderr: String::from_utf8_lossy(&stderr).into_owned(),
+            elapsed,
+        }
     }
 }
 
