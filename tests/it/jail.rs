@@ -366,10 +366,34 @@ fn seccomp_closes_what_namespaces_leave_open() {
     if has_python() {
         cmds.push(tiocsti);
     }
+    let vsock = "python3 -c \"import socket; socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM); print('VSOCK OPEN')\" 2>&1 | tail -1";
+    let uring = "python3 -c \"import ctypes; libc = ctypes.CDLL(None, use_errno=True); p = ctypes.create_string_buffer(120); print('uring', libc.syscall(425, 8, p), ctypes.get_errno())\"";
+    if has_python() {
+        cmds.extend([vsock, uring]);
+    }
     let outs = run_cmds(&ws, &[], &cmds);
     assert!(outs[0].contains("unshare=1"), "{outs:?}");
     if has_python() {
         assert!(!outs[2].contains("TYPED"), "{outs:?}");
+        // Issue 29: vsock is not namespaced, io_uring bypasses seccomp's view: both refused.
+        assert!(!outs[3].contains("VSOCK OPEN"), "{outs:?}");
+        assert!(outs[4].contains("uring -1 1"), "EPERM: {outs:?}");
+    }
+}
+
+/// A pseudo-terminal opens inside the jail (issue 29: test runners and REPL tools need one): the
+/// jail's own devpts, never the host's terminals.
+#[test]
+fn a_pty_opens_inside_the_jail() {
+    let ws = Ws::new();
+    let mut cmds = vec!["script -qc 'echo inside-a-pty' /dev/null"];
+    if has_python() {
+        cmds.push("python3 -c \"import os; m, s = os.openpty(); print('pty', os.ttyname(s))\"");
+    }
+    let outs = run_cmds(&ws, &[], &cmds);
+    assert!(outs[0].contains("inside-a-pty"), "{outs:?}");
+    if has_python() {
+        assert!(outs[1].contains("pty /dev/pts/"), "{outs:?}");
     }
 }
 

@@ -341,6 +341,11 @@ fn spawn(
         mounts::refresh_file(&d, draft_inode)?;
     }
     let ruleset_fd = ruleset.as_ref().map(AsRawFd::as_raw_fd);
+    if let Some(fd) = ruleset_fd {
+        // The jail's own `/dev/pts` (a devpts instance tern cannot name from the host): its
+        // terminals are the command's to open (`openpty`, `script`, test runners).
+        allow_ptys(fd);
+    }
     let progs: Option<Vec<seccompiler::BpfProgram>> = progs.map(<[_]>::to_vec);
     let mut cmd = Command::new(&program);
     cmd.args(&args)
@@ -390,6 +395,46 @@ fn spawn(
         sock,
         exited: false,
     })
+}
+
+/// Adds to the Landlock ruleset `ruleset` (not yet enforced) the right to open the jail's
+/// pseudo-terminals for writing: a rule beneath the jail's `/dev/pts` granting `write_file`
+/// only (Landlock ABI 1, `landlock_add_rule(2)`). Best effort: without it a pty cannot be
+/// opened, nothing else changes.
+fn allow_ptys(ruleset: RawFd) {
+    const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
+    const LANDLOCK_ACCESS_FS_WRITE_FILE: u64 = 1 << 1;
+    #[repr(C, packed)]
+    struct PathBeneath {
+        allowed_access: u64,
+        parent_fd: i32,
+    }
+    // SAFETY: open(2) of a fixed path with O_PATH; the descriptor is closed below.
+    let pts = unsafe {
+        libc::open(
+            c"/dev/pts".as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if pts < 0 {
+        return;
+    }
+    let attr = PathBeneath {
+        allowed_access: LANDLOCK_ACCESS_FS_WRITE_FILE,
+        parent_fd: pts,
+    };
+    // SAFETY: landlock_add_rule with a valid ruleset fd, the rule type and a live attribute
+    // struct of that type; then close(2) of our own descriptor.
+    unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset,
+            LANDLOCK_RULE_PATH_BENEATH,
+            &attr as *const PathBeneath,
+            0u32,
+        );
+        libc::close(pts);
+    }
 }
 
 /// Drops every capability for good: the bounding set (so an exec as uid 0 gains none), the

@@ -7,7 +7,11 @@
 //!   kernel surface most escapes go through; `clone3` answers `ENOSYS` (its flags sit in memory
 //!   a filter cannot read), so libc falls back to `clone`, as container runtimes do;
 //! - the kernel keyrings (`keyctl`, `add_key`, `request_key`): shared with the host user's
-//!   session keyring, where credentials live.
+//!   session keyring, where credentials live;
+//! - `socket(AF_VSOCK, …)`: vsock is not namespaced, so it reaches the host's (and a VM's
+//!   hypervisor's) services whatever the network namespace;
+//! - `io_uring_setup`, `io_uring_enter`, `io_uring_register`: io_uring's operations bypass
+//!   seccomp's view of system calls (Codex and Docker's default profile refuse it too).
 
 use std::collections::BTreeMap;
 
@@ -43,9 +47,22 @@ pub(super) fn programs() -> Result<Vec<BpfProgram>, String> {
     refused.insert(libc::SYS_ioctl, vec![ioctl(TIOCSTI)?, ioctl(TIOCLINUX)?]);
     refused.insert(libc::SYS_unshare, vec![flag_rule(0)?]);
     refused.insert(libc::SYS_clone, vec![flag_rule(0)?]);
-    for nr in [libc::SYS_keyctl, libc::SYS_add_key, libc::SYS_request_key] {
+    for nr in [
+        libc::SYS_keyctl,
+        libc::SYS_add_key,
+        libc::SYS_request_key,
+        libc::SYS_io_uring_setup,
+        libc::SYS_io_uring_enter,
+        libc::SYS_io_uring_register,
+    ] {
         refused.insert(nr, vec![]);
     }
+    let family = |f: libc::c_int| {
+        SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, f as u64)
+            .and_then(|c| SeccompRule::new(vec![c]))
+            .map_err(e)
+    };
+    refused.insert(libc::SYS_socket, vec![family(libc::AF_VSOCK)?]);
     let eperm = SeccompFilter::new(
         refused,
         SeccompAction::Allow,
