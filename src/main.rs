@@ -136,6 +136,7 @@ impl SessionArgs {
         cfg.approval = vars::approval(self.approval, env, approval)?;
         cfg.sandbox = vars::sandbox(self.sandbox, env)?;
         cfg.no_network = self.no_network;
+        cfg.disk_floor = vars::disk_floor(env)?;
         cfg.reach = vars::reach(
             vars::ReachFlags {
                 add_dir: &self.add_dir,
@@ -1034,6 +1035,7 @@ fn acp(ctx: &Ctx, a: AcpArgs) -> Result<i32, Fail> {
     cfg.approval = vars::approval(approval, &ctx.env, Approval::Ask).map_err(Fail::usage)?;
     cfg.sandbox = vars::sandbox(sandbox, &ctx.env).map_err(Fail::usage)?;
     cfg.no_network = no_network;
+    cfg.disk_floor = vars::disk_floor(&ctx.env).map_err(Fail::usage)?;
     model.output_env(&mut cfg, &ctx.env).map_err(Fail::usage)?;
     // An editor stops `tern acp` with SIGINT as readily as with SIGTERM: both leave.
     let _ = signal_hook::flag::register(signal_hook::consts::SIGINT, ctx.process.term.clone());

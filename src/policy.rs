@@ -119,3 +119,45 @@ impl std::fmt::Display for Mode {
         f.write_str(self.as_str())
     }
 }
+
+/// How much free space a command must leave on the file systems it writes (the workspace's,
+/// `--add-dir`s', the private `TMPDIR`'s): below it the command is stopped, so a runaway copy
+/// cannot fill a disk others (and tern's own records) need (`TERN_DISK_FLOOR`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DiskFloor {
+    /// The smaller of 1 GiB and 5 % of the file system (at least 64 MiB).
+    #[default]
+    Auto,
+    /// Exactly this many bytes.
+    Bytes(u64),
+    /// No floor (`TERN_DISK_FLOOR=0`).
+    Off,
+}
+
+impl DiskFloor {
+    /// The floor in bytes on a file system of `total` bytes (0: none).
+    pub fn bytes(self, total: u64) -> u64 {
+        match self {
+            DiskFloor::Auto => (total / 20).clamp(64 << 20, 1 << 30).min(total / 2),
+            DiskFloor::Bytes(b) => b,
+            DiskFloor::Off => 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_automatic_floor_is_five_percent_between_64_mib_and_1_gib() {
+        let g = 1u64 << 30;
+        assert_eq!(DiskFloor::Auto.bytes(100 * g), g);
+        assert_eq!(DiskFloor::Auto.bytes(10 * g), g / 2);
+        assert_eq!(DiskFloor::Auto.bytes(g), 64 << 20);
+        // A tiny file system keeps half of itself at most.
+        assert_eq!(DiskFloor::Auto.bytes(64 << 20), 32 << 20);
+        assert_eq!(DiskFloor::Off.bytes(g), 0);
+        assert_eq!(DiskFloor::Bytes(5).bytes(g), 5);
+    }
+}

@@ -1077,12 +1077,7 @@ fn dir_size(dir: &Path, depth: usize) -> u64 {
 
 /// Free bytes of the file system holding `path`.
 pub fn free_space(path: &Path) -> Option<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
-    // SAFETY: statvfs fills the struct we own from a NUL-terminated path; checked for error.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    let r = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
-    (r == 0).then(|| (st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+    fsutil::space(path).map(|s| s.free)
 }
 
 /// Applies the permission bits taken by [`Store::modes_of_changed`] after a checkout: each file

@@ -36,6 +36,8 @@ pub struct Rules {
     /// The program that serves as the jail's init (`tern __jail`); None: this process's own
     /// binary (`/proc/self/exe`). Set by embedders whose process is not `tern` (the tests).
     pub jail_exe: Option<PathBuf>,
+    /// The free space a command must leave on what it writes.
+    pub disk_floor: crate::policy::DiskFloor,
 }
 
 /// One command to run.
@@ -99,6 +101,29 @@ impl fmt::Display for JailNotes {
     }
 }
 
+/// A file system that ran low while a command ran: where, how much was free, the floor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LowDisk {
+    /// A folder on it the command could write (the workspace, an `--add-dir`, `TMPDIR`).
+    pub path: PathBuf,
+    /// Bytes free when tern looked.
+    pub free: u64,
+    /// The floor in bytes.
+    pub floor: u64,
+}
+
+impl fmt::Display for LowDisk {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the disk holding {} has only {} free, below tern's floor of {} (TERN_DISK_FLOOR), which keeps room for everyone's files and tern's own records",
+            self.path.display(),
+            crate::checkpoint::size_text(self.free),
+            crate::checkpoint::size_text(self.floor)
+        )
+    }
+}
+
 /// What tern refused or undid of a command, for the model (appended to its result as an error).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
@@ -106,6 +131,8 @@ pub enum Verdict {
     Guard(GuardReport),
     /// In the jail: git redirections removed, submodules named.
     Jail(JailNotes),
+    /// The disk ran low while it ran: tern stopped it.
+    DiskFloor(LowDisk),
 }
 
 impl fmt::Display for Verdict {
@@ -113,6 +140,10 @@ impl fmt::Display for Verdict {
         match self {
             Verdict::Guard(r) => r.fmt(f),
             Verdict::Jail(n) => n.fmt(f),
+            Verdict::DiskFloor(low) => write!(
+                f,
+                "tern stopped this command: {low}. Remove what it wrote that is not needed, or write less."
+            ),
         }
     }
 }
@@ -273,17 +304,28 @@ impl Commands {
             sandbox: Some(&prepared),
             jail: jail.as_deref(),
         };
+        let watched = self.watched_folders();
         self.ran = true;
-        let out = match bash::run(&breq, req.cancel) {
+        // The command's own token: the disk floor stops this command, never the turn.
+        let cancel = req.cancel.child();
+        let watcher = DiskWatch::start(watched, self.rules.disk_floor, &cancel);
+        let ran = bash::run(&breq, &cancel);
+        let low = watcher.stop();
+        let mut out = match ran {
             Ok(out) => out,
             Err(e) => return Ran::Failed(format!("could not run bash: {e}")),
         };
+        if low.is_some() && !req.cancel.is_cancelled() {
+            // Stopped by tern, not by the person: the turn goes on and the model reads why.
+            out.interrupted = false;
+        }
         if out.spill_path.is_some() {
             crate::tools::output::enforce_spill_budget(&spill, bash::SPILL_BUDGET_BYTES);
         }
         // Nothing a call leaves in its TMPDIR reaches the next one.
         self.clear_tmp();
         let verdict = match &jail {
+            _ if low.is_some() => low.map(Verdict::DiskFloor),
             None => self
                 .guard
                 .check(site, &self.workspace)
@@ -336,6 +378,18 @@ impl Commands {
         if self.ran && (holds || crate::store::held_elsewhere(session).is_none()) {
             bash::kill_orphans(&session.dir);
         }
+    }
+
+    /// The folders whose file systems a command may fill: the workspace and `--add-dir`s (in
+    /// the modes that write them), the private `TMPDIR`.
+    fn watched_folders(&self) -> Vec<PathBuf> {
+        let mut v = Vec::new();
+        if self.rules.mode != Mode::ReadOnly {
+            v.push(self.workspace.clone());
+            v.extend(self.rules.reach.add_dirs.iter().cloned());
+        }
+        v.extend(self.tmp.as_ref().map(|t| t.path().to_path_buf()));
+        v
     }
 
     /// Empties the private `TMPDIR`; a folder that cannot be emptied (a command changed its
@@ -419,6 +473,96 @@ impl Commands {
             .clone()
             .unwrap_or_else(|| PathBuf::from("/proc/self/exe"));
         Jail::start(&exe, spec, Some(&self.groups))
+    }
+}
+
+/// One watched file system: a folder on it, its floor, and the free space at the start.
+struct Watched {
+    path: PathBuf,
+    floor: u64,
+    start: u64,
+}
+
+impl Watched {
+    /// Room a command may still take on a disk that is below the floor when it starts (so
+    /// `rm` and small writes still run there, and a runaway writer is still stopped).
+    const SLACK: u64 = 1 << 20;
+
+    /// The folders to watch and their floors (none for a file system that cannot be read).
+    fn all(folders: &[PathBuf], floor: crate::policy::DiskFloor) -> Vec<Watched> {
+        folders
+            .iter()
+            .filter_map(|p| {
+                let s = crate::store::fsutil::space(p)?;
+                let floor = floor.bytes(s.total);
+                (floor > 0).then(|| Watched {
+                    path: p.clone(),
+                    floor,
+                    start: s.free,
+                })
+            })
+            .collect()
+    }
+
+    /// Low now: below the floor, and (when it started below) lower still by more than the
+    /// slack.
+    fn low(&self) -> Option<LowDisk> {
+        let free = crate::store::fsutil::space(&self.path)?.free;
+        let limit = self.floor.min(self.start.saturating_sub(Self::SLACK));
+        (free < limit).then(|| LowDisk {
+            path: self.path.clone(),
+            free,
+            floor: self.floor,
+        })
+    }
+}
+
+/// A thread that looks at the watched file systems while a command runs (every
+/// [`DiskWatch::EVERY`]) and cancels the command's token when one runs below the floor.
+struct DiskWatch {
+    done: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Option<LowDisk>>>,
+}
+
+impl DiskWatch {
+    /// How often the free space is looked at (one `statvfs` per watched folder): a writer at
+    /// 1 GB/s writes 50 MB between two looks, inside the smallest floor.
+    const EVERY: Duration = Duration::from_millis(50);
+
+    fn start(
+        folders: Vec<PathBuf>,
+        floor: crate::policy::DiskFloor,
+        cancel: &CancelToken,
+    ) -> DiskWatch {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let done = Arc::new(AtomicBool::new(false));
+        let watched = Watched::all(&folders, floor);
+        if watched.is_empty() {
+            return DiskWatch { done, thread: None };
+        }
+        let (stop, token) = (done.clone(), cancel.clone());
+        let thread = std::thread::Builder::new()
+            .name("disk-floor".into())
+            .spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    if let Some(low) = watched.iter().find_map(Watched::low) {
+                        token.cancel_for_budget(low.to_string());
+                        return Some(low);
+                    }
+                    std::thread::park_timeout(DiskWatch::EVERY);
+                }
+                None
+            })
+            .ok();
+        DiskWatch { done, thread }
+    }
+
+    /// Stops the thread; what it found, if anything.
+    fn stop(self) -> Option<LowDisk> {
+        self.done.store(true, std::sync::atomic::Ordering::SeqCst);
+        let t = self.thread?;
+        t.thread().unpark();
+        t.join().ok().flatten()
     }
 }
 

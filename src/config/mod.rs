@@ -57,6 +57,8 @@ pub const READ_ENV: &[&str] = &[
     "TERN_READ_DIRS",
     "TERN_ENV",
     "TERN_NO_JAIL",
+    // The free space commands must leave (policy::DiskFloor).
+    "TERN_DISK_FLOOR",
     // Where the user's Fleet and config files are (fleet::user_file, config_file::user_path).
     "XDG_CONFIG_HOME",
     "HOME",

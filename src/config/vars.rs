@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::ValueEnum;
 
 use super::{Env, Var};
-use crate::policy::{Approval, Mode};
+use crate::policy::{Approval, DiskFloor, Mode};
 use crate::sandbox::jail::Reach;
 
 /// `key` when set to text that is not blank; None when unset. Errors: set but blank or not
@@ -146,6 +146,42 @@ pub fn reach(flags: ReachFlags<'_>, env: &Env) -> Result<Reach, String> {
     })
 }
 
+/// `TERN_DISK_FLOOR`: the free space a command must leave (`2G`, `500M`, `64k`, a number of
+/// bytes; `0` or `off`: none); unset: [`DiskFloor::Auto`].
+pub fn disk_floor(env: &Env) -> Result<DiskFloor, String> {
+    let expected = "a size such as 2G, 500M or 0";
+    let Some(v) = set_var(env, "TERN_DISK_FLOOR", expected, "the automatic floor")? else {
+        return Ok(DiskFloor::Auto);
+    };
+    let s = v.trim().to_ascii_lowercase();
+    if s == "0" || s == "off" {
+        return Ok(DiskFloor::Off);
+    }
+    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => (&s[..i], s[i..].trim_end_matches(['b', 'i'])),
+        None => (s.as_str(), ""),
+    };
+    let mult: u64 = match unit {
+        "" => 1,
+        "k" => 1 << 10,
+        "m" => 1 << 20,
+        "g" => 1 << 30,
+        "t" => 1 << 40,
+        _ => return Err(format!("TERN_DISK_FLOOR={v:?}: expected {expected}")),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .map(|b| {
+            if b == 0 {
+                DiskFloor::Off
+            } else {
+                DiskFloor::Bytes(b)
+            }
+        })
+        .ok_or_else(|| format!("TERN_DISK_FLOOR={v:?}: expected {expected}"))
+}
+
 /// `--temperature`'s text: a number from 0 to 2.
 pub fn temperature_text(s: &str) -> Result<f64, String> {
     let t: f64 = s
@@ -212,6 +248,19 @@ mod tests {
             approval(None, &Env::default(), Approval::Ask),
             Ok(Approval::Ask)
         );
+    }
+
+    #[test]
+    fn the_disk_floor_takes_sizes() {
+        let f = |v: &str| disk_floor(&Env::of(&[("TERN_DISK_FLOOR", v)]));
+        assert_eq!(f("2G"), Ok(DiskFloor::Bytes(2 << 30)));
+        assert_eq!(f("500MiB"), Ok(DiskFloor::Bytes(500 << 20)));
+        assert_eq!(f("4096"), Ok(DiskFloor::Bytes(4096)));
+        assert_eq!(f("off"), Ok(DiskFloor::Off));
+        assert_eq!(f("0"), Ok(DiskFloor::Off));
+        assert!(f("lots").is_err());
+        assert!(f("").is_err());
+        assert_eq!(disk_floor(&Env::default()), Ok(DiskFloor::Auto));
     }
 
     #[test]

@@ -284,6 +284,9 @@ impl Runtime {
         match &verdict {
             // tern put its files back: memory and disk agree again.
             Some(Verdict::Guard(_)) => self.note_disk(),
+            Some(v @ Verdict::DiskFloor(_)) => {
+                self.emit(ui, Event::warning(v.to_string()));
+            }
             Some(Verdict::Jail(notes)) => {
                 for note in [notes.submodule_note(), notes.planted_note()]
                     .into_iter()

@@ -131,6 +131,8 @@ pub struct Config {
     pub nudge: bool,
     /// The checkpoint store's limits (`TERN_CHECKPOINT_*`).
     pub checkpoints: crate::checkpoint::Limits,
+    /// The free space commands must leave (`TERN_DISK_FLOOR`).
+    pub disk_floor: crate::policy::DiskFloor,
 }
 
 /// Sub-agent limits (`--agent-depth`, `--agents-parallel`, `--agent-max-turns`,
@@ -185,6 +187,7 @@ impl Config {
             token_budget: None,
             nudge: true,
             checkpoints: crate::checkpoint::Limits::default(),
+            disk_floor: crate::policy::DiskFloor::Auto,
         }
     }
 }
@@ -441,6 +444,7 @@ impl Runtime {
             no_network: parts.cfg.no_network,
             reach: parts.cfg.reach.clone(),
             jail_exe: parts.cfg.jail_exe.clone(),
+            disk_floor: parts.cfg.disk_floor,
         };
         Runtime {
             session,

@@ -582,6 +582,29 @@ pub fn with_path(e: io::Error, path: &Path) -> io::Error {
     io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
 
+/// The space of the file system holding a path, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Space {
+    /// Free for an unprivileged user (`f_bavail`).
+    pub free: u64,
+    /// The file system's size.
+    pub total: u64,
+}
+
+/// The space of the file system holding `path` (`statvfs(3)`); None when it cannot be read.
+pub fn space(path: &Path) -> Option<Space> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs fills the struct we own from a NUL-terminated path; checked for error.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    let frsize = st.f_frsize as u64;
+    (r == 0).then(|| Space {
+        free: (st.f_bavail as u64).saturating_mul(frsize),
+        total: (st.f_blocks as u64).saturating_mul(frsize),
+    })
+}
+
 /// A file's length and modification time: a cheap test for "changed since last read".
 pub type FileStamp = (u64, std::time::SystemTime);
 

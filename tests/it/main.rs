@@ -12,6 +12,7 @@ mod bash_tool;
 mod budget;
 mod checkpoints;
 mod config;
+mod construct;
 
 mod durable;
 mod endings;

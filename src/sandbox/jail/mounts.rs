@@ -40,6 +40,21 @@ struct MountAttr {
     userns_fd: u64,
 }
 
+/// The folders covered by a private tmpfs, with its options. A tmpfs is memory: each has a
+/// size, so a runaway write there fails with "No space left" instead of filling the host's
+/// memory (the default would be half of it).
+const COVERS: [(&str, &str); 3] = [
+    ("/tmp", "mode=1777,size=1g"),
+    ("/var/tmp", "mode=1777,size=1g"),
+    ("/run", "mode=755,size=64m"),
+];
+
+/// The tmpfs over the home folder (what a command writes there is the jail's, and goes).
+const HOME_COVER: &str = "mode=755,size=256m";
+
+/// `/dev/shm` in the jail.
+const SHM_OPTIONS: &str = "mode=1777,size=256m";
+
 /// The device nodes a command gets (the rest of the host's `/dev` is not there).
 const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
 
@@ -159,12 +174,12 @@ pub enum Step {
     Device(&'static str),
     /// The whole host tree read-only, `nosuid`, `nodev`, in one recursive `mount_setattr`.
     HostReadOnly,
-    /// A private tmpfs over `path` (`mode=MODE`).
+    /// A private tmpfs over `path`, memory the jail's commands may fill up to a size.
     Cover {
         /// The covered folder.
         path: PathBuf,
-        /// Its permission bits, as tmpfs takes them.
-        mode: &'static str,
+        /// Its tmpfs options: permission bits and size (`mode=1777,size=1g`).
+        options: &'static str,
     },
     /// The minimal `/dev` with the copied devices.
     Dev,
@@ -256,12 +271,12 @@ pub fn plan(spec: &JailSpec, host: &Host<'_>) -> Vec<Step> {
     steps.push(Step::HostReadOnly);
     // 4. Covers, a minimal /dev, the jail's /proc.
     let mut covered: Vec<PathBuf> = Vec::new();
-    for (p, mode) in [("/tmp", "1777"), ("/var/tmp", "1777"), ("/run", "755")] {
+    for (p, options) in COVERS {
         if (host.kind)(Path::new(p)) == Some(true) {
             covered.push(PathBuf::from(p));
             steps.push(Step::Cover {
                 path: PathBuf::from(p),
-                mode,
+                options,
             });
         }
     }
@@ -274,7 +289,7 @@ pub fn plan(spec: &JailSpec, host: &Host<'_>) -> Vec<Step> {
         if (host.kind)(home) == Some(true) && !in_root && !hidden {
             steps.push(Step::Cover {
                 path: home.clone(),
-                mode: "755",
+                options: HOME_COVER,
             });
         }
     }
@@ -329,9 +344,7 @@ pub(super) fn build(spec: &JailSpec) -> io::Result<Vec<String>> {
             }
             Step::Device(d) => devices.push((d, clone_tree(&Path::new("/dev").join(d))?)),
             Step::HostReadOnly => set_attr(None, Path::new("/"), ro, 0, true)?,
-            Step::Cover { path, mode } => {
-                mount_fs("tmpfs", &path, tmpfs_flags, &format!("mode={mode}"))?
-            }
+            Step::Cover { path, options } => mount_fs("tmpfs", &path, tmpfs_flags, options)?,
             Step::Dev => build_dev(&devices)?,
             Step::Proc => mount_fs(
                 "proc",
@@ -426,7 +439,7 @@ fn build_dev(devices: &[(&str, OwnedFd)]) -> io::Result<()> {
     }
     let shm = dev.join("shm");
     std::fs::create_dir(&shm)?;
-    mount_fs("tmpfs", &shm, libc::MS_NOSUID | libc::MS_NODEV, "mode=1777")?;
+    mount_fs("tmpfs", &shm, libc::MS_NOSUID | libc::MS_NODEV, SHM_OPTIONS)?;
     let pts = dev.join("pts");
     std::fs::create_dir(&pts)?;
     // Best effort: a pty inside is a convenience (script, expect), not a need.
@@ -579,15 +592,15 @@ mod tests {
                 Step::HostReadOnly,
                 Step::Cover {
                     path: p("/tmp"),
-                    mode: "1777"
+                    options: "mode=1777,size=1g"
                 },
                 Step::Cover {
                     path: p("/run"),
-                    mode: "755"
+                    options: "mode=755,size=64m"
                 },
                 Step::Cover {
                     path: p("/home/u"),
-                    mode: "755"
+                    options: HOME_COVER
                 },
                 Step::Dev,
                 Step::Proc,
@@ -625,7 +638,7 @@ mod tests {
         let steps = plan_on(&s, HOST_DIRS, HOST_FILES, None);
         assert!(!steps.contains(&Step::Cover {
             path: p("/home/u"),
-            mode: "755"
+            options: HOME_COVER
         }));
         // Credentials are still hidden (the view shows them otherwise).
         assert_eq!(steps.last(), Some(&Step::Hide(p("/home/u/.ssh"))));
@@ -637,7 +650,7 @@ mod tests {
         let steps = plan_on(&s, &dirs, HOST_FILES, None);
         assert!(!steps.contains(&Step::Cover {
             path: p("/tmp/h"),
-            mode: "755"
+            options: HOME_COVER
         }));
     }
 
@@ -661,7 +674,7 @@ mod tests {
         let covered = steps.iter().position(|s| {
             *s == Step::Cover {
                 path: p("/run"),
-                mode: "755",
+                options: "mode=755,size=64m",
             }
         });
         let attached = steps.iter().position(|s| {

@@ -7,7 +7,6 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use super::check::{self, Acked};
 use super::run::{HANG, Site, run};
@@ -15,47 +14,7 @@ use crate::support::FakeServer;
 use crate::support::Wire;
 use crate::support::script::{bash, text, todo, work};
 
-/// A tmpfs mounted for the test, unmounted when dropped.
-struct Tmpfs {
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    fn mount(size: &str) -> Result<Tmpfs, String> {
-        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .output()
-            .map_err(|e| format!("mount: {e}"))?;
-        if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
-        }
-        Ok(Tmpfs { dir })
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        // An in-process test's store may still hold a folder of the mount open (its anchors):
-        // then the lazy unmount below detaches it.
-        let ok = Command::new("umount")
-            .arg(self.dir.path())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            let _ = Command::new("umount")
-                .arg("-l")
-                .arg(self.dir.path())
-                .status();
-        }
-    }
-}
+use crate::support::files::Tmpfs;
 
 /// Fills the filesystem of `dir` with `dir/filler`, then frees `free_pages` pages of it.
 fn fill(dir: &Path, free_pages: u64) -> PathBuf {

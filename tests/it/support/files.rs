@@ -70,3 +70,48 @@ pub fn person_git(dir: &std::path::Path, args: &[&str]) -> String {
     assert!(o.status.success(), "git {args:?}: {o:?}");
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
+
+/// A tmpfs mounted for a test (root only: mounting needs CAP_SYS_ADMIN), unmounted when dropped.
+pub struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    /// Mounts a tmpfs of `size` (`64m`) on a new temporary folder. Errors: mount's words (not
+    /// root, no tmpfs).
+    pub fn mount(size: &str) -> Result<Tmpfs, String> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output()
+            .map_err(|e| format!("mount: {e}"))?;
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+        }
+        Ok(Tmpfs { dir })
+    }
+
+    /// Its mount point.
+    pub fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        // A folder of the mount still open somewhere (a store's anchors): the lazy unmount
+        // detaches it.
+        let ok = std::process::Command::new("umount")
+            .arg(self.dir.path())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(self.dir.path())
+                .status();
+        }
+    }
+}

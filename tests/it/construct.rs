@@ -1,0 +1,134 @@
+//! The jail by construction (issue 29, DESIGN.md §10): nothing the person's tools later run or
+//! read is the model's to write, and what a runaway command consumes has floors. Each class is
+//! the model's scripted command attacking, checked by its effect; and the everyday work that
+//! must still pass. `.ci/run` runs this module again as an unprivileged user.
+
+use serde_json::Value;
+
+use crate::support::body::tool_result;
+use crate::support::cli::{Ws, launch, ok_no_stdin};
+use crate::support::files::{Tmpfs, jsonl};
+use crate::support::script::bash;
+use crate::support::{FakeServer, Wire, openai_text};
+
+/// The model's `commands` in one `tern exec` with `args` and tern's environment changed by
+/// `setup`; each call's tool result text.
+fn run_with(
+    ws: &Ws,
+    args: &[&str],
+    setup: impl FnOnce(&mut std::process::Command),
+    commands: &[&str],
+) -> Vec<String> {
+    let mut script: Vec<_> = commands
+        .iter()
+        .enumerate()
+        .map(|(i, c)| bash(Wire::OpenAi, &format!("c{i}"), c))
+        .collect();
+    script.push(openai_text("done"));
+    let fake = FakeServer::start(script);
+    let mut cmd = ws.tern(&fake);
+    setup(&mut cmd);
+    cmd.arg("exec").args(args).arg("go");
+    ok_no_stdin(cmd);
+    let conv: Vec<Value> = jsonl(&ws.current_dir().join("conversation.jsonl"));
+    (0..commands.len())
+        .map(|i| {
+            tool_result(&conv, &format!("c{i}"))["content"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect()
+}
+
+/// A command that writes past the disk floor is stopped while it runs, the model and the
+/// person are told why, the turn goes on; on a disk still below the floor a small command and
+/// a cleanup run, another big write is stopped again. (A 64 MiB tmpfs stands for a shared disk;
+/// the writer writes 1 MiB every 10 ms, a fast disk's pace; root only.)
+#[test]
+fn a_runaway_write_stops_at_the_disk_floor() {
+    let disk = match Tmpfs::mount("64m") {
+        Ok(d) => d,
+        Err(e) => {
+            crate::support::skipped(
+                "construct::a_runaway_write_stops_at_the_disk_floor",
+                &format!("cannot mount a tmpfs here ({e})"),
+                false,
+            );
+            return;
+        }
+    };
+    let ws = Ws::new();
+    let d = disk.path().display().to_string();
+    let outs = run_with(
+        &ws,
+        &["--add-dir", &d],
+        |c| {
+            c.env("TERN_DISK_FLOOR", "24M");
+        },
+        &[
+            &format!("{WRITER} {d}/big; echo finished-writing"),
+            &format!("echo next > {d}/small && echo ran"),
+            &format!("{WRITER} {d}/big2; echo finished-again"),
+            &format!("rm {d}/big {d}/big2 && echo freed"),
+        ],
+    );
+    assert!(
+        outs[0].contains("tern stopped this command: the disk holding")
+            && outs[0].contains("below tern's floor of"),
+        "{outs:?}"
+    );
+    assert!(!outs[0].contains("finished-writing\n[exit"), "{outs:?}");
+    let left = std::fs::metadata(disk.path().join("big")).map_or(0, |m| m.len());
+    assert!(left < 48 << 20, "the copy went on to {left} bytes");
+    assert!(outs[1].contains("ran"), "{outs:?}");
+    assert!(outs[2].contains("tern stopped this command"), "{outs:?}");
+    assert!(outs[3].contains("freed"), "{outs:?}");
+    // The person saw it too.
+    let events = std::fs::read_to_string(ws.current_dir().join("events.jsonl")).unwrap();
+    assert!(
+        events.contains("tern stopped this command"),
+        "no warning event"
+    );
+}
+
+/// A writer of 1 MiB every 10 ms into the file it is given (about 100 MB/s).
+const WRITER: &str = "w() { while head -c 1048576 /dev/zero; do sleep 0.01; done; }; w >";
+
+/// `TERN_DISK_FLOOR` set to nonsense is a usage error naming it (exit 2).
+#[test]
+fn a_bad_disk_floor_is_a_usage_error() {
+    let ws = Ws::new();
+    let fake = FakeServer::start(vec![openai_text("done")]);
+    let mut cmd = ws.tern(&fake);
+    cmd.env("TERN_DISK_FLOOR", "plenty").args(["exec", "go"]);
+    let out = launch(cmd, None, crate::support::cli::LIMIT);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("TERN_DISK_FLOOR"), "{out:?}");
+}
+
+/// The jail's memory-backed folders (`/tmp`, `/var/tmp`, `/run`, `/dev/shm`, the covered home)
+/// each have a size: a runaway write there fails, never fills the host's memory.
+#[test]
+fn the_jails_memory_folders_have_sizes() {
+    let ws = Ws::new();
+    let outs = run_with(
+        &ws,
+        &[],
+        |_| {},
+        &[
+            "for d in /tmp /var/tmp /run /dev/shm; do echo \"$d $(df -k --output=size $d | tail -1)\"; done",
+        ],
+    );
+    let sizes: Vec<(String, u64)> = outs[0]
+        .lines()
+        .filter_map(|l| {
+            let (d, k) = l.split_once(' ')?;
+            Some((d.to_string(), k.trim().parse().ok()?))
+        })
+        .collect();
+    assert_eq!(sizes.len(), 4, "{outs:?}");
+    for (d, k) in sizes {
+        assert!(k <= 1 << 20, "{d} is {k} KiB: {outs:?}");
+    }
+}
