@@ -304,6 +304,7 @@ impl Launcher {
     /// Opens the session `r` names: a new one (pinning `system.txt` from the bundled prompt and
     /// the project's `AGENTS.md`), or an existing one (resumed: see [`Launcher::resume`]).
     pub fn open(&self, r: &SessionRef, ui: &mut dyn Surface) -> Result<Runtime, Failure> {
+        self.check_workspace()?;
         match (r, self.find(r)?) {
             (SessionRef::New { title }, _) => self.create(title, ui),
             (_, Some(session)) => self.resume(session, ui),
@@ -398,7 +399,29 @@ impl Launcher {
     ///
     /// Errors: a turn of this session is running in another live process.
     pub fn resume(&self, session: Session, ui: &mut dyn Surface) -> Result<Runtime, Failure> {
+        self.check_workspace()?;
         self.reopen(session, None, ui)
+    }
+
+    /// Refuses workspace-write where it would let commands create what the person's tools later
+    /// run or trust (issue 29): a workspace that is or holds the home folder (`.bash_profile`,
+    /// `~/.ssh/authorized_keys`, `~/.local/bin/git` that did not exist), `/`, a folder where
+    /// other programs keep sockets, or a system folder. A usage error (exit 2) naming why and
+    /// the ways on.
+    pub fn check_workspace(&self) -> Result<(), Failure> {
+        if self.config.sandbox != crate::policy::Mode::WorkspaceWrite {
+            return Ok(());
+        }
+        let ws = std::fs::canonicalize(&self.state.workspace)
+            .unwrap_or_else(|_| self.state.workspace.clone());
+        let canon = |k: &str| self.env.get(k).and_then(|v| std::fs::canonicalize(v).ok());
+        let (home, runtime) = (canon("HOME"), canon("XDG_RUNTIME_DIR"));
+        match crate::policy::wide_root(&ws, home.as_deref(), runtime.as_deref()) {
+            None => Ok(()),
+            Some(why) => Err(Failure::Usage(format!(
+                "the workspace is {why}: workspace-write would let commands write all of it, and create files that your own tools later run. Run tern in a project folder (cd into one, or pass --cd DIR), or pass --sandbox read-only"
+            ))),
+        }
     }
 
     /// [`Launcher::resume`] for a verb's model call: the provider of this environment with the

@@ -145,9 +145,93 @@ impl DiskFloor {
     }
 }
 
+/// Folders where other programs keep sockets (tmux, ssh-agent, D-Bus, Docker): a writable root
+/// that is or holds one would expose them to commands.
+pub const SOCKET_FOLDERS: [&str; 6] = ["/tmp", "/var/tmp", "/run", "/var/run", "/dev/shm", "/dev"];
+
+/// Folders of the system itself.
+const SYSTEM_FOLDERS: [&str; 12] = [
+    "/usr", "/etc", "/var", "/opt", "/boot", "/bin", "/sbin", "/lib", "/lib64", "/proc", "/sys",
+    "/srv",
+];
+
+/// Why `path` may not be a writable root of the model's commands (the workspace in
+/// workspace-write, an `--add-dir`), in words ("the whole file system", "your home folder", …);
+/// None when it may. `home` is `$HOME`, `runtime` is `$XDG_RUNTIME_DIR`. All paths absolute and
+/// canonical. The home folder itself would let a command create start-up files
+/// (`.bash_profile`), `~/.ssh/authorized_keys` or `~/.local/bin/git` that did not exist (a root
+/// that holds the home folder deeper down is fine: the jail shows the home folder read-only
+/// inside it); a socket folder would expose other programs' sockets (tmux's runs commands
+/// outside the jail).
+pub fn wide_root(
+    path: &std::path::Path,
+    home: Option<&std::path::Path>,
+    runtime: Option<&std::path::Path>,
+) -> Option<String> {
+    use std::path::Path;
+    if path.parent().is_none() {
+        return Some("the whole file system".into());
+    }
+    if home == Some(path) {
+        return Some("your home folder".into());
+    }
+    let sockets = SOCKET_FOLDERS
+        .iter()
+        .map(Path::new)
+        .chain(runtime)
+        .find(|s| s.starts_with(path));
+    if let Some(s) = sockets {
+        return Some(if s == path {
+            format!(
+                "{}, a shared folder where other programs keep their sockets",
+                s.display()
+            )
+        } else {
+            format!(
+                "{} (it holds {}, where other programs keep their sockets)",
+                path.display(),
+                s.display()
+            )
+        });
+    }
+    SYSTEM_FOLDERS
+        .iter()
+        .any(|s| Path::new(s) == path)
+        .then(|| format!("{}, a folder of the system", path.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wide_roots_are_named_and_project_folders_pass() {
+        use std::path::Path;
+        let home = Some(Path::new("/home/u"));
+        let run = Some(Path::new("/run/user/1000"));
+        let w = |p: &str| wide_root(Path::new(p), home, run);
+        assert_eq!(w("/").as_deref(), Some("the whole file system"));
+        assert_eq!(w("/home/u").as_deref(), Some("your home folder"));
+        assert_eq!(
+            w("/home"),
+            None,
+            "the jail shows the home folder in it read-only"
+        );
+        assert!(w("/tmp").unwrap().contains("sockets"));
+        assert!(w("/dev/shm").unwrap().contains("sockets"));
+        assert!(w("/run/user/1000").unwrap().contains("sockets"));
+        assert!(w("/var").unwrap().contains("holds /var/tmp"));
+        assert!(w("/usr").unwrap().contains("system"));
+        for ok in [
+            "/home/u/proj",
+            "/tmp/build",
+            "/work/main",
+            "/srv/app",
+            "/var/lib/x",
+        ] {
+            assert_eq!(w(ok), None, "{ok}");
+        }
+    }
 
     #[test]
     fn the_automatic_floor_is_five_percent_between_64_mib_and_1_gib() {

@@ -62,6 +62,8 @@ pub const READ_ENV: &[&str] = &[
     // Where the user's Fleet and config files are (fleet::user_file, config_file::user_path).
     "XDG_CONFIG_HOME",
     "HOME",
+    // Where the person's session keeps its sockets (policy::wide_root).
+    "XDG_RUNTIME_DIR",
 ];
 
 /// A snapshot of the environment variables tern reads ([`READ_ENV`]), taken before the secrets

@@ -107,12 +107,28 @@ pub fn reach(flags: ReachFlags<'_>, env: &Env) -> Result<Reach, String> {
                     .map(|d| (d, var)),
             );
         }
+        let home = env.get("HOME").and_then(|h| std::fs::canonicalize(h).ok());
+        let runtime = env
+            .get("XDG_RUNTIME_DIR")
+            .and_then(|r| std::fs::canonicalize(r).ok());
         all.iter()
             .map(|(d, flag)| match std::fs::canonicalize(d) {
                 Ok(c) if c.parent().is_none() => Err(format!(
                     "{flag} {}: the whole file system; pass --sandbox danger-full-access for that",
                     d.display()
                 )),
+                // A writable (or shown) root must not expose other programs' sockets nor the
+                // home folder's start-up files (issue 29).
+                Ok(c) if let Some(why) =
+                    crate::policy::wide_root(&c, home.as_deref(), runtime.as_deref()) =>
+                {
+                    Err(format!(
+                        "{flag} {}: {why}; give a folder of your own inside it instead (e.g. mkdir {} and pass {flag} {})",
+                        d.display(),
+                        c.join("tern-work").display(),
+                        c.join("tern-work").display()
+                    ))
+                }
                 Ok(c) if c.is_dir() => Ok(c),
                 Ok(_) => Err(format!("{flag} {}: not a folder", d.display())),
                 Err(e) => Err(format!("{flag} {}: {e}", d.display())),

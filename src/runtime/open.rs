@@ -32,17 +32,6 @@ impl Runtime {
                 self.emit(ui, Event::warning(format!("hooks: {n}")));
             }
         }
-        if self.cfg.sandbox == crate::policy::Mode::WorkspaceWrite
-            && self.depth() == 0
-            && let Some(what) = wide_workspace(self.workspace())
-        {
-            self.emit(
-                ui,
-                Event::warning(format!(
-                    "the workspace is {what}: workspace-write lets commands write all of it. Run tern in a project folder, or pass --sandbox read-only."
-                )),
-            );
-        }
         self.checkpoint(crate::checkpoint::Moment::Open, ui);
         let Some((meta, was_interrupted)) = before else {
             self.note_disk();
@@ -76,14 +65,4 @@ impl Runtime {
         self.switch_model(ui, meta)?;
         self.switch_sandbox(ui, meta)
     }
-}
-
-/// "/" or "your home folder" when `workspace` is one of them (where workspace-write keeps
-/// nothing out); None for a project folder.
-fn wide_workspace(workspace: &std::path::Path) -> Option<&'static str> {
-    if workspace == std::path::Path::new("/") {
-        return Some("/");
-    }
-    let home = std::env::var_os("HOME").map(std::path::PathBuf::from)?;
-    (workspace == home).then_some("your home folder")
 }

@@ -132,3 +132,55 @@ fn the_jails_memory_folders_have_sizes() {
         assert!(k <= 1 << 20, "{d} is {k} KiB: {outs:?}");
     }
 }
+
+/// A workspace that is the home folder (or holds it), or `/tmp`, is refused in workspace-write
+/// before anything runs: a command could create start-up files, `~/.ssh/authorized_keys` or a
+/// `~/.local/bin/git` that did not exist, or reach other programs' sockets. Read-only works.
+#[test]
+fn workspace_write_is_refused_in_the_home_folder() {
+    let ws = Ws::new();
+    let fake = FakeServer::start(vec![
+        bash(Wire::OpenAi, "c0", "touch .bash_profile"),
+        openai_text("done"),
+    ]);
+    let mut cmd = ws.tern(&fake);
+    cmd.env("HOME", ws.path()).args(["exec", "go"]);
+    let out = launch(cmd, None, crate::support::cli::LIMIT);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(
+        out.stderr.contains("your home folder") && out.stderr.contains("--sandbox read-only"),
+        "{out:?}"
+    );
+    assert!(!ws.path().join(".bash_profile").exists());
+    assert!(fake.requests().is_empty(), "refused before any request");
+    let mut cmd = ws.tern(&fake);
+    cmd.env("HOME", ws.path())
+        .args(["exec", "--sandbox", "read-only", "go"]);
+    let out = launch(cmd, None, crate::support::cli::LIMIT);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(!ws.path().join(".bash_profile").exists());
+}
+
+/// `--add-dir` (and `--read-dir`) of a folder where other programs keep sockets is refused with
+/// a narrower folder to give: `/tmp` held tmux's socket, and `tmux new-window` ran a command
+/// outside the jail.
+#[test]
+fn a_widened_folder_never_exposes_host_sockets() {
+    let ws = Ws::new();
+    let fake = FakeServer::start(vec![openai_text("never")]);
+    for (flag, dir) in [
+        ("--add-dir", "/tmp"),
+        ("--read-dir", "/run"),
+        ("--add-dir", "/dev/shm"),
+    ] {
+        let mut cmd = ws.tern(&fake);
+        cmd.args(["exec", flag, dir, "go"]);
+        let out = launch(cmd, None, crate::support::cli::LIMIT);
+        assert_eq!(out.code, Some(2), "{flag} {dir}: {out:?}");
+        assert!(
+            out.stderr.contains("sockets") && out.stderr.contains("tern-work"),
+            "{flag} {dir}: {out:?}"
+        );
+    }
+    assert!(fake.requests().is_empty());
+}

@@ -988,24 +988,25 @@ mod through_exec {
         ws.ok(&["exec", "--no-jail", "--continue", "again"]);
     }
 
-    /// With the workspace at the home folder (or `/`), workspace-write keeps nothing out: the
-    /// session says so in a warning (found by a new user running tern in `/`).
+    /// With the workspace at the home folder (or `/`), workspace-write keeps nothing out: it is
+    /// refused before anything runs (issue 29; it was a warning, found by a new user running
+    /// tern in `/`), with `--no-jail` too, and a `--json` run still ends with `result`.
     #[test]
-    fn a_home_folder_workspace_is_warned_about() {
+    fn a_home_folder_workspace_is_refused() {
         let w = Wire::OpenAi;
         let ws = WireWs::new(w, vec![text(w, "hi")]);
         let mut cmd = ws.cmd(&["exec", "--no-jail", "--json", "go"]);
         cmd.env("HOME", ws.root());
         let out = crate::support::cli::run(cmd, "");
-        assert_eq!(out.code, Some(0), "{out:?}");
+        assert_eq!(out.code, Some(2), "{out:?}");
         assert!(
-            out.stdout.contains("\"type\":\"warning\"") && out.stdout.contains("your home folder"),
-            "{}",
-            out.stdout
+            out.stdout.contains("\"type\":\"result\"") && out.stdout.contains("your home folder"),
+            "{out:?}"
         );
-        // In a project folder, no such warning.
+        // In a project folder, nothing of the kind.
         let ws = WireWs::new(w, vec![text(w, "hi")]);
         let out = crate::support::cli::run(ws.cmd(&["exec", "--no-jail", "--json", "go"]), "");
+        assert_eq!(out.code, Some(0), "{out:?}");
         assert!(!out.stdout.contains("your home folder"), "{}", out.stdout);
     }
 

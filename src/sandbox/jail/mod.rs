@@ -14,8 +14,8 @@
 //!   `$PLAN_DRAFT_FILE`; read-only inside the workspace the state folder and git's `hooks` and
 //!   `config`; private `/tmp`, `/var/tmp`, `/run`, `/dev/shm` and a minimal `/dev`, so host
 //!   sockets (tmux, ssh-agent, D-Bus, Docker) are not there; the home folder hidden but for an
-//!   allow-list of what tools read ([`HOME_READABLE`]); credential paths ([`CREDENTIALS`])
-//!   hidden wherever they would still show;
+//!   allow-list of what tools read ([`HOME_READABLE`]), or read-only when a writable root holds
+//!   it; credential paths ([`CREDENTIALS`]) hidden wherever they would still show;
 //! - an **IPC namespace** (no System V shared memory of the host's);
 //! - under `--no-network`, a **network namespace** with only loopback: no socket family reaches
 //!   the host;
@@ -120,19 +120,6 @@ pub const CREDENTIALS: [&str; 29] = [
     ".lesshst",
     ".config/hub",
     ".local/share/keyrings",
-];
-
-/// Home entries that run as the person later (git's config, the person's own scripts, desktop
-/// autostart, the shell's exit file): read-only when the home folder is visible and writable
-/// (a workspace that is, or holds, the home folder).
-pub const HOME_RUNS_LATER: [&str; 7] = [
-    ".gitconfig",
-    ".config/git",
-    ".local/bin",
-    "bin",
-    ".bash_logout",
-    ".config/autostart",
-    ".config/systemd",
 ];
 
 /// Files of a git folder that redirect git's configuration when present (git-repository-layout):
@@ -245,12 +232,12 @@ impl JailSpec {
                     s.hidden.push(c);
                 }
             }
-            if s.writable.iter().any(|w| home.starts_with(w)) {
-                for e in HOME_RUNS_LATER {
-                    if let Some(c) = canon(&home.join(e)) {
-                        s.read_only.push(c);
-                    }
-                }
+            // A writable root that holds the home folder (a workspace of `/home`): the home
+            // folder itself is shown read-only in it, so no command creates a start-up file,
+            // `~/.ssh/authorized_keys` or `~/.local/bin/git`, existing or not (a workspace
+            // that *is* the home folder is refused before this: `policy::wide_root`).
+            if s.writable.iter().any(|w| home.starts_with(w) && *w != home) {
+                s.read_only.push(home.clone());
             }
             s.home = Some(home);
         }
