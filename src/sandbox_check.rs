@@ -322,6 +322,7 @@ fn jail_tests(report: &mut CheckReport, workspace: &Path, exe: &Path, ctx: &Ctx<
             add_dirs: &[],
             read_dirs: &[],
             home: std::env::var_os("HOME").as_deref().map(Path::new),
+            tern_config: None,
             no_network,
         })
     };

@@ -90,6 +90,7 @@ fn calls_and_start() -> R<String> {
         add_dirs: &[],
         read_dirs: &[],
         home: std::env::var_os("HOME").as_deref().map(Path::new),
+        tern_config: None,
         no_network: false,
     });
     let exe = Path::new(TERN);

@@ -430,6 +430,11 @@ impl Commands {
         let draft = session.path(files::DRAFT);
         let state = session.state_root().unwrap_or_else(|| session.dir.clone());
         let home = std::env::var_os("HOME").map(PathBuf::from);
+        // tern's own config, wherever XDG_CONFIG_HOME puts it (the keys may be there).
+        let tern_config = std::env::var_os("XDG_CONFIG_HOME")
+            .filter(|x| !x.is_empty())
+            .map(|x| PathBuf::from(x).join("tern"))
+            .or_else(|| home.as_ref().map(|h| h.join(".config/tern")));
         let spec = JailSpec::new(&JailPaths {
             workspace: &self.workspace,
             workspace_writable: self.rules.mode == Mode::WorkspaceWrite,
@@ -439,6 +444,7 @@ impl Commands {
             add_dirs: &self.rules.reach.add_dirs,
             read_dirs: &self.rules.reach.read_dirs,
             home: home.as_deref(),
+            tern_config: tern_config.as_deref(),
             no_network: self.rules.no_network,
         });
         match self.start_jail(&spec) {

@@ -184,3 +184,85 @@ fn a_widened_folder_never_exposes_host_sockets() {
     }
     assert!(fake.requests().is_empty());
 }
+
+/// Credentials inside the toolchain folders the jail shows stay hidden (the crates.io token,
+/// git's credential store, Maven's settings), while the caches and binaries a build needs are
+/// readable; tern's own config is hidden wherever `XDG_CONFIG_HOME` puts it.
+#[test]
+fn credentials_inside_toolchain_folders_stay_hidden() {
+    let ws = Ws::new();
+    let home = tempfile::Builder::new()
+        .prefix("tern-home-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let xdg = tempfile::Builder::new()
+        .prefix("tern-xdg-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let h = home.path();
+    let files = [
+        (".cargo/credentials.toml", "token = \"CRATES-TOKEN\""),
+        (".cargo/bin/cargo-hello", "TOOL-BINARY"),
+        (".cargo/registry/cache/x.crate", "CACHED-CRATE"),
+        (".config/git/credentials", "https://u:GIT-TOKEN@example.com"),
+        (".config/git/config", "[user]\n\tname = Tester\n"),
+        (".m2/settings.xml", "<password>MAVEN-SECRET</password>"),
+        (".m2/repository/a.jar", "MAVEN-CACHE"),
+    ];
+    for (rel, text) in files {
+        let p = h.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    std::fs::create_dir_all(xdg.path().join("tern")).unwrap();
+    // Written as `tern setup` writes it: mode 0600, an unknown-to-the-server model only.
+    let cfg = xdg.path().join("tern/config.json");
+    std::fs::write(&cfg, "{\"model\":\"XDG-KEY\"}").unwrap();
+    std::fs::set_permissions(&cfg, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let cat: Vec<String> = files
+        .iter()
+        .map(|(rel, _)| format!("cat {}/{rel} 2>/dev/null; echo", h.display()))
+        .chain([format!(
+            "cat {}/tern/config.json 2>/dev/null; echo",
+            xdg.path().display()
+        )])
+        .collect();
+    let outs = run_with(
+        &ws,
+        &[],
+        |c| {
+            c.env("HOME", h).env("XDG_CONFIG_HOME", xdg.path());
+        },
+        &[&cat.join("; ")],
+    );
+    let out = &outs[0];
+    for secret in ["CRATES-TOKEN", "GIT-TOKEN", "MAVEN-SECRET", "XDG-KEY"] {
+        assert!(!out.contains(secret), "{secret} readable: {out}");
+    }
+    for shown in ["TOOL-BINARY", "CACHED-CRATE", "Tester", "MAVEN-CACHE"] {
+        assert!(out.contains(shown), "{shown} hidden: {out}");
+    }
+}
+
+/// A workspace that holds the home folder (here `.home/` inside it, as in every test): the home
+/// folder is read-only in the jail, so a command creates no start-up file, no
+/// `~/.ssh/authorized_keys` and no `~/.local/bin/git`, none of which existed.
+#[test]
+fn no_start_up_file_can_be_created_in_a_home_the_workspace_holds() {
+    let ws = Ws::new();
+    std::fs::create_dir_all(ws.home()).unwrap();
+    let outs = run_with(
+        &ws,
+        &[],
+        |_| {},
+        &[
+            "echo evil > \"$HOME/.bash_profile\"; mkdir -p \"$HOME/.ssh\" && echo key >> \"$HOME/.ssh/authorized_keys\"; mkdir -p \"$HOME/.local/bin\" && echo x > \"$HOME/.local/bin/git\"; echo tried",
+            "echo work > work.txt && echo wrote-the-workspace",
+        ],
+    );
+    assert!(outs[0].contains("tried"), "{outs:?}");
+    for rel in [".bash_profile", ".ssh/authorized_keys", ".local/bin/git"] {
+        assert!(!ws.home().join(rel).exists(), "{rel} was created: {outs:?}");
+    }
+    assert!(outs[1].contains("wrote-the-workspace"), "{outs:?}");
+}

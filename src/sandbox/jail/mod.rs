@@ -58,39 +58,54 @@ pub const FAKE_REFUSAL_ENV: &str = "TERN_SANDBOX_FAKE_NO_USERNS";
 /// The hidden first argument that makes `tern` the jail's process ([`init::main`]).
 pub const JAIL_ARG: &str = "__jail";
 
-/// Entries of the home folder a command may read (toolchains, package caches, git's identity);
-/// the rest of the home folder is hidden. Extend with `--read-dir` (read) or `--add-dir`
-/// (write).
-pub const HOME_READABLE: [&str; 24] = [
-    ".cargo",
+/// Entries of the home folder a command may read: toolchains' binaries and package caches,
+/// git's identity and ignore files (issue 29: caches and binaries, never a whole tool folder,
+/// whose config and credential files — `~/.cargo/credentials.toml`, `~/.m2/settings.xml`,
+/// `~/.config/git/credentials` — stay hidden). The rest of the home folder is hidden. Extend with
+/// `--read-dir` (read) or `--add-dir` (write).
+pub const HOME_READABLE: [&str; 37] = [
+    ".cargo/bin",
+    ".cargo/env",
+    ".cargo/registry",
+    ".cargo/git",
     ".rustup",
     ".gitconfig",
-    ".config/git",
+    ".config/git/config",
+    ".config/git/ignore",
+    ".config/git/attributes",
     ".pyenv",
     ".local/bin",
     ".local/lib",
     ".local/share/uv",
+    ".cache/uv",
+    ".cache/pip",
     ".nvm",
-    ".npm",
+    ".npm/_cacache",
     ".volta",
-    ".bun",
+    ".bun/bin",
+    ".bun/install/cache",
     ".deno",
-    "go",
-    ".m2",
-    ".gradle",
-    ".sdkman",
+    "go/bin",
+    "go/pkg",
+    ".m2/repository",
+    ".gradle/caches",
+    ".gradle/wrapper",
+    ".sdkman/candidates",
     ".rbenv",
-    ".ghcup",
-    ".cabal",
-    ".stack",
+    ".ghcup/bin",
+    ".ghcup/ghc",
+    ".cabal/bin",
+    ".cabal/packages",
+    ".cabal/store",
+    ".stack/programs",
+    ".stack/snapshots",
     ".opam",
     ".elan",
-    ".cache/pip",
 ];
 
 /// Credential paths in the home folder, hidden from commands even where the home folder is
 /// visible (a workspace that is the home folder): folders show empty, files show empty.
-pub const CREDENTIALS: [&str; 29] = [
+pub const CREDENTIALS: [&str; 36] = [
     ".ssh",
     ".aws",
     ".azure",
@@ -120,6 +135,13 @@ pub const CREDENTIALS: [&str; 29] = [
     ".lesshst",
     ".config/hub",
     ".local/share/keyrings",
+    ".cargo/credentials.toml",
+    ".cargo/credentials",
+    ".config/git/credentials",
+    ".m2/settings.xml",
+    ".m2/settings-security.xml",
+    ".gradle/gradle.properties",
+    ".cabal/config",
 ];
 
 /// Files of a git folder that redirect git's configuration when present (git-repository-layout):
@@ -175,6 +197,9 @@ pub struct JailPaths<'a> {
     pub read_dirs: &'a [PathBuf],
     /// The home folder (`$HOME`).
     pub home: Option<&'a Path>,
+    /// tern's own configuration folder (`$XDG_CONFIG_HOME/tern`, which may lie outside the
+    /// home folder): hidden wherever it shows.
+    pub tern_config: Option<&'a Path>,
     /// `--no-network`.
     pub no_network: bool,
 }
@@ -243,6 +268,11 @@ impl JailSpec {
         }
         s.readable
             .extend(p.read_dirs.iter().filter_map(|d| canon(d)));
+        if let Some(c) = p.tern_config.and_then(canon)
+            && !s.hidden.contains(&c)
+        {
+            s.hidden.push(c);
+        }
         s
     }
 
