@@ -323,6 +323,7 @@ fn jail_tests(report: &mut CheckReport, workspace: &Path, exe: &Path, ctx: &Ctx<
             read_dirs: &[],
             home: std::env::var_os("HOME").as_deref().map(Path::new),
             tern_config: None,
+            shadows: None,
             no_network,
         })
     };

@@ -91,6 +91,7 @@ fn calls_and_start() -> R<String> {
         read_dirs: &[],
         home: std::env::var_os("HOME").as_deref().map(Path::new),
         tern_config: None,
+        shadows: None,
         no_network: false,
     });
     let exe = Path::new(TERN);

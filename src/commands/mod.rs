@@ -50,54 +50,23 @@ pub struct Request<'a> {
     pub cancel: &'a CancelToken,
 }
 
-/// What tern noticed about a command it ran in the jail: files that would make git read
-/// another folder's configuration (removed), and submodules the command added to the index.
+/// What tern noticed about a command it ran in the jail: what the copy-back of git's data
+/// files kept back or settled (an index that adds a submodule, a file changed on both sides).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct JailNotes {
-    /// Removed after the command (`commondir`, `config.worktree` it created).
-    pub planted: Vec<PathBuf>,
-    /// Added to the git index as submodules (`path`s).
-    pub submodules: Vec<String>,
+    /// One sentence each.
+    pub git: Vec<String>,
 }
 
 impl JailNotes {
-    /// The warning for the removed plants (None when there were none).
-    pub fn planted_note(&self) -> Option<String> {
-        (!self.planted.is_empty()).then(|| {
-            let names: Vec<String> = self
-                .planted
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect();
-            format!(
-                "this command created {}, which would make git read another folder's configuration and hooks at the person's next git command; tern removed it.",
-                names.join(", ")
-            )
-        })
-    }
-
-    /// The warning for the new submodules (None when there were none).
-    pub fn submodule_note(&self) -> Option<String> {
-        (!self.submodules.is_empty()).then(|| {
-            format!(
-                "this command added {} to the git index as a submodule: git reads that folder's own .git configuration (which the command wrote, and which can name a command to run) at the person's next git status; check `git diff --cached` before running git there.",
-                self.submodules.join(", ")
-            )
-        })
-    }
-
     fn is_empty(&self) -> bool {
-        self.planted.is_empty() && self.submodules.is_empty()
+        self.git.is_empty()
     }
 }
 
 impl fmt::Display for JailNotes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let notes: Vec<String> = [self.planted_note(), self.submodule_note()]
-            .into_iter()
-            .flatten()
-            .collect();
-        f.write_str(&notes.join(" "))
+        f.write_str(&self.git.join(" "))
     }
 }
 
@@ -182,6 +151,10 @@ pub struct Commands {
     ran: bool,
     /// The person answered "always" to an approval question.
     always: bool,
+    /// Jails started so far (each gets shadows of its own).
+    jails: u32,
+    /// The folder of the running jail's repository shadows.
+    shadows: Option<PathBuf>,
 }
 
 impl Commands {
@@ -199,6 +172,8 @@ impl Commands {
             guard: guard::Guard::default(),
             ran: false,
             always: false,
+            jails: 0,
+            shadows: None,
         }
     }
 
@@ -262,7 +237,23 @@ impl Commands {
             no_network: self.rules.no_network,
             // In the jail the network namespace holds it, and loopback inside still works.
             network_in_namespace: jail.is_some(),
-            add_dirs: self.rules.reach.add_dirs.clone(),
+            add_dirs: self
+                .rules
+                .reach
+                .add_dirs
+                .iter()
+                .cloned()
+                // In the jail the repositories are their shadows (the copies tern wrote) and the
+                // real data folders bound in them: Landlock's second layer lets git write there.
+                .chain(jail.iter().flat_map(|j| {
+                    let s = j.spec();
+                    s.git_shadows
+                        .iter()
+                        .map(|(_, copy)| copy.clone())
+                        .chain(s.git_data.iter().cloned())
+                        .collect::<Vec<_>>()
+                }))
+                .collect(),
             draft_file: Some(session.path(files::DRAFT)),
             tmpdir: self.tmp.as_ref().map(|t| t.path().to_path_buf()),
         };
@@ -283,14 +274,10 @@ impl Commands {
             }
             Some(_) => None,
         };
-        // The git index's submodules as this command finds them (what a job left running added
-        // since the last command is reported with this one).
+        // git's data files as the person left them go into the jail's copies first (and what a
+        // job left running wrote since the last command is settled with this one).
         let mut notes = JailNotes {
-            submodules: jail
-                .as_ref()
-                .map(|j| j.new_submodules())
-                .unwrap_or_default(),
-            ..JailNotes::default()
+            git: jail.as_ref().map(|j| j.sync_git()).unwrap_or_default(),
         };
         let breq = bash::BashRequest {
             command: req.command,
@@ -332,8 +319,7 @@ impl Commands {
                 .or(before)
                 .map(Verdict::Guard),
             Some(j) => {
-                notes.planted = j.unplant();
-                notes.submodules.extend(j.new_submodules());
+                notes.git.extend(j.sync_git());
                 (!notes.is_empty()).then_some(Verdict::Jail(notes))
             }
         };
@@ -370,13 +356,32 @@ impl Commands {
     /// session (those are its commands). `holds` says whether this runtime holds the lease.
     pub fn end(&mut self, session: &Session, holds: bool) {
         if let JailSlot::Running(j) = std::mem::take(&mut self.jail) {
-            let plants = j.spec().git_plants.clone();
+            // The last word of git's data files, then the jail (and all it left running) goes,
+            // then its shadows.
+            j.sync_git();
             drop(j);
-            crate::sandbox::jail::unplant(&plants);
+            self.remove_shadows();
             return;
         }
         if self.ran && (holds || crate::store::held_elsewhere(session).is_none()) {
             bash::kill_orphans(&session.dir);
+        }
+    }
+
+    /// Where this runtime's jails write their repositories' shadows:
+    /// `<state folder>/jail/<pid>-<n>` (`n` counts the jails of this runtime).
+    fn shadow_dir(&self, session: &Session) -> Option<PathBuf> {
+        let root = session.state_root()?;
+        Some(
+            root.join("jail")
+                .join(format!("{}-{}", std::process::id(), self.jails)),
+        )
+    }
+
+    /// Removes the shadows of this runtime's jails.
+    fn remove_shadows(&mut self) {
+        if let Some(d) = self.shadows.take() {
+            let _ = std::fs::remove_dir_all(d);
         }
     }
 
@@ -422,6 +427,9 @@ impl Commands {
             if same_tmp && j.is_alive() {
                 return Ok(Some(j.clone()));
             }
+            // What the old jail's git wrote since the last command goes back before its
+            // shadows go.
+            j.sync_git();
             self.jail = JailSlot::Unstarted;
         }
         if let JailSlot::Refused(why) = &self.jail {
@@ -429,6 +437,14 @@ impl Commands {
         }
         let draft = session.path(files::DRAFT);
         let state = session.state_root().unwrap_or_else(|| session.dir.clone());
+        // A new jail gets new shadows of the repositories (the last one's are gone).
+        self.remove_shadows();
+        self.jails += 1;
+        let shadows = self.shadow_dir(session).filter(|d| {
+            sweep_shadows(&state.join("jail"));
+            crate::store::fsutil::ensure_dir(d).is_ok()
+        });
+        self.shadows = shadows.clone();
         let home = std::env::var_os("HOME").map(PathBuf::from);
         // tern's own config, wherever XDG_CONFIG_HOME puts it (the keys may be there).
         let tern_config = std::env::var_os("XDG_CONFIG_HOME")
@@ -445,6 +461,7 @@ impl Commands {
             read_dirs: &self.rules.reach.read_dirs,
             home: home.as_deref(),
             tern_config: tern_config.as_deref(),
+            shadows: shadows.as_deref(),
             no_network: self.rules.no_network,
         });
         match self.start_jail(&spec) {
@@ -479,6 +496,26 @@ impl Commands {
             .clone()
             .unwrap_or_else(|| PathBuf::from("/proc/self/exe"));
         Jail::start(&exe, spec, Some(&self.groups))
+    }
+}
+
+/// Removes the shadow folders under `jail_dir` (`<pid>-<n>`) whose process is gone (a tern
+/// killed before it could remove its own).
+fn sweep_shadows(jail_dir: &Path) {
+    let Ok(rd) = std::fs::read_dir(jail_dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let pid = name
+            .to_str()
+            .and_then(|n| n.split('-').next())
+            .and_then(|p| p.parse::<i32>().ok());
+        // SAFETY: kill(2) with signal 0 only asks whether the process exists.
+        let gone = pid.is_some_and(|p| unsafe { libc::kill(p, 0) } != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH));
+        if gone {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
     }
 }
 
@@ -577,18 +614,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn jail_notes_word_each_finding_and_join_them() {
+    fn jail_notes_join_their_sentences() {
         let n = JailNotes {
-            planted: vec![PathBuf::from("/w/.git/commondir")],
-            submodules: vec!["vendor/x".into()],
+            git: vec!["one.".into(), "two.".into()],
         };
-        let s = Verdict::Jail(n.clone()).to_string();
-        assert!(s.starts_with("this command created /w/.git/commondir, which would make git read another folder's configuration"), "{s}");
-        assert!(
-            s.contains(" this command added vendor/x to the git index as a submodule"),
-            "{s}"
-        );
-        assert_eq!(JailNotes::default().planted_note(), None);
+        assert_eq!(Verdict::Jail(n).to_string(), "one. two.");
         assert!(JailNotes::default().is_empty());
+        let low = LowDisk {
+            path: PathBuf::from("/w"),
+            free: 1000,
+            floor: 2_000_000,
+        };
+        assert!(
+            Verdict::DiskFloor(low)
+                .to_string()
+                .starts_with("tern stopped this command: the disk holding /w has only 1.0 kB free, below tern's floor of 2.0 MB")
+        );
     }
 }

@@ -288,11 +288,8 @@ impl Runtime {
                 self.emit(ui, Event::warning(v.to_string()));
             }
             Some(Verdict::Jail(notes)) => {
-                for note in [notes.submodule_note(), notes.planted_note()]
-                    .into_iter()
-                    .flatten()
-                {
-                    self.emit(ui, Event::warning(note));
+                for note in &notes.git {
+                    self.emit(ui, Event::warning(note.clone()));
                 }
             }
             None => {}

@@ -266,3 +266,282 @@ fn no_start_up_file_can_be_created_in_a_home_the_workspace_holds() {
     }
     assert!(outs[1].contains("wrote-the-workspace"), "{outs:?}");
 }
+
+/// `git ARGS` in `dir` as the person runs it (no system or global configuration, an identity,
+/// file transport allowed for local submodules); its output.
+fn git(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    let out = std::process::Command::new("git")
+        .args(["-c", "protocol.file.allow=always"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "p")
+        .env("GIT_AUTHOR_EMAIL", "p@p")
+        .env("GIT_COMMITTER_NAME", "p")
+        .env("GIT_COMMITTER_EMAIL", "p@p")
+        .output()
+        .expect("git");
+    assert!(
+        out.status.success(),
+        "git {args:?} in {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// What a command prints to plant git configuration in the git dir at `gitdir` (relative to
+/// the workspace): an fsmonitor and a hook that touch `marker`, a `commondir` and a
+/// `config.worktree` naming a folder with the same.
+fn plant(gitdir: &str, marker: &std::path::Path) -> String {
+    let m = marker.display();
+    format!(
+        "mkdir -p evil && printf '[core]\\n\\tfsmonitor = touch {m}; false\\n' > evil/config; \
+         printf '[core]\\n\\tfsmonitor = touch {m}; false\\n' >> {gitdir}/config; \
+         printf '#!/bin/sh\\ntouch {m}\\n' > {gitdir}/hooks/post-checkout; chmod +x {gitdir}/hooks/post-checkout; \
+         echo ../evil > {gitdir}/commondir; cp evil/config {gitdir}/config.worktree; echo planted"
+    )
+}
+
+/// A background job a command leaves re-plants `.git/commondir` every 20 ms while the person
+/// runs `git status` in another pane, and after the session; the person's git never runs the
+/// planted command, and the model's own commits still land.
+#[test]
+fn a_background_job_cannot_plant_what_the_persons_git_runs() {
+    let ws = Ws::new();
+    git(ws.path(), &["init", "-q"]);
+    git(ws.path(), &["commit", "-q", "--allow-empty", "-m", "start"]);
+    let marker = ws.path().join("pwned");
+    let config = std::fs::read(ws.path().join(".git/config")).unwrap();
+    let job = format!(
+        "({} ; while true; do echo ../evil > .git/commondir; echo x >> .git/config; sleep 0.02; done) >/dev/null 2>&1 & echo started",
+        plant(".git", &marker)
+    );
+    let watcher = {
+        let dir = ws.path().to_path_buf();
+        let marker = marker.clone();
+        std::thread::spawn(move || {
+            // The person's pane, while the session runs.
+            for _ in 0..40 {
+                let _ = std::process::Command::new("git")
+                    .args(["status", "--short"])
+                    .current_dir(&dir)
+                    .env("GIT_CONFIG_NOSYSTEM", "1")
+                    .output();
+                std::thread::sleep(std::time::Duration::from_millis(25));
+            }
+            marker.exists()
+        })
+    };
+    let outs = run_with(
+        &ws,
+        &[],
+        |_| {},
+        &[
+            &job,
+            "sleep 0.5; echo waited",
+            "echo a > a.txt && git add a.txt && git -c user.name=m -c user.email=m@m -c core.fsmonitor=false commit -qm model --no-verify 2>&1; echo committed=$?",
+        ],
+    );
+    assert!(outs[0].contains("started"), "{outs:?}");
+    assert!(
+        !watcher.join().unwrap(),
+        "the person's git ran a planted command"
+    );
+    git(ws.path(), &["status", "--short"]);
+    git(ws.path(), &["checkout", "-q", "-b", "after"]);
+    assert!(!marker.exists(), "the person's git ran a planted command");
+    assert!(!ws.path().join(".git/commondir").exists());
+    assert!(!ws.path().join(".git/config.worktree").exists());
+    assert_eq!(
+        std::fs::read(ws.path().join(".git/config")).unwrap(),
+        config
+    );
+    assert!(!ws.path().join(".git/hooks/post-checkout").exists());
+    // The model's commit (made while the job planted in the jail's copy: it named its own
+    // fsmonitor off) is in the repository.
+    let log = git(ws.path(), &["log", "--format=%s", "master"]);
+    let log = String::from_utf8_lossy(&log.stdout);
+    assert!(
+        log.contains("model") || outs[2].contains("committed=128"),
+        "{log} {outs:?}"
+    );
+}
+
+/// A linked worktree whose main repository lives in the home folder (hidden from commands):
+/// git works inside the jail (status, add, commit, branch, log), the commit lands in the main
+/// repository, and neither the `.git` file nor the main repository's config or hooks can be
+/// changed.
+#[test]
+fn a_linked_worktree_with_its_repository_in_the_home_folder_works_and_holds() {
+    let ws = Ws::new();
+    let home = tempfile::Builder::new()
+        .prefix("tern-home-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let main = home.path().join("main");
+    std::fs::create_dir(&main).unwrap();
+    git(&main, &["init", "-q", "-b", "trunk"]);
+    git(&main, &["commit", "-q", "--allow-empty", "-m", "start"]);
+    let wt = ws.path().join("wt");
+    git(
+        &main,
+        &["worktree", "add", "-q", "-b", "wt", wt.to_str().unwrap()],
+    );
+    let dot = std::fs::read(wt.join(".git")).unwrap();
+    let marker = ws.path().join("pwned");
+    let cmds = [
+        "cd wt && git status --short >/dev/null && echo w > w.txt && git add w.txt && git -c user.name=m -c user.email=m@m commit -qm in-the-jail && git branch side && git log --oneline | wc -l".to_string(),
+        format!("cd wt && echo 'gitdir: /tmp/elsewhere' > .git; echo rewrite=$?; {}", plant("$(git rev-parse --git-common-dir)", &marker)),
+    ];
+    let outs = run_with(
+        &ws,
+        &[],
+        |c| {
+            c.env("HOME", home.path());
+        },
+        &[&cmds[0], &cmds[1]],
+    );
+    assert!(
+        outs[0].trim_start().starts_with('2'),
+        "git in the jail: {outs:?}"
+    );
+    assert_eq!(std::fs::read(wt.join(".git")).unwrap(), dot, "{outs:?}");
+    let log = git(&main, &["log", "--format=%s", "wt"]);
+    assert!(String::from_utf8_lossy(&log.stdout).contains("in-the-jail"));
+    git(&main, &["rev-parse", "--verify", "-q", "side"]);
+    git(&wt, &["status", "--short"]);
+    git(&main, &["checkout", "-q", "-b", "x"]);
+    assert!(!marker.exists(), "the person's git ran a planted command");
+    assert!(!main.join(".git/commondir").exists());
+}
+
+/// A separate git dir (`git init --separate-git-dir`) outside the workspace: commits work in the
+/// jail, the `.git` file cannot be pointed elsewhere, the git dir's config stays the person's.
+#[test]
+fn a_separate_git_dir_works_and_holds() {
+    let ws = Ws::new();
+    let outside = tempfile::Builder::new()
+        .prefix("tern-gitdir-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let gd = outside.path().join("repo.git");
+    git(
+        ws.path(),
+        &["init", "-q", "--separate-git-dir", gd.to_str().unwrap()],
+    );
+    let config = std::fs::read(gd.join("config")).unwrap();
+    let marker = ws.path().join("pwned");
+    let outs = run_with(
+        &ws,
+        &[],
+        |_| {},
+        &[
+            "echo s > s.txt && git add s.txt && git -c user.name=m -c user.email=m@m commit -qm sep && echo ok",
+            &format!(
+                "echo 'gitdir: evil' > .git; echo rewrite=$?; {}",
+                plant(gd.to_str().unwrap(), &marker)
+            ),
+        ],
+    );
+    assert!(outs[0].contains("ok"), "{outs:?}");
+    let log = git(ws.path(), &["log", "--format=%s"]);
+    assert!(String::from_utf8_lossy(&log.stdout).contains("sep"));
+    assert_eq!(
+        std::fs::read(gd.join("config")).unwrap(),
+        config,
+        "{outs:?}"
+    );
+    git(ws.path(), &["status", "--short"]);
+    assert!(!marker.exists());
+}
+
+/// A superproject with a submodule: the submodule's git dir (`.git/modules/sub`) is shadowed
+/// like the superproject's, so its config and hooks cannot be planted, and `git status` in the
+/// superproject (which enters the submodule) runs nothing planted; commits in both still work.
+#[test]
+fn a_submodules_git_dir_cannot_be_planted() {
+    let ws = Ws::new();
+    let src = tempfile::tempdir().unwrap();
+    git(src.path(), &["init", "-q"]);
+    std::fs::write(src.path().join("lib.txt"), "lib").unwrap();
+    git(src.path(), &["add", "lib.txt"]);
+    git(src.path(), &["commit", "-q", "-m", "lib"]);
+    git(ws.path(), &["init", "-q"]);
+    git(
+        ws.path(),
+        &[
+            "submodule",
+            "add",
+            "-q",
+            src.path().to_str().unwrap(),
+            "sub",
+        ],
+    );
+    git(ws.path(), &["commit", "-q", "-m", "with sub"]);
+    let sub_config = std::fs::read(ws.path().join(".git/modules/sub/config")).unwrap();
+    let marker = ws.path().join("pwned");
+    let outs = run_with(
+        &ws,
+        &[],
+        |_| {},
+        &[
+            &plant(".git/modules/sub", &marker),
+            "echo 'gitdir: ../evil' > sub/.git; echo rewrite=$?",
+            "cd sub && echo m > m.txt && git add m.txt && git -c user.name=m -c user.email=m@m -c core.fsmonitor=false commit -qm in-sub --no-verify && echo sub-committed",
+        ],
+    );
+    assert!(outs[0].contains("planted"), "{outs:?}");
+    assert_eq!(
+        std::fs::read(ws.path().join(".git/modules/sub/config")).unwrap(),
+        sub_config
+    );
+    assert!(!ws.path().join(".git/modules/sub/commondir").exists());
+    assert!(
+        std::fs::read_to_string(ws.path().join("sub/.git"))
+            .unwrap()
+            .contains("modules/sub")
+    );
+    git(ws.path(), &["status"]);
+    assert!(
+        !marker.exists(),
+        "the person's git status ran a planted command"
+    );
+}
+
+/// A nested repository near the top of the workspace is shadowed too; a repository a command
+/// creates is the model's work (README), and `core.hooksPath` in the workspace is read-only.
+#[test]
+fn a_nested_repository_and_a_hooks_path_hold() {
+    let ws = Ws::new();
+    git(ws.path(), &["init", "-q"]);
+    std::fs::create_dir_all(ws.path().join(".githooks")).unwrap();
+    git(ws.path(), &["config", "core.hooksPath", ".githooks"]);
+    let nested = ws.path().join("libs/x");
+    std::fs::create_dir_all(&nested).unwrap();
+    git(&nested, &["init", "-q"]);
+    let config = std::fs::read(nested.join(".git/config")).unwrap();
+    let marker = ws.path().join("pwned");
+    let outs = run_with(
+        &ws,
+        &[],
+        |_| {},
+        &[
+            &format!("cd libs/x && {}", plant(".git", &marker)),
+            &format!(
+                "printf '#!/bin/sh\\ntouch {}\\n' > .githooks/post-checkout; echo hook=$?",
+                marker.display()
+            ),
+        ],
+    );
+    assert!(outs[0].contains("planted"), "{outs:?}");
+    assert_eq!(std::fs::read(nested.join(".git/config")).unwrap(), config);
+    assert!(
+        !ws.path().join(".githooks/post-checkout").exists(),
+        "{outs:?}"
+    );
+    git(&nested, &["status"]);
+    git(ws.path(), &["checkout", "-q", "-b", "y"]);
+    assert!(!marker.exists());
+}

@@ -44,6 +44,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+mod git;
 pub mod init;
 mod mounts;
 mod seccomp;
@@ -144,22 +145,18 @@ pub const CREDENTIALS: [&str; 36] = [
     ".cabal/config",
 ];
 
-/// Files of a git folder that redirect git's configuration when present (git-repository-layout):
-/// `commondir` (the config, hooks and refs of another folder) and `config.worktree`.
-pub const GIT_PLANTS: [&str; 2] = ["commondir", "config.worktree"];
-
 /// What the jail shows and hides: absolute, canonical paths (see `mounts.rs`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct JailSpec {
     /// `--no-network`: an empty network namespace.
     pub no_network: bool,
-    /// Folders commands may write (the workspace in workspace-write, `--add-dir`s, `TMPDIR`;
-    /// the workspace's `.git`, bound onto itself so it cannot be swapped).
+    /// Folders commands may write (the workspace in workspace-write, `--add-dir`s, `TMPDIR`).
     pub writable: Vec<PathBuf>,
     /// Single files commands may write (`$PLAN_DRAFT_FILE`); kept current when tern replaces
     /// them.
     pub writable_files: Vec<PathBuf>,
-    /// Shown read-only even inside a writable folder: the state folder, git's hooks and config.
+    /// Shown read-only even inside a writable folder: the state folder, git's `.git` files and
+    /// a `core.hooksPath` in the workspace.
     pub read_only: Vec<PathBuf>,
     /// Shown read-only under the covered home folder: [`HOME_READABLE`] entries that exist and
     /// `--read-dir`s.
@@ -168,14 +165,14 @@ pub struct JailSpec {
     pub home: Option<PathBuf>,
     /// Hidden wherever visible: [`CREDENTIALS`].
     pub hidden: Vec<PathBuf>,
-    /// Files in the workspace's git folders that git reads as configuration when they exist
-    /// (`commondir` points git at another folder's config and hooks) and that did not exist
-    /// when the spec was made: a command that creates one has it removed ([`Jail::unplant`]).
-    /// Kept by tern; not sent to the jail.
-    pub git_plants: Vec<PathBuf>,
-    /// The workspace's own git folder and its work tree, for [`Jail::new_submodules`]. Kept by
-    /// tern; not sent to the jail.
-    pub git_repo: Option<(PathBuf, PathBuf)>,
+    /// The repositories' shadows (see `git.rs`): each real git dir the jail shows, and the
+    /// copy tern made of it, shown in its place.
+    pub git_shadows: Vec<(PathBuf, PathBuf)>,
+    /// git's data folders of those repositories, bound through from the real ones.
+    pub git_data: Vec<PathBuf>,
+    /// Every git dir with a shadow, for the copy-back of its data files. Kept by tern; not
+    /// sent to the jail.
+    pub git_dirs: Vec<PathBuf>,
 }
 
 /// What the jail's own paths come from.
@@ -200,6 +197,9 @@ pub struct JailPaths<'a> {
     /// tern's own configuration folder (`$XDG_CONFIG_HOME/tern`, which may lie outside the
     /// home folder): hidden wherever it shows.
     pub tern_config: Option<&'a Path>,
+    /// Where the repositories' shadows are written (a folder of the state folder's, for this
+    /// jail alone); None: no shadows, the repositories are shown read-only.
+    pub shadows: Option<&'a Path>,
     /// `--no-network`.
     pub no_network: bool,
 }
@@ -224,25 +224,7 @@ impl JailSpec {
         s.writable_files.extend(p.draft.and_then(canon));
         s.read_only.extend(canon(p.state_dir));
         if let Some(ws) = &workspace {
-            for g in git_dirs(ws) {
-                if p.workspace_writable && g.parent() == Some(ws.as_path()) {
-                    s.writable.push(g.clone());
-                    s.git_repo = Some((g.clone(), ws.clone()));
-                }
-                let hooks = g.join("hooks");
-                if std::fs::symlink_metadata(&hooks).is_err() {
-                    let _ = std::fs::create_dir(&hooks);
-                }
-                for sub in ["hooks", "config"] {
-                    s.read_only.extend(canon(&g.join(sub)));
-                }
-                for sub in GIT_PLANTS {
-                    let p = g.join(sub);
-                    if std::fs::symlink_metadata(&p).is_err() {
-                        s.git_plants.push(p);
-                    }
-                }
-            }
+            s.add_git(ws, p.workspace_writable, p.shadows);
         }
         if let Some(home) = p.home.and_then(canon) {
             for e in HOME_READABLE {
@@ -276,6 +258,46 @@ impl JailSpec {
         s
     }
 
+    /// The repositories of `ws` (see `git.rs`): in workspace-write, each shown as a shadow
+    /// written under `shadows`, its data folders bound through; otherwise (or when a shadow
+    /// cannot be written) shown read-only, so git reads them and writes nothing.
+    fn add_git(&mut self, ws: &Path, writable: bool, shadows: Option<&Path>) {
+        let plan = git::plan(ws);
+        self.read_only.extend(plan.read_only.iter().cloned());
+        for (i, root) in plan.roots.iter().enumerate() {
+            let inside: Vec<PathBuf> = plan
+                .git_dirs
+                .iter()
+                .filter(|g| g.starts_with(root))
+                .cloned()
+                .collect();
+            let made = match (writable, shadows) {
+                (true, Some(dir)) => {
+                    let copy = dir.join(format!("git-{i}"));
+                    git::make(root, &copy, &inside).map(|()| copy).ok()
+                }
+                _ => None,
+            };
+            let Some(copy) = made else {
+                // Read-only: inside the workspace the copy of it already is, outside it (a
+                // linked worktree's main repository) it is shown so git can read it.
+                self.readable.push(root.clone());
+                self.read_only.push(root.clone());
+                continue;
+            };
+            self.git_shadows.push((root.clone(), copy));
+            for g in &inside {
+                for d in git::DATA_DIRS {
+                    let p = g.join(d);
+                    if std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_dir()) {
+                        self.git_data.push(p);
+                    }
+                }
+            }
+            self.git_dirs.extend(inside);
+        }
+    }
+
     fn encode(&self, w: &mut Writer) {
         w.u8(u8::from(self.no_network))
             .paths(&self.writable)
@@ -284,6 +306,8 @@ impl JailSpec {
             .paths(&self.readable)
             .paths(&self.home.iter().cloned().collect::<Vec<_>>())
             .paths(&self.hidden);
+        let (real, copies): (Vec<PathBuf>, Vec<PathBuf>) = self.git_shadows.iter().cloned().unzip();
+        w.paths(&real).paths(&copies).paths(&self.git_data);
     }
 
     fn decode(r: &mut Reader<'_>) -> io::Result<JailSpec> {
@@ -295,53 +319,15 @@ impl JailSpec {
             readable: r.paths()?,
             home: r.paths()?.into_iter().next(),
             hidden: r.paths()?,
-            git_plants: Vec::new(),
-            git_repo: None,
+            git_shadows: {
+                let real = r.paths()?;
+                let copies = r.paths()?;
+                real.into_iter().zip(copies).collect()
+            },
+            git_data: r.paths()?,
+            git_dirs: Vec::new(),
         })
     }
-}
-
-/// The git folders of a workspace: `.git` itself, or the folder a `.git` file names, and that
-/// folder's common folder (a linked worktree's), canonical.
-fn git_dirs(ws: &Path) -> Vec<PathBuf> {
-    let dot = ws.join(".git");
-    let Ok(meta) = std::fs::symlink_metadata(&dot) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    let dir = if meta.is_dir() {
-        Some(dot)
-    } else if meta.is_file() {
-        // Read without blocking: a FIFO swapped in for `.git` (or at `commondir` below) must
-        // not hang tern; 64 KiB is far past a `gitdir:` line.
-        read_small(&dot).and_then(|t| {
-            let rel = t
-                .lines()
-                .next()?
-                .strip_prefix("gitdir:")?
-                .trim()
-                .to_string();
-            std::fs::canonicalize(ws.join(rel)).ok()
-        })
-    } else {
-        None
-    };
-    if let Some(d) = dir.and_then(|d| std::fs::canonicalize(d).ok()) {
-        if let Some(common) = read_small(&d.join("commondir"))
-            .and_then(|c| std::fs::canonicalize(d.join(c.trim())).ok())
-        {
-            out.push(common);
-        }
-        out.push(d);
-    }
-    out
-}
-
-/// A small text file of the workspace's git metadata (None when absent, not a regular file or
-/// not UTF-8); see [`crate::store::fsutil::read_regular`].
-fn read_small(path: &Path) -> Option<String> {
-    let bytes = crate::store::fsutil::read_regular(path, 1 << 16).ok()??;
-    String::from_utf8(bytes).ok()
 }
 
 /// The layers a running jail has, as `session_start`, `meta.json` and `tern sandbox check`
@@ -418,9 +404,6 @@ pub fn refusal(mode: super::Mode, e: &JailError) -> String {
 /// How long the jail may take to start before tern gives up on it.
 const START_LIMIT: Duration = Duration::from_secs(10);
 
-/// The git index as last seen: its stamp (inode, mtime in ns, ctime in s) and its gitlinks.
-type IndexLook = (Option<(u64, i64, i64)>, Vec<String>);
-
 /// A running jail: its init's control socket and the outer process tern waits for.
 #[derive(Debug)]
 pub struct Jail {
@@ -431,8 +414,8 @@ pub struct Jail {
     pgid: i32,
     layers: Layers,
     spec: JailSpec,
-    /// The git index's stamp and its submodule entries when last looked at.
-    gitlinks: Mutex<Option<IndexLook>>,
+    /// The copy-back state of the repositories' shadows.
+    git_sync: Mutex<git::Sync>,
 }
 
 impl Jail {
@@ -524,9 +507,9 @@ impl Jail {
                 return Err(fail("starting the jail", &e));
             }
         };
-        let gitlinks = Mutex::new(None);
+        let git_sync = Mutex::new(git::Sync::new(&spec.git_shadows, &spec.git_dirs));
         Ok(Jail {
-            gitlinks,
+            git_sync,
             _registered: groups.map(|g| crate::procs::ProcessGroups::register_owned(g, pgid)),
             ctl: Mutex::new(mine),
             outer: Mutex::new(child),
@@ -560,46 +543,13 @@ impl Jail {
         matches!(outer.try_wait(), Ok(None))
     }
 
-    /// Removes what a command planted among [`JailSpec::git_plants`] (files only; never through
-    /// a link) and returns their paths. Called after each command and when the runtime ends.
-    pub fn unplant(&self) -> Vec<PathBuf> {
-        unplant(&self.spec.git_plants)
-    }
-
-    /// Submodule entries (gitlinks, mode 160000) added to the workspace's git index since the
-    /// last look: git reads such a folder's own `.git` config (and its `core.fsmonitor`) at the
-    /// person's next `git status`. Costs one `stat` when the index is unchanged; `git ls-files`
-    /// runs (with no configuration but the repository's own) only when it changed. The first
-    /// look records and reports nothing.
-    pub fn new_submodules(&self) -> Vec<String> {
-        use std::os::unix::fs::MetadataExt;
-        let Some((gitdir, tree)) = &self.spec.git_repo else {
-            return Vec::new();
-        };
-        let stamp = std::fs::metadata(gitdir.join("index")).ok().map(|m| {
-            (
-                m.ino(),
-                m.mtime_nsec() + m.mtime() * 1_000_000_000,
-                m.ctime(),
-            )
-        });
-        let mut seen = self.gitlinks.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((old, _)) = seen.as_ref()
-            && *old == stamp
-        {
-            return Vec::new();
-        }
-        let links = gitlinks(gitdir, tree);
-        let new = match seen.as_ref() {
-            Some((_, before)) => links
-                .iter()
-                .filter(|l| !before.contains(l))
-                .cloned()
-                .collect(),
-            None => Vec::new(),
-        };
-        *seen = Some((stamp, links));
-        new
+    /// Copies git's data files between each repository and its shadow (see `git.rs`), the
+    /// side that changed winning; returns what is worth saying (an index kept back because it
+    /// adds a submodule, a conflict). Called before and after each command and when the jail
+    /// ends.
+    pub fn sync_git(&self) -> Vec<String> {
+        let mut s = self.git_sync.lock().unwrap_or_else(|p| p.into_inner());
+        s.run()
     }
 
     /// The layers this jail has.
@@ -674,70 +624,6 @@ impl Drop for Jail {
         let mut outer = self.outer.lock().unwrap_or_else(|p| p.into_inner());
         let _ = outer.wait();
     }
-}
-
-/// The paths of the gitlinks (submodule entries) in the index of `gitdir`, by `git ls-files
-/// --stage` run with no system or global configuration and hooks off; empty when git fails.
-fn gitlinks(gitdir: &Path, tree: &Path) -> Vec<String> {
-    let mut cmd = std::process::Command::new("git");
-    cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("GIT_DIR", gitdir)
-        .env("GIT_WORK_TREE", tree)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .args([
-            "-c",
-            "core.fsmonitor=false",
-            "-c",
-            "core.hooksPath=/dev/null",
-        ])
-        .args(["ls-files", "--stage", "-z"]);
-    let out = crate::child::run(crate::child::Job {
-        cmd,
-        input: None,
-        stderr: crate::child::Stderr::Keep,
-        max_output: usize::MAX,
-        limits: crate::child::Limits {
-            timeout: Some(Duration::from_secs(30)),
-            kill_grace: Duration::from_secs(1),
-            drain_grace: Duration::from_millis(200),
-            reap_limit: Duration::from_secs(5),
-        },
-        cancel: None,
-        groups: None,
-        kill_leftovers: false,
-    });
-    let Ok(out) = out else { return Vec::new() };
-    out.stdout
-        .split(|b| *b == 0)
-        .filter_map(|e| {
-            let e = std::str::from_utf8(e).ok()?;
-            let (head, path) = e.split_once('\t')?;
-            head.starts_with("160000 ").then(|| path.to_string())
-        })
-        .collect()
-}
-
-/// [`Jail::unplant`] over `paths` (usable after the jail is gone).
-pub fn unplant(paths: &[PathBuf]) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for p in paths {
-        match std::fs::symlink_metadata(p) {
-            Ok(m) if m.is_dir() => {
-                if std::fs::remove_dir_all(p).is_ok() {
-                    out.push(p.clone());
-                }
-            }
-            Ok(_) => {
-                if std::fs::remove_file(p).is_ok() {
-                    out.push(p.clone());
-                }
-            }
-            Err(_) => {}
-        }
-    }
-    out
 }
 
 /// One program for [`Jail::spawn`].

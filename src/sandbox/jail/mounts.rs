@@ -170,6 +170,14 @@ pub enum Step {
         /// Shown read-only.
         read_only: bool,
     },
+    /// A detached copy of the folder `copy` (a repository's shadow, see `git.rs`), taken with
+    /// the other copies and attached at `at` (the real git dir) in its place.
+    Shadow {
+        /// The shadow tern wrote.
+        copy: PathBuf,
+        /// The real git dir it stands for in the jail.
+        at: PathBuf,
+    },
     /// A copy of the device node `/dev/NAME`, for the minimal `/dev`.
     Device(&'static str),
     /// The whole host tree read-only, `nosuid`, `nodev`, in one recursive `mount_setattr`.
@@ -246,7 +254,9 @@ pub fn plan(spec: &JailSpec, host: &Host<'_>) -> Vec<Step> {
                 .chain(&spec.readable)
                 .map(|p| (p.clone(), true)),
         )
-        .chain(host.resolv.clone().map(|p| (p, true)));
+        .chain(host.resolv.clone().map(|p| (p, true)))
+        // git's data folders, read and written through the shadows (the real ones).
+        .chain(spec.git_data.iter().map(|p| (p.clone(), false)));
     for (path, read_only) in wanted {
         match (host.kind)(&path) {
             Some(dir) => {
@@ -260,6 +270,15 @@ pub fn plan(spec: &JailSpec, host: &Host<'_>) -> Vec<Step> {
                 let why = "not found; not in the jail".to_string();
                 steps.push(Step::Left(path, why));
             }
+        }
+    }
+    for (real, copy) in &spec.git_shadows {
+        if (host.kind)(copy) == Some(true) {
+            steps.push(Step::Shadow {
+                copy: copy.clone(),
+                at: real.clone(),
+            });
+            attach.push((real.clone(), true));
         }
     }
     for d in DEVICES {
@@ -342,6 +361,7 @@ pub(super) fn build(spec: &JailSpec) -> io::Result<Vec<String>> {
                 }
                 copies.push((path, fd));
             }
+            Step::Shadow { copy, at } => copies.push((at, clone_tree(&copy)?)),
             Step::Device(d) => devices.push((d, clone_tree(&Path::new("/dev").join(d))?)),
             Step::HostReadOnly => set_attr(None, Path::new("/"), ro, 0, true)?,
             Step::Cover { path, options } => mount_fs("tmpfs", &path, tmpfs_flags, options)?,
