@@ -639,7 +639,7 @@ impl Launcher {
 impl Launcher {
     /// The hooks files of this workspace (the person's, the project's, the trust record).
     pub fn hook_files(&self) -> crate::hooks::Files {
-        crate::hooks::Files::new(&self.state.root, &self.env)
+        crate::hooks::Files::new(&self.state.root, &self.state.workspace, &self.env)
     }
 
     /// Checks the hooks files (loaded as a session start loads them) so a surface can refuse to start

@@ -324,6 +324,7 @@ fn jail_tests(report: &mut CheckReport, workspace: &Path, exe: &Path, ctx: &Ctx<
             home: std::env::var_os("HOME").as_deref().map(Path::new),
             tern_config: None,
             shadows: None,
+            read_only: &[],
             no_network,
         })
     };

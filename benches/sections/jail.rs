@@ -92,6 +92,7 @@ fn calls_and_start() -> R<String> {
         home: std::env::var_os("HOME").as_deref().map(Path::new),
         tern_config: None,
         shadows: None,
+        read_only: &[],
         no_network: false,
     });
     let exe = Path::new(TERN);

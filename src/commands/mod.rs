@@ -155,6 +155,8 @@ pub struct Commands {
     jails: u32,
     /// The folder of the running jail's repository shadows.
     shadows: Option<PathBuf>,
+    /// Workspace files shown read-only (the scripts hooks run).
+    protected: Vec<PathBuf>,
 }
 
 impl Commands {
@@ -174,6 +176,7 @@ impl Commands {
             always: false,
             jails: 0,
             shadows: None,
+            protected: Vec::new(),
         }
     }
 
@@ -218,48 +221,9 @@ impl Commands {
         if let Err(e) = crate::store::fsutil::ensure_dir(&spill) {
             return Ran::Failed(format!("not run: {e}"));
         }
-        // A sandboxed mode that this machine cannot enforce refuses, never runs unsandboxed.
-        // Emptied before the call too: a job an earlier call left running may have written.
-        self.clear_tmp();
-        if self.rules.mode.is_sandboxed() && self.tmp.is_none() {
-            match TempFolder::new() {
-                Ok(t) => self.tmp = Some(t),
-                Err(e) => return Ran::Refused(format!("not run: {e}")),
-            }
-        }
-        let jail = match self.jail(session) {
-            Ok(j) => j,
-            Err(e) => return Ran::Refused(format!("not run: {e}")),
-        };
-        let policy = crate::sandbox::Policy {
-            mode: self.rules.mode,
-            workspace: self.workspace.clone(),
-            no_network: self.rules.no_network,
-            // In the jail the network namespace holds it, and loopback inside still works.
-            network_in_namespace: jail.is_some(),
-            add_dirs: self
-                .rules
-                .reach
-                .add_dirs
-                .iter()
-                .cloned()
-                // In the jail the repositories are their shadows (the copies tern wrote) and the
-                // real data folders bound in them: Landlock's second layer lets git write there.
-                .chain(jail.iter().flat_map(|j| {
-                    let s = j.spec();
-                    s.git_shadows
-                        .iter()
-                        .map(|(_, copy)| copy.clone())
-                        .chain(s.git_data.iter().cloned())
-                        .collect::<Vec<_>>()
-                }))
-                .collect(),
-            draft_file: Some(session.path(files::DRAFT)),
-            tmpdir: self.tmp.as_ref().map(|t| t.path().to_path_buf()),
-        };
-        let prepared = match crate::sandbox::prepare(&policy) {
-            Ok(p) => p,
-            Err(e) => return Ran::Refused(format!("not run: {e}")),
+        let (jail, prepared) = match self.sandbox_for(session) {
+            Ok(x) => x,
+            Err(why) => return Ran::Refused(why),
         };
         // Without a jail (danger-full-access, --no-jail), changes since tern last wrote its
         // files (a process an earlier command left behind) are undone before this command
@@ -324,6 +288,149 @@ impl Commands {
             }
         };
         Ran::Done { out, verdict }
+    }
+
+    /// The private `TMPDIR`, the jail and the Landlock ruleset of one call (the same for the
+    /// model's commands, the goal and a hook run in the jail). Errors: the one line of why the
+    /// call is not run (a sandboxed mode this machine cannot enforce refuses, never runs
+    /// unsandboxed).
+    fn sandbox_for(
+        &mut self,
+        session: &Session,
+    ) -> Result<(Option<Arc<Jail>>, crate::sandbox::Prepared), String> {
+        // Emptied before the call too: a job an earlier call left running may have written.
+        self.clear_tmp();
+        if self.rules.mode.is_sandboxed() && self.tmp.is_none() {
+            self.tmp = Some(TempFolder::new().map_err(|e| format!("not run: {e}"))?);
+        }
+        let jail = self.jail(session).map_err(|e| format!("not run: {e}"))?;
+        let policy = crate::sandbox::Policy {
+            mode: self.rules.mode,
+            workspace: self.workspace.clone(),
+            no_network: self.rules.no_network,
+            // In the jail the network namespace holds it, and loopback inside still works.
+            network_in_namespace: jail.is_some(),
+            add_dirs: self
+                .rules
+                .reach
+                .add_dirs
+                .iter()
+                .cloned()
+                // In the jail the repositories are their shadows (the copies tern wrote) and the
+                // real data folders bound in them: Landlock's second layer lets git write there.
+                .chain(jail.iter().flat_map(|j| {
+                    let s = j.spec();
+                    s.git_shadows
+                        .iter()
+                        .map(|(_, copy)| copy.clone())
+                        .chain(s.git_data.iter().cloned())
+                        .collect::<Vec<_>>()
+                }))
+                .collect(),
+            draft_file: Some(session.path(files::DRAFT)),
+            tmpdir: self.tmp.as_ref().map(|t| t.path().to_path_buf()),
+        };
+        let prepared = crate::sandbox::prepare(&policy).map_err(|e| format!("not run: {e}"))?;
+        Ok((jail, prepared))
+    }
+
+    /// Runs a hook that asks to run inside the jail (`"jail": true`): `command` with `input` on
+    /// its stdin, in the jail and sandbox the model's commands get, its stdout and stderr apart
+    /// (up to the hooks' cap), supervised with its timeout and the turn's cancel. Never fails: a
+    /// hook that cannot run there (no jail in this mode, the kernel refused it) is a
+    /// [`crate::hooks::run::Ran`] with `spawn_error`.
+    pub fn run_hook(
+        &mut self,
+        command: &str,
+        input: &[u8],
+        timeout: Duration,
+        cancel: &CancelToken,
+        session: &Session,
+    ) -> crate::hooks::run::Ran {
+        let started = std::time::Instant::now();
+        let failed = |why: String| crate::hooks::run::Ran {
+            exit_code: None,
+            stdout: String::new(),
+            stderr: String::new(),
+            timed_out: false,
+            interrupted: false,
+            spawn_error: Some(why),
+            duration: started.elapsed(),
+        };
+        let (jail, prepared) = match self.sandbox_for(session) {
+            Ok((Some(j), p)) => (j, p),
+            Ok((None, _)) => {
+                return failed(
+                    "it asks to run inside the jail (\"jail\": true) and this session has none (--sandbox danger-full-access or --no-jail): not run".into(),
+                );
+            }
+            Err(why) => return failed(why),
+        };
+        let Some(tmp) = self.tmp.as_ref().map(|t| t.path().to_path_buf()) else {
+            return failed("no private TMPDIR for its input".into());
+        };
+        let input_file = tmp.join(".tern-hook-input.json");
+        if let Err(e) = std::fs::write(&input_file, input) {
+            return failed(format!("could not write its input: {e}"));
+        }
+        let ws = self.workspace.clone().into_os_string();
+        let env = [
+            ("CLAUDE_PROJECT_DIR", ws.clone()),
+            ("TERN_PROJECT_DIR", ws),
+            ("TERN_SESSION_DIR", session.dir.clone().into()),
+        ];
+        let spill = session.path(files::SPILL);
+        let req = bash::BashRequest {
+            command,
+            timeout,
+            cwd: &self.workspace,
+            env: &env,
+            env_remove: crate::config::SECRET_ENV,
+            pass_env: &self.rules.reach.pass_env,
+            spill_dir: &spill,
+            groups: &self.groups,
+            sandbox: Some(&prepared),
+            jail: Some(&jail),
+        };
+        self.ran = true;
+        let split = bash::run_split(
+            &req,
+            &input_file,
+            crate::hooks::run::MAX_OUTPUT_BYTES,
+            cancel,
+        );
+        self.clear_tmp();
+        match split {
+            Err(why) => failed(why),
+            Ok(s) => {
+                use std::os::unix::process::ExitStatusExt;
+                let stopped = s.stop.is_some();
+                crate::hooks::run::Ran {
+                    exit_code: if stopped {
+                        None
+                    } else {
+                        s.status.and_then(|st| st.code())
+                    },
+                    stdout: String::from_utf8_lossy(&s.stdout).into_owned(),
+                    stderr: String::from_utf8_lossy(&s.stderr).into_owned(),
+                    timed_out: s.stop == Some(crate::child::Stop::Timeout),
+                    interrupted: matches!(s.stop, Some(crate::child::Stop::Interrupt(_))),
+                    spawn_error: match s.status {
+                        Some(st) if st.code().is_none() && !stopped => {
+                            Some(format!("killed by signal {}", st.signal().unwrap_or(0)))
+                        }
+                        _ => None,
+                    },
+                    duration: started.elapsed(),
+                }
+            }
+        }
+    }
+
+    /// Shows `files` read-only to commands from the next jail on (the workspace files the
+    /// person's hooks run).
+    pub fn protect(&mut self, files: Vec<PathBuf>) {
+        self.protected = files;
     }
 
     /// The guard between commands (before each model request): what a process an earlier
@@ -462,6 +569,7 @@ impl Commands {
             home: home.as_deref(),
             tern_config: tern_config.as_deref(),
             shadows: shadows.as_deref(),
+            read_only: &self.protected,
             no_network: self.rules.no_network,
         });
         match self.start_jail(&spec) {

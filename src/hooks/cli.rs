@@ -100,45 +100,78 @@ pub fn render(files: &Files, hooks: &Hooks) -> String {
     out.trim_end().to_string()
 }
 
-/// `tern hooks trust`: records the project file's hash; returns the receipt. Errors (exit 1):
-/// no project file, no home folder, a record that cannot be read or written.
+/// `tern hooks trust`: records the project file's hash and the hashes of the workspace files
+/// its hooks name (a script under `$CLAUDE_PROJECT_DIR`); returns the receipt, which names the
+/// hooks that run workspace code tern cannot name (`npm run lint`, `make`) and how to run them
+/// inside the jail instead. Errors (exit 1): no project file, no home folder, a record that
+/// cannot be read or written.
 pub fn trust(files: &Files) -> Result<String, String> {
     let hooks = files.load();
     let record = files
         .trust
         .as_ref()
         .ok_or("no home folder (HOME / XDG_CONFIG_HOME): nowhere to record trust")?;
-    let Some(u) = &hooks.untrusted else {
-        if hooks.unreadable.contains(&files.project) {
-            let why = hooks
-                .errors
-                .iter()
-                .find(|e| e.starts_with(&files.project.display().to_string()))
-                .cloned()
-                .unwrap_or_else(|| format!("{} cannot be read", files.project.display()));
-            return Err(format!("{why}: nothing to trust (fix or remove the file)"));
-        }
-        if files.project.exists() {
-            return Ok(format!("{} is trusted already", files.project.display()));
-        }
+    if hooks.unreadable.contains(&files.project) {
+        let why = hooks
+            .errors
+            .iter()
+            .find(|e| e.starts_with(&files.project.display().to_string()))
+            .cloned()
+            .unwrap_or_else(|| format!("{} cannot be read", files.project.display()));
+        return Err(format!("{why}: nothing to trust (fix or remove the file)"));
+    }
+    let Some(bytes) = std::fs::read(&files.project).ok() else {
         return Err(format!(
             "{} does not exist: nothing to trust",
             files.project.display()
         ));
     };
+    let sha = super::sha256_hex(&bytes);
+    // The hooks as they are now, covered files hashed as they are now.
+    let mut now = Hooks::default();
+    now.add_bytes(&files.project, &bytes, super::Source::Project);
+    now.cover(&files.workspace, super::Source::Project, None);
     let mut t = Trust::read(record)?;
-    t.files.insert(key_of(&u.path), u.sha256.clone());
+    let key = key_of(&files.project);
+    let covered: std::collections::BTreeMap<String, String> = now
+        .listing()
+        .into_iter()
+        .flat_map(|(_, _, h)| h.covered.clone())
+        .filter_map(|(p, sha)| Some((p.display().to_string(), sha?)))
+        .collect();
+    let same = t.files.get(&key) == Some(&sha)
+        && t.covered.get(&key).cloned().unwrap_or_default() == covered;
+    if same && hooks.untrusted.is_none() {
+        return Ok(format!("{} is trusted already", files.project.display()));
+    }
+    t.files.insert(key.clone(), sha.clone());
+    if covered.is_empty() {
+        t.covered.remove(&key);
+    } else {
+        t.covered.insert(key, covered.clone());
+    }
     t.write(record)
         .map_err(|e| format!("could not record the trust: {e}"))?;
     let mut receipt = format!(
-        "trusted {} (sha256 {}); any change to it needs `tern hooks trust` again. Its hooks:",
-        u.path.display(),
-        u.sha256
+        "trusted {} (sha256 {sha}); any change to it needs `tern hooks trust` again. Its hooks:",
+        files.project.display()
     );
-    let now = files.load();
     for (e, m, h) in now.listing() {
-        if h.source == super::Source::Project {
-            receipt.push_str(&format!("\n  {} {m}: {}", e.as_str(), h.command));
+        receipt.push_str(&format!("\n  {} {m}: {}", e.as_str(), h.command));
+    }
+    if !covered.is_empty() {
+        receipt.push_str("\nThe files they name are covered by this trust (read-only to commands; a change stops the hook until trusted again):");
+        for p in covered.keys() {
+            receipt.push_str(&format!("\n  {p}"));
+        }
+    }
+    for (e, _, h) in now.listing() {
+        if let (Some(r), false) = (&h.opaque, h.jail) {
+            receipt.push_str(&format!(
+                "\nNote: the {} hook `{}` runs code that commands can change ({r} runs what the workspace's own files say, which tern cannot name): it is trusted as such; to run it inside the jail instead, add \"jail\": true to it.",
+                e.as_str(),
+                h.command
+            ));
         }
     }
     Ok(crate::render::safe(&receipt).into_owned())

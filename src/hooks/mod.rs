@@ -24,6 +24,7 @@
 
 pub mod answer;
 pub mod cli;
+pub mod covered;
 pub mod goal;
 pub mod run;
 
@@ -111,6 +112,68 @@ pub struct Handler {
     pub timeout: Duration,
     /// The file it came from.
     pub source: Source,
+    /// Run inside the jail, like the model's commands (`"jail": true`, tern's own field): for a
+    /// hook that runs workspace code commands can change.
+    pub jail: bool,
+    /// The workspace files its command names (see `covered.rs`), each with the SHA-256 it is
+    /// trusted with (the project file's: recorded by `tern hooks trust`; the person's: as the
+    /// session found it). None: never trusted. Read-only inside the jail.
+    pub covered: Vec<(PathBuf, Option<String>)>,
+    /// The runner of workspace code it calls that tern cannot name (`npm`, `make`).
+    pub opaque: Option<String>,
+}
+
+impl Handler {
+    /// Why it must not run now: a covered file changed since it was trusted (or was never
+    /// trusted). None: it may run. Hashes each covered file (small scripts).
+    pub fn suspended(&self) -> Option<String> {
+        for (path, trusted) in &self.covered {
+            let now = file_sha(path);
+            if now.as_ref() != trusted.as_ref() {
+                return Some(format!(
+                    "{} {} since the hooks were trusted, so this hook does not run until the person runs `tern hooks trust` again",
+                    path.display(),
+                    match (trusted, now) {
+                        (None, _) => "was never trusted",
+                        (Some(_), None) => "is gone",
+                        (Some(_), Some(_)) => "changed",
+                    }
+                ));
+            }
+        }
+        None
+    }
+
+    /// Fills `covered` and `opaque` from the command (the files as they are now, or as
+    /// `record` trusted them).
+    fn cover(
+        &mut self,
+        workspace: &Path,
+        record: Option<&std::collections::BTreeMap<String, String>>,
+    ) {
+        let scan = covered::scan(&self.command, workspace);
+        self.opaque = scan.opaque;
+        self.covered = scan
+            .named
+            .into_iter()
+            .filter(|p| p.is_file())
+            .map(|p| {
+                let sha = match record {
+                    Some(r) => r.get(&p.display().to_string()).cloned(),
+                    None => file_sha(&p),
+                };
+                (p, sha)
+            })
+            .collect();
+    }
+}
+
+/// SHA-256 of a file's bytes (None when it cannot be read as a plain file).
+fn file_sha(path: &Path) -> Option<String> {
+    crate::store::fsutil::read_regular(path, MAX_FILE_BYTES * 16)
+        .ok()
+        .flatten()
+        .map(|b| sha256_hex(&b))
 }
 
 #[derive(Debug, Clone)]
@@ -203,11 +266,17 @@ impl Hooks {
     /// `trust` records its hash). A missing file adds nothing; a file that cannot be read or
     /// has an invalid entry adds [`Hooks::errors`] and none of its hooks (the launcher then
     /// refuses to start: [`invalid_message`]).
-    pub fn load(user: Option<&Path>, project: &Path, trust: Option<&Path>) -> Hooks {
+    pub fn load(
+        user: Option<&Path>,
+        project: &Path,
+        trust: Option<&Path>,
+        workspace: &Path,
+    ) -> Hooks {
         let mut hooks = Hooks::default();
         if let Some(u) = user {
             hooks.add_file(u, Source::User);
         }
+        hooks.cover(workspace, Source::User, None);
         match read_bounded(project) {
             Ok(None) => {}
             Err(e) => {
@@ -218,11 +287,16 @@ impl Hooks {
             }
             Ok(Some(bytes)) => {
                 let sha = sha256_hex(&bytes);
-                let recorded = trust
-                    .and_then(|t| Trust::read(t).ok())
-                    .and_then(|t| t.files.get(&key_of(project)).cloned());
+                let record = trust.and_then(|t| Trust::read(t).ok()).unwrap_or_default();
+                let recorded = record.files.get(&key_of(project)).cloned();
                 if recorded.as_deref() == Some(sha.as_str()) {
                     hooks.add_bytes(project, &bytes, Source::Project);
+                    let covered = record
+                        .covered
+                        .get(&key_of(project))
+                        .cloned()
+                        .unwrap_or_default();
+                    hooks.cover(workspace, Source::Project, Some(&covered));
                 } else {
                     hooks.untrusted = Some(Untrusted {
                         path: project.to_path_buf(),
@@ -233,6 +307,35 @@ impl Hooks {
             }
         }
         hooks
+    }
+
+    /// Fills the covered files of the handlers from `source` (see [`Handler::cover`]): their
+    /// trusted hashes from `record`, or (None) as the files are now.
+    pub(crate) fn cover(
+        &mut self,
+        workspace: &Path,
+        source: Source,
+        record: Option<&std::collections::BTreeMap<String, String>>,
+    ) {
+        for g in self.groups.iter_mut().flatten() {
+            for h in g.handlers.iter_mut().filter(|h| h.source == source) {
+                h.cover(workspace, record);
+            }
+        }
+    }
+
+    /// Every workspace file a hook names: read-only inside the jail.
+    pub fn covered_files(&self) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = self
+            .groups
+            .iter()
+            .flatten()
+            .flat_map(|g| g.handlers.iter())
+            .flat_map(|h| h.covered.iter().map(|(p, _)| p.clone()))
+            .collect();
+        v.sort();
+        v.dedup();
+        v
     }
 
     fn add_file(&mut self, path: &Path, source: Source) {
@@ -247,7 +350,7 @@ impl Hooks {
         }
     }
 
-    fn add_bytes(&mut self, path: &Path, bytes: &[u8], source: Source) {
+    pub(crate) fn add_bytes(&mut self, path: &Path, bytes: &[u8], source: Source) {
         let at = path.display();
         let root: Value = match serde_json::from_slice(bytes) {
             Ok(v) => v,
@@ -386,11 +489,22 @@ fn parse_group(g: &Value, source: Source) -> Result<(Group, Vec<String>), Vec<St
                 }
             },
         };
-        if let (Some(command), Some(timeout)) = (command, timeout) {
+        let jail = match h.get("jail") {
+            None | Some(Value::Null) => Some(false),
+            Some(Value::Bool(b)) => Some(*b),
+            Some(_) => {
+                errors.push(format!("{place}.jail: must be true or false"));
+                None
+            }
+        };
+        if let (Some(command), Some(timeout), Some(jail)) = (command, timeout, jail) {
             handlers.push(Handler {
                 command: command.to_string(),
                 timeout,
                 source,
+                jail,
+                covered: Vec::new(),
+                opaque: None,
             });
         }
     }
@@ -442,6 +556,10 @@ pub struct Trust {
     /// Project hooks files and the hash each was trusted with.
     #[serde(default)]
     pub files: std::collections::BTreeMap<String, String>,
+    /// For each project hooks file (by the same key), the workspace files its hooks name and
+    /// the hash each was trusted with (issue 29).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub covered: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
 }
 
 impl Trust {
@@ -495,16 +613,19 @@ pub struct Files {
     pub project: PathBuf,
     /// The trust record (None without a home folder: nothing can be trusted).
     pub trust: Option<PathBuf>,
+    /// The workspace the hooks run in (`$CLAUDE_PROJECT_DIR`).
+    pub workspace: PathBuf,
 }
 
 impl Files {
     /// The files for the state folder `state_root` and the environment `env`.
-    pub fn new(state_root: &Path, env: &crate::config::Env) -> Files {
+    pub fn new(state_root: &Path, workspace: &Path, env: &crate::config::Env) -> Files {
         let dir = config_dir(env);
         Files {
             user: dir.as_ref().map(|d| d.join("hooks.json")),
             project: state_root.join("hooks.json"),
             trust: dir.map(|d| d.join("trusted-hooks.json")),
+            workspace: std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf()),
         }
     }
 
@@ -514,6 +635,7 @@ impl Files {
             self.user.as_deref(),
             &self.project,
             self.trust.as_deref(),
+            &self.workspace,
         ))
     }
 
@@ -622,7 +744,7 @@ mod tests {
                 "Stop": [{"hooks": [{"type": "command", "command": "b"}]}]}}"#,
         )
         .unwrap();
-        let h = Hooks::load(Some(&user), &dir.path().join("none.json"), None);
+        let h = Hooks::load(Some(&user), &dir.path().join("none.json"), None, dir.path());
         assert_eq!(h.matching(HookEvent::PreToolUse, Some("Bash")).len(), 1);
         assert_eq!(
             h.matching(HookEvent::PreToolUse, Some("work_update")).len(),
@@ -642,7 +764,7 @@ mod tests {
                 "Stop": [{"hooks": [{"command": ""}]}]}}"#,
         )
         .unwrap();
-        let h = Hooks::load(Some(&user), &dir.path().join("none.json"), None);
+        let h = Hooks::load(Some(&user), &dir.path().join("none.json"), None, dir.path());
         assert!(h.is_empty() && h.errors.len() == 1, "{:?}", h.errors);
         assert!(
             h.errors[0].contains("hooks.Stop[0].hooks[0].command"),
@@ -658,17 +780,17 @@ mod tests {
         let trust = dir.path().join("trusted.json");
         let text = r#"{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "x"}]}]}}"#;
         std::fs::write(&project, text).unwrap();
-        let h = Hooks::load(None, &project, Some(&trust));
+        let h = Hooks::load(None, &project, Some(&trust), dir.path());
         assert!(h.is_empty());
         let u = h.untrusted.clone().unwrap();
         assert!(!u.changed);
         let mut t = Trust::default();
         t.files.insert(key_of(&project), u.sha256);
         t.write(&trust).unwrap();
-        let h = Hooks::load(None, &project, Some(&trust));
+        let h = Hooks::load(None, &project, Some(&trust), dir.path());
         assert!(h.untrusted.is_none() && !h.is_empty());
         std::fs::write(&project, text.replace('x', "y")).unwrap();
-        let h = Hooks::load(None, &project, Some(&trust));
+        let h = Hooks::load(None, &project, Some(&trust), dir.path());
         assert!(h.is_empty() && h.untrusted.unwrap().changed);
     }
 }

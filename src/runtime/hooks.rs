@@ -82,8 +82,10 @@ pub fn tool_name(name: &str) -> &str {
 }
 
 impl Runtime {
-    /// Uses `hooks` from now on, and guards `files` (the launcher, when it opens the runtime).
+    /// Uses `hooks` from now on, and guards `files` (the launcher, when it opens the runtime);
+    /// the workspace files the hooks run are read-only to commands.
     pub(crate) fn set_hooks(&mut self, hooks: Arc<Hooks>, files: Vec<std::path::PathBuf>) {
+        self.commands.protect(hooks.covered_files());
         self.hook_state.hooks = hooks;
         self.hook_state.protected = files;
     }
@@ -134,15 +136,49 @@ impl Runtime {
         input.extend(fields);
         let input = Value::Object(input).to_string();
         for h in handlers {
+            // A file the hook runs changed since it was trusted (a command may have written
+            // it): the hook does not run; where its event can block, it blocks (issue 29).
+            if let Some(why) = h.suspended() {
+                let blocks = matches!(event, HookEvent::PreToolUse | HookEvent::UserPromptSubmit);
+                if blocks {
+                    verdict.block.push(why.clone());
+                }
+                self.emit(
+                    ui,
+                    Event::Hook {
+                        event,
+                        command: h.command.clone(),
+                        exit_code: None,
+                        duration_ms: 0,
+                        decision: if blocks {
+                            HookDecision::Block
+                        } else {
+                            HookDecision::Error
+                        },
+                        message: Some(crate::text::cut(&why, EVENT_MESSAGE_CHARS).to_string()),
+                    },
+                );
+                continue;
+            }
             ui.progress(&format!("hook {}: {}", event.as_str(), h.command));
-            let ran = crate::hooks::run::run(
-                &h.command,
-                input.as_bytes(),
-                self.commands.workspace(),
-                h.timeout,
-                &self.cancel,
-                self.process_groups(),
-            );
+            let ran = if h.jail {
+                self.commands.run_hook(
+                    &h.command,
+                    input.as_bytes(),
+                    h.timeout,
+                    &self.cancel,
+                    &self.session,
+                )
+            } else {
+                crate::hooks::run::run(
+                    &h.command,
+                    input.as_bytes(),
+                    self.commands.workspace(),
+                    h.timeout,
+                    &self.cancel,
+                    self.process_groups(),
+                )
+            };
             let (decision, message) = read_answer(event, &ran, h.timeout, &mut verdict);
             let message = message.map(|m| {
                 let m = crate::store::redact::redact(m.trim()).into_owned();

@@ -609,6 +609,101 @@ fn stop_notes(
     notes
 }
 
+/// What a program run with [`run_split`] left: how it ended, its stdout and stderr apart.
+#[derive(Debug)]
+pub struct Split {
+    /// Its exit status (None: never reaped).
+    pub status: Option<ExitStatus>,
+    /// Why it was stopped, if it was.
+    pub stop: Option<Stop>,
+    /// Its stdout, up to the cap.
+    pub stdout: Vec<u8>,
+    /// Its stderr, up to the cap.
+    pub stderr: Vec<u8>,
+}
+
+/// Runs `req.command` in the request's jail (which it needs) with its stdin from the file
+/// `input` and its stdout and stderr read apart, each kept up to `max` bytes: a hook that runs
+/// inside the jail (`"jail": true`), whose answer is its exit code, stdout and stderr apart.
+/// The environment, sandbox and supervision are the bash tool's.
+///
+/// Errors: no jail in the request, or the program could not start.
+pub fn run_split(
+    req: &BashRequest<'_>,
+    input: &Path,
+    max: usize,
+    cancel: &CancelToken,
+) -> Result<Split, String> {
+    use std::os::fd::AsRawFd;
+    let jail = req.jail.ok_or("no jail to run in")?;
+    let start = Instant::now();
+    let pipe = || io::pipe().map_err(|e| format!("could not create a pipe: {e}"));
+    let ((out_r, out_w), (err_r, err_w)) = (pipe()?, pipe()?);
+    let env = command_env(req);
+    let bash = find_bash(&env);
+    let script = format!("exec < {}\n{}", shell_quote(input), req.command);
+    let args = [std::ffi::OsStr::new("-c"), std::ffi::OsStr::new(&script)];
+    let spawned = jail.spawn(&crate::sandbox::jail::Spawn {
+        program: &bash,
+        args: &args,
+        env: &env,
+        cwd: req.cwd,
+        draft: req.sandbox.and_then(|s| s.draft_file()),
+        ruleset: req.sandbox.and_then(|s| s.child_hook().ruleset_fd()),
+        stdout: out_w.as_raw_fd(),
+        stderr: err_w.as_raw_fd(),
+    });
+    drop(out_w);
+    drop(err_w);
+    let mut proc =
+        Proc::Jailed(spawned.map_err(|e| format!("could not start bash in the jail: {e}"))?);
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let mut readers = [(out_r, true), (err_r, true)];
+    let mut buf = vec![0u8; READ_CHUNK_BYTES];
+    let mut pump = |wait: Duration| {
+        for (i, (r, open)) in readers.iter_mut().enumerate() {
+            if !*open {
+                continue;
+            }
+            let wait = if i == 0 { wait / 2 } else { Duration::ZERO };
+            match wait_readable(r.as_raw_fd(), wait) {
+                Ok(true) => match r.read(&mut buf) {
+                    Ok(0) | Err(_) => *open = false,
+                    Ok(n) => {
+                        let into = if i == 0 { &mut out } else { &mut err };
+                        let room = max.saturating_sub(into.len());
+                        into.extend_from_slice(&buf[..n.min(room)]);
+                    }
+                },
+                Ok(false) => {}
+                Err(_) => *open = false,
+            }
+        }
+        readers.iter().any(|(_, open)| *open)
+    };
+    let limits = crate::child::Limits {
+        timeout: Some(req.timeout),
+        kill_grace: KILL_GRACE,
+        drain_grace: DRAIN_GRACE,
+        reap_limit: REAP_LIMIT,
+    };
+    let watched = crate::child::supervise(&mut proc, start, &limits, Some(cancel), &mut pump);
+    if watched.stop.is_some() {
+        crate::child::Process::signal_group(&mut proc, libc::SIGKILL);
+    }
+    Ok(Split {
+        status: watched.status.and_then(Result::ok),
+        stop: watched.stop,
+        stdout: out,
+        stderr: err,
+    })
+}
+
+/// `p` quoted for bash (single quotes).
+fn shell_quote(p: &Path) -> String {
+    format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
+}
+
 /// Kills what is left of the commands of the session folder `session_dir` after the process
 /// that ran them died (SIGKILL, a crash): every process whose environment names the folder
 /// or one of its sub-agents' (`TERN_SESSION_DIR`, set for every command) and its process group. Called when a session whose

@@ -545,3 +545,126 @@ fn a_nested_repository_and_a_hooks_path_hold() {
     git(ws.path(), &["checkout", "-q", "-b", "y"]);
     assert!(!marker.exists());
 }
+
+/// A project's hooks file and the script its hook names, trusted with `tern hooks trust`.
+fn trusted_guard(ws: &crate::support::cli::WireWs, marker: &std::path::Path) {
+    std::fs::create_dir_all(ws.root().join("scripts")).unwrap();
+    std::fs::write(
+        ws.root().join("scripts/guard.sh"),
+        "#!/bin/sh\ncat > /dev/null\nexit 0\n",
+    )
+    .unwrap();
+    let hooks = serde_json::json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
+        {"type": "command", "command": "sh \"$CLAUDE_PROJECT_DIR\"/scripts/guard.sh"}]}]}});
+    std::fs::write(ws.root().join(".tern/hooks.json"), hooks.to_string()).unwrap();
+    let out = ws.ok(&["hooks", "trust"]);
+    let receipt = String::from_utf8_lossy(&out.stdout);
+    assert!(receipt.contains("scripts/guard.sh"), "{receipt}");
+    let _ = marker;
+}
+
+/// Claude Code's documented pattern, a trusted hook running `"$CLAUDE_PROJECT_DIR"/scripts/…`:
+/// inside the jail the script is read-only, so the hook runs the person's script; where a
+/// command could change it (`--no-jail`), the changed script does not run: the hook is
+/// suspended and, PreToolUse being a gate, the next command is blocked with the reason.
+#[test]
+fn a_script_a_trusted_hook_runs_is_not_the_models_to_change() {
+    use crate::support::script::{bash as sbash, text};
+    let marker_path = |ws: &crate::support::cli::WireWs| ws.root().join("pwned");
+    let evil = |m: &std::path::Path| {
+        format!(
+            "printf '#!/bin/sh\\ntouch {}\\n' > scripts/guard.sh; echo rewrite=$?",
+            m.display()
+        )
+    };
+    // In the jail: read-only.
+    let ws = crate::support::cli::WireWs::new(Wire::OpenAi, vec![]);
+    let marker = marker_path(&ws);
+    trusted_guard(&ws, &marker);
+    ws.push(vec![
+        sbash(Wire::OpenAi, "c1", &evil(&marker)),
+        sbash(Wire::OpenAi, "c2", "echo second"),
+        text(Wire::OpenAi, "done"),
+    ]);
+    let out = ws.ok(&["exec", "--json", "go"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("rewrite=1"), "{stdout}");
+    assert!(stdout.contains("second"), "{stdout}");
+    assert!(
+        !marker.exists(),
+        "the rewritten script ran outside the jail"
+    );
+    // Without the jail (Landlock alone): the command can write it, and the hook stops.
+    let ws = crate::support::cli::WireWs::new(Wire::OpenAi, vec![]);
+    let marker = marker_path(&ws);
+    trusted_guard(&ws, &marker);
+    ws.push(vec![
+        sbash(Wire::OpenAi, "c1", &evil(&marker)),
+        sbash(Wire::OpenAi, "c2", "touch second-ran"),
+        text(Wire::OpenAi, "done"),
+    ]);
+    let out = ws.ok(&["exec", "--json", "--no-jail", "go"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("rewrite=0"), "{stdout}");
+    assert!(
+        !marker.exists(),
+        "the rewritten script ran outside the jail"
+    );
+    assert!(
+        !ws.root().join("second-ran").exists(),
+        "the suspended gate let a command through"
+    );
+    assert!(
+        stdout.contains("changed since the hooks were trusted"),
+        "{stdout}"
+    );
+    // Trusted again, the hook (now the person's choice) runs.
+    ws.ok(&["hooks", "trust"]);
+    ws.push(vec![
+        sbash(Wire::OpenAi, "c3", "echo third"),
+        text(Wire::OpenAi, "done"),
+    ]);
+    ws.ok(&["exec", "--no-jail", "--continue", "again"]);
+    assert!(marker.exists(), "the re-trusted hook did not run");
+}
+
+/// A hook that runs workspace code tern cannot name (`npm run lint`) is named at trust time;
+/// with `"jail": true` it runs inside the jail (it cannot write outside the workspace) and its
+/// answer still counts (a JSON deny on stdout, stderr apart).
+#[test]
+fn a_hook_that_runs_workspace_code_is_named_and_can_run_in_the_jail() {
+    use crate::support::script::{bash as sbash, text};
+    let ws = crate::support::cli::WireWs::new(Wire::OpenAi, vec![]);
+    let outside = tempfile::Builder::new()
+        .prefix("tern-out-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let escape = outside.path().join("escaped");
+    let deny = r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"jailed guard says no"}}"#;
+    let jailed = format!(
+        "touch {} 2>/dev/null; echo note >&2; echo '{deny}'",
+        escape.display()
+    );
+    let hooks = serde_json::json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
+        {"type": "command", "command": "npm run lint"},
+        {"type": "command", "command": jailed, "jail": true}]}]}});
+    std::fs::write(ws.root().join(".tern/hooks.json"), hooks.to_string()).unwrap();
+    let out = ws.ok(&["hooks", "trust"]);
+    let receipt = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        receipt.contains("npm run lint") && receipt.contains("runs code that commands can change"),
+        "{receipt}"
+    );
+    ws.push(vec![
+        sbash(Wire::OpenAi, "c1", "touch should-not-run"),
+        text(Wire::OpenAi, "done"),
+    ]);
+    let out = ws.ok(&["exec", "--json", "go"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("jailed guard says no"), "{stdout}");
+    assert!(!ws.root().join("should-not-run").exists());
+    assert!(
+        !escape.exists(),
+        "the jailed hook wrote outside the workspace"
+    );
+}

@@ -200,6 +200,8 @@ pub struct JailPaths<'a> {
     /// Where the repositories' shadows are written (a folder of the state folder's, for this
     /// jail alone); None: no shadows, the repositories are shown read-only.
     pub shadows: Option<&'a Path>,
+    /// More files shown read-only (the workspace scripts the person's hooks run).
+    pub read_only: &'a [PathBuf],
     /// `--no-network`.
     pub no_network: bool,
 }
@@ -223,6 +225,8 @@ impl JailSpec {
         s.writable.extend(p.tmpdir.and_then(canon));
         s.writable_files.extend(p.draft.and_then(canon));
         s.read_only.extend(canon(p.state_dir));
+        s.read_only
+            .extend(p.read_only.iter().filter_map(|f| canon(f)));
         if let Some(ws) = &workspace {
             s.add_git(ws, p.workspace_writable, p.shadows);
         }

@@ -1,0 +1,210 @@
+//! What a hook's command runs from the workspace (issue 29): the files it names (a script under
+//! `$CLAUDE_PROJECT_DIR`, `./lint.sh`, `python3 tools/check.py`) are covered by the hooks file's
+//! trust and read-only inside the jail; a command that runs workspace code tern cannot name
+//! (`npm run lint`, `make`: the code is in `package.json` or the `Makefile`, and what those
+//! call) is said to "run code that commands can change", and the person chooses: trust it as
+//! such, or run it inside the jail (`"jail": true` on the handler).
+//!
+//! Pure: a command and the workspace in, names out ([`scan`]); the caller looks at the files.
+
+use std::path::{Path, PathBuf};
+
+/// Programs whose code comes from the workspace's own configuration (a `package.json`'s
+/// scripts, a `Makefile`, a build file), so tern cannot name the files they run.
+const RUNNERS: [&str; 22] = [
+    "npm",
+    "npx",
+    "yarn",
+    "pnpm",
+    "bun",
+    "make",
+    "just",
+    "task",
+    "cargo",
+    "go",
+    "mvn",
+    "gradle",
+    "./gradlew",
+    "pytest",
+    "tox",
+    "nox",
+    "rake",
+    "bundle",
+    "composer",
+    "poetry",
+    "uv",
+    "deno",
+];
+
+/// Script extensions: a relative word with one of these names a file to run.
+const SCRIPTS: [&str; 9] = ["sh", "bash", "py", "js", "mjs", "ts", "rb", "pl", "php"];
+
+/// What one hook command runs from the workspace.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scan {
+    /// Paths it names inside the workspace (absolute, not checked to exist).
+    pub named: Vec<PathBuf>,
+    /// The runner it calls whose code tern cannot name (`npm`, `make`, …).
+    pub opaque: Option<String>,
+}
+
+/// What `command` (run with `bash -c` in `workspace`, with `$CLAUDE_PROJECT_DIR` and
+/// `$TERN_PROJECT_DIR` set to it) runs from the workspace: words that name a path there after
+/// expanding those two variables (absolute inside the workspace, or relative with a `/` or a
+/// script's extension), and a runner of [`RUNNERS`] at a command's start.
+pub fn scan(command: &str, workspace: &Path) -> Scan {
+    let ws = workspace.display().to_string();
+    let mut out = Scan::default();
+    let mut at_start = true;
+    for word in words(command) {
+        if matches!(word.as_str(), "|" | "||" | "&&" | ";" | "&" | "(" | ")") {
+            at_start = true;
+            continue;
+        }
+        let w = word
+            .replace("${CLAUDE_PROJECT_DIR}", &ws)
+            .replace("$CLAUDE_PROJECT_DIR", &ws)
+            .replace("${TERN_PROJECT_DIR}", &ws)
+            .replace("$TERN_PROJECT_DIR", &ws);
+        let starts = at_start;
+        // An assignment (`FOO=1 cmd`) keeps the command's start.
+        at_start = at_start && w.contains('=') && !w.starts_with('=');
+        if starts && out.opaque.is_none() && RUNNERS.contains(&w.as_str()) {
+            out.opaque = Some(w.clone());
+        }
+        if w.starts_with('-') || w.contains('=') || w.contains('$') {
+            continue;
+        }
+        let p = Path::new(&w);
+        let named = if p.is_absolute() {
+            p.starts_with(workspace).then(|| p.to_path_buf())
+        } else {
+            let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
+            (w.contains('/') || SCRIPTS.contains(&ext)).then(|| workspace.join(p))
+        };
+        if let Some(n) = named.map(|n| normal(&n))
+            && n.starts_with(workspace)
+            && !out.named.contains(&n)
+        {
+            out.named.push(n);
+        }
+    }
+    out
+}
+
+/// `p` with `.` and `..` taken out (lexically).
+fn normal(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The words of a shell command line: split at unquoted blanks and at `|`, `&`, `;`, `(`,
+/// `)`, with single and double quotes removed (enough to find the files a hook names; never
+/// run).
+fn words(command: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quote: Option<char> = None;
+    let mut chars = command.chars().peekable();
+    let flush = |cur: &mut String, out: &mut Vec<String>| {
+        if !cur.is_empty() {
+            out.push(std::mem::take(cur));
+        }
+    };
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some('"'), '\\') => {
+                if let Some(n) = chars.next() {
+                    cur.push(n);
+                }
+            }
+            (Some(_), c) => cur.push(c),
+            (None, '\'' | '"') => quote = Some(c),
+            (None, '\\') => {
+                if let Some(n) = chars.next() {
+                    cur.push(n);
+                }
+            }
+            (None, c) if c.is_whitespace() => flush(&mut cur, &mut out),
+            (None, '|' | '&' | ';' | '(' | ')') => {
+                flush(&mut cur, &mut out);
+                let mut op = c.to_string();
+                if matches!(c, '|' | '&') && chars.peek() == Some(&c) {
+                    op.push(c);
+                    chars.next();
+                }
+                out.push(op);
+            }
+            (None, c) => cur.push(c),
+        }
+    }
+    flush(&mut cur, &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ws() -> &'static Path {
+        Path::new("/w")
+    }
+
+    #[test]
+    fn project_dir_scripts_and_relative_scripts_are_named() {
+        let s = scan("\"$CLAUDE_PROJECT_DIR\"/scripts/guard.sh --strict", ws());
+        assert_eq!(s.named, [PathBuf::from("/w/scripts/guard.sh")]);
+        assert_eq!(s.opaque, None);
+        let s = scan("python3 tools/check.py && ./lint.sh | tee out", ws());
+        assert_eq!(
+            s.named,
+            [
+                PathBuf::from("/w/tools/check.py"),
+                PathBuf::from("/w/lint.sh")
+            ]
+        );
+        let s = scan("bash ${TERN_PROJECT_DIR}/a/../b.sh", ws());
+        assert_eq!(s.named, [PathBuf::from("/w/b.sh")]);
+    }
+
+    #[test]
+    fn paths_outside_the_workspace_and_plain_words_are_not_named() {
+        let s = scan(
+            "/usr/local/bin/guard --dir /w2 echo hello ../escape.sh",
+            ws(),
+        );
+        assert!(s.named.is_empty(), "{s:?}");
+        let s = scan("jq -r '.tool_input.command' | grep -q 'rm -rf'", ws());
+        assert!(s.named.is_empty(), "{s:?}");
+    }
+
+    #[test]
+    fn runners_of_workspace_code_are_opaque_at_a_commands_start_only() {
+        assert_eq!(scan("npm run lint", ws()).opaque.as_deref(), Some("npm"));
+        assert_eq!(
+            scan("cd \"$CLAUDE_PROJECT_DIR\" && CI=1 make check", ws())
+                .opaque
+                .as_deref(),
+            Some("make")
+        );
+        assert_eq!(scan("echo make npm", ws()).opaque, None);
+    }
+
+    #[test]
+    fn words_respect_quotes_and_operators() {
+        assert_eq!(
+            words("a 'b c' \"d\\\"e\"|f&&g;h"),
+            ["a", "b c", "d\"e", "|", "f", "&&", "g", ";", "h"]
+        );
+    }
+}
