@@ -49,10 +49,17 @@ pub struct CheckReport {
     pub self_test: Vec<SelfTest>,
     /// Landlock is there and every self-test passed.
     pub ok: bool,
+    /// Why this workspace makes a test fail (it is `/tmp`, the home folder, …): the check was
+    /// run where tern refuses workspace-write; said first so a failure has its cause.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workspace_note: Option<String>,
 }
 
 impl fmt::Display for CheckReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(n) = &self.workspace_note {
+            writeln!(f, "note: {n}")?;
+        }
         match &self.landlock_missing {
             None => writeln!(
                 f,
@@ -156,6 +163,7 @@ pub fn check(workspace: &Path, exe: &Path) -> CheckReport {
         jail: Err("not tried".into()),
         self_test: Vec::new(),
         ok: false,
+        workspace_note: workspace_note(workspace),
     };
     let policy = |mode, no_network| policy_for(workspace, mode, no_network);
     if report.landlock_missing.is_some() {
@@ -209,6 +217,7 @@ pub fn check(workspace: &Path, exe: &Path) -> CheckReport {
         network_tests(&mut report, &ctx);
     }
     jail_tests(&mut report, workspace, exe, &ctx);
+    construct_tests(&mut report, exe, spill.path());
     report.ok = report.self_test.iter().all(|t| t.passed) && report.jail.is_ok();
     report
 }
@@ -300,6 +309,188 @@ fn network_tests(report: &mut CheckReport, ctx: &Ctx<'_>) {
             detail: e.to_string(),
         }),
     }
+}
+
+/// Why `workspace` makes the check's tests fail, when it is a folder tern refuses
+/// workspace-write in (`policy::wide_root`).
+fn workspace_note(workspace: &Path) -> Option<String> {
+    let canon = |v: Option<std::ffi::OsString>| v.and_then(|v| std::fs::canonicalize(v).ok());
+    let ws = std::fs::canonicalize(workspace).ok()?;
+    let why = crate::policy::wide_root(
+        &ws,
+        canon(std::env::var_os("HOME")).as_deref(),
+        canon(std::env::var_os("XDG_RUNTIME_DIR")).as_deref(),
+    )?;
+    Some(format!(
+        "this workspace is {why}: tern refuses workspace-write here, and a test that writes or reaches sockets in it fails because of where it runs, not because the sandbox is broken. Run `tern sandbox check` in a project folder"
+    ))
+}
+
+/// The classes of issue 29, in a scratch workspace of the check's own (a repository, a home
+/// folder with credentials in a toolchain folder): what the person's tools later run or read is
+/// not the model's to write; a pty opens; vsock and io_uring are refused; the jail's `/tmp` has a
+/// size.
+fn construct_tests(report: &mut CheckReport, exe: &Path, spill: &Path) {
+    use crate::sandbox::jail::{Jail, JailPaths, JailSpec};
+    let Ok(scratch) = tempfile::Builder::new()
+        .prefix("tern-check-construct-")
+        .tempdir_in("/var/tmp")
+        .or_else(|_| tempfile::tempdir())
+    else {
+        return;
+    };
+    let Ok(root) = std::fs::canonicalize(scratch.path()) else {
+        return;
+    };
+    let (ws, home, state) = (root.join("ws"), root.join("home"), root.join("ws/.tern"));
+    let cargo = home.join(".cargo");
+    let made = std::fs::create_dir_all(&state)
+        .and_then(|()| std::fs::create_dir_all(cargo.join("bin")))
+        .and_then(|()| std::fs::write(cargo.join("credentials.toml"), "token = \"CHECK-TOKEN\""))
+        .and_then(|()| std::fs::write(cargo.join("bin/tool"), "CHECK-TOOL"));
+    if made.is_err() {
+        return;
+    }
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(&ws)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let has_git = git(&["init", "-q"]);
+    let shadows = state.join("jail/check");
+    let spec = JailSpec::new(&JailPaths {
+        workspace: &ws,
+        workspace_writable: true,
+        state_dir: &state,
+        draft: None,
+        tmpdir: None,
+        add_dirs: &[],
+        read_dirs: &[],
+        home: Some(&home),
+        tern_config: None,
+        shadows: Some(&shadows),
+        read_only: &[],
+        no_network: false,
+    });
+    let Ok(jail) = Jail::start(exe, &spec, None) else {
+        return;
+    };
+    let ctx = Ctx {
+        workspace: &ws,
+        spill,
+    };
+    let mut p = policy_for(&ws, Mode::WorkspaceWrite, false);
+    p.network_in_namespace = true;
+    p.add_dirs = spec
+        .git_shadows
+        .iter()
+        .map(|(_, c)| c.clone())
+        .chain(spec.git_data.iter().cloned())
+        .collect();
+    let config = std::fs::read(ws.join(".git/config")).unwrap_or_default();
+    if has_git {
+        let plant = "echo ../evil > .git/commondir; printf '[core]\\n\\tfsmonitor = touch planted\\n' >> .git/config; printf '#!/bin/sh\\ntouch planted\\n' > .git/hooks/post-checkout; true";
+        let mut t = ctx.run_in(
+            "plant git's configuration and hooks in the workspace's repository (jail)".into(),
+            &p,
+            Some(&jail),
+            plant,
+            false,
+            None,
+        );
+        jail.sync_git();
+        let landed = ws.join(".git/commondir").exists()
+            || ws.join(".git/hooks/post-checkout").exists()
+            || std::fs::read(ws.join(".git/config")).unwrap_or_default() != config;
+        t.succeeded = landed;
+        t.passed = !landed;
+        t.detail = if landed {
+            "it reached the repository".into()
+        } else {
+            "the jail's git works on a copy; nothing reached the repository".into()
+        };
+        report.self_test.push(t);
+        let commit = "git -c user.name=check -c user.email=check@check -c core.fsmonitor=false commit -q --allow-empty --no-verify -m check";
+        let mut t = ctx.run_in(
+            "commit in the workspace's repository (jail)".into(),
+            &p,
+            Some(&jail),
+            &format!("rm -f .git/commondir; {commit}"),
+            true,
+            None,
+        );
+        jail.sync_git();
+        let landed = std::process::Command::new("git")
+            .args(["log", "--format=%s"])
+            .current_dir(&ws)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("check"));
+        t.succeeded = t.succeeded && landed;
+        t.passed = t.succeeded;
+        report.self_test.push(t);
+    }
+    let cat = |f: &str| format!("cat {}", home.join(f).display());
+    report.self_test.push(ctx.run_in(
+        "read a credential inside a toolchain folder, ~/.cargo/credentials.toml (jail)".into(),
+        &p,
+        Some(&jail),
+        &format!("{} | grep -q CHECK-TOKEN", cat(".cargo/credentials.toml")),
+        false,
+        None,
+    ));
+    report.self_test.push(ctx.run_in(
+        "read a toolchain's binaries, ~/.cargo/bin (jail)".into(),
+        &p,
+        Some(&jail),
+        &format!("{} | grep -q CHECK-TOOL", cat(".cargo/bin/tool")),
+        true,
+        None,
+    ));
+    report.self_test.push(ctx.run_in(
+        "open a pseudo-terminal (jail)".into(),
+        &p,
+        Some(&jail),
+        "command -v script >/dev/null && script -qc true /dev/null",
+        true,
+        None,
+    ));
+    report.self_test.push(ctx.run_in(
+        "the jail's /tmp has a size, at most 1 GiB (jail)".into(),
+        &p,
+        Some(&jail),
+        "test \"$(df -k --output=size /tmp | tail -1)\" -le 1048576",
+        true,
+        None,
+    ));
+    let python = std::process::Command::new("python3")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if python {
+        report.self_test.push(ctx.run_in(
+            "open a vsock socket, which no namespace holds (jail, seccomp)".into(),
+            &p,
+            Some(&jail),
+            "python3 -c 'import socket; socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)'",
+            false,
+            None,
+        ));
+        report.self_test.push(ctx.run_in(
+            "start io_uring, which seccomp cannot see into (jail, seccomp)".into(),
+            &p,
+            Some(&jail),
+            "python3 -c 'import ctypes, sys; l = ctypes.CDLL(None); b = ctypes.create_string_buffer(120); sys.exit(0 if l.syscall(425, 8, b) >= 0 else 1)'",
+            false,
+            None,
+        ));
+    }
+    drop(jail);
 }
 
 fn yes(b: bool) -> &'static str {
