@@ -688,6 +688,20 @@ fn check_reports_support_and_passes_its_self_test() {
     assert!(report.self_test.len() >= 4, "{text}");
     assert!(report.self_test.iter().any(|t| !t.should_succeed), "{text}");
     assert!(report.self_test.iter().any(|t| t.should_succeed), "{text}");
+    // Issue 29: a test per class of "by construction", each passing here.
+    for class in [
+        "read a credential inside a toolchain folder",
+        "open a pseudo-terminal",
+        "the jail's /tmp has a size",
+    ] {
+        assert!(
+            report
+                .self_test
+                .iter()
+                .any(|t| t.name.starts_with(class) && t.passed),
+            "{class}: {text}"
+        );
+    }
     assert!(
         text.contains(&format!("Landlock: ABI {}", report.landlock_abi)),
         "{text}"
