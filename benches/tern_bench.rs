@@ -178,6 +178,15 @@ fn main() -> ExitCode {
                 .and_then(|b| bench_baseline(&b)),
         );
     }
+    // `TERN_BENCH_BASELINE=old/tern cargo bench -- --jail-baseline-only`: the jail's start and
+    // per-call cost in a git workspace, side by side with the baseline, printed.
+    if args.iter().any(|a| a == "--jail-baseline-only") {
+        return printed(
+            std::env::var(BASELINE_ENV)
+                .map_err(|_| format!("--jail-baseline-only needs {BASELINE_ENV}=<tern binary>"))
+                .and_then(|b| jail_section::bench_jail_baseline(&b)),
+        );
+    }
     if args.get(1).map(String::as_str) == Some("--serve") {
         return match serve(&args[2..]) {
             Ok(()) => ExitCode::SUCCESS,

@@ -189,3 +189,97 @@ fn calls_and_start() -> R<String> {
     );
     Ok(md)
 }
+
+/// A session like [`true_session`]'s in a workspace that is a git repository (200 files, one
+/// commit): what the jail's git shadow costs at start and per call.
+fn git_session(program: &str, requests: usize) -> R<Session> {
+    let server = FakeServer::start(script(requests, |k| {
+        bash_call(&format!("call_{k}"), &format!("true {k}"))
+    }));
+    let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let ws = tmp.path().join("ws");
+    fs::create_dir_all(ws.join("src")).map_err(|e| e.to_string())?;
+    for i in 0..200 {
+        fs::write(ws.join(format!("src/f{i}.rs")), format!("fn f{i}() {{}}\n"))
+            .map_err(|e| e.to_string())?;
+    }
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .current_dir(&ws)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "b")
+            .env("GIT_AUTHOR_EMAIL", "b@b")
+            .env("GIT_COMMITTER_NAME", "b")
+            .env("GIT_COMMITTER_EMAIL", "b@b")
+            .output()
+            .map_err(|e| e.to_string())
+            .map(|_| ())
+    };
+    git(&["init", "-q"])?;
+    git(&["add", "."])?;
+    git(&["commit", "-q", "-m", "start"])?;
+    let mut cmd = tern_command(
+        &server,
+        tmp.path(),
+        program,
+        &exec_args(requests, "Run true until told to stop."),
+    )?;
+    let m = measure(&mut cmd, Some(&server))?;
+    finish_session(tmp, m, server.requests(), requests)
+}
+
+/// `TERN_BENCH_BASELINE=old/tern cargo bench -- --jail-baseline-only`: the jail's start and
+/// per-call cost in a git workspace, this commit beside the baseline, rotated: a 2-request
+/// session (one command: the jail's start is most of its cost) and the 200-request one.
+pub(super) fn bench_jail_baseline(baseline: &str) -> R<String> {
+    let arms: [(&str, &str); 2] = [("this commit", TERN), ("baseline", baseline)];
+    let mut start: [Vec<(f64, f64)>; 2] = Default::default();
+    let mut per: [Vec<(f64, f64)>; 2] = Default::default();
+    for round in 0..6 {
+        for i in 0..arms.len() {
+            let arm = (round + i) % arms.len();
+            let (name, program) = arms[arm];
+            for _ in 0..3 {
+                let s = git_session(program, 2)?;
+                start[arm].push((s.m.own_ms(), s.m.wall.as_secs_f64() * 1000.0));
+            }
+            let s = git_session(program, 200)?;
+            per[arm].push((
+                s.m.own_ms() / 200.0,
+                s.m.wall.as_secs_f64() * 1000.0 / 200.0,
+            ));
+            eprintln!("  round {} {name}", round + 1);
+        }
+    }
+    let col =
+        |v: &[(f64, f64)], f: fn(&(f64, f64)) -> f64| median(&v.iter().map(f).collect::<Vec<_>>());
+    let mut md = String::from(
+        "### The jail in a git workspace, side by side with a baseline binary\n\n\
+         A workspace of 200 files in a git repository (one commit), so the jail shows its shadow \
+         of `.git` and copies git's data files back after each command. 6 rotated rounds; each \
+         round runs a 2-request session (one `true` command: the jail's start) three times and \
+         the 200-request session once per arm.\n\n\
+         | arm | 2-request session: tern's own CPU | its wall | 200-request session: own CPU per turn | wall per turn |\n|---|---|---|---|---|\n",
+    );
+    for (i, (name, _)) in arms.iter().enumerate() {
+        let _ = writeln!(
+            md,
+            "| {name} | **{:.2} ms** | {:.1} ms | **{:.3} ms** | {:.3} ms |",
+            col(&start[i], |x| x.0),
+            col(&start[i], |x| x.1),
+            col(&per[i], |x| x.0),
+            col(&per[i], |x| x.1),
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\nDifference (this commit − baseline): start {:+.2} ms CPU / {:+.1} ms wall; per call {:+.3} ms CPU / {:+.3} ms wall.",
+        col(&start[0], |x| x.0) - col(&start[1], |x| x.0),
+        col(&start[0], |x| x.1) - col(&start[1], |x| x.1),
+        col(&per[0], |x| x.0) - col(&per[1], |x| x.0),
+        col(&per[0], |x| x.1) - col(&per[1], |x| x.1),
+    );
+    Ok(md)
+}

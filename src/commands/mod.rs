@@ -475,14 +475,12 @@ impl Commands {
         }
     }
 
-    /// Where this runtime's jails write their repositories' shadows:
-    /// `<state folder>/jail/<pid>-<n>` (`n` counts the jails of this runtime).
+    /// Where this runtime's jails write their repositories' shadows: `<base>/<pid>-<n>` (`n`
+    /// counts the jails of this runtime), the base a memory file system of the person's own
+    /// ([`shadow_base`]) or else `<state folder>/jail`.
     fn shadow_dir(&self, session: &Session) -> Option<PathBuf> {
-        let root = session.state_root()?;
-        Some(
-            root.join("jail")
-                .join(format!("{}-{}", std::process::id(), self.jails)),
-        )
+        let base = shadow_base().or_else(|| Some(session.state_root()?.join("jail")))?;
+        Some(base.join(format!("{}-{}", std::process::id(), self.jails)))
     }
 
     /// Removes the shadows of this runtime's jails.
@@ -548,7 +546,9 @@ impl Commands {
         self.remove_shadows();
         self.jails += 1;
         let shadows = self.shadow_dir(session).filter(|d| {
-            sweep_shadows(&state.join("jail"));
+            if let Some(base) = d.parent() {
+                sweep_shadows(base);
+            }
             crate::store::fsutil::ensure_dir(d).is_ok()
         });
         self.shadows = shadows.clone();
@@ -605,6 +605,28 @@ impl Commands {
             .unwrap_or_else(|| PathBuf::from("/proc/self/exe"));
         Jail::start(&exe, spec, Some(&self.groups))
     }
+}
+
+/// A folder for the repositories' shadows on a memory file system, the person's alone:
+/// `$XDG_RUNTIME_DIR/tern-shadows`, else `/dev/shm/tern-shadows-<uid>` (made mode 0700; one
+/// that exists must be a folder of this user's that nobody else can enter). A shadow is a few
+/// small files made at every jail start and looked at after every command: memory makes that
+/// cheap. None: there is none (the state folder is used).
+fn shadow_base() -> Option<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    // SAFETY: getuid(2) cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let candidates = [
+        std::env::var_os("XDG_RUNTIME_DIR")
+            .filter(|d| !d.is_empty())
+            .map(|d| PathBuf::from(d).join("tern-shadows")),
+        Some(PathBuf::from(format!("/dev/shm/tern-shadows-{uid}"))),
+    ];
+    candidates.into_iter().flatten().find(|d| {
+        let _ = std::fs::DirBuilder::new().mode(0o700).create(d);
+        std::fs::symlink_metadata(d)
+            .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0)
+    })
 }
 
 /// Removes the shadow folders under `jail_dir` (`<pid>-<n>`) whose process is gone (a tern

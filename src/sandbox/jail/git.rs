@@ -314,6 +314,10 @@ fn copy_tree(from: &Path, to: &Path, data: &dyn Fn(&Path) -> bool) -> io::Result
         } else if t.is_symlink() {
             std::os::unix::fs::symlink(std::fs::read_link(&src)?, &dst)?;
         } else if t.is_file() {
+            // git never runs a `*.sample` hook: not worth a copy at every jail start.
+            if src.extension().is_some_and(|e| e == "sample") {
+                continue;
+            }
             std::fs::copy(&src, &dst)?;
         }
         // FIFOs, sockets, devices: not git's; left out.
@@ -347,6 +351,33 @@ struct Pair {
     last: (Stamp, Stamp),
 }
 
+/// One git dir and its shadow: their data files, and the folders' own stamps, so that a look
+/// where neither folder changed (no file made, removed or renamed in it) stats only the files
+/// that exist (git replaces its data files by renaming a `.lock` over them, which changes the
+/// folder; the few written in place exist already).
+#[derive(Debug, Clone)]
+struct Dir {
+    real: PathBuf,
+    shadow: PathBuf,
+    folders: (Stamp, Stamp),
+    pairs: Vec<Pair>,
+}
+
+/// A folder's stamp (as [`stamp`], for a folder).
+fn dir_stamp(p: &Path) -> Stamp {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(p).ok()?;
+    m.is_dir().then(|| {
+        (
+            m.dev(),
+            m.ino(),
+            m.size(),
+            m.mtime() * 1_000_000_000 + m.mtime_nsec(),
+            m.ctime() * 1_000_000_000 + m.ctime_nsec(),
+        )
+    })
+}
+
 /// Which way a data file goes, decided from what changed since the last look (pure).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Way {
@@ -373,14 +404,14 @@ pub fn way(real_changed: bool, shadow_changed: bool) -> Way {
 /// The copy-back state of a jail's shadows.
 #[derive(Debug, Default)]
 pub struct Sync {
-    pairs: Vec<Pair>,
+    dirs: Vec<Dir>,
 }
 
 impl Sync {
     /// The pairs of `git_dirs` (real) and their shadows (real path with `root`'s prefix
     /// replaced by its copy), as they are now.
     pub fn new(shadows: &[(PathBuf, PathBuf)], git_dirs: &[PathBuf]) -> Sync {
-        let mut pairs = Vec::new();
+        let mut dirs = Vec::new();
         for g in git_dirs {
             let Some((root, copy)) = shadows.iter().find(|(r, _)| g.starts_with(r)) else {
                 continue;
@@ -389,13 +420,22 @@ impl Sync {
                 continue;
             };
             let s = copy.join(rel);
-            for f in DATA_FILES {
-                let (real, shadow) = (g.join(f), s.join(f));
-                let last = (stamp(&real), stamp(&shadow));
-                pairs.push(Pair { real, shadow, last });
-            }
+            let pairs = DATA_FILES
+                .iter()
+                .map(|f| {
+                    let (real, shadow) = (g.join(f), s.join(f));
+                    let last = (stamp(&real), stamp(&shadow));
+                    Pair { real, shadow, last }
+                })
+                .collect();
+            dirs.push(Dir {
+                folders: (dir_stamp(g), dir_stamp(&s)),
+                real: g.clone(),
+                shadow: s,
+                pairs,
+            });
         }
-        Sync { pairs }
+        Sync { dirs }
     }
 
     /// Copies each data file the way [`way`] says and returns what is worth saying (an index
@@ -403,33 +443,58 @@ impl Sync {
     /// side it would be written to (a git running there now) waits for the next look.
     pub fn run(&mut self) -> Vec<String> {
         let mut notes = Vec::new();
-        for p in &mut self.pairs {
-            let (r, s) = (stamp(&p.real), stamp(&p.shadow));
-            let w = way(r != p.last.0, s != p.last.1);
-            let done = match w {
-                Way::Stay => true,
-                Way::Back => {
-                    if let Some(n) = kept_back(p) {
-                        notes.push(n);
-                        // Said once: this version of the shadow's file is the baseline now.
-                        p.last.1 = s;
-                        continue;
+        for d in &mut self.dirs {
+            let folders = (dir_stamp(&d.real), dir_stamp(&d.shadow));
+            let (all_real, all_shadow) = (folders.0 != d.folders.0, folders.1 != d.folders.1);
+
+            let mut touched = false;
+            for p in &mut d.pairs {
+                // Unchanged folder and no file there last time: still none.
+                let r = if all_real || p.last.0.is_some() {
+                    stamp(&p.real)
+                } else {
+                    None
+                };
+                let s = if all_shadow || p.last.1.is_some() {
+                    stamp(&p.shadow)
+                } else {
+                    None
+                };
+                let w = way(r != p.last.0, s != p.last.1);
+                let done = match w {
+                    Way::Stay => true,
+                    Way::Back => {
+                        if let Some(n) = kept_back(p) {
+                            notes.push(n);
+                            // Said once: this version of the shadow's file is the baseline now.
+                            p.last.1 = s;
+                            continue;
+                        }
+                        copy_over(&p.shadow, &p.real).is_ok()
                     }
-                    copy_over(&p.shadow, &p.real).is_ok()
-                }
-                Way::In | Way::Conflict => {
-                    if w == Way::Conflict {
-                        notes.push(format!(
-                            "{} changed in the jail and outside it since the last command: the person's version is kept",
-                            p.real.display()
-                        ));
+                    Way::In | Way::Conflict => {
+                        if w == Way::Conflict {
+                            notes.push(format!(
+                                "{} changed in the jail and outside it since the last command: the person's version is kept",
+                                p.real.display()
+                            ));
+                        }
+                        copy_over(&p.real, &p.shadow).is_ok()
                     }
-                    copy_over(&p.real, &p.shadow).is_ok()
+                };
+                if w != Way::Stay {
+                    touched = true;
                 }
-            };
-            if done {
-                p.last = (stamp(&p.real), stamp(&p.shadow));
+                if done {
+                    p.last = (stamp(&p.real), stamp(&p.shadow));
+                }
             }
+            // Our own copies changed the folders: their stamps are taken after them.
+            d.folders = if touched {
+                (dir_stamp(&d.real), dir_stamp(&d.shadow))
+            } else {
+                folders
+            };
         }
         notes
     }
