@@ -7,6 +7,7 @@
 //! What the model reads about tern's refusals is typed ([`Verdict`]: a [`GuardReport`] or the
 //! jail's [`JailNotes`]) and worded once, by its `Display`.
 
+mod disk;
 mod guard;
 
 use std::fmt;
@@ -22,6 +23,7 @@ use crate::sandbox::jail::{Jail, JailError, JailPaths, JailSlot, JailSpec, Reach
 use crate::store::{Session, files};
 use crate::tools::bash::{self, BashOutcome};
 
+pub use disk::LowDisk;
 pub use guard::{GuardReport, Site};
 
 /// How commands may run in a runtime: the person's choices, fixed for its life.
@@ -67,29 +69,6 @@ impl JailNotes {
 impl fmt::Display for JailNotes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.git.join(" "))
-    }
-}
-
-/// A file system that ran low while a command ran: where, how much was free, the floor.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LowDisk {
-    /// A folder on it the command could write (the workspace, an `--add-dir`, `TMPDIR`).
-    pub path: PathBuf,
-    /// Bytes free when tern looked.
-    pub free: u64,
-    /// The floor in bytes.
-    pub floor: u64,
-}
-
-impl fmt::Display for LowDisk {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "the disk holding {} has only {} free, below tern's floor of {} (TERN_DISK_FLOOR), which keeps room for everyone's files and tern's own records",
-            self.path.display(),
-            crate::checkpoint::size_text(self.free),
-            crate::checkpoint::size_text(self.floor)
-        )
     }
 }
 
@@ -157,6 +136,8 @@ pub struct Commands {
     shadows: Option<PathBuf>,
     /// Workspace files shown read-only (the scripts hooks run).
     protected: Vec<PathBuf>,
+    /// The disk floor's watcher.
+    disk: disk::DiskWatch,
 }
 
 impl Commands {
@@ -177,6 +158,7 @@ impl Commands {
             jails: 0,
             shadows: None,
             protected: Vec::new(),
+            disk: disk::DiskWatch::default(),
         }
     }
 
@@ -259,9 +241,9 @@ impl Commands {
         self.ran = true;
         // The command's own token: the disk floor stops this command, never the turn.
         let cancel = req.cancel.child();
-        let watcher = DiskWatch::start(watched, self.rules.disk_floor, &cancel);
+        self.disk.begin(&watched, self.rules.disk_floor, &cancel);
         let ran = bash::run(&breq, &cancel);
-        let low = watcher.stop();
+        let low = self.disk.end();
         let mut out = match ran {
             Ok(out) => out,
             Err(e) => return Ran::Failed(format!("could not run bash: {e}")),
@@ -646,96 +628,6 @@ fn sweep_shadows(jail_dir: &Path) {
         if gone {
             let _ = std::fs::remove_dir_all(e.path());
         }
-    }
-}
-
-/// One watched file system: a folder on it, its floor, and the free space at the start.
-struct Watched {
-    path: PathBuf,
-    floor: u64,
-    start: u64,
-}
-
-impl Watched {
-    /// Room a command may still take on a disk that is below the floor when it starts (so
-    /// `rm` and small writes still run there, and a runaway writer is still stopped).
-    const SLACK: u64 = 1 << 20;
-
-    /// The folders to watch and their floors (none for a file system that cannot be read).
-    fn all(folders: &[PathBuf], floor: crate::policy::DiskFloor) -> Vec<Watched> {
-        folders
-            .iter()
-            .filter_map(|p| {
-                let s = crate::store::fsutil::space(p)?;
-                let floor = floor.bytes(s.total);
-                (floor > 0).then(|| Watched {
-                    path: p.clone(),
-                    floor,
-                    start: s.free,
-                })
-            })
-            .collect()
-    }
-
-    /// Low now: below the floor, and (when it started below) lower still by more than the
-    /// slack.
-    fn low(&self) -> Option<LowDisk> {
-        let free = crate::store::fsutil::space(&self.path)?.free;
-        let limit = self.floor.min(self.start.saturating_sub(Self::SLACK));
-        (free < limit).then(|| LowDisk {
-            path: self.path.clone(),
-            free,
-            floor: self.floor,
-        })
-    }
-}
-
-/// A thread that looks at the watched file systems while a command runs (every
-/// [`DiskWatch::EVERY`]) and cancels the command's token when one runs below the floor.
-struct DiskWatch {
-    done: Arc<std::sync::atomic::AtomicBool>,
-    thread: Option<std::thread::JoinHandle<Option<LowDisk>>>,
-}
-
-impl DiskWatch {
-    /// How often the free space is looked at (one `statvfs` per watched folder): a writer at
-    /// 1 GB/s writes 50 MB between two looks, inside the smallest floor.
-    const EVERY: Duration = Duration::from_millis(50);
-
-    fn start(
-        folders: Vec<PathBuf>,
-        floor: crate::policy::DiskFloor,
-        cancel: &CancelToken,
-    ) -> DiskWatch {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        let done = Arc::new(AtomicBool::new(false));
-        let watched = Watched::all(&folders, floor);
-        if watched.is_empty() {
-            return DiskWatch { done, thread: None };
-        }
-        let (stop, token) = (done.clone(), cancel.clone());
-        let thread = std::thread::Builder::new()
-            .name("disk-floor".into())
-            .spawn(move || {
-                while !stop.load(Ordering::SeqCst) {
-                    if let Some(low) = watched.iter().find_map(Watched::low) {
-                        token.cancel_for_budget(low.to_string());
-                        return Some(low);
-                    }
-                    std::thread::park_timeout(DiskWatch::EVERY);
-                }
-                None
-            })
-            .ok();
-        DiskWatch { done, thread }
-    }
-
-    /// Stops the thread; what it found, if anything.
-    fn stop(self) -> Option<LowDisk> {
-        self.done.store(true, std::sync::atomic::Ordering::SeqCst);
-        let t = self.thread?;
-        t.thread().unpark();
-        t.join().ok().flatten()
     }
 }
 

@@ -462,7 +462,8 @@ impl Sync {
                 };
                 let w = way(r != p.last.0, s != p.last.1);
                 let done = match w {
-                    Way::Stay => true,
+                    // Nothing changed: the stamps already say so.
+                    Way::Stay => continue,
                     Way::Back => {
                         if let Some(n) = kept_back(p) {
                             notes.push(n);
@@ -482,9 +483,7 @@ impl Sync {
                         copy_over(&p.real, &p.shadow).is_ok()
                     }
                 };
-                if w != Way::Stay {
-                    touched = true;
-                }
+                touched = true;
                 if done {
                     p.last = (stamp(&p.real), stamp(&p.shadow));
                 }

@@ -1,0 +1,226 @@
+//! The disk floor while a command runs: one watcher thread per runtime (started at the first
+//! watched command, idle between commands) looks at the free space of the file systems the
+//! command may fill every [`DiskWatch::EVERY`] and cancels the command's own token when one runs
+//! below the floor. One thread for the runtime's life, not one per command: a command costs a
+//! `statvfs` per watched folder and one wake-up, nothing more.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use crate::cancel::CancelToken;
+use crate::policy::DiskFloor;
+
+/// A file system that ran low while a command ran: where, how much was free, the floor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LowDisk {
+    /// A folder on it the command could write (the workspace, an `--add-dir`, `TMPDIR`).
+    pub path: PathBuf,
+    /// Bytes free when tern looked.
+    pub free: u64,
+    /// The floor in bytes.
+    pub floor: u64,
+}
+
+impl fmt::Display for LowDisk {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the disk holding {} has only {} free, below tern's floor of {} (TERN_DISK_FLOOR), which keeps room for everyone's files and tern's own records",
+            self.path.display(),
+            crate::checkpoint::size_text(self.free),
+            crate::checkpoint::size_text(self.floor)
+        )
+    }
+}
+
+/// One watched file system: a folder on it, its floor, and the free space at the start.
+struct Watched {
+    path: PathBuf,
+    floor: u64,
+    start: u64,
+}
+
+impl Watched {
+    /// Room a command may still take on a disk that is below the floor when it starts (so
+    /// `rm` and small writes still run there, and a runaway writer is still stopped).
+    const SLACK: u64 = 1 << 20;
+
+    /// The folders to watch and their floors (none for a file system that cannot be read).
+    fn all(folders: &[PathBuf], floor: DiskFloor) -> Vec<Watched> {
+        folders
+            .iter()
+            .filter_map(|p| {
+                let s = crate::store::fsutil::space(p)?;
+                let floor = floor.bytes(s.total);
+                (floor > 0).then(|| Watched {
+                    path: p.clone(),
+                    floor,
+                    start: s.free,
+                })
+            })
+            .collect()
+    }
+
+    /// Low now: below the floor, and (when it started below) lower still by more than the
+    /// slack.
+    fn low(&self) -> Option<LowDisk> {
+        let free = crate::store::fsutil::space(&self.path)?.free;
+        let limit = self.floor.min(self.start.saturating_sub(Self::SLACK));
+        (free < limit).then(|| LowDisk {
+            path: self.path.clone(),
+            free,
+            floor: self.floor,
+        })
+    }
+}
+
+/// What the runtime and its watcher thread share.
+#[derive(Default)]
+struct Slot {
+    /// The running command's file systems and token; None between commands.
+    job: Option<(Vec<Watched>, CancelToken)>,
+    /// What the watcher found for the current command.
+    found: Option<LowDisk>,
+    /// The runtime ends: the thread returns.
+    quit: bool,
+}
+
+/// The runtime's disk watcher: [`DiskWatch::begin`] before a command, [`DiskWatch::end`] after
+/// it. The thread is started at the first command that has a folder to watch and stopped when
+/// the value is dropped.
+#[derive(Default)]
+pub struct DiskWatch {
+    shared: Arc<(Mutex<Slot>, Condvar)>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl DiskWatch {
+    /// How often the free space is looked at (one `statvfs` per watched folder): a writer at
+    /// 1 GB/s writes 50 MB between two looks, inside the smallest floor.
+    pub const EVERY: Duration = Duration::from_millis(50);
+
+    /// Watches `folders` (their free space now is the start) against `floor` until
+    /// [`DiskWatch::end`], cancelling `cancel` with the reason when one runs low. Nothing to
+    /// watch (floor off, no readable file system): no thread is woken.
+    pub fn begin(&mut self, folders: &[PathBuf], floor: DiskFloor, cancel: &CancelToken) {
+        self.watch(Watched::all(folders, floor), cancel);
+    }
+
+    fn watch(&mut self, watched: Vec<Watched>, cancel: &CancelToken) {
+        if watched.is_empty() {
+            return;
+        }
+        if self.thread.is_none() {
+            let shared = self.shared.clone();
+            self.thread = std::thread::Builder::new()
+                .name("disk-floor".into())
+                .spawn(move || watch(&shared))
+                .ok();
+        }
+        let (lock, wake) = &*self.shared;
+        let mut slot = lock.lock().unwrap_or_else(|p| p.into_inner());
+        slot.job = Some((watched, cancel.clone()));
+        slot.found = None;
+        wake.notify_one();
+    }
+
+    /// Stops watching; what the watcher found for this command, if anything.
+    pub fn end(&mut self) -> Option<LowDisk> {
+        let mut slot = self.shared.0.lock().unwrap_or_else(|p| p.into_inner());
+        slot.job = None;
+        slot.found.take()
+    }
+}
+
+impl fmt::Debug for DiskWatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DiskWatch")
+            .field("started", &self.thread.is_some())
+            .finish()
+    }
+}
+
+impl Drop for DiskWatch {
+    fn drop(&mut self) {
+        let (lock, wake) = &*self.shared;
+        lock.lock().unwrap_or_else(|p| p.into_inner()).quit = true;
+        wake.notify_one();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The watcher thread: asleep while there is no command; with one, a look every
+/// [`DiskWatch::EVERY`] (the first one `EVERY` after the start, whose free space was just
+/// read).
+fn watch(shared: &(Mutex<Slot>, Condvar)) {
+    let (lock, wake) = shared;
+    let mut slot = lock.lock().unwrap_or_else(|p| p.into_inner());
+    loop {
+        if slot.quit {
+            return;
+        }
+        if slot.job.is_none() {
+            slot = wake.wait(slot).unwrap_or_else(|p| p.into_inner());
+            continue;
+        }
+        slot = wake
+            .wait_timeout(slot, DiskWatch::EVERY)
+            .map(|(s, _)| s)
+            .unwrap_or_else(|p| p.into_inner().0);
+        let Some((watched, token)) = slot.job.as_ref() else {
+            continue;
+        };
+        if let Some(low) = watched.iter().find_map(Watched::low) {
+            token.cancel_for_budget(low.to_string());
+            slot.found = Some(low);
+            slot.job = None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_floor_above_the_disk_stops_the_command_and_the_watcher_serves_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let folders = vec![dir.path().to_path_buf()];
+        let mut w = DiskWatch::default();
+        // Off: nothing watched, no thread.
+        let cancel = CancelToken::new();
+        w.begin(&folders, DiskFloor::Off, &cancel);
+        assert!(w.thread.is_none());
+        assert_eq!(w.end(), None);
+        // A disk below the floor since the start, and lower by more than the slack since:
+        // the token is cancelled with the reason; twice, on the same thread.
+        for _ in 0..2 {
+            let cancel = CancelToken::new();
+            let gone = Watched {
+                path: dir.path().to_path_buf(),
+                floor: u64::MAX,
+                start: u64::MAX,
+            };
+            w.watch(vec![gone], &cancel);
+            let low = (0..500)
+                .find_map(|_| {
+                    std::thread::sleep(Duration::from_millis(10));
+                    cancel.is_cancelled().then(|| w.end()).flatten()
+                })
+                .expect("the watcher stops the command");
+            assert_eq!(low.path, dir.path());
+            assert!(low.to_string().contains("below tern's floor"));
+        }
+        // A floor every disk meets: nothing found, the token untouched.
+        let cancel = CancelToken::new();
+        w.begin(&folders, DiskFloor::Bytes(1), &cancel);
+        std::thread::sleep(DiskWatch::EVERY * 3);
+        assert_eq!(w.end(), None);
+        assert!(!cancel.is_cancelled());
+        drop(w);
+    }
+}
