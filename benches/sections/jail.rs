@@ -65,6 +65,15 @@ pub(super) fn bench_jail() -> R<String> {
     }
     md.push('\n');
     md.push_str(&calls_and_start()?);
+    match std::env::var(BASELINE_ENV) {
+        Ok(b) => md.push_str(&bench_jail_baseline(&b)?),
+        Err(_) => {
+            let _ = writeln!(
+                md,
+                "No baseline binary this run for the git workspace's start and per-call cost (set `{BASELINE_ENV}` to compare side by side).\n"
+            );
+        }
+    }
     Ok(md)
 }
 
@@ -275,7 +284,7 @@ pub(super) fn bench_jail_baseline(baseline: &str) -> R<String> {
     }
     let _ = writeln!(
         md,
-        "\nDifference (this commit − baseline): start {:+.2} ms CPU / {:+.1} ms wall; per call {:+.3} ms CPU / {:+.3} ms wall.",
+        "\nDifference (this commit − baseline `{baseline}`): start {:+.2} ms CPU / {:+.1} ms wall (goal ≤ +5 ms); per call {:+.3} ms CPU / {:+.3} ms wall (goal ≤ +0.2 ms).\n",
         col(&start[0], |x| x.0) - col(&start[1], |x| x.0),
         col(&start[0], |x| x.1) - col(&start[1], |x| x.1),
         col(&per[0], |x| x.0) - col(&per[1], |x| x.0),
