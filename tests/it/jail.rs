@@ -521,37 +521,44 @@ fn venv_and_pip_install_work_inside() {
     assert!(outs[0].contains("six 1.16.0"), "{outs:?}");
 }
 
-/// `cargo build` of a small crate, with `--add-dir` for cargo's home (its registry cache and
+/// `cargo build` of a small crate: with the toolchain folders shown as they are (read-only:
+/// cargo's binaries and caches), and with `--add-dir` for cargo's home (its registry cache and
 /// lock live there); skipped where this user has no cargo.
 #[test]
-fn cargo_build_works_with_add_dir() {
+fn cargo_build_works_with_the_toolchain_folders_shown() {
     let Some(cargo_home) = std::env::var_os("CARGO_HOME")
         .map(std::path::PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))
         .filter(|p| p.join("bin/cargo").exists())
     else {
-        crate::support::skipped("cargo_build_works_with_add_dir", "no cargo home", false);
+        crate::support::skipped(
+            "cargo_build_works_with_the_toolchain_folders_shown",
+            "no cargo home",
+            false,
+        );
         return;
     };
-    let ws = Ws::new();
     let home = cargo_home.parent().unwrap_or(Path::new("/")).to_path_buf();
     let add = cargo_home.display().to_string();
-    let outs = run_with(
-        &ws,
-        &["--add-dir", &add],
-        |c| {
-            c.env("HOME", &home);
-            for v in ["RUSTUP_HOME", "CARGO_HOME"] {
-                if let Some(x) = std::env::var_os(v) {
-                    c.env(v, x);
+    for extra in [&[][..], &["--add-dir", add.as_str()][..]] {
+        let ws = Ws::new();
+        let outs = run_with(
+            &ws,
+            extra,
+            |c| {
+                c.env("HOME", &home);
+                for v in ["RUSTUP_HOME", "CARGO_HOME"] {
+                    if let Some(x) = std::env::var_os(v) {
+                        c.env(v, x);
+                    }
                 }
-            }
-        },
-        &[
-            "cargo new -q --vcs none hello && cd hello && cargo build -q --offline 2>&1 | tail -3; ./target/debug/hello",
-        ],
-    );
-    assert!(outs[0].contains("Hello, world!"), "{outs:?}");
+            },
+            &[
+                "cargo new -q --vcs none hello && cd hello && cargo build -q --offline 2>&1 | tail -3; ./target/debug/hello",
+            ],
+        );
+        assert!(outs[0].contains("Hello, world!"), "{extra:?}: {outs:?}");
+    }
 }
 
 /// `$PLAN_DRAFT_FILE` stays writable in the jail after tern replaces it (PlanConfirm moves the
