@@ -305,6 +305,12 @@ impl Launcher {
     /// the project's `AGENTS.md`), or an existing one (resumed: see [`Launcher::resume`]).
     pub fn open(&self, r: &SessionRef, ui: &mut dyn Surface) -> Result<Runtime, Failure> {
         self.check_workspace()?;
+        // Every start sweeps what a killed creation or write left, even one that then refuses
+        // (`--continue` with no session yet).
+        if !matches!(r, SessionRef::New { .. }) {
+            self.state.check_links()?;
+            self.state.remove_stray_temps()?;
+        }
         match (r, self.find(r)?) {
             (SessionRef::New { title }, _) => self.create(title, ui),
             (_, Some(session)) => self.resume(session, ui),

@@ -124,14 +124,28 @@ impl Git {
             .map(|o| String::from_utf8_lossy(&o).trim().to_string())
     }
 
-    /// Creates the shadow repository at [`Git::dir`] when absent: bare, no template (so no
-    /// sample hooks), the attributes that keep bytes as they are, and an exclude of the state
-    /// folder itself. A half-made one (no `HEAD`) is made again.
+    /// Creates the shadow repository at [`Git::dir`] when absent, the way a session is made:
+    /// built whole under a temporary name beside it (`.tmp-git-*`: bare, no template so no
+    /// sample hooks, the attributes that keep bytes as they are, an exclude of the state folder)
+    /// and renamed into place, so a kill at any point leaves either no store or a whole one, and
+    /// at most a `.tmp-*` folder that the store's lock sweeps ([`crate::checkpoint::store::Store::lock`]).
+    /// The caller holds that lock. A store another process finished meanwhile wins; a folder
+    /// without `HEAD` (a half-made store of an older tern) is made again.
     pub fn init(&self, exclude: &str) -> io::Result<()> {
+        use crate::store::fsutil;
         if self.dir.join("HEAD").is_file() {
             return Ok(());
         }
-        crate::store::fsutil::ensure_dir(&self.dir)?;
+        let parent = self
+            .dir
+            .parent()
+            .ok_or_else(|| io::Error::other("the checkpoint store has no parent folder"))?;
+        if std::fs::symlink_metadata(&self.dir).is_ok() {
+            std::fs::remove_dir_all(&self.dir)?;
+        }
+        let building = tempfile::Builder::new()
+            .prefix(&format!("{}git-", fsutil::TEMP_PREFIX))
+            .tempdir_in(parent)?;
         let mut c = Command::new(&self.program);
         c.env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
@@ -140,7 +154,8 @@ impl Git {
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .env("LC_ALL", "C")
             .args(["init", "-q", "--bare", "--template="])
-            .arg(&self.dir);
+            .arg(building.path());
+        fsutil::fault::point("git init", building.path());
         let out = supervised(c, None)?;
         if !out.status.is_some_and(|s| s.success()) {
             return Err(io::Error::other(format!(
@@ -148,11 +163,20 @@ impl Git {
                 String::from_utf8_lossy(&out.stderr).trim()
             )));
         }
-        let info = self.dir.join("info");
-        crate::store::fsutil::ensure_dir(&info)?;
-        crate::store::fsutil::atomic_write(&info.join("attributes"), ATTRIBUTES.as_bytes())?;
-        crate::store::fsutil::atomic_write(&info.join("exclude"), exclude.as_bytes())?;
-        Ok(())
+        let info = building.path().join("info");
+        fsutil::ensure_dir(&info)?;
+        fsutil::atomic_write(&info.join("attributes"), ATTRIBUTES.as_bytes())?;
+        fsutil::atomic_write(&info.join("exclude"), exclude.as_bytes())?;
+        // The commit point: the whole store appears at once.
+        match fsutil::rename_folder(building.path(), &self.dir) {
+            Ok(()) => {
+                // Renamed away: nothing left for the guard to remove.
+                let _ = building.keep();
+                Ok(())
+            }
+            Err(_) if self.dir.join("HEAD").is_file() => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 }
 

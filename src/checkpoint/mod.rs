@@ -185,16 +185,20 @@ impl Tracker {
         let Some(root) = state_root_of(session) else {
             return Vec::new();
         };
-        if !root.join("checkpoints").join("git").is_dir() {
-            return Vec::new();
+        let mut notes = Vec::new();
+        if let Err(e) = Store::sweep(&root) {
+            notes.push(format!("checkpoint store: {e}"));
         }
-        let notes = match self.store(session, workspace, limits) {
+        if !root.join("checkpoints").join("git").is_dir() {
+            return self.fresh(notes);
+        }
+        match self.store(session, workspace, limits) {
             Ok(s) => match s.recover() {
-                Ok(n) => n,
-                Err(e) => vec![format!("checkpoint store: {e}")],
+                Ok(n) => notes.extend(n),
+                Err(e) => notes.push(format!("checkpoint store: {e}")),
             },
-            Err(e) => vec![e],
-        };
+            Err(e) => notes.push(e),
+        }
         self.fresh(notes)
     }
 

@@ -114,7 +114,10 @@ impl Store {
             folder,
             limits,
         };
-        store.git.init(&store.excludes(""))?;
+        if !store.git.dir.join("HEAD").is_file() {
+            let _lock = store.lock()?;
+            store.git.init(&store.excludes(""))?;
+        }
         Ok(store)
     }
 
@@ -165,12 +168,41 @@ impl Store {
         Ok(())
     }
 
+    /// Removes what a killed creation or exclude write left in the store of the state folder
+    /// `state_root` (a `.tmp-*` folder beside it, a `.tmp-*` file in its `info/`), under its
+    /// lock, taken only when there is something to remove: a start that never checkpoints still
+    /// leaves no temp behind.
+    pub fn sweep(state_root: &Path) -> io::Result<()> {
+        let folder = state_root.join("checkpoints");
+        let strays = |d: &Path| {
+            std::fs::read_dir(d).is_ok_and(|rd| {
+                rd.flatten().any(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with(fsutil::TEMP_PREFIX)
+                })
+            })
+        };
+        let info = folder.join("git").join("info");
+        if !strays(&folder) && !strays(&info) {
+            return Ok(());
+        }
+        let _lock = SessionLock::acquire(&folder.join("lock"))?;
+        fsutil::remove_stray_folders(&folder)?;
+        fsutil::remove_stray_temps(&info)?;
+        Ok(())
+    }
+
     /// Takes the store's lock (blocking) and removes what a killed git left: its lock files
     /// (`index.lock`, `HEAD.lock`, `packed-refs.lock`, `config.lock`, and any `<ref>.lock`).
     /// Every git of tern's that writes runs under this lock, and dies with its tern (see
     /// [`Git`]), so a lock file found here is stale.
+    /// What a killed creation or exclude write left goes too: a `.tmp-*` folder beside the
+    /// store and a `.tmp-*` file in its `info/` (both are only made under this lock).
     pub fn lock(&self) -> io::Result<SessionLock> {
         let lock = SessionLock::acquire(&self.folder.join("lock"))?;
+        fsutil::remove_stray_folders(&self.folder)?;
+        fsutil::remove_stray_temps(&self.git.dir.join("info"))?;
         for name in ["index.lock", "packed-refs.lock", "HEAD.lock", "config.lock"] {
             let _ = std::fs::remove_file(self.git.dir.join(name));
         }

@@ -473,6 +473,51 @@ pub fn read_prefix(path: &Path, max: usize) -> io::Result<Option<(Vec<u8>, u64)>
     Ok(Some((bytes, meta.len().max(read))))
 }
 
+/// The last whole line of a JSONL file (without its newline; a torn last line is skipped, as
+/// [`read_jsonl`] skips it), reading only its tail: 64 KiB from the end, the whole file when the
+/// line is longer. None when the file is absent or holds no whole line. Refuses symlinks and
+/// anything but a plain file.
+pub fn last_line(path: &Path) -> io::Result<Option<Vec<u8>>> {
+    use std::io::{Read, Seek, SeekFrom};
+    use std::os::unix::fs::OpenOptionsExt;
+    const TAIL: u64 = 64 << 10;
+    refuse_symlink(path)?;
+    let mut file = match fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(with_path(e, path)),
+    };
+    plain(&file, path)?;
+    let len = file.metadata().map_err(|e| with_path(e, path))?.len();
+    let mut from = len.saturating_sub(TAIL);
+    loop {
+        let mut bytes = Vec::new();
+        file.seek(SeekFrom::Start(from))
+            .and_then(|_| file.read_to_end(&mut bytes))
+            .map_err(|e| with_path(e, path))?;
+        // Only what ends in a newline is whole.
+        let Some(end) = bytes.iter().rposition(|&b| b == b'\n') else {
+            if from == 0 {
+                return Ok(None);
+            }
+            // One long (or torn) line fills the tail: read it all.
+            from = 0;
+            continue;
+        };
+        let whole = &bytes[..end];
+        match whole.iter().rposition(|&b| b == b'\n') {
+            Some(start) => return Ok(Some(whole[start + 1..].to_vec())),
+            None if from == 0 => return Ok(Some(whole.to_vec())),
+            // The line started before the tail: read it all.
+            None => from = 0,
+        }
+    }
+}
+
 /// Reads at most `max` bytes of a file a person or a project controls (a config, a hooks file,
 /// an instruction file, an inbox entry); None when absent. Links are followed (a dotfile may be
 /// one), but the file is opened with `O_NONBLOCK` and refused unless it is a regular file, so a
@@ -617,6 +662,31 @@ pub fn stamp(path: &Path) -> Option<FileStamp> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_last_whole_line_is_read_from_the_tail() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("c.jsonl");
+        assert_eq!(last_line(&f).unwrap(), None, "absent");
+        fs::write(&f, "").unwrap();
+        assert_eq!(last_line(&f).unwrap(), None, "empty");
+        fs::write(&f, "torn").unwrap();
+        assert_eq!(last_line(&f).unwrap(), None, "no whole line");
+        fs::write(&f, "one\n").unwrap();
+        assert_eq!(last_line(&f).unwrap().as_deref(), Some(&b"one"[..]));
+        fs::write(&f, "one\ntwo\nhalf").unwrap();
+        assert_eq!(
+            last_line(&f).unwrap().as_deref(),
+            Some(&b"two"[..]),
+            "a torn tail is skipped"
+        );
+        // A line longer than the tail, and a torn one longer than the tail after it.
+        let long = "x".repeat(200 << 10);
+        fs::write(&f, format!("one\n{long}\n")).unwrap();
+        assert_eq!(last_line(&f).unwrap(), Some(long.clone().into_bytes()));
+        fs::write(&f, format!("one\n{long}\n{long}")).unwrap();
+        assert_eq!(last_line(&f).unwrap(), Some(long.into_bytes()));
+    }
 
     #[test]
     fn the_link_safe_writer_keeps_a_files_mode_and_replaces_a_planted_link() {

@@ -121,7 +121,8 @@ impl StateDir {
     /// The folder is built under a temporary name and renamed into place: it appears complete or
     /// not at all (DESIGN.md §12). Pointing `current` at it is the caller's policy.
     ///
-    /// Errors: any write (the half-built folder is left for the next sweep).
+    /// Errors: any write (the half-built folder is removed; one a kill left is swept by the
+    /// next start).
     pub fn write_session(&self, place: Place<'_>, new: &NewSession) -> io::Result<Session> {
         let mut meta = new.meta.clone();
         meta.title = crate::text::title(&meta.title);
@@ -336,18 +337,28 @@ fn create_in(
     let done = dir.join(&id);
     fsutil::fault::point("mkdir", &building);
     std::fs::create_dir(&building).map_err(|e| fsutil::with_path(e, &building))?;
-    fsutil::ensure_dir(&building.join(files::SPILL))?;
-    fsutil::ensure_dir(&building.join(files::ARCHIVE))?;
-    meta.id = id.clone();
-    meta.created_at = crate::clock::now_rfc3339();
-    meta.updated_at = meta.created_at.clone();
-    {
-        let half = Session::at(&id, building.clone());
-        let lock = half.lock()?;
-        half.write_meta_locked(&lock, &meta)?;
-        fill(&half, &lock)?;
+    let built = (|| {
+        fsutil::ensure_dir(&building.join(files::SPILL))?;
+        fsutil::ensure_dir(&building.join(files::ARCHIVE))?;
+        meta.id = id.clone();
+        meta.created_at = crate::clock::now_rfc3339();
+        meta.updated_at = meta.created_at.clone();
+        {
+            let half = Session::at(&id, building.clone());
+            let lock = half.lock()?;
+            half.write_meta_locked(&lock, &meta)?;
+            fill(&half, &lock)?;
+        }
+        fsutil::rename_folder(&building, &done)
+    })();
+    if let Err(e) = built {
+        // A failed creation (a full disk, a refused write) leaves nothing behind: the staged
+        // folder was never visible under its name, so removing it loses nothing.
+        if std::fs::symlink_metadata(&done).is_err() {
+            let _ = std::fs::remove_dir_all(&building);
+        }
+        return Err(e);
     }
-    fsutil::rename_folder(&building, &done)?;
     Ok(Session::at(&id, done))
 }
 

@@ -159,6 +159,9 @@ pub struct Recorded {
     pub usage: Usage,
     /// The latest turn.
     pub last_turn: LastTurn,
+    /// A person's prompt is the history's last message though the latest turn on record
+    /// ended: a turn stored its prompt and died before its `turn_start` (checked only then).
+    pub prompt_unanswered: bool,
 }
 
 impl Meta {
@@ -180,6 +183,8 @@ impl Meta {
             _ => None,
         };
         self.status = match self.status {
+            // A new turn's prompt stored after the last turn_end: that turn died unrecorded.
+            Status::Running if rec.prompt_unanswered => Status::Ended(Ending::Interrupted),
             Status::Running => Status::Ended(ended.unwrap_or(Ending::Interrupted)),
             Status::Idle => match rec.last_turn {
                 LastTurn::Ended(e) => Status::Ended(e),
@@ -587,6 +592,7 @@ impl Session {
             requests: 0,
             usage: Usage::default(),
             last_turn: LastTurn::None,
+            prompt_unanswered: false,
         };
         for e in self.read_envelopes()? {
             match e.event {
@@ -612,6 +618,15 @@ impl Session {
                 }
                 _ => {}
             }
+        }
+        if matches!(rec.last_turn, LastTurn::Ended(_)) {
+            rec.prompt_unanswered = matches!(
+                fsutil::last_line(&self.path(files::CONVERSATION))
+                    .ok()
+                    .flatten()
+                    .and_then(|l| serde_json::from_slice::<Message>(&l).ok()),
+                Some(Message::User { .. })
+            );
         }
         Ok(rec)
     }

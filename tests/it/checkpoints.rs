@@ -971,3 +971,69 @@ fn a_killed_undo_is_finished_and_said_and_a_stale_index_lock_does_not_stop_redo(
         "the redo returned to before the undo: {said}"
     );
 }
+
+/// Issue 30, item 1: the store is made the way a session is (built under `.tmp-git-*` and
+/// renamed into place). Killed at every point of the first checkpoint's store creation, the
+/// next start leaves no temp in the store, and the store, when there is one, is whole (its
+/// `info/attributes` written), so the next command's checkpoint works.
+#[test]
+fn a_killed_store_creation_leaves_no_temp_and_no_half_store() {
+    let make = || {
+        WireWs::new(
+            W,
+            vec![
+                bash(W, "c1", "echo one > a.txt"),
+                // A killed run has asked once: its resume runs this command.
+                bash(W, "c2", "echo two >> a.txt"),
+                text(W, "done"),
+            ],
+        )
+    };
+    let dry = make();
+    let log = dry.root().join("fault.log");
+    let mut cmd = dry.cmd(&["exec", "write"]);
+    cmd.env("TERN_FAULT_LOG", &log);
+    assert_eq!(crate::support::cli::output(cmd).status.code(), Some(0));
+    let lines = std::fs::read_to_string(&log).unwrap();
+    let at = |l: &str| l.split(' ').next().and_then(|n| n.parse::<u64>().ok());
+    let points: Vec<u64> = lines
+        .lines()
+        .filter(|l| l.contains("/checkpoints/"))
+        // Up to the rename that commits the store (after it, the store is whole).
+        .take_while(|l| !(l.contains(" renamed ") && l.ends_with("/checkpoints/git")))
+        .filter_map(at)
+        .collect();
+    assert!(
+        points.len() >= 4,
+        "git init, the two info files and the rename are points: {lines}"
+    );
+    for k in points {
+        let ws = make();
+        let mut cmd = ws.cmd(&["exec", "write"]);
+        cmd.env("TERN_FAULT_AT", k.to_string());
+        assert_eq!(
+            crate::support::cli::output(cmd).status.code(),
+            None,
+            "killed at point {k}"
+        );
+        // The next start, which runs a command (so checkpoints again).
+        ws.ok(&["exec", "--continue", "go on"]);
+        let store = ws.root().join(".tern/checkpoints");
+        for d in [store.clone(), store.join("git/info")] {
+            let left: Vec<_> = std::fs::read_dir(&d)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(".tmp-"))
+                .collect();
+            assert!(left.is_empty(), "point {k}: {} holds {left:?}", d.display());
+        }
+        assert!(
+            std::fs::read_to_string(store.join("git/info/attributes"))
+                .unwrap_or_default()
+                .contains("-filter"),
+            "point {k}: the store is whole"
+        );
+    }
+}

@@ -10,6 +10,7 @@
 //!   the folder's rename), then what `--continue` says and what the next start sweeps.
 //! - [`children`]: a parent killed before, during and after its sub-agent's run; the repaired
 //!   `agent` result tells what the child's own record says.
+//! - [`turns`]: a continued turn killed between storing its prompt and recording its start.
 //! - [`races`]: twenty processes on one session at once.
 //! - [`hostile`]: a provider that resets, drips, storms and sends garbage.
 //! - [`enospc`]: the state folder on a full tmpfs (root only, else SKIPPED).
@@ -28,3 +29,4 @@ mod races;
 mod run;
 mod scenario;
 mod sweep;
+mod turns;

@@ -410,11 +410,17 @@ pub fn files(state: &Path, acked: &Acked, resumed: Option<&str>) -> Vec<Violatio
     for t in half_built(&state.join("sessions")) {
         out.push(v("temp_left", normal(&t, state)));
     }
+    // The state folder's own temps (`current`, `.gitignore`) and the checkpoint store's (a
+    // creation or an exclude write cut short): every start sweeps them, even one that refuses.
+    for t in temps(state)
+        .into_iter()
+        .chain(temps(&state.join("checkpoints")))
+        .chain(temps(&state.join("checkpoints/git/info")))
+    {
+        out.push(v("temp_left", normal(&t, state)));
+    }
     if let Some(id) = resumed {
         let dir = state.join("sessions").join(id);
-        for t in temps(state) {
-            out.push(v("temp_left", normal(&t, state)));
-        }
         // The resumed session and its sub-agents at any depth (their temps and half-built
         // children are swept when the parent is reopened).
         let mut stack = vec![dir];

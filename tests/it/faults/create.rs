@@ -4,7 +4,7 @@
 //! next start sweeps it, and `--continue` then says what to do in words naming flags `tern exec`
 //! takes. The same for a sub-agent's folder lives in the sweep's `agents` scenario.
 
-use super::check::half_built;
+use super::check::{half_built, temps};
 use super::run::{HANG, Site, points, run};
 use crate::support::FakeServer;
 
@@ -88,6 +88,15 @@ fn a_killed_creation_leaves_nothing_behind() {
                             || (said.contains("no current session")
                                 && said.contains("tern exec --resume ID")),
                         "point {k}: {said}"
+                    );
+                    // A start that refuses sweeps too (issue 30, item 2).
+                    let left: Vec<_> = half_built(&sessions)
+                        .into_iter()
+                        .chain(temps(&site.state()))
+                        .collect();
+                    assert!(
+                        left.is_empty(),
+                        "point {k}: the refusing start left {left:?}"
                     );
                     let fresh = run(site.tern(&base, &["exec", "--json", "again"]), None, HANG);
                     assert_eq!(fresh.code, Some(0), "point {k}: {}", fresh.summary());
