@@ -254,3 +254,70 @@ fn a_spill_that_fills_the_disk_says_so_and_frees_it() {
     assert!(left.is_empty(), "{left:?}");
     drop(filler);
 }
+
+/// Issue 30, item 4: a creation that fails on a full disk (at each of several free-space
+/// levels, so the failing write lands at different steps) leaves nothing staged: no
+/// `sessions/.tmp-*` folder and no `.tmp-*` file in the state folder; and once there is room, a
+/// new session starts.
+#[test]
+fn a_creation_on_a_full_disk_leaves_nothing_staged() {
+    let fs = match Tmpfs::mount("256k") {
+        Ok(fs) => fs,
+        Err(e) => {
+            crate::support::skipped(
+                "faults::enospc (creation)",
+                &format!("cannot mount a tmpfs here ({e})"),
+                false,
+            );
+            return;
+        }
+    };
+    let mut failed = 0;
+    for free in [0u64, 1, 2, 3, 4, 6, 8] {
+        let site = Site::new();
+        let state = fs.path().join(format!("create-{free}"));
+        std::fs::create_dir_all(state.join("sessions")).expect("mkdir state");
+        let state_arg = state.display().to_string();
+        let filler = fill(fs.path(), free);
+        let fake = FakeServer::strict(vec![text(Wire::OpenAi, "Hello.")]);
+        let r = run(
+            site.tern(
+                &fake.openai_base(),
+                &["exec", "--json", "--state-dir", &state_arg, "Say hello."],
+            ),
+            None,
+            HANG,
+        );
+        assert!(
+            !r.stderr.contains("panicked") && r.code.is_some(),
+            "{free} pages: {}",
+            r.summary()
+        );
+        if r.code != Some(0) {
+            failed += 1;
+        }
+        let staged: Vec<_> = check::half_built(&state.join("sessions"))
+            .into_iter()
+            .chain(check::temps(&state))
+            .collect();
+        assert!(
+            staged.is_empty(),
+            "{free} pages free (exit {:?}): left {staged:?}\n{}",
+            r.code,
+            r.summary()
+        );
+        std::fs::remove_file(&filler).expect("remove filler");
+        let again = FakeServer::strict(vec![text(Wire::OpenAi, "Hello.")]);
+        let r = run(
+            site.tern(
+                &again.openai_base(),
+                &["exec", "--json", "--state-dir", &state_arg, "Say hello."],
+            ),
+            None,
+            HANG,
+        );
+        assert_eq!(r.code, Some(0), "{free} pages, with room: {}", r.summary());
+        let _ = std::fs::remove_dir_all(&state);
+    }
+    assert!(failed > 0, "no creation failed: the disk was never full");
+}
