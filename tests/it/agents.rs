@@ -2328,3 +2328,28 @@ fn a_child_whose_request_fails_ends_failed() {
     assert_eq!(read_json(&kid.join("meta.json"))["status"], "failed");
     assert_eq!(read_json(&kid.join("meta.json"))["turns"], 2);
 }
+
+/// Issue 30, item 5: the README's list of the statuses a child can end with is the code's own
+/// (`Ending::ALL`, the type of the `agent_end` status and the result's head), no more, no less.
+#[test]
+fn the_readme_lists_every_status_a_child_can_end_with() {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .expect("README.md");
+    let start = readme
+        .find("A child's status is one of:")
+        .expect("the README lists a child's statuses");
+    let list = &readme[start..];
+    // The list ends at its first sentence's end: the last item's closing ").".
+    let list = &list[..list.find(").").map_or(list.len(), |i| i + 2)];
+    let said: std::collections::BTreeSet<String> = list
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect();
+    let code: std::collections::BTreeSet<String> = tern::event::Ending::ALL
+        .iter()
+        .map(|e| e.as_str().to_string())
+        .collect();
+    assert_eq!(said, code, "README: {list}");
+}
