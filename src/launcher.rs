@@ -153,8 +153,6 @@ impl Launcher {
         config: Config,
         process: &Process,
     ) -> Launcher {
-        let mut config = config;
-        config.checkpoints = crate::checkpoint::Limits::from_env(&env);
         Launcher {
             here: state.workspace.clone(),
             state,

@@ -590,6 +590,8 @@ impl Ctx {
         cfg: Config,
         flags: ProviderFlags,
     ) -> Result<Launcher, Fail> {
+        let mut cfg = cfg;
+        cfg.checkpoints = vars::checkpoints(&self.env).map_err(Fail::usage)?;
         let cwd = std::env::current_dir().map_err(|e| Fail {
             message: format!("no current folder: {e}"),
             code: 1,
@@ -1036,6 +1038,7 @@ fn acp(ctx: &Ctx, a: AcpArgs) -> Result<i32, Fail> {
     cfg.sandbox = vars::sandbox(sandbox, &ctx.env).map_err(Fail::usage)?;
     cfg.no_network = no_network;
     cfg.disk_floor = vars::disk_floor(&ctx.env).map_err(Fail::usage)?;
+    cfg.checkpoints = vars::checkpoints(&ctx.env).map_err(Fail::usage)?;
     model.output_env(&mut cfg, &ctx.env).map_err(Fail::usage)?;
     // An editor stops `tern acp` with SIGINT as readily as with SIGTERM: both leave.
     let _ = signal_hook::flag::register(signal_hook::consts::SIGINT, ctx.process.term.clone());

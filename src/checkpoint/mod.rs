@@ -51,29 +51,6 @@ impl Default for Limits {
     }
 }
 
-impl Limits {
-    /// The defaults, overridden by the environment snapshot.
-    pub fn from_env(env: &crate::config::Env) -> Limits {
-        let mut l = Limits::default();
-        if let Some(v) = env.get("TERN_CHECKPOINTS") {
-            l.enabled = !matches!(v.trim(), "off" | "0" | "false" | "no");
-        }
-        if let Some(n) = env
-            .get("TERN_CHECKPOINT_MAX_FILE")
-            .and_then(|v| v.trim().parse().ok())
-        {
-            l.max_file_bytes = n;
-        }
-        if let Some(n) = env
-            .get("TERN_CHECKPOINT_BUDGET")
-            .and_then(|v| v.trim().parse().ok())
-        {
-            l.budget_bytes = Some(n);
-        }
-        l
-    }
-}
-
 /// What a restore did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Restored {

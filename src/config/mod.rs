@@ -46,7 +46,7 @@ pub const READ_ENV: &[&str] = &[
     "TERN_APPROVAL",
     "TERN_STATE_DIR",
     "TERN_SANDBOX",
-    // The checkpoint store's limits (checkpoint::Limits::from_env).
+    // The checkpoint store's limits (config::vars::checkpoints).
     "TERN_CHECKPOINTS",
     "TERN_CHECKPOINT_MAX_FILE",
     "TERN_CHECKPOINT_BUDGET",

@@ -31,6 +31,39 @@ pub fn set_var(
     }
 }
 
+/// The checkpoint store's limits: `TERN_CHECKPOINTS` (`on`/`1`/`true`/`yes` or
+/// `off`/`0`/`false`/`no`), `TERN_CHECKPOINT_MAX_FILE` and `TERN_CHECKPOINT_BUDGET` (whole
+/// bytes), each over [`crate::checkpoint::Limits::default`]. Errors: a value that is none of
+/// these, naming the variable (a typo must not leave checkpoints on, or a budget unset).
+pub fn checkpoints(env: &Env) -> Result<crate::checkpoint::Limits, String> {
+    let mut l = crate::checkpoint::Limits::default();
+    let switch = "on or off";
+    if let Some(v) = set_var(env, "TERN_CHECKPOINTS", switch, "on")? {
+        l.enabled = match v.trim().to_ascii_lowercase().as_str() {
+            "on" | "1" | "true" | "yes" => true,
+            "off" | "0" | "false" | "no" => false,
+            _ => return Err(format!("TERN_CHECKPOINTS={v:?}: expected {switch}")),
+        };
+    }
+    let bytes = |key: &str, default: &str| -> Result<Option<u64>, String> {
+        let expected = "a whole number of bytes";
+        set_var(env, key, expected, default)?
+            .map(|v| {
+                v.trim()
+                    .parse::<u64>()
+                    .map_err(|_| format!("{key}={v:?}: expected {expected}"))
+            })
+            .transpose()
+    };
+    if let Some(n) = bytes("TERN_CHECKPOINT_MAX_FILE", "10000000")? {
+        l.max_file_bytes = n;
+    }
+    if let Some(n) = bytes("TERN_CHECKPOINT_BUDGET", "the automatic budget")? {
+        l.budget_bytes = Some(n);
+    }
+    Ok(l)
+}
+
 /// `--approval`, else `TERN_APPROVAL` (ask, auto or never), else `default`.
 pub fn approval(flag: Option<Approval>, env: &Env, default: Approval) -> Result<Approval, String> {
     if let Some(a) = flag {
@@ -277,6 +310,37 @@ mod tests {
         assert!(f("lots").is_err());
         assert!(f("").is_err());
         assert_eq!(disk_floor(&Env::default()), Ok(DiskFloor::Auto));
+    }
+
+    #[test]
+    fn checkpoint_settings_refuse_what_they_do_not_understand() {
+        let c = |k: &str, v: &str| checkpoints(&Env::of(&[(k, v)]));
+        assert!(c("TERN_CHECKPOINTS", "off").is_ok_and(|l| !l.enabled));
+        assert!(c("TERN_CHECKPOINTS", "ON").is_ok_and(|l| l.enabled));
+        assert!(
+            c("TERN_CHECKPOINTS", "maybe")
+                .unwrap_err()
+                .contains("TERN_CHECKPOINTS")
+        );
+        assert!(c("TERN_CHECKPOINTS", " ").unwrap_err().contains("empty"));
+        assert_eq!(
+            c("TERN_CHECKPOINT_MAX_FILE", "5").map(|l| l.max_file_bytes),
+            Ok(5)
+        );
+        assert!(
+            c("TERN_CHECKPOINT_MAX_FILE", "5M")
+                .unwrap_err()
+                .contains("whole number")
+        );
+        assert_eq!(
+            c("TERN_CHECKPOINT_BUDGET", "9").map(|l| l.budget_bytes),
+            Ok(Some(9))
+        );
+        assert!(c("TERN_CHECKPOINT_BUDGET", "-1").is_err());
+        assert_eq!(
+            checkpoints(&Env::default()),
+            Ok(crate::checkpoint::Limits::default())
+        );
     }
 
     #[test]

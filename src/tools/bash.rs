@@ -129,8 +129,14 @@ pub const ENV_NEVER: &[&str] = &[
 ///
 /// Errors: one line saying why not, naming `source`.
 pub fn check_pass_env(name: &str, source: &str) -> Result<(), String> {
-    if name.is_empty() || name.contains(['=', '\0']) {
-        return Err(format!("{source} {name:?}: not a variable name"));
+    // A shell's name (POSIX: letters, digits and `_`, not starting with a digit): a name
+    // with a space or a `=` is a typo, never a variable anyone exports.
+    let shell_name = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !shell_name {
+        return Err(format!(
+            "{source} {name:?}: not a variable name (letters, digits and _, not starting with a digit)"
+        ));
     }
     if ENV_NEVER.contains(&name) {
         return Err(format!(

@@ -443,3 +443,62 @@ fn bad_settings_are_usage_errors_naming_their_real_source() {
         );
     }
 }
+
+/// Issue 30, item 7: bad usage of any setting, flag or variable, is exit 2 with the setting
+/// named, before the model is asked (the fake server would record a request).
+#[test]
+fn bad_usage_of_any_setting_exits_2_naming_it() {
+    let ws = Ws::new();
+    let fake = FakeServer::start(vec![]);
+    let base = fake.openai_base();
+    let flags: &[(&[&str], &str)] = &[
+        (&["--max-turns", "0"], "--max-turns"),
+        (&["--approval", "x"], "--approval"),
+        (&["--sandbox", "x"], "--sandbox"),
+        (&["--add-dir", "/nonexistent-tern"], "--add-dir"),
+        (&["--env", "BAD=1"], "--env"),
+        (&["--model", ""], "--model"),
+        (&["--context-window", "5"], "--context-window"),
+        (&["--temperature", "nan"], "--temperature"),
+        (&["--agent-depth", "99"], "--agent-depth"),
+        (&["--goal", " "], "--goal"),
+        (&["--goal-attempts", "0"], "--goal-attempts"),
+        (&["--cd", "/nonexistent-tern"], "--cd"),
+        (&["--max-wall-time", "x"], "--max-wall-time"),
+        (&["--resume", "nope"], "nope"),
+    ];
+    for (args, named) in flags {
+        let mut all = vec!["exec"];
+        all.extend_from_slice(args);
+        all.push("hi");
+        let mut c = tern(&ws, &all);
+        c.env("OPENAI_BASE_URL", &base).env("TERN_MODEL", "m");
+        let out = run(c, "");
+        assert_eq!(out.code, Some(2), "{args:?}: {out:?}");
+        assert!(out.stderr.contains(named), "{args:?}: {out:?}");
+    }
+    let vars = [
+        ("TERN_SANDBOX", "x"),
+        ("TERN_APPROVAL", "x"),
+        ("TERN_NO_JAIL", "maybe"),
+        ("TERN_DISK_FLOOR", "lots"),
+        ("TERN_CHECKPOINTS", "maybe"),
+        ("TERN_CHECKPOINT_MAX_FILE", "10M"),
+        ("TERN_CHECKPOINT_BUDGET", "-1"),
+        ("TERN_MAX_OUTPUT_TOKENS", "x"),
+        ("TERN_TEMPERATURE", "x"),
+        ("TERN_ADD_DIRS", "/nonexistent-tern"),
+        ("TERN_ENV", "a b"),
+        ("OPENAI_BASE_URL", "not a url"),
+    ];
+    for (k, v) in vars {
+        let mut c = tern(&ws, &["exec", "hi"]);
+        c.env("OPENAI_BASE_URL", &base)
+            .env("TERN_MODEL", "m")
+            .env(k, v);
+        let out = run(c, "");
+        assert_eq!(out.code, Some(2), "{k}={v}: {out:?}");
+        assert!(out.stderr.contains(k), "{k}={v}: {out:?}");
+    }
+    assert!(fake.requests().is_empty(), "the model was asked");
+}
