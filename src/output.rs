@@ -2,12 +2,33 @@
 //! (`--json`, DESIGN.md §7); [`Human`] streams assistant text to stdout and tool activity to stderr.
 
 use std::io::Write;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use serde_json::Value;
 
 use crate::event::{BoundaryKind, Envelope, Event};
 use crate::runtime::{Answer, Surface};
 use crate::store::fsutil::to_jsonl;
+
+/// What stands on the terminal's current line, so a line printed from another thread
+/// ([`aside`]) never lands inside it: nothing, a progress note, or model text without its
+/// newline yet. [`Human`] keeps it.
+static LINE: AtomicU8 = AtomicU8::new(LINE_CLEAN);
+const LINE_CLEAN: u8 = 0;
+const LINE_NOTE: u8 = 1;
+const LINE_TEXT: u8 = 2;
+
+/// Prints `line` on stderr on a line of its own, from any thread: a progress note on the
+/// current line is erased first (it is drawn again with the next one), model text without its
+/// newline gets one. For what the REPL says about input typed during a turn.
+pub fn aside(line: &str) {
+    let lead = match LINE.swap(LINE_CLEAN, Ordering::SeqCst) {
+        LINE_NOTE => "\r\x1b[K",
+        LINE_TEXT => "\n",
+        _ => "",
+    };
+    crate::errln!("{lead}{line}");
+}
 
 /// `--json`: stdout carries only events, one compact object per line, flushed per event.
 pub struct Json;
@@ -163,6 +184,7 @@ impl Human {
             let _ = write!(err, "\r\x1b[K");
             let _ = err.flush();
             self.note_shown = false;
+            LINE.store(LINE_CLEAN, Ordering::SeqCst);
         }
     }
 
@@ -176,6 +198,7 @@ impl Human {
                 let _ = out.flush();
             }
             self.open_line = false;
+            LINE.store(LINE_CLEAN, Ordering::SeqCst);
         }
     }
 }
@@ -194,6 +217,7 @@ impl Surface for Human {
         let _ = write!(err, "⋯ {note}");
         let _ = err.flush();
         self.note_shown = true;
+        LINE.store(LINE_NOTE, Ordering::SeqCst);
     }
 
     fn approve(&mut self, command: &str) -> Answer {
@@ -229,6 +253,14 @@ impl Surface for Human {
             let _ = out.flush();
         }
         self.open_line = !text.ends_with('\n');
+        LINE.store(
+            if self.open_line {
+                LINE_TEXT
+            } else {
+                LINE_CLEAN
+            },
+            Ordering::SeqCst,
+        );
     }
 
     fn event(&mut self, ev: &Envelope) {

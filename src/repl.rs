@@ -316,16 +316,32 @@ fn unescape(line: &str) -> String {
 }
 
 /// Reads lines typed while a turn runs and steers each into it (`tern steer`'s inbox): the
-/// terminal stays in cooked mode, so the line echoes, Enter ends it and Ctrl-C still reaches the
-/// signal handler that cancels the turn. Waits in `poll` (100 ms) so it stops soon after the
-/// turn; leaves the terminal to an approval question while one is asked.
+/// terminal stays line by line, so Enter ends a line and Ctrl-C still reaches the signal handler
+/// that cancels the turn, but its echo is off while the turn runs: typed text would land inside
+/// the progress line and the model's text. Each line is said back whole on a line of its own
+/// ([`crate::output::aside`]) once Enter ends it. Waits in `poll` (100 ms) so it stops soon
+/// after the turn; leaves the terminal to an approval question while one is asked (the editor
+/// turns its own echo on).
 struct SteerWatcher {
     stop: Arc<AtomicBool>,
     thread: std::thread::JoinHandle<Vec<String>>,
+    /// The terminal's settings before the echo went off, put back by [`SteerWatcher::stop`].
+    tty: Option<libc::termios>,
 }
 
 impl SteerWatcher {
     fn start(session: &crate::store::Session, asking: Arc<AtomicBool>) -> SteerWatcher {
+        // SAFETY: tcgetattr fills a termios we own; tcsetattr sets a copy of it with only ECHO
+        // changed, on the same descriptor.
+        let tty = unsafe {
+            let mut t: libc::termios = std::mem::zeroed();
+            (libc::tcgetattr(libc::STDIN_FILENO, &mut t) == 0).then(|| {
+                let mut quiet = t;
+                quiet.c_lflag &= !(libc::ECHO | libc::ECHONL);
+                libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &quiet);
+                t
+            })
+        };
         let stop = Arc::new(AtomicBool::new(false));
         let session = crate::store::Session::at(&session.id, session.dir.clone());
         let halt = stop.clone();
@@ -365,24 +381,32 @@ impl SteerWatcher {
                 }
                 if text.starts_with('/') {
                     // A slash command is for tern, not the model: it runs when the turn ends.
-                    crate::errln!("({text} runs when the turn ends)");
+                    crate::output::aside(&format!("({text} runs when the turn ends)"));
                     later.push(text);
                     continue;
                 }
                 match crate::runtime::steer::send(&session, &text, true) {
-                    Ok(_) => crate::errln!("(queued for the model's next request: {text})"),
-                    Err(e) => crate::errln!("tern: could not steer: {e}"),
+                    Ok(_) => crate::output::aside(&format!(
+                        "(queued for the model's next request: {text})"
+                    )),
+                    Err(e) => crate::output::aside(&format!("tern: could not steer: {e}")),
                 }
             }
             later
         });
-        SteerWatcher { stop, thread }
+        SteerWatcher { stop, thread, tty }
     }
 
-    /// Stops watching; returns the slash commands typed meanwhile, in order.
+    /// Stops watching and puts the terminal's echo back; returns the slash commands typed
+    /// meanwhile, in order.
     fn stop(self) -> Vec<String> {
         self.stop.store(true, Ordering::SeqCst);
-        self.thread.join().unwrap_or_default()
+        let later = self.thread.join().unwrap_or_default();
+        if let Some(t) = &self.tty {
+            // SAFETY: restores settings read by tcgetattr in `start` on the same descriptor.
+            unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, t) };
+        }
+        later
     }
 }
 
@@ -606,8 +630,8 @@ impl Repl<'_> {
             let outcome = rt.run_turn(prompt, &mut ui);
             match outcome {
                 Ok(_) => {}
-                // The terminal echoed ^C without a newline.
-                Err(crate::runtime::Failure::Interrupted) => crate::errln!("\n(interrupted)"),
+                // Ends the line a progress note or the model's text left open.
+                Err(crate::runtime::Failure::Interrupted) => crate::output::aside("(interrupted)"),
                 Err(e) => crate::errln!("tern: {e}"),
             }
             if rt.cancelled() || !crate::runtime::steer::pending(rt.session()) {

@@ -503,7 +503,15 @@ fn a_line_typed_during_a_turn_is_steered_into_it_in_tmux() {
         "the first request"
     );
     tmux.keys(&["use tabs please", "Enter"]);
-    tmux.wait_for("(queued for the model's next request: use tabs please)");
+    let screen = tmux.wait_for("(queued for the model's next request: use tabs please)");
+    // Issue 30: the typed text is not echoed onto the progress line or the model's text; it
+    // is said back whole, on a line of its own.
+    for l in screen.lines().filter(|l| l.contains("use tabs please")) {
+        assert!(
+            l.trim_start().starts_with("(queued for the model"),
+            "typed text landed on another line: {l:?}\n{screen}"
+        );
+    }
     // A slash command is for tern: it waits for the end of the turn, it is not steered.
     tmux.keys(&["/status", "Enter"]);
     tmux.wait_for("(/status runs when the turn ends)");
