@@ -203,7 +203,10 @@ fn c03_cancel_interrupts_and_kills_group() {
     let cancel = CancelToken::new();
     let out = std::thread::scope(|s| {
         s.spawn(|| {
-            std::thread::sleep(Duration::from_millis(800));
+            // Once the command runs (its `echo hi` is done), not after a fixed time.
+            crate::support::procs::eventually(NO_HANG, || {
+                !crate::support::procs::pids_running(&["sleep", "618"]).is_empty()
+            });
             cancel.cancel();
         });
         env.run_full(

@@ -217,45 +217,50 @@ fn a_session_killed_while_being_created_is_not_left_idle() {
     assert!(list.contains(" idle "), "{list}");
 }
 
+/// A real kill between a session's creation and its `session_start`, at each fault point
+/// there (not a kill after a sleep, which landed anywhere under load): `tern sessions` lists the
+/// session interrupted, never idle.
 #[test]
 fn a_real_kill_during_creation_is_marked_interrupted() {
-    let ws = WireWs::new(W, vec![text(W, "done")]);
-    let mut tries = 0;
-    // The kill lands at different points; keep the runs that left a session idle before
-    // today's fix (no session_start): each must now be listed as interrupted.
-    let mut seen = false;
-    while tries < 20 && !seen {
-        tries += 1;
-        let mut child = ws
-            .cmd(&["exec", "k"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(2 * tries));
-        let _ = child.kill();
-        let _ = child.wait();
-        let sessions_dir = ws.root().join(".tern/sessions");
-        let Ok(rd) = std::fs::read_dir(&sessions_dir) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let p = e.path();
-            if !p.join("events.jsonl").exists() && p.join("meta.json").exists() {
-                seen = true;
-            }
-        }
-    }
-    if !seen {
-        crate::support::skipped(
-            "endings::a_real_kill_during_creation_is_marked_interrupted",
-            "no kill landed between the session's creation and its start",
-            false,
+    let dry = WireWs::new(W, vec![text(W, "done")]);
+    let log = dry.root().join("fault.log");
+    let mut cmd = dry.cmd(&["exec", "k"]);
+    cmd.env("TERN_FAULT_LOG", &log);
+    assert_eq!(crate::support::cli::output(cmd).status.code(), Some(0));
+    let lines = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = lines.lines().collect();
+    let made = lines
+        .iter()
+        .position(|l| {
+            l.contains(" renamed ")
+                && l.rsplit_once("/.tern/sessions/")
+                    .is_some_and(|(_, id)| !id.contains('/') && !id.starts_with(".tmp-"))
+        })
+        .expect("the session folder is committed by a rename");
+    let started = made
+        + lines[made..]
+            .iter()
+            .position(|l| l.contains(" appended ") && l.ends_with("/events.jsonl"))
+            .expect("session_start follows");
+    let at = |l: &str| l.split(' ').next().and_then(|n| n.parse::<u64>().ok());
+    let points: Vec<u64> = lines[made + 1..started]
+        .iter()
+        .filter_map(|l| at(l))
+        .collect();
+    assert!(!points.is_empty(), "{lines:?}");
+    for k in points {
+        let ws = WireWs::new(W, vec![text(W, "done")]);
+        let mut cmd = ws.cmd(&["exec", "k"]);
+        cmd.env("TERN_FAULT_AT", k.to_string());
+        assert_eq!(
+            crate::support::cli::output(cmd).status.code(),
+            None,
+            "killed at point {k}"
         );
-        return;
+        let list = sessions(&ws);
+        assert!(!list.contains(" idle "), "point {k}: {list}");
+        assert!(list.contains("interrupted"), "point {k}: {list}");
     }
-    let list = sessions(&ws);
-    assert!(!list.contains(" idle "), "{list}");
 }
 
 /// `--output-last-message FILE`: a symbolic link is written through (as a shell's `>`), the

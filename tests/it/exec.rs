@@ -745,7 +745,7 @@ fn c17_sigint_during_a_tool_call_kills_it_answers_every_call_and_continue_is_acc
         &["--json", "wait a minute"],
         "tool_call",
     );
-    thread::sleep(Duration::from_secs(2));
+    started(needle);
     let (out, took) = running.stop(libc::SIGINT, Duration::from_secs(30));
     assert!(
         took < Duration::from_secs(20),
@@ -837,14 +837,15 @@ fn a_background_job_does_not_outlive_tern() {
     let server = FakeServer::start(vec![
         openai_bash(
             "call_1",
-            "(sleep 2; echo late > late.txt) >/dev/null 2>&1 & echo started",
+            "(sleep 30.4318; echo late > late.txt) >/dev/null 2>&1 & echo started",
         ),
         openai_text("done"),
     ]);
     let ws = Ws::new();
     let out = exec(ws.openai(&server), &["leave a job behind"]);
     out.expect_code(0);
-    thread::sleep(Duration::from_secs(4));
+    // The job's sleep is gone once tern is: it never gets to write.
+    assert_gone("sleep 30.4318");
     assert!(
         !ws.path("late.txt").exists(),
         "the background job outlived tern"
@@ -863,11 +864,10 @@ fn a_third_ctrl_c_kills_the_command_and_says_so() {
     )]);
     let ws = Ws::new();
     let (running, _) = exec_until(ws.openai(&server), &["--json", "wait"], "tool_call");
-    thread::sleep(Duration::from_millis(500));
+    started(needle);
     for _ in 0..2 {
-        // SAFETY: signals the child we spawned (not yet waited for).
-        unsafe { libc::kill(running.pid(), libc::SIGINT) };
-        thread::sleep(Duration::from_millis(150));
+        // Each counted apart: the next is sent once this one's handler ran.
+        crate::support::procs::signal_delivered(running.pid() as u32, libc::SIGINT);
     }
     let (out, took) = running.stop(libc::SIGINT, Duration::from_secs(30));
     assert_eq!(out.status(), 130, "{out:?}");
@@ -917,6 +917,15 @@ fn sigkilled_turn_is_marked_interrupted_and_repaired_on_continue() {
 
 /// Waits up to 5 s for the kills to finish, then asserts no process with `needle` in its command
 /// line is left.
+/// Waits (up to 20 s) until a process whose command line holds `needle` runs: the tool call's
+/// command started (the event a signal during a tool call must come after).
+fn started(needle: &str) {
+    assert!(
+        eventually(Duration::from_secs(20), || !procs_with(needle).is_empty()),
+        "the command {needle:?} never started"
+    );
+}
+
 fn assert_gone(needle: &str) {
     eventually(Duration::from_secs(5), || procs_with(needle).is_empty());
     assert_eq!(
@@ -1307,7 +1316,7 @@ fn c20_json_result_is_last_on_sigterm_during_a_tool_call() {
     let server = FakeServer::start(vec![openai_bash("call_1", needle)]);
     let ws = Ws::new();
     let (running, _) = exec_until(ws.openai(&server), &["--json", "wait"], "tool_call");
-    thread::sleep(Duration::from_millis(500));
+    started(needle);
     let (out, _) = running.stop(libc::SIGTERM, Duration::from_secs(30));
     interrupted(&out);
     assert_gone(needle);
@@ -1758,7 +1767,7 @@ fn c17_anthropic_interrupted_calls_are_all_answered_in_the_next_message() {
         &["--provider", "anthropic", "--json", "wait"],
         "tool_call",
     );
-    thread::sleep(Duration::from_secs(1));
+    started(needle);
     let (out, _) = running.stop(libc::SIGINT, Duration::from_secs(30));
     out.expect_code(130);
     assert!(!ws.path("never.txt").exists());

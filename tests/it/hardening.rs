@@ -117,8 +117,14 @@ fn a_turn_cannot_start_while_another_pane_compacts() {
         .args(["compact"])
         .stdout(Stdio::null())
         .stderr(Stdio::null());
+    let asked = fake.requests().len();
     let mut child = compact.spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(800));
+    // The compaction holds the session from before its request until its summary is stored.
+    assert!(
+        crate::support::procs::eventually(Duration::from_secs(20), || fake.requests().len()
+            > asked),
+        "the compaction never asked for its summary"
+    );
     let mut turn = ws.tern(&fake);
     turn.args(["exec", "--continue", "msg 3 IMPORTANT"]);
     let out = run_no_stdin(turn);
@@ -421,9 +427,8 @@ fn a_third_ctrl_c_exits_at_once_and_takes_the_command_with_it() {
         sleeping
     ));
     for _ in 0..3 {
-        // SAFETY: kill(2) on our own child, not yet reaped.
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-        std::thread::sleep(Duration::from_millis(100));
+        // Each counted apart: the next is sent once this one's handler ran.
+        crate::support::procs::signal_delivered(child.id(), libc::SIGINT);
     }
     let status =
         crate::support::procs::wait_exit(&mut child, Duration::from_secs(10)).expect("ended");

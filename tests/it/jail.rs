@@ -248,12 +248,18 @@ fn a_detached_process_dies_with_tern() {
     let out = one(
         &ws,
         &format!(
-            "env -u TERN_SESSION_DIR setsid nohup bash -c 'sleep 2; echo late > {}' >/dev/null 2>&1 & echo started",
+            "env -u TERN_SESSION_DIR setsid nohup bash -c 'sleep 30.4319; echo late > {}' >/dev/null 2>&1 & echo started",
             late.display()
         ),
     );
     assert!(out.contains("started"), "{out}");
-    std::thread::sleep(std::time::Duration::from_secs(4));
+    // Gone with tern (its sleep no longer runs), so it never writes.
+    assert!(
+        crate::support::procs::eventually(std::time::Duration::from_secs(10), || {
+            crate::support::procs::pids_running(&["sleep", "30.4319"]).is_empty()
+        }),
+        "the detached process outlived tern"
+    );
     assert!(
         !late.exists(),
         "a process outlived tern and wrote {}",

@@ -58,7 +58,13 @@ fn a_reading_verb_leaves_on_sigterm() {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn");
-    std::thread::sleep(Duration::from_millis(300));
+    // Sent while it waits for its input, the moment this test is about.
+    assert!(
+        crate::support::procs::eventually(HUNG, || crate::support::procs::reading_stdin(
+            child.id()
+        )),
+        "plan draft never read its input"
+    );
     // SAFETY: kill(2) on our own child's pid.
     unsafe {
         libc::kill(child.id() as i32, libc::SIGTERM);

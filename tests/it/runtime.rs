@@ -176,14 +176,19 @@ fn a_cancelled_turn_ends_interrupted_and_the_next_one_runs() {
     let mut ui = Collect::default();
     let mut rt = h.open(&mut ui);
     let cancel = rt.cancel_token().clone();
-    let t = std::thread::spawn(move || {
-        std::thread::sleep(std::time::Duration::from_millis(300));
-        cancel.cancel();
+    let fake = &h.fake;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // While the request waits on the server: after the turn began, not at a fixed time.
+            crate::support::procs::eventually(std::time::Duration::from_secs(20), || {
+                !fake.requests().is_empty()
+            });
+            cancel.cancel();
+        });
+        let started = std::time::Instant::now();
+        assert_eq!(rt.run_turn("slow", &mut ui), Err(Failure::Interrupted));
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
     });
-    let started = std::time::Instant::now();
-    assert_eq!(rt.run_turn("slow", &mut ui), Err(Failure::Interrupted));
-    assert!(started.elapsed() < std::time::Duration::from_secs(10));
-    t.join().expect("the canceller");
     rt.cancel_token().reset();
     assert_eq!(rt.run_turn("again", &mut ui).as_deref(), Ok("fine"));
 }

@@ -440,11 +440,14 @@ fn a_background_writer_is_still_sandboxed_and_still_caught() {
     assert_eq!(out.exit_code, Some(0), "{}", out.content);
     // Right after the call nothing changed yet: a check after the call alone would miss it.
     assert!(snap.changes().is_empty());
-    std::thread::sleep(Duration::from_millis(800));
-    // The domain outlives the call: the late write outside is still refused...
+    // The late write inside is caught by a check before the next request (waited for as it
+    // lands, after the write outside was tried)...
+    assert!(
+        crate::support::procs::eventually(Duration::from_secs(20), || snap.changes().len() == 1),
+        "the background job never wrote the ledger"
+    );
+    // ...and the domain outlives the call: the late write outside was still refused.
     assert!(!w.outside.join("late").exists());
-    // ...and the late write inside is caught by a check before the next request.
-    assert_eq!(snap.changes().len(), 1);
 }
 
 /// A real listener on 127.0.0.1; the command tries a connect (bash's /dev/tcp) and a bind.
@@ -473,8 +476,12 @@ fn no_network_blocks_tcp_connect_and_bind() {
         assert_eq!(out.exit_code, Some(0), "{mode}: {}", out.content);
         assert!(out.content.starts_with("connected"), "{}", out.content);
         // The listener really saw it.
-        std::thread::sleep(Duration::from_millis(50));
-        let (mut s, _) = listener.accept().expect("the connect arrived");
+        let mut got = None;
+        crate::support::procs::eventually(Duration::from_secs(10), || {
+            got = listener.accept().ok();
+            got.is_some()
+        });
+        let (mut s, _) = got.expect("the connect arrived");
         let _ = s.read(&mut [0u8; 1]);
 
         let out = w.run(mode, true, &connect);

@@ -26,6 +26,42 @@ pub fn eventually(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
     }
 }
 
+/// Sends `sig` to `pid` and waits (up to 10 s) until it is no longer pending there: its
+/// handler has run, so a second signal of the same kind is counted apart, not merged into this
+/// one by the kernel (what a fixed sleep between two Ctrl-C could not promise under load).
+/// False when it stayed pending.
+pub fn signal_delivered(pid: u32, sig: i32) -> bool {
+    let bit = 1u64 << (sig - 1);
+    let pending = || {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        status
+            .lines()
+            .filter_map(|l| {
+                l.strip_prefix("ShdPnd:")
+                    .or_else(|| l.strip_prefix("SigPnd:"))
+            })
+            .filter_map(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .fold(0, |a, b| a | b)
+    };
+    // SAFETY: kill(2) with a pid and a signal number.
+    unsafe { libc::kill(pid as libc::pid_t, sig) };
+    eventually(Duration::from_secs(10), || pending() & bit == 0)
+}
+
+/// Whether `pid` is blocked in `read(2)` on its standard input (`/proc/<pid>/syscall`: number
+/// 0 on x86-64, 63 on aarch64; first argument 0).
+pub fn reading_stdin(pid: u32) -> bool {
+    let read_nr = if cfg!(target_arch = "aarch64") {
+        "63"
+    } else {
+        "0"
+    };
+    std::fs::read_to_string(format!("/proc/{pid}/syscall")).is_ok_and(|s| {
+        let mut f = s.split_whitespace();
+        f.next() == Some(read_nr) && f.next() == Some("0x0")
+    })
+}
+
 /// Waits for `child` to exit within `limit`. On time-out it kills and reaps the child and
 /// returns None (the caller fails the test with what it knows).
 ///
