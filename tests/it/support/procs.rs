@@ -49,17 +49,31 @@ pub fn signal_delivered(pid: u32, sig: i32) -> bool {
 }
 
 /// Whether `pid` is blocked in `read(2)` on its standard input (`/proc/<pid>/syscall`: number
-/// 0 on x86-64, 63 on aarch64; first argument 0).
+/// 0 on x86-64, 63 on aarch64; first argument 0). Where that file is closed to this user (tern
+/// makes itself non-dumpable), whether it sleeps (`/proc/<pid>/stat` state `S`) at two looks
+/// 50 ms apart.
 pub fn reading_stdin(pid: u32) -> bool {
     let read_nr = if cfg!(target_arch = "aarch64") {
         "63"
     } else {
         "0"
     };
-    std::fs::read_to_string(format!("/proc/{pid}/syscall")).is_ok_and(|s| {
-        let mut f = s.split_whitespace();
-        f.next() == Some(read_nr) && f.next() == Some("0x0")
-    })
+    match std::fs::read_to_string(format!("/proc/{pid}/syscall")) {
+        Ok(s) => {
+            let mut f = s.split_whitespace();
+            f.next() == Some(read_nr) && f.next() == Some("0x0")
+        }
+        Err(_) => {
+            let sleeping = || {
+                std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .is_ok_and(|s| s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('S')))
+            };
+            sleeping() && {
+                std::thread::sleep(Duration::from_millis(50));
+                sleeping()
+            }
+        }
+    }
 }
 
 /// Waits for `child` to exit within `limit`. On time-out it kills and reaps the child and
