@@ -10,6 +10,7 @@
 //!   the folder's rename), then what `--continue` says and what the next start sweeps.
 //! - [`children`]: a parent killed before, during and after its sub-agent's run; the repaired
 //!   `agent` result tells what the child's own record says.
+//! - [`acp`]: an ACP prompt turn killed at every point; the next start sweeps and says the truth.
 //! - [`turns`]: a continued turn killed between storing its prompt and recording its start.
 //! - [`races`]: twenty processes on one session at once.
 //! - [`hostile`]: a provider that resets, drips, storms and sends garbage.
@@ -19,6 +20,7 @@
 //!
 //! [`run`] holds what they share: throw-away workspaces and bounded runs of the binary.
 
+mod acp;
 mod check;
 mod children;
 mod create;
