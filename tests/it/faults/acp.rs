@@ -8,7 +8,6 @@
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
-use std::time::Duration;
 
 use serde_json::{Value, json};
 
