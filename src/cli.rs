@@ -161,8 +161,8 @@ pub fn status(l: &Launcher, t: &Target, height: Option<usize>) -> i32 {
     0
 }
 
-/// `tern stats --json`.
-pub fn stats_json(l: &Launcher, t: &Target) -> i32 {
+/// `tern stats --json`, and `--why` (the misses by reason: text, or JSON with `--json`).
+pub fn stats_json(l: &Launcher, t: &Target, why: bool) -> i32 {
     let s = match session(l, t) {
         Ok(s) => s,
         Err(e) => {
@@ -170,9 +170,20 @@ pub fn stats_json(l: &Launcher, t: &Target) -> i32 {
             return e.exit_code();
         }
     };
-    match crate::stats::requests(&s).map(|r| crate::stats::to_json(&s.id, &r)) {
-        Ok(v) => {
-            crate::output::print_json_line(&v);
+    match crate::stats::requests(&s) {
+        Ok(r) if why && !t.json => {
+            crate::out!("{}", crate::stats::render_why(&s.id, &r));
+            0
+        }
+        Ok(r) if why => {
+            crate::output::print_json_line(&serde_json::json!({
+                "session": s.id,
+                "why": crate::stats::why(&r),
+            }));
+            0
+        }
+        Ok(r) => {
+            crate::output::print_json_line(&crate::stats::to_json(&s.id, &r));
             0
         }
         Err(e) => {

@@ -30,6 +30,15 @@ pub fn parse_rfc3339(s: &str) -> Option<u64> {
         .map(|d| d.as_secs())
 }
 
+/// Parses an RFC 3339 time into Unix milliseconds (None when it does not parse).
+pub fn parse_rfc3339_ms(s: &str) -> Option<u64> {
+    humantime::parse_rfc3339_weak(s)
+        .ok()?
+        .duration_since(UNIX_EPOCH)
+        .ok()
+        .map(|d| d.as_millis() as u64)
+}
+
 /// A new session id `YYYYMMDD-HHMMSS-xxxx` (UTC), the suffix from the clock's nanoseconds and the
 /// process id so two sessions started in the same second differ.
 pub fn new_session_id() -> String {

@@ -5,9 +5,10 @@
 //!
 //! ```json
 //! {"provider": "openai", "base_url": "http://127.0.0.1:8080/v1", "model": "qwen",
-//!  "models": ["qwen", "qwen-big"], "max_output_tokens": 4096, "temperature": 0.2,
-//!  "approval": "ask", "sandbox": "workspace-write",
-//!  "api_key": "…" | "api_key_command": "pass show openai"}
+//!  "models": ["qwen", {"name": "qwen-big", "price": {"input": 0.2, "output": 0.6}}],
+//!  "max_output_tokens": 4096, "temperature": 0.2, "approval": "ask", "sandbox": "workspace-write",
+//!  "price": {"input": 0.1, "cached_input": 0.01, "output": 0.3}, "max_cost": 5.0,
+//!  "cache_ttl": "1h", "api_key": "…" | "api_key_command": "pass show openai"}
 //! ```
 //!
 //! Rules:
@@ -29,6 +30,8 @@
 //! - A project's file may name the server (`provider`, `base_url`) only when the key does not
 //!   come from the user's file: a cloned repository must not be able to send the person's key
 //!   to a server of its choosing (refused, saying so).
+//! - Prices (`price`, a `models` entry's `price`) only in the user's file: they decide what a
+//!   spending limit lets through, and a cloned repository must not change that.
 //! - The file lives under `~/.config/tern/`, which the sandbox's jail hides from commands.
 
 use std::collections::BTreeMap;
@@ -52,9 +55,10 @@ pub struct FileConfig {
     /// The model name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    /// Models an editor offers to switch to (`session/set_model`); any name still works.
+    /// Models an editor offers to switch to (`session/set_model`); any name still works. An
+    /// entry is a name, or `{"name", "price"}`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub models: Vec<String>,
+    pub models: Vec<ModelEntry>,
     /// The output cap of every request, in tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_output_tokens: Option<u32>,
@@ -77,6 +81,102 @@ pub struct FileConfig {
     /// default [`KEY_COMMAND_TIMEOUT`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key_command_timeout: Option<u64>,
+    /// The price of `model` (of every model when the file names none), USD per million
+    /// tokens (user file only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price: Option<crate::cost::Price>,
+    /// The spending limit of a run in USD (`--max-cost` wins).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost: Option<f64>,
+    /// How long the Anthropic wire asks the provider to keep the prompt cache: `5m` (the
+    /// default) or `1h` (writes cost 2× the input price instead of 1.25×).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_ttl: Option<CacheTtl>,
+}
+
+/// One entry of `models`: a name, or a name with its price.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ModelEntry {
+    /// `"qwen"`.
+    Name(String),
+    /// `{"name": "qwen-big", "price": {...}}`.
+    Priced {
+        /// The model name.
+        name: String,
+        /// Its price.
+        price: crate::cost::Price,
+    },
+}
+
+impl ModelEntry {
+    /// The model name.
+    pub fn name(&self) -> &str {
+        match self {
+            ModelEntry::Name(n) | ModelEntry::Priced { name: n, .. } => n,
+        }
+    }
+}
+
+/// The prompt cache lifetime the Anthropic wire asks for (`cache_ttl`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CacheTtl {
+    /// Five minutes (Anthropic's default).
+    #[serde(rename = "5m")]
+    FiveMinutes,
+    /// One hour.
+    #[serde(rename = "1h")]
+    OneHour,
+}
+
+/// What the files say about money: the prices by model, the spending limit, the cache lifetime.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Costs {
+    /// Prices the person set.
+    pub prices: crate::cost::PriceBook,
+    /// `max_cost`.
+    pub max_cost: Option<f64>,
+    /// `cache_ttl: "1h"`.
+    pub long_cache: bool,
+}
+
+/// The money settings of `loaded`. Errors (naming the file and the setting): a price with a
+/// negative or non-finite figure, a `max_cost` that is not a positive number of dollars.
+pub fn costs(loaded: &Loaded) -> Result<Costs, String> {
+    let c = &loaded.merged;
+    let at = |field: &str| file_of(loaded, field);
+    let priced = |p: crate::cost::Price, field: &str| -> Result<crate::cost::Priced, String> {
+        let p = p.complete();
+        p.check().map_err(|e| format!("{}: {e}", at(field)))?;
+        Ok(crate::cost::Priced {
+            price: p,
+            source: format!("\"{field}\" in {}", at(field)),
+        })
+    };
+    let mut prices = crate::cost::PriceBook::default();
+    for m in &c.models {
+        if let ModelEntry::Priced { name, price } = m {
+            prices
+                .models
+                .push((name.clone(), priced(*price, "models")?));
+        }
+    }
+    if let Some(p) = c.price {
+        prices.default = Some((c.model.clone(), priced(p, "price")?));
+    }
+    if let Some(m) = c.max_cost
+        && !(m.is_finite() && m > 0.0)
+    {
+        return Err(format!(
+            "{}: \"max_cost\" is {m}: give a number of US dollars above 0",
+            at("max_cost")
+        ));
+    }
+    Ok(Costs {
+        prices,
+        max_cost: c.max_cost,
+        long_cache: c.cache_ttl == Some(CacheTtl::OneHour),
+    })
 }
 
 /// How long `api_key_command` may run when `api_key_command_timeout` does not say (10 s: a
@@ -158,6 +258,17 @@ pub fn read(path: &Path, project: bool) -> Result<Option<FileConfig>, String> {
             path.display()
         ));
     }
+    let priced = cfg.price.is_some()
+        || cfg
+            .models
+            .iter()
+            .any(|m| matches!(m, ModelEntry::Priced { .. }));
+    if project && priced {
+        return Err(format!(
+            "{} sets a price: prices decide what a spending limit lets through, so tern reads them only from ~/.config/tern/config.json",
+            path.display()
+        ));
+    }
     if project && cfg.approval.is_some() {
         return Err(format!(
             "{} sets \"approval\": a project's config may not decide when commands run without asking; set it in ~/.config/tern/config.json or pass --approval",
@@ -228,6 +339,9 @@ pub fn load(env: &Env, state_root: &Path) -> Result<Loaded, String> {
         take!(api_key);
         take!(api_key_command);
         take!(api_key_command_timeout);
+        take!(price);
+        take!(max_cost);
+        take!(cache_ttl);
         if !c.models.is_empty() {
             m.models = c.models.clone();
             set("models");

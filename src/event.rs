@@ -361,6 +361,14 @@ pub enum Event {
         /// server's.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         estimated: bool,
+        /// What the request cost in USD at the model's price (`crate::cost`); absent when no
+        /// price is known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
+        /// Why more than the new messages was billed in full (`crate::cost::miss`); absent
+        /// when all but the new messages was read from the cache.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        miss: Option<crate::cost::miss::Miss>,
     },
     /// A plan lifecycle transition.
     PlanState {
@@ -625,6 +633,17 @@ pub struct ResultTotals {
     /// Their usage summed (not in `usage`): the run's whole bill is both.
     #[serde(default)]
     pub children_usage: Usage,
+    /// The run's whole bill in USD, its sub-agents' included (absent: no request had a known
+    /// price).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// Requests whose model had no known price (not in `cost_usd`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unpriced_requests: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Event {
@@ -752,6 +771,14 @@ impl Event {
                 request_bytes: 40,
                 prefix_reuse_bytes: 20,
                 estimated: true,
+                cost_usd: Some(0.0012),
+                miss: Some(crate::cost::miss::Miss {
+                    reason: crate::cost::miss::Reason::PrefixChanged,
+                    at_byte: 20,
+                    cause: Some(crate::cost::miss::Cause::Compaction),
+                    tokens: 3,
+                    cost_usd: Some(0.00001),
+                }),
             },
             Event::PlanState {
                 from: PlanState::Idle,
@@ -865,6 +892,8 @@ impl Event {
                     duration_ms: 1,
                     children_turns: 0,
                     children_usage: Usage::default(),
+                    cost_usd: Some(0.0012),
+                    unpriced_requests: 0,
                 }),
             }),
         ]

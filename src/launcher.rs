@@ -141,6 +141,9 @@ pub struct Launcher {
     /// session reads the `AGENTS.md` files from the workspace root down to it.
     pub here: PathBuf,
     source: Source,
+    /// The run's spending limit (`--max-cost`), shared by every runtime this launcher opens
+    /// (a REPL's sessions, sub-agents).
+    budget: Option<Arc<crate::cost::Budget>>,
 }
 
 impl Launcher {
@@ -154,6 +157,7 @@ impl Launcher {
         process: &Process,
     ) -> Launcher {
         Launcher {
+            budget: config.max_cost.map(crate::cost::Budget::new),
             here: state.workspace.clone(),
             state,
             env,
@@ -346,6 +350,15 @@ impl Launcher {
                 self.build(&route)
             }
         };
+        // A limit is counted in dollars: without a price it could not stop anything.
+        if let Some(limit) = cfg.max_cost
+            && cfg.prices.lookup(&cfg.model).is_none()
+        {
+            return Err(Failure::Usage(format!(
+                "--max-cost {limit} needs the price of {:?}, and tern knows none: set \"price\" (USD per million tokens: input, cached_input, output) in ~/.config/tern/config.json",
+                cfg.model
+            )));
+        }
         Ok(Parts {
             provider,
             cfg,
@@ -358,6 +371,7 @@ impl Launcher {
                 depth: 0,
                 cache_key: None,
                 spawner: Some(Arc::new(self.clone())),
+                budget: self.budget.clone(),
             },
         })
     }
@@ -601,6 +615,7 @@ impl Launcher {
             depth: parent.depth() + 1,
             cache_key: Some(parent.cache_key().to_string()),
             spawner: parts.lineage.spawner.clone(),
+            budget: parts.lineage.budget.clone(),
         };
         let meta = Meta {
             cwd: self.state.workspace.display().to_string(),
@@ -636,6 +651,10 @@ impl Launcher {
         let mut rt = Runtime::assemble(session, parts, system, history);
         rt.set_hooks(hooks.0, hooks.1);
         rt.begin(ui, false, None)?;
+        // A fork repeats its parent's prefix: the parent's last request is its cache's source.
+        if fork {
+            rt.follow_requests_of(parent);
+        }
         Ok(rt)
     }
 }

@@ -12,6 +12,7 @@ pub mod clock;
 pub mod commands;
 pub mod config;
 pub mod config_file;
+pub mod cost;
 pub mod demo;
 pub mod domain;
 pub mod event;

@@ -80,6 +80,11 @@ struct SessionArgs {
     /// what that leaves open) [env: TERN_NO_JAIL=1].
     #[arg(long)]
     no_jail: bool,
+    /// A spending limit for this run in US dollars: a request whose worst case would pass it
+    /// is not sent, and the run ends budget_exhausted (needs the model's price: built in, or
+    /// `price` in the config) [config: max_cost].
+    #[arg(long, value_name = "USD", allow_negative_numbers = true, value_parser = usd)]
+    max_cost: Option<f64>,
 }
 
 /// `tern exec` as a worker of a scheduler (GNU parallel, a Kubernetes Job, xargs), and its goal.
@@ -120,6 +125,14 @@ fn u64_in(range: impl std::ops::RangeBounds<i64>) -> clap::builder::RangedI64Val
     clap::builder::RangedI64ValueParser::new().range(range)
 }
 
+/// `--max-cost`: a positive, finite number of dollars.
+fn usd(s: &str) -> Result<f64, String> {
+    match s.trim().trim_start_matches('$').parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err("give a number of US dollars above 0, such as 2.50".into()),
+    }
+}
+
 /// A flag's text that must say something (`--goal`): empty or only whitespace is refused (a
 /// blank command would "pass" or fail for reasons that have nothing to do with the work).
 fn non_blank(s: &str) -> Result<String, String> {
@@ -136,6 +149,7 @@ impl SessionArgs {
         cfg.approval = vars::approval(self.approval, env, approval)?;
         cfg.sandbox = vars::sandbox(self.sandbox, env)?;
         cfg.no_network = self.no_network;
+        cfg.max_cost = self.max_cost;
         cfg.disk_floor = vars::disk_floor(env)?;
         cfg.reach = vars::reach(
             vars::ReachFlags {
@@ -299,6 +313,10 @@ enum Cmd {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// Sum the prompt tokens billed in full beyond each request's new messages, and their
+        /// cost, by why the cache missed them.
+        #[arg(long)]
+        why: bool,
         #[command(flatten)]
         state: StateArgs,
     },
@@ -552,6 +570,8 @@ struct Ctx {
     process: Process,
     /// The config file's `models` (offered over ACP).
     models: Vec<String>,
+    /// The config files' prices, spending limit and cache lifetime.
+    costs: tern::config_file::Costs,
 }
 
 /// Why a command could not run: the message and the exit code to leave with (2 for a usage
@@ -583,6 +603,16 @@ fn report(r: Result<i32, Fail>) -> i32 {
 }
 
 impl Ctx {
+    /// The config files' prices and cache lifetime onto `cfg`, and their spending limit where
+    /// no flag gave one.
+    fn costs_onto(&self, cfg: &mut Config) {
+        cfg.prices = self.costs.prices.clone();
+        cfg.long_cache = self.costs.long_cache;
+        if cfg.max_cost.is_none() {
+            cfg.max_cost = self.costs.max_cost;
+        }
+    }
+
     /// A launcher for the current folder's workspace (or `--state-dir`).
     fn launcher(
         &self,
@@ -592,6 +622,7 @@ impl Ctx {
     ) -> Result<Launcher, Fail> {
         let mut cfg = cfg;
         cfg.checkpoints = vars::checkpoints(&self.env).map_err(Fail::usage)?;
+        self.costs_onto(&mut cfg);
         let cwd = std::env::current_dir().map_err(|e| Fail {
             message: format!("no current folder: {e}"),
             code: 1,
@@ -701,14 +732,14 @@ fn main() -> ExitCode {
     }
     // The config files, laid under the environment (config < environment < flags). `tern setup`
     // and `tern demo` run without them, so a broken file can be fixed.
-    let (env, models) = match &cli.cmd {
+    let (env, models, costs) = match &cli.cmd {
         Some(
             Cmd::Setup(_)
             | Cmd::Demo { .. }
             | Cmd::Acp(AcpArgs {
                 action: Some(_), ..
             }),
-        ) => (env, Vec::new()),
+        ) => (env, Vec::new(), Default::default()),
         _ => match load_config(env) {
             Ok(x) => x,
             Err(e) => {
@@ -723,6 +754,7 @@ fn main() -> ExitCode {
         env,
         process: Process::default(),
         models,
+        costs,
     };
     // A verb that only reads or writes state files keeps the default dispositions: SIGTERM
     // ends it at once (its writes are atomic), where a handler that only sets a flag would
@@ -772,13 +804,19 @@ fn main() -> ExitCode {
 
 /// Reads `~/.config/tern/config.json` and the project's `.tern/config.json` (the workspace of
 /// the current folder, or TERN_STATE_DIR) and lays them under `env`.
-fn load_config(env: Env) -> Result<(Env, Vec<String>), String> {
+fn load_config(env: Env) -> Result<(Env, Vec<String>, tern::config_file::Costs), String> {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let state = Launcher::locate(&cwd, None, &env);
     let loaded = tern::config_file::load(&env, &state.root)?;
-    let models = loaded.merged.models.clone();
+    let models = loaded
+        .merged
+        .models
+        .iter()
+        .map(|m| m.name().to_string())
+        .collect();
+    let costs = tern::config_file::costs(&loaded)?;
     let env = tern::config_file::layer(env, &loaded)?;
-    Ok((env, models))
+    Ok((env, models, costs))
 }
 
 /// The `--base-url` given on the command line, whose credentials must leave `cmdline` too.
@@ -842,6 +880,7 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
         Cmd::Stats {
             session,
             json,
+            why,
             state,
         } => stats(
             ctx,
@@ -850,6 +889,7 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
                 json,
                 state,
             },
+            why,
         ),
         Cmd::Status { target, height } => with_launcher(ctx, &target.state, |l| {
             tern::cli::status(l, &target.as_cli(), height.map(usize::from))
@@ -1039,6 +1079,7 @@ fn acp(ctx: &Ctx, a: AcpArgs) -> Result<i32, Fail> {
     cfg.no_network = no_network;
     cfg.disk_floor = vars::disk_floor(&ctx.env).map_err(Fail::usage)?;
     cfg.checkpoints = vars::checkpoints(&ctx.env).map_err(Fail::usage)?;
+    ctx.costs_onto(&mut cfg);
     model.output_env(&mut cfg, &ctx.env).map_err(Fail::usage)?;
     // An editor stops `tern acp` with SIGINT as readily as with SIGTERM: both leave.
     let _ = signal_hook::flag::register(signal_hook::consts::SIGINT, ctx.process.term.clone());
@@ -1065,10 +1106,10 @@ fn setup(ctx: &Ctx, args: tern::setup::SetupArgs, yes: bool) -> i32 {
 }
 
 /// `tern stats`: the table is an op's receipt; `--json` prints the rows.
-fn stats(ctx: &Ctx, target: TargetArgs) -> i32 {
-    if target.json {
+fn stats(ctx: &Ctx, target: TargetArgs, why: bool) -> i32 {
+    if target.json || why {
         with_launcher(ctx, &target.state, |l| {
-            tern::cli::stats_json(l, &target.as_cli())
+            tern::cli::stats_json(l, &target.as_cli(), why)
         })
     } else {
         verb(ctx, OpId::Stats, None, &target)

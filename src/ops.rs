@@ -346,6 +346,8 @@ pub struct SessionRow {
     pub requests: u64,
     /// Input + output tokens.
     pub tokens: u64,
+    /// What its priced requests cost, USD (None: none was priced).
+    pub cost_usd: Option<f64>,
     /// `meta.updated_at`.
     pub updated_at: String,
     /// The first prompt.
@@ -1126,12 +1128,15 @@ fn session_rows(s: &Session, current: bool, depth: usize, rows: &mut Vec<Session
                     let unsettled = matches!(m.status, Status::Running)
                         || (depth == 0 && m.status == Status::Idle);
                     let mut guess = false;
-                    if unsettled
-                        && crate::store::held_elsewhere(s).is_none()
-                        && let Ok(rec) = s.recorded()
-                    {
-                        guess = m.settle(&rec)
-                            && m.status == Status::Ended(crate::event::Ending::Interrupted);
+                    if unsettled && let Ok(rec) = s.recorded() {
+                        if crate::store::held_elsewhere(s).is_none() {
+                            guess = m.settle(&rec)
+                                && m.status == Status::Ended(crate::event::Ending::Interrupted);
+                        } else {
+                            // A running turn writes meta.json when it ends: its requests so
+                            // far are on record in events.jsonl.
+                            m.take_totals(&rec);
+                        }
                     }
                     let status = if guess {
                         "interrupted?".to_string()
@@ -1144,6 +1149,7 @@ fn session_rows(s: &Session, current: bool, depth: usize, rows: &mut Vec<Session
                         status: Ok(status),
                         requests: m.turns,
                         tokens: m.usage.input_tokens.saturating_add(m.usage.output_tokens),
+                        cost_usd: (m.turns > m.unpriced).then_some(m.cost_usd),
                         updated_at: m.updated_at,
                         title: m.title,
                         depth,
@@ -1173,6 +1179,7 @@ fn unreadable(id: &str, current: bool, why: String) -> SessionRow {
         status: Err(why),
         requests: 0,
         tokens: 0,
+        cost_usd: None,
         updated_at: String::new(),
         title: String::new(),
         depth: 0,
@@ -1185,8 +1192,8 @@ fn render_sessions(root: &std::path::Path, rows: &[SessionRow]) -> String {
     }
     // `requests`: model requests (meta.json's `turns`, the `result` event's), not prompts.
     let mut out = format!(
-        "  {:<22} {:<11} {:>8} {:>9}  {:<20}  {}\n",
-        "id", "status", "requests", "tokens", "last activity", "title"
+        "  {:<22} {:<11} {:>8} {:>9} {:>9}  {:<20}  {}\n",
+        "id", "status", "requests", "tokens", "cost", "last activity", "title"
     );
     for r in rows {
         let mark = if r.current { "*" } else { " " };
@@ -1198,11 +1205,16 @@ fn render_sessions(root: &std::path::Path, rows: &[SessionRow]) -> String {
         };
         match &r.status {
             Ok(status) => out.push_str(&format!(
-                "{mark} {:<22} {:<11} {:>8} {:>9}  {:<20}  {}\n",
+                "{mark} {:<22} {:<11} {:>8} {:>9} {:>9}  {:<20}  {}\n",
                 id,
                 status,
                 r.requests,
                 r.tokens,
+                match r.cost_usd {
+                    Some(c) => crate::cost::usd_text(Some(c)),
+                    None if r.requests == 0 => "-".into(),
+                    None => "unknown".into(),
+                },
                 r.updated_at,
                 crate::render::safe(&r.title.replace(['\n', '\r'], " "))
             )),

@@ -133,6 +133,9 @@ fn setup(path: &Path, args: SetupArgs, input: &mut dyn BufRead, ask: bool) -> Re
         saved.models.clone()
     } else {
         args.models
+            .into_iter()
+            .map(crate::config_file::ModelEntry::Name)
+            .collect()
     };
     let file = FileConfig {
         provider: Some(kind),

@@ -1,7 +1,9 @@
-//! `tern stats [SESSION]`: the cache figures of a session's requests, from its `usage` events.
+//! `tern stats [SESSION]`: the cache figures, cost and cache misses of a session's requests,
+//! from its `usage` events; `--why` sums the misses by reason.
 
 use serde_json::{Value, json};
 
+use crate::cost::miss::{Miss, Reason};
 use crate::event::{Envelope, Event};
 use crate::runtime::ratio;
 use crate::store::Session;
@@ -27,6 +29,10 @@ pub struct RequestStats {
     /// reported figures tern refused.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub estimated: bool,
+    /// What it cost, USD (None: no price known).
+    pub cost_usd: Option<f64>,
+    /// Why more than its new messages was billed in full (None: it was not).
+    pub miss: Option<Miss>,
 }
 
 /// Reads the `usage` events of `session`, oldest first.
@@ -49,6 +55,8 @@ pub fn requests_from(events: &[Envelope]) -> Vec<RequestStats> {
                 request_bytes,
                 prefix_reuse_bytes,
                 estimated,
+                cost_usd,
+                miss,
                 ..
             } = &e.event
             else {
@@ -63,6 +71,8 @@ pub fn requests_from(events: &[Envelope]) -> Vec<RequestStats> {
                 request_bytes: *request_bytes,
                 prefix_reuse_bytes: *prefix_reuse_bytes,
                 estimated: *estimated,
+                cost_usd: *cost_usd,
+                miss: miss.clone(),
             })
         })
         .collect()
@@ -81,8 +91,96 @@ pub fn total(reqs: &[RequestStats]) -> RequestStats {
         t.output_tokens = t.output_tokens.saturating_add(r.output_tokens);
         t.request_bytes = t.request_bytes.saturating_add(r.request_bytes);
         t.prefix_reuse_bytes = t.prefix_reuse_bytes.saturating_add(r.prefix_reuse_bytes);
+        if let Some(c) = r.cost_usd {
+            t.cost_usd = Some(t.cost_usd.unwrap_or(0.0) + c);
+        }
     }
     t
+}
+
+/// Requests in `reqs` whose cost is unknown (no price for their model).
+pub fn unpriced(reqs: &[RequestStats]) -> usize {
+    reqs.iter().filter(|r| r.cost_usd.is_none()).count()
+}
+
+/// One line of `tern stats --why`: a reason, its requests, the prompt tokens billed in full
+/// beyond the new messages, and what they cost (None: no price known for some).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct WhyRow {
+    /// The reason.
+    pub reason: Reason,
+    /// Requests with this reason.
+    pub requests: usize,
+    /// Their tokens billed in full beyond the new messages.
+    pub tokens: u64,
+    /// What those tokens cost, USD.
+    pub cost_usd: Option<f64>,
+}
+
+/// The misses of `reqs` summed by reason, in [`Reason::ALL`] order (reasons with no request
+/// left out).
+pub fn why(reqs: &[RequestStats]) -> Vec<WhyRow> {
+    Reason::ALL
+        .iter()
+        .filter_map(|&reason| {
+            let of: Vec<&Miss> = reqs
+                .iter()
+                .filter_map(|r| r.miss.as_ref())
+                .filter(|m| m.reason == reason)
+                .collect();
+            (!of.is_empty()).then(|| WhyRow {
+                reason,
+                requests: of.len(),
+                tokens: of.iter().map(|m| m.tokens).sum(),
+                cost_usd: of.iter().map(|m| m.cost_usd).sum::<Option<f64>>(),
+            })
+        })
+        .collect()
+}
+
+/// `tern stats --why` as text.
+pub fn render_why(session_id: &str, reqs: &[RequestStats]) -> String {
+    let rows = why(reqs);
+    let mut s = format!(
+        "session {session_id}: prompt tokens billed in full beyond each request's new messages, by reason\n"
+    );
+    if rows.is_empty() {
+        s.push_str("none: every request read all but its new messages from the provider's cache\n");
+        return s;
+    }
+    s.push_str(&format!(
+        "{:<16} {:>8} {:>10} {:>12}\n",
+        "reason", "requests", "tokens", "cost"
+    ));
+    for r in &rows {
+        s.push_str(&format!(
+            "{:<16} {:>8} {:>10} {:>12}\n",
+            r.reason.as_str(),
+            r.requests,
+            r.tokens,
+            crate::cost::usd_text(r.cost_usd)
+        ));
+    }
+    s
+}
+
+/// What the `why` column says of a request: `-` when nothing beyond its new messages was
+/// billed in full, else the reason (with the cause tern changed).
+fn why_cell(r: &RequestStats) -> String {
+    match &r.miss {
+        None => "-".into(),
+        Some(m) => match m.cause {
+            Some(c) => format!(
+                "{} ({})",
+                m.reason.as_str(),
+                serde_json::to_value(c)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default()
+            ),
+            None => m.reason.as_str().to_string(),
+        },
+    }
 }
 
 /// The stats table: one row per request and a total row; hit = cached / input tokens, reuse =
@@ -94,12 +192,22 @@ pub fn render(session_id: &str, reqs: &[RequestStats]) -> String {
         if n == 1 { "" } else { "s" }
     );
     s.push_str(&format!(
-        "{:>4}  {:<10} {:>9} {:>9} {:>7} {:>7} {:>6} {:>10} {:>6}\n",
-        "#", "purpose", "input", "cached", "write", "output", "hit", "reuse B", "reuse"
+        "{:>4}  {:<10} {:>9} {:>9} {:>7} {:>7} {:>6} {:>10} {:>6} {:>9}  {}\n",
+        "#",
+        "purpose",
+        "input",
+        "cached",
+        "write",
+        "output",
+        "hit",
+        "reuse B",
+        "reuse",
+        "cost",
+        "why"
     ));
-    let row = |label: &str, purpose: &str, r: &RequestStats| {
+    let row = |label: &str, purpose: &str, r: &RequestStats, why: &str| {
         format!(
-            "{label:>4}  {purpose:<10} {:>9} {:>9} {:>7} {:>7} {:>5.1}% {:>10} {:>5.1}%\n",
+            "{label:>4}  {purpose:<10} {:>9} {:>9} {:>7} {:>7} {:>5.1}% {:>10} {:>5.1}% {:>9}  {why}\n",
             r.input_tokens,
             r.cached_tokens,
             r.cache_write_tokens,
@@ -107,7 +215,12 @@ pub fn render(session_id: &str, reqs: &[RequestStats]) -> String {
             ratio(r.cached_tokens, r.input_tokens) * 100.0,
             r.prefix_reuse_bytes,
             ratio(r.prefix_reuse_bytes, r.request_bytes) * 100.0,
+            match r.cost_usd {
+                Some(_) => crate::cost::usd_text(r.cost_usd),
+                None => "unknown".into(),
+            },
         )
+        .replace("  \n", "\n")
     };
     for (i, r) in reqs.iter().enumerate() {
         let purpose = if r.estimated {
@@ -115,9 +228,15 @@ pub fn render(session_id: &str, reqs: &[RequestStats]) -> String {
         } else {
             r.purpose.clone()
         };
-        s.push_str(&row(&(i + 1).to_string(), &purpose, r));
+        s.push_str(&row(&(i + 1).to_string(), &purpose, r, &why_cell(r)));
     }
-    s.push_str(&row("", "total", &total(reqs)));
+    s.push_str(&row("", "total", &total(reqs), ""));
+    if unpriced(reqs) > 0 {
+        s.push_str(&format!(
+            "cost unknown for {} request(s): tern knows no price for their model (set \"price\" in ~/.config/tern/config.json)\n",
+            unpriced(reqs)
+        ));
+    }
     if reqs.iter().any(|r| r.estimated) {
         s.push_str("* estimated: the server never reported this request's usage (tern cut a runaway answer), or reported figures tern did not believe\n");
     }
@@ -141,11 +260,21 @@ pub fn to_json(session_id: &str, reqs: &[RequestStats]) -> Value {
         if r.estimated {
             v["estimated"] = Value::Bool(true);
         }
+        v["cost_usd"] = json!(r.cost_usd.map(crate::cost::usd_json));
         v
     };
+    let requests: Vec<Value> = reqs
+        .iter()
+        .map(|r| {
+            let mut v = one(r);
+            v["miss"] = json!(r.miss);
+            v
+        })
+        .collect();
     json!({
         "session": session_id,
-        "requests": reqs.iter().map(one).collect::<Vec<_>>(),
+        "requests": requests,
         "total": one(&total(reqs)),
+        "why": why(reqs),
     })
 }

@@ -607,6 +607,8 @@ impl Runtime {
             .saturating_add(t.child_requests);
         mine.child_usage.add(&u);
         mine.child_usage.add(&t.child_usage);
+        mine.child_cost_usd += t.cost_usd + t.child_cost_usd;
+        mine.child_unpriced += t.unpriced + t.child_unpriced;
         self.emit(
             ui,
             Event::AgentEnd {

@@ -75,6 +75,10 @@ impl Runtime {
         };
         self.prefix.history = new_history;
         self.note_disk();
+        self.note_change(match trigger {
+            CompactTrigger::PlanConfirm => crate::cost::miss::Cause::PlanConfirm,
+            _ => crate::cost::miss::Cause::Compaction,
+        });
         self.emit(
             ui,
             Event::Compaction {
@@ -101,6 +105,7 @@ impl Runtime {
             let body =
                 self.prefix
                     .body_with(&messages, &*self.provider, &self.options(None, false));
+            self.within_budget(&body)?;
             let answer = self.send(body, Purpose::Compaction, ui).map_err(|e| {
                 match super::request::provider_failure(e) {
                     Failure::Interrupted => Failure::Interrupted,

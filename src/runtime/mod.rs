@@ -19,6 +19,7 @@ pub mod plan;
 pub mod prefix;
 pub mod repair;
 mod request;
+mod spend;
 pub mod steer;
 pub mod system;
 pub mod textcall;
@@ -133,6 +134,12 @@ pub struct Config {
     pub checkpoints: crate::checkpoint::Limits,
     /// The free space commands must leave (`TERN_DISK_FLOOR`).
     pub disk_floor: crate::policy::DiskFloor,
+    /// Prices the person configured (the built-in table answers for the rest).
+    pub prices: crate::cost::PriceBook,
+    /// The run's spending limit in USD (`--max-cost`, `max_cost`); None: none.
+    pub max_cost: Option<f64>,
+    /// The Anthropic wire asks for the 1-hour prompt cache (`cache_ttl: "1h"`).
+    pub long_cache: bool,
 }
 
 /// Sub-agent limits (`--agent-depth`, `--agents-parallel`, `--agent-max-turns`,
@@ -188,6 +195,9 @@ impl Config {
             nudge: true,
             checkpoints: crate::checkpoint::Limits::default(),
             disk_floor: crate::policy::DiskFloor::Auto,
+            prices: crate::cost::PriceBook::default(),
+            max_cost: None,
+            long_cache: false,
         }
     }
 }
@@ -207,6 +217,14 @@ pub struct Totals {
     pub child_requests: u64,
     /// Their usage, not in `usage`.
     pub child_usage: Usage,
+    /// What the priced requests cost, USD (`crate::cost`).
+    pub cost_usd: f64,
+    /// Requests of a model with no known price (their cost is unknown).
+    pub unpriced: u64,
+    /// The sub-agents' cost (at any depth), not in `cost_usd`.
+    pub child_cost_usd: f64,
+    /// Their requests with no known price.
+    pub child_unpriced: u64,
 }
 
 impl Totals {
@@ -217,6 +235,12 @@ impl Totals {
     /// Reused over sent request bytes.
     pub fn prefix_reuse_ratio(&self) -> f64 {
         ratio(self.prefix_reuse_bytes, self.request_bytes)
+    }
+    /// The whole bill in USD, this runtime's and its sub-agents' (None: no request had a
+    /// known price; a bill with some unpriced requests is the priced part, see `unpriced`).
+    pub fn bill_usd(&self) -> Option<f64> {
+        let priced = self.requests + self.child_requests > self.unpriced + self.child_unpriced;
+        priced.then_some(self.cost_usd + self.child_cost_usd)
     }
 }
 
@@ -325,6 +349,8 @@ pub struct Lineage {
     pub cache_key: Option<String>,
     /// Opens sub-agents (the launcher).
     pub spawner: Option<Arc<dyn Spawner>>,
+    /// The run's spending limit, shared with every sub-agent (they spend from it).
+    pub budget: Option<Arc<crate::cost::Budget>>,
 }
 
 /// What a sub-agent's session starts from: the bytes of its first request's prefix and the
@@ -376,6 +402,30 @@ struct Meter {
     started: Instant,
     /// The last turn's final answer was cut at the output cap (see [`Runtime::answer_cut`]).
     answer_cut: bool,
+    /// Prompt tokens the last request read from the cache or wrote to it: what the next one
+    /// can be proven to read from it.
+    last_cacheable: u64,
+    /// Requests not yet counted in `meta.json` (written once per turn: [`Runtime::release`]).
+    unsaved: Unsaved,
+}
+
+/// Request totals on record in `events.jsonl` but not yet in `meta.json`.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+struct Unsaved {
+    requests: u64,
+    usage: Usage,
+    cost_usd: f64,
+    unpriced: u64,
+}
+
+impl Unsaved {
+    /// Adds these totals to `m`.
+    fn onto(&self, m: &mut Meta) {
+        m.turns = m.turns.saturating_add(self.requests);
+        m.usage.add(&self.usage);
+        m.cost_usd += self.cost_usd;
+        m.unpriced = m.unpriced.saturating_add(self.unpriced);
+    }
 }
 
 /// Stamps of files another process (or the model's bash) may change, as last seen by this
@@ -416,6 +466,9 @@ pub struct Runtime {
     hook_state: hooks::HookState,
     /// The turn's checkpoint state (the door: [`Runtime::checkpoint`]).
     checkpoints: crate::checkpoint::Tracker,
+    /// What requests cost and why they missed the cache (src/cost; the door is
+    /// `runtime::spend`).
+    spend: spend::Spend,
 }
 
 /// What the commands of this runtime left running is killed when the runtime ends (see
@@ -424,6 +477,7 @@ pub struct Runtime {
 /// REPL, ACP) runs SessionEnd first.
 impl Drop for Runtime {
     fn drop(&mut self) {
+        self.save_totals(&mut Quiet);
         self.hook_session_end("other", &mut Quiet);
         let holds = self.lease.is_some();
         self.commands.end(&self.session, holds);
@@ -465,8 +519,11 @@ impl Runtime {
                 last_body: Vec::new(),
                 started: Instant::now(),
                 answer_cut: false,
+                last_cacheable: 0,
+                unsaved: Unsaved::default(),
             },
             seen: Seen::default(),
+            spend: spend::Spend::new(parts.lineage.budget.clone()),
             lineage: parts.lineage,
         }
     }
@@ -589,6 +646,7 @@ impl Runtime {
                 reason: None,
             },
         );
+        self.note_change(crate::cost::miss::Cause::ModelSwitch);
         let base_url = crate::provider::http::display_url(&self.cfg.base_url);
         self.session.update_meta(|m| {
             m.model = model;
@@ -655,6 +713,7 @@ impl Runtime {
         self.prefix.system = new_system;
         self.session.update_meta(|m| m.sandbox = Some(now))?;
         self.note_disk();
+        self.note_change(crate::cost::miss::Cause::SystemPrompt);
         self.meter.last_body = self.stored_body();
         self.emit(
             ui,
@@ -674,6 +733,7 @@ impl Runtime {
     pub(crate) fn after_load(&mut self) {
         self.meter.last_body = self.stored_body();
         self.note_disk();
+        self.recall_last_request();
     }
 
     /// Appends messages to the history, on disk first, in one write.
@@ -803,7 +863,28 @@ impl Runtime {
 
     /// Lets go of the session (see [`Runtime::hold`]).
     pub fn release(&mut self) {
+        self.save_totals(&mut Quiet);
         self.lease = None;
+    }
+
+    /// Writes the requests made since the last write into `meta.json` (nothing when there were
+    /// none). A failed write keeps them for the next try, and says so.
+    pub(crate) fn save_totals(&mut self, ui: &mut dyn Surface) {
+        let unsaved = std::mem::take(&mut self.meter.unsaved);
+        if unsaved.requests == 0 {
+            return;
+        }
+        match self.session.update_meta(|m| unsaved.onto(m)) {
+            // tern's own write: the sandbox guard must not put the old file back.
+            Ok(_) => self.guard_accept(&self.session.path(files::META)),
+            Err(e) => {
+                self.meter.unsaved = unsaved;
+                self.emit(
+                    ui,
+                    Event::warning(format!("could not update meta.json: {e}")),
+                );
+            }
+        }
     }
 
     /// Reloads the system prompt and the history when another process rewrote them since we
@@ -817,6 +898,7 @@ impl Runtime {
             self.prefix.system = system;
         }
         self.load_history(ui)?;
+        self.note_change(crate::cost::miss::Cause::Compaction);
         self.meter.last_body = self.stored_body();
         self.seen.plan.clear();
         self.note_disk();
@@ -841,6 +923,8 @@ impl Runtime {
             duration_ms: self.meter.started.elapsed().as_millis() as u64,
             children_turns: t.child_requests,
             children_usage: t.child_usage,
+            cost_usd: t.bill_usd().map(crate::cost::usd_json),
+            unpriced_requests: t.unpriced + t.child_unpriced,
         }
     }
 

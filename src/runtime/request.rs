@@ -85,6 +85,7 @@ impl Runtime {
             self.compact(CompactTrigger::Auto, keep, ui)?;
             b = body(self);
         }
+        self.within_budget(&b)?;
         match self.send(b, Purpose::Turn, ui) {
             Err(e) if e.kind == ErrorKind::ContextOverflow => {
                 let keep = self.new_prompt_index();
@@ -95,6 +96,7 @@ impl Runtime {
                     )));
                 }
                 let b = body(self);
+                self.within_budget(&b)?;
                 self.send(b, Purpose::Turn, ui).map_err(|e| match e.kind {
                     ErrorKind::ContextOverflow => Failure::Failed(format!(
                         "the request is still longer than the model's context window after compaction: {e}"
@@ -232,11 +234,16 @@ impl Runtime {
     /// Tokens per request byte measured over this runtime's requests, or a typical 1/4 before
     /// any was reported.
     fn tokens_per_byte(&self) -> f64 {
+        self.tokens_per_byte_or(0.25)
+    }
+
+    /// [`Runtime::tokens_per_byte`] with `unknown` before any usage was reported.
+    pub(super) fn tokens_per_byte_or(&self, unknown: f64) -> f64 {
         let t = &self.meter.totals;
         if t.usage.input_tokens > 0 && t.request_bytes > 0 {
             t.usage.input_tokens as f64 / t.request_bytes as f64
         } else {
-            0.25
+            unknown
         }
     }
 
@@ -250,6 +257,7 @@ impl Runtime {
         reuse: u64,
         ui: &mut dyn Surface,
     ) {
+        let priced = self.price_request(&u, body.len() as u64, reuse);
         let t = &mut self.meter.totals;
         t.requests += 1;
         t.usage.add(&u);
@@ -268,23 +276,24 @@ impl Runtime {
                 request_bytes: body.len() as u64,
                 prefix_reuse_bytes: reuse,
                 estimated,
+                cost_usd: priced.cost_usd.map(crate::cost::usd_json),
+                miss: priced.miss,
             },
         );
-        // The session's record counts every request the moment its usage arrives (a
-        // compaction's, a verb's, one whose turn is killed later): `meta.json`, `tern sessions`,
-        // `tern status` and `stats` then show one total.
-        match self.session.update_meta(|m| {
-            m.turns = m.turns.saturating_add(1);
-            m.usage.add(&u);
-        }) {
-            // tern's own write: the sandbox guard must not put the old file back.
-            Ok(_) => self.guard_accept(&self.session.path(crate::store::files::META)),
-            Err(e) => {
-                self.emit(
-                    ui,
-                    Event::warning(format!("could not update meta.json: {e}")),
-                );
-            }
+        if let Some(w) = priced.warning {
+            self.emit(ui, Event::warning(w));
+        }
+        // The session's record counts every request the moment its usage arrives: the `usage`
+        // event above. `meta.json` takes the totals once, when the turn (or the verb) lets go of
+        // the session (`Runtime::release`); a reader of a running session, or of one a crash
+        // cut, takes them from `events.jsonl` (`Meta::take_totals`): one total everywhere, and
+        // no rewrite of `meta.json` per request.
+        let unsaved = &mut self.meter.unsaved;
+        unsaved.requests += 1;
+        unsaved.usage.add(&u);
+        match priced.cost_usd {
+            Some(c) => unsaved.cost_usd += c,
+            None => unsaved.unpriced += 1,
         }
         self.meter.last_body = body;
     }

@@ -468,11 +468,14 @@ impl Runtime {
         };
         let stored = Status::from(status);
         let requests = self.meter.totals.requests - requests_before;
-        // Requests and usage went into meta.json as each request's usage arrived.
+        // The turn's requests and usage go into meta.json with its ending: one write.
+        let unsaved = std::mem::take(&mut self.meter.unsaved);
         if let Err(e) = self.session.update_meta(|m| {
             m.status = stored;
             m.pid = None;
+            unsaved.onto(m);
         }) {
+            self.meter.unsaved = unsaved;
             self.emit(
                 ui,
                 Event::warning(format!("could not update meta.json: {e}")),

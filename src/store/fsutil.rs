@@ -473,6 +473,31 @@ pub fn read_prefix(path: &Path, max: usize) -> io::Result<Option<(Vec<u8>, u64)>
     Ok(Some((bytes, meta.len().max(read))))
 }
 
+/// The last `max` bytes of a file (None when absent) and the file's size, refusing symlinks
+/// and anything but a plain file: a reader of the newest records pays for them, not for the
+/// file.
+pub fn read_suffix(path: &Path, max: u64) -> io::Result<Option<(Vec<u8>, u64)>> {
+    use std::io::{Read, Seek, SeekFrom};
+    use std::os::unix::fs::OpenOptionsExt;
+    refuse_symlink(path)?;
+    let mut file = match fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(with_path(e, path)),
+    };
+    plain(&file, path)?;
+    let len = file.metadata().map_err(|e| with_path(e, path))?.len();
+    let mut bytes = Vec::new();
+    file.seek(SeekFrom::Start(len.saturating_sub(max)))
+        .and_then(|_| file.take(max).read_to_end(&mut bytes))
+        .map_err(|e| with_path(e, path))?;
+    Ok(Some((bytes, len)))
+}
+
 /// The last whole line of a JSONL file (without its newline; a torn last line is skipped, as
 /// [`read_jsonl`] skips it), reading only its tail: 64 KiB from the end, the whole file when the
 /// line is longer. None when the file is absent or holds no whole line. Refuses symlinks and

@@ -113,6 +113,12 @@ pub struct Meta {
     /// Usage totals over the session.
     #[serde(default)]
     pub usage: Usage,
+    /// What the session's priced requests cost, USD (`crate::cost`).
+    #[serde(default, skip_serializing_if = "is_zero_f")]
+    pub cost_usd: f64,
+    /// Requests whose model had no known price (their cost is not in `cost_usd`).
+    #[serde(default, skip_serializing_if = "is_zero_u")]
+    pub unpriced: u64,
     /// The first prompt, cut to 80 characters, for `tern sessions`.
     #[serde(default)]
     pub title: String,
@@ -157,6 +163,10 @@ pub struct Recorded {
     pub requests: u64,
     /// Their usage summed.
     pub usage: Usage,
+    /// Their `cost_usd` summed.
+    pub cost_usd: f64,
+    /// `usage` events without a cost (no price known).
+    pub unpriced: u64,
     /// The latest turn.
     pub last_turn: LastTurn,
     /// A person's prompt is the history's last message though the latest turn on record
@@ -173,11 +183,8 @@ impl Meta {
     /// failed `meta.json` write, e.g. a full disk) take the record's. An ended status is kept.
     /// Returns whether anything changed.
     pub fn settle(&mut self, rec: &Recorded) -> bool {
-        let before = (self.status, self.turns, self.usage);
-        if rec.requests > self.turns {
-            self.turns = rec.requests;
-            self.usage = rec.usage;
-        }
+        let before = (self.status, self.turns, self.usage, self.cost_usd);
+        self.take_totals(rec);
         let ended = match rec.last_turn {
             LastTurn::Ended(e) => Some(e),
             _ => None,
@@ -201,8 +208,28 @@ impl Meta {
         if self.status != Status::Running {
             self.pid = None;
         }
-        before != (self.status, self.turns, self.usage)
+        before != (self.status, self.turns, self.usage, self.cost_usd)
     }
+
+    /// Takes the record's request totals when it counts more requests than `meta.json` (which
+    /// a running turn writes only when it ends, and a crash or a failed write leaves behind):
+    /// every surface shows one total.
+    pub fn take_totals(&mut self, rec: &Recorded) {
+        if rec.requests > self.turns {
+            self.turns = rec.requests;
+            self.usage = rec.usage;
+            self.cost_usd = rec.cost_usd;
+            self.unpriced = rec.unpriced;
+        }
+    }
+}
+
+fn is_zero_f(v: &f64) -> bool {
+    *v == 0.0
+}
+
+fn is_zero_u(v: &u64) -> bool {
+    *v == 0
 }
 
 /// Where a sub-agent came from.
@@ -591,6 +618,8 @@ impl Session {
                 .is_ok_and(|m| m.len() > 0),
             requests: 0,
             usage: Usage::default(),
+            cost_usd: 0.0,
+            unpriced: 0,
             last_turn: LastTurn::None,
             prompt_unanswered: false,
         };
@@ -606,9 +635,14 @@ impl Session {
                     cached_tokens,
                     cache_write_tokens,
                     output_tokens,
+                    cost_usd,
                     ..
                 } => {
                     rec.requests = rec.requests.saturating_add(1);
+                    match cost_usd {
+                        Some(c) => rec.cost_usd += c,
+                        None => rec.unpriced += 1,
+                    }
                     rec.usage.add(&Usage {
                         input_tokens,
                         cached_tokens,
@@ -629,6 +663,27 @@ impl Session {
             );
         }
         Ok(rec)
+    }
+
+    /// The session's last model request on record: its model and when it was sent (ms since
+    /// the Unix epoch), from the last `usage` event in the last 256 KiB of `events.jsonl` (a
+    /// resume reads no more). None when there is none there.
+    pub fn last_request(&self) -> Option<(String, u64)> {
+        let (bytes, _) = fsutil::read_suffix(&self.path(files::EVENTS), 256 << 10)
+            .ok()
+            .flatten()?;
+        bytes
+            .split(|&b| b == b'\n')
+            .rev()
+            .filter(|l| l.windows(16).any(|w| w == b"\"type\":\"usage\""))
+            .find_map(|l| {
+                let v: Value = serde_json::from_slice(l).ok()?;
+                let e = Envelope::from_value(v).ok()?;
+                let crate::event::Event::Usage { model, .. } = e.event else {
+                    return None;
+                };
+                Some((model, crate::clock::parse_rfc3339_ms(&e.ts)?))
+            })
     }
 
     /// Reads every event as a typed [`Envelope`]; lines that are torn or of a kind this build

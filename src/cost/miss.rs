@@ -1,0 +1,315 @@
+//! Why a request's prompt was billed in full beyond its new messages (pure). tern knows its own
+//! prefix byte for byte: for every request it knows what the provider should have read from its
+//! cache (the bytes repeated from the previous request on the same model, if that request was
+//! recent enough and long enough to be cached) and compares it with what the provider reported.
+//!
+//! The rule, in order: no earlier request → `first_request` (when more than a few tokens went
+//! uncached); nothing beyond the new messages went uncached → no miss; another model before →
+//! `model_changed`; tern changed the prefix
+//! since (a compaction, a plan confirm, a model switch, the system prompt, the tools) →
+//! `prefix_changed` at the first changed byte, naming the cause; the pause outlived the
+//! provider's cache → `cache_expired`; what repeats is below the provider's minimum → no miss
+//! (nothing could be cached); else `provider_missed` (the provider cached less than it could:
+//! a proxy dropping cache markers, a cache evicted early).
+
+use serde::{Deserialize, Serialize};
+
+/// Why a request was billed in full beyond its new messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    /// No earlier request of this session (or its parent) to repeat.
+    FirstRequest,
+    /// tern changed the prefix since the previous request.
+    PrefixChanged,
+    /// The time since the previous request passed the provider's cache lifetime.
+    CacheExpired,
+    /// The previous request went to another model (each model has its own cache).
+    ModelChanged,
+    /// The provider read less from its cache than the repeated bytes allow.
+    ProviderMissed,
+}
+
+impl Reason {
+    /// Every reason, in the order `tern stats --why` lists them.
+    pub const ALL: [Reason; 5] = [
+        Reason::FirstRequest,
+        Reason::PrefixChanged,
+        Reason::CacheExpired,
+        Reason::ModelChanged,
+        Reason::ProviderMissed,
+    ];
+
+    /// The snake_case name used in events and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::FirstRequest => "first_request",
+            Reason::PrefixChanged => "prefix_changed",
+            Reason::CacheExpired => "cache_expired",
+            Reason::ModelChanged => "model_changed",
+            Reason::ProviderMissed => "provider_missed",
+        }
+    }
+}
+
+/// What tern changed in the prefix (the cause of a `prefix_changed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cause {
+    /// The history was summarised (`/compact`, automatic, context overflow, `plan clear`).
+    Compaction,
+    /// PlanConfirm: a compaction, then the locked plan in the system prompt.
+    PlanConfirm,
+    /// Another model answers from now on.
+    ModelSwitch,
+    /// The system prompt changed (a sandbox switch, another process's rewrite).
+    SystemPrompt,
+    /// The tool list changed.
+    Tools,
+}
+
+/// A miss as events and `tern stats --json` carry it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Miss {
+    /// Why.
+    pub reason: Reason,
+    /// The first request byte the provider could not read from its cache (0: none).
+    pub at_byte: u64,
+    /// What tern changed, for `prefix_changed` (and `model_changed` by a switch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<Cause>,
+    /// Prompt tokens billed in full beyond the new messages (the first request: all it did not
+    /// read from a cache).
+    #[serde(default)]
+    pub tokens: u64,
+    /// What those tokens cost at the input price, USD (absent: no price known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+/// The provider's cache rules for one wire and model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheRules {
+    /// Fewest prompt tokens a provider caches.
+    pub min_tokens: u64,
+    /// How long an unused cache entry lives, in seconds.
+    pub ttl_s: u64,
+}
+
+impl CacheRules {
+    /// OpenAI's prompt caching (platform.openai.com/docs/guides/prompt-caching): prompts of
+    /// 1,024 tokens or more; entries live 5 to 10 minutes unused (up to an hour off-peak): 5
+    /// minutes is what is promised.
+    pub const OPENAI: CacheRules = CacheRules {
+        min_tokens: 1024,
+        ttl_s: 300,
+    };
+
+    /// Anthropic's (docs.anthropic.com, prompt caching): 1,024 tokens (2,048 for Haiku), 5
+    /// minutes, or 1 hour with `cache_ttl: "1h"`.
+    pub fn anthropic(model: &str, long: bool) -> CacheRules {
+        CacheRules {
+            min_tokens: if model.to_ascii_lowercase().contains("haiku") {
+                2048
+            } else {
+                1024
+            },
+            ttl_s: if long { 3600 } else { 300 },
+        }
+    }
+}
+
+/// The request before this one on the same session (or a fork's parent).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Previous {
+    /// Its model.
+    pub model: String,
+    /// When it was sent, in milliseconds since the Unix epoch.
+    pub at_ms: u64,
+}
+
+/// This request as sent and as billed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sent {
+    /// Its model.
+    pub model: String,
+    /// When it was sent, in milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    /// Its body size in bytes.
+    pub request_bytes: u64,
+    /// The bytes it shares with the previous request's body, from the start (its new messages
+    /// come after).
+    pub reuse_bytes: u64,
+    /// A change tern made to the prefix since the previous request, and its first changed byte.
+    pub changed: Option<(Cause, u64)>,
+    /// Prompt tokens billed.
+    pub input_tokens: u64,
+    /// Prompt tokens the provider read from its cache.
+    pub cached_tokens: u64,
+}
+
+/// Tokens of slack in "everything but the new messages was cached": providers cache in blocks
+/// (OpenAI in 128-token steps) and bytes are only a proxy for tokens.
+const SLACK_TOKENS: u64 = 256;
+
+/// Why `now` was billed in full beyond its new messages (None: it was not). See the module
+/// docs for the rule.
+pub fn diagnose(prev: Option<&Previous>, now: &Sent, rules: CacheRules) -> Option<Miss> {
+    if now.input_tokens == 0 || now.request_bytes == 0 {
+        return None;
+    }
+    // The prompt tokens of the repeated bytes (tokens are spread over bytes evenly enough).
+    let tokens_of = |bytes: u64| {
+        (now.input_tokens as u128 * bytes.min(now.request_bytes) as u128
+            / now.request_bytes as u128) as u64
+    };
+    let at_cached = (now.request_bytes as u128 * now.cached_tokens.min(now.input_tokens) as u128
+        / now.input_tokens as u128) as u64;
+    let uncached = now.input_tokens.saturating_sub(now.cached_tokens);
+    // The session's first request: everything in it is new to this session, and whatever was
+    // not read from a cache (another session's system prompt) was billed in full.
+    let Some(prev) = prev else {
+        return (uncached > SLACK_TOKENS).then_some(Miss {
+            reason: Reason::FirstRequest,
+            at_byte: at_cached,
+            cause: None,
+            tokens: uncached,
+            cost_usd: None,
+        });
+    };
+    let beyond_new = uncached.saturating_sub(tokens_of(
+        now.request_bytes - now.reuse_bytes.min(now.request_bytes),
+    ));
+    let miss = |reason, at_byte, cause| {
+        Some(Miss {
+            reason,
+            at_byte,
+            cause,
+            tokens: beyond_new,
+            cost_usd: None,
+        })
+    };
+    let repeated = tokens_of(now.reuse_bytes);
+    if now.cached_tokens + SLACK_TOKENS >= repeated {
+        return None;
+    }
+    if prev.model != now.model {
+        let cause =
+            matches!(now.changed, Some((Cause::ModelSwitch, _))).then_some(Cause::ModelSwitch);
+        return miss(Reason::ModelChanged, at_cached, cause);
+    }
+    if let Some((cause, at)) = now.changed {
+        return miss(Reason::PrefixChanged, at, Some(cause));
+    }
+    if now.at_ms.saturating_sub(prev.at_ms) > rules.ttl_s * 1000 {
+        return miss(Reason::CacheExpired, at_cached, None);
+    }
+    if repeated < rules.min_tokens {
+        return None;
+    }
+    miss(Reason::ProviderMissed, at_cached, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: u64 = 60_000;
+
+    fn sent(reuse: u64, cached: u64) -> Sent {
+        Sent {
+            model: "m".into(),
+            at_ms: 10 * MIN,
+            request_bytes: 40_000,
+            reuse_bytes: reuse,
+            changed: None,
+            input_tokens: 10_000,
+            cached_tokens: cached,
+        }
+    }
+
+    fn prev(model: &str, at_ms: u64) -> Previous {
+        Previous {
+            model: model.into(),
+            at_ms,
+        }
+    }
+
+    const R: CacheRules = CacheRules::OPENAI;
+
+    #[test]
+    fn everything_but_the_new_messages_cached_is_no_miss() {
+        // 36 KB of 40 KB repeated (9,000 tokens), 8,960 cached: within the slack.
+        assert_eq!(
+            diagnose(Some(&prev("m", 9 * MIN)), &sent(36_000, 8_960), R),
+            None
+        );
+        // Nothing repeated, nothing expected.
+        assert_eq!(diagnose(Some(&prev("m", 9 * MIN)), &sent(0, 0), R), None);
+    }
+
+    #[test]
+    fn each_reason_in_its_order() {
+        let p = prev("m", 9 * MIN);
+        let first = diagnose(None, &sent(36_000, 0), R).unwrap();
+        assert_eq!((first.reason, first.at_byte), (Reason::FirstRequest, 0));
+        let other = diagnose(Some(&prev("n", 9 * MIN)), &sent(36_000, 0), R).unwrap();
+        assert_eq!(other.reason, Reason::ModelChanged);
+        let mut s = sent(36_000, 2_000);
+        s.changed = Some((Cause::Compaction, 8_000));
+        let changed = diagnose(Some(&p), &s, R).unwrap();
+        assert_eq!(
+            (changed.reason, changed.at_byte, changed.cause),
+            (Reason::PrefixChanged, 8_000, Some(Cause::Compaction))
+        );
+        // 10,000 billed, 2,000 cached, 1,000 new (4 KB of 40 KB): 7,000 beyond the new.
+        assert_eq!(changed.tokens, 7_000);
+        let late = diagnose(Some(&prev("m", 2 * MIN)), &sent(36_000, 0), R).unwrap();
+        assert_eq!(late.reason, Reason::CacheExpired);
+        let missed = diagnose(Some(&p), &sent(36_000, 4_000), R).unwrap();
+        assert_eq!(
+            (missed.reason, missed.at_byte),
+            (Reason::ProviderMissed, 16_000)
+        );
+        // Within the lifetime with the 1-hour cache, a 8-minute pause is no expiry.
+        let long = CacheRules::anthropic("claude-sonnet-4", true);
+        assert_eq!(
+            diagnose(Some(&prev("m", 2 * MIN)), &sent(36_000, 0), long)
+                .unwrap()
+                .reason,
+            Reason::ProviderMissed
+        );
+    }
+
+    #[test]
+    fn below_the_providers_minimum_nothing_is_expected() {
+        // 2,000 tokens of 10,000 repeated... but only 800 of them: below 1,024.
+        let mut s = sent(3_200, 0);
+        s.input_tokens = 10_000;
+        assert_eq!(diagnose(Some(&prev("m", 9 * MIN)), &s, R), None);
+        assert_eq!(
+            CacheRules::anthropic("claude-3-5-haiku", false).min_tokens,
+            2048
+        );
+    }
+
+    #[test]
+    fn a_miss_is_written_and_read_back() {
+        let m = Miss {
+            reason: Reason::PrefixChanged,
+            at_byte: 12,
+            cause: Some(Cause::PlanConfirm),
+            tokens: 7,
+            cost_usd: Some(0.5),
+        };
+        let v = serde_json::to_value(&m).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"reason": "prefix_changed", "at_byte": 12, "cause": "plan_confirm", "tokens": 7, "cost_usd": 0.5})
+        );
+        assert_eq!(serde_json::from_value::<Miss>(v).unwrap(), m);
+        for r in Reason::ALL {
+            assert_eq!(serde_json::to_value(r).unwrap(), r.as_str());
+        }
+    }
+}

@@ -1,0 +1,210 @@
+//! The door of the cost room (`src/cost`): each request is priced as its usage arrives, a
+//! request a spending limit would not allow is not sent, and a request billed in full beyond
+//! its new messages is explained ([`crate::cost::miss`]). The runtime holds one [`Spend`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Failure, Runtime};
+use crate::cost::miss::{self, CacheRules, Cause, Miss, Reason};
+use crate::cost::{Budget, Priced};
+use crate::message::Usage;
+use crate::provider::Wire;
+
+/// How many `provider_missed` in a row before the person is told once (a proxy that drops
+/// cache markers misses every time; one miss is the provider's own business).
+const MISSED_IN_A_ROW: u32 = 3;
+
+/// The runtime's cost state.
+#[derive(Debug, Default)]
+pub(crate) struct Spend {
+    /// The run's spending limit, shared with its sub-agents (they spend from it).
+    pub(crate) budget: Option<Arc<Budget>>,
+    /// The request before the next one (this session's, or a fork's parent's).
+    prev: Option<miss::Previous>,
+    /// A change tern made to the prefix since that request, and its first changed byte.
+    changed: Option<(Cause, u64)>,
+    /// Added to the clock (tests of the cache lifetime).
+    skew: Duration,
+    /// `provider_missed` in a row, and whether the person was told.
+    missed: (u32, bool),
+}
+
+impl Spend {
+    /// A runtime's cost state, spending from `budget` (the run's limit, if any).
+    pub(crate) fn new(budget: Option<Arc<Budget>>) -> Spend {
+        Spend {
+            budget,
+            ..Spend::default()
+        }
+    }
+}
+
+/// What one request cost and why it missed the cache, for its `usage` event.
+pub(super) struct Priced1 {
+    pub(super) cost_usd: Option<f64>,
+    pub(super) miss: Option<Miss>,
+    /// Said once when the provider keeps missing.
+    pub(super) warning: Option<String>,
+}
+
+impl Runtime {
+    /// The price of this runtime's model (the config's, else the built-in table's).
+    pub fn price(&self) -> Option<Priced> {
+        self.cfg.prices.lookup(&self.cfg.model)
+    }
+
+    /// Now in milliseconds since the Unix epoch, as the cache rules see it.
+    fn now_ms(&self) -> u64 {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        (now + self.spend.skew).as_millis() as u64
+    }
+
+    /// Moves this runtime's clock forward by `by` for the cache rules (a test of an idle pause
+    /// past the provider's cache lifetime; nothing else reads it).
+    pub fn skip_time(&mut self, by: Duration) {
+        self.spend.skew += by;
+    }
+
+    /// The provider's cache rules for this runtime's wire and model.
+    fn cache_rules(&self) -> CacheRules {
+        match self.provider.name() {
+            Wire::Anthropic => CacheRules::anthropic(&self.cfg.model, self.cfg.long_cache),
+            _ => CacheRules::OPENAI,
+        }
+    }
+
+    /// How long the pause since the last request outlived the provider's cache (None: it did
+    /// not, or there was no request): the next request reads nothing from the cache.
+    pub fn idle_past_cache(&self) -> Option<Duration> {
+        let prev = self.spend.prev.as_ref()?;
+        let idle = self.now_ms().saturating_sub(prev.at_ms);
+        let ttl = self.cache_rules().ttl_s * 1000;
+        (idle > ttl).then(|| Duration::from_millis(idle))
+    }
+
+    /// Records a change tern made to the prefix (a compaction, a model or sandbox switch, a
+    /// rewrite by another process): the next request's miss names it, at the first byte where
+    /// the stored prefix now differs from the last request sent. The earliest change wins.
+    pub(super) fn note_change(&mut self, cause: Cause) {
+        let at = crate::provider::common_prefix(&self.meter.last_body, &self.stored_body()) as u64;
+        self.spend.changed = match self.spend.changed {
+            Some((c, a)) if a <= at => Some((c, a)),
+            _ => Some((cause, at)),
+        };
+    }
+
+    /// The request before this runtime's first one: a fork repeats its parent's prefix, so the
+    /// parent's last request is where its cache comes from.
+    pub(crate) fn follow_requests_of(&mut self, parent: &Runtime) {
+        self.spend.prev = parent.spend.prev.clone();
+    }
+
+    /// After a resume: the session's last request on record (model, time), so the first request
+    /// of this process is measured against it.
+    pub(super) fn recall_last_request(&mut self) {
+        if let Some((model, at_ms)) = self.session.last_request() {
+            self.spend.prev = Some(miss::Previous { model, at_ms });
+        }
+    }
+
+    /// Refuses a request of `body_bytes` whose worst case (the prompt not proven cached at full
+    /// price, the whole output cap at the output price) would pass the run's spending limit.
+    /// Errors: [`Failure::Budget`] saying what was spent and what the request could cost.
+    pub(super) fn within_budget(&self, body: &[u8]) -> Result<(), Failure> {
+        let Some(budget) = &self.spend.budget else {
+            return Ok(());
+        };
+        let (body_bytes, reuse) = (
+            body.len(),
+            crate::provider::common_prefix(&self.meter.last_body, body),
+        );
+        let Some(p) = self.price() else {
+            // Refused at start (`Launcher::parts_with`); a model switched since has no price.
+            return Err(Failure::Budget(format!(
+                "the spending limit needs the price of {}, and tern knows none: set \"price\" in ~/.config/tern/config.json",
+                self.cfg.model
+            )));
+        };
+        let per_byte = self.tokens_per_byte_or(1.0 / 3.0);
+        let input = (body_bytes as f64 * per_byte).ceil() as u64;
+        // Proven: what the previous request on this model read from the cache or wrote to it,
+        // repeated unchanged and within the cache's lifetime.
+        let proven = match (&self.spend.prev, self.spend.changed) {
+            (Some(prev), None)
+                if prev.model == self.cfg.model && self.idle_past_cache().is_none() =>
+            {
+                let repeated = (reuse as f64 * per_byte) as u64;
+                repeated.min(self.meter.last_cacheable)
+            }
+            _ => 0,
+        };
+        let worst = p.price.worst_case(
+            input,
+            proven,
+            u64::from(self.cfg.max_output_tokens),
+            self.cfg.long_cache,
+        );
+        budget.allow(worst).map_err(|over| {
+            Failure::Budget(format!(
+                "{over}. Nothing was sent; the session is kept: go on with a higher --max-cost (tern exec --continue --max-cost USD, or max_cost in the config)"
+            ))
+        })
+    }
+
+    /// Prices a request that reached the server and explains a cache miss; counts the spend
+    /// against the limit and into the totals, and remembers the request for the next one.
+    pub(super) fn price_request(&mut self, u: &Usage, request_bytes: u64, reuse: u64) -> Priced1 {
+        let cost = self.price().map(|p| p.price.cost(u, self.cfg.long_cache));
+        match cost {
+            Some(c) => {
+                self.meter.totals.cost_usd += c;
+                if let Some(b) = &self.spend.budget {
+                    b.spend(c);
+                }
+            }
+            None => self.meter.totals.unpriced += 1,
+        }
+        let now_ms = self.now_ms();
+        let sent = miss::Sent {
+            model: self.cfg.model.clone(),
+            at_ms: now_ms,
+            request_bytes,
+            reuse_bytes: reuse,
+            changed: self.spend.changed.take(),
+            input_tokens: u.input_tokens,
+            cached_tokens: u.cached_tokens,
+        };
+        let mut found = miss::diagnose(self.spend.prev.as_ref(), &sent, self.cache_rules());
+        if let (Some(m), Some(p)) = (found.as_mut(), self.price()) {
+            m.cost_usd = Some(crate::cost::usd_json(m.tokens as f64 * p.price.input / 1e6));
+        }
+        self.spend.prev = Some(miss::Previous {
+            model: sent.model,
+            at_ms: now_ms,
+        });
+        self.meter.last_cacheable = u.cached_tokens.saturating_add(u.cache_write_tokens);
+        let warning = match found.as_ref().map(|m| m.reason) {
+            Some(Reason::ProviderMissed) => {
+                self.spend.missed.0 += 1;
+                (self.spend.missed.0 >= MISSED_IN_A_ROW && !self.spend.missed.1).then(|| {
+                    self.spend.missed.1 = true;
+                    format!(
+                        "the provider read less from its prompt cache than tern's unchanged prefix allows, {MISSED_IN_A_ROW} requests in a row: a proxy that drops cache markers, or a server without prompt caching, bills the whole prompt each time (tern stats --why)"
+                    )
+                })
+            }
+            _ => {
+                self.spend.missed.0 = 0;
+                None
+            }
+        };
+        Priced1 {
+            cost_usd: cost,
+            miss: found,
+            warning,
+        }
+    }
+}
