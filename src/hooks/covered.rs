@@ -51,7 +51,7 @@ pub struct Scan {
 /// What `command` (run with `bash -c` in `workspace`, with `$CLAUDE_PROJECT_DIR` and
 /// `$TERN_PROJECT_DIR` set to it) runs from the workspace: words that name a path there after
 /// expanding those two variables (absolute inside the workspace, or relative with a `/` or a
-/// script's extension), and a runner of [`RUNNERS`] at a command's start.
+/// script's extension), and a known script runner (`bash`, `python3`, `node`…) at a command's start.
 pub fn scan(command: &str, workspace: &Path) -> Scan {
     let ws = workspace.display().to_string();
     let mut out = Scan::default();
