@@ -615,6 +615,19 @@ impl Repl<'_> {
                 return;
             }
         };
+        // The editor users' 10× surprise: a pause longer than the provider's cache lifetime
+        // means this turn's first request reads nothing from the cache. Said before it is sent.
+        if let Some(idle) = rt.idle_past_cache() {
+            crate::errln!(
+                "(the pause of {} min outlived the provider's prompt cache: this turn's first request is billed in full{})",
+                idle.as_secs() / 60,
+                if rt.provider_wire() == crate::provider::Wire::Anthropic {
+                    "; cache_ttl \"1h\" in the config keeps it an hour"
+                } else {
+                    ""
+                }
+            );
+        }
         // A line typed while the turn runs is steered into it (a terminal only: piped lines are
         // the next prompts).
         let watcher = std::io::stdin()
@@ -724,7 +737,8 @@ pub fn status_line(rt: &Runtime) -> String {
         .flatten()
         .unwrap_or_default();
     let plan = crate::runtime::plan::plan_file(s).unwrap_or_default();
-    let t = s.read_meta().map(|m| m.usage).unwrap_or(rt.totals().usage);
+    let meta = s.read_meta().ok();
+    let t = meta.as_ref().map_or(rt.totals().usage, |m| m.usage);
     let mut parts = Vec::new();
     if !ledger.items.is_empty() {
         parts.push(format!(
@@ -741,6 +755,22 @@ pub fn status_line(rt: &Runtime) -> String {
         "cache {:.0}%",
         crate::runtime::ratio(t.cached_tokens, t.input_tokens) * 100.0
     ));
+    if let Some(m) = &meta
+        && m.turns > 0
+    {
+        parts.push(if m.turns > m.unpriced {
+            crate::cost::usd_text(Some(m.cost_usd))
+        } else {
+            "cost unknown".into()
+        });
+    }
+    if let Some((spent, limit)) = rt.budget_state() {
+        parts.push(format!(
+            "limit {} ({} spent)",
+            crate::cost::usd_text(Some(limit)),
+            crate::cost::usd_text(Some(spent))
+        ));
+    }
     let sb = rt.sandbox();
     parts.push(format!(
         "sandbox {}{}",

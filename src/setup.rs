@@ -359,6 +359,7 @@ fn test_request(route: &config::ProviderChoice) -> Result<u128, String> {
         temperature: None,
         official_openai: config::is_openai_host(&route.base_url),
         tools_allowed: true,
+        long_cache: false,
     });
     let t = Instant::now();
     p.complete(

@@ -189,6 +189,15 @@ pub fn footer(session: &Session, snap: &Snapshot) -> Vec<String> {
             if n == 1 { "" } else { "s" },
             ratio(t.prefix_reuse_bytes, t.request_bytes) * 100.0
         ));
+        let unpriced = stats::unpriced(&snap.requests);
+        lines.push(match (t.cost_usd, unpriced) {
+            (Some(c), 0) => format!("Cost: {}", crate::cost::usd_text(Some(c))),
+            (Some(c), u) => format!(
+                "Cost: {} + {u} request(s) of unknown price",
+                crate::cost::usd_text(Some(c))
+            ),
+            (None, _) => "Cost: unknown (tern knows no price for this model)".into(),
+        });
     }
     if let Some(m) = &snap.meta {
         lines.push(format!(
@@ -408,6 +417,10 @@ pub fn snapshot_json(session: &Session, snap: &Snapshot) -> Value {
             "cached_tokens": t.cached_tokens,
             "cache_hit_ratio": ratio(t.cached_tokens, t.input_tokens),
             "prefix_reuse_ratio": ratio(t.prefix_reuse_bytes, t.request_bytes),
+        },
+        "cost": {
+            "usd": t.cost_usd.map(crate::cost::usd_json),
+            "unpriced_requests": stats::unpriced(&snap.requests),
         },
         "children": snap.children,
         "instructions": snap.instructions.iter().map(|(l, c)| json!({"source": l, "changed": c})).collect::<Vec<_>>(),

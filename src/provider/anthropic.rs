@@ -115,13 +115,25 @@ struct Msg<'a> {
 struct CacheControl {
     #[serde(rename = "type")]
     kind: &'static str,
+    /// `1h` for the one-hour cache (Anthropic, prompt caching: "1-hour cache duration");
+    /// absent for the default five minutes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ttl: Option<&'static str>,
 }
 
 /// Anthropic Messages API, prompt caching: a breakpoint finds an earlier cache entry only within
 /// the 20 blocks before it.
 const LOOKBACK_BLOCKS: usize = 20;
 
-const EPHEMERAL: CacheControl = CacheControl { kind: "ephemeral" };
+const EPHEMERAL: CacheControl = CacheControl {
+    kind: "ephemeral",
+    ttl: None,
+};
+
+const EPHEMERAL_1H: CacheControl = CacheControl {
+    kind: "ephemeral",
+    ttl: Some("1h"),
+};
 
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -150,11 +162,11 @@ enum Block<'a> {
 }
 
 impl Block<'_> {
-    fn set_cache_control(&mut self) {
+    fn set_cache_control(&mut self, mark: CacheControl) {
         let (Block::Text { cache_control, .. }
         | Block::ToolUse { cache_control, .. }
         | Block::ToolResult { cache_control, .. }) = self;
-        *cache_control = Some(EPHEMERAL);
+        *cache_control = Some(mark);
     }
 }
 
@@ -175,9 +187,14 @@ impl Block<'_> {
 /// serializes to the same bytes in every later body.
 pub fn body(req: &Request<'_>) -> Vec<u8> {
     let mut messages = alternating(req.messages);
+    let mark = if req.long_cache {
+        EPHEMERAL_1H
+    } else {
+        EPHEMERAL
+    };
 
     if let Some(last) = messages.last_mut().and_then(|m| m.content.last_mut()) {
-        last.set_cache_control();
+        last.set_cache_control(mark);
     }
     // The previous request ended with the user message before the latest assistant message. The
     // cache looks back at most 20 blocks from a breakpoint for an earlier entry; when this turn
@@ -188,7 +205,7 @@ pub fn body(req: &Request<'_>) -> Vec<u8> {
         && messages[a..].iter().map(|m| m.content.len()).sum::<usize>() >= LOOKBACK_BLOCKS
         && let Some(b) = messages[a - 1].content.last_mut()
     {
-        b.set_cache_control();
+        b.set_cache_control(mark);
     }
     if let Some(tail) = req.tail.filter(|t| !t.trim().is_empty()) {
         let block = Block::Text {
@@ -209,7 +226,7 @@ pub fn body(req: &Request<'_>) -> Vec<u8> {
     } else {
         vec![Block::Text {
             text: Cow::Borrowed(req.system),
-            cache_control: Some(EPHEMERAL),
+            cache_control: Some(mark),
         }]
     };
     let body = Body {
@@ -563,6 +580,7 @@ mod tests {
             temperature: None,
             official_openai: false,
             tools_allowed: true,
+            long_cache: false,
         }
     }
 

@@ -69,6 +69,9 @@ pub struct Request<'a> {
     /// False asks for a text answer only (`tool_choice` none): the tools stay in the request so
     /// the prefix keeps its bytes up to that field. Used once to end a loop of repeated calls.
     pub tools_allowed: bool,
+    /// Ask for the 1-hour prompt cache where the wire can (Anthropic's `cache_control` `ttl`
+    /// `1h`: `cache_ttl` in the config); the others ignore it.
+    pub long_cache: bool,
 }
 
 /// A tool call as streamed: arguments are the joined fragments, not yet parsed (case C11: the

@@ -558,6 +558,7 @@ mod tests {
             temperature: None,
             official_openai: false,
             tools_allowed: true,
+            long_cache: false,
         }
     }
 

@@ -40,6 +40,8 @@ pub struct RequestOptions<'a> {
     /// False asks for text only (`tool_choice` none); the tools stay in the body so the prefix
     /// keeps its bytes.
     pub tools_allowed: bool,
+    /// The 1-hour prompt cache (Anthropic, `cache_ttl: "1h"`).
+    pub long_cache: bool,
 }
 
 impl Prefix {
@@ -67,6 +69,7 @@ impl Prefix {
             temperature: opts.temperature,
             official_openai: opts.official_openai,
             tools_allowed: opts.tools_allowed,
+            long_cache: opts.long_cache,
         })
     }
 

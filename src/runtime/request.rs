@@ -43,6 +43,7 @@ impl Runtime {
             temperature: self.cfg.temperature,
             official_openai: self.cfg.send_cache_key,
             tools_allowed,
+            long_cache: self.cfg.long_cache,
         }
     }
 

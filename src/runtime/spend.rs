@@ -62,6 +62,16 @@ impl Runtime {
         (now + self.spend.skew).as_millis() as u64
     }
 
+    /// The wire this runtime's provider speaks.
+    pub fn provider_wire(&self) -> Wire {
+        self.provider.name()
+    }
+
+    /// The run's spending limit as it stands: (spent, limit) in USD; None without a limit.
+    pub fn budget_state(&self) -> Option<(f64, f64)> {
+        self.spend.budget.as_ref().map(|b| (b.spent(), b.limit()))
+    }
+
     /// Moves this runtime's clock forward by `by` for the cache rules (a test of an idle pause
     /// past the provider's cache lifetime; nothing else reads it).
     pub fn skip_time(&mut self, by: Duration) {
@@ -149,7 +159,7 @@ impl Runtime {
         );
         budget.allow(worst).map_err(|over| {
             Failure::Budget(format!(
-                "{over}. Nothing was sent; the session is kept: go on with a higher --max-cost (tern exec --continue --max-cost USD, or max_cost in the config)"
+                "{over}. Nothing was sent; the session is kept: go on with a higher limit (tern --continue --max-cost USD, tern exec --continue --max-cost USD, or max_cost in the config)"
             ))
         })
     }

@@ -54,6 +54,7 @@ fn request<'a>(tools: &'a [ToolSpec], messages: &'a [Message]) -> Request<'a> {
         temperature: None,
         official_openai: false,
         tools_allowed: true,
+        long_cache: false,
     }
 }
 

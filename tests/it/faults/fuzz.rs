@@ -253,6 +253,7 @@ fn request(history: &[Message], wire: Wire) -> Value {
         temperature: None,
         official_openai: false,
         tools_allowed: true,
+        long_cache: false,
     };
     let body = match wire {
         Wire::OpenAi => openai::body(&req),
