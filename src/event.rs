@@ -519,6 +519,10 @@ pub enum Event {
         usage: Usage,
         /// Its wall time in milliseconds.
         duration_ms: u64,
+        /// What it cost in USD, its own sub-agents' included; absent when no price is known
+        /// (and in events written before costs were recorded).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
     },
     /// A turn failed (not an interrupt), just before its `turn_end`.
     Error {
@@ -854,6 +858,7 @@ impl Event {
                 requests: 2,
                 usage: Usage::default(),
                 duration_ms: 10,
+                cost_usd: Some(0.0012),
             },
             Event::Error {
                 kind: Ending::Failed,

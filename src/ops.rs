@@ -1149,7 +1149,8 @@ fn session_rows(s: &Session, current: bool, depth: usize, rows: &mut Vec<Session
                         status: Ok(status),
                         requests: m.turns,
                         tokens: m.usage.input_tokens.saturating_add(m.usage.output_tokens),
-                        cost_usd: (m.turns > m.unpriced).then_some(m.cost_usd),
+                        cost_usd: (m.turns > m.unpriced || m.children_cost_usd > 0.0)
+                            .then_some(m.cost_usd + m.children_cost_usd),
                         updated_at: m.updated_at,
                         title: m.title,
                         depth,

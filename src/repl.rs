@@ -758,8 +758,8 @@ pub fn status_line(rt: &Runtime) -> String {
     if let Some(m) = &meta
         && m.turns > 0
     {
-        parts.push(if m.turns > m.unpriced {
-            crate::cost::usd_text(Some(m.cost_usd))
+        parts.push(if m.turns > m.unpriced || m.children_cost_usd > 0.0 {
+            crate::cost::usd_text(Some(m.cost_usd + m.children_cost_usd))
         } else {
             "cost unknown".into()
         });

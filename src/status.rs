@@ -38,6 +38,9 @@ pub struct Snapshot {
     pub goal: Option<crate::hooks::goal::Goal>,
     /// Hook runs recorded (`hook` events), and the latest as its REPL line.
     pub hooks: (usize, Option<String>),
+    /// The finished sub-agents' cost in USD (`agent_end` events), and how many of them had no
+    /// known price.
+    pub children_cost: (f64, usize),
 }
 
 /// Reads a snapshot of `session`. Damaged files do not fail the view: they are listed in
@@ -70,11 +73,18 @@ pub fn snapshot(session: &Session) -> Snapshot {
     let mut requests = Vec::new();
     let mut tokens: u64 = 0;
     let mut hooks = (0, None);
+    let mut children_cost = (0.0, 0);
     match session.read_envelopes() {
         Ok(events) => {
             for e in &events {
                 if matches!(e.event, Event::Hook { .. }) {
                     hooks = (hooks.0 + 1, crate::hooks::run_line(&e.event));
+                }
+                if let Event::AgentEnd { cost_usd, .. } = e.event {
+                    match cost_usd {
+                        Some(c) => children_cost.0 += c,
+                        None => children_cost.1 += 1,
+                    }
                 }
                 if let Event::Usage {
                     input_tokens,
@@ -117,6 +127,7 @@ pub fn snapshot(session: &Session) -> Snapshot {
         instructions,
         goal,
         hooks,
+        children_cost,
     }
 }
 
@@ -163,6 +174,35 @@ fn instructions_line(files: &[(String, Option<bool>)]) -> Option<String> {
     Some(format!("Instructions: {} ({why})", names.join(", ")))
 }
 
+/// The footer's cost line: this session's requests (`own`, None when no request had a known
+/// price; `unpriced` requests without one) and its finished sub-agents' (`children`: USD, and
+/// how many had no known price), which count into the session's cost.
+fn cost_line(own: Option<f64>, unpriced: usize, children: (f64, usize)) -> String {
+    let (kids, kids_unknown) = children;
+    let total = match own {
+        Some(c) => Some(c + kids),
+        None if kids > 0.0 => Some(kids),
+        None => None,
+    };
+    let Some(total) = total else {
+        return "Cost: unknown (tern knows no price for this model)".into();
+    };
+    let mut line = format!("Cost: {}", crate::cost::usd_text(Some(total)));
+    if kids > 0.0 {
+        line.push_str(&format!(
+            " (sub-agents {} of it)",
+            crate::cost::usd_text(Some(kids))
+        ));
+    }
+    let unknown = unpriced + kids_unknown;
+    if unknown > 0 {
+        line.push_str(&format!(
+            " + {unknown} request(s) or sub-agent(s) of unknown price"
+        ));
+    }
+    line
+}
+
 /// The footer lines: plan state, cache figures, session status, problems.
 pub fn footer(session: &Session, snap: &Snapshot) -> Vec<String> {
     let mut lines = vec![String::new()];
@@ -189,15 +229,7 @@ pub fn footer(session: &Session, snap: &Snapshot) -> Vec<String> {
             if n == 1 { "" } else { "s" },
             ratio(t.prefix_reuse_bytes, t.request_bytes) * 100.0
         ));
-        let unpriced = stats::unpriced(&snap.requests);
-        lines.push(match (t.cost_usd, unpriced) {
-            (Some(c), 0) => format!("Cost: {}", crate::cost::usd_text(Some(c))),
-            (Some(c), u) => format!(
-                "Cost: {} + {u} request(s) of unknown price",
-                crate::cost::usd_text(Some(c))
-            ),
-            (None, _) => "Cost: unknown (tern knows no price for this model)".into(),
-        });
+        lines.push(cost_line(t.cost_usd, stats::unpriced(&snap.requests), snap.children_cost));
     }
     if let Some(m) = &snap.meta {
         lines.push(format!(
@@ -419,8 +451,10 @@ pub fn snapshot_json(session: &Session, snap: &Snapshot) -> Value {
             "prefix_reuse_ratio": ratio(t.prefix_reuse_bytes, t.request_bytes),
         },
         "cost": {
-            "usd": t.cost_usd.map(crate::cost::usd_json),
+            "usd": t.cost_usd.map(|c| crate::cost::usd_json(c + snap.children_cost.0)),
+            "sub_agents_usd": crate::cost::usd_json(snap.children_cost.0),
             "unpriced_requests": stats::unpriced(&snap.requests),
+            "unpriced_sub_agents": snap.children_cost.1,
         },
         "children": snap.children,
         "instructions": snap.instructions.iter().map(|(l, c)| json!({"source": l, "changed": c})).collect::<Vec<_>>(),
@@ -436,6 +470,21 @@ mod tests {
 
     /// A finished session's elapsed time stops at its last update, however long ago that was
     /// (a new user saw it count on, 33 minutes after the session completed).
+    /// Sub-agents' costs count into the session's; an unknown price is said, never guessed.
+    #[test]
+    fn the_cost_line_counts_sub_agents_in() {
+        assert_eq!(cost_line(Some(0.01), 0, (0.0, 0)), "Cost: $0.0100");
+        assert_eq!(
+            cost_line(Some(0.01), 0, (0.02, 0)),
+            "Cost: $0.0300 (sub-agents $0.0200 of it)"
+        );
+        assert!(cost_line(None, 2, (0.0, 0)).starts_with("Cost: unknown"));
+        assert_eq!(
+            cost_line(Some(0.5), 1, (0.0, 1)),
+            "Cost: $0.5000 + 2 request(s) or sub-agent(s) of unknown price"
+        );
+    }
+
     #[test]
     fn a_finished_sessions_elapsed_time_stops() {
         let dir = tempfile::tempdir().unwrap();

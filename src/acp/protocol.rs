@@ -658,7 +658,12 @@ pub enum StopReason {
 pub struct PromptResult {
     /// Why the turn stopped.
     pub stop_reason: StopReason,
-    /// `{"tern": {…}}`: the turn's status and error, or an op's receipt.
+    /// The turn's tokens, its sub-agents' included (absent for an op or a turn that never
+    /// ran).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<TurnUsage>,
+    /// `{"tern": {…}}`: the turn's status and error (a turn's `costUsd` too), or an op's
+    /// receipt.
     #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
     pub meta: Option<Value>,
 }
@@ -725,10 +730,62 @@ pub enum SessionUpdate {
         used: u64,
         /// The context window in tokens (`--context-window`).
         size: u64,
-        /// `{"tern": {input, cached, cache_write, output tokens, purpose}}`.
+        /// The session's cost so far (ACP v1, session usage: "Cumulative session cost"),
+        /// absent when tern knows no price for the model.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cost: Option<Cost>,
+        /// `{"tern": {input, cached, cache_write, output tokens, purpose, costUsd, miss}}`.
         #[serde(rename = "_meta")]
         meta: Value,
     },
+}
+
+/// An amount of money (ACP v1, session usage: `cost`), always in US dollars here.
+#[derive(Debug, Clone, Serialize)]
+pub struct Cost {
+    /// The amount.
+    pub amount: f64,
+    /// ISO 4217 code: `USD`.
+    pub currency: &'static str,
+}
+
+impl Cost {
+    /// `usd` dollars, rounded to a millionth.
+    pub fn usd(usd: f64) -> Cost {
+        Cost {
+            amount: crate::cost::usd_json(usd),
+            currency: "USD",
+        }
+    }
+}
+
+/// A turn's token usage (ACP v1, `PromptResponse.usage`, unstable: token counts of this turn).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnUsage {
+    /// Input plus output tokens.
+    pub total_tokens: u64,
+    /// Prompt tokens, cached ones included.
+    pub input_tokens: u64,
+    /// Generated tokens.
+    pub output_tokens: u64,
+    /// Prompt tokens read from the provider's cache.
+    pub cached_read_tokens: u64,
+    /// Prompt tokens written to it.
+    pub cached_write_tokens: u64,
+}
+
+impl TurnUsage {
+    /// The ACP shape of tern's usage figures.
+    pub fn of(u: &crate::message::Usage) -> TurnUsage {
+        TurnUsage {
+            total_tokens: u.input_tokens.saturating_add(u.output_tokens),
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+            cached_read_tokens: u.cached_tokens,
+            cached_write_tokens: u.cache_write_tokens,
+        }
+    }
 }
 
 /// A text content block `{"type": "text", "text": …}`.

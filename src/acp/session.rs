@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 
 use super::mode::Mode;
-use super::protocol::{PromptResult, SessionUpdate, StopReason};
+use super::protocol::{PromptResult, SessionUpdate, StopReason, TurnUsage};
 use super::rpc::{Responder, RpcError, Wire};
 pub use super::slot::{Pending, Slot, lock, persist_mode};
 use super::surface::{AcpSurface, notify, read_ledger};
@@ -31,7 +31,7 @@ use crate::cancel::CancelToken;
 use crate::event::{Ending, Event};
 use crate::launcher::{Launcher, SessionRef};
 use crate::ops;
-use crate::runtime::{Approval, Failure, Quiet, Runtime};
+use crate::runtime::{Approval, Failure, Quiet, Runtime, Totals};
 use crate::store::Session;
 
 /// Work for a session thread.
@@ -151,6 +151,13 @@ pub fn run(
         s.model = rt.cfg().model.clone();
     }
     let mut map = Mapper::new(rt.cfg().context_window);
+    // The session's cost before this process: `usage_update.cost` is cumulative.
+    map.spent = rt
+        .session()
+        .read_meta()
+        .ok()
+        .map(|m| m.cost_usd + m.children_cost_usd)
+        .filter(|c| *c > 0.0);
     if replay {
         replay_history(&rt, &ctx.wire, &mut map);
     } else {
@@ -245,8 +252,31 @@ fn answer(ctx: &Ctx, seq: u64, reply: Responder, result: Result<PromptResult, Rp
 fn cancelled(meta: Value) -> Result<PromptResult, RpcError> {
     Ok(PromptResult {
         stop_reason: StopReason::Cancelled,
+        usage: None,
         meta: Some(meta),
     })
+}
+
+/// What a turn used and cost (its sub-agents' included): the totals after it less those
+/// before it. The cost is None when nothing in it had a known price.
+fn turn_spend(before: &Totals, after: &Totals) -> (TurnUsage, Option<f64>) {
+    let sum = |t: &Totals| {
+        let mut u = t.usage;
+        u.add(&t.child_usage);
+        u
+    };
+    let (a, b) = (sum(after), sum(before));
+    let used = crate::message::Usage {
+        input_tokens: a.input_tokens.saturating_sub(b.input_tokens),
+        cached_tokens: a.cached_tokens.saturating_sub(b.cached_tokens),
+        cache_write_tokens: a.cache_write_tokens.saturating_sub(b.cache_write_tokens),
+        output_tokens: a.output_tokens.saturating_sub(b.output_tokens),
+    };
+    let cost = match (after.bill_usd(), before.bill_usd()) {
+        (Some(a), b) => Some(crate::cost::usd_json(a - b.unwrap_or(0.0))),
+        (None, _) => None,
+    };
+    (TurnUsage::of(&used), cost)
 }
 
 fn run_turn(
@@ -272,25 +302,35 @@ fn run_turn(
     } else {
         Approval::Ask
     });
+    let before = rt.totals().clone();
     let mut ui = AcpSurface::new(&ctx.wire, &ctx.slot, session_of(rt), map, cancel.clone());
     let outcome = rt.run_turn(text, &mut ui);
     drop(ui);
+    let (usage, cost) = turn_spend(&before, rt.totals());
+    let ended = |stop_reason: StopReason, status: Ending| {
+        Ok(PromptResult {
+            stop_reason,
+            usage: Some(usage.clone()),
+            meta: Some(json!({"tern": {"status": status, "costUsd": cost}})),
+        })
+    };
     let result = match &outcome {
-        _ if cancel.is_cancelled() => cancelled(json!({"tern": {"status": Ending::Interrupted}})),
+        _ if cancel.is_cancelled() => ended(StopReason::Cancelled, Ending::Interrupted),
         // ACP v1, prompt turn "Stop Reasons": `max_tokens` when the answer hit the token limit.
-        Ok(_) if rt.answer_cut() => Ok(PromptResult {
-            stop_reason: StopReason::MaxTokens,
-            meta: Some(json!({"tern": {"status": Ending::Completed}})),
-        }),
-        Ok(_) => Ok(PromptResult {
-            stop_reason: StopReason::EndTurn,
-            meta: Some(json!({"tern": {"status": Ending::Completed}})),
-        }),
-        Err(Failure::Interrupted) => cancelled(json!({"tern": {"status": Ending::Interrupted}})),
-        Err(f @ Failure::MaxTurns(_)) => Ok(PromptResult {
-            stop_reason: StopReason::MaxTurnRequests,
-            meta: Some(json!({"tern": {"status": f.kind()}})),
-        }),
+        Ok(_) if rt.answer_cut() => ended(StopReason::MaxTokens, Ending::Completed),
+        Ok(_) => ended(StopReason::EndTurn, Ending::Completed),
+        Err(Failure::Interrupted) => ended(StopReason::Cancelled, Ending::Interrupted),
+        Err(f @ Failure::MaxTurns(_)) => ended(StopReason::MaxTurnRequests, f.kind()),
+        // The spending limit stopped the turn before a request: the client is told why in the
+        // thread (what was spent, what the next request could cost) and the turn ends as one
+        // that ran out of requests (the closest ACP v1 stop reason; not an error: nothing
+        // failed, and the session goes on with a higher limit).
+        Err(f @ Failure::Budget(_)) => {
+            let mut ui = AcpSurface::new(&ctx.wire, &ctx.slot, session_of(rt), map, cancel);
+            ui.message(&format!("tern: {f}"));
+            drop(ui);
+            ended(StopReason::MaxTurnRequests, f.kind())
+        }
         // tern could not finish the turn (the provider is down, the session is held
         // elsewhere): not a refusal by the model but an error carrying tern's reason (ACP v1,
         // prompt turn: an error response ends the turn).
@@ -351,6 +391,7 @@ fn run_op(
         reply,
         Ok(PromptResult {
             stop_reason: stop,
+            usage: None,
             meta: Some(json!({"tern": {"receipt": receipt}})),
         }),
     );

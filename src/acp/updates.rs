@@ -21,7 +21,8 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 
 use super::protocol::{
-    PlanEntry, SessionUpdate, TextBlock, ToolCall, ToolCallContent, ToolCallStatus, ToolCallUpdate,
+    Cost, PlanEntry, SessionUpdate, TextBlock, ToolCall, ToolCallContent, ToolCallStatus,
+    ToolCallUpdate,
     ToolKind,
 };
 use crate::domain::ledger::{Ledger, Status as ItemStatus};
@@ -35,6 +36,8 @@ pub struct Mapper {
     ids: IdMap,
     /// The context window in tokens, for `usage_update.size`.
     pub context_window: u64,
+    /// The session's cost so far in USD, for `usage_update.cost` (None: no known price yet).
+    pub spent: Option<f64>,
 }
 
 impl Mapper {
@@ -43,6 +46,7 @@ impl Mapper {
         Mapper {
             ids: IdMap::default(),
             context_window,
+            spent: None,
         }
     }
 
@@ -118,19 +122,36 @@ impl Mapper {
                 cached_tokens,
                 cache_write_tokens,
                 output_tokens,
+                cost_usd,
+                miss,
                 ..
-            } => vec![SessionUpdate::UsageUpdate {
-                used: input_tokens.saturating_add(*output_tokens),
-                size: self.context_window,
-                meta: json!({"tern": {
-                    "purpose": purpose.as_str(),
-                    "model": model,
-                    "inputTokens": input_tokens,
-                    "cachedTokens": cached_tokens,
-                    "cacheWriteTokens": cache_write_tokens,
-                    "outputTokens": output_tokens,
-                }}),
-            }],
+            } => {
+                if let Some(c) = cost_usd {
+                    self.spent = Some(self.spent.unwrap_or(0.0) + c);
+                }
+                vec![SessionUpdate::UsageUpdate {
+                    used: input_tokens.saturating_add(*output_tokens),
+                    size: self.context_window,
+                    cost: self.spent.map(Cost::usd),
+                    meta: json!({"tern": {
+                        "purpose": purpose.as_str(),
+                        "model": model,
+                        "inputTokens": input_tokens,
+                        "cachedTokens": cached_tokens,
+                        "cacheWriteTokens": cache_write_tokens,
+                        "outputTokens": output_tokens,
+                        "costUsd": cost_usd,
+                        "miss": miss,
+                    }}),
+                }]
+            }
+            // A sub-agent's cost counts into its parent's session (shown with the next usage).
+            Event::AgentEnd {
+                cost_usd: Some(c), ..
+            } => {
+                self.spent = Some(self.spent.unwrap_or(0.0) + c);
+                Vec::new()
+            }
             Event::WorkUpdate { .. } => match ledger {
                 Some(l) => vec![SessionUpdate::Plan {
                     entries: plan_entries(l),

@@ -126,6 +126,8 @@ pub struct Previous {
     pub model: String,
     /// When it was sent, in milliseconds since the Unix epoch.
     pub at_ms: u64,
+    /// Its body size in bytes.
+    pub request_bytes: u64,
 }
 
 /// This request as sent and as billed.
@@ -142,6 +144,9 @@ pub struct Sent {
     pub reuse_bytes: u64,
     /// A change tern made to the prefix since the previous request, and its first changed byte.
     pub changed: Option<(Cause, u64)>,
+    /// Where this request's new messages begin, when tern knows it: after a change, the length
+    /// of the prefix it left (a compaction's summary and kept messages are not new).
+    pub new_from: Option<u64>,
     /// Prompt tokens billed.
     pub input_tokens: u64,
     /// Prompt tokens the provider read from its cache.
@@ -177,9 +182,17 @@ pub fn diagnose(prev: Option<&Previous>, now: &Sent, rules: CacheRules) -> Optio
             cost_usd: None,
         });
     };
-    let beyond_new = uncached.saturating_sub(tokens_of(
-        now.request_bytes - now.reuse_bytes.min(now.request_bytes),
-    ));
+    // The new messages: what follows the repeated bytes; but when tern changed the prefix or
+    // the model, the repeated bytes say nothing of what is new: they follow the prefix the
+    // change left, when tern knows it, else they are what the request grew by.
+    let new_bytes = match now.new_from {
+        Some(from) => now.request_bytes.saturating_sub(from),
+        None if now.changed.is_some() || prev.model != now.model => {
+            now.request_bytes.saturating_sub(prev.request_bytes)
+        }
+        None => now.request_bytes - now.reuse_bytes.min(now.request_bytes),
+    };
+    let beyond_new = uncached.saturating_sub(tokens_of(new_bytes));
     let miss = |reason, at_byte, cause| {
         Some(Miss {
             reason,
@@ -189,10 +202,10 @@ pub fn diagnose(prev: Option<&Previous>, now: &Sent, rules: CacheRules) -> Optio
             cost_usd: None,
         })
     };
-    let repeated = tokens_of(now.reuse_bytes);
-    if now.cached_tokens + SLACK_TOKENS >= repeated {
+    if beyond_new <= SLACK_TOKENS {
         return None;
     }
+    let repeated = tokens_of(now.reuse_bytes);
     if prev.model != now.model {
         let cause =
             matches!(now.changed, Some((Cause::ModelSwitch, _))).then_some(Cause::ModelSwitch);
@@ -223,6 +236,7 @@ mod tests {
             request_bytes: 40_000,
             reuse_bytes: reuse,
             changed: None,
+            new_from: None,
             input_tokens: 10_000,
             cached_tokens: cached,
         }
@@ -232,6 +246,7 @@ mod tests {
         Previous {
             model: model.into(),
             at_ms,
+            request_bytes: 36_000,
         }
     }
 
@@ -279,6 +294,26 @@ mod tests {
                 .reason,
             Reason::ProviderMissed
         );
+    }
+
+    /// After a compaction the request may be shorter than the one before, yet the summary and
+    /// the kept messages moved: billed in full, they are a miss, and only what follows the
+    /// prefix the compaction left is new.
+    #[test]
+    fn a_compaction_that_shrinks_the_request_still_names_what_moved() {
+        let mut s = sent(16_000, 2_000);
+        s.request_bytes = 30_000;
+        s.input_tokens = 7_500;
+        s.changed = Some((Cause::Compaction, 8_000));
+        // Without knowing where the new messages begin, growth over 36 KB is none.
+        assert_eq!(diagnose(Some(&prev("m", 9 * MIN)), &s, R).unwrap().tokens, 5_500);
+        // The compaction left 28 KB: the last 2 KB (500 tokens) are new.
+        s.new_from = Some(28_000);
+        let m = diagnose(Some(&prev("m", 9 * MIN)), &s, R).unwrap();
+        assert_eq!((m.reason, m.tokens), (Reason::PrefixChanged, 5_000));
+        // Everything up to the new messages cached: no miss.
+        s.cached_tokens = 7_000;
+        assert_eq!(diagnose(Some(&prev("m", 9 * MIN)), &s, R), None);
     }
 
     #[test]

@@ -609,6 +609,7 @@ impl Runtime {
         mine.child_usage.add(&t.child_usage);
         mine.child_cost_usd += t.cost_usd + t.child_cost_usd;
         mine.child_unpriced += t.unpriced + t.child_unpriced;
+        self.meter.unsaved.children_cost_usd += t.cost_usd + t.child_cost_usd;
         self.emit(
             ui,
             Event::AgentEnd {
@@ -618,6 +619,7 @@ impl Runtime {
                 requests: t.requests,
                 usage: u,
                 duration_ms: child.took.map_or(0, |d| d.as_millis() as u64),
+                cost_usd: t.bill_usd().map(crate::cost::usd_json),
             },
         );
         let head = format!(

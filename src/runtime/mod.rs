@@ -416,6 +416,8 @@ struct Unsaved {
     usage: Usage,
     cost_usd: f64,
     unpriced: u64,
+    /// Finished sub-agents' cost (`agent_end` events).
+    children_cost_usd: f64,
 }
 
 impl Unsaved {
@@ -425,6 +427,7 @@ impl Unsaved {
         m.usage.add(&self.usage);
         m.cost_usd += self.cost_usd;
         m.unpriced = m.unpriced.saturating_add(self.unpriced);
+        m.children_cost_usd += self.children_cost_usd;
     }
 }
 
@@ -871,7 +874,7 @@ impl Runtime {
     /// none). A failed write keeps them for the next try, and says so.
     pub(crate) fn save_totals(&mut self, ui: &mut dyn Surface) {
         let unsaved = std::mem::take(&mut self.meter.unsaved);
-        if unsaved.requests == 0 {
+        if unsaved == Unsaved::default() {
             return;
         }
         match self.session.update_meta(|m| unsaved.onto(m)) {

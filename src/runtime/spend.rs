@@ -24,6 +24,9 @@ pub(crate) struct Spend {
     prev: Option<miss::Previous>,
     /// A change tern made to the prefix since that request, and its first changed byte.
     changed: Option<(Cause, u64)>,
+    /// The stored request's length after the latest change: the next request's new messages
+    /// start there.
+    new_from: Option<u64>,
     /// Added to the clock (tests of the cache lifetime).
     skew: Duration,
     /// `provider_missed` in a row, and whether the person was told.
@@ -99,7 +102,9 @@ impl Runtime {
     /// rewrite by another process): the next request's miss names it, at the first byte where
     /// the stored prefix now differs from the last request sent. The earliest change wins.
     pub(super) fn note_change(&mut self, cause: Cause) {
-        let at = crate::provider::common_prefix(&self.meter.last_body, &self.stored_body()) as u64;
+        let stored = self.stored_body();
+        let at = crate::provider::common_prefix(&self.meter.last_body, &stored) as u64;
+        self.spend.new_from = Some(stored.len() as u64);
         self.spend.changed = match self.spend.changed {
             Some((c, a)) if a <= at => Some((c, a)),
             _ => Some((cause, at)),
@@ -115,8 +120,12 @@ impl Runtime {
     /// After a resume: the session's last request on record (model, time), so the first request
     /// of this process is measured against it.
     pub(super) fn recall_last_request(&mut self) {
-        if let Some((model, at_ms)) = self.session.last_request() {
-            self.spend.prev = Some(miss::Previous { model, at_ms });
+        if let Some((model, at_ms, request_bytes)) = self.session.last_request() {
+            self.spend.prev = Some(miss::Previous {
+                model,
+                at_ms,
+                request_bytes,
+            });
         }
     }
 
@@ -184,6 +193,7 @@ impl Runtime {
             request_bytes,
             reuse_bytes: reuse,
             changed: self.spend.changed.take(),
+            new_from: self.spend.new_from.take(),
             input_tokens: u.input_tokens,
             cached_tokens: u.cached_tokens,
         };
@@ -194,6 +204,7 @@ impl Runtime {
         self.spend.prev = Some(miss::Previous {
             model: sent.model,
             at_ms: now_ms,
+            request_bytes,
         });
         self.meter.last_cacheable = u.cached_tokens.saturating_add(u.cache_write_tokens);
         let warning = match found.as_ref().map(|m| m.reason) {

@@ -113,12 +113,17 @@ pub struct Meta {
     /// Usage totals over the session.
     #[serde(default)]
     pub usage: Usage,
-    /// What the session's priced requests cost, USD (`crate::cost`).
+    /// What the session's priced requests cost, USD (`crate::cost`); its sub-agents' are in
+    /// `children_cost_usd`.
     #[serde(default, skip_serializing_if = "is_zero_f")]
     pub cost_usd: f64,
     /// Requests whose model had no known price (their cost is not in `cost_usd`).
     #[serde(default, skip_serializing_if = "is_zero_u")]
     pub unpriced: u64,
+    /// What the session's finished sub-agents cost, USD (theirs and their own sub-agents';
+    /// not in `cost_usd`): the session's bill is the sum of the two.
+    #[serde(default, skip_serializing_if = "is_zero_f")]
+    pub children_cost_usd: f64,
     /// The first prompt, cut to 80 characters, for `tern sessions`.
     #[serde(default)]
     pub title: String,
@@ -167,6 +172,8 @@ pub struct Recorded {
     pub cost_usd: f64,
     /// `usage` events without a cost (no price known).
     pub unpriced: u64,
+    /// The `cost_usd` of its `agent_end` events summed.
+    pub children_cost_usd: f64,
     /// The latest turn.
     pub last_turn: LastTurn,
     /// A person's prompt is the history's last message though the latest turn on record
@@ -220,6 +227,7 @@ impl Meta {
             self.usage = rec.usage;
             self.cost_usd = rec.cost_usd;
             self.unpriced = rec.unpriced;
+            self.children_cost_usd = self.children_cost_usd.max(rec.children_cost_usd);
         }
     }
 }
@@ -620,12 +628,16 @@ impl Session {
             usage: Usage::default(),
             cost_usd: 0.0,
             unpriced: 0,
+            children_cost_usd: 0.0,
             last_turn: LastTurn::None,
             prompt_unanswered: false,
         };
         for e in self.read_envelopes()? {
             match e.event {
                 crate::event::Event::SessionStart { .. } => rec.started = true,
+                crate::event::Event::AgentEnd {
+                    cost_usd: Some(c), ..
+                } => rec.children_cost_usd += c,
                 crate::event::Event::TurnStart { .. } => rec.last_turn = LastTurn::Open,
                 crate::event::Event::TurnEnd { status, .. } => {
                     rec.last_turn = LastTurn::Ended(status)
@@ -665,10 +677,10 @@ impl Session {
         Ok(rec)
     }
 
-    /// The session's last model request on record: its model and when it was sent (ms since
-    /// the Unix epoch), from the last `usage` event in the last 256 KiB of `events.jsonl` (a
+    /// The session's last model request on record: its model, when it was sent (ms since the
+    /// Unix epoch) and its body size in bytes, from the last `usage` event in the last 256 KiB of `events.jsonl` (a
     /// resume reads no more). None when there is none there.
-    pub fn last_request(&self) -> Option<(String, u64)> {
+    pub fn last_request(&self) -> Option<(String, u64, u64)> {
         let (bytes, _) = fsutil::read_suffix(&self.path(files::EVENTS), 256 << 10)
             .ok()
             .flatten()?;
@@ -679,10 +691,15 @@ impl Session {
             .find_map(|l| {
                 let v: Value = serde_json::from_slice(l).ok()?;
                 let e = Envelope::from_value(v).ok()?;
-                let crate::event::Event::Usage { model, .. } = e.event else {
+                let crate::event::Event::Usage {
+                    model,
+                    request_bytes,
+                    ..
+                } = e.event
+                else {
                     return None;
                 };
-                Some((model, crate::clock::parse_rfc3339_ms(&e.ts)?))
+                Some((model, crate::clock::parse_rfc3339_ms(&e.ts)?, request_bytes))
             })
     }
 

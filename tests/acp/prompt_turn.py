@@ -41,7 +41,10 @@ async def main():
         check("usage_update" in client.kinds(), "no usage")
         check(len(client.permissions) == 0, "asked in auto mode")
     check(len(lines) > 0 and all(m.get("jsonrpc") == "2.0" for m in lines), "stdout lines")
-    finish({"stop_reason": r.stop_reason, "lines": len(lines)})
+    # The cost and usage as the SDK parsed them (the test configures a price).
+    costs = [u.get("cost") for _, u in client.updates if u["sessionUpdate"] == "usage_update"]
+    usage = r.usage.model_dump(by_alias=True, exclude_none=True) if r.usage else None
+    finish({"stop_reason": r.stop_reason, "lines": len(lines), "cost": costs[-1] if costs else None, "usage": usage})
 
 
 run(main)

@@ -1707,9 +1707,14 @@ fn sdk_prompt_turn_with_a_bash_call() {
         script::bash(w, "call_1", "echo sdk-hello"),
         script::text(w, "Said hello."),
     ]);
+    person_config(&ws, json!({"price": {"input": 2.0, "output": 8.0}}));
     let s = run_sdk(&py, "prompt_turn.py", &ws, &fake, &["--approval", "auto"]);
     assert_eq!(s["stop_reason"], "end_turn", "{s}");
     assert_eq!(fake.requests().len(), 2);
+    // The SDK read the session's cost and the turn's usage.
+    assert_eq!(s["cost"]["currency"], "USD", "{s}");
+    assert!(s["cost"]["amount"].as_f64().unwrap() > 0.0, "{s}");
+    assert!(s["usage"]["inputTokens"].as_u64().unwrap() > 0, "{s}");
 }
 
 #[test]
@@ -1890,5 +1895,94 @@ fn an_answer_cut_at_the_output_cap_stops_with_max_tokens() {
     let id = a.prompt(&sid, "short");
     let (r, _) = a.response(id);
     assert_eq!(stop_reason(&r), "end_turn", "{r}");
+    a.finish();
+}
+
+/// Writes the person's config (`~/.config/tern/config.json`) of `ws`.
+fn person_config(ws: &Ws, v: Value) {
+    let dir = ws.home().join(".config/tern");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.json"), v.to_string()).unwrap();
+}
+
+/// With a price known, each `usage_update` carries the session's cost so far (ACP v1, session
+/// usage: `cost`, cumulative) and the request's own in `_meta`; the prompt response carries
+/// the turn's tokens (`usage`) and cost. A second turn's cost goes on from the first's.
+#[test]
+fn usage_updates_carry_the_sessions_cost_and_the_response_the_turns() {
+    let ws = Ws::new();
+    person_config(
+        &ws,
+        json!({"price": {"input": 2.0, "cached_input": 0.5, "output": 8.0}}),
+    );
+    let w = Wire::OpenAi;
+    let fake = FakeServer::start(vec![
+        script::bash(w, "c1", "echo hi"),
+        script::text(w, "Said hi."),
+        script::text(w, "Again."),
+    ]);
+    let mut a = Agent::spawn(&ws, &fake, &["--approval", "auto"]);
+    a.init();
+    let sid = a.new_session(ws.path());
+    let mut seen = Vec::new();
+    let mut turns = Vec::new();
+    for p in ["say hi", "again"] {
+        let id = a.prompt(&sid, p);
+        let (r, msgs) = a.response(id);
+        assert_eq!(stop_reason(&r), "end_turn", "{r}");
+        let mut turn_cost = 0.0;
+        for u in updates(&msgs, "usage_update") {
+            assert_eq!(u["cost"]["currency"], "USD", "{u}");
+            let own = u["_meta"]["tern"]["costUsd"].as_f64().unwrap();
+            turn_cost += own;
+            seen.push((u["cost"]["amount"].as_f64().unwrap(), own));
+        }
+        let usage = &r["result"]["usage"];
+        assert!(usage["inputTokens"].as_u64().unwrap() > 0, "{r}");
+        assert_eq!(
+            usage["totalTokens"].as_u64(),
+            Some(usage["inputTokens"].as_u64().unwrap() + usage["outputTokens"].as_u64().unwrap())
+        );
+        let said = r["result"]["_meta"]["tern"]["costUsd"].as_f64().unwrap();
+        assert!((said - turn_cost).abs() < 2e-6, "{said} vs {turn_cost}: {r}");
+        turns.push(said);
+    }
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    // Cumulative: each amount is the one before plus this request's cost.
+    let mut sum = 0.0;
+    for (amount, own) in &seen {
+        sum += own;
+        assert!((amount - sum).abs() < 2e-6, "{seen:?}");
+    }
+    let meta = read_json(&session_dir(&ws, &sid).join("meta.json"));
+    assert!((meta["cost_usd"].as_f64().unwrap() - sum).abs() < 2e-6, "{meta}");
+    a.finish();
+}
+
+/// `max_cost` in the config is the limit over ACP: a turn whose next request could pass it
+/// sends nothing, says why in the thread, and stops with `max_turn_requests` (the closest ACP
+/// v1 stop reason) and status `budget_exhausted` — not an error; the connection lives on.
+#[test]
+fn a_spending_limit_stops_an_acp_turn_before_the_request() {
+    let ws = Ws::new();
+    person_config(
+        &ws,
+        json!({"price": {"input": 1000.0, "output": 0.0}, "max_cost": 0.0001}),
+    );
+    let fake = FakeServer::start(vec![]);
+    let mut a = Agent::spawn(&ws, &fake, &["--approval", "auto"]);
+    a.init();
+    let sid = a.new_session(ws.path());
+    let id = a.prompt(&sid, "spend");
+    let (r, msgs) = a.response(id);
+    assert_eq!(stop_reason(&r), "max_turn_requests", "{r}");
+    assert_eq!(r["result"]["_meta"]["tern"]["status"], "budget_exhausted", "{r}");
+    let said = chunks_text(&msgs, "agent_message_chunk");
+    assert!(said.contains("spending limit") && said.contains("could cost up to"), "{said}");
+    assert!(fake.requests().is_empty(), "a request was sent");
+    // The connection lives on: the next prompt meets the same limit.
+    let id = a.prompt(&sid, "again");
+    let (r, _) = a.response(id);
+    assert_eq!(stop_reason(&r), "max_turn_requests", "{r}");
     a.finish();
 }

@@ -13,6 +13,7 @@ mod budget;
 mod checkpoints;
 mod config;
 mod construct;
+mod cost;
 
 mod durable;
 mod endings;

@@ -14,8 +14,9 @@
 //! - a strict mode that answers 400 like llama.cpp / Anthropic do when a request's messages are
 //!   invalid (tool calls without results, empty content, bad tool-call arguments);
 //! - a simulated prefix cache: with [`Reply::auto_usage`], usage reports input = body bytes / 4
-//!   and cached = the common byte prefix with the previous request, in 128-token blocks, nothing
-//!   under 1024 tokens;
+//!   and cached = the common byte prefix with the previous request to the same model, in
+//!   128-token blocks, nothing under 1024 tokens; [`Reply::uncached`] reports nothing cached
+//!   (a proxy that drops cache markers);
 //! - routes ([`FakeServer::route`]): replies kept for requests that contain a needle, so
 //!   clients that call at once (sub-agents) each follow their own script.
 //!
@@ -170,6 +171,8 @@ pub struct Reply {
     pub chunked: bool,
     /// Fill in usage from the simulated prefix cache.
     pub auto_usage: bool,
+    /// Report nothing read from the cache, whatever the simulated cache holds.
+    pub uncached: bool,
     content_type: String,
 }
 
@@ -187,6 +190,7 @@ impl Reply {
             reset: false,
             chunked: true,
             auto_usage: false,
+            uncached: false,
             content_type: "text/event-stream".into(),
         }
     }
@@ -261,11 +265,18 @@ impl Reply {
         self
     }
 
+    /// Reports usage as if the provider read nothing from its cache (with [`Reply::auto_usage`]).
+    pub fn uncached(mut self) -> Reply {
+        self.uncached = true;
+        self
+    }
+
     /// The body bytes as they would be served with `usage` (input, cached) tokens.
     pub fn render(&self, usage: (u64, u64)) -> Vec<u8> {
         match &self.content {
             Content::Raw(b) => b.clone(),
             Content::Answer { wire, text, calls } => {
+                let usage = if self.uncached { (usage.0, 0) } else { usage };
                 let usage = self.auto_usage.then_some(usage);
                 match wire {
                     Wire::OpenAi => render_openai(text, calls, usage),
@@ -499,7 +510,8 @@ struct State {
     responder: Option<Responder>,
     requests: Vec<Recorded>,
     strict: bool,
-    prev_body: Option<Vec<u8>>,
+    /// The previous request body of each model (each model has its own cache).
+    prev_bodies: Vec<(String, Vec<u8>)>,
 }
 
 /// A running fake provider. Stops accepting connections when dropped.
@@ -522,7 +534,7 @@ impl FakeServer {
             responder: None,
             requests: Vec::new(),
             strict: false,
-            prev_body: None,
+            prev_bodies: Vec::new(),
         }));
         let stop = Arc::new(AtomicBool::new(false));
         let (st, sp) = (state.clone(), stop.clone());
@@ -688,8 +700,13 @@ fn serve(mut conn: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     let wire = Wire::of_path(&req.path);
     let (reply, usage) = {
         let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
-        let usage = simulated_usage(st.prev_body.as_deref(), &req.body);
-        st.prev_body = Some(req.body.clone());
+        let model = req.json()["model"].as_str().unwrap_or_default().to_string();
+        let prev = st.prev_bodies.iter().position(|(m, _)| *m == model);
+        let usage = simulated_usage(prev.map(|i| st.prev_bodies[i].1.as_slice()), &req.body);
+        match prev {
+            Some(i) => st.prev_bodies[i].1 = req.body.clone(),
+            None => st.prev_bodies.push((model, req.body.clone())),
+        }
         let invalid = if st.strict {
             validate(wire, &req.json()).err()
         } else {
