@@ -145,11 +145,11 @@ pub fn status(l: &Launcher, t: &Target, height: Option<usize>) -> i32 {
             return e.exit_code();
         }
     };
-    // Where the session's model's price comes from (the config, the built-in table, none).
-    let model = s.read_meta().map(|m| m.model).unwrap_or_default();
-    let price = l.config.prices.lookup(&model);
     if t.json {
         let mut v = crate::status::to_json(&s);
+        // Where the session's model's price comes from (the config, the built-in table, none).
+        let model = s.read_meta().map(|m| m.model).unwrap_or_default();
+        let price = l.config.prices.lookup(&model);
         v["cost"]["price_source"] = serde_json::json!(price.as_ref().map(|p| &p.source));
         crate::output::print_json_line(&v);
     } else {
@@ -161,16 +161,7 @@ pub fn status(l: &Launcher, t: &Target, height: Option<usize>) -> i32 {
         // windowed to a height (`--height`, a watching pane), which it would push out.
         if height.is_none() {
             crate::out!("\n{}", crate::config_file::explain(l.env.sources()));
-            crate::out!(
-                "price of {model}: {}",
-                price.map_or_else(
-                    || "unknown: set \"price\" (USD per million tokens) in ~/.config/tern/config.json to see costs".into(),
-                    |p| format!(
-                        "${}/${}/${} per million tokens in/cached/out, from {}",
-                        p.price.input, p.price.cached_input, p.price.output, p.source
-                    )
-                )
-            );
+            crate::out!("{}", crate::status::price_line(&l.config.prices, &s));
         }
     }
     0

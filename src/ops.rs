@@ -703,13 +703,17 @@ fn dispatch(
         OpId::PlanConfirm | OpId::PlanClear | OpId::Compact => {
             with_runtime(op, target, need()?, ui).map(done)
         }
-        OpId::Status => Ok(OpOutput::Status {
-            text: format!(
-                "{}\n{}",
-                crate::status::render_text(need()?, None),
-                crate::config_file::explain(target.launcher.env.sources())
-            ),
-        }),
+        OpId::Status => {
+            let s = need()?;
+            Ok(OpOutput::Status {
+                text: format!(
+                    "{}\n{}{}",
+                    crate::status::render_text(s, None),
+                    crate::config_file::explain(target.launcher.env.sources()),
+                    crate::status::price_line(&target.launcher.config.prices, s)
+                ),
+            })
+        }
         OpId::Stats => {
             let s = need()?;
             Ok(OpOutput::Stats {

@@ -174,6 +174,21 @@ fn instructions_line(files: &[(String, Option<bool>)]) -> Option<String> {
     Some(format!("Instructions: {} ({why})", names.join(", ")))
 }
 
+/// Where the price of `session`'s model comes from, as `tern status` and `/status` end: the
+/// person's config, the built-in table (its source and date), or none.
+pub fn price_line(prices: &crate::cost::PriceBook, session: &Session) -> String {
+    let model = session.read_meta().map(|m| m.model).unwrap_or_default();
+    match prices.lookup(&model) {
+        None => format!(
+            "price of {model}: unknown: set \"price\" (USD per million tokens) in ~/.config/tern/config.json to see costs"
+        ),
+        Some(p) => format!(
+            "price of {model}: ${}/${}/${} per million tokens in/cached/out, from {}",
+            p.price.input, p.price.cached_input, p.price.output, p.source
+        ),
+    }
+}
+
 /// The footer's cost line: this session's requests (`own`, None when no request had a known
 /// price; `unpriced` requests without one) and its finished sub-agents' (`children`: USD, and
 /// how many had no known price), which count into the session's cost.
@@ -229,7 +244,11 @@ pub fn footer(session: &Session, snap: &Snapshot) -> Vec<String> {
             if n == 1 { "" } else { "s" },
             ratio(t.prefix_reuse_bytes, t.request_bytes) * 100.0
         ));
-        lines.push(cost_line(t.cost_usd, stats::unpriced(&snap.requests), snap.children_cost));
+        lines.push(cost_line(
+            t.cost_usd,
+            stats::unpriced(&snap.requests),
+            snap.children_cost,
+        ));
     }
     if let Some(m) = &snap.meta {
         lines.push(format!(

@@ -22,8 +22,7 @@ use serde_json::{Value, json};
 
 use super::protocol::{
     Cost, PlanEntry, SessionUpdate, TextBlock, ToolCall, ToolCallContent, ToolCallStatus,
-    ToolCallUpdate,
-    ToolKind,
+    ToolCallUpdate, ToolKind,
 };
 use crate::domain::ledger::{Ledger, Status as ItemStatus};
 use crate::event::{BashFacts, BoundaryKind, Event};

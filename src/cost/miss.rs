@@ -306,7 +306,10 @@ mod tests {
         s.input_tokens = 7_500;
         s.changed = Some((Cause::Compaction, 8_000));
         // Without knowing where the new messages begin, growth over 36 KB is none.
-        assert_eq!(diagnose(Some(&prev("m", 9 * MIN)), &s, R).unwrap().tokens, 5_500);
+        assert_eq!(
+            diagnose(Some(&prev("m", 9 * MIN)), &s, R).unwrap().tokens,
+            5_500
+        );
         // The compaction left 28 KB: the last 2 KB (500 tokens) are new.
         s.new_from = Some(28_000);
         let m = diagnose(Some(&prev("m", 9 * MIN)), &s, R).unwrap();

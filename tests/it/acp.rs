@@ -1944,7 +1944,10 @@ fn usage_updates_carry_the_sessions_cost_and_the_response_the_turns() {
             Some(usage["inputTokens"].as_u64().unwrap() + usage["outputTokens"].as_u64().unwrap())
         );
         let said = r["result"]["_meta"]["tern"]["costUsd"].as_f64().unwrap();
-        assert!((said - turn_cost).abs() < 2e-6, "{said} vs {turn_cost}: {r}");
+        assert!(
+            (said - turn_cost).abs() < 2e-6,
+            "{said} vs {turn_cost}: {r}"
+        );
         turns.push(said);
     }
     assert_eq!(seen.len(), 3, "{seen:?}");
@@ -1955,7 +1958,10 @@ fn usage_updates_carry_the_sessions_cost_and_the_response_the_turns() {
         assert!((amount - sum).abs() < 2e-6, "{seen:?}");
     }
     let meta = read_json(&session_dir(&ws, &sid).join("meta.json"));
-    assert!((meta["cost_usd"].as_f64().unwrap() - sum).abs() < 2e-6, "{meta}");
+    assert!(
+        (meta["cost_usd"].as_f64().unwrap() - sum).abs() < 2e-6,
+        "{meta}"
+    );
     a.finish();
 }
 
@@ -1976,9 +1982,15 @@ fn a_spending_limit_stops_an_acp_turn_before_the_request() {
     let id = a.prompt(&sid, "spend");
     let (r, msgs) = a.response(id);
     assert_eq!(stop_reason(&r), "max_turn_requests", "{r}");
-    assert_eq!(r["result"]["_meta"]["tern"]["status"], "budget_exhausted", "{r}");
+    assert_eq!(
+        r["result"]["_meta"]["tern"]["status"], "budget_exhausted",
+        "{r}"
+    );
     let said = chunks_text(&msgs, "agent_message_chunk");
-    assert!(said.contains("spending limit") && said.contains("could cost up to"), "{said}");
+    assert!(
+        said.contains("spending limit") && said.contains("could cost up to"),
+        "{said}"
+    );
     assert!(fake.requests().is_empty(), "a request was sent");
     // The connection lives on: the next prompt meets the same limit.
     let id = a.prompt(&sid, "again");

@@ -89,7 +89,11 @@ fn each_request_is_priced_from_the_configured_price() {
             sum += c;
         }
         // The second and third requests read the fixed prefix from the cache: cheaper per token.
-        assert!(usage[1]["cached_tokens"].as_u64().unwrap() > 0, "{}", usage[1]);
+        assert!(
+            usage[1]["cached_tokens"].as_u64().unwrap() > 0,
+            "{}",
+            usage[1]
+        );
         let result = of_type(&events, "result")[0];
         assert!(close(result["cost_usd"].as_f64().unwrap(), sum), "{result}");
         assert!(result.get("unpriced_requests").is_none(), "{result}");
@@ -107,7 +111,10 @@ fn each_request_is_priced_from_the_configured_price() {
         let status = String::from_utf8_lossy(&ws.ok(&["status"]).stdout).into_owned();
         assert!(status.contains(&format!("Cost: {shown}")), "{status}");
         let status: Value = serde_json::from_slice(&ws.ok(&["status", "--json"]).stdout).unwrap();
-        assert!(close(status["cost"]["usd"].as_f64().unwrap(), sum), "{status}");
+        assert!(
+            close(status["cost"]["usd"].as_f64().unwrap(), sum),
+            "{status}"
+        );
     }
 }
 
@@ -146,7 +153,10 @@ fn no_price_means_cost_unknown_and_a_limit_is_refused() {
 /// The per-request costs of a scripted run with no limit: the reference a limit is set from.
 fn reference_costs(w: Wire, script: &[Reply]) -> Vec<f64> {
     let ws = WireWs::new(w, script.to_vec());
-    config(&ws.ws.home(), json!({"price": {"input": 1000.0, "output": 0.0}}));
+    config(
+        &ws.ws.home(),
+        json!({"price": {"input": 1000.0, "output": 0.0}}),
+    );
     let out = ws.ok(&["exec", "--json", "--approval", "auto", "go"]);
     of_type(&lines(&out), "usage")
         .iter()
@@ -172,9 +182,20 @@ fn a_limit_stops_exec_before_the_request_that_could_pass_it() {
     // The worst case of a request is at least its cost: two fit, the third cannot.
     let limit = costs[0] + costs[1] + costs[2] / 2.0;
     let ws = WireWs::new(w, five_steps(w));
-    config(&ws.ws.home(), json!({"price": {"input": 1000.0, "output": 0.0}}));
+    config(
+        &ws.ws.home(),
+        json!({"price": {"input": 1000.0, "output": 0.0}}),
+    );
     let limit_arg = format!("{limit:.6}");
-    let out = ws.tern(&["exec", "--json", "--approval", "auto", "--max-cost", &limit_arg, "go"]);
+    let out = ws.tern(&[
+        "exec",
+        "--json",
+        "--approval",
+        "auto",
+        "--max-cost",
+        &limit_arg,
+        "go",
+    ]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert_eq!(ws.fake.requests().len(), 2, "the third request was sent");
     let events = lines(&out);
@@ -184,7 +205,9 @@ fn a_limit_stops_exec_before_the_request_that_could_pass_it() {
     assert!(spent <= limit, "{spent} > {limit}");
     let err = result["error"].as_str().unwrap();
     assert!(
-        err.contains("spent so far") && err.contains("could cost up to") && err.contains("--max-cost"),
+        err.contains("spent so far")
+            && err.contains("could cost up to")
+            && err.contains("--max-cost"),
         "{err}"
     );
     // The next request's worst case, as said, would have passed the limit.
@@ -203,7 +226,16 @@ fn a_limit_stops_exec_before_the_request_that_could_pass_it() {
         .unwrap();
     assert_eq!(ended["status"], "budget_exhausted");
     // Going on with a higher limit finishes the work.
-    let out = ws.ok(&["exec", "--json", "--continue", "--approval", "auto", "--max-cost", "100", "go on"]);
+    let out = ws.ok(&[
+        "exec",
+        "--json",
+        "--continue",
+        "--approval",
+        "auto",
+        "--max-cost",
+        "100",
+        "go on",
+    ]);
     let result = lines(&out).pop().unwrap();
     assert_eq!(result["status"], "completed", "{result}");
 }
@@ -221,7 +253,16 @@ fn max_cost_in_the_config_is_the_limit() {
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(ws.fake.requests().is_empty());
     assert_eq!(lines(&out).pop().unwrap()["status"], "budget_exhausted");
-    let out = ws.ok(&["exec", "--json", "--continue", "--approval", "auto", "--max-cost", "1000", "go"]);
+    let out = ws.ok(&[
+        "exec",
+        "--json",
+        "--continue",
+        "--approval",
+        "auto",
+        "--max-cost",
+        "1000",
+        "go",
+    ]);
     assert_eq!(lines(&out).pop().unwrap()["status"], "completed");
 }
 
@@ -233,7 +274,10 @@ fn a_limit_stops_a_repl_turn_and_says_how_to_go_on() {
     let costs = reference_costs(w, &five_steps(w));
     let limit = format!("{:.6}", costs[0] + costs[1] + costs[2] / 2.0);
     let ws = WireWs::new(w, five_steps(w));
-    config(&ws.ws.home(), json!({"price": {"input": 1000.0, "output": 0.0}}));
+    config(
+        &ws.ws.home(),
+        json!({"price": {"input": 1000.0, "output": 0.0}}),
+    );
     let out = ws.tern_in(
         &["chat", "--approval", "auto", "--max-cost", &limit],
         "go\nand more\n",
@@ -251,7 +295,10 @@ fn a_limit_stops_a_repl_turn_and_says_how_to_go_on() {
         .filter(|e| e["type"] == "turn_end")
         .collect();
     assert_eq!(ends.len(), 2, "{ends:?}");
-    assert!(ends.iter().all(|e| e["status"] == "budget_exhausted"), "{ends:?}");
+    assert!(
+        ends.iter().all(|e| e["status"] == "budget_exhausted"),
+        "{ends:?}"
+    );
 }
 
 /// A sub-agent spends from its parent's limit: the parent's first request fits, the child's
@@ -335,7 +382,10 @@ fn a_sub_agent_spends_from_the_parents_limit() {
     // Parent 1 + child 1 sent; the child's second was not, nor (over the limit) the parent's
     // next.
     assert_eq!(h.fake.requests().len(), 2, "{outcome:?}");
-    assert!(matches!(outcome, Err(tern::runtime::Failure::Budget(_))), "{outcome:?}");
+    assert!(
+        matches!(outcome, Err(tern::runtime::Failure::Budget(_))),
+        "{outcome:?}"
+    );
     let (spent, limit) = rt.budget_state().unwrap();
     assert!(spent <= limit, "{spent} > {limit}");
     assert!(rt.totals().child_cost_usd > 0.0);
@@ -368,7 +418,10 @@ fn stats_name_why_each_request_missed_the_cache() {
     };
     let summary = "Summary: the person asked for turns one and two; they were answered.";
     // A long answer (distinct words: a repeated one would be cut as a runaway).
-    let long_answer = (0..400).map(|i| format!("item {i}")).collect::<Vec<_>>().join(", ");
+    let long_answer = (0..400)
+        .map(|i| format!("item {i}"))
+        .collect::<Vec<_>>()
+        .join(", ");
     let h = InProc::new(
         w,
         vec![
@@ -421,7 +474,11 @@ fn stats_name_why_each_request_missed_the_cache() {
         .map(|r| {
             let m = &r["miss"];
             (
-                format!("{}:{}", r["purpose"].as_str().unwrap(), m["reason"].as_str().unwrap_or("-")),
+                format!(
+                    "{}:{}",
+                    r["purpose"].as_str().unwrap(),
+                    m["reason"].as_str().unwrap_or("-")
+                ),
                 m["cause"].clone(),
                 m["at_byte"].clone(),
             )
@@ -448,7 +505,11 @@ fn stats_name_why_each_request_missed_the_cache() {
     // The compaction changed the history after the fixed prefix: the first changed byte is
     // past the tools and the system prompt, and before the end of the request.
     let at = why[3].2.as_u64().unwrap();
-    assert!(at > 4000 && at < reqs[3]["request_bytes"].as_u64().unwrap(), "{}", reqs[3]);
+    assert!(
+        at > 4000 && at < reqs[3]["request_bytes"].as_u64().unwrap(),
+        "{}",
+        reqs[3]
+    );
     for r in &reqs[3..] {
         assert!(r["miss"]["tokens"].as_u64().unwrap() > 0, "{r}");
         assert!(r["miss"]["cost_usd"].as_f64().unwrap() > 0.0, "{r}");
@@ -463,7 +524,13 @@ fn stats_name_why_each_request_missed_the_cache() {
     let mut c = tern_clean(&h.dir.path().join(".home"));
     c.current_dir(h.dir.path()).args(["stats", "--why"]);
     let text = crate::support::cli::ok_no_stdin(c).stdout;
-    for reason in ["first_request", "prefix_changed", "model_changed", "cache_expired", "provider_missed"] {
+    for reason in [
+        "first_request",
+        "prefix_changed",
+        "model_changed",
+        "cache_expired",
+        "provider_missed",
+    ] {
         assert!(text.contains(reason), "{reason} in {text}");
     }
 }

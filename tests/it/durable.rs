@@ -48,6 +48,7 @@ fn session_row(listing: &str, id: &str) -> (String, String, u64, u64, String, St
     let status = f.next().unwrap_or("").to_string();
     let turns = f.next().and_then(|t| t.parse().ok()).expect("turns");
     let tokens = f.next().and_then(|t| t.parse().ok()).expect("tokens");
+    let _cost = f.next();
     let when = f.next().unwrap_or("").to_string();
     let title = f.collect::<Vec<_>>().join(" ");
     (mark, status, turns, tokens, when, title)

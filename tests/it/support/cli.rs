@@ -574,10 +574,10 @@ impl WireWs {
                 }
             } else if name.ends_with("meta.json") && allowed.contains(&"usage") && new != old {
                 // A request that got usage is counted in meta.json whatever happened next
-                // (issue 18): only `turns`, `usage` and `updated_at` may move.
+                // (issue 18): only `turns`, `usage`, what they cost and `updated_at` may move.
                 let strip = |b: &[u8]| {
                     let mut v: Value = serde_json::from_slice(b).expect("meta.json parses");
-                    for k in ["turns", "usage", "updated_at"] {
+                    for k in ["turns", "usage", "cost_usd", "unpriced", "updated_at"] {
                         v.as_object_mut().map(|o| o.remove(k));
                     }
                     v
