@@ -144,6 +144,7 @@ pub fn guarded(state_root: &Path) -> Vec<PathBuf> {
         "info/attributes",
         "info/exclude",
         "refs/tern/latest",
+        "tern-latest",
     ]
     .iter()
     .map(|f| git.join(f))

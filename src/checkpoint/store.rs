@@ -183,13 +183,15 @@ impl Store {
                 })
             })
         };
-        let info = folder.join("git").join("info");
-        if !strays(&folder) && !strays(&info) {
+        let git = folder.join("git");
+        let info = git.join("info");
+        if !strays(&folder) && !strays(&info) && !strays(&git) {
             return Ok(());
         }
         let _lock = SessionLock::acquire(&folder.join("lock"))?;
         fsutil::remove_stray_folders(&folder)?;
         fsutil::remove_stray_temps(&info)?;
+        fsutil::remove_stray_temps(&git)?;
         Ok(())
     }
 
@@ -198,11 +200,13 @@ impl Store {
     /// Every git of tern's that writes runs under this lock, and dies with its tern (see
     /// [`Git`]), so a lock file found here is stale.
     /// What a killed creation or exclude write left goes too: a `.tmp-*` folder beside the
-    /// store and a `.tmp-*` file in its `info/` (both are only made under this lock).
+    /// store and a `.tmp-*` file in its `info/` or its git folder (all only made under this
+    /// lock).
     pub fn lock(&self) -> io::Result<SessionLock> {
         let lock = SessionLock::acquire(&self.folder.join("lock"))?;
         fsutil::remove_stray_folders(&self.folder)?;
         fsutil::remove_stray_temps(&self.git.dir.join("info"))?;
+        fsutil::remove_stray_temps(&self.git.dir)?;
         for name in ["index.lock", "packed-refs.lock", "HEAD.lock", "config.lock"] {
             let _ = std::fs::remove_file(self.git.dir.join(name));
         }
@@ -215,6 +219,13 @@ impl Store {
     /// out. Returns the tree and what was left out, said once per path by the caller. The caller
     /// holds the lock.
     pub fn snapshot(&self) -> io::Result<(String, Vec<String>)> {
+        self.snapshot_since(None)
+    }
+
+    /// [`Store::snapshot`], knowing (`index_tree`) the tree of the store's index when it is the
+    /// one the last checkpoint wrote: when nothing changed since (the listing is empty), that
+    /// tree is the answer, and no `update-index` or `write-tree` runs.
+    fn snapshot_since(&self, index_tree: Option<&str>) -> io::Result<(String, Vec<String>)> {
         self.sync_excludes()?;
         let listed = self.git.run(
             &[
@@ -228,6 +239,11 @@ impl Store {
             ],
             None,
         )?;
+        if listed.is_empty()
+            && let Some(tree) = index_tree
+        {
+            return Ok((tree.to_string(), Vec::new()));
+        }
         let mut seen = std::collections::BTreeSet::new();
         let mut keep = Vec::new();
         let mut drop_tracked = Vec::new();
@@ -308,6 +324,67 @@ impl Store {
         Ok((tree, notes))
     }
 
+    /// The last checkpoint `record_turn` wrote, from [`REMEMBERED`], when it still holds: the
+    /// latest ref (a loose file: tern never packs refs) names its commit, and the index file
+    /// is the one that commit's tree was written from (an undo's `read-tree` replaces it). None
+    /// otherwise: the caller asks git.
+    fn remembered(&self) -> Option<Remembered> {
+        if self.git.dir.join("packed-refs").exists() {
+            return None;
+        }
+        let text = std::fs::read_to_string(self.git.dir.join(REMEMBERED)).ok()?;
+        let mut f = text.split_whitespace();
+        let (commit, tree, stamp) = (f.next()?, f.next()?, f.next()?);
+        let latest = std::fs::read_to_string(self.git.dir.join("refs/tern/latest")).ok()?;
+        (latest.trim() == commit && index_stamp(&self.git.dir).as_deref() == Some(stamp)).then(
+            || Remembered {
+                commit: commit.to_string(),
+                tree: tree.to_string(),
+            },
+        )
+    }
+
+    /// Notes `commit` (of `tree`, written from the index as it is now) as the last checkpoint.
+    /// A failed write only costs the next turn the git runs it saves.
+    fn remember(&self, commit: &str, tree: &str) {
+        let path = self.git.dir.join(REMEMBERED);
+        match index_stamp(&self.git.dir) {
+            Some(stamp) => {
+                let _ =
+                    fsutil::atomic_write(&path, format!("{commit} {tree} {stamp}\n").as_bytes());
+            }
+            None => {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+
+    /// The refs under `patterns` read from their loose files (what `for-each-ref` would say,
+    /// without running it): `known` gives the latest's tree; other refs' trees are not read
+    /// (left empty). Only for [`Store::record_turn`], which needs their names.
+    fn loose_refs(&self, patterns: &[&str], known: &Remembered) -> io::Result<Vec<Ref>> {
+        let mut out = Vec::new();
+        for p in patterns {
+            let path = self.git.dir.join(p);
+            let mut files = Vec::new();
+            if p.ends_with('/') {
+                loose_files(&path, p.trim_end_matches('/'), &mut files);
+            } else if path.is_file() {
+                files.push((p.to_string(), path));
+            }
+            for (name, path) in files {
+                let commit = std::fs::read_to_string(&path)?.trim().to_string();
+                let tree = if name == "refs/tern/latest" && commit == known.commit {
+                    known.tree.clone()
+                } else {
+                    String::new()
+                };
+                out.push(Ref { name, commit, tree });
+            }
+        }
+        Ok(out)
+    }
+
     /// The refs under each of `patterns` (`for-each-ref` prefixes).
     fn refs(&self, patterns: &[&str]) -> io::Result<Vec<Ref>> {
         let mut args = vec![
@@ -377,14 +454,22 @@ impl Store {
                 size_text(MIN_FREE_BYTES)
             )));
         }
-        let (tree, skipped) = self.snapshot()?;
+        // The last checkpoint as remembered, when the refs and the index still say so: no
+        // `for-each-ref`, and no `write-tree` when nothing changed (issue 31: a turn's
+        // checkpoint was 5 to 6 git runs).
+        let known = self.remembered();
+        let (tree, skipped) = self.snapshot_since(known.as_ref().map(|k| k.tree.as_str()))?;
         notes.extend(skipped);
-        let refs = self.refs(&[
+        let wanted = [
             "refs/tern/latest",
             "refs/tern/at",
             "refs/tern/after",
             "refs/tern/redo/",
-        ])?;
+        ];
+        let refs = match &known {
+            Some(k) => self.loose_refs(&wanted, k)?,
+            None => self.refs(&wanted)?,
+        };
         let latest = refs.iter().find(|r| r.name == "refs/tern/latest");
         let (commit, new) = match latest {
             Some(l) if l.tree == tree => (l.commit.clone(), false),
@@ -398,6 +483,7 @@ impl Store {
             tx.push_str(&format!("delete {}\n", r.name));
         }
         self.update_refs(&tx)?;
+        self.remember(&commit, &tree);
         if new {
             let size = self.pack_locked()?;
             notes.extend(self.prune_locked(size)?);
@@ -1039,6 +1125,44 @@ fn sort_yours(
 }
 
 /// The ref of turn `turn` of `session`.
+/// The file in the store that remembers the last checkpoint: `<commit> <tree> <index stamp>`.
+const REMEMBERED: &str = "tern-latest";
+
+/// The last checkpoint as [`REMEMBERED`] holds it.
+struct Remembered {
+    commit: String,
+    tree: String,
+}
+
+/// The store's index file as a word: inode, size and change time in nanoseconds (git
+/// replaces the file on every write). None without an index.
+fn index_stamp(git_dir: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(git_dir.join("index")).ok()?;
+    Some(format!(
+        "{}:{}:{}.{}",
+        m.ino(),
+        m.size(),
+        m.ctime(),
+        m.ctime_nsec()
+    ))
+}
+
+/// The loose ref files below `dir` (named `prefix/…`), `.lock` files left out.
+fn loose_files(dir: &Path, prefix: &str, out: &mut Vec<(String, PathBuf)>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = format!("{prefix}/{}", e.file_name().to_string_lossy());
+        match e.file_type() {
+            Ok(t) if t.is_dir() => loose_files(&e.path(), &name, out),
+            Ok(t) if t.is_file() && !name.ends_with(".lock") => out.push((name, e.path())),
+            _ => {}
+        }
+    }
+}
+
 fn turn_ref(session: &str, turn: u32) -> String {
     format!("refs/tern/s/{session}/t{turn:06}")
 }
@@ -1192,6 +1316,50 @@ mod tests {
             .unwrap();
         assert_eq!(listed, "a.txt");
         assert!(s.entries("other").unwrap().is_empty());
+    }
+
+    /// A turn that changed nothing reuses the remembered checkpoint (no `for-each-ref`, no
+    /// `write-tree`); anything that moves the index or the latest ref (an undo, another write)
+    /// makes the next turn ask git again, and each turn's ref names the tree of its files.
+    #[test]
+    fn the_remembered_checkpoint_is_used_only_while_it_holds() {
+        let (ws, s) = store();
+        let a = ws.path().join("a.txt");
+        std::fs::write(&a, "1").unwrap();
+        assert!(s.remembered().is_none(), "nothing recorded yet");
+        s.record_turn("S1", 1).unwrap();
+        let k = s.remembered().expect("remembered after a turn");
+        assert_eq!(k.commit, s.refs(&["refs/tern/latest"]).unwrap()[0].commit);
+        // Nothing changed: the same commit under turn 2.
+        let (new, _) = s.record_turn("S1", 2).unwrap();
+        assert!(!new);
+        // A change: a new tree, and it is remembered.
+        std::fs::write(&a, "2").unwrap();
+        let (new, _) = s.record_turn("S1", 3).unwrap();
+        assert!(new);
+        let k3 = s.remembered().unwrap();
+        assert_ne!(k3.tree, k.tree);
+        // An undo replaces the index and moves the refs: not remembered any more.
+        std::fs::write(&a, "3").unwrap();
+        s.undo("S1", 1, None, true).unwrap();
+        assert_eq!(std::fs::read_to_string(&a).unwrap(), "2");
+        assert!(s.remembered().is_none());
+        s.record_turn("S1", 4).unwrap();
+        let e = s.entries("S1").unwrap();
+        let last = e.last().unwrap();
+        assert_eq!(last.turn, 4);
+        assert_eq!(
+            last.tree,
+            s.tree_now().unwrap().0,
+            "turn 4 names the files now"
+        );
+        // A forged memory (its commit is not the latest ref's) is not believed.
+        std::fs::write(
+            s.git.dir.join(REMEMBERED),
+            format!("{} {} x\n", "0".repeat(40), EMPTY_TREE),
+        )
+        .unwrap();
+        assert!(s.remembered().is_none());
     }
 
     #[test]

@@ -84,6 +84,7 @@ fn leftovers(state: &std::path::Path) -> Vec<std::path::PathBuf> {
         .chain(half_built(&state.join("sessions")))
         .chain(temps(&state.join("checkpoints")))
         .chain(temps(&state.join("checkpoints/git/info")))
+        .chain(temps(&state.join("checkpoints/git")))
         .collect();
     for e in std::fs::read_dir(state.join("sessions"))
         .into_iter()

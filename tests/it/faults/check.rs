@@ -416,6 +416,7 @@ pub fn files(state: &Path, acked: &Acked, resumed: Option<&str>) -> Vec<Violatio
         .into_iter()
         .chain(temps(&state.join("checkpoints")))
         .chain(temps(&state.join("checkpoints/git/info")))
+        .chain(temps(&state.join("checkpoints/git")))
     {
         out.push(v("temp_left", normal(&t, state)));
     }
