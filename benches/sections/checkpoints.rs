@@ -126,6 +126,58 @@ pub(super) fn bench_checkpoints() -> R<(String, String)> {
         same.push(w);
         same_cpu.push(c);
     }
+    // The remembered checkpoint (issue 31): the same turns with and without it, interleaved,
+    // in this workspace and in a small one (what a `tern exec` of §1 checkpoints). Without
+    // it a turn asks git for the refs and the tree, as the build before did.
+    let forget = |git: &Path| {
+        let _ = fs::remove_file(git.join("tern-latest"));
+    };
+    let mut memory = Vec::new();
+    {
+        let small = dir.path().join("small");
+        for i in 0..20 {
+            fs::create_dir_all(small.join("src")).map_err(|e| e.to_string())?;
+            fs::write(small.join(format!("src/f{i}.rs")), cp_file(&mut rng, i))
+                .map_err(|e| e.to_string())?;
+        }
+        let small_state = small.join(".tern");
+        fs::create_dir_all(&small_state).map_err(|e| e.to_string())?;
+        let small_store = Store::open(&small_state, &small, limits).map_err(|e| e.to_string())?;
+        let mut t = 1u32;
+        small_store
+            .record_turn(session, t)
+            .map_err(|e| e.to_string())?;
+        for (label, big, change) in [
+            ("10,000 files, nothing changed", true, false),
+            ("10,000 files, 10 changed", true, true),
+            ("20 files, nothing changed", false, false),
+            ("20 files, 1 changed", false, true),
+        ] {
+            let (st, w): (&Store, &Path) = if big { (&store, &ws) } else { (&small_store, &small) };
+            let (mut with, mut without) = (Vec::new(), Vec::new());
+            for round in 0..20 {
+                for remembered in [round % 2 == 0, round % 2 != 0] {
+                    if change {
+                        if big {
+                            cp_change(w, &mut rng)?;
+                        } else {
+                            fs::write(w.join("src/f0.rs"), cp_file(&mut rng, round))
+                                .map_err(|e| e.to_string())?;
+                        }
+                    }
+                    if !remembered {
+                        forget(&st.folder().join("git"));
+                    }
+                    let counter = if big { &mut turn } else { &mut t };
+                    *counter += 1;
+                    let n = *counter;
+                    let (_, _, c) = timed(|| st.record_turn(session, n).map_err(|e| e.to_string()))?;
+                    if remembered { with.push(c) } else { without.push(c) }
+                }
+            }
+            memory.push((label, median(&with), median(&without)));
+        }
+    }
     // Undo of 10 files: a turn changes 10, undo puts them back; redo in between so each undo
     // starts from the same kind of state.
     let (mut undo, mut undo_cpu, mut redo, mut redo_cpu) =
@@ -237,6 +289,21 @@ pub(super) fn bench_checkpoints() -> R<(String, String)> {
         &no_cmd_cpu,
         "0 ms of checkpoint",
     );
+    md.push_str(
+        "\nA turn's checkpoint remembers the last one (`tern-latest`: its commit, its tree and the \
+         index it was written from), so the next turn reads the refs from their loose files \
+         instead of running `for-each-ref`, and runs no `update-index` or `write-tree` when \
+         nothing changed. The same turns with and without that memory (the file removed before \
+         the turn: what the build before did), alternating, 20 each, CPU of tern and git:\n\n\
+         | workspace, turn | with (median) | without (median) | with / without |\n|---|---|---|---|\n",
+    );
+    for (label, with, without) in &memory {
+        let _ = writeln!(
+            md,
+            "| {label} | {with:.1} ms | {without:.1} ms | **{:.2}×** |",
+            with / without.max(0.001)
+        );
+    }
     let _ = writeln!(
         md,
         "\nStore size after {CP_TURNS} turns of {CP_CHANGED} changed files each: **{}** on disk (the first \
