@@ -118,8 +118,9 @@ impl ModelEntry {
     }
 }
 
-/// The prompt cache lifetime the Anthropic wire asks for (`cache_ttl`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// The prompt cache lifetime the Anthropic wire asks for (`cache_ttl`: `"5m"` or `"1h"`, the
+/// two Anthropic offers; any other value is an error naming the setting).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum CacheTtl {
     /// Five minutes (Anthropic's default).
     #[serde(rename = "5m")]
@@ -127,6 +128,19 @@ pub enum CacheTtl {
     /// One hour.
     #[serde(rename = "1h")]
     OneHour,
+}
+
+impl<'de> Deserialize<'de> for CacheTtl {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = serde_json::Value::deserialize(d)?;
+        match v.as_str() {
+            Some("5m") => Ok(CacheTtl::FiveMinutes),
+            Some("1h") => Ok(CacheTtl::OneHour),
+            _ => Err(serde::de::Error::custom(format!(
+                "\"cache_ttl\" is {v}: give \"5m\" or \"1h\" (the prompt cache lifetimes Anthropic offers)"
+            ))),
+        }
+    }
 }
 
 /// What the files say about money: the prices by model, the spending limit, the cache lifetime.

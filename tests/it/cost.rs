@@ -534,3 +534,35 @@ fn stats_name_why_each_request_missed_the_cache() {
         assert!(text.contains(reason), "{reason} in {text}");
     }
 }
+
+/// `cache_ttl: "1h"` asks Anthropic for the one-hour cache at every breakpoint (Anthropic,
+/// prompt caching: `cache_control: {"type": "ephemeral", "ttl": "1h"}`); without it no `ttl`
+/// is sent (the five-minute default). `cache_ttl` accepts `5m` and `1h` only.
+#[test]
+fn cache_ttl_asks_anthropic_for_the_one_hour_cache() {
+    let w = Wire::Anthropic;
+    for (ttl, want) in [(None, None), (Some("1h"), Some("1h")), (Some("5m"), None)] {
+        let ws = WireWs::new(w, vec![bash(w, "c1", "true"), text(w, "Done.")]);
+        let mut cfg = json!({});
+        if let Some(t) = ttl {
+            cfg["cache_ttl"] = json!(t);
+        }
+        config(&ws.ws.home(), cfg);
+        ws.ok(&["exec", "--approval", "auto", "go"]);
+        let bodies = ws.raw_bodies();
+        assert_eq!(bodies.len(), 2);
+        for b in &bodies {
+            let marks = b.matches("\"cache_control\"").count();
+            assert!(marks >= 2, "{b}");
+            match want {
+                Some(t) => assert_eq!(b.matches(&format!("\"ttl\":\"{t}\"")).count(), marks, "{b}"),
+                None => assert!(!b.contains("\"ttl\""), "{b}"),
+            }
+        }
+    }
+    let ws = WireWs::new(w, vec![]);
+    config(&ws.ws.home(), json!({"cache_ttl": "2h"}));
+    let out = ws.tern(&["exec", "go"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cache_ttl"), "{out:?}");
+}
