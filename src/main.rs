@@ -720,6 +720,14 @@ fn main() -> ExitCode {
     {
         return ExitCode::from(u8::try_from(tern::sandbox::jail::init::main()).unwrap_or(1));
     }
+    // One malloc arena for the whole process (glibc makes one per thread otherwise, each with
+    // pages of its own): tern's threads (HTTP, output readers, the disk watcher) allocate
+    // little and rarely at once, and the peak RSS is a cost figure (BENCHMARKS.md §1).
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets a malloc tunable; called while the process has one thread.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),

@@ -153,7 +153,11 @@ pub(super) fn bench_checkpoints() -> R<(String, String)> {
             ("20 files, nothing changed", false, false),
             ("20 files, 1 changed", false, true),
         ] {
-            let (st, w): (&Store, &Path) = if big { (&store, &ws) } else { (&small_store, &small) };
+            let (st, w): (&Store, &Path) = if big {
+                (&store, &ws)
+            } else {
+                (&small_store, &small)
+            };
             let (mut with, mut without) = (Vec::new(), Vec::new());
             for round in 0..20 {
                 for remembered in [round % 2 == 0, round % 2 != 0] {
@@ -171,12 +175,46 @@ pub(super) fn bench_checkpoints() -> R<(String, String)> {
                     let counter = if big { &mut turn } else { &mut t };
                     *counter += 1;
                     let n = *counter;
-                    let (_, _, c) = timed(|| st.record_turn(session, n).map_err(|e| e.to_string()))?;
-                    if remembered { with.push(c) } else { without.push(c) }
+                    let (_, _, c) =
+                        timed(|| st.record_turn(session, n).map_err(|e| e.to_string()))?;
+                    if remembered {
+                        with.push(c)
+                    } else {
+                        without.push(c)
+                    }
                 }
             }
             memory.push((label, median(&with), median(&without)));
         }
+        // A fresh session's first checkpoint in a new workspace (what each `tern exec` of §1
+        // pays): the store created, then its first checkpoint. Without the memory: a
+        // `tern-latest` that says nothing, so the turn asks git as the build before did.
+        let (mut with, mut without) = (Vec::new(), Vec::new());
+        for round in 0..20 {
+            for remembered in [round % 2 == 0, round % 2 != 0] {
+                let w = dir.path().join(format!("fresh-{round}-{remembered}"));
+                let st = w.join(".tern");
+                fs::create_dir_all(&st).map_err(|e| e.to_string())?;
+                let (_, _, c) = timed(|| {
+                    let store = Store::open(&st, &w, limits).map_err(|e| e.to_string())?;
+                    if !remembered {
+                        fs::write(store.folder().join("git").join("tern-latest"), "")
+                            .map_err(|e| e.to_string())?;
+                    }
+                    store.record_turn(session, 1).map_err(|e| e.to_string())
+                })?;
+                if remembered {
+                    with.push(c)
+                } else {
+                    without.push(c)
+                }
+            }
+        }
+        memory.push((
+            "a new store, empty workspace: its creation and first checkpoint",
+            median(&with),
+            median(&without),
+        ));
     }
     // Undo of 10 files: a turn changes 10, undo puts them back; redo in between so each undo
     // starts from the same kind of state.

@@ -166,6 +166,7 @@ pub(super) fn bench_baseline(baseline: &str) -> R<String> {
     // Per arm: own CPU per turn, bash child CPU per call.
     let mut own: [Vec<f64>; 3] = Default::default();
     let mut kids: [Vec<f64>; 3] = Default::default();
+    let mut hwm: [Vec<f64>; 3] = Default::default();
     for round in 0..BASELINE_PAIRS {
         // Rotate which goes first, so a drift in load favours none.
         for i in 0..arms.len() {
@@ -174,6 +175,7 @@ pub(super) fn bench_baseline(baseline: &str) -> R<String> {
             let s = true_session(program, env, requests)?;
             own[arm].push(s.m.own_ms() / requests as f64);
             kids[arm].push(s.m.children_ms() / (requests - 1) as f64);
+            hwm[arm].push(s.m.hwm_kb as f64);
             eprintln!(
                 "  round {} {name}: own {:.3} ms/turn",
                 round + 1,
@@ -202,18 +204,21 @@ pub(super) fn bench_baseline(baseline: &str) -> R<String> {
         "### Side by side with a baseline binary\n\n`{BASELINE_ENV}={baseline}`{commit}: the 200-turn \
          session above, run {BASELINE_PAIRS} times by each arm in rotation (which goes first \
          rotates too), so all see the same load.\n\n\
-         | arm | tern CPU per turn (median) | mean | / baseline (medians) | bash child CPU per call (median) |\n\
-         |---|---|---|---|---|"
+         | arm | tern CPU per turn (median) | mean | / baseline (medians) | bash child CPU per call (median) | peak RSS of tern (median VmHWM) | / baseline |\n\
+         |---|---|---|---|---|---|---|"
     );
     let base = median(&own[2]).max(f64::MIN_POSITIVE);
+    let base_hwm = median(&hwm[2]).max(1.0);
     for (i, (name, _, _)) in arms.iter().enumerate() {
         let _ = writeln!(
             md,
-            "| {name} | **{:.3} ms** | {:.3} ms | {:.2}× | {:.2} ms |",
+            "| {name} | **{:.3} ms** | {:.3} ms | {:.2}× | {:.2} ms | {:.1} MB | {:.2}× |",
             median(&own[i]),
             mean(&own[i]),
             median(&own[i]) / base,
             median(&kids[i]),
+            median(&hwm[i]) / 1024.0,
+            median(&hwm[i]) / base_hwm,
         );
     }
     md.push('\n');

@@ -332,6 +332,15 @@ impl Store {
         if self.git.dir.join("packed-refs").exists() {
             return None;
         }
+        // A store with no checkpoint yet, no ref and no index: the tree of nothing, no git
+        // asked (a fresh session's first checkpoint in a new workspace).
+        let fresh = |p: &str| !self.git.dir.join(p).exists();
+        if fresh("refs/tern") && fresh("index") && fresh(REMEMBERED) {
+            return Some(Remembered {
+                commit: String::new(),
+                tree: EMPTY_TREE.to_string(),
+            });
+        }
         let text = std::fs::read_to_string(self.git.dir.join(REMEMBERED)).ok()?;
         let mut f = text.split_whitespace();
         let (commit, tree, stamp) = (f.next()?, f.next()?, f.next()?);
@@ -1326,7 +1335,13 @@ mod tests {
         let (ws, s) = store();
         let a = ws.path().join("a.txt");
         std::fs::write(&a, "1").unwrap();
-        assert!(s.remembered().is_none(), "nothing recorded yet");
+        let fresh = s
+            .remembered()
+            .expect("a fresh store knows its tree: nothing");
+        assert_eq!(
+            (fresh.commit.as_str(), fresh.tree.as_str()),
+            ("", EMPTY_TREE)
+        );
         s.record_turn("S1", 1).unwrap();
         let k = s.remembered().expect("remembered after a turn");
         assert_eq!(k.commit, s.refs(&["refs/tern/latest"]).unwrap()[0].commit);

@@ -564,5 +564,8 @@ fn cache_ttl_asks_anthropic_for_the_one_hour_cache() {
     config(&ws.ws.home(), json!({"cache_ttl": "2h"}));
     let out = ws.tern(&["exec", "go"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cache_ttl"), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cache_ttl"),
+        "{out:?}"
+    );
 }
