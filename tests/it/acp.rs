@@ -1607,12 +1607,8 @@ fn a_damaged_session_is_listed_with_its_state() {
 #[test]
 fn a_provider_that_is_down_ends_the_turn_with_an_error_not_a_refusal() {
     let ws = Ws::new();
-    // A port nothing listens on: bound, then closed.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // Refused for the whole test: bound, never listening (see `refusing_port`).
+    let (_refusing, port) = crate::support::procs::refusing_port();
     let mut cmd = crate::support::cli::tern_clean(&ws.home());
     cmd.current_dir(ws.path())
         .env("TERN_MODEL", "m")

@@ -704,11 +704,8 @@ fn cancel_stops_a_silent_request_and_a_retry_wait() {
 
 #[test]
 fn connection_refused_is_unreachable_and_fails_after_a_short_bounded_retry() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // Refused for the whole test: bound, never listening (see `refusing_port`).
+    let (_refusing, port) = crate::support::procs::refusing_port();
     let mut p = OpenAi::new(
         HttpConfig::default(),
         &format!("http://127.0.0.1:{port}/v1"),

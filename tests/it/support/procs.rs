@@ -229,3 +229,27 @@ impl Seen {
         text.clone()
     }
 }
+
+/// A TCP port on 127.0.0.1 that refuses connections for as long as the returned socket lives:
+/// bound, never listening, so no other test's server can take the port meanwhile (a port
+/// merely bound and closed can be reused at once by a server started in parallel).
+pub fn refusing_port() -> (std::os::fd::OwnedFd, u16) {
+    use std::os::fd::FromRawFd;
+    // SAFETY: plain socket calls on a fresh descriptor owned by the returned OwnedFd.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let owned = std::os::fd::OwnedFd::from_raw_fd(fd);
+        let mut addr: libc::sockaddr_in = std::mem::zeroed();
+        addr.sin_family = libc::AF_INET as libc::sa_family_t;
+        addr.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        let rc = libc::bind(fd, (&raw const addr).cast(), len);
+        assert_eq!(rc, 0, "bind: {}", std::io::Error::last_os_error());
+        let mut got: libc::sockaddr_in = std::mem::zeroed();
+        let mut glen = len;
+        let rc = libc::getsockname(fd, (&raw mut got).cast(), &mut glen);
+        assert_eq!(rc, 0, "getsockname: {}", std::io::Error::last_os_error());
+        (owned, u16::from_be(got.sin_port))
+    }
+}
