@@ -303,7 +303,7 @@ fn a_limit_stops_a_repl_turn_and_says_how_to_go_on() {
 
 /// A sub-agent spends from its parent's limit: the parent's first request fits, the child's
 /// first fits, the child's second could pass what is left and is not sent; the child ends
-/// `budget_exhausted`, and its cost counts into the parent's (result line, `tern status`).
+/// `budget_exhausted`, and its cost counts into the parent's totals.
 #[test]
 fn a_sub_agent_spends_from_the_parents_limit() {
     let w = Wire::OpenAi;
@@ -364,7 +364,6 @@ fn a_sub_agent_spends_from_the_parents_limit() {
         (costs(&rt.session().dir), costs(&child_dir))
     };
     assert_eq!((parent.len(), child.len()), (2, 3), "{parent:?} {child:?}");
-    let mut cfg = cfg;
     cfg.max_cost = Some(parent[0] + child[0] + child[1] / 2.0);
     let h = InProc::new(w, script(), cfg);
     let mut ui = Collect::default();
