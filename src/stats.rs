@@ -92,7 +92,7 @@ pub fn total(reqs: &[RequestStats]) -> RequestStats {
         t.request_bytes = t.request_bytes.saturating_add(r.request_bytes);
         t.prefix_reuse_bytes = t.prefix_reuse_bytes.saturating_add(r.prefix_reuse_bytes);
         if let Some(c) = r.cost_usd {
-            t.cost_usd = Some(t.cost_usd.unwrap_or(0.0) + c);
+            t.cost_usd = Some(crate::cost::add_usd(t.cost_usd.unwrap_or(0.0), c));
         }
     }
     t

@@ -82,7 +82,7 @@ pub fn snapshot(session: &Session) -> Snapshot {
                 }
                 if let Event::AgentEnd { cost_usd, .. } = e.event {
                     match cost_usd {
-                        Some(c) => children_cost.0 += c,
+                        Some(c) => children_cost.0 = crate::cost::add_usd(children_cost.0, c),
                         None => children_cost.1 += 1,
                     }
                 }

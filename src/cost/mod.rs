@@ -16,6 +16,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::message::Usage;
 
+/// The highest price tern accepts, USD per million tokens: far above any model's, and low
+/// enough that no request's cost overflows what the records can hold.
+pub const MAX_PRICE: f64 = 100_000.0;
+
 /// A model's prices in USD per million tokens. In a config file `input` and `output` are
 /// required; `cached_input` and `cache_write` default to `input` (no discount assumed) and
 /// `cache_write_1h` to `cache_write`.
@@ -66,9 +70,12 @@ impl Price {
             ("cache_write_1h", self.cache_write_1h),
             ("output", self.output),
         ];
-        match all.iter().find(|(_, v)| !v.is_finite() || *v < 0.0) {
+        match all
+            .iter()
+            .find(|(_, v)| !v.is_finite() || *v < 0.0 || *v > MAX_PRICE)
+        {
             Some((name, v)) => Err(format!(
-                "price.{name} is {v}: give USD per million tokens, 0 or more"
+                "price.{name} is {v}: give USD per million tokens, from 0 to {MAX_PRICE}"
             )),
             None => Ok(()),
         }
@@ -155,12 +162,28 @@ impl PriceBook {
     }
 }
 
-/// Dollars as shown: `$0.0123` (4 decimals under $1, 2 above), or "cost unknown".
+/// Dollars as shown: `$0.0123` (4 decimals under $1, 2 above), `<$0.0001` for a positive
+/// amount that would show as zero, or "cost unknown".
 pub fn usd_text(usd: Option<f64>) -> String {
     match usd {
         None => "cost unknown".into(),
+        Some(v) if v > 0.0 && v < 0.00005 => "<$0.0001".into(),
         Some(v) if v.abs() < 1.0 => format!("${v:.4}"),
         Some(v) => format!("${v:.2}"),
+    }
+}
+
+/// The most a total may hold, USD: sums read from records stop here, so a damaged record
+/// never makes a total infinite (which JSON cannot hold: `meta.json` would not read back).
+pub const MAX_TOTAL_USD: f64 = 1e12;
+
+/// `total + amount` for amounts read from records: a negative or non-finite amount is left
+/// out, and the sum stops at [`MAX_TOTAL_USD`].
+pub fn add_usd(total: f64, amount: f64) -> f64 {
+    if amount.is_finite() && amount >= 0.0 {
+        (total + amount).min(MAX_TOTAL_USD)
+    } else {
+        total
     }
 }
 
@@ -278,6 +301,8 @@ mod tests {
         assert!(p.check().is_ok());
         let bad: Price = serde_json::from_str(r#"{"input": -1, "output": 8}"#).unwrap();
         assert!(bad.complete().check().unwrap_err().contains("price.input"));
+        let huge: Price = serde_json::from_str(r#"{"input": 1e300, "output": 8}"#).unwrap();
+        assert!(huge.complete().check().is_err(), "a cost must stay finite");
         assert!(serde_json::from_str::<Price>(r#"{"input": 1, "outptu": 2}"#).is_err());
     }
 
@@ -324,7 +349,16 @@ mod tests {
     fn dollars_are_shown_and_rounded() {
         assert_eq!(usd_text(None), "cost unknown");
         assert_eq!(usd_text(Some(0.012345)), "$0.0123");
+        assert_eq!(
+            usd_text(Some(1e-10)),
+            "<$0.0001",
+            "never a positive $0.0000"
+        );
+        assert_eq!(usd_text(Some(0.0)), "$0.0000");
         assert_eq!(usd_text(Some(12.345)), "$12.35");
         assert_eq!(usd_json(0.1234567), 0.123457);
+        assert_eq!(add_usd(1.0, f64::INFINITY), 1.0);
+        assert_eq!(add_usd(1.0, -2.0), 1.0);
+        assert_eq!(add_usd(1e308, 1e308), MAX_TOTAL_USD);
     }
 }

@@ -425,9 +425,9 @@ impl Unsaved {
     fn onto(&self, m: &mut Meta) {
         m.turns = m.turns.saturating_add(self.requests);
         m.usage.add(&self.usage);
-        m.cost_usd += self.cost_usd;
+        m.cost_usd = crate::cost::add_usd(m.cost_usd, self.cost_usd);
         m.unpriced = m.unpriced.saturating_add(self.unpriced);
-        m.children_cost_usd += self.children_cost_usd;
+        m.children_cost_usd = crate::cost::add_usd(m.children_cost_usd, self.children_cost_usd);
     }
 }
 

@@ -637,7 +637,7 @@ impl Session {
                 crate::event::Event::SessionStart { .. } => rec.started = true,
                 crate::event::Event::AgentEnd {
                     cost_usd: Some(c), ..
-                } => rec.children_cost_usd += c,
+                } => rec.children_cost_usd = crate::cost::add_usd(rec.children_cost_usd, c),
                 crate::event::Event::TurnStart { .. } => rec.last_turn = LastTurn::Open,
                 crate::event::Event::TurnEnd { status, .. } => {
                     rec.last_turn = LastTurn::Ended(status)
@@ -652,7 +652,7 @@ impl Session {
                 } => {
                     rec.requests = rec.requests.saturating_add(1);
                     match cost_usd {
-                        Some(c) => rec.cost_usd += c,
+                        Some(c) => rec.cost_usd = crate::cost::add_usd(rec.cost_usd, c),
                         None => rec.unpriced += 1,
                     }
                     rec.usage.add(&Usage {
