@@ -94,8 +94,9 @@ pub struct FileConfig {
     pub cache_ttl: Option<CacheTtl>,
 }
 
-/// One entry of `models`: a name, or a name with its price.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One entry of `models`: a name, or a name with its price. Anything else is an error that
+/// says which shapes are meant.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum ModelEntry {
     /// `"qwen"`.
@@ -107,6 +108,29 @@ pub enum ModelEntry {
         /// Its price.
         price: crate::cost::Price,
     },
+}
+
+impl<'de> Deserialize<'de> for ModelEntry {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Priced {
+            name: String,
+            price: crate::cost::Price,
+        }
+        let v = serde_json::Value::deserialize(d)?;
+        if let Some(name) = v.as_str() {
+            return Ok(ModelEntry::Name(name.to_string()));
+        }
+        let shape = "a \"models\" entry is a name (\"qwen\") or {\"name\": \"qwen-big\", \"price\": {\"input\": 0.2, \"output\": 0.6}}";
+        match serde_json::from_value::<Priced>(v) {
+            Ok(p) => Ok(ModelEntry::Priced {
+                name: p.name,
+                price: p.price,
+            }),
+            Err(e) => Err(serde::de::Error::custom(format!("{shape}: {e}"))),
+        }
+    }
 }
 
 impl ModelEntry {
@@ -159,9 +183,16 @@ pub struct Costs {
 pub fn costs(loaded: &Loaded) -> Result<Costs, String> {
     let c = &loaded.merged;
     let at = |field: &str| file_of(loaded, field);
+    // Errors are shown after "config: ": the file alone.
+    let file = |field: &str| {
+        loaded
+            .from
+            .get(field)
+            .map_or_else(|| "the config".into(), |p| p.display().to_string())
+    };
     let priced = |p: crate::cost::Price, field: &str| -> Result<crate::cost::Priced, String> {
         let p = p.complete();
-        p.check().map_err(|e| format!("{}: {e}", at(field)))?;
+        p.check().map_err(|e| format!("{}: {e}", file(field)))?;
         Ok(crate::cost::Priced {
             price: p,
             source: format!("\"{field}\" in {}", at(field)),
@@ -183,7 +214,7 @@ pub fn costs(loaded: &Loaded) -> Result<Costs, String> {
     {
         return Err(format!(
             "{}: \"max_cost\" is {m}: give a number of US dollars above 0",
-            at("max_cost")
+            file("max_cost")
         ));
     }
     Ok(Costs {

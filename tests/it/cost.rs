@@ -568,3 +568,39 @@ fn cache_ttl_asks_anthropic_for_the_one_hour_cache() {
         "{out:?}"
     );
 }
+
+/// Bad money settings are refused at start (exit 2) with a line that names the file and the
+/// setting and says what is meant; nothing is sent.
+#[test]
+fn bad_money_settings_name_the_setting() {
+    let w = Wire::OpenAi;
+    for (cfg, says) in [
+        (json!({"max_cost": -1}), "\"max_cost\" is -1"),
+        (
+            json!({"price": {"input": -1, "output": 1}}),
+            "price.input is -1",
+        ),
+        (
+            json!({"price": {"input": 1e300, "output": 1}}),
+            "price.input",
+        ),
+        (
+            json!({"models": [{"name": "x"}]}),
+            "a \"models\" entry is a name",
+        ),
+        (json!({"models": [3]}), "a \"models\" entry is a name"),
+        (json!({"cache_ttl": "2h"}), "\"cache_ttl\" is \"2h\""),
+    ] {
+        let ws = WireWs::new(w, vec![]);
+        config(&ws.ws.home(), cfg.clone());
+        let out = ws.tern(&["exec", "go"]);
+        assert_eq!(out.status.code(), Some(2), "{cfg}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(says) && err.contains("config.json"),
+            "{cfg}: {err}"
+        );
+        assert!(!err.contains("config: config"), "{err}");
+        assert!(ws.fake.requests().is_empty());
+    }
+}
