@@ -148,8 +148,7 @@ pub fn status(l: &Launcher, t: &Target, height: Option<usize>) -> i32 {
     if t.json {
         let mut v = crate::status::to_json(&s);
         // Where the session's model's price comes from (the config, the built-in table, none).
-        let model = s.read_meta().map(|m| m.model).unwrap_or_default();
-        let price = l.config.prices.lookup(&model);
+        let (_, price) = crate::status::price_of(&l.config.prices, &s);
         v["cost"]["price_source"] = serde_json::json!(price.as_ref().map(|p| &p.source));
         crate::output::print_json_line(&v);
     } else {

@@ -174,11 +174,21 @@ fn instructions_line(files: &[(String, Option<bool>)]) -> Option<String> {
     Some(format!("Instructions: {} ({why})", names.join(", ")))
 }
 
+/// `session`'s model (from `meta.json`) and its price, if tern knows one.
+pub fn price_of(
+    prices: &crate::cost::PriceBook,
+    session: &Session,
+) -> (String, Option<crate::cost::Priced>) {
+    let model = session.read_meta().map(|m| m.model).unwrap_or_default();
+    let price = prices.lookup(&model);
+    (model, price)
+}
+
 /// Where the price of `session`'s model comes from, as `tern status` and `/status` end: the
 /// person's config, the built-in table (its source and date), or none.
 pub fn price_line(prices: &crate::cost::PriceBook, session: &Session) -> String {
-    let model = session.read_meta().map(|m| m.model).unwrap_or_default();
-    match prices.lookup(&model) {
+    let (model, price) = price_of(prices, session);
+    match price {
         None => format!(
             "price of {model}: unknown: set \"price\" (USD per million tokens) in ~/.config/tern/config.json to see costs"
         ),
