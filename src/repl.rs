@@ -621,7 +621,7 @@ impl Repl<'_> {
             crate::errln!(
                 "(the pause of {} min outlived the provider's prompt cache: this turn's first request is billed in full{})",
                 idle.as_secs() / 60,
-                if rt.provider_wire() == crate::provider::Wire::Anthropic {
+                if rt.provider_name() == crate::provider::Wire::Anthropic {
                     "; cache_ttl \"1h\" in the config keeps it an hour"
                 } else {
                     ""

@@ -44,7 +44,7 @@ impl Spend {
 }
 
 /// What one request cost and why it missed the cache, for its `usage` event.
-pub(super) struct Priced1 {
+pub(super) struct Billed {
     pub(super) cost_usd: Option<f64>,
     pub(super) miss: Option<Miss>,
     /// Said once when the provider keeps missing.
@@ -63,11 +63,6 @@ impl Runtime {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
         (now + self.spend.skew).as_millis() as u64
-    }
-
-    /// The wire this runtime's provider speaks.
-    pub fn provider_wire(&self) -> Wire {
-        self.provider.name()
     }
 
     /// The run's spending limit as it stands: (spent, limit) in USD; None without a limit.
@@ -175,7 +170,7 @@ impl Runtime {
 
     /// Prices a request that reached the server and explains a cache miss; counts the spend
     /// against the limit and into the totals, and remembers the request for the next one.
-    pub(super) fn price_request(&mut self, u: &Usage, request_bytes: u64, reuse: u64) -> Priced1 {
+    pub(super) fn price_request(&mut self, u: &Usage, request_bytes: u64, reuse: u64) -> Billed {
         let cost = self.price().map(|p| p.price.cost(u, self.cfg.long_cache));
         match cost {
             Some(c) => {
@@ -222,7 +217,7 @@ impl Runtime {
                 None
             }
         };
-        Priced1 {
+        Billed {
             cost_usd: cost,
             miss: found,
             warning,
