@@ -526,7 +526,7 @@ impl Runtime {
                 unsaved: Unsaved::default(),
             },
             seen: Seen::default(),
-            spend: spend::Spend::new(parts.lineage.budget.clone()),
+            spend: spend::Spend::default(),
             lineage: parts.lineage,
         }
     }

@@ -2,12 +2,11 @@
 //! request a spending limit would not allow is not sent, and a request billed in full beyond
 //! its new messages is explained ([`crate::cost::miss`]). The runtime holds one [`Spend`].
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Failure, Runtime};
+use crate::cost::Priced;
 use crate::cost::miss::{self, CacheRules, Cause, Miss, Reason};
-use crate::cost::{Budget, Priced};
 use crate::message::Usage;
 use crate::provider::Wire;
 
@@ -15,11 +14,10 @@ use crate::provider::Wire;
 /// cache markers misses every time; one miss is the provider's own business).
 const MISSED_IN_A_ROW: u32 = 3;
 
-/// The runtime's cost state.
+/// The runtime's cost state (the run's spending limit is the lineage's: shared with every
+/// sub-agent, who spend from it).
 #[derive(Debug, Default)]
 pub(crate) struct Spend {
-    /// The run's spending limit, shared with its sub-agents (they spend from it).
-    pub(crate) budget: Option<Arc<Budget>>,
     /// The request before the next one (this session's, or a fork's parent's).
     prev: Option<miss::Previous>,
     /// A change tern made to the prefix since that request, and its first changed byte.
@@ -31,16 +29,6 @@ pub(crate) struct Spend {
     skew: Duration,
     /// `provider_missed` in a row, and whether the person was told.
     missed: (u32, bool),
-}
-
-impl Spend {
-    /// A runtime's cost state, spending from `budget` (the run's limit, if any).
-    pub(crate) fn new(budget: Option<Arc<Budget>>) -> Spend {
-        Spend {
-            budget,
-            ..Spend::default()
-        }
-    }
 }
 
 /// What one request cost and why it missed the cache, for its `usage` event.
@@ -67,7 +55,7 @@ impl Runtime {
 
     /// The run's spending limit as it stands: (spent, limit) in USD; None without a limit.
     pub fn budget_state(&self) -> Option<(f64, f64)> {
-        self.spend.budget.as_ref().map(|b| (b.spent(), b.limit()))
+        self.lineage.budget.as_ref().map(|b| (b.spent(), b.limit()))
     }
 
     /// Moves this runtime's clock forward by `by` for the cache rules (a test of an idle pause
@@ -128,7 +116,7 @@ impl Runtime {
     /// price, the whole output cap at the output price) would pass the run's spending limit.
     /// Errors: [`Failure::Budget`] saying what was spent and what the request could cost.
     pub(super) fn within_budget(&self, body: &[u8]) -> Result<(), Failure> {
-        let Some(budget) = &self.spend.budget else {
+        let Some(budget) = &self.lineage.budget else {
             return Ok(());
         };
         let (body_bytes, reuse) = (
@@ -171,11 +159,12 @@ impl Runtime {
     /// Prices a request that reached the server and explains a cache miss; counts the spend
     /// against the limit and into the totals, and remembers the request for the next one.
     pub(super) fn price_request(&mut self, u: &Usage, request_bytes: u64, reuse: u64) -> Billed {
-        let cost = self.price().map(|p| p.price.cost(u, self.cfg.long_cache));
+        let price = self.price();
+        let cost = price.as_ref().map(|p| p.price.cost(u, self.cfg.long_cache));
         match cost {
             Some(c) => {
                 self.meter.totals.cost_usd += c;
-                if let Some(b) = &self.spend.budget {
+                if let Some(b) = &self.lineage.budget {
                     b.spend(c);
                 }
             }
@@ -193,7 +182,7 @@ impl Runtime {
             cached_tokens: u.cached_tokens,
         };
         let mut found = miss::diagnose(self.spend.prev.as_ref(), &sent, self.cache_rules());
-        if let (Some(m), Some(p)) = (found.as_mut(), self.price()) {
+        if let (Some(m), Some(p)) = (found.as_mut(), price) {
             m.cost_usd = Some(crate::cost::usd_json(m.tokens as f64 * p.price.input / 1e6));
         }
         self.spend.prev = Some(miss::Previous {
