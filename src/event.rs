@@ -73,6 +73,9 @@ pub enum BoundaryKind {
     ToolsOff,
     /// A resumed session runs with another sandbox: the system prompt's sandbox line changed.
     SandboxSwitch,
+    /// A resumed session reaches another set of MCP servers: the system prompt's MCP line
+    /// changed.
+    McpServers,
 }
 
 /// How a run (a turn, a `tern exec`, a sub-agent) ended: the one vocabulary of `turn_end`,
@@ -559,6 +562,21 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         message: Option<String>,
     },
+    /// A command's `tern mcp call` ran through the session's tern (after its hooks).
+    McpCall {
+        /// The server.
+        server: String,
+        /// The tool.
+        tool: String,
+        /// How `tern mcp call` exited: 0 done, 1 the tool answered an error or a hook blocked
+        /// the call, 2 an unknown tool or a protocol failure.
+        exit_code: i32,
+        /// Its wall time in milliseconds.
+        duration_ms: u64,
+        /// Why it failed, cut to 2,000 characters.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
     /// The last event of `tern exec`, also on failure and Ctrl-C.
     Result(ResultFields),
 }
@@ -675,6 +693,7 @@ impl Event {
         "error",
         "turn_end",
         "hook",
+        "mcp_call",
         "result",
     ];
 
@@ -703,6 +722,7 @@ impl Event {
             Event::Error { .. } => "error",
             Event::TurnEnd { .. } => "turn_end",
             Event::Hook { .. } => "hook",
+            Event::McpCall { .. } => "mcp_call",
             Event::Result(_) => "result",
         }
     }
@@ -876,6 +896,13 @@ impl Event {
                 duration_ms: 4,
                 decision: HookDecision::Block,
                 message: Some(s("no rm")),
+            },
+            Event::McpCall {
+                server: s("github"),
+                tool: s("list_issues"),
+                exit_code: 2,
+                duration_ms: 31,
+                error: Some(s("MCP server github: tools/call: no answer in 120 s")),
             },
             Event::Result(ResultFields {
                 status: Ending::Completed,

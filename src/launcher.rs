@@ -144,6 +144,8 @@ pub struct Launcher {
     /// The run's spending limit (`--max-cost`), shared by every runtime this launcher opens
     /// (a REPL's sessions, sub-agents).
     budget: Option<Arc<crate::cost::Budget>>,
+    /// The MCP servers an editor passed (ACP `mcpServers`).
+    pub mcp_editor: Vec<crate::mcp::Server>,
 }
 
 impl Launcher {
@@ -168,6 +170,7 @@ impl Launcher {
             groups: process.groups.clone(),
             mark_current: true,
             source: Source::Route,
+            mcp_editor: Vec::new(),
         }
     }
 
@@ -381,8 +384,12 @@ impl Launcher {
     fn create(&self, title: &str, ui: &mut dyn Surface) -> Result<Runtime, Failure> {
         let parts = self.parts(None)?;
         let hooks = self.load_hooks()?;
+        let servers = self.mcp_servers();
         let (mode, no_network) = (parts.cfg.sandbox, parts.cfg.no_network);
-        let system = system::base_from(&self.lookup(), &system::sandbox_lines(mode, no_network));
+        let system = system::base_from(
+            &self.lookup(),
+            &system::sandbox_lines(mode, no_network, &servers.names()),
+        );
         let meta = Meta {
             sandbox: Some(crate::sandbox::probe(
                 mode,
@@ -407,6 +414,7 @@ impl Launcher {
         }
         let mut rt = Runtime::assemble(session, parts, system, Vec::new());
         rt.set_hooks(hooks.0, hooks.1);
+        self.set_mcp(&mut rt, servers);
         rt.begin(ui, false, None)?;
         Ok(rt)
     }
@@ -536,7 +544,12 @@ impl Launcher {
         if let Some(repair) = session.repair_events()? {
             notes.push(repair.note());
         }
-        let lines = system::sandbox_lines(self.config.sandbox, self.config.no_network);
+        let servers = self.mcp_servers();
+        let lines = system::sandbox_lines(
+            self.config.sandbox,
+            self.config.no_network,
+            &servers.names(),
+        );
         notes.extend(crate::runtime::plan::reconcile(
             &session,
             &self.state.workspace,
@@ -546,6 +559,7 @@ impl Launcher {
         let parts = self.parts(route)?;
         let mut rt = Runtime::assemble(session, parts, system, Vec::new());
         rt.set_hooks(hooks.0, hooks.1);
+        self.set_mcp(&mut rt, servers);
         rt.begin(ui, true, Some((&before, was_interrupted)))?;
         for n in notes {
             rt.emit(ui, Event::warning(n));
@@ -650,6 +664,7 @@ impl Launcher {
         } = new;
         let mut rt = Runtime::assemble(session, parts, system, history);
         rt.set_hooks(hooks.0, hooks.1);
+        self.set_mcp(&mut rt, self.mcp_servers());
         rt.begin(ui, false, None)?;
         // A fork repeats its parent's prefix: the parent's last request is its cache's source.
         if fork {
@@ -663,6 +678,32 @@ impl Launcher {
     /// The hooks files of this workspace (the person's, the project's, the trust record).
     pub fn hook_files(&self) -> crate::hooks::Files {
         crate::hooks::Files::new(&self.state.root, &self.state.workspace, &self.env)
+    }
+
+    /// The MCP servers of this workspace: the person's, the trusted project's, the editor's.
+    pub fn mcp_servers(&self) -> crate::mcp::Servers {
+        crate::mcp::Files::new(&self.state.workspace, &self.env)
+            .load(&crate::mcp::config::process_vars(), &self.mcp_editor)
+    }
+
+    /// A hub over [`Launcher::mcp_servers`] for `tern mcp` outside a session (servers started
+    /// here, stopped when it is closed).
+    pub fn mcp_hub(&self, saves: Option<PathBuf>) -> crate::mcp::Hub {
+        let vars = crate::mcp::config::process_vars();
+        let servers =
+            crate::mcp::Files::new(&self.state.workspace, &self.env).load(&vars, &self.mcp_editor);
+        let mut opts = crate::mcp::Options::new(self.state.workspace.clone(), &vars);
+        opts.groups = Some(self.groups.clone());
+        crate::mcp::Hub::new(servers, opts, saves)
+    }
+
+    /// Gives `rt`'s commands the MCP `servers`.
+    fn set_mcp(&self, rt: &mut Runtime, servers: crate::mcp::Servers) {
+        let vars = crate::mcp::config::process_vars();
+        rt.set_mcp(
+            servers,
+            crate::mcp::Options::new(self.state.workspace.clone(), &vars),
+        );
     }
 
     /// Checks the hooks files (loaded as a session start loads them) so a surface can refuse to start

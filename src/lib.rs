@@ -49,6 +49,7 @@ macro_rules! errln {
     }};
 }
 
+pub mod mcp;
 pub mod message;
 pub mod op_id;
 pub mod ops;

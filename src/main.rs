@@ -385,6 +385,15 @@ enum Cmd {
         #[command(subcommand)]
         cmd: SandboxCmd,
     },
+    /// MCP servers' tools from the shell (~/.config/tern/mcp.json, .mcp.json): list, schema,
+    /// call, trust. Inside a session's command it asks the session's tern, which runs the
+    /// servers outside the jail.
+    Mcp {
+        #[command(subcommand)]
+        cmd: McpCmd,
+        #[command(flatten)]
+        state: StateArgs,
+    },
     /// The hooks that run here (~/.config/tern/hooks.json, .tern/hooks.json) and their trust.
     Hooks {
         #[command(subcommand)]
@@ -487,6 +496,39 @@ enum HooksCmd {
         #[command(flatten)]
         state: StateArgs,
     },
+}
+
+#[derive(Subcommand)]
+enum McpCmd {
+    /// The servers and their tools, one line each (exit 2 when a server cannot be listed).
+    List {
+        /// Only this server.
+        server: Option<String>,
+    },
+    /// A tool's input schema, as JSON.
+    Schema {
+        /// The server.
+        server: String,
+        /// The tool.
+        tool: String,
+    },
+    /// Calls a tool and prints its text; other parts (images, audio, files) are saved and their
+    /// paths printed. Exit 0 done, 1 the tool answered an error, 2 bad usage, an unknown server
+    /// or tool, or a protocol failure.
+    Call {
+        /// The server.
+        server: String,
+        /// The tool.
+        tool: String,
+        /// The arguments: a JSON object, or - to read it from stdin (default {}).
+        args: Option<String>,
+        /// Print the whole result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Trust the project's .mcp.json as it is now (by its SHA-256, with the workspace files its
+    /// servers run): its servers start from then on; any change needs trust again.
+    Trust,
 }
 
 #[derive(Subcommand)]
@@ -732,6 +774,18 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
+    // `tern mcp` in a session's command: the session's tern answers; nothing of this process's
+    // configuration is read (inside the jail tern's config folder is hidden).
+    if let Some(Cmd::Mcp { cmd, .. }) = &cli.cmd
+        && !matches!(cmd, McpCmd::Trust)
+        && std::env::var_os(tern::mcp::channel::ENV).is_some()
+    {
+        let code = match mcp_verb(cmd) {
+            Ok(verb) => mcp_ask(&verb),
+            Err(code) => code,
+        };
+        return ExitCode::from(u8::try_from(code).unwrap_or(2));
+    }
     // Still one thread: read what tern needs from the environment, then take the keys out of
     // it before anything else runs (no command the model runs may find them).
     let env = Env::capture();
@@ -788,6 +842,7 @@ fn main() -> ExitCode {
             | Cmd::Steer { .. }
             | Cmd::Fleet { .. }
             | Cmd::Hooks { .. }
+            | Cmd::Mcp { .. }
             | Cmd::Undo { .. }
             | Cmd::Redo { .. }
             | Cmd::Checkpoints { .. }
@@ -938,6 +993,7 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
         }
         Cmd::Ops { json } => tern::cli::ops(json),
         Cmd::Hooks { cmd, json, state } => hooks(ctx, cmd, json, state),
+        Cmd::Mcp { cmd, state } => mcp(ctx, cmd, state),
         Cmd::Undo { n, force, target } => {
             let arg = [n.map(|n| n.to_string()), force.then(|| "--force".into())]
                 .into_iter()
@@ -1170,6 +1226,133 @@ fn hooks(ctx: &Ctx, cmd: Option<HooksCmd>, json: bool, state: StateArgs) -> i32 
             })),
         }
     })
+}
+
+/// `tern mcp` outside a session's command: straight to the servers of this workspace (a
+/// command of a session asks its tern first, in `main`).
+fn mcp(ctx: &Ctx, cmd: McpCmd, state: StateArgs) -> i32 {
+    if let McpCmd::Trust = cmd {
+        return with_launcher(ctx, &state, |l| {
+            let files = tern::mcp::Files::new(&l.state.workspace, &ctx.env);
+            match tern::mcp::config::trust(&files, &tern::mcp::config::process_vars()) {
+                Ok(receipt) => {
+                    tern::outln!("{receipt}");
+                    0
+                }
+                Err(e) => report(Err(Fail {
+                    message: e,
+                    code: 1,
+                })),
+            }
+        });
+    }
+    let verb = match mcp_verb(&cmd) {
+        Ok(v) => v,
+        Err(code) => return code,
+    };
+    let l = match ctx.verb_launcher(&state) {
+        Ok(l) => l,
+        Err(f) => return report(Err(f)),
+    };
+    let hub = l.mcp_hub(None);
+    let reply = hub.run(&verb);
+    hub.close();
+    mcp_print(&reply)
+}
+
+/// The verb of `cmd` (not `trust`). Errors: the exit code after a one-line reason (bad
+/// arguments: 2).
+fn mcp_verb(cmd: &McpCmd) -> Result<tern::mcp::Verb, i32> {
+    use tern::mcp::Verb;
+    Ok(match cmd {
+        McpCmd::Trust => return Err(2),
+        McpCmd::List { server } => Verb::List {
+            server: server.clone(),
+        },
+        McpCmd::Schema { server, tool } => Verb::Schema {
+            server: server.clone(),
+            tool: tool.clone(),
+        },
+        McpCmd::Call {
+            server,
+            tool,
+            args,
+            json,
+        } => {
+            let text = match args.as_deref() {
+                None => "{}".to_string(),
+                Some("-") => {
+                    let mut buf = Vec::new();
+                    let limit = tern::mcp::channel::MAX_ARGUMENT_BYTES as u64;
+                    if let Err(e) = std::io::Read::read_to_end(
+                        &mut std::io::Read::take(std::io::stdin(), limit + 1),
+                        &mut buf,
+                    ) {
+                        tern::errln!("tern: could not read the arguments from stdin: {e}");
+                        return Err(2);
+                    }
+                    if buf.len() as u64 > limit {
+                        tern::errln!("tern: the arguments are larger than {limit} bytes");
+                        return Err(2);
+                    }
+                    String::from_utf8_lossy(&buf).into_owned()
+                }
+                Some(a) => a.to_string(),
+            };
+            let arguments = match serde_json::from_str::<serde_json::Value>(&text) {
+                Ok(v) if v.is_object() => v,
+                Ok(_) => {
+                    tern::errln!(
+                        "tern: the arguments must be a JSON object, like '{{\"repo\": \"x\"}}'"
+                    );
+                    return Err(2);
+                }
+                Err(e) => {
+                    tern::errln!("tern: the arguments are not JSON: {e}");
+                    return Err(2);
+                }
+            };
+            Verb::Call {
+                server: server.clone(),
+                tool: tool.clone(),
+                arguments,
+                json: *json,
+            }
+        }
+    })
+}
+
+/// Asks the session's tern through the channel this command inherited.
+fn mcp_ask(verb: &tern::mcp::Verb) -> i32 {
+    use tern::mcp::channel;
+    let value = std::env::var(channel::ENV).ok();
+    let Some(fd) = channel::inherited(value.as_deref()) else {
+        tern::errln!(
+            "tern: {} is set but descriptor {} is not the session's channel here (a program closed it?): run tern mcp straight from the command",
+            channel::ENV,
+            channel::FD
+        );
+        return 2;
+    };
+    match channel::ask(fd, verb) {
+        Ok(r) => mcp_print(&r),
+        Err(e) => {
+            tern::errln!("tern: could not ask the session's tern: {e}");
+            2
+        }
+    }
+}
+
+/// Prints a verb's reply; its exit code.
+fn mcp_print(reply: &tern::mcp::Reply) -> i32 {
+    use std::io::Write as _;
+    {
+        let mut o = std::io::stdout().lock();
+        let _ = o.write_all(reply.stdout.as_bytes());
+        let _ = o.flush();
+    }
+    let _ = std::io::stderr().lock().write_all(reply.stderr.as_bytes());
+    reply.exit
 }
 
 #[cfg(test)]

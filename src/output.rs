@@ -367,6 +367,16 @@ pub fn describe(env: &Envelope) -> Option<String> {
         ),
         Event::Steer { text, .. } => format!("steered in: {}", crate::render::safe(text.trim())),
         Event::Hook { .. } => return crate::hooks::run_line(&env.event),
+        Event::McpCall {
+            server,
+            tool,
+            exit_code,
+            duration_ms,
+            error,
+        } => match error {
+            Some(e) => format!("mcp {server} {tool}: exit {exit_code} after {duration_ms} ms: {e}"),
+            None => format!("mcp {server} {tool}: exit {exit_code} after {duration_ms} ms"),
+        },
         Event::SessionStart {
             untrusted_hooks: Some(path),
             ..
@@ -440,6 +450,7 @@ fn boundary_name(kind: BoundaryKind) -> &'static str {
         BoundaryKind::ModelSwitch => "model_switch",
         BoundaryKind::ToolsOff => "tools_off",
         BoundaryKind::SandboxSwitch => "sandbox_switch",
+        BoundaryKind::McpServers => "mcp_servers",
     }
 }
 

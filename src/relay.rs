@@ -119,7 +119,11 @@ pub fn start(launcher: &Launcher, from: &Session) -> Result<Session, String> {
         None => system::with_plan(
             &system::base_from(
                 &launcher.lookup(),
-                &system::sandbox_lines(launcher.config.sandbox, launcher.config.no_network),
+                &system::sandbox_lines(
+                    launcher.config.sandbox,
+                    launcher.config.no_network,
+                    &launcher.mcp_servers().names(),
+                ),
             ),
             plan.locked.as_deref(),
         ),

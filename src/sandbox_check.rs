@@ -702,6 +702,7 @@ impl Ctx<'_> {
             groups: &groups,
             sandbox: Some(&prepared),
             jail,
+            mcp: None,
         };
         let out = match bash::run(&req, &cancel) {
             Ok(o) => o,

@@ -25,6 +25,7 @@ pub(super) fn drain_child(args: &[String]) -> R<()> {
         groups: &groups,
         sandbox: None,
         jail: None,
+        mcp: None,
     };
     let t = Instant::now();
     let out = tern::tools::bash::run(&req, &cancel)?;
@@ -84,6 +85,7 @@ pub(super) fn overhead_child(args: &[String]) -> R<()> {
         groups: &groups,
         sandbox: None,
         jail: None,
+        mcp: None,
     };
     let (mut tool, mut plain) = (Vec::new(), Vec::new());
     for _ in 0..OVERHEAD_CALLS {

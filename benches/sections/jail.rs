@@ -137,6 +137,7 @@ fn calls_and_start() -> R<String> {
             groups: &groups,
             sandbox: sb,
             jail: j,
+            mcp: None,
         };
         let out = tern::tools::bash::run(&req, &cancel)?;
         if out.exit_code != Some(0) {

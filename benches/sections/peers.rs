@@ -230,7 +230,7 @@ pub(super) fn fixed_prefix_table() -> String {
     let sys = d.as_ref().map_or(0, |d| {
         tern::runtime::system::base(
             d.path(),
-            &tern::runtime::system::sandbox_lines(tern::policy::Mode::default(), false),
+            &tern::runtime::system::sandbox_lines(tern::policy::Mode::default(), false, &[]),
         )
         .len()
     });

@@ -62,6 +62,7 @@ pub(super) fn sandbox_child(args: &[String]) -> R<()> {
             groups: &groups,
             sandbox: sb,
             jail: None,
+            mcp: None,
         };
         let out = tern::tools::bash::run(&req, &cancel)?;
         if out.exit_code != Some(0) {

@@ -221,7 +221,7 @@ impl Surface for AcpSurface<'_> {
                 // Logs go to stderr; the client sees the event through `_tern/events`.
                 crate::errln!("tern acp: {}", crate::hooks::untrusted_line(path));
             }
-            Event::Hook { .. } => {
+            Event::Hook { .. } | Event::McpCall { .. } => {
                 if let Some(line) = crate::output::describe(env) {
                     self.send(SessionUpdate::AgentThoughtChunk {
                         content: TextBlock::new(format!("{line}\n")),

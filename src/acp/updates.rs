@@ -180,6 +180,7 @@ impl Mapper {
             | Event::Error { .. }
             | Event::TurnEnd { .. }
             | Event::Hook { .. }
+            | Event::McpCall { .. }
             | Event::Result(_) => Vec::new(),
         }
     }

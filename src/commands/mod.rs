@@ -138,6 +138,25 @@ pub struct Commands {
     protected: Vec<PathBuf>,
     /// The disk floor's watcher.
     disk: disk::DiskWatch,
+    /// The session's MCP servers and the channel commands reach them through (opened at the
+    /// first command).
+    mcp: Mcp,
+}
+
+/// The MCP servers commands reach (see `crate::mcp::channel`).
+#[derive(Default)]
+struct Mcp {
+    hub: Option<Arc<crate::mcp::Hub>>,
+    channel: Option<crate::mcp::channel::Channel>,
+}
+
+impl fmt::Debug for Mcp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Mcp")
+            .field("servers", &self.hub.as_ref().map(|h| h.servers().names()))
+            .field("open", &self.channel.is_some())
+            .finish()
+    }
 }
 
 impl Commands {
@@ -159,7 +178,41 @@ impl Commands {
             shadows: None,
             protected: Vec::new(),
             disk: disk::DiskWatch::default(),
+            mcp: Mcp::default(),
         }
+    }
+
+    /// Gives this runtime's commands the MCP servers of `hub` (through a channel opened at the
+    /// first command).
+    pub fn set_mcp(&mut self, hub: Arc<crate::mcp::Hub>) {
+        self.mcp = Mcp {
+            hub: Some(hub),
+            channel: None,
+        };
+    }
+
+    /// The names of the MCP servers commands reach.
+    pub fn mcp_names(&self) -> Vec<String> {
+        self.mcp
+            .hub
+            .as_ref()
+            .map(|h| h.servers().names())
+            .unwrap_or_default()
+    }
+
+    /// The registry commands' (and hooks') process groups go in, shared.
+    pub fn groups_arc(&self) -> Arc<ProcessGroups> {
+        self.groups.clone()
+    }
+
+    /// The channel commands get, opened now if servers are configured (None: none, or it could
+    /// not be opened; then `tern mcp` in a command says the channel is missing).
+    fn mcp_channel(&mut self) -> Option<std::os::fd::RawFd> {
+        let hub = self.mcp.hub.as_ref()?;
+        if self.mcp.channel.is_none() {
+            self.mcp.channel = crate::mcp::channel::Channel::open(hub.clone()).ok();
+        }
+        self.mcp.channel.as_ref().map(|c| c.fd())
     }
 
     /// Where commands run.
@@ -193,11 +246,26 @@ impl Commands {
         let session = site.session;
         // The paths as they are, bytes and all: a workspace whose path is not UTF-8 must still
         // give the command a $PLAN_DRAFT_FILE it can write.
-        let env = [
+        let mcp = self.mcp_channel();
+        let mut env: Vec<(&str, std::ffi::OsString)> = vec![
             ("PLAN_DRAFT_FILE", session.path(files::DRAFT).into()),
             ("PLAN_FILE", session.path(files::PLAN).into()),
             ("TERN_SESSION_DIR", session.dir.clone().into()),
         ];
+        if mcp.is_some() {
+            env.push((
+                crate::mcp::channel::ENV,
+                crate::mcp::channel::FD.to_string().into(),
+            ));
+            let exe = self
+                .rules
+                .jail_exe
+                .clone()
+                .or_else(|| std::env::current_exe().ok());
+            if let Some(path) = crate::mcp::channel::path_with_tern(exe.as_deref()) {
+                env.push(("PATH", path));
+            }
+        }
         let spill = session.path(files::SPILL);
         // Full outputs go to spill/: never through a link planted in its place.
         if let Err(e) = crate::store::fsutil::ensure_dir(&spill) {
@@ -236,6 +304,7 @@ impl Commands {
             groups: &self.groups,
             sandbox: Some(&prepared),
             jail: jail.as_deref(),
+            mcp,
         };
         let watched = self.watched_folders();
         self.ran = true;
@@ -373,6 +442,7 @@ impl Commands {
             groups: &self.groups,
             sandbox: Some(&prepared),
             jail: Some(&jail),
+            mcp: None,
         };
         self.ran = true;
         let split = bash::run_split(
@@ -412,7 +482,11 @@ impl Commands {
     /// Shows `files` read-only to commands from the next jail on (the workspace files the
     /// person's hooks run).
     pub fn protect(&mut self, files: Vec<PathBuf>) {
-        self.protected = files;
+        for f in files {
+            if !self.protected.contains(&f) {
+                self.protected.push(f);
+            }
+        }
     }
 
     /// The guard between commands (before each model request): what a process an earlier
@@ -444,6 +518,11 @@ impl Commands {
     /// left running (found by `TERN_SESSION_DIR`) is killed, unless another process holds the
     /// session (those are its commands). `holds` says whether this runtime holds the lease.
     pub fn end(&mut self, session: &Session, holds: bool) {
+        // The channel's thread stops and the servers the session started go with it.
+        self.mcp.channel = None;
+        if let Some(h) = self.mcp.hub.take() {
+            h.close();
+        }
         if let JailSlot::Running(j) = std::mem::take(&mut self.jail) {
             // The last word of git's data files, then the jail (and all it left running) goes,
             // then its shadows.

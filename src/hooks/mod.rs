@@ -169,7 +169,7 @@ impl Handler {
 }
 
 /// SHA-256 of a file's bytes (None when it cannot be read as a plain file).
-fn file_sha(path: &Path) -> Option<String> {
+pub fn file_sha(path: &Path) -> Option<String> {
     crate::store::fsutil::read_regular(path, MAX_FILE_BYTES * 16)
         .ok()
         .flatten()

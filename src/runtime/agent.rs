@@ -475,7 +475,10 @@ impl Runtime {
             return (self.prefix.system.clone(), h);
         }
         let base = system::strip_plan(&self.prefix.system);
-        let base = system::with_sandbox(base, &system::sandbox_lines(cfg.sandbox, cfg.no_network));
+        let base = system::with_sandbox(
+            base,
+            &system::sandbox_lines(cfg.sandbox, cfg.no_network, &self.mcp_names()),
+        );
         let text = match instructions {
             Some(i) => format!("{}\n\nTask: {}", i.trim(), a.task),
             None => format!("Task: {}", a.task),

@@ -95,6 +95,11 @@ impl Runtime {
         &self.hook_state.hooks
     }
 
+    /// The hooks of this runtime, shared (MCP calls run them from the channel's threads).
+    pub(crate) fn hook_state_hooks(&self) -> Arc<Hooks> {
+        self.hook_state.hooks.clone()
+    }
+
     /// The fields every hook's input carries.
     fn hook_input(&self, event: HookEvent) -> Map<String, Value> {
         let mut m = Map::new();

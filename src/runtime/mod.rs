@@ -13,6 +13,7 @@ mod checkpoints;
 pub mod compact;
 mod dispatch;
 pub mod hooks;
+mod mcp;
 pub mod nudge;
 mod open;
 pub mod plan;
@@ -697,13 +698,24 @@ impl Runtime {
         let same = meta
             .sandbox
             .is_some_and(|s| s.mode == now.mode && s.no_network == now.no_network);
-        let lines = system::sandbox_lines(now.mode, now.no_network);
-        if same || system::sandbox_of(&self.prefix.system) == lines {
+        let names = self.commands.mcp_names();
+        let lines = system::sandbox_lines(now.mode, now.no_network, &names);
+        let pinned = system::sandbox_of(&self.prefix.system).to_string();
+        let mcp_now = system::mcp_of(&lines).to_string();
+        let mcp_then = system::mcp_of(&pinned).to_string();
+        // Only the servers changed: the mode's lines stay as pinned, the MCP line is replaced.
+        let servers_only = same && !pinned.is_empty() && mcp_then != mcp_now;
+        if !servers_only && (same || pinned == lines) {
             if meta.sandbox != Some(now) {
                 self.session.update_meta(|m| m.sandbox = Some(now))?;
             }
             return Ok(());
         }
+        let lines = if servers_only {
+            format!("{}{mcp_now}", &pinned[..pinned.len() - mcp_then.len()])
+        } else {
+            lines
+        };
         let from = meta
             .sandbox
             .map_or("unknown".to_string(), |s| s.mode.as_str().to_string());
@@ -718,15 +730,29 @@ impl Runtime {
         self.note_disk();
         self.note_change(crate::cost::miss::Cause::SystemPrompt);
         self.meter.last_body = self.stored_body();
-        self.emit(
-            ui,
+        let names_of = |line: &str| {
+            line.strip_prefix("MCP servers: ")
+                .and_then(|r| r.split(". ").next())
+                .filter(|n| !n.is_empty())
+                .unwrap_or("none")
+                .to_string()
+        };
+        let event = if servers_only {
+            Event::Boundary {
+                kind: BoundaryKind::McpServers,
+                from: Some(names_of(&mcp_then)),
+                to: Some(names_of(&mcp_now)),
+                reason: None,
+            }
+        } else {
             Event::Boundary {
                 kind: BoundaryKind::SandboxSwitch,
                 from: Some(from),
                 to: Some(now.mode.as_str().to_string()),
                 reason: None,
-            },
-        );
+            }
+        };
+        self.emit(ui, event);
         Ok(())
     }
 

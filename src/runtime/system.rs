@@ -24,16 +24,32 @@ const CLOSE_INSTRUCTIONS: &str = "\n</project_instructions>\n";
 
 const SYSTEM_MD: &str = include_str!("../../prompts/system.md");
 
-/// The sandbox lines of the system prompt for `mode` (and `--no-network`), each ending in a
-/// newline: the same bytes for every session in that mode, so caching across sessions holds.
-pub fn sandbox_lines(mode: crate::policy::Mode, no_network: bool) -> String {
+/// The sandbox lines of the system prompt for `mode` (and `--no-network`), then the MCP line
+/// naming `mcp`'s servers (none without servers; at most [`crate::mcp::PROMPT_LINE_MAX`]
+/// bytes), each ending in a newline: the same bytes for every session in that mode with those
+/// servers, so caching across sessions holds.
+pub fn sandbox_lines(mode: crate::policy::Mode, no_network: bool, mcp: &[String]) -> String {
     let mut s = format!("{}\n", mode.prompt_line());
     if no_network {
         s.push_str(crate::sandbox::NO_NETWORK_PROMPT_LINE);
         s.push('\n');
     }
+    if let Some(line) = crate::mcp::prompt_line(mcp) {
+        s.push_str(&line);
+    }
     s
 }
+
+/// The MCP line of sandbox lines (see [`sandbox_lines`]); empty when they have none.
+pub fn mcp_of(lines: &str) -> &str {
+    match lines.find(MCP_LINE_START) {
+        Some(i) if i == 0 || lines[..i].ends_with('\n') => &lines[i..],
+        _ => "",
+    }
+}
+
+/// How the MCP line starts.
+const MCP_LINE_START: &str = "MCP servers: ";
 
 /// Where the person's instruction files are looked up, as Codex CLI does: the user's global
 /// file, then every folder from the workspace root (the git root, unless a `.tern/` sits
@@ -213,7 +229,8 @@ pub fn sandbox_of(system: &str) -> &str {
             .iter()
             .any(|m| m.prompt_line() == l)
             || l == crate::sandbox::NO_NETWORK_PROMPT_LINE
-            || l == crate::sandbox::LEGACY_NO_NETWORK_PROMPT_LINE;
+            || l == crate::sandbox::LEGACY_NO_NETWORK_PROMPT_LINE
+            || l.starts_with(MCP_LINE_START);
         if !known {
             break;
         }
@@ -341,8 +358,8 @@ mod tests {
         use crate::policy::Mode;
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join("AGENTS.md"), "Use tabs.").unwrap();
-        let ww = sandbox_lines(Mode::WorkspaceWrite, false);
-        let ro = sandbox_lines(Mode::ReadOnly, true);
+        let ww = sandbox_lines(Mode::WorkspaceWrite, false, &[]);
+        let ro = sandbox_lines(Mode::ReadOnly, true, &[]);
         let s = with_plan(&base(d.path(), &ww), Some("1. x"));
         assert_eq!(sandbox_of(&s), ww);
         let t = with_sandbox(&s, &ro);

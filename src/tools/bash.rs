@@ -384,6 +384,9 @@ pub struct BashRequest<'a> {
     /// The runtime's jail: the command runs inside it (its init forks it) instead of as tern's
     /// own child. `None`: a plain child of tern.
     pub jail: Option<&'a crate::sandbox::jail::Jail>,
+    /// The session's MCP channel ([`crate::mcp::channel`]): the command gets it at
+    /// descriptor [`crate::mcp::channel::FD`]. `None`: no server is configured.
+    pub mcp: Option<std::os::fd::RawFd>,
 }
 
 /// The result of one command.
@@ -443,6 +446,7 @@ pub fn run(req: &BashRequest<'_>, cancel: &CancelToken) -> Result<BashOutcome, S
             ruleset: req.sandbox.and_then(|s| s.child_hook().ruleset_fd()),
             stdout: writer.as_raw_fd(),
             stderr: writer2.as_raw_fd(),
+            mcp: req.mcp,
         });
         // Our copies of the pipe's write end: EOF needs them closed.
         drop(writer);
@@ -462,6 +466,7 @@ pub fn run(req: &BashRequest<'_>, cancel: &CancelToken) -> Result<BashOutcome, S
     // Copy: the 'static closure holds the ruleset's raw fd, which `req.sandbox` keeps open until
     // this function returns (after the spawn).
     let hook = req.sandbox.map(|s| s.child_hook());
+    let mcp = req.mcp;
     // The shell dies with tern, even when tern is killed with SIGKILL (its children are found
     // and killed when the session is next opened: `kill_orphans`); a root shell loses
     // CAP_SYS_PTRACE, so nothing it runs can read tern's memory through /proc. The sandbox's
@@ -470,9 +475,14 @@ pub fn run(req: &BashRequest<'_>, cancel: &CancelToken) -> Result<BashOutcome, S
         &mut cmd,
         crate::child::Harden { no_ptrace: true },
         Some(req.groups),
-        move || match hook {
-            Some(h) => h.apply(),
-            None => Ok(()),
+        move || {
+            if let Some(fd) = mcp {
+                crate::mcp::channel::install(fd)?;
+            }
+            match hook {
+                Some(h) => h.apply(),
+                None => Ok(()),
+            }
         },
     );
     // The Command holds our copies of the pipe's write end; EOF needs them closed.
@@ -658,6 +668,7 @@ pub fn run_split(
         ruleset: req.sandbox.and_then(|s| s.child_hook().ruleset_fd()),
         stdout: out_w.as_raw_fd(),
         stderr: err_w.as_raw_fd(),
+        mcp: None,
     });
     drop(out_w);
     drop(err_w);

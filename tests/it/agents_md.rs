@@ -124,7 +124,7 @@ fn without_instruction_files_the_prompt_is_what_it_was() {
         sys,
         tern::runtime::system::base(
             std::path::Path::new("/nonexistent"),
-            &tern::runtime::system::sandbox_lines(Default::default(), false)
+            &tern::runtime::system::sandbox_lines(Default::default(), false, &[])
         ),
         "not a byte more than the bundled prompt and the sandbox line"
     );

@@ -60,6 +60,7 @@ impl Env {
             groups: &ProcessGroups::new(),
             sandbox: None,
             jail: None,
+            mcp: None,
         };
         bash::run(&req, cancel).expect("bash starts")
     }
@@ -571,6 +572,7 @@ fn runs_in_cwd_and_reports_spawn_errors() {
         groups: &ProcessGroups::new(),
         sandbox: None,
         jail: None,
+        mcp: None,
     };
     let err = bash::run(&req, &CancelToken::new()).unwrap_err();
     assert!(err.contains("could not start bash"), "{err}");

@@ -55,7 +55,10 @@ fn tool_descriptions_are_short_and_the_agent_tool_is_counted() {
 #[test]
 fn no_copyable_examples_in_the_prefix() {
     let d = tempfile::tempdir().expect("tempdir");
-    let sys = system::base(d.path(), &system::sandbox_lines(Mode::default(), false));
+    let sys = system::base(
+        d.path(),
+        &system::sandbox_lines(Mode::default(), false, &[]),
+    );
     let mut texts = vec![("system".to_string(), sys)];
     texts.extend(
         tern::tools::specs()

@@ -25,6 +25,7 @@ mod hooks;
 mod jail;
 mod lifecycle;
 mod links;
+mod mcp;
 mod prefix;
 mod provider;
 mod records;

@@ -124,6 +124,7 @@ impl World {
             groups: &tern::procs::ProcessGroups::new(),
             sandbox: prepared,
             jail: None,
+            mcp: None,
         };
         bash::run(&req, &tern::cancel::CancelToken::new()).expect("bash starts")
     }

@@ -331,11 +331,14 @@ fn spawn(
     let cwd = PathBuf::from(r.os()?);
     let draft = r.paths()?.into_iter().next();
     let has_ruleset = r.u8()? != 0;
+    let has_mcp = r.u8()? != 0;
     let mut fds = fds.into_iter();
     let (Some(sock), Some(out), Some(err)) = (fds.next(), fds.next(), fds.next()) else {
         return Err(io::Error::other("a spawn request without its descriptors"));
     };
     let ruleset = if has_ruleset { fds.next() } else { None };
+    let mcp = if has_mcp { fds.next() } else { None };
+    let mcp_fd = mcp.as_ref().map(AsRawFd::as_raw_fd);
     let draft = draft.map(|d| std::fs::canonicalize(&d).unwrap_or(d));
     if let Some(d) = draft.filter(|d| spec.writable_files.contains(d)) {
         mounts::refresh_file(&d, draft_inode)?;
@@ -360,6 +363,9 @@ fn spawn(
         cmd.pre_exec(move || {
             if libc::setsid() < 0 {
                 return Err(io::Error::last_os_error());
+            }
+            if let Some(fd) = mcp_fd {
+                crate::mcp::channel::install(fd)?;
             }
             drop_capabilities()?;
             // A bound on the jail's processes (threads count too): a fork bomb stops at it
@@ -390,6 +396,7 @@ fn spawn(
         .spawn()
         .map_err(|e| io::Error::other(format!("could not start {}: {e}", program.display())))?;
     drop(ruleset);
+    drop(mcp);
     Ok(Cmd {
         pid: i32::try_from(child.id()).unwrap_or(i32::MAX),
         sock,

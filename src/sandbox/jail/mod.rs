@@ -48,7 +48,7 @@ mod git;
 pub mod init;
 mod mounts;
 mod seccomp;
-mod wire;
+pub(crate) mod wire;
 
 use wire::{Reader, Received, Writer};
 
@@ -592,8 +592,10 @@ impl Jail {
         w.os(s.cwd.as_os_str());
         w.paths(&s.draft.iter().map(|d| d.to_path_buf()).collect::<Vec<_>>());
         w.u8(u8::from(s.ruleset.is_some()));
+        w.u8(u8::from(s.mcp.is_some()));
         let mut fds = vec![theirs.as_raw_fd(), s.stdout, s.stderr];
         fds.extend(s.ruleset);
+        fds.extend(s.mcp);
         let ctl = self.ctl.lock().unwrap_or_else(|p| p.into_inner());
         wire::send(ctl.as_raw_fd(), &w.0, &fds)?;
         drop(theirs);
@@ -649,6 +651,8 @@ pub struct Spawn<'a> {
     pub stdout: RawFd,
     /// Its stderr.
     pub stderr: RawFd,
+    /// The session's MCP channel, given to it at [`crate::mcp::channel::FD`].
+    pub mcp: Option<RawFd>,
 }
 
 /// A program running in the jail, as tern sees it: its exit comes as a message, and its process

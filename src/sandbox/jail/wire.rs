@@ -18,7 +18,7 @@ pub const CHUNK: usize = 32 * 1024;
 /// Largest message accepted (a command line, its environment): 16 MiB.
 pub const MAX_MESSAGE: usize = 16 << 20;
 /// Most descriptors one message carries.
-pub const MAX_FDS: usize = 4;
+pub const MAX_FDS: usize = 6;
 
 /// A connected pair of close-on-exec `SOCK_SEQPACKET` sockets.
 ///

@@ -1,0 +1,404 @@
+//! One server's client: starts the connection, agrees on the protocol (MCP 2026-07-28's
+//! `server/discover` first, then 2025-11-25's `initialize`, or the other way round once a server
+//! is known to speak the older one), lists tools across pages and calls them. A stdio server
+//! that died is started again once per client, with a note; a second death is final.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::config::{Server, Transport};
+use super::rpc::{self, Agreed, Era, Tool};
+use super::transport::{Fault, Hints, HttpLink, Link, StdioLink};
+
+/// How long `server/discover` may take on stdio before tern tries `initialize`: a server of the
+/// older era may say nothing to a request that comes before `initialize`.
+const DISCOVER_WAIT: Duration = Duration::from_secs(3);
+/// Pages of `tools/list` followed at most (a server whose cursors never end stops here).
+const MAX_PAGES: usize = 100;
+
+/// Why a request to a server failed (a protocol failure: `tern mcp` exits 2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpError(pub String);
+
+impl std::fmt::Display for McpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A client's settings.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// How long starting a server and agreeing on the protocol may take (`MCP_TIMEOUT`).
+    pub startup: Duration,
+    /// How long one request may take (`MCP_TOOL_TIMEOUT`).
+    pub request: Duration,
+    /// Where a stdio server runs (the workspace).
+    pub cwd: PathBuf,
+    /// The folder of the servers' stderr logs (`<session>/mcp/`); None: discarded.
+    pub logs: Option<PathBuf>,
+    /// The registry server process groups go in (killed at tern's emergency exit).
+    pub groups: Option<Arc<crate::procs::ProcessGroups>>,
+}
+
+impl Options {
+    /// 30 s to start, 120 s per request, or what `MCP_TIMEOUT` and `MCP_TOOL_TIMEOUT` say (in
+    /// milliseconds, Claude Code's variables).
+    pub fn new(cwd: PathBuf, vars: &super::config::Vars) -> Options {
+        let ms = |k: &str, d: u64| {
+            vars.get(k)
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .filter(|v| *v > 0)
+                .map_or(Duration::from_secs(d), Duration::from_millis)
+        };
+        Options {
+            startup: ms("MCP_TIMEOUT", 30),
+            request: ms("MCP_TOOL_TIMEOUT", 120),
+            cwd,
+            logs: None,
+            groups: None,
+        }
+    }
+}
+
+/// A connection to one server, opened at its first request.
+pub struct Client {
+    server: Server,
+    opts: Options,
+    link: Option<Box<dyn Link>>,
+    agreed: Option<Agreed>,
+    /// The era to try first.
+    prefer: Era,
+    next_id: u64,
+    /// Times the server was started again after it died.
+    restarts: u32,
+    /// What is worth telling the caller (a restart).
+    notes: Vec<String>,
+}
+
+impl Client {
+    /// A client of `server` (nothing starts until the first request).
+    pub fn new(server: Server, opts: Options) -> Client {
+        Client {
+            server,
+            opts,
+            link: None,
+            agreed: None,
+            prefer: Era::Stateless,
+            next_id: 1,
+            restarts: 0,
+            notes: Vec::new(),
+        }
+    }
+
+    /// The server.
+    pub fn server(&self) -> &Server {
+        &self.server
+    }
+
+    /// The protocol agreed with it (None before the first request).
+    pub fn agreed(&self) -> Option<&Agreed> {
+        self.agreed.as_ref()
+    }
+
+    /// The notes since the last call (a restart), taken.
+    pub fn take_notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notes)
+    }
+
+    /// The server's stderr log, for a stdio server in a session.
+    pub fn log_path(&self) -> Option<PathBuf> {
+        match self.server.transport {
+            Transport::Stdio { .. } => self
+                .opts
+                .logs
+                .as_ref()
+                .map(|d| d.join(format!("{}.log", self.server.name))),
+            Transport::Http { .. } => None,
+        }
+    }
+
+    fn fail(&self, what: &str) -> McpError {
+        McpError(format!("MCP server {}: {what}", self.server.name))
+    }
+
+    fn start_link(&self) -> Result<Box<dyn Link>, McpError> {
+        match &self.server.transport {
+            Transport::Stdio { command, args, env } => StdioLink::start(
+                command,
+                args,
+                env,
+                &self.opts.cwd,
+                self.log_path().as_deref(),
+                self.opts.groups.as_ref(),
+            )
+            .map(|l| Box::new(l) as Box<dyn Link>)
+            .map_err(|e| self.fail(&e)),
+            Transport::Http { url, headers } => Ok(Box::new(HttpLink::new(url, headers))),
+        }
+    }
+
+    /// Opens the connection if it is not open (or the server died: started again once).
+    fn open(&mut self) -> Result<(), McpError> {
+        if let Some(link) = self.link.as_mut() {
+            if link.alive() && self.agreed.is_some() {
+                return Ok(());
+            }
+            link.close();
+            self.link = None;
+            let stdio = matches!(self.server.transport, Transport::Stdio { .. });
+            if self.agreed.is_some() && stdio {
+                if self.restarts >= 1 {
+                    return Err(self.fail(&format!(
+                        "it stopped again; tern does not start it a third time in this session{}",
+                        self.log_path()
+                            .map(|p| format!(" (its log: {})", p.display()))
+                            .unwrap_or_default()
+                    )));
+                }
+                self.restarts += 1;
+                self.notes.push(format!(
+                    "MCP server {} had stopped; tern started it again (once per session)",
+                    self.server.name
+                ));
+            }
+            self.agreed = None;
+        }
+        let deadline = Instant::now() + self.opts.startup;
+        self.link = Some(self.start_link()?);
+        match self.handshake(deadline) {
+            Ok(a) => {
+                self.prefer = a.era;
+                self.agreed = Some(a);
+                Ok(())
+            }
+            Err(e) => {
+                if let Some(mut l) = self.link.take() {
+                    l.close();
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Agrees on the protocol: the preferred era's handshake, then the other's when the server
+    /// does not know the first.
+    fn handshake(&mut self, deadline: Instant) -> Result<Agreed, McpError> {
+        let first = self.prefer;
+        let mut last = String::new();
+        for era in [first, first.other()] {
+            match self.try_era(era, deadline) {
+                Ok(Some(a)) => return Ok(a),
+                Ok(None) => {}
+                Err(Fault::Timeout) if Instant::now() >= deadline => {
+                    return Err(self.fail(&format!(
+                        "no answer to its start-up in {} s (MCP_TIMEOUT sets the limit in ms){}",
+                        self.opts.startup.as_secs_f64().round(),
+                        self.log_path()
+                            .map(|p| format!("; its log: {}", p.display()))
+                            .unwrap_or_default()
+                    )));
+                }
+                Err(Fault::Timeout) => last = "no answer".into(),
+                // A server of the other era may have left at a request it did not know: start
+                // it again for the other handshake.
+                Err(Fault::Gone(why))
+                    if matches!(self.server.transport, Transport::Stdio { .. }) =>
+                {
+                    last = why;
+                    if let Some(mut l) = self.link.take() {
+                        l.close();
+                    }
+                    if era == first {
+                        self.link = Some(self.start_link()?);
+                    }
+                }
+                Err(Fault::Http(status, _)) if (400..500).contains(&status) && era == first => {
+                    last = format!("HTTP {status}");
+                }
+                Err(f) => return Err(self.fail(&f.to_string())),
+            }
+        }
+        Err(self.fail(&format!(
+            "it answered neither server/discover ({}) nor initialize ({}): {last}",
+            rpc::STATELESS,
+            rpc::STATEFUL
+        )))
+    }
+
+    /// One era's handshake. Ok(None): the server does not speak it.
+    fn try_era(&mut self, era: Era, deadline: Instant) -> Result<Option<Agreed>, Fault> {
+        match era {
+            Era::Stateless => {
+                let stdio = matches!(self.server.transport, Transport::Stdio { .. });
+                let until = if stdio {
+                    deadline.min(Instant::now() + DISCOVER_WAIT)
+                } else {
+                    deadline
+                };
+                // A server that refuses the version it is asked in may name the ones it speaks:
+                // asked again once when it names ours.
+                for _ in 0..2 {
+                    let r = self.raw("server/discover", None, None, Some(rpc::STATELESS), until)?;
+                    match r {
+                        Ok(result) => {
+                            return rpc::discovered(&result).map_err(Fault::Protocol);
+                        }
+                        Err(e)
+                            if e.code == rpc::UNSUPPORTED_VERSION
+                                && rpc::supported(&e).iter().any(|v| v == rpc::STATELESS) => {}
+                        Err(e) if rpc::try_other(&e) => return Ok(None),
+                        Err(e) => return Err(Fault::Protocol(format!("server/discover: {e}"))),
+                    }
+                }
+                Ok(None)
+            }
+            Era::Stateful => {
+                let r = self.raw(
+                    "initialize",
+                    Some(rpc::initialize_params()),
+                    None,
+                    None,
+                    deadline,
+                )?;
+                let agreed = match r {
+                    Ok(result) => rpc::initialized(&result).map_err(Fault::Protocol)?,
+                    Err(e) if rpc::try_other(&e) => return Ok(None),
+                    Err(e) => return Err(Fault::Protocol(format!("initialize: {e}"))),
+                };
+                let hints = Hints {
+                    method: "notifications/initialized",
+                    name: None,
+                    version: Some(&agreed.version),
+                };
+                if let Some(link) = self.link.as_mut() {
+                    link.notify(
+                        &rpc::notification("notifications/initialized"),
+                        &hints,
+                        deadline,
+                    )?;
+                }
+                Ok(Some(agreed))
+            }
+        }
+    }
+
+    /// Sends one request on the open link, `_meta` carrying `version` (the stateless one when
+    /// none is agreed yet).
+    fn raw(
+        &mut self,
+        method: &str,
+        params: Option<Value>,
+        name: Option<&str>,
+        header_version: Option<&str>,
+        deadline: Instant,
+    ) -> Result<Result<Value, rpc::RpcError>, Fault> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let meta_version = self
+            .agreed
+            .as_ref()
+            .map_or(rpc::STATELESS, |a| a.version.as_str())
+            .to_string();
+        let meta_version = header_version.unwrap_or(&meta_version).to_string();
+        let req = rpc::request(id, method, params, &meta_version);
+        let hints = Hints {
+            method,
+            name,
+            version: header_version,
+        };
+        let Some(link) = self.link.as_mut() else {
+            return Err(Fault::Gone("not connected".into()));
+        };
+        link.exchange(&req, id, &hints, deadline)
+    }
+
+    /// One request after the handshake. Errors: the server failed to answer, answered an
+    /// error, or a result tern cannot take.
+    fn request(
+        &mut self,
+        method: &str,
+        params: Value,
+        name: Option<&str>,
+    ) -> Result<Value, McpError> {
+        self.open()?;
+        let version = self.agreed.as_ref().map(|a| a.version.clone());
+        let deadline = Instant::now() + self.opts.request;
+        match self.raw(method, Some(params), name, version.as_deref(), deadline) {
+            Ok(Ok(result)) => {
+                rpc::complete(&result).map_err(|e| self.fail(&e))?;
+                Ok(result)
+            }
+            Ok(Err(e)) => Err(self.fail(&format!("{method}: {e}"))),
+            Err(f) => {
+                let why = match &f {
+                    Fault::Timeout => format!(
+                        "{method}: no answer in {} s (MCP_TOOL_TIMEOUT sets the limit in ms)",
+                        self.opts.request.as_secs_f64().round()
+                    ),
+                    other => format!("{method}: {other}"),
+                };
+                // The connection is not trusted after a fault: the next request opens it again.
+                if let Some(l) = self.link.as_mut()
+                    && !matches!(f, Fault::Http(..))
+                {
+                    l.close();
+                }
+                Err(self.fail(&why))
+            }
+        }
+    }
+
+    /// Every tool the server lists, following `nextCursor` (at most 100 pages).
+    ///
+    /// Errors: [`McpError`].
+    pub fn tools(&mut self) -> Result<Vec<Tool>, McpError> {
+        let mut all = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let params = match &cursor {
+                Some(c) => json!({"cursor": c}),
+                None => json!({}),
+            };
+            let result = self.request("tools/list", params, None)?;
+            let (tools, next) = rpc::tools_page(&result).map_err(|e| self.fail(&e))?;
+            all.extend(tools);
+            match next {
+                Some(n) if Some(&n) != cursor.as_ref() => cursor = Some(n),
+                _ => return Ok(all),
+            }
+        }
+        Err(self.fail(&format!(
+            "tools/list still had more pages after {MAX_PAGES}"
+        )))
+    }
+
+    /// Calls `tool` with `arguments`; the result as the server gave it (`isError` is the
+    /// caller's to read).
+    ///
+    /// Errors: [`McpError`].
+    pub fn call(&mut self, tool: &str, arguments: Value) -> Result<Value, McpError> {
+        self.request(
+            "tools/call",
+            json!({"name": tool, "arguments": arguments}),
+            Some(tool),
+        )
+    }
+
+    /// Ends the connection (a stdio server is stopped).
+    pub fn close(&mut self) {
+        if let Some(mut l) = self.link.take() {
+            l.close();
+        }
+        self.agreed = None;
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.close();
+    }
+}

@@ -1,0 +1,460 @@
+//! The MCP messages tern sends and reads, as pure functions over JSON (no I/O): JSON-RPC 2.0
+//! framing, the two protocol eras' handshakes, `_meta`, tool listings and what a result means.
+//!
+//! Two eras (MCP specification revisions):
+//! - **2026-07-28**, stateless: no handshake; `server/discover` answers `supportedVersions` and
+//!   `capabilities`; every request carries the protocol version, the client's capabilities and
+//!   its name in `params._meta` (`io.modelcontextprotocol/…` keys, SEP-2575); a result may say
+//!   `resultType` (`complete` when absent).
+//! - **2025-11-25** and earlier dated revisions, stateful: `initialize` (protocol version,
+//!   capabilities, client info), then the `notifications/initialized` notification.
+
+use serde_json::{Map, Value, json};
+
+/// The stateless revision tern speaks first.
+pub const STATELESS: &str = "2026-07-28";
+/// The stateful revision tern offers in `initialize`.
+pub const STATEFUL: &str = "2025-11-25";
+/// Dated revisions of the stateful era whose answers tern accepts (their tool listing and
+/// calling did not change in ways tern uses).
+pub const STATEFUL_KNOWN: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", STATEFUL];
+
+/// `_meta` key: the protocol version of this request (2026-07-28).
+pub const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// `_meta` key: the client's capabilities (2026-07-28).
+pub const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// `_meta` key: the client's name and version (2026-07-28).
+pub const META_CLIENT: &str = "io.modelcontextprotocol/clientInfo";
+
+/// JSON-RPC: the method is unknown.
+pub const METHOD_NOT_FOUND: i64 = -32601;
+/// MCP 2026-07-28: the protocol version of the request is not one the server speaks
+/// (`data.supported` lists those it does).
+pub const UNSUPPORTED_VERSION: i64 = -32022;
+
+/// Which handshake a server answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    /// 2026-07-28: `server/discover`, `_meta` on every request.
+    Stateless,
+    /// 2025-11-25 and before: `initialize`.
+    Stateful,
+}
+
+impl Era {
+    /// The other era (tried when this one's handshake is not understood).
+    pub fn other(self) -> Era {
+        match self {
+            Era::Stateless => Era::Stateful,
+            Era::Stateful => Era::Stateless,
+        }
+    }
+}
+
+/// The protocol a server and tern agreed on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Agreed {
+    /// The era of its handshake.
+    pub era: Era,
+    /// The protocol version every later request names.
+    pub version: String,
+    /// The server's name and version, as it gave them (`serverInfo`).
+    pub server: String,
+}
+
+/// A JSON-RPC error object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcError {
+    /// Its code (JSON-RPC 2.0 §5.1; MCP's own codes).
+    pub code: i64,
+    /// Its message.
+    pub message: String,
+    /// Its data, if any.
+    pub data: Option<Value>,
+}
+
+impl std::fmt::Display for RpcError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (code {})", self.message.trim(), self.code)
+    }
+}
+
+/// One message a server sent, classified.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Incoming {
+    /// The answer to request `id`.
+    Response {
+        /// The request id it answers.
+        id: Value,
+        /// Its result or error.
+        outcome: Result<Value, RpcError>,
+    },
+    /// A request of the server's (it expects an answer).
+    Request {
+        /// Its id.
+        id: Value,
+        /// Its method.
+        method: String,
+    },
+    /// A notification (no answer).
+    Notification,
+    /// Not a JSON-RPC message (named why).
+    Invalid(String),
+}
+
+/// Classifies one JSON value a server sent.
+pub fn classify(v: Value) -> Incoming {
+    let Value::Object(mut m) = v else {
+        return Incoming::Invalid("not a JSON object".into());
+    };
+    let method = m.get("method").and_then(Value::as_str).map(str::to_string);
+    let id = m.remove("id");
+    match (method, id) {
+        (Some(method), Some(id)) if !id.is_null() => Incoming::Request { id, method },
+        (Some(_), _) => Incoming::Notification,
+        (None, Some(id)) => {
+            if let Some(e) = m.remove("error") {
+                let code = e.get("code").and_then(Value::as_i64).unwrap_or(0);
+                let message = e
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("(no message)")
+                    .to_string();
+                let data = e.get("data").cloned();
+                Incoming::Response {
+                    id,
+                    outcome: Err(RpcError {
+                        code,
+                        message,
+                        data,
+                    }),
+                }
+            } else if let Some(r) = m.remove("result") {
+                Incoming::Response { id, outcome: Ok(r) }
+            } else {
+                Incoming::Invalid("a response with neither result nor error".into())
+            }
+        }
+        (None, None) => Incoming::Invalid("neither a method nor an id".into()),
+    }
+}
+
+/// tern's name and version as MCP's `clientInfo`.
+pub fn client_info() -> Value {
+    json!({"name": "tern", "version": env!("CARGO_PKG_VERSION")})
+}
+
+/// The `_meta` every request carries (SEP-2575's keys; harmless to a stateful server, which
+/// ignores keys it does not know).
+pub fn meta(version: &str) -> Value {
+    json!({
+        META_VERSION: version,
+        META_CAPABILITIES: {},
+        META_CLIENT: client_info(),
+    })
+}
+
+/// A request: `params` (an object, or nothing) with `_meta` for `version` added.
+pub fn request(id: u64, method: &str, params: Option<Value>, version: &str) -> Value {
+    let mut p = match params {
+        Some(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    let mut meta = match p.remove("_meta") {
+        Some(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    if let Value::Object(ours) = self::meta(version) {
+        for (k, v) in ours {
+            meta.entry(k).or_insert(v);
+        }
+    }
+    p.insert("_meta".into(), Value::Object(meta));
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": p})
+}
+
+/// A notification (no id).
+pub fn notification(method: &str) -> Value {
+    json!({"jsonrpc": "2.0", "method": method})
+}
+
+/// tern's answer to a server's request: `ping` is answered with an empty result, anything else
+/// (sampling, elicitation, roots: capabilities tern does not declare) with "method not found".
+pub fn answer(id: Value, method: &str) -> Value {
+    if method == "ping" {
+        json!({"jsonrpc": "2.0", "id": id, "result": {}})
+    } else {
+        json!({"jsonrpc": "2.0", "id": id, "error": {"code": METHOD_NOT_FOUND,
+               "message": format!("tern does not support {method}")}})
+    }
+}
+
+/// The `initialize` parameters (stateful era).
+pub fn initialize_params() -> Value {
+    json!({"protocolVersion": STATEFUL, "capabilities": {}, "clientInfo": client_info()})
+}
+
+fn server_name(result: &Value) -> String {
+    let info = result.get("serverInfo").or_else(|| {
+        result
+            .get("_meta")
+            .and_then(|m| m.get("io.modelcontextprotocol/serverInfo"))
+    });
+    let name = info
+        .and_then(|i| i.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let version = info
+        .and_then(|i| i.get("version"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    format!("{name} {version}").trim().to_string()
+}
+
+/// What a `server/discover` result means: the stateless era when it lists [`STATELESS`];
+/// `Ok(None)` when it lists only versions of the stateful era (initialize instead).
+///
+/// Errors: not an object, no `supportedVersions`, or no version tern speaks.
+pub fn discovered(result: &Value) -> Result<Option<Agreed>, String> {
+    let versions: Vec<&str> = result
+        .get("supportedVersions")
+        .and_then(Value::as_array)
+        .ok_or("server/discover answered without supportedVersions")?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    if versions.contains(&STATELESS) {
+        return Ok(Some(Agreed {
+            era: Era::Stateless,
+            version: STATELESS.to_string(),
+            server: server_name(result),
+        }));
+    }
+    if versions.iter().any(|v| STATEFUL_KNOWN.contains(v)) {
+        return Ok(None);
+    }
+    Err(format!(
+        "the server speaks MCP {}; tern speaks {STATELESS} and {STATEFUL}",
+        versions.join(", ")
+    ))
+}
+
+/// What an `initialize` result means.
+///
+/// Errors: no `protocolVersion`, or one tern does not speak.
+pub fn initialized(result: &Value) -> Result<Agreed, String> {
+    let v = result
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .ok_or("initialize answered without protocolVersion")?;
+    if !STATEFUL_KNOWN.contains(&v) {
+        return Err(format!(
+            "the server chose MCP {v}; tern speaks {STATELESS} and {STATEFUL}"
+        ));
+    }
+    Ok(Agreed {
+        era: Era::Stateful,
+        version: v.to_string(),
+        server: server_name(result),
+    })
+}
+
+/// Whether a failed handshake means "try the other era": the method is unknown, the request
+/// was refused as malformed or premature (a stateful server asked `server/discover` before
+/// `initialize`), or the version is not one the server speaks.
+pub fn try_other(e: &RpcError) -> bool {
+    matches!(
+        e.code,
+        METHOD_NOT_FOUND | UNSUPPORTED_VERSION | -32600 | -32602 | -32000 | -32002
+    )
+}
+
+/// The versions a [`UNSUPPORTED_VERSION`] error says the server speaks.
+pub fn supported(e: &RpcError) -> Vec<String> {
+    e.data
+        .as_ref()
+        .and_then(|d| d.get("supported"))
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// One tool as `tools/list` gives it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tool {
+    /// Its name (what `tools/call` takes).
+    pub name: String,
+    /// Its description (may be several lines, or empty).
+    pub description: String,
+    /// Its input schema (a JSON Schema object).
+    pub input_schema: Value,
+}
+
+impl Tool {
+    /// The first line of the description, at most `max` characters.
+    pub fn one_line(&self, max: usize) -> String {
+        let line = self.description.trim().lines().next().unwrap_or("").trim();
+        crate::text::cut(line, max).to_string()
+    }
+}
+
+/// One page of `tools/list`: the tools, and the cursor of the next page.
+///
+/// Errors: no `tools` array. A tool without a name is skipped.
+pub fn tools_page(result: &Value) -> Result<(Vec<Tool>, Option<String>), String> {
+    let tools = result
+        .get("tools")
+        .and_then(Value::as_array)
+        .ok_or("tools/list answered without a tools array")?
+        .iter()
+        .filter_map(|t| {
+            Some(Tool {
+                name: t.get("name")?.as_str()?.to_string(),
+                description: t
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+                input_schema: t
+                    .get("inputSchema")
+                    .cloned()
+                    .unwrap_or_else(|| json!({"type": "object"})),
+            })
+        })
+        .collect();
+    let next = result
+        .get("nextCursor")
+        .and_then(Value::as_str)
+        .filter(|c| !c.is_empty())
+        .map(str::to_string);
+    Ok((tools, next))
+}
+
+/// Checks a result's `resultType` (2026-07-28): absent or `complete` is a result; anything
+/// else (`input_required`: the server asks the client for input) is an error tern names.
+pub fn complete(result: &Value) -> Result<(), String> {
+    match result.get("resultType").and_then(Value::as_str) {
+        None | Some("complete") => Ok(()),
+        Some("input_required") => Err(
+            "the server asks for input (elicitation, sampling or roots), which tern does not offer"
+                .into(),
+        ),
+        Some(other) => Err(format!(
+            "a result of type {other:?}, which tern does not know"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_carry_meta_and_keep_the_callers() {
+        let r = request(
+            7,
+            "tools/call",
+            Some(json!({"name": "x", "_meta": {"progressToken": 1}})),
+            STATELESS,
+        );
+        assert_eq!(r["id"], 7);
+        assert_eq!(r["params"]["name"], "x");
+        assert_eq!(r["params"]["_meta"]["progressToken"], 1);
+        assert_eq!(r["params"]["_meta"][META_VERSION], STATELESS);
+        assert!(r["params"]["_meta"][META_CAPABILITIES].is_object());
+        assert_eq!(r["params"]["_meta"][META_CLIENT]["name"], "tern");
+        let r = request(1, "tools/list", None, STATEFUL);
+        assert_eq!(r["params"]["_meta"][META_VERSION], STATEFUL);
+    }
+
+    #[test]
+    fn messages_are_classified() {
+        assert_eq!(
+            classify(json!({"jsonrpc":"2.0","id":1,"result":{"a":1}})),
+            Incoming::Response {
+                id: json!(1),
+                outcome: Ok(json!({"a":1}))
+            }
+        );
+        let Incoming::Response {
+            outcome: Err(e), ..
+        } = classify(json!({"id":"x","error":{"code":-32601,"message":"nope"}}))
+        else {
+            panic!()
+        };
+        assert_eq!(e.code, METHOD_NOT_FOUND);
+        assert!(try_other(&e));
+        assert_eq!(
+            classify(json!({"id":3,"method":"ping"})),
+            Incoming::Request {
+                id: json!(3),
+                method: "ping".into()
+            }
+        );
+        assert_eq!(
+            classify(json!({"method":"notifications/message"})),
+            Incoming::Notification
+        );
+        assert!(matches!(classify(json!([1])), Incoming::Invalid(_)));
+        assert!(matches!(classify(json!({"id":1})), Incoming::Invalid(_)));
+        assert_eq!(answer(json!(3), "ping")["result"], json!({}));
+        assert_eq!(
+            answer(json!(4), "sampling/createMessage")["error"]["code"],
+            METHOD_NOT_FOUND
+        );
+    }
+
+    #[test]
+    fn both_handshakes_are_read() {
+        let d = discovered(&json!({"supportedVersions":[STATELESS],"capabilities":{},
+            "serverInfo":{"name":"s","version":"1"}}))
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (d.era, d.version.as_str(), d.server.as_str()),
+            (Era::Stateless, STATELESS, "s 1")
+        );
+        assert_eq!(
+            discovered(&json!({"supportedVersions":["2025-06-18"]})).unwrap(),
+            None
+        );
+        assert!(discovered(&json!({"supportedVersions":["1999-01-01"]})).is_err());
+        assert!(discovered(&json!({})).is_err());
+        let i = initialized(&json!({"protocolVersion":"2025-06-18","serverInfo":{"name":"old"}}))
+            .unwrap();
+        assert_eq!((i.era, i.version.as_str()), (Era::Stateful, "2025-06-18"));
+        assert!(initialized(&json!({"protocolVersion":"2030-01-01"})).is_err());
+        let e = RpcError {
+            code: UNSUPPORTED_VERSION,
+            message: "no".into(),
+            data: Some(json!({"supported":[STATELESS]})),
+        };
+        assert_eq!(supported(&e), vec![STATELESS.to_string()]);
+    }
+
+    #[test]
+    fn tool_pages_and_result_types() {
+        let (tools, next) = tools_page(&json!({"tools":[
+            {"name":"a","description":"First line.\nSecond.","inputSchema":{"type":"object"}},
+            {"description":"no name"},
+            {"name":"b"}],"nextCursor":"p2"}))
+        .unwrap();
+        assert_eq!(tools.len(), 2);
+        assert_eq!(tools[0].one_line(80), "First line.");
+        assert_eq!(tools[1].input_schema, json!({"type":"object"}));
+        assert_eq!(next.as_deref(), Some("p2"));
+        assert_eq!(
+            tools_page(&json!({"tools":[],"nextCursor":""})).unwrap().1,
+            None
+        );
+        assert!(tools_page(&json!({})).is_err());
+        assert!(complete(&json!({"content":[]})).is_ok());
+        assert!(complete(&json!({"resultType":"complete"})).is_ok());
+        assert!(complete(&json!({"resultType":"input_required"})).is_err());
+    }
+}

@@ -1,0 +1,550 @@
+//! The two MCP transports (MCP 2025-11-25 and 2026-07-28, "Transports"): a server process on
+//! stdio (one JSON-RPC message per line each way; its stderr to a log) and streamable HTTP (each
+//! message POSTed; the answer is one JSON body or one SSE stream).
+//!
+//! Both are a [`Link`]: send a request and wait for its response until a deadline, answering the
+//! server's own requests on the way (`ping`; the rest "method not found") and skipping its
+//! notifications.
+
+use std::io::{BufRead, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, sync_channel};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::rpc::{self, Incoming, RpcError};
+
+/// Largest message read from a server, in bytes (a line on stdio, a body or an SSE event).
+pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
+/// Bytes of a server's log quoted when it dies.
+const LOG_TAIL_BYTES: u64 = 600;
+
+/// What the headers of an HTTP request name (MCP 2026-07-28's `Mcp-Method`, `Mcp-Name`; the
+/// protocol version once agreed).
+#[derive(Debug, Clone, Copy)]
+pub struct Hints<'a> {
+    /// The JSON-RPC method.
+    pub method: &'a str,
+    /// The tool's name for `tools/call`.
+    pub name: Option<&'a str>,
+    /// The protocol version (`MCP-Protocol-Version`), once known.
+    pub version: Option<&'a str>,
+}
+
+/// Why an exchange got no answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fault {
+    /// No answer before the deadline.
+    Timeout,
+    /// The server is gone (its process exited, its output closed, the connection failed):
+    /// why, with the end of its log.
+    Gone(String),
+    /// It answered something that is not MCP (named).
+    Protocol(String),
+    /// An HTTP status with no JSON-RPC body: the status and a snippet of the body.
+    Http(u16, String),
+}
+
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fault::Timeout => f.write_str("no answer in time"),
+            Fault::Gone(why) | Fault::Protocol(why) => f.write_str(why),
+            Fault::Http(status, body) if body.is_empty() => write!(f, "HTTP {status}"),
+            Fault::Http(status, body) => write!(f, "HTTP {status}: {body}"),
+        }
+    }
+}
+
+/// A connection to one server.
+pub trait Link: Send {
+    /// Sends request `req` (whose id is `id`) and returns the server's response to it.
+    ///
+    /// Errors: [`Fault`].
+    fn exchange(
+        &mut self,
+        req: &Value,
+        id: u64,
+        hints: &Hints<'_>,
+        deadline: Instant,
+    ) -> Result<Result<Value, RpcError>, Fault>;
+    /// Sends a notification.
+    ///
+    /// Errors: [`Fault`].
+    fn notify(&mut self, msg: &Value, hints: &Hints<'_>, deadline: Instant) -> Result<(), Fault>;
+    /// Whether the server is still there (a stdio server's process has not exited).
+    fn alive(&mut self) -> bool;
+    /// Ends the connection (a stdio server: stdin closed, then TERM and KILL to its group).
+    fn close(&mut self);
+}
+
+/// One line a stdio server wrote.
+enum Line {
+    Message(Value),
+    Bad(String),
+    End,
+}
+
+/// A server process speaking JSON-RPC on stdio.
+pub struct StdioLink {
+    child: Child,
+    pgid: i32,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<Line>,
+    log: Option<PathBuf>,
+    _registered: Option<crate::procs::OwnedRegistration>,
+    closed: bool,
+}
+
+impl StdioLink {
+    /// Starts `command args` in `cwd` with tern's environment plus `env`, in a process group of
+    /// its own (registered in `groups`, so tern's emergency exit kills it), its stderr appended
+    /// to `log` (None: discarded).
+    ///
+    /// Errors: the program could not start (named).
+    pub fn start(
+        command: &str,
+        args: &[String],
+        env: &[(String, String)],
+        cwd: &Path,
+        log: Option<&Path>,
+        groups: Option<&std::sync::Arc<crate::procs::ProcessGroups>>,
+    ) -> Result<StdioLink, String> {
+        let stderr = match log {
+            Some(p) => {
+                if let Some(dir) = p.parent() {
+                    let _ = std::fs::create_dir_all(dir);
+                }
+                match crate::store::fsutil::open_append(p) {
+                    Ok(f) => Stdio::from(f),
+                    Err(_) => Stdio::null(),
+                }
+            }
+            None => Stdio::null(),
+        };
+        let mut cmd = Command::new(command);
+        cmd.args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .current_dir(cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr);
+        // Its own process group, so closing it kills what it started too. No PDEATHSIG: that
+        // fires when the *thread* that started it ends, and servers outlive the call that
+        // started them; a server whose tern died sees its stdin close.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("could not start {command}: {e}"))?;
+        let pgid = i32::try_from(child.id()).unwrap_or(i32::MAX);
+        let registered = groups.map(|g| crate::procs::ProcessGroups::register_owned(g, pgid));
+        let stdin = child.stdin.take();
+        let Some(stdout) = child.stdout.take() else {
+            return Err(format!("could not read {command}'s output"));
+        };
+        // Bounded: a server that floods notifications waits for tern rather than fill memory.
+        let (tx, lines) = sync_channel::<Line>(64);
+        std::thread::spawn(move || {
+            let mut r = std::io::BufReader::new(stdout);
+            loop {
+                let mut buf = Vec::new();
+                let n = (&mut r)
+                    .take(MAX_MESSAGE_BYTES as u64 + 1)
+                    .read_until(b'\n', &mut buf);
+                let line = match n {
+                    Ok(0) | Err(_) => Line::End,
+                    Ok(_) if buf.len() > MAX_MESSAGE_BYTES => {
+                        Line::Bad(format!("a message longer than {MAX_MESSAGE_BYTES} bytes"))
+                    }
+                    Ok(_) => {
+                        let text = String::from_utf8_lossy(&buf);
+                        let t = text.trim();
+                        if t.is_empty() {
+                            continue;
+                        }
+                        match serde_json::from_str::<Value>(t) {
+                            Ok(v) => Line::Message(v),
+                            Err(_) => Line::Bad(format!(
+                                "a line that is not JSON: {}",
+                                crate::text::cut(t, 120)
+                            )),
+                        }
+                    }
+                };
+                let end = matches!(line, Line::End | Line::Bad(_));
+                if tx.send(line).is_err() || end {
+                    return;
+                }
+            }
+        });
+        Ok(StdioLink {
+            child,
+            pgid,
+            stdin,
+            lines,
+            log: log.map(Path::to_path_buf),
+            _registered: registered,
+            closed: false,
+        })
+    }
+
+    fn write(&mut self, msg: &Value) -> Result<(), Fault> {
+        let mut line = msg.to_string();
+        line.push('\n');
+        let gone = |s: &mut Self, e: std::io::Error| {
+            Fault::Gone(s.died(&format!("its input closed ({e})")))
+        };
+        match self.stdin.as_mut() {
+            Some(w) => match w.write_all(line.as_bytes()).and_then(|()| w.flush()) {
+                Ok(()) => Ok(()),
+                Err(e) => Err(gone(self, e)),
+            },
+            None => Err(Fault::Gone("closed".into())),
+        }
+    }
+
+    /// Why the server is gone: `what`, its exit status when it has one, the end of its log.
+    fn died(&mut self, what: &str) -> String {
+        // A moment for the exit status to be there after the output closed.
+        let until = Instant::now() + Duration::from_millis(300);
+        let mut status = None;
+        while Instant::now() < until {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                status = Some(s);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let mut why = match status {
+            Some(s) => format!("the server exited ({s}): {what}"),
+            None => format!("the server stopped answering: {what}"),
+        };
+        if let Some(tail) = self.log.as_deref().and_then(log_tail) {
+            why.push_str(&format!("; its log ends: {tail}"));
+        }
+        why
+    }
+}
+
+/// The last lines of a log, on one line.
+fn log_tail(path: &Path) -> Option<String> {
+    let mut f = std::fs::File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    let from = len.saturating_sub(LOG_TAIL_BYTES);
+    std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(from)).ok()?;
+    let mut b = Vec::new();
+    f.read_to_end(&mut b).ok()?;
+    let t = String::from_utf8_lossy(&b);
+    let t = t.split_whitespace().collect::<Vec<_>>().join(" ");
+    (!t.is_empty()).then_some(t)
+}
+
+impl Link for StdioLink {
+    fn exchange(
+        &mut self,
+        req: &Value,
+        id: u64,
+        _hints: &Hints<'_>,
+        deadline: Instant,
+    ) -> Result<Result<Value, RpcError>, Fault> {
+        self.write(req)?;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Fault::Timeout);
+            }
+            let line = match self.lines.recv_timeout(left) {
+                Ok(l) => l,
+                Err(RecvTimeoutError::Timeout) => return Err(Fault::Timeout),
+                Err(RecvTimeoutError::Disconnected) => Line::End,
+            };
+            match line {
+                Line::End => return Err(Fault::Gone(self.died("its output closed"))),
+                Line::Bad(why) => return Err(Fault::Protocol(why)),
+                Line::Message(v) => match rpc::classify(v) {
+                    Incoming::Response { id: got, outcome } if got.as_u64() == Some(id) => {
+                        return Ok(outcome);
+                    }
+                    Incoming::Request { id, method } => self.write(&rpc::answer(id, &method))?,
+                    Incoming::Response { .. } | Incoming::Notification => {}
+                    Incoming::Invalid(why) => return Err(Fault::Protocol(why)),
+                },
+            }
+        }
+    }
+
+    fn notify(&mut self, msg: &Value, _hints: &Hints<'_>, _deadline: Instant) -> Result<(), Fault> {
+        self.write(msg)
+    }
+
+    fn alive(&mut self) -> bool {
+        !self.closed && matches!(self.child.try_wait(), Ok(None))
+    }
+
+    fn close(&mut self) {
+        if self.closed {
+            return;
+        }
+        self.closed = true;
+        // Closing stdin is MCP's way to ask a stdio server to leave; TERM, then KILL, make sure.
+        self.stdin = None;
+        let wait = |child: &mut Child, d: Duration| {
+            let until = Instant::now() + d;
+            while Instant::now() < until {
+                if !matches!(child.try_wait(), Ok(None)) {
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            false
+        };
+        if !wait(&mut self.child, Duration::from_millis(500)) {
+            crate::child::signal_group(self.pgid, libc::SIGTERM);
+            if !wait(&mut self.child, Duration::from_secs(2)) {
+                crate::child::signal_group(self.pgid, libc::SIGKILL);
+                let _ = self.child.wait();
+            }
+        }
+        // What it started in its group goes too.
+        crate::child::signal_group(self.pgid, libc::SIGKILL);
+    }
+}
+
+impl Drop for StdioLink {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// A server at a URL (streamable HTTP).
+pub struct HttpLink {
+    agent: ureq::Agent,
+    url: String,
+    headers: Vec<(String, String)>,
+    /// `Mcp-Session-Id` a stateful server gave at `initialize`.
+    session: Option<String>,
+    closed: bool,
+}
+
+impl HttpLink {
+    /// A link to `url` sending `headers` with every request.
+    pub fn new(url: &str, headers: &[(String, String)]) -> HttpLink {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        HttpLink {
+            agent,
+            url: url.to_string(),
+            headers: headers.to_vec(),
+            session: None,
+            closed: false,
+        }
+    }
+
+    /// POSTs `msg`; returns the status, the content type and the body reader.
+    fn post(
+        &mut self,
+        msg: &Value,
+        hints: &Hints<'_>,
+        deadline: Instant,
+    ) -> Result<(u16, String, ureq::Body), Fault> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Fault::Timeout);
+        }
+        let mut req = self
+            .agent
+            .post(&self.url)
+            .config()
+            .timeout_global(Some(left))
+            .build()
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .header("Mcp-Method", hints.method);
+        if let Some(v) = hints.version {
+            req = req.header("MCP-Protocol-Version", v);
+        }
+        if let Some(n) = hints.name {
+            req = req.header("Mcp-Name", n);
+        }
+        if let Some(s) = &self.session {
+            req = req.header("Mcp-Session-Id", s);
+        }
+        for (k, v) in &self.headers {
+            req = req.header(k, v);
+        }
+        let resp = req.send(msg.to_string().as_bytes()).map_err(|e| match e {
+            ureq::Error::Timeout(_) => Fault::Timeout,
+            ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => Fault::Timeout,
+            other => Fault::Gone(format!(
+                "could not reach {}: {}",
+                crate::provider::http::display_url(&self.url),
+                crate::provider::http::redact(&other.to_string(), None)
+            )),
+        })?;
+        let status = resp.status().as_u16();
+        if let Some(s) = resp
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+        {
+            self.session = Some(s.to_string());
+        }
+        let kind = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        Ok((status, kind, resp.into_body()))
+    }
+}
+
+/// Reads at most [`MAX_MESSAGE_BYTES`] of a body. Errors: longer, or a read failed.
+fn read_body(body: ureq::Body) -> Result<Vec<u8>, Fault> {
+    let mut out = Vec::new();
+    body.into_reader()
+        .take(MAX_MESSAGE_BYTES as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::TimedOut => Fault::Timeout,
+            _ => Fault::Gone(format!("the answer broke off: {e}")),
+        })?;
+    if out.len() > MAX_MESSAGE_BYTES {
+        return Err(Fault::Protocol(format!(
+            "an answer longer than {MAX_MESSAGE_BYTES} bytes"
+        )));
+    }
+    Ok(out)
+}
+
+impl Link for HttpLink {
+    fn exchange(
+        &mut self,
+        req: &Value,
+        id: u64,
+        hints: &Hints<'_>,
+        deadline: Instant,
+    ) -> Result<Result<Value, RpcError>, Fault> {
+        let (status, kind, body) = self.post(req, hints, deadline)?;
+        if kind.starts_with("text/event-stream") && (200..300).contains(&status) {
+            // One stream per request: the server's requests and notifications, then our answer.
+            let mut reader = body.into_reader();
+            let mut parser = crate::provider::sse::SseParser::with_limit(MAX_MESSAGE_BYTES);
+            let mut events = Vec::new();
+            let mut buf = vec![0u8; 16 * 1024];
+            loop {
+                let n = match reader.read(&mut buf) {
+                    Ok(0) => {
+                        parser.finish(&mut events);
+                        0
+                    }
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                        return Err(Fault::Timeout);
+                    }
+                    Err(e) => return Err(Fault::Gone(format!("the stream broke off: {e}"))),
+                };
+                if n > 0 {
+                    parser
+                        .push(&buf[..n], &mut events)
+                        .map_err(|e| Fault::Protocol(e.message))?;
+                }
+                for ev in events.drain(..) {
+                    if ev.data.trim().is_empty() {
+                        continue;
+                    }
+                    let v: Value = serde_json::from_str(&ev.data).map_err(|_| {
+                        Fault::Protocol(format!(
+                            "an event that is not JSON: {}",
+                            crate::text::cut(&ev.data, 120)
+                        ))
+                    })?;
+                    match rpc::classify(v) {
+                        Incoming::Response { id: got, outcome } if got.as_u64() == Some(id) => {
+                            return Ok(outcome);
+                        }
+                        Incoming::Request { id, method } => {
+                            let h = Hints {
+                                method: "",
+                                name: None,
+                                version: hints.version,
+                            };
+                            let _ = self.post(&rpc::answer(id, &method), &h, deadline);
+                        }
+                        _ => {}
+                    }
+                }
+                if n == 0 {
+                    return Err(Fault::Gone("the stream ended without an answer".into()));
+                }
+                if Instant::now() >= deadline {
+                    return Err(Fault::Timeout);
+                }
+            }
+        }
+        let bytes = read_body(body)?;
+        // A JSON-RPC answer, whatever the status (MCP 2026-07-28 sends an unknown method's
+        // error with 404, a version mismatch with 400).
+        if let Ok(v) = serde_json::from_slice::<Value>(&bytes)
+            && let Incoming::Response { outcome, .. } = rpc::classify(v)
+        {
+            return Ok(outcome);
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        let snippet = crate::text::cut(text.trim(), 200).to_string();
+        if !(200..300).contains(&status) {
+            return Err(Fault::Http(status, snippet));
+        }
+        Err(Fault::Protocol(format!(
+            "an answer that is not JSON-RPC ({}): {snippet}",
+            if kind.is_empty() {
+                "no content type"
+            } else {
+                &kind
+            }
+        )))
+    }
+
+    fn notify(&mut self, msg: &Value, hints: &Hints<'_>, deadline: Instant) -> Result<(), Fault> {
+        let (status, _, body) = self.post(msg, hints, deadline)?;
+        let _ = read_body(body);
+        if (200..300).contains(&status) {
+            Ok(())
+        } else {
+            Err(Fault::Http(status, String::new()))
+        }
+    }
+
+    fn alive(&mut self) -> bool {
+        !self.closed
+    }
+
+    fn close(&mut self) {
+        self.closed = true;
+        // MCP 2025-11-25: a client that leaves SHOULD end its session with DELETE.
+        if let Some(s) = self.session.take() {
+            let mut req = self
+                .agent
+                .delete(&self.url)
+                .config()
+                .timeout_global(Some(Duration::from_secs(2)))
+                .build()
+                .header("Mcp-Session-Id", &s);
+            for (k, v) in &self.headers {
+                req = req.header(k, v);
+            }
+            let _ = req.call();
+        }
+    }
+}
+
+impl Drop for HttpLink {
+    fn drop(&mut self) {
+        self.close();
+    }
+}

@@ -1,0 +1,230 @@
+//! The door of MCP (src/mcp) into the runtime: the session's [`Hub`] with its gate, handed to
+//! the commands room, which gives every command the channel to it (MCP calls are commands).
+//!
+//! The gate runs on the channel's threads while the turn waits for the command that asked, so
+//! it holds its own copies of what it needs (the hooks, a handle on the session folder) rather
+//! than the runtime: the `PreToolUse` / `PostToolUse` hooks as `mcp__SERVER__TOOL` (a hook that
+//! must run in the jail cannot run there, so it blocks the call: the safe answer), one `hook`
+//! event per run and one `mcp_call` event per call.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Map, Value, json};
+
+use super::{Runtime, emit_to};
+use crate::cancel::CancelToken;
+use crate::event::{Event, HookDecision};
+use crate::hooks::answer::{Permission, Verdict, read_answer};
+use crate::hooks::{HookEvent, Hooks};
+use crate::mcp::{Finished, Gate, Hub, Servers, hook_name};
+use crate::procs::ProcessGroups;
+use crate::store::{Session, files};
+
+/// Characters of a hook's message or a call's error kept in its event.
+const EVENT_CHARS: usize = 2000;
+
+/// A session's gate around MCP calls.
+struct SessionGate {
+    /// Locked: a handle's last `seq` is kept in a `Cell`.
+    session: Mutex<Session>,
+    id: String,
+    transcript: String,
+    parent: Option<String>,
+    hooks: Arc<Hooks>,
+    workspace: PathBuf,
+    permission_mode: &'static str,
+    /// Whether an `ask` from a hook can be taken as yes (the session approves every command).
+    auto: bool,
+    cancel: CancelToken,
+    groups: Arc<ProcessGroups>,
+    /// Hooks run one at a time, as in the turn.
+    one_at_a_time: Mutex<u64>,
+}
+
+impl SessionGate {
+    fn emit(&self, event: Event) {
+        let session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        emit_to(&session, self.parent.as_deref(), &mut super::Quiet, event);
+    }
+
+    /// Runs the hooks of `event` for `name`, each announced as a `hook` event.
+    fn run(&self, event: HookEvent, name: &str, fields: Map<String, Value>) -> Verdict {
+        let mut verdict = Verdict::default();
+        let handlers = self.hooks.matching(event, Some(name));
+        if handlers.is_empty() {
+            return verdict;
+        }
+        let mut n = self.one_at_a_time.lock().unwrap_or_else(|p| p.into_inner());
+        *n += 1;
+        let mut input = Map::new();
+        input.insert("session_id".into(), Value::from(self.id.as_str()));
+        input.insert(
+            "transcript_path".into(),
+            Value::from(self.transcript.as_str()),
+        );
+        input.insert(
+            "cwd".into(),
+            Value::from(self.workspace.display().to_string()),
+        );
+        input.insert("hook_event_name".into(), Value::from(event.as_str()));
+        input.insert("permission_mode".into(), Value::from(self.permission_mode));
+        input.insert(
+            "tool_use_id".into(),
+            Value::from(format!("mcp-{}-{}", self.id, *n)),
+        );
+        input.extend(fields);
+        let input = Value::Object(input).to_string();
+        for h in handlers {
+            let refused = h.suspended().or_else(|| {
+                h.jail.then(|| {
+                    format!(
+                        "the hook `{}` runs in the jail, which an MCP call cannot reach: the call is not run",
+                        h.command
+                    )
+                })
+            });
+            if let Some(why) = refused {
+                let blocks = event == HookEvent::PreToolUse;
+                if blocks {
+                    verdict.block.push(why.clone());
+                }
+                self.emit(Event::Hook {
+                    event,
+                    command: h.command.clone(),
+                    exit_code: None,
+                    duration_ms: 0,
+                    decision: if blocks {
+                        HookDecision::Block
+                    } else {
+                        HookDecision::Error
+                    },
+                    message: Some(crate::text::cut(&why, EVENT_CHARS).to_string()),
+                });
+                continue;
+            }
+            let ran = crate::hooks::run::run(
+                &h.command,
+                input.as_bytes(),
+                &self.workspace,
+                h.timeout,
+                &self.cancel,
+                &self.groups,
+            );
+            let (decision, message) = read_answer(event, &ran, h.timeout, &mut verdict);
+            let message = message.map(|m| {
+                let m = crate::store::redact::redact(m.trim()).into_owned();
+                crate::text::cut(&m, EVENT_CHARS).to_string()
+            });
+            self.emit(Event::Hook {
+                event,
+                command: h.command.clone(),
+                exit_code: ran.exit_code,
+                duration_ms: ran.duration.as_millis() as u64,
+                decision,
+                message,
+            });
+        }
+        verdict
+    }
+}
+
+impl Gate for SessionGate {
+    fn before(&self, server: &str, tool: &str, arguments: &Value) -> Result<Option<Value>, String> {
+        let name = hook_name(server, tool);
+        let mut f = Map::new();
+        f.insert("tool_name".into(), Value::from(name.as_str()));
+        f.insert("tool_input".into(), arguments.clone());
+        let v = self.run(HookEvent::PreToolUse, &name, f);
+        let mut reasons = v.block;
+        reasons.extend(v.deny);
+        if !reasons.is_empty() {
+            return Err(format!(
+                "blocked by a PreToolUse hook: {}",
+                crate::store::redact::for_model(reasons.join("\n").trim())
+            ));
+        }
+        if let Some(reason) = v.stop {
+            return Err(format!("not run: a PreToolUse hook said stop: {reason}"));
+        }
+        if v.permission == Some(Permission::Ask) && !self.auto {
+            return Err(format!(
+                "a PreToolUse hook asks the person to approve {name}, and a command's MCP call cannot ask: not run"
+            ));
+        }
+        Ok(v.updated_input.filter(Value::is_object))
+    }
+
+    fn after(&self, call: &Finished<'_>) -> Vec<String> {
+        self.emit(Event::McpCall {
+            server: call.server.to_string(),
+            tool: call.tool.to_string(),
+            exit_code: call.exit,
+            duration_ms: call.duration.as_millis() as u64,
+            error: call
+                .error
+                .map(|e| crate::text::cut(e.trim_start_matches("tern: "), EVENT_CHARS).to_string()),
+        });
+        let name = hook_name(call.server, call.tool);
+        if self
+            .hooks
+            .matching(HookEvent::PostToolUse, Some(&name))
+            .is_empty()
+        {
+            return Vec::new();
+        }
+        let response = match call.result {
+            Some(r) => r.clone(),
+            None => json!({"isError": true, "error": call.error.unwrap_or("")}),
+        };
+        let mut f = Map::new();
+        f.insert("tool_name".into(), Value::from(name.as_str()));
+        f.insert("tool_input".into(), call.arguments.clone());
+        f.insert("tool_response".into(), response);
+        let v = self.run(HookEvent::PostToolUse, &name, f);
+        let mut added = v.block;
+        added.extend(v.context);
+        added
+            .into_iter()
+            .map(|a| crate::store::redact::for_model(a.trim()).into_owned())
+            .collect()
+    }
+}
+
+impl Runtime {
+    /// The names of the MCP servers this runtime's commands reach.
+    pub(crate) fn mcp_names(&self) -> Vec<String> {
+        self.commands.mcp_names()
+    }
+
+    /// Uses `servers` for this session's commands (the launcher, after the hooks): a hub with
+    /// the session's gate, started at the first command; the files the servers run are
+    /// read-only to commands. Nothing happens when no server is usable.
+    pub(crate) fn set_mcp(&mut self, servers: Servers, opts: crate::mcp::Options) {
+        self.commands.protect(servers.covered.clone());
+        if servers.is_empty() {
+            return;
+        }
+        let gate = SessionGate {
+            session: Mutex::new(Session::at(&self.session.id, self.session.dir.clone())),
+            id: self.session.id.clone(),
+            transcript: self.session.path(files::CONVERSATION).display().to_string(),
+            parent: self.lineage.parent.clone(),
+            hooks: self.hook_state_hooks(),
+            workspace: self.commands.workspace().to_path_buf(),
+            permission_mode: match self.cfg.approval {
+                crate::policy::Approval::Ask => "default",
+                crate::policy::Approval::Auto => "bypassPermissions",
+                crate::policy::Approval::Never => "plan",
+            },
+            auto: self.cfg.approval == crate::policy::Approval::Auto,
+            cancel: self.cancel.clone(),
+            groups: self.commands.groups_arc(),
+            one_at_a_time: Mutex::new(0),
+        };
+        let mut opts = opts;
+        opts.groups = Some(self.commands.groups_arc());
+        let hub = Hub::new(servers, opts, Some(self.session.path("mcp"))).with_gate(Box::new(gate));
+        self.commands.set_mcp(Arc::new(hub));
+    }
+}

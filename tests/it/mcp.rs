@@ -1,0 +1,510 @@
+//! Issue 32: MCP as commands. `tern mcp list | schema | call | trust` against fake servers of
+//! both protocol eras (2025-11-25 `initialize`, 2026-07-28 `server/discover`) on both transports
+//! (a real process on stdio, a real HTTP server on 127.0.0.1): outside a session straight to the
+//! servers, inside one through the session's tern (hooks, events, the jail).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::body::{content, messages};
+use crate::support::cli::{LIMIT, WireWs, run_within};
+use crate::support::files::jsonl;
+use crate::support::script::{bash, text};
+use crate::support::*;
+
+const W: Wire = Wire::OpenAi;
+/// The fake server of the test kit.
+const SERVER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/mcp_server.py");
+
+/// A stdio server entry of `era` with more flags.
+fn stdio(era: &str, more: &[&str]) -> Value {
+    let mut args = vec![SERVER.to_string(), "--era".into(), era.into()];
+    args.extend(more.iter().map(|s| s.to_string()));
+    json!({"command": "python3", "args": args})
+}
+
+/// Writes the person's `mcp.json` of `ws`.
+fn user_servers(ws: &WireWs, servers: Value) -> PathBuf {
+    let dir = ws.ws.home().join(".config/tern");
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("mcp.json");
+    std::fs::write(&p, json!({ "mcpServers": servers }).to_string()).unwrap();
+    p
+}
+
+/// `tern ARGS` in `ws` with `env` added; its output.
+fn tern_env(ws: &WireWs, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let mut c = ws.cmd(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = run_within(c, None, LIMIT).output();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn mcp(ws: &WireWs, args: &[&str]) -> (i32, String, String) {
+    let mut a = vec!["mcp"];
+    a.extend_from_slice(args);
+    tern_env(ws, &a, &[])
+}
+
+/// A fake HTTP server; killed when dropped.
+struct Http {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl Http {
+    fn start(dir: &Path, name: &str, era: &str, more: &[&str]) -> Http {
+        let port_file = dir.join(format!("{name}.port"));
+        let log = dir.join(format!("{name}.log"));
+        let child = Command::new("python3")
+            .arg(SERVER)
+            .args(["--era", era, "--http", "--port-file"])
+            .arg(&port_file)
+            .arg("--log")
+            .arg(&log)
+            .args(more)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let until = Instant::now() + Duration::from_secs(20);
+        let port = loop {
+            if let Ok(p) = std::fs::read_to_string(&port_file) {
+                break p.trim().parse().unwrap();
+            }
+            assert!(Instant::now() < until, "the fake MCP server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Http { child, port, log }
+    }
+
+    fn entry(&self) -> Value {
+        json!({"type": "http", "url": format!("http://127.0.0.1:{}/mcp", self.port)})
+    }
+
+    fn messages(&self) -> Vec<Value> {
+        jsonl(&self.log)
+    }
+}
+
+impl Drop for Http {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn list_schema_and_call_work_against_both_eras_on_stdio_pages_followed() {
+    let ws = WireWs::new(W, vec![]);
+    let log = ws.root().join("new.log");
+    user_servers(
+        &ws,
+        json!({
+            "new": stdio("2026", &["--tools", "5", "--page", "2", "--log", log.to_str().unwrap()]),
+            "old": stdio("2025", &[]),
+        }),
+    );
+    let (code, out, err) = mcp(&ws, &["list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("new (stdio, MCP 2026-07-28, from "), "{out}");
+    assert!(out.contains(": 13 tools"), "every page followed: {out}");
+    assert!(out.contains("  tool_4 — Extra tool 4."), "{out}");
+    assert!(out.contains("old (stdio, MCP 2025-11-25, from "), "{out}");
+    assert!(
+        out.contains("  echo — Echo the text back.\n"),
+        "one line each: {out}"
+    );
+    // Every request of the stateless era carried _meta; pages asked with their cursor.
+    let msgs = jsonl(&log);
+    assert_eq!(msgs[0]["msg"]["method"], "server/discover");
+    for m in &msgs {
+        assert_eq!(
+            m["msg"]["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"], "2026-07-28",
+            "{m}"
+        );
+    }
+    assert!(msgs.iter().any(|m| m["msg"]["params"]["cursor"] == "12"));
+    for (srv, era) in [("new", "2026"), ("old", "2025")] {
+        let (code, out, err) = mcp(&ws, &["call", srv, "add", r#"{"a": 2, "b": 40}"#]);
+        assert_eq!((code, out.as_str()), (0, "42\n"), "{era}: {err}");
+    }
+    let (code, out, _) = mcp(&ws, &["schema", "old", "add"]);
+    assert_eq!(code, 0);
+    let schema: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(schema["required"], json!(["a", "b"]));
+    // A tool's error: exit 1, its text on stderr; --json: the whole result.
+    let (code, out, err) = mcp(&ws, &["call", "new", "fail"]);
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert!(err.contains("the tool failed on purpose"), "{err}");
+    let (code, out, _) = mcp(&ws, &["call", "new", "fail", "--json"]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap()["isError"],
+        true
+    );
+    // Unknown tool, unknown server, a protocol error, bad arguments: exit 2 with one line.
+    for (args, says) in [
+        (&["call", "old", "nope"][..], "has no tool nope"),
+        (&["call", "zzz", "echo"][..], "no MCP server is named zzz"),
+        (&["call", "new", "boom"][..], "the tool exploded"),
+        (&["call", "new", "add", "[1]"][..], "must be a JSON object"),
+        (&["call", "new", "add", "{"][..], "not JSON"),
+        (&["schema", "new", "nope"][..], "has no tool nope"),
+    ] {
+        let (code, _, err) = mcp(&ws, args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    }
+    // Arguments from stdin.
+    let out = ws.tern_in(&["mcp", "call", "old", "echo", "-"], r#"{"text": "piped"}"#);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "piped\n");
+    // A picture is saved, never printed.
+    let (code, out, _) = mcp(&ws, &["call", "new", "image"]);
+    assert_eq!(code, 0);
+    let path = out
+        .lines()
+        .find_map(|l| l.split(" saved to ").nth(1))
+        .map(|p| p.trim_end_matches(']').to_string())
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(std::fs::read(&path).unwrap().starts_with(b"\x89PNG"));
+    assert!(!out.contains("PNG\r"), "binary on stdout");
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn a_stateful_server_that_dies_or_says_nothing_before_initialize_still_answers() {
+    let ws = WireWs::new(W, vec![]);
+    user_servers(
+        &ws,
+        json!({
+            "dies": stdio("2025", &["--before-init", "die"]),
+            "silent": stdio("2025", &["--before-init", "silent"]),
+        }),
+    );
+    for srv in ["dies", "silent"] {
+        let (code, out, err) = mcp(&ws, &["call", srv, "echo", r#"{"text":"ok"}"#]);
+        assert_eq!((code, out.as_str()), (0, "ok\n"), "{srv}: {err}");
+    }
+}
+
+#[test]
+fn both_eras_over_http_json_and_sse_answers_session_ids_and_version_headers() {
+    let ws = WireWs::new(W, vec![]);
+    let dir = tempfile::tempdir().unwrap();
+    let new = Http::start(dir.path(), "new", "2026", &["--reject-first"]);
+    let old = Http::start(dir.path(), "old", "2025", &[]);
+    let sse = Http::start(dir.path(), "sse", "2025", &["--sse", "--tools", "4"]);
+    let mut old_entry = old.entry();
+    old_entry["headers"] = json!({"Authorization": "Bearer ${TEST_TOKEN}"});
+    user_servers(
+        &ws,
+        json!({"new": new.entry(), "old": old_entry, "sse": sse.entry()}),
+    );
+    let env = [("TEST_TOKEN", "tok-1")];
+    for srv in ["new", "old", "sse"] {
+        let (code, out, err) =
+            tern_env(&ws, &["mcp", "call", srv, "add", r#"{"a":1,"b":2}"#], &env);
+        assert_eq!((code, out.as_str()), (0, "3\n"), "{srv}: {err}");
+    }
+    let (code, out, err) = tern_env(&ws, &["mcp", "list", "sse"], &env);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("MCP 2025-11-25") && out.contains(": 12 tools"),
+        "{out}"
+    );
+    // 2026: refused once with -32022, asked again; the version header matches _meta everywhere.
+    let msgs = new.messages();
+    assert!(msgs.len() >= 3, "{msgs:?}");
+    for m in &msgs {
+        assert_eq!(m["headers"]["mcp-protocol-version"], "2026-07-28", "{m}");
+        assert_eq!(
+            m["headers"]["accept"],
+            "application/json, text/event-stream"
+        );
+    }
+    let call = msgs
+        .iter()
+        .find(|m| m["msg"]["method"] == "tools/call")
+        .unwrap();
+    assert_eq!(call["headers"]["mcp-method"], "tools/call");
+    assert_eq!(call["headers"]["mcp-name"], "add");
+    // 2025: the session id after initialize, the negotiated version, the token expanded, the
+    // session ended with DELETE.
+    let msgs = old.messages();
+    let call = msgs
+        .iter()
+        .find(|m| m["msg"]["method"] == "tools/call")
+        .unwrap();
+    assert_eq!(call["headers"]["mcp-session-id"], "sess-1");
+    assert_eq!(call["headers"]["mcp-protocol-version"], "2025-11-25");
+    assert_eq!(call["headers"]["authorization"], "Bearer tok-1");
+    assert!(
+        msgs.iter()
+            .any(|m| m["msg"]["method"] == "notifications/initialized")
+    );
+    assert!(
+        msgs.iter().any(|m| m["delete"] == true),
+        "no DELETE: {msgs:?}"
+    );
+    // The SSE server's ping inside the stream was answered.
+    assert!(
+        sse.messages()
+            .iter()
+            .any(|m| m["msg"]["id"] == "srv-1" && m["msg"]["result"] == json!({})),
+        "the server's ping was not answered"
+    );
+    // An unset variable with no default: that server is not usable, named.
+    let (code, _, err) = mcp(&ws, &["call", "old", "add"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("${TEST_TOKEN} is not set"), "{err}");
+}
+
+#[test]
+fn a_hung_server_and_one_that_is_not_mcp_fail_with_one_line_in_time() {
+    let ws = WireWs::new(W, vec![]);
+    user_servers(
+        &ws,
+        json!({
+            "hung": stdio("2026", &["--hang"]),
+            "junk": {"command": "sh", "args": ["-c", "echo hello there; sleep 30"]},
+            "gone": {"command": "/nonexistent/server"},
+        }),
+    );
+    let started = Instant::now();
+    let (code, _, err) = tern_env(
+        &ws,
+        &["mcp", "call", "hung", "echo"],
+        &[("MCP_TIMEOUT", "1500")],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("no answer to its start-up in 2 s") && err.contains("MCP_TIMEOUT"),
+        "{err}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let (code, _, err) = mcp(&ws, &["call", "junk", "echo"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not JSON: hello there"), "{err}");
+    let (code, _, err) = mcp(&ws, &["list", "gone"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("could not start /nonexistent/server"), "{err}");
+}
+
+#[test]
+fn an_untrusted_project_file_starts_nothing_until_trusted_and_again_after_a_change() {
+    let ws = WireWs::new(W, vec![]);
+    let marker = ws.root().join("started");
+    let entry = json!({"command": "sh", "args": ["-c",
+        format!("touch {}; exec python3 {SERVER} --era 2026", marker.display())]});
+    std::fs::write(
+        ws.root().join(".mcp.json"),
+        json!({"mcpServers": {"proj": entry}}).to_string(),
+    )
+    .unwrap();
+    let (code, out, _) = mcp(&ws, &["list"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("not trusted") && out.contains("tern mcp trust"),
+        "{out}"
+    );
+    let (code, _, err) = mcp(&ws, &["call", "proj", "echo"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("not trusted") && err.contains("tern mcp trust"),
+        "{err}"
+    );
+    assert!(!marker.exists(), "an untrusted server started");
+    let (code, out, _) = mcp(&ws, &["trust"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("proj (stdio)"), "{out}");
+    let (code, out, err) = mcp(&ws, &["call", "proj", "echo", r#"{"text":"yes"}"#]);
+    assert_eq!((code, out.as_str()), (0, "yes\n"), "{err}");
+    assert!(marker.exists());
+    // The file changed (as a command could change it): not trusted again.
+    std::fs::remove_file(&marker).unwrap();
+    let changed = json!({"mcpServers": {"proj": entry, "more": stdio("2026", &[])}});
+    std::fs::write(ws.root().join(".mcp.json"), changed.to_string()).unwrap();
+    let (code, _, err) = mcp(&ws, &["call", "proj", "echo"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("changed since it was trusted"), "{err}");
+    assert!(!marker.exists());
+}
+
+/// The tool results the model read, in order.
+fn tool_results(ws: &WireWs) -> Vec<String> {
+    let reqs = ws.fake.requests();
+    let last = reqs.last().expect("a request");
+    messages(last)
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(content)
+        .collect()
+}
+
+#[test]
+fn a_model_in_the_default_jail_uses_a_tool_in_a_pipe_and_never_sees_the_servers_secret() {
+    let cmd = "tern mcp call srv add '{\"a\": 2, \"b\": 40}' | tr -d '\\n' | sed 's/^/sum=/'; echo; \
+               tern mcp call srv env '{\"name\": \"MCP_SECRET\"}'; \
+               echo \"jail sees [${MCP_SECRET:-}]\"; \
+               grep -l s3cr3t-value /proc/[0-9]*/environ 2>/dev/null | wc -l | sed 's/^/procs=/'; \
+               cat \"$HOME/.config/tern/mcp.json\" >/dev/null 2>&1 || echo config-hidden";
+    let ws = WireWs::new(W, vec![bash(W, "c1", cmd), text(W, "done")]);
+    let mut entry = stdio("2026", &[]);
+    entry["env"] = json!({"MCP_SECRET": "s3cr3t-value"});
+    user_servers(&ws, json!({"srv": entry}));
+    let out = ws.ok(&["exec", "go"]);
+    let _ = out;
+    let results = tool_results(&ws);
+    let r = &results[0];
+    assert!(r.contains("sum=42"), "{r}");
+    // The server has its secret; the jail has not, in no process's environment, nor its file.
+    assert!(
+        r.contains("\ns3cr3t-value\n") || r.starts_with("s3cr3t-value"),
+        "{r}"
+    );
+    assert!(r.contains("jail sees []"), "{r}");
+    assert!(r.contains("procs=0"), "{r}");
+    assert!(r.contains("config-hidden"), "{r}");
+    // Each call is an event.
+    let events = ws.events();
+    let calls: Vec<&Value> = events.iter().filter(|e| e["type"] == "mcp_call").collect();
+    assert_eq!(calls.len(), 2, "{events:?}");
+    assert_eq!(calls[0]["server"], "srv");
+    assert_eq!(calls[0]["tool"], "add");
+    assert_eq!(calls[0]["exit_code"], 0);
+    // The server ran outside the jail with its log in the session folder; it is gone now.
+    let log = std::fs::read_to_string(ws.path("mcp/srv.log")).unwrap();
+    assert!(log.contains("tools/call"), "{log}");
+}
+
+#[test]
+fn a_server_that_dies_is_started_again_once_with_a_note() {
+    let cmd = "for i in 1 2 3 4; do tern mcp call srv die; echo \"die=$?\"; \
+               tern mcp call srv echo '{\"text\": \"back\"}'; echo \"echo=$?\"; done";
+    let ws = WireWs::new(W, vec![bash(W, "c1", cmd), text(W, "done")]);
+    user_servers(&ws, json!({"srv": stdio("2025", &[])}));
+    ws.ok(&["exec", "go"]);
+    let r = &tool_results(&ws)[0];
+    let codes: Vec<&str> = r
+        .lines()
+        .filter(|l| l.starts_with("die=") || l.starts_with("echo="))
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            "die=2", "echo=0", "die=2", "echo=2", "die=2", "echo=2", "die=2", "echo=2"
+        ],
+        "{r}"
+    );
+    assert!(
+        r.contains("tern started it again (once per session)"),
+        "{r}"
+    );
+    assert!(r.contains("does not start it a third time"), "{r}");
+    assert_eq!(
+        r.matches("\nback\n").count() + usize::from(r.starts_with("back\n")),
+        1,
+        "{r}"
+    );
+}
+
+#[test]
+fn hooks_see_mcp_server_tool_names_and_a_pre_tool_use_block_keeps_the_call_from_running() {
+    let cmd = "tern mcp call srv add '{\"a\": 1, \"b\": 1}'; echo \"add=$?\"; \
+               tern mcp call srv echo '{\"text\": \"fine\"}'; echo \"echo=$?\"";
+    let ws = WireWs::new(W, vec![bash(W, "c1", cmd), text(W, "done")]);
+    let log = ws.root().join("srv.log");
+    user_servers(
+        &ws,
+        json!({"srv": stdio("2026", &["--log", log.to_str().unwrap()])}),
+    );
+    let dir = ws.ws.home().join(".config/tern");
+    let hooks = json!({"hooks": {
+        "PreToolUse": [{"matcher": "mcp__srv__add", "hooks": [{"type": "command",
+            "command": "cat > \"$TERN_PROJECT_DIR/pre.json\"; echo 'no adding today' >&2; exit 2"}]}],
+        "PostToolUse": [{"matcher": "mcp__.*", "hooks": [{"type": "command",
+            "command": "cat > \"$TERN_PROJECT_DIR/post.json\"; echo '{\"hookSpecificOutput\": {\"hookEventName\": \"PostToolUse\", \"additionalContext\": \"checked by the hook\"}}'"}]}]
+    }});
+    std::fs::write(dir.join("hooks.json"), hooks.to_string()).unwrap();
+    ws.ok(&["exec", "go"]);
+    let r = &tool_results(&ws)[0];
+    assert!(
+        r.contains("blocked by a PreToolUse hook: no adding today"),
+        "{r}"
+    );
+    assert!(r.contains("add=1"), "{r}");
+    assert!(r.contains("fine\n") && r.contains("echo=0"), "{r}");
+    assert!(r.contains("[PostToolUse hook] checked by the hook"), "{r}");
+    let pre: Value =
+        serde_json::from_str(&std::fs::read_to_string(ws.root().join("pre.json")).unwrap())
+            .unwrap();
+    assert_eq!(pre["tool_name"], "mcp__srv__add");
+    assert_eq!(pre["tool_input"], json!({"a": 1, "b": 1}));
+    assert_eq!(pre["hook_event_name"], "PreToolUse");
+    let post: Value =
+        serde_json::from_str(&std::fs::read_to_string(ws.root().join("post.json")).unwrap())
+            .unwrap();
+    assert_eq!(post["tool_name"], "mcp__srv__echo");
+    assert_eq!(post["tool_response"]["content"][0]["text"], "fine");
+    // The blocked call never reached the server.
+    let calls: Vec<Value> = jsonl(&log)
+        .into_iter()
+        .filter(|m| m["msg"]["method"] == "tools/call")
+        .collect();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0]["msg"]["params"]["name"], "echo");
+    let events = ws.events();
+    let calls: Vec<&Value> = events.iter().filter(|e| e["type"] == "mcp_call").collect();
+    assert_eq!(calls[0]["exit_code"], 1);
+    assert!(
+        calls[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("no adding today")
+    );
+}
+
+#[test]
+fn three_servers_add_at_most_200_bytes_to_the_first_request_and_none_per_call() {
+    let bare = WireWs::new(W, vec![text(W, "done")]);
+    bare.ok(&["exec", "hello"]);
+    let with = WireWs::new(
+        W,
+        vec![
+            bash(W, "c1", "tern mcp call github echo '{\"text\":\"x\"}'"),
+            text(W, "done"),
+        ],
+    );
+    user_servers(
+        &with,
+        json!({"github": stdio("2026", &[]), "files": stdio("2025", &[]), "db": stdio("2026", &[])}),
+    );
+    with.ok(&["exec", "hello"]);
+    let a = bare.fake.requests()[0].body.len();
+    let reqs = with.fake.requests();
+    let b = reqs[0].body.len();
+    assert!(b > a && b - a <= 200, "{a} → {b}");
+    let body = String::from_utf8_lossy(&reqs[0].body);
+    assert!(body.contains("MCP servers: db, files, github."), "{body}");
+    assert!(!body.contains("inputSchema") && !body.contains("Echo the text"));
+    // The second request repeats the first's prefix byte for byte (nothing per call).
+    let first = &reqs[0].body;
+    let second = String::from_utf8_lossy(&reqs[1].body);
+    let sys_end = String::from_utf8_lossy(first)
+        .find("\"role\":\"user\"")
+        .unwrap();
+    assert!(second.starts_with(&String::from_utf8_lossy(&first[..sys_end]).to_string()));
+}
