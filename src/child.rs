@@ -516,6 +516,25 @@ pub fn group_alive(pgid: libc::pid_t) -> bool {
     crate::procs::group_alive(pgid)
 }
 
+/// Makes `fd` the descriptor `at` of a forked child before exec, inherited by what it runs (the
+/// session's channel, `crate::mcp::channel`). Async-signal-safe: dup2(2) and fcntl(2) only.
+///
+/// Errors: the system call's.
+pub fn inherit(fd: std::os::fd::RawFd, at: std::os::fd::RawFd) -> io::Result<()> {
+    // SAFETY: dup2 / fcntl on descriptors this process holds; nothing allocates.
+    unsafe {
+        if fd == at {
+            // Already there: only its close-on-exec flag goes.
+            if libc::fcntl(at, libc::F_SETFD, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        } else if libc::dup2(fd, at) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

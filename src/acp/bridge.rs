@@ -130,7 +130,7 @@ impl Bridge {
         &mut self,
         cwd: &Path,
         how: Open,
-        mcp_servers: usize,
+        mcp_servers: &[Value],
     ) -> Result<(String, Mode, String), RpcError> {
         // The same launcher every surface opens sessions with, for this session's workspace.
         let mut launcher = Launcher::new(
@@ -141,6 +141,8 @@ impl Bridge {
             &self.settings.process,
         );
         launcher.idle_timeout = self.settings.idle_timeout;
+        let (servers, refused) = super::protocol::mcp_servers(mcp_servers);
+        launcher.mcp_editor = servers;
         launcher
             .ready()
             .map_err(|e| RpcError::internal(format!("tern cannot start a session: {e}")))?;
@@ -160,7 +162,7 @@ impl Bridge {
         };
         let thread = std::thread::Builder::new()
             .name("acp-session".into())
-            .spawn(move || session::run(ctx, how, mcp_servers, rx, ready_tx))
+            .spawn(move || session::run(ctx, how, refused, rx, ready_tx))
             .map_err(|e| RpcError::internal(format!("could not start a session thread: {e}")))?;
         let (id, dir, mode, model) = match ready_rx.recv() {
             Ok(Ok(opened)) => opened,
@@ -190,7 +192,7 @@ impl Bridge {
         &mut self,
         id: &str,
         cwd: &Path,
-        mcp_servers: usize,
+        mcp_servers: &[Value],
         replay: bool,
     ) -> Result<OpenSessionResult, RpcError> {
         Bridge::check_cwd(cwd)?;
@@ -273,10 +275,11 @@ impl Bridge {
     }
 }
 
-fn mcp_meta(n: usize) -> Option<Value> {
-    (n > 0).then(|| {
-        json!({"tern": {"mcpServers": format!("unsupported: tern connects to no MCP servers; {n} ignored")}})
-    })
+/// `_meta.tern.mcpServers` of a session's answer: the servers of the client's list tern cannot
+/// use, one line each (None when it can use them all).
+fn mcp_meta(list: &[Value]) -> Option<Value> {
+    let (_, refused) = super::protocol::mcp_servers(list);
+    (!refused.is_empty()).then(|| json!({"tern": {"mcpServers": {"refused": refused}}}))
 }
 
 impl Backend for Bridge {
@@ -286,12 +289,12 @@ impl Backend for Bridge {
         mcp_servers: &[Value],
     ) -> Result<NewSessionResult, RpcError> {
         Bridge::check_cwd(cwd)?;
-        let (id, mode, model) = self.open(cwd, Open::New, mcp_servers.len())?;
+        let (id, mode, model) = self.open(cwd, Open::New, mcp_servers)?;
         Ok(NewSessionResult {
             session_id: id,
             modes: Mode::state(mode),
             models: self.models(&model),
-            meta: mcp_meta(mcp_servers.len()),
+            meta: mcp_meta(mcp_servers),
         })
     }
 
@@ -302,7 +305,7 @@ impl Backend for Bridge {
         mcp_servers: &[Value],
         replay: bool,
     ) -> Result<OpenSessionResult, RpcError> {
-        self.open_existing(id, cwd, mcp_servers.len(), replay)
+        self.open_existing(id, cwd, mcp_servers, replay)
     }
 
     fn fork_session(
@@ -324,7 +327,7 @@ impl Backend for Bridge {
         }
         let fork = crate::checkpoint::fork(&state, &from, None, true)
             .map_err(|e| RpcError::internal(e.to_string()))?;
-        let r = self.open_existing(&fork.id, cwd, mcp_servers.len(), false)?;
+        let r = self.open_existing(&fork.id, cwd, mcp_servers, false)?;
         Ok((fork.id, r))
     }
 

@@ -88,7 +88,7 @@ where
 pub struct NewSessionParams {
     /// The workspace: where bash runs and `.tern/` lives.
     pub cwd: String,
-    /// MCP servers the client wants connected (tern connects none; see the response's `_meta`).
+    /// MCP servers the client wants its commands to reach ([`mcp_servers`] reads them).
     #[serde(default, deserialize_with = "lenient_list")]
     pub mcp_servers: Vec<Value>,
     /// Extra roots; not offered (`sessionCapabilities.additionalDirectories` absent), so a
@@ -530,8 +530,88 @@ pub struct SessionCapabilities {
     pub fork: Value,
 }
 
+/// The servers of a `session/new` / `session/load` `mcpServers` list (ACP v1, session setup:
+/// "MCP Servers"): stdio `{name, command, args, env: [{name, value}]}` and, as offered by
+/// `mcpCapabilities.http`, `{type: "http", name, url, headers: [{name, value}]}`. What cannot
+/// be used (SSE, which tern does not offer; a bad name; a missing field) comes back as one line
+/// each.
+pub fn mcp_servers(list: &[Value]) -> (Vec<crate::mcp::Server>, Vec<String>) {
+    use crate::mcp::{Server, Source, Transport};
+    let pairs = |v: Option<&Value>| -> Vec<(String, String)> {
+        v.and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|p| {
+                        Some((
+                            p.get("name")?.as_str()?.to_string(),
+                            p.get("value")?.as_str()?.to_string(),
+                        ))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (mut ok, mut refused) = (Vec::new(), Vec::new());
+    for s in list {
+        let name = s.get("name").and_then(Value::as_str).unwrap_or("");
+        if !crate::mcp::config::valid_name(name) {
+            refused.push(format!(
+                "{name:?}: a server name is 1 to 64 letters, digits, _ or -"
+            ));
+            continue;
+        }
+        let transport = match s.get("type").and_then(Value::as_str) {
+            None | Some("stdio") => match s.get("command").and_then(Value::as_str) {
+                Some(c) if !c.trim().is_empty() => Transport::Stdio {
+                    command: c.to_string(),
+                    args: s
+                        .get("args")
+                        .and_then(Value::as_array)
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(Value::as_str)
+                                .map(str::to_string)
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                    env: pairs(s.get("env")),
+                },
+                _ => {
+                    refused.push(format!("{name}: a stdio server needs a command"));
+                    continue;
+                }
+            },
+            Some("http") => match s.get("url").and_then(Value::as_str) {
+                Some(u) if u.starts_with("http://") || u.starts_with("https://") => {
+                    Transport::Http {
+                        url: u.to_string(),
+                        headers: pairs(s.get("headers")),
+                    }
+                }
+                _ => {
+                    refused.push(format!("{name}: an http server needs an http(s) url"));
+                    continue;
+                }
+            },
+            Some(other) => {
+                refused.push(format!(
+                    "{name}: the {other} transport is not offered (mcpCapabilities: stdio and http)"
+                ));
+                continue;
+            }
+        };
+        ok.push(Server {
+            name: name.to_string(),
+            transport,
+            source: Source::Editor,
+        });
+    }
+    (ok, refused)
+}
+
 /// The capabilities tern states: load, list, resume, close; text, resource links and embedded
-/// resources in prompts; no MCP; the events extension under `_meta`.
+/// resources in prompts; MCP servers over stdio and HTTP (reached by the session's commands
+/// through `tern mcp`); the events extension under `_meta`.
 pub fn agent_capabilities() -> AgentCapabilities {
     AgentCapabilities {
         load_session: true,
@@ -541,7 +621,7 @@ pub fn agent_capabilities() -> AgentCapabilities {
             embedded_context: true,
         },
         mcp_capabilities: McpCapabilities {
-            http: false,
+            http: true,
             sse: false,
         },
         session_capabilities: SessionCapabilities {

@@ -109,7 +109,7 @@ pub type Opened = (String, PathBuf, Mode, String);
 pub fn run(
     ctx: Ctx,
     how: Open,
-    mcp_servers: usize,
+    mcp_refused: Vec<String>,
     jobs: Receiver<Job>,
     ready: Sender<Result<Opened, RpcError>>,
 ) {
@@ -132,10 +132,8 @@ pub fn run(
             return;
         }
     };
-    if mcp_servers > 0 {
-        let message = format!(
-            "the client asked for {mcp_servers} MCP server(s); tern connects to none (unsupported)"
-        );
+    for why in mcp_refused {
+        let message = format!("an MCP server of the client is not used: {why}");
         crate::errln!("tern acp: {message}");
         rt.emit(&mut Quiet, Event::warning(message));
     }

@@ -16,8 +16,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use super::{Hub, Reply, Verb};
 use crate::sandbox::jail::wire::{self, Received};
 
-/// The descriptor commands find the channel at.
-pub const FD: RawFd = 63;
+/// The descriptor commands find the channel at (the jail's and the local spawn's
+/// [`crate::sandbox::jail::CHANNEL_FD`]).
+pub const FD: RawFd = crate::sandbox::jail::CHANNEL_FD;
 /// The variable that tells a command the channel is there (its value: [`FD`]).
 pub const ENV: &str = "TERN_MCP_FD";
 /// Largest arguments `tern mcp call` takes, in bytes (they travel in one message).
@@ -172,22 +173,6 @@ pub fn inherited(value: Option<&str>) -> Option<RawFd> {
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     let ok = unsafe { libc::fstat(fd, &mut st) } == 0;
     (ok && st.st_mode & libc::S_IFMT == libc::S_IFSOCK).then_some(fd)
-}
-
-/// Makes `fd` the command's [`FD`] in a forked child before exec (async-signal-safe: dup2 and
-/// fcntl only). Errors: the system call's.
-pub fn install(fd: RawFd) -> io::Result<()> {
-    // SAFETY: dup2(2) / fcntl(2) on descriptors this process holds; nothing allocates.
-    unsafe {
-        if fd == FD {
-            if libc::fcntl(FD, libc::F_SETFD, 0) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-        } else if libc::dup2(fd, FD) < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
 }
 
 /// `PATH` with the folder of `exe` (this tern) appended when no `tern` is on it, so a command's

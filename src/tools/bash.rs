@@ -477,7 +477,7 @@ pub fn run(req: &BashRequest<'_>, cancel: &CancelToken) -> Result<BashOutcome, S
         Some(req.groups),
         move || {
             if let Some(fd) = mcp {
-                crate::mcp::channel::install(fd)?;
+                crate::child::inherit(fd, crate::sandbox::jail::CHANNEL_FD)?;
             }
             match hook {
                 Some(h) => h.apply(),

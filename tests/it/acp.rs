@@ -300,10 +300,7 @@ fn initialize_negotiates_the_version_and_states_capabilities() {
         caps["promptCapabilities"],
         json!({"image": false, "audio": false, "embeddedContext": true})
     );
-    assert_eq!(
-        caps["mcpCapabilities"],
-        json!({"http": false, "sse": false})
-    );
+    assert_eq!(caps["mcpCapabilities"], json!({"http": true, "sse": false}));
     // Exactly list, resume, close and fork: no delete, no additional directories.
     assert_eq!(
         caps["sessionCapabilities"],
@@ -1054,38 +1051,54 @@ fn prompts_carry_resource_links_and_embedded_text() {
 }
 
 #[test]
-fn mcp_servers_are_accepted_and_reported_unsupported() {
+fn the_clients_mcp_servers_reach_the_sessions_commands_and_sse_is_refused_by_name() {
     let ws = Ws::new();
-    let fake = FakeServer::start(vec![]);
-    let mut a = Agent::spawn(&ws, &fake, &[]);
+    let w = Wire::OpenAi;
+    let fake = FakeServer::start(vec![
+        script::bash(w, "m1", "tern mcp call ed add '{\"a\": 20, \"b\": 22}'"),
+        script::text(w, "done"),
+    ]);
+    let mut a = Agent::spawn(&ws, &fake, &["--approval", "auto"]);
     a.init();
+    let server = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/mcp_server.py");
     let r = a.call(
         "session/new",
-        json!({"cwd": ws.path(), "mcpServers": [{"name": "fs", "command": "/bin/mcp", "args": [], "env": []}]}),
+        json!({"cwd": ws.path(), "mcpServers": [
+            {"name": "ed", "command": "python3", "args": [server, "--era", "2025"],
+             "env": [{"name": "X", "value": "1"}]},
+            {"type": "sse", "name": "old", "url": "http://127.0.0.1:1/sse", "headers": []}
+        ]}),
     );
     let sid = r["result"]["sessionId"]
         .as_str()
         .expect("accepted")
         .to_string();
+    let refused = &r["result"]["_meta"]["tern"]["mcpServers"]["refused"];
+    assert_eq!(refused.as_array().map(Vec::len), Some(1), "{r}");
+    assert!(refused[0].as_str().unwrap().contains("sse"), "{r}");
+    let id = a.prompt(&sid, "add with the editor's server");
+    let (r, _) = a.response(id);
+    assert_eq!(stop_reason(&r), "end_turn", "{r}");
+    let reqs = fake.requests();
+    let body = String::from_utf8_lossy(&reqs[0].body).to_string();
     assert!(
-        r["result"]["_meta"]["tern"]["mcpServers"]
-            .as_str()
-            .unwrap()
-            .starts_with("unsupported"),
-        "{r}"
+        body.contains("MCP servers: ed."),
+        "the prompt names the editor's server"
     );
+    let last = String::from_utf8_lossy(&reqs[1].body).to_string();
+    assert!(last.contains("42"), "{last}");
     let events = jsonl(&session_dir(&ws, &sid).join("events.jsonl"));
     assert!(
         events
             .iter()
-            .any(|e| e["type"] == "warning" && e["message"].as_str().unwrap().contains("MCP"))
+            .any(|e| e["type"] == "mcp_call" && e["server"] == "ed")
     );
-    let log = a.finish();
     assert!(
-        log.iter()
-            .all(|m| m["method"] != "session/update"
-                || update_kind(m) == "available_commands_update")
+        events
+            .iter()
+            .any(|e| e["type"] == "warning" && e["message"].as_str().unwrap().contains("sse"))
     );
+    a.finish();
 }
 
 #[test]

@@ -365,7 +365,7 @@ fn spawn(
                 return Err(io::Error::last_os_error());
             }
             if let Some(fd) = mcp_fd {
-                crate::mcp::channel::install(fd)?;
+                crate::child::inherit(fd, super::CHANNEL_FD)?;
             }
             drop_capabilities()?;
             // A bound on the jail's processes (threads count too): a fork bomb stops at it

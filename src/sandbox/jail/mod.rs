@@ -405,6 +405,10 @@ pub fn refusal(mode: super::Mode, e: &JailError) -> String {
     )
 }
 
+/// The descriptor a command finds the session's channel at (`crate::mcp::channel`): high,
+/// so a script's own `exec 3>…` redirections leave it alone.
+pub const CHANNEL_FD: RawFd = 63;
+
 /// How long the jail may take to start before tern gives up on it.
 const START_LIMIT: Duration = Duration::from_secs(10);
 
