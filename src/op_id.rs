@@ -53,11 +53,13 @@ pub enum OpId {
     Goal,
     /// `model`
     Model,
+    /// `mcp`
+    Mcp,
 }
 
 impl OpId {
     /// Every op id, in declaration order.
-    pub const ALL: [OpId; 23] = [
+    pub const ALL: [OpId; 24] = [
         OpId::PlanShow,
         OpId::PlanPath,
         OpId::PlanDraft,
@@ -81,6 +83,7 @@ impl OpId {
         OpId::Quit,
         OpId::Goal,
         OpId::Model,
+        OpId::Mcp,
     ];
 
     /// The op id named `s` (its [`OpId::as_str`]); None for any other string.
@@ -114,6 +117,7 @@ impl OpId {
             OpId::Quit => "quit",
             OpId::Goal => "goal",
             OpId::Model => "model",
+            OpId::Mcp => "mcp",
         }
     }
 }

@@ -254,6 +254,14 @@ pub const OPS: &[Op] = &[
         "switch the model for the next request (/model NAME; alone: show it)",
     ),
     op(
+        OpId::Mcp,
+        "mcp list",
+        "/mcp",
+        Access::Read,
+        "MCP servers and their tools",
+        "MCP servers' tools (/mcp [list [SERVER] | schema SERVER TOOL | call SERVER TOOL JSON])",
+    ),
+    op(
         OpId::Help,
         "ops",
         "/help",
@@ -576,7 +584,7 @@ pub fn run(op: &Op, arg: Option<&str>, target: &mut Target<'_>, ui: &mut dyn Sur
         after,
     );
     if let Some(s) = &session
-        && !matches!(op.id, OpId::Status | OpId::Stats)
+        && !matches!(op.id, OpId::Status | OpId::Stats | OpId::Mcp)
     {
         let parent = target
             .runtime
@@ -659,6 +667,7 @@ fn dispatch(
                 | OpId::Resume
                 | OpId::Goal
                 | OpId::Model
+                | OpId::Mcp
                 | OpId::Undo
                 | OpId::Diff
                 | OpId::Fork
@@ -740,7 +749,69 @@ fn dispatch(
                 "/model needs an open session (send a prompt first)".into(),
             )),
         },
+        OpId::Mcp => mcp_op(arg, target),
         OpId::Resume | OpId::Quit => Err(OpError::Usage(format!("{} is a REPL command", op.slash))),
+    }
+}
+
+/// `/mcp [list [SERVER] | schema SERVER TOOL | call SERVER TOOL JSON]`: through the open
+/// session's servers (and its hooks), else straight to the workspace's servers, as `tern mcp`.
+fn mcp_op(arg: Option<&str>, target: &mut Target<'_>) -> Result<OpOutput, OpError> {
+    use crate::mcp::Verb;
+    let arg = arg.unwrap_or("list").trim();
+    let mut words = arg.splitn(4, char::is_whitespace).filter(|w| !w.is_empty());
+    let usage = || {
+        OpError::Usage("/mcp [list [SERVER] | schema SERVER TOOL | call SERVER TOOL JSON]".into())
+    };
+    let verb = match words.next() {
+        Some("list") => Verb::List {
+            server: words.next().map(str::to_string),
+        },
+        Some("schema") => Verb::Schema {
+            server: words.next().ok_or_else(usage)?.to_string(),
+            tool: words.next().ok_or_else(usage)?.to_string(),
+        },
+        Some("call") => {
+            let server = words.next().ok_or_else(usage)?.to_string();
+            let tool = words.next().ok_or_else(usage)?.to_string();
+            let text = words.next().unwrap_or("{}");
+            let arguments: serde_json::Value = serde_json::from_str(text)
+                .ok()
+                .filter(serde_json::Value::is_object)
+                .ok_or_else(|| OpError::Usage("the arguments must be a JSON object".into()))?;
+            Verb::Call {
+                server,
+                tool,
+                arguments,
+                json: false,
+            }
+        }
+        _ => return Err(usage()),
+    };
+    let reply = match target
+        .runtime
+        .as_deref()
+        .and_then(runtime::Runtime::mcp_hub)
+    {
+        Some(hub) => hub.run(&verb),
+        None => {
+            let hub = target.launcher.mcp_hub(None);
+            let r = hub.run(&verb);
+            hub.close();
+            r
+        }
+    };
+    let text = format!("{}{}", reply.stdout, reply.stderr)
+        .trim_end()
+        .to_string();
+    match reply.exit {
+        0 => Ok(OpOutput::Done { message: text }),
+        2 => Err(OpError::Usage(
+            text.trim_start_matches("tern: ").to_string(),
+        )),
+        _ => Err(OpError::Failed(
+            text.trim_start_matches("tern: ").to_string(),
+        )),
     }
 }
 

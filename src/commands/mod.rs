@@ -191,6 +191,11 @@ impl Commands {
         };
     }
 
+    /// The MCP servers' hub of this runtime.
+    pub fn mcp_hub(&self) -> Option<Arc<crate::mcp::Hub>> {
+        self.mcp.hub.clone()
+    }
+
     /// The names of the MCP servers commands reach.
     pub fn mcp_names(&self) -> Vec<String> {
         self.mcp

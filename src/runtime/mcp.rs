@@ -192,6 +192,11 @@ impl Gate for SessionGate {
 }
 
 impl Runtime {
+    /// The session's MCP hub (None: no server is usable).
+    pub fn mcp_hub(&self) -> Option<Arc<Hub>> {
+        self.commands.mcp_hub()
+    }
+
     /// The names of the MCP servers this runtime's commands reach.
     pub(crate) fn mcp_names(&self) -> Vec<String> {
         self.commands.mcp_names()

@@ -386,7 +386,7 @@ fn verb_kind(op: &tern::ops::Op) -> Verb {
             Verb::Receipt
         }
         "fork" | "rewind" => Verb::Fork,
-        "status" | "stats" | "sessions" | "help" => Verb::Text,
+        "status" | "stats" | "sessions" | "help" | "mcp" => Verb::Text,
         "resume" => Verb::Resume,
         "goal" => Verb::Flag,
         other => panic!("op {other} has no parity check: add it to tests/repl.rs"),
@@ -456,6 +456,7 @@ fn ops_parity_every_op_same_receipt_from_verb_and_slash() {
         ("fork", None),
         ("rewind", Some("1")),
         ("model", None),
+        ("mcp", None),
         ("resume", None),
         ("goal", Some("true")),
         ("quit", None),
