@@ -42,6 +42,8 @@ mod drain_section;
 mod hooks_section;
 #[path = "sections/jail.rs"]
 mod jail_section;
+#[path = "sections/mcp.rs"]
+mod mcp_section;
 #[path = "sections/peers.rs"]
 mod peers_section;
 #[path = "sections/sandbox.rs"]
@@ -159,6 +161,11 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         };
+    }
+    // `cargo bench -- --mcp-only`: section 12 alone, printed (side by side with
+    // TERN_BENCH_BASELINE when it is set).
+    if args.iter().any(|a| a == "--mcp-only") {
+        return printed(mcp_section::bench_mcp());
     }
     // `cargo bench -- --sandbox-only`: section 6 alone, printed, BENCHMARKS.md left as it is.
     if args.iter().any(|a| a == "--sandbox-only") {
@@ -294,6 +301,8 @@ fn run_all() -> R<()> {
     let (checkpoints, goal_checkpoints) = bench_checkpoints()?;
     eprintln!("[11/11] ACP cancel latency …");
     let (cancel, goal_cancel) = bench_cancel()?;
+    eprintln!("[12/12] MCP …");
+    let mcp = mcp_section::bench_mcp()?;
 
     let load_after = fs::read_to_string("/proc/loadavg").unwrap_or_default();
     md.push_str(&machine(&load_before, &load_after, started.elapsed()));
@@ -321,6 +330,7 @@ fn run_all() -> R<()> {
     md.push_str(&hooks);
     md.push_str(&checkpoints);
     md.push_str(&cancel);
+    md.push_str(&mcp);
 
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("BENCHMARKS.md");
     fs::write(&path, &md).map_err(|e| format!("write {}: {e}", path.display()))?;

@@ -1343,15 +1343,25 @@ fn mcp_ask(verb: &tern::mcp::Verb) -> i32 {
     }
 }
 
-/// Prints a verb's reply; its exit code.
+/// Prints a verb's reply (on a terminal through the terminal-safe filter: a server's text may
+/// carry escape sequences; into a pipe as it is); its exit code.
 fn mcp_print(reply: &tern::mcp::Reply) -> i32 {
-    use std::io::Write as _;
+    use std::io::{IsTerminal as _, Write as _};
+    let shown = |text: &str, tty: bool| {
+        if tty {
+            tern::render::safe(text).into_owned()
+        } else {
+            text.to_string()
+        }
+    };
     {
         let mut o = std::io::stdout().lock();
-        let _ = o.write_all(reply.stdout.as_bytes());
+        let _ = o.write_all(shown(&reply.stdout, std::io::stdout().is_terminal()).as_bytes());
         let _ = o.flush();
     }
-    let _ = std::io::stderr().lock().write_all(reply.stderr.as_bytes());
+    let _ = std::io::stderr()
+        .lock()
+        .write_all(shown(&reply.stderr, std::io::stderr().is_terminal()).as_bytes());
     reply.exit
 }
 

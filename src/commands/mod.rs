@@ -12,7 +12,7 @@ mod guard;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::cancel::CancelToken;
@@ -148,6 +148,10 @@ pub struct Commands {
 struct Mcp {
     hub: Option<Arc<crate::mcp::Hub>>,
     channel: Option<crate::mcp::channel::Channel>,
+    /// The commands' `PATH` when it must find this tern first (worked out once).
+    path: Option<std::ffi::OsString>,
+    /// Events the hub wrote while a command ran (its calls, their hooks), for the surface.
+    events: Arc<Mutex<Vec<crate::event::Envelope>>>,
 }
 
 impl fmt::Debug for Mcp {
@@ -184,11 +188,23 @@ impl Commands {
 
     /// Gives this runtime's commands the MCP servers of `hub` (through a channel opened at the
     /// first command).
-    pub fn set_mcp(&mut self, hub: Arc<crate::mcp::Hub>) {
+    pub fn set_mcp(
+        &mut self,
+        hub: Arc<crate::mcp::Hub>,
+        events: Arc<Mutex<Vec<crate::event::Envelope>>>,
+    ) {
         self.mcp = Mcp {
             hub: Some(hub),
             channel: None,
+            path: None,
+            events,
         };
+    }
+
+    /// The events the MCP hub wrote since the last look (in `events.jsonl` already), for the
+    /// surface: a command's calls show where they happened, before its result.
+    pub fn take_mcp_events(&self) -> Vec<crate::event::Envelope> {
+        std::mem::take(&mut *self.mcp.events.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// The MCP servers' hub of this runtime.
@@ -216,6 +232,12 @@ impl Commands {
         let hub = self.mcp.hub.as_ref()?;
         if self.mcp.channel.is_none() {
             self.mcp.channel = crate::mcp::channel::Channel::open(hub.clone()).ok();
+            let exe = self
+                .rules
+                .jail_exe
+                .clone()
+                .or_else(|| std::env::current_exe().ok());
+            self.mcp.path = crate::mcp::channel::path_with_tern(exe.as_deref());
         }
         self.mcp.channel.as_ref().map(|c| c.fd())
     }
@@ -262,13 +284,8 @@ impl Commands {
                 crate::mcp::channel::ENV,
                 crate::mcp::channel::FD.to_string().into(),
             ));
-            let exe = self
-                .rules
-                .jail_exe
-                .clone()
-                .or_else(|| std::env::current_exe().ok());
-            if let Some(path) = crate::mcp::channel::path_with_tern(exe.as_deref()) {
-                env.push(("PATH", path));
+            if let Some(path) = &self.mcp.path {
+                env.push(("PATH", path.clone()));
             }
         }
         let spill = session.path(files::SPILL);

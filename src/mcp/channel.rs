@@ -175,17 +175,25 @@ pub fn inherited(value: Option<&str>) -> Option<RawFd> {
     (ok && st.st_mode & libc::S_IFMT == libc::S_IFSOCK).then_some(fd)
 }
 
-/// `PATH` with the folder of `exe` (this tern) appended when no `tern` is on it, so a command's
-/// `tern mcp` finds a tern. None: `PATH` has one already, or `exe` is unknown.
+/// `PATH` with the folder of `exe` (this tern) put first when the `tern` that `PATH` finds is
+/// not this one (none, or another build without `tern mcp`), so a command's `tern mcp` is the
+/// session's own tern. None: `PATH` finds this tern already, or `exe` is not a `tern`.
 pub fn path_with_tern(exe: Option<&std::path::Path>) -> Option<std::ffi::OsString> {
     let exe = exe?;
     let dir = exe.parent()?;
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let found = std::env::split_paths(&path).any(|d| d.join("tern").is_file());
-    if found || exe.file_name() != Some(std::ffi::OsStr::new("tern")) {
+    if exe.file_name() != Some(std::ffi::OsStr::new("tern")) {
         return None;
     }
-    let mut dirs: Vec<std::path::PathBuf> = std::env::split_paths(&path).collect();
-    dirs.push(dir.to_path_buf());
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let same =
+        |p: &std::path::Path| std::fs::canonicalize(p).ok() == std::fs::canonicalize(exe).ok();
+    let first = std::env::split_paths(&path)
+        .map(|d| d.join("tern"))
+        .find(|p| p.is_file());
+    if first.as_deref().is_some_and(same) {
+        return None;
+    }
+    let mut dirs = vec![dir.to_path_buf()];
+    dirs.extend(std::env::split_paths(&path));
     std::env::join_paths(dirs).ok()
 }

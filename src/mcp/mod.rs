@@ -425,11 +425,20 @@ impl Hub {
         }
     }
 
-    /// Stops every server this hub started.
+    /// Stops every server this hub started. A server busy with a call is not waited for: its
+    /// process group is in the registry tern kills at exit, and it sees its stdin close when
+    /// tern leaves.
     pub fn close(&self) {
         let slots = std::mem::take(&mut *self.slots.lock().unwrap_or_else(|p| p.into_inner()));
         for (_, s) in slots {
-            s.lock().unwrap_or_else(|p| p.into_inner()).client.close();
+            let slot = match s.try_lock() {
+                Ok(g) => Some(g),
+                Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => None,
+            };
+            if let Some(mut g) = slot {
+                g.client.close();
+            }
         }
     }
 }

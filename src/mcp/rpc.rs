@@ -212,17 +212,17 @@ fn server_name(result: &Value) -> String {
 }
 
 /// What a `server/discover` result means: the stateless era when it lists [`STATELESS`];
-/// `Ok(None)` when it lists only versions of the stateful era (initialize instead).
+/// `Ok(None)` when it lists only versions of the stateful era, or has no `supportedVersions`
+/// (a stateful server that answers unknown methods with an empty result): `initialize` next.
 ///
-/// Errors: not an object, no `supportedVersions`, or no version tern speaks.
+/// Errors: it lists only versions tern does not speak.
 pub fn discovered(result: &Value) -> Result<Option<Agreed>, String> {
-    let versions: Vec<&str> = result
-        .get("supportedVersions")
-        .and_then(Value::as_array)
-        .ok_or("server/discover answered without supportedVersions")?
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    // A lenient stateful server answers any method it does not know with an empty result:
+    // without `supportedVersions` this is no stateless server, so `initialize` is next.
+    let Some(versions) = result.get("supportedVersions").and_then(Value::as_array) else {
+        return Ok(None);
+    };
+    let versions: Vec<&str> = versions.iter().filter_map(Value::as_str).collect();
     if versions.contains(&STATELESS) {
         return Ok(Some(Agreed {
             era: Era::Stateless,
@@ -424,7 +424,7 @@ mod tests {
             None
         );
         assert!(discovered(&json!({"supportedVersions":["1999-01-01"]})).is_err());
-        assert!(discovered(&json!({})).is_err());
+        assert_eq!(discovered(&json!({})).unwrap(), None);
         let i = initialized(&json!({"protocolVersion":"2025-06-18","serverInfo":{"name":"old"}}))
             .unwrap();
         assert_eq!((i.era, i.version.as_str()), (Era::Stateful, "2025-06-18"));

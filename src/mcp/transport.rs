@@ -18,6 +18,8 @@ use super::rpc::{self, Incoming, RpcError};
 
 /// Largest message read from a server, in bytes (a line on stdio, a body or an SSE event).
 pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
+/// Times a stream that ended without its answer is resumed (SEP-1699).
+const MAX_RESUMES: usize = 5;
 /// Bytes of a server's log quoted when it dies.
 const LOG_TAIL_BYTES: u64 = 600;
 
@@ -401,6 +403,107 @@ impl HttpLink {
             .to_ascii_lowercase();
         Ok((status, kind, resp.into_body()))
     }
+    /// Reads one SSE stream until the answer to request `id` (Some) or its end (None), answering
+    /// the server's requests on the way.
+    fn read_stream(
+        &mut self,
+        body: ureq::Body,
+        parser: &mut crate::provider::sse::SseParser,
+        id: u64,
+        hints: &Hints<'_>,
+        deadline: Instant,
+    ) -> Result<Option<Result<Value, RpcError>>, Fault> {
+        let mut reader = body.into_reader();
+        let mut events = Vec::new();
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            let n = match reader.read(&mut buf) {
+                Ok(0) => {
+                    parser.finish(&mut events);
+                    0
+                }
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => return Err(Fault::Timeout),
+                Err(e) => return Err(Fault::Gone(format!("the stream broke off: {e}"))),
+            };
+            if n > 0 {
+                parser
+                    .push(&buf[..n], &mut events)
+                    .map_err(|e| Fault::Protocol(e.message))?;
+            }
+            for ev in events.drain(..) {
+                if ev.data.trim().is_empty() {
+                    continue;
+                }
+                let v: Value = serde_json::from_str(&ev.data).map_err(|_| {
+                    Fault::Protocol(format!(
+                        "an event that is not JSON: {}",
+                        crate::text::cut(&ev.data, 120)
+                    ))
+                })?;
+                match rpc::classify(v) {
+                    Incoming::Response { id: got, outcome } if got.as_u64() == Some(id) => {
+                        return Ok(Some(outcome));
+                    }
+                    Incoming::Request { id, method } => {
+                        let h = Hints {
+                            method: "",
+                            name: None,
+                            version: hints.version,
+                        };
+                        let _ = self.post(&rpc::answer(id, &method), &h, deadline);
+                    }
+                    _ => {}
+                }
+            }
+            if n == 0 {
+                return Ok(None);
+            }
+            if Instant::now() >= deadline {
+                return Err(Fault::Timeout);
+            }
+        }
+    }
+
+    /// Resumes a stream with GET from the event `from` (SEP-1699).
+    fn resume(
+        &mut self,
+        from: &str,
+        hints: &Hints<'_>,
+        deadline: Instant,
+    ) -> Result<ureq::Body, Fault> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Fault::Timeout);
+        }
+        let mut req = self
+            .agent
+            .get(&self.url)
+            .config()
+            .timeout_global(Some(left))
+            .build()
+            .header("Accept", "text/event-stream")
+            .header("Last-Event-ID", from);
+        if let Some(v) = hints.version {
+            req = req.header("MCP-Protocol-Version", v);
+        }
+        if let Some(s) = &self.session {
+            req = req.header("Mcp-Session-Id", s);
+        }
+        for (k, v) in &self.headers {
+            req = req.header(k, v);
+        }
+        let resp = req.call().map_err(|e| match e {
+            ureq::Error::Timeout(_) => Fault::Timeout,
+            other => Fault::Gone(format!("could not resume the stream: {other}")),
+        })?;
+        let status = resp.status().as_u16();
+        if !(200..300).contains(&status) {
+            return Err(Fault::Http(status, "resuming the stream".into()));
+        }
+        Ok(resp.into_body())
+    }
 }
 
 /// Reads at most [`MAX_MESSAGE_BYTES`] of a body. Errors: longer, or a read failed.
@@ -432,60 +535,27 @@ impl Link for HttpLink {
         let (status, kind, body) = self.post(req, hints, deadline)?;
         if kind.starts_with("text/event-stream") && (200..300).contains(&status) {
             // One stream per request: the server's requests and notifications, then our answer.
-            let mut reader = body.into_reader();
-            let mut parser = crate::provider::sse::SseParser::with_limit(MAX_MESSAGE_BYTES);
-            let mut events = Vec::new();
-            let mut buf = vec![0u8; 16 * 1024];
-            loop {
-                let n = match reader.read(&mut buf) {
-                    Ok(0) => {
-                        parser.finish(&mut events);
-                        0
-                    }
-                    Ok(n) => n,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
-                        return Err(Fault::Timeout);
-                    }
-                    Err(e) => return Err(Fault::Gone(format!("the stream broke off: {e}"))),
-                };
-                if n > 0 {
-                    parser
-                        .push(&buf[..n], &mut events)
-                        .map_err(|e| Fault::Protocol(e.message))?;
+            // A stream that ends without it is resumed with GET and `Last-Event-ID` after the
+            // time its `retry:` asked for (MCP 2025-11-25, SEP-1699), a few times at most.
+            let (mut body, mut last, mut retry) = (body, None::<String>, None::<u64>);
+            for _ in 0..=MAX_RESUMES {
+                let mut parser = crate::provider::sse::SseParser::with_limit(MAX_MESSAGE_BYTES);
+                let answer = self.read_stream(body, &mut parser, id, hints, deadline)?;
+                last = parser.last_event_id().map(str::to_string).or(last);
+                retry = parser.retry_ms().or(retry);
+                if let Some(outcome) = answer {
+                    return Ok(outcome);
                 }
-                for ev in events.drain(..) {
-                    if ev.data.trim().is_empty() {
-                        continue;
-                    }
-                    let v: Value = serde_json::from_str(&ev.data).map_err(|_| {
-                        Fault::Protocol(format!(
-                            "an event that is not JSON: {}",
-                            crate::text::cut(&ev.data, 120)
-                        ))
-                    })?;
-                    match rpc::classify(v) {
-                        Incoming::Response { id: got, outcome } if got.as_u64() == Some(id) => {
-                            return Ok(outcome);
-                        }
-                        Incoming::Request { id, method } => {
-                            let h = Hints {
-                                method: "",
-                                name: None,
-                                version: hints.version,
-                            };
-                            let _ = self.post(&rpc::answer(id, &method), &h, deadline);
-                        }
-                        _ => {}
-                    }
-                }
-                if n == 0 {
+                let Some(from) = last.clone() else {
                     return Err(Fault::Gone("the stream ended without an answer".into()));
-                }
-                if Instant::now() >= deadline {
-                    return Err(Fault::Timeout);
-                }
+                };
+                let left = deadline.saturating_duration_since(Instant::now());
+                std::thread::sleep(Duration::from_millis(retry.unwrap_or(1000)).min(left));
+                body = self.resume(&from, hints, deadline)?;
             }
+            return Err(Fault::Gone(format!(
+                "the stream ended without an answer {MAX_RESUMES} times"
+            )));
         }
         let bytes = read_body(body)?;
         // A JSON-RPC answer, whatever the status (MCP 2026-07-28 sends an unknown method's

@@ -36,6 +36,10 @@ pub struct SseParser {
     has_data: bool,
     /// The last byte seen ended a line (so a pending event is made of complete lines only).
     at_line_start: bool,
+    /// The last `id:` field seen (the stream's last event id).
+    last_id: Option<String>,
+    /// The last `retry:` field seen, in milliseconds.
+    retry_ms: Option<u64>,
 }
 
 impl Default for SseParser {
@@ -61,7 +65,19 @@ impl SseParser {
             data: String::new(),
             has_data: false,
             at_line_start: true,
+            last_id: None,
+            retry_ms: None,
         }
+    }
+
+    /// The stream's last event id (its last `id:` field), for a reconnection's `Last-Event-ID`.
+    pub fn last_event_id(&self) -> Option<&str> {
+        self.last_id.as_deref()
+    }
+
+    /// The reconnection time the stream asked for (its last `retry:` field), in milliseconds.
+    pub fn retry_ms(&self) -> Option<u64> {
+        self.retry_ms
     }
 
     /// Feeds the next read of the byte stream, appending every event it completes to `out`.
@@ -169,7 +185,15 @@ impl SseParser {
                 self.data.push_str(&value);
                 self.has_data = true;
             }
-            // `id`, `retry` and unknown fields do not matter to a one-shot model stream.
+            // The last event id and reconnection time (WHATWG: an id holding NUL is ignored; a
+            // retry that is not all digits is ignored): a model stream never resumes, an MCP
+            // stream may (SEP-1699).
+            b"id" if !value.contains(&0) => {
+                self.last_id = Some(String::from_utf8_lossy(value).into_owned());
+            }
+            b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
+                self.retry_ms = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
+            }
             _ => {}
         }
         Ok(())

@@ -276,6 +276,11 @@ impl Runtime {
             let (commands, mut site) = self.site();
             commands.run(&req, &mut site)
         };
+        // What the command's MCP calls wrote meanwhile (from the channel's threads) is shown
+        // now, before its result, in the order it was written.
+        for env in self.commands.take_mcp_events() {
+            ui.event(&env);
+        }
         let (out, verdict) = match ran {
             Ran::Refused(why) => return Err(ToolError::Refused(why)).into(),
             Ran::Failed(why) => return Err(ToolError::Failed(why)).into(),

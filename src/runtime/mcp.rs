@@ -40,12 +40,18 @@ struct SessionGate {
     groups: Arc<ProcessGroups>,
     /// Hooks run one at a time, as in the turn.
     one_at_a_time: Mutex<u64>,
+    /// What was written, for the surface once the command ends.
+    shown: Arc<Mutex<Vec<crate::event::Envelope>>>,
 }
 
 impl SessionGate {
     fn emit(&self, event: Event) {
         let session = self.session.lock().unwrap_or_else(|p| p.into_inner());
-        emit_to(&session, self.parent.as_deref(), &mut super::Quiet, event);
+        let env = emit_to(&session, self.parent.as_deref(), &mut super::Quiet, event);
+        self.shown
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(env);
     }
 
     /// Runs the hooks of `event` for `name`, each announced as a `hook` event.
@@ -210,6 +216,7 @@ impl Runtime {
         if servers.is_empty() {
             return;
         }
+        let shown = Arc::new(Mutex::new(Vec::new()));
         let gate = SessionGate {
             session: Mutex::new(Session::at(&self.session.id, self.session.dir.clone())),
             id: self.session.id.clone(),
@@ -226,10 +233,11 @@ impl Runtime {
             cancel: self.cancel.clone(),
             groups: self.commands.groups_arc(),
             one_at_a_time: Mutex::new(0),
+            shown: shown.clone(),
         };
         let mut opts = opts;
         opts.groups = Some(self.commands.groups_arc());
         let hub = Hub::new(servers, opts, Some(self.session.path("mcp"))).with_gate(Box::new(gate));
-        self.commands.set_mcp(Arc::new(hub));
+        self.commands.set_mcp(Arc::new(hub), shown);
     }
 }

@@ -206,7 +206,12 @@ fn both_eras_over_http_json_and_sse_answers_session_ids_and_version_headers() {
     let dir = tempfile::tempdir().unwrap();
     let new = Http::start(dir.path(), "new", "2026", &["--reject-first"]);
     let old = Http::start(dir.path(), "old", "2025", &[]);
-    let sse = Http::start(dir.path(), "sse", "2025", &["--sse", "--tools", "4"]);
+    let sse = Http::start(
+        dir.path(),
+        "sse",
+        "2025",
+        &["--sse", "--resume", "--tools", "4"],
+    );
     let mut old_entry = old.entry();
     old_entry["headers"] = json!({"Authorization": "Bearer ${TEST_TOKEN}"});
     user_servers(
@@ -266,6 +271,15 @@ fn both_eras_over_http_json_and_sse_answers_session_ids_and_version_headers() {
             .any(|m| m["msg"]["id"] == "srv-1" && m["msg"]["result"] == json!({})),
         "the server's ping was not answered"
     );
+    // The SSE server closed the call's stream after a priming event: resumed with GET.
+    let gets: Vec<Value> = sse
+        .messages()
+        .into_iter()
+        .filter(|m| m["get"] == true)
+        .collect();
+    assert_eq!(gets.len(), 1, "{gets:?}");
+    assert_eq!(gets[0]["headers"]["last-event-id"], "prime-1");
+    assert_eq!(gets[0]["headers"]["mcp-session-id"], "sess-1");
     // An unset variable with no default: that server is not usable, named.
     let (code, _, err) = mcp(&ws, &["call", "old", "add"]);
     assert_eq!(code, 2);
@@ -365,8 +379,7 @@ fn a_model_in_the_default_jail_uses_a_tool_in_a_pipe_and_never_sees_the_servers_
     let mut entry = stdio("2026", &[]);
     entry["env"] = json!({"MCP_SECRET": "s3cr3t-value"});
     user_servers(&ws, json!({"srv": entry}));
-    let out = ws.ok(&["exec", "go"]);
-    let _ = out;
+    let out = ws.ok(&["exec", "--json", "go"]);
     let results = tool_results(&ws);
     let r = &results[0];
     assert!(r.contains("sum=42"), "{r}");
@@ -385,6 +398,17 @@ fn a_model_in_the_default_jail_uses_a_tool_in_a_pipe_and_never_sees_the_servers_
     assert_eq!(calls[0]["server"], "srv");
     assert_eq!(calls[0]["tool"], "add");
     assert_eq!(calls[0]["exit_code"], 0);
+    // `--json` shows them too, where they happened: after the call, before its result.
+    let shown: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let kinds: Vec<&str> = shown
+        .iter()
+        .filter_map(|e| e["type"].as_str())
+        .filter(|k| ["tool_call", "mcp_call", "tool_result"].contains(k))
+        .collect();
+    assert_eq!(kinds, ["tool_call", "mcp_call", "mcp_call", "tool_result"]);
     // The server ran outside the jail with its log in the session folder; it is gone now.
     let log = std::fs::read_to_string(ws.path("mcp/srv.log")).unwrap();
     assert!(log.contains("tools/call"), "{log}");
@@ -507,4 +531,106 @@ fn three_servers_add_at_most_200_bytes_to_the_first_request_and_none_per_call() 
         .find("\"role\":\"user\"")
         .unwrap();
     assert!(second.starts_with(&String::from_utf8_lossy(&first[..sys_end]).to_string()));
+}
+
+#[test]
+fn a_resumed_session_whose_servers_changed_gets_one_declared_boundary() {
+    let ws = WireWs::new(W, vec![text(W, "one"), text(W, "two"), text(W, "three")]);
+    ws.ok(&["exec", "first"]);
+    let before = ws.read("system.txt");
+    assert!(!before.contains("MCP servers"));
+    user_servers(&ws, json!({"srv": stdio("2026", &[])}));
+    ws.ok(&["exec", "--continue", "second"]);
+    let after = ws.read("system.txt");
+    let line = "MCP servers: srv. Their tools run from bash: `tern mcp list`, then `tern mcp call SERVER TOOL JSON`.\n";
+    assert!(after.contains(line), "{after}");
+    assert_eq!(after.len(), before.len() + line.len());
+    // Unchanged since: no other boundary.
+    ws.ok(&["exec", "--continue", "third"]);
+    let boundaries: Vec<Value> = ws
+        .events()
+        .into_iter()
+        .filter(|e| e["type"] == "boundary")
+        .collect();
+    assert_eq!(boundaries.len(), 1, "{boundaries:?}");
+    assert_eq!(boundaries[0]["kind"], "mcp_servers");
+    assert_eq!(boundaries[0]["from"], "none");
+    assert_eq!(boundaries[0]["to"], "srv");
+    // The third request repeats the second's system prompt byte for byte.
+    let reqs = ws.fake.requests();
+    let sys =
+        |r: &crate::support::Recorded| messages(r)[0]["content"].as_str().unwrap_or("").to_string();
+    assert_eq!(sys(&reqs[1]), sys(&reqs[2]));
+}
+
+/// The MCP project's own conformance suite (`@modelcontextprotocol/conformance`), its client
+/// scenarios for tool listing and calling, in both eras. Opt-in: `TERN_MCP_CONFORMANCE` names the
+/// command that runs the suite (`npx @modelcontextprotocol/conformance`, or `node
+/// …/dist/index.js`; it needs Node.js 22). The result is in the README ("MCP servers, as
+/// commands").
+#[test]
+fn conformance_suite_client_scenarios_pass() {
+    let Some(suite) = std::env::var("TERN_MCP_CONFORMANCE")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+    else {
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "skipped conformance_suite_client_scenarios_pass: set TERN_MCP_CONFORMANCE to the command that runs @modelcontextprotocol/conformance"
+        );
+        return;
+    };
+    let client = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/support/conformance_client.sh"
+    );
+    for (scenario, version) in [
+        ("initialize", "2025-11-25"),
+        ("tools_call", "2025-11-25"),
+        ("tools_call", "2026-07-28"),
+        ("request-metadata", "2026-07-28"),
+        ("sse-retry", "2025-11-25"),
+    ] {
+        let out_dir = tempfile::tempdir().unwrap();
+        let line = format!(
+            "{suite} client --command '{client}' --scenario {scenario} --spec-version {version} -o '{}'",
+            out_dir.path().display()
+        );
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", &line])
+            .env("TERN", crate::support::cli::TERN);
+        let out = run_within(cmd, None, Duration::from_secs(180)).output();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{scenario} {version}:\n{text}");
+        let mut checks = Vec::new();
+        let mut stack = vec![out_dir.path().to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.file_name().is_some_and(|n| n == "checks.json") {
+                    let v: Value =
+                        serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+                    checks.extend(v.as_array().cloned().unwrap_or_default());
+                }
+            }
+        }
+        assert!(
+            !checks.is_empty(),
+            "{scenario} {version}: no checks.json\n{text}"
+        );
+        let failed: Vec<&Value> = checks.iter().filter(|c| c["status"] == "FAILURE").collect();
+        assert!(failed.is_empty(), "{scenario} {version}: {failed:#?}");
+        eprintln!(
+            "conformance {scenario} {version}: {} checks, {} passed, 0 failed",
+            checks.len(),
+            checks.iter().filter(|c| c["status"] == "SUCCESS").count()
+        );
+    }
 }

@@ -27,6 +27,9 @@ p.add_argument("--era", choices=["2025", "2026"], default="2026")
 p.add_argument("--http", action="store_true")
 p.add_argument("--port-file")
 p.add_argument("--sse", action="store_true", help="HTTP: answer requests as an SSE stream")
+p.add_argument("--resume", action="store_true",
+               help="HTTP SSE: close a tools/call stream after a priming event; the answer comes "
+                    "on the GET that resumes it (Last-Event-ID, SEP-1699)")
 p.add_argument("--before-init", choices=["error", "die", "silent"], default="error")
 p.add_argument("--tools", type=int, default=0)
 p.add_argument("--page", type=int, default=3)
@@ -39,7 +42,7 @@ args = p.parse_args()
 STATELESS = "2026-07-28"
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\nfake").decode()
 lock = threading.Lock()
-state = {"initialized": False, "rejected": False}
+state = {"initialized": False, "rejected": False, "pending": None}
 
 
 def log(entry):
@@ -198,6 +201,23 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, *a):
         pass
 
+    def do_GET(self):
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        log({"get": True, "headers": headers})
+        answer = state["pending"]
+        if not answer or headers.get("last-event-id") != "prime-1":
+            self.send_response(405)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        state["pending"] = None
+        data = f"id: 2\ndata: {json.dumps(answer)}\n\n".encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def do_DELETE(self):
         log({"delete": True, "headers": {k.lower(): v for k, v in self.headers.items()}})
         self.send_response(200)
@@ -225,6 +245,15 @@ class Handler(BaseHTTPRequestHandler):
             self.send_response(status)
             self.send_header("Content-Length", "0")
             self.end_headers()
+            return
+        if args.resume and status == 200 and msg.get("method") == "tools/call":
+            state["pending"] = answer
+            data = b"id: prime-1\nretry: 50\ndata: \n\n"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
             return
         if args.sse and status == 200:
             note = json.dumps({"jsonrpc": "2.0", "method": "notifications/progress",
