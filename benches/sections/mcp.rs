@@ -4,7 +4,7 @@
 use super::*;
 
 /// Rounds of the per-turn comparison (each arm once per round, in rotation).
-const MCP_ROUNDS: usize = 3;
+const MCP_ROUNDS: usize = 5;
 /// Model requests of the per-turn sessions.
 const MCP_TURNS: usize = 100;
 /// Calls of the per-call comparison.
@@ -159,8 +159,9 @@ pub(super) fn bench_mcp() -> R<String> {
     let _ = writeln!(
         md,
         "\nPer call: {MCP_CALLS} turns each running `tern mcp call srv0 echo …` in the jail \
-         ({ok} answered): the call as the `mcp_call` event times it (the session's tern: \
-         hooks door, the server's answer) median **{:.1} ms** (p90 {:.1} ms); the whole turn \
+         ({ok} answered): the call as the `mcp_call` event times it, in whole milliseconds \
+         (the session's tern: the hooks door, the server's answer) median **{:.0} ms** (p90 \
+         {:.0} ms; 0 means under 1 ms); the whole turn \
          (model request, bash in the jail, the `tern mcp` client process, the call) {:.1} ms. \
          The same call from a shell, outside a session, starts the server each time: median \
          **{:.1} ms** over {} calls (python start-up and the handshake dominate).\n",

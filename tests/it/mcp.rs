@@ -374,7 +374,9 @@ fn a_model_in_the_default_jail_uses_a_tool_in_a_pipe_and_never_sees_the_servers_
                tern mcp call srv env '{\"name\": \"MCP_SECRET\"}'; \
                echo \"jail sees [${MCP_SECRET:-}]\"; \
                grep -l s3cr3t-value /proc/[0-9]*/environ 2>/dev/null | wc -l | sed 's/^/procs=/'; \
-               cat \"$HOME/.config/tern/mcp.json\" >/dev/null 2>&1 || echo config-hidden";
+               cat \"$HOME/.config/tern/mcp.json\" >/dev/null 2>&1 || echo config-hidden; \
+               p=$(tern mcp call srv image | sed -n 's/.* saved to \\(.*\\)\\]$/\\1/p'); \
+               head -c 4 \"$p\" | tail -c 3 | sed 's/^/saved=/'; echo; echo x > \"$p\" 2>/dev/null || echo saved-read-only";
     let ws = WireWs::new(W, vec![bash(W, "c1", cmd), text(W, "done")]);
     let mut entry = stdio("2026", &[]);
     entry["env"] = json!({"MCP_SECRET": "s3cr3t-value"});
@@ -391,10 +393,13 @@ fn a_model_in_the_default_jail_uses_a_tool_in_a_pipe_and_never_sees_the_servers_
     assert!(r.contains("jail sees []"), "{r}");
     assert!(r.contains("procs=0"), "{r}");
     assert!(r.contains("config-hidden"), "{r}");
+    // A picture was saved in the session's mcp/ folder: the jail reads it, never writes it.
+    assert!(r.contains("saved=PNG"), "{r}");
+    assert!(r.contains("saved-read-only"), "{r}");
     // Each call is an event.
     let events = ws.events();
     let calls: Vec<&Value> = events.iter().filter(|e| e["type"] == "mcp_call").collect();
-    assert_eq!(calls.len(), 2, "{events:?}");
+    assert_eq!(calls.len(), 3, "{events:?}");
     assert_eq!(calls[0]["server"], "srv");
     assert_eq!(calls[0]["tool"], "add");
     assert_eq!(calls[0]["exit_code"], 0);
@@ -408,7 +413,10 @@ fn a_model_in_the_default_jail_uses_a_tool_in_a_pipe_and_never_sees_the_servers_
         .filter_map(|e| e["type"].as_str())
         .filter(|k| ["tool_call", "mcp_call", "tool_result"].contains(k))
         .collect();
-    assert_eq!(kinds, ["tool_call", "mcp_call", "mcp_call", "tool_result"]);
+    assert_eq!(
+        kinds,
+        ["tool_call", "mcp_call", "mcp_call", "mcp_call", "tool_result"]
+    );
     // The server ran outside the jail with its log in the session folder; it is gone now.
     let log = std::fs::read_to_string(ws.path("mcp/srv.log")).unwrap();
     assert!(log.contains("tools/call"), "{log}");

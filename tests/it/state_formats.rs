@@ -436,13 +436,15 @@ fn examples_match_the_documented_formats() {
     // Only a crash writes the first (a torn events.jsonl repaired on the next start; the
     // fault-injection suite meets it); only sub-agents the next two (tests/it/agents.rs); an
     // inbox entry lives only between a steer and the next request (tests/it/steer.rs); only a
-    // `--goal` writes goal.json (tests/it/hooks.rs checks it against its shape).
-    const CRASH_ONLY: [&str; 5] = [
+    // `--goal` writes goal.json (tests/it/hooks.rs checks it against its shape); only MCP
+    // servers write `mcp/` (tests/it/mcp.rs reads their logs and saved parts).
+    const CRASH_ONLY: [&str; 6] = [
         "archive/events-NNNN.jsonl",
         "report.md",
         "agents/*",
         "inbox/*.json",
         "goal.json",
+        "mcp/*",
     ];
     for pattern in docs
         .files
