@@ -778,6 +778,17 @@ fn main() -> ExitCode {
     // configuration is read (inside the jail tern's config folder is hidden).
     if let Some(Cmd::Mcp { cmd, .. }) = &cli.cmd
         && !matches!(cmd, McpCmd::Trust)
+        && std::env::var_os(tern::mcp::channel::ENV).is_none()
+        && std::env::var_os("TERN_SESSION_DIR").is_some()
+    {
+        // A session's command, and the session gave it no channel: it has no server.
+        tern::errln!(
+            "tern: this session has no MCP server (they come from ~/.config/tern/mcp.json, a trusted .mcp.json or the editor, read when a session opens)"
+        );
+        return ExitCode::from(2);
+    }
+    if let Some(Cmd::Mcp { cmd, .. }) = &cli.cmd
+        && !matches!(cmd, McpCmd::Trust)
         && std::env::var_os(tern::mcp::channel::ENV).is_some()
     {
         let code = match mcp_verb(cmd) {

@@ -189,6 +189,7 @@ impl Client {
     fn handshake(&mut self, deadline: Instant) -> Result<Agreed, McpError> {
         let first = self.prefer;
         let mut last = String::new();
+        let mut gone = 0;
         for era in [first, first.other()] {
             match self.try_era(era, deadline) {
                 Ok(Some(a)) => return Ok(a),
@@ -209,6 +210,7 @@ impl Client {
                     if matches!(self.server.transport, Transport::Stdio { .. }) =>
                 {
                     last = why;
+                    gone += 1;
                     if let Some(mut l) = self.link.take() {
                         l.close();
                     }
@@ -221,6 +223,10 @@ impl Client {
                 }
                 Err(f) => return Err(self.fail(&f.to_string())),
             }
+        }
+        if gone == 2 {
+            // Gone at both handshakes: it did not start, whatever it was asked.
+            return Err(self.fail(&format!("it did not start: {last}")));
         }
         Err(self.fail(&format!(
             "it answered neither server/discover ({}) nor initialize ({}): {last}",

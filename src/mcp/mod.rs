@@ -151,6 +151,9 @@ pub struct Hub {
     saves: Option<PathBuf>,
     gate: Option<Box<dyn Gate>>,
     saved: AtomicU64,
+    /// Outside a session: a temporary folder for the servers' logs, so a server that dies is
+    /// named with what it said.
+    _logs: Option<tempfile::TempDir>,
 }
 
 impl Hub {
@@ -159,6 +162,13 @@ impl Hub {
         if opts.logs.is_none() {
             opts.logs.clone_from(&saves);
         }
+        let logs = match &opts.logs {
+            Some(_) => None,
+            None => tempfile::Builder::new().prefix("tern-mcp-logs-").tempdir().ok(),
+        };
+        if let Some(d) = &logs {
+            opts.logs = Some(d.path().to_path_buf());
+        }
         Hub {
             servers,
             opts,
@@ -166,6 +176,7 @@ impl Hub {
             saves,
             gate: None,
             saved: AtomicU64::new(0),
+            _logs: logs,
         }
     }
 

@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::config::Server;
 use super::rpc::{Agreed, Tool};
 
-/// Characters of a tool's description kept in `tern mcp list`.
+/// Bytes of a tool's description kept in `tern mcp list`.
 pub const DESCRIPTION_CHARS: usize = 100;
 
 /// What a verb prints and how it exits (0 done, 1 the tool answered `isError` or a hook blocked

@@ -296,10 +296,15 @@ pub struct Tool {
 }
 
 impl Tool {
-    /// The first line of the description, at most `max` characters.
+    /// The first line of the description, at most `max` bytes (a cut one ends in `…`).
     pub fn one_line(&self, max: usize) -> String {
         let line = self.description.trim().lines().next().unwrap_or("").trim();
-        crate::text::cut(line, max).to_string()
+        let cut = crate::text::cut(line, max.saturating_sub(1));
+        if cut.len() < line.len() {
+            format!("{}…", cut.trim_end())
+        } else {
+            line.to_string()
+        }
     }
 }
 
@@ -446,6 +451,7 @@ mod tests {
         .unwrap();
         assert_eq!(tools.len(), 2);
         assert_eq!(tools[0].one_line(80), "First line.");
+        assert_eq!(tools[0].one_line(6), "First…");
         assert_eq!(tools[1].input_schema, json!({"type":"object"}));
         assert_eq!(next.as_deref(), Some("p2"));
         assert_eq!(

@@ -295,8 +295,14 @@ fn a_hung_server_and_one_that_is_not_mcp_fail_with_one_line_in_time() {
             "hung": stdio("2026", &["--hang"]),
             "junk": {"command": "sh", "args": ["-c", "echo hello there; sleep 30"]},
             "gone": {"command": "/nonexistent/server"},
+            "nokey": {"command": "sh", "args": ["-c", "echo 'missing GITHUB_TOKEN' >&2; exit 1"]},
         }),
     );
+    // A server that exits at start is named with what it said (its log, outside a session a
+    // temporary one).
+    let (code, _, err) = mcp(&ws, &["call", "nokey", "x"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("did not start") && err.contains("missing GITHUB_TOKEN"), "{err}");
     let started = Instant::now();
     let (code, _, err) = tern_env(
         &ws,
@@ -641,4 +647,16 @@ fn conformance_suite_client_scenarios_pass() {
             checks.iter().filter(|c| c["status"] == "SUCCESS").count()
         );
     }
+}
+
+#[test]
+fn a_sessions_command_with_no_server_configured_is_told_so_in_one_line() {
+    // No server: no PATH help either, so the test names the binary.
+    let cmd = format!("'{}' mcp list; echo \"rc=$?\"", crate::support::cli::TERN);
+    let ws = WireWs::new(W, vec![bash(W, "c1", &cmd), text(W, "done")]);
+    ws.ok(&["exec", "go"]);
+    let r = &tool_results(&ws)[0];
+    assert!(r.contains("this session has no MCP server"), "{r}");
+    assert!(r.contains("rc=2"), "{r}");
+    assert!(!r.contains("cannot read"), "no config error leaks: {r}");
 }
