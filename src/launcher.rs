@@ -146,6 +146,9 @@ pub struct Launcher {
     budget: Option<Arc<crate::cost::Budget>>,
     /// The MCP servers an editor passed (ACP `mcpServers`).
     pub mcp_editor: Vec<crate::mcp::Server>,
+    /// The git worktree this launcher's workspace is (`--worktree NAME`), recorded in a new
+    /// session's `meta.json`.
+    pub worktree: Option<crate::worktree::Worktree>,
 }
 
 impl Launcher {
@@ -171,6 +174,7 @@ impl Launcher {
             mark_current: true,
             source: Source::Route,
             mcp_editor: Vec::new(),
+            worktree: None,
         }
     }
 
@@ -401,6 +405,10 @@ impl Launcher {
             model: parts.cfg.model.clone(),
             base_url: display_url(&parts.cfg.base_url),
             title: title.to_string(),
+            worktree: self.worktree.as_ref().map(|w| crate::store::WorktreeLink {
+                name: w.name.clone(),
+                branch: w.branch.clone(),
+            }),
             ..Meta::default()
         };
         let new = NewSession {

@@ -69,3 +69,4 @@ pub mod status;
 pub mod store;
 pub mod text;
 pub mod tools;
+pub mod worktree;

@@ -80,6 +80,11 @@ struct SessionArgs {
     /// what that leaves open) [env: TERN_NO_JAIL=1].
     #[arg(long)]
     no_jail: bool,
+    /// Work in the git worktree NAME: `.tern/worktrees/NAME` of the repository, on branch
+    /// `tern/NAME` made from HEAD, made when absent and reused after; it is the workspace (its
+    /// own sessions, checkpoints and undo). tern never merges or removes it.
+    #[arg(long, value_name = "NAME")]
+    worktree: Option<String>,
     /// A spending limit for this run in US dollars: a request whose worst case would pass it
     /// is not sent, and the run ends budget_exhausted (needs the model's price: built in, or
     /// `price` in the config) [config: max_cost].
@@ -144,6 +149,28 @@ fn non_blank(s: &str) -> Result<String, String> {
 }
 
 impl SessionArgs {
+    /// `--worktree NAME`: makes or finds the worktree (see `tern::worktree`) and moves into it,
+    /// so the workspace found from here is the worktree. Errors (usage, exit 2): not in a git
+    /// repository, a bad or taken name, git failing.
+    fn enter_worktree(&self) -> Result<Option<tern::worktree::Worktree>, Fail> {
+        let Some(name) = &self.worktree else {
+            return Ok(None);
+        };
+        let here =
+            std::env::current_dir().map_err(|e| Fail::usage(format!("no current folder: {e}")))?;
+        let w = tern::worktree::enter(&here, name).map_err(Fail::usage)?;
+        std::env::set_current_dir(&w.path)
+            .map_err(|e| Fail::usage(format!("--worktree {name}: {}: {e}", w.path.display())))?;
+        tern::errln!(
+            "tern: worktree {} at {} (branch {}{})",
+            w.name,
+            w.path.display(),
+            w.branch,
+            if w.made { ", made from HEAD" } else { "" }
+        );
+        Ok(Some(w))
+    }
+
     /// Approval and sandbox from the flags and the environment, onto `cfg`.
     fn policy(&self, cfg: &mut Config, env: &Env, approval: Approval) -> Result<(), String> {
         cfg.approval = vars::approval(self.approval, env, approval)?;
@@ -910,7 +937,12 @@ fn chat(ctx: &Ctx, args: ChatArgs) -> i32 {
         args.session
             .policy(&mut cfg, &ctx.env, Approval::Ask)
             .map_err(Fail::usage)
-            .and_then(|()| args.model.launcher(cfg, &args.state, ctx))
+            .and_then(|()| args.session.enter_worktree())
+            .and_then(|w| {
+                let mut l = args.model.launcher(cfg, &args.state, ctx)?;
+                l.worktree = w;
+                Ok(l)
+            })
             .map(|l| tern::repl::run(&l, &ctx.process, args.session.continues())),
     )
 }
@@ -1118,11 +1150,13 @@ fn exec_launch(ctx: &Ctx, a: ExecArgs) -> Result<i32, Fail> {
         std::env::set_current_dir(dir)
             .map_err(|e| Fail::usage(format!("--cd {}: {e}", dir.display())))?;
     }
+    let worktree = session.enter_worktree()?;
     let mut cfg = model.config(Approval::Auto, max_turns);
     session
         .policy(&mut cfg, &ctx.env, Approval::Auto)
         .map_err(Fail::usage)?;
-    let launcher = model.launcher(cfg, &state, ctx)?;
+    let mut launcher = model.launcher(cfg, &state, ctx)?;
+    launcher.worktree = worktree;
     Ok(tern::exec::run(
         &launcher,
         ExecOptions {

@@ -269,6 +269,12 @@ pub fn footer(session: &Session, snap: &Snapshot) -> Vec<String> {
         if let Some(sb) = &m.sandbox {
             lines.push(format!("Sandbox: {}", sandbox_text(sb)));
         }
+        if let Some(w) = &m.worktree {
+            lines.push(format!(
+                "Worktree: {} (branch {}) at {}",
+                w.name, w.branch, m.cwd
+            ));
+        }
     }
     lines.extend(instructions_line(&snap.instructions));
     if let Ok((waiting, _)) = crate::runtime::steer::waiting(session)

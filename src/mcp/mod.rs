@@ -164,7 +164,10 @@ impl Hub {
         }
         let logs = match &opts.logs {
             Some(_) => None,
-            None => tempfile::Builder::new().prefix("tern-mcp-logs-").tempdir().ok(),
+            None => tempfile::Builder::new()
+                .prefix("tern-mcp-logs-")
+                .tempdir()
+                .ok(),
         };
         if let Some(d) = &logs {
             opts.logs = Some(d.path().to_path_buf());

@@ -14,7 +14,7 @@ pub mod session;
 use std::io;
 use std::path::{Path, PathBuf};
 
-pub use session::{Meta, Session, Status, files};
+pub use session::{Meta, Session, Status, WorktreeLink, files};
 
 /// The `.tern/` folder of a workspace.
 #[derive(Debug, Clone)]

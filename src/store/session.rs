@@ -140,6 +140,18 @@ pub struct Meta {
     /// never), restored when the session is loaded or resumed over ACP. Absent: never chosen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<crate::policy::Approval>,
+    /// The git worktree the session works in (`--worktree NAME`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<WorktreeLink>,
+}
+
+/// `meta.json`'s `worktree`: the worktree a session was started in (`--worktree NAME`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorktreeLink {
+    /// Its name.
+    pub name: String,
+    /// Its branch, `tern/NAME`.
+    pub branch: String,
 }
 
 /// How a session's latest turn stands in `events.jsonl`.

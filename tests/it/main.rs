@@ -43,3 +43,4 @@ mod tmux;
 mod usage;
 mod work_e2e;
 mod work_surface;
+mod worktree;

@@ -302,7 +302,10 @@ fn a_hung_server_and_one_that_is_not_mcp_fail_with_one_line_in_time() {
     // temporary one).
     let (code, _, err) = mcp(&ws, &["call", "nokey", "x"]);
     assert_eq!(code, 2);
-    assert!(err.contains("did not start") && err.contains("missing GITHUB_TOKEN"), "{err}");
+    assert!(
+        err.contains("did not start") && err.contains("missing GITHUB_TOKEN"),
+        "{err}"
+    );
     let started = Instant::now();
     let (code, _, err) = tern_env(
         &ws,
@@ -421,7 +424,13 @@ fn a_model_in_the_default_jail_uses_a_tool_in_a_pipe_and_never_sees_the_servers_
         .collect();
     assert_eq!(
         kinds,
-        ["tool_call", "mcp_call", "mcp_call", "mcp_call", "tool_result"]
+        [
+            "tool_call",
+            "mcp_call",
+            "mcp_call",
+            "mcp_call",
+            "tool_result"
+        ]
     );
     // The server ran outside the jail with its log in the session folder; it is gone now.
     let log = std::fs::read_to_string(ws.path("mcp/srv.log")).unwrap();
