@@ -231,6 +231,10 @@ pub fn enter(from: &Path, name: &str) -> Result<Worktree, String> {
     let dir = root.join(".tern").join("worktrees");
     crate::store::fsutil::ensure_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let path = dir.join(name);
+    // One tern at a time makes worktrees of a repository: git's `worktree add` reads the other
+    // worktrees' admin files and fails on one another is writing (seen with four at once).
+    let _one = crate::store::lock::SessionLock::acquire(&dir.join(".lock"))
+        .map_err(|e| format!("{}: {e}", dir.join(".lock").display()))?;
     let listed = parse_list(&git(&root, &["worktree", "list", "--porcelain"])?);
     let branch = branch_of(name);
     let exists = git(
@@ -252,7 +256,13 @@ pub fn enter(from: &Path, name: &str) -> Result<Worktree, String> {
         Plan::Use => false,
         Plan::Make => {
             let target = real.display().to_string();
-            git(&root, &["worktree", "add", "-b", &branch, &target, "HEAD"])?;
+            if let Err(e) = git(&root, &["worktree", "add", "-b", &branch, &target, "HEAD"]) {
+                // What a failed add left (the branch it made, a half-made folder) goes, so the
+                // same name works next time instead of being "taken".
+                let _ = git(&root, &["worktree", "prune"]);
+                let _ = git(&root, &["branch", "-D", &branch]);
+                return Err(e);
+            }
             true
         }
         Plan::Refuse(why) => return Err(why),

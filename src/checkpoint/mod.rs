@@ -134,21 +134,16 @@ pub struct Tracker {
 
 /// The checkpoint store's files the sandbox guard keeps a copy of (where no jail makes the state
 /// folder read-only, a command that changes them sees them put back): what steers tern's git
-/// (`config`, `HEAD`, `info/attributes`, `info/exclude`) and the newest snapshot's ref. The
-/// per-turn refs and the objects need the jail.
+/// (`config`, `HEAD`, `info/attributes`, `info/exclude`), which tern writes only when it makes
+/// the store. The refs (the newest snapshot's too) and the objects need the jail: every session
+/// of the workspace rewrites them, so the guard of one cannot tell a command's change from
+/// another tern's checkpoint (issue 33: it put back a sibling's refs).
 pub fn guarded(state_root: &Path) -> Vec<PathBuf> {
     let git = state_root.join("checkpoints").join("git");
-    [
-        "config",
-        "HEAD",
-        "info/attributes",
-        "info/exclude",
-        "refs/tern/latest",
-        "tern-latest",
-    ]
-    .iter()
-    .map(|f| git.join(f))
-    .collect()
+    ["config", "HEAD", "info/attributes", "info/exclude"]
+        .iter()
+        .map(|f| git.join(f))
+        .collect()
 }
 
 /// The state folder above a top-level session folder (`<root>/sessions/<id>`): checkpoints are

@@ -233,7 +233,9 @@ impl Guard {
     }
 
     /// Other sessions whose files changed since the last look, as `id (files)`, leaving out
-    /// sessions another live process holds (their own turn writes them).
+    /// sessions another live process holds (their own turn writes them) and sessions whose
+    /// event log grew with them: their own tern wrote them (a job beside this one that has
+    /// ended since), as it records every write in `events.jsonl`.
     fn others_changed(&mut self) -> Vec<String> {
         let Some(snap) = &self.others else {
             return Vec::new();
@@ -257,6 +259,7 @@ impl Guard {
         }
         by_session
             .into_iter()
+            .filter(|(_, names)| !names.iter().any(|n| n == files::EVENTS))
             .map(|(id, f)| format!("{id} ({})", f.join(", ")))
             .collect()
     }
@@ -372,7 +375,12 @@ fn other_session_files(session: &Session) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for e in rd.flatten() {
         let dir = e.path();
-        if mine.contains(&dir) || !e.file_type().is_ok_and(|t| t.is_dir()) {
+        // A session another tern is making (`.tmp-*`, renamed into place when whole) is its.
+        let staged = e
+            .file_name()
+            .to_string_lossy()
+            .starts_with(crate::store::fsutil::TEMP_PREFIX);
+        if staged || mine.contains(&dir) || !e.file_type().is_ok_and(|t| t.is_dir()) {
             continue;
         }
         for f in [
@@ -382,6 +390,7 @@ fn other_session_files(session: &Session) -> Vec<PathBuf> {
             files::PLAN,
             files::PLAN_STATE,
             files::META,
+            files::EVENTS,
         ] {
             out.push(dir.join(f));
         }

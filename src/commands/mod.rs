@@ -515,17 +515,22 @@ impl Commands {
     /// command left behind changed in tern's files, put back where tern can. None when nothing
     /// changed or the guard has no baseline yet.
     pub fn watch(&mut self, site: &mut Site<'_>) -> Option<GuardReport> {
+        if self.jailed() {
+            return None;
+        }
         self.guard.check(site, &self.workspace)
     }
 
     /// tern wrote its files: they are the guard's new baseline (the first call takes it).
     pub fn settle(&mut self, site: &Site<'_>) {
-        self.guard.refresh(site);
+        if !self.jailed() {
+            self.guard.refresh(site);
+        }
     }
 
     /// [`Commands::settle`] only when the guard has a baseline already.
     pub fn settle_if_on(&mut self, site: &Site<'_>) {
-        if self.guard.is_on() {
+        if self.guard.is_on() && !self.jailed() {
             self.guard.refresh(site);
         }
     }
@@ -533,6 +538,15 @@ impl Commands {
     /// tern wrote `path` alone: its new state is the baseline.
     pub fn accept(&mut self, path: &Path) {
         self.guard.accept(path);
+    }
+
+    /// Whether commands run in the jail, where the state folder is read-only to them and to
+    /// what they leave running: nothing there is theirs to change, so the guard does not
+    /// look (a change there is another tern's: a session beside this one in the workspace).
+    fn jailed(&self) -> bool {
+        self.rules.mode.is_sandboxed()
+            && !self.rules.reach.no_jail
+            && !matches!(self.jail, JailSlot::Refused(_))
     }
 
     /// The runtime ends: in a jail, what the commands left running dies with it (its PID

@@ -482,10 +482,10 @@ fn a_command_cannot_change_what_steers_the_store() {
         !String::from_utf8_lossy(&attrs).contains("filter=x"),
         "attributes put back"
     );
-    assert!(
-        !String::from_utf8_lossy(&latest).starts_with("0000"),
-        "latest put back"
-    );
+    // The refs are every session's to rewrite (a session beside this one checkpoints too), so
+    // the guard leaves them (issue 33); the store reads a `latest` that names no snapshot as
+    // none, and works on.
+    let _ = latest;
     let conv = ws.conversation();
     let result = conv
         .iter()
@@ -493,8 +493,24 @@ fn a_command_cannot_change_what_steers_the_store() {
         .map(|m| m.to_string())
         .unwrap_or_default();
     assert!(result.contains("Error"), "the command is told: {result}");
-    // And the store still works.
+    // And the store still works: the next turn checkpoints, undo puts it back.
+    ws.push(vec![bash(W, "c3", "echo b > a.txt"), text(W, "three")]);
+    ws.ok(&["exec", "--no-jail", "--continue", "third"]);
     ws.ok(&["undo"]);
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("a.txt")).unwrap(),
+        "a\n"
+    );
+    let fsck = std::process::Command::new("git")
+        .args(["--git-dir", git.to_str().unwrap(), "fsck", "--no-dangling"])
+        .output()
+        .unwrap();
+    assert!(
+        fsck.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&fsck.stdout),
+        String::from_utf8_lossy(&fsck.stderr)
+    );
 }
 
 /// Item 5 in full: in the jail (the default: the state folder is read-only to commands) every

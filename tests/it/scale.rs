@@ -118,13 +118,46 @@ fn twenty_tasks_through_gnu_parallel_with_a_provider_failure_recovered() {
         return;
     }
     let (dir, home) = workdir(20);
+    // The recipe gives each task a worktree: it runs in a repository.
+    for args in [
+        &["init", "-q"][..],
+        &["add", "tasks.txt"],
+        &[
+            "-c",
+            "user.name=p",
+            "-c",
+            "user.email=p@p",
+            "commit",
+            "-qm",
+            "tasks",
+        ],
+    ] {
+        let ok = Command::new("git")
+            .args(args)
+            .current_dir(dir.path())
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "git {args:?}");
+    }
     let (fake, seen) = provider(&[13]);
     let out = run_within(
         shell(dir.path(), &home, &fake, &recipe("parallel-local")),
         None,
         std::time::Duration::from_secs(300),
     );
-    assert_eq!(out.code, Some(0), "{out:?}");
+    if out.code != Some(0) {
+        // What each job said (its stderr) and how it ended, to tell why.
+        let mut why = std::fs::read_to_string(dir.path().join("jobs.log")).unwrap_or_default();
+        for i in 1..=20 {
+            let err = std::fs::read_to_string(dir.path().join(format!("logs/{i}.jsonl.err")))
+                .unwrap_or_default();
+            if !err.trim().is_empty() {
+                why.push_str(&format!("\njob {i}: {err}"));
+            }
+        }
+        panic!("{out:?}\n{why}");
+    }
     for i in 1..=20 {
         let answer = std::fs::read_to_string(dir.path().join(format!("answers/{i}.txt")))
             .unwrap_or_else(|e| panic!("answers/{i}.txt: {e}"));
@@ -144,6 +177,24 @@ fn twenty_tasks_through_gnu_parallel_with_a_provider_failure_recovered() {
     );
     let log = std::fs::read_to_string(dir.path().join("jobs.log")).unwrap();
     assert_eq!(log.lines().count(), 21, "{log}");
+    // One worktree and branch per task (task 13's retry found its own again).
+    let list = Command::new("git")
+        .args(["worktree", "list", "--porcelain"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let list = String::from_utf8_lossy(&list.stdout);
+    for i in 1..=20 {
+        assert!(
+            list.contains(&format!("branch refs/heads/tern/job{i}\n")),
+            "{list}"
+        );
+        assert!(
+            dir.path()
+                .join(format!(".tern/worktrees/job{i}/.tern/sessions"))
+                .is_dir()
+        );
+    }
 }
 
 #[test]

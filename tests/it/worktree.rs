@@ -239,3 +239,124 @@ fn four_worktree_jobs_at_once_all_finish_on_their_own_branches() {
         );
     }
 }
+
+/// Six `tern exec` jobs at once in one workspace (the shared-workspace recipe), each running a
+/// command that writes the workspace for about a second, with `extra` flags; every job ends
+/// with exit 0 and no request tells the model it changed tern's or other sessions' files.
+fn six_jobs_in_one_workspace(extra: &[&str]) {
+    let ws = repo(vec![]);
+    ws.fake.set_responder(|r| {
+        if r.body_str().contains("\"role\":\"tool\"") {
+            Some(text(W, "done"))
+        } else {
+            Some(bash(
+                W,
+                "c1",
+                "echo job >> shared.log; touch f_$RANDOM; sleep 1",
+            ))
+        }
+    });
+    let mut kids = Vec::new();
+    for i in 0..6 {
+        let mut args = vec!["exec"];
+        args.extend_from_slice(extra);
+        let prompt = format!("job {i}");
+        args.push(&prompt);
+        kids.push(ws.spawn(&args));
+    }
+    for (i, kid) in kids.into_iter().enumerate() {
+        let out = kid.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "job {i}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let reqs = ws.fake.requests();
+    assert_eq!(reqs.len(), 12);
+    for r in &reqs {
+        let body = r.body_str();
+        for false_claim in [
+            "changed tern's own files",
+            "other sessions' files",
+            "put them back",
+        ] {
+            assert!(
+                !body.contains(false_claim),
+                "a request says {false_claim:?}: {body}"
+            );
+        }
+    }
+    let log = std::fs::read_to_string(ws.root().join("shared.log")).unwrap();
+    assert_eq!(log.lines().count(), 6);
+}
+
+#[test]
+fn six_jobs_in_one_shared_workspace_in_the_jail_accuse_no_one() {
+    six_jobs_in_one_workspace(&[]);
+}
+
+#[test]
+fn six_jobs_in_one_shared_workspace_without_the_jail_accuse_no_one() {
+    six_jobs_in_one_workspace(&["--sandbox", "danger-full-access"]);
+}
+
+#[test]
+fn checkpoints_and_undo_of_two_sessions_at_once_leave_the_store_whole() {
+    let ws = repo(vec![]);
+    ws.fake.set_responder(|r| {
+        let body = r.body_str();
+        if body.contains("\"role\":\"tool\"") {
+            return Some(text(W, "done"));
+        }
+        let file = if body.contains("session A") {
+            "a.txt"
+        } else {
+            "b.txt"
+        };
+        Some(bash(W, "c1", &format!("echo $RANDOM >> {file}; sleep 0.2")))
+    });
+    // Two sessions of one workspace, each with a turn to undo.
+    let mut ids = Vec::new();
+    for who in ["A", "B"] {
+        ws.ok(&["exec", &format!("session {who}")]);
+        ids.push(ws.ws.current_id());
+    }
+    for round in 0..3 {
+        // A turn of A and an undo then a redo of B, at the same time.
+        let a = ws.spawn(&["exec", "--resume", &ids[0], "session A again"]);
+        let undo = ws.tern(&["undo", "--session", &ids[1]]);
+        let redo = ws.tern(&["redo", "--session", &ids[1]]);
+        let out = a.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "round {round}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for (what, o) in [("undo", undo), ("redo", redo)] {
+            // Refused while A's turn runs (it shares the workspace) or done: never broken.
+            let code = o.status.code();
+            assert!(
+                matches!(code, Some(0) | Some(1)),
+                "round {round} {what}: {o:?}"
+            );
+        }
+    }
+    let store = ws.root().join(".tern/checkpoints/git");
+    let fsck = std::process::Command::new("git")
+        .args([
+            "--git-dir",
+            store.to_str().unwrap(),
+            "fsck",
+            "--strict",
+            "--no-dangling",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        fsck.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&fsck.stdout),
+        String::from_utf8_lossy(&fsck.stderr)
+    );
+}
