@@ -1263,8 +1263,23 @@ fn unreadable(id: &str, current: bool, why: String) -> SessionRow {
 }
 
 fn render_sessions(root: &std::path::Path, rows: &[SessionRow]) -> String {
+    let worktrees = crate::worktree::made(root);
+    let mut tail = String::new();
+    if !worktrees.is_empty() {
+        tail.push_str("\nworktrees (each with sessions of its own: `tern exec --worktree NAME`, or cd there):");
+        for w in &worktrees {
+            tail.push_str(&format!(
+                "\n  {:<22} {:<24} {} session{}  {}",
+                w.name,
+                w.branch.as_deref().unwrap_or("(no branch)"),
+                w.sessions,
+                if w.sessions == 1 { "" } else { "s" },
+                w.path.display()
+            ));
+        }
+    }
     if rows.is_empty() {
-        return format!("no sessions in {}", root.display());
+        return format!("no sessions in {}{tail}", root.display());
     }
     // `requests`: model requests (meta.json's `turns`, the `result` event's), not prompts.
     let mut out = format!(
@@ -1297,7 +1312,7 @@ fn render_sessions(root: &std::path::Path, rows: &[SessionRow]) -> String {
             Err(e) => out.push_str(&format!("{mark} {id:<22} unreadable: {e}\n")),
         }
     }
-    out.trim_end().to_string()
+    format!("{}{tail}", out.trim_end())
 }
 
 /// `/goal`: shows the goal; `/goal CMD [--attempts N]` sets it; `/goal off` clears it.

@@ -278,6 +278,69 @@ pub fn enter(from: &Path, name: &str) -> Result<Worktree, String> {
     })
 }
 
+/// One of the worktrees tern made in a state folder, as `tern sessions` lists them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Made {
+    /// Its name.
+    pub name: String,
+    /// Its folder.
+    pub path: PathBuf,
+    /// The branch checked out there (None: detached, or its git dir is gone).
+    pub branch: Option<String>,
+    /// Its sessions.
+    pub sessions: usize,
+}
+
+/// The worktrees under `<state_root>/worktrees/` (read from files: the worktree's `.git`
+/// names its git dir, whose `HEAD` names the branch), by name.
+pub fn made(state_root: &Path) -> Vec<Made> {
+    let Ok(rd) = std::fs::read_dir(state_root.join("worktrees")) else {
+        return Vec::new();
+    };
+    let mut out: Vec<Made> = rd
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let path = e.path();
+            let gitdir = crate::store::fsutil::read_regular(&path.join(".git"), 4096)
+                .ok()
+                .flatten()
+                .and_then(|b| {
+                    let t = String::from_utf8_lossy(&b).into_owned();
+                    t.trim().strip_prefix("gitdir: ").map(PathBuf::from)
+                });
+            let branch = gitdir
+                .and_then(|g| {
+                    crate::store::fsutil::read_regular(&g.join("HEAD"), 4096)
+                        .ok()
+                        .flatten()
+                })
+                .and_then(|b| {
+                    String::from_utf8_lossy(&b)
+                        .trim()
+                        .strip_prefix("ref: refs/heads/")
+                        .map(str::to_string)
+                });
+            let sessions = std::fs::read_dir(path.join(".tern/sessions"))
+                .map(|r| {
+                    r.flatten()
+                        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                        .count()
+                })
+                .unwrap_or(0);
+            Some(Made {
+                name,
+                path,
+                branch,
+                sessions,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
