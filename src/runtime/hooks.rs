@@ -102,24 +102,13 @@ impl Runtime {
 
     /// The fields every hook's input carries.
     fn hook_input(&self, event: HookEvent) -> Map<String, Value> {
-        let mut m = Map::new();
-        m.insert("session_id".into(), Value::from(self.session.id.as_str()));
-        m.insert(
-            "transcript_path".into(),
-            Value::from(self.session.path(files::CONVERSATION).display().to_string()),
-        );
-        m.insert(
-            "cwd".into(),
-            Value::from(self.commands.workspace().display().to_string()),
-        );
-        m.insert("hook_event_name".into(), Value::from(event.as_str()));
-        let mode = match self.cfg.approval {
-            crate::policy::Approval::Ask => "default",
-            crate::policy::Approval::Auto => "bypassPermissions",
-            crate::policy::Approval::Never => "plan",
-        };
-        m.insert("permission_mode".into(), Value::from(mode));
-        m
+        common_input(
+            &self.session.id,
+            &self.session.path(files::CONVERSATION),
+            self.commands.workspace(),
+            event,
+            self.cfg.approval,
+        )
     }
 
     /// Runs the hooks of `event` matching `value`, one at a time in file order, each announced
@@ -140,67 +129,31 @@ impl Runtime {
         let mut input = self.hook_input(event);
         input.extend(fields);
         let input = Value::Object(input).to_string();
-        for h in handlers {
-            // A file the hook runs changed since it was trusted (a command may have written
-            // it): the hook does not run; where its event can block, it blocks (issue 29).
-            if let Some(why) = h.suspended() {
-                let blocks = matches!(event, HookEvent::PreToolUse | HookEvent::UserPromptSubmit);
-                if blocks {
-                    verdict.block.push(why.clone());
-                }
-                self.emit(
-                    ui,
-                    Event::Hook {
-                        event,
-                        command: h.command.clone(),
-                        exit_code: None,
-                        duration_ms: 0,
-                        decision: if blocks {
-                            HookDecision::Block
-                        } else {
-                            HookDecision::Error
-                        },
-                        message: Some(crate::text::cut(&why, EVENT_MESSAGE_CHARS).to_string()),
-                    },
-                );
-                continue;
-            }
-            ui.progress(&format!("hook {}: {}", event.as_str(), h.command));
-            let ran = if h.jail {
-                self.commands.run_hook(
-                    &h.command,
-                    input.as_bytes(),
-                    h.timeout,
-                    &self.cancel,
-                    &self.session,
-                )
-            } else {
-                crate::hooks::run::run(
-                    &h.command,
-                    input.as_bytes(),
-                    self.commands.workspace(),
-                    h.timeout,
-                    &self.cancel,
-                    self.process_groups(),
-                )
-            };
-            let (decision, message) = read_answer(event, &ran, h.timeout, &mut verdict);
-            let message = message.map(|m| {
-                let m = crate::store::redact::redact(m.trim()).into_owned();
-                crate::text::cut(&m, EVENT_MESSAGE_CHARS).to_string()
-            });
-            self.emit(
-                ui,
-                Event::Hook {
-                    event,
-                    command: h.command.clone(),
-                    exit_code: ran.exit_code,
-                    duration_ms: ran.duration.as_millis() as u64,
-                    decision,
-                    message,
-                },
-            );
-        }
+        let (session, parent) = (&self.session, self.lineage.parent.as_deref());
+        let (commands, cancel) = (&mut self.commands, &self.cancel);
+        run_each(
+            &handlers,
+            event,
+            &mut verdict,
+            ui,
+            &mut |h| {
+                Ok(if h.jail {
+                    commands.run_hook(&h.command, input.as_bytes(), h.timeout, cancel, session)
+                } else {
+                    crate::hooks::run::run(
+                        &h.command,
+                        input.as_bytes(),
+                        commands.workspace(),
+                        h.timeout,
+                        cancel,
+                        commands.groups(),
+                    )
+                })
+            },
+            &|ui, ev| {
+                super::emit_to(session, parent, ui, ev);
+            },
+        );
         if let Some(reason) = &verdict.stop {
             self.hook_state.stop = Some(reason.clone());
         }
@@ -428,6 +381,104 @@ impl Runtime {
             .stop
             .take()
             .map(|r| Failure::Failed(format!("stopped by a hook (continue: false): {r}")))
+    }
+}
+
+/// Claude Code's `permission_mode` for an approval policy.
+pub(crate) fn permission_mode(approval: crate::policy::Approval) -> &'static str {
+    match approval {
+        crate::policy::Approval::Ask => "default",
+        crate::policy::Approval::Auto => "bypassPermissions",
+        crate::policy::Approval::Never => "plan",
+    }
+}
+
+/// The fields every hook's input carries (Claude Code's common input).
+pub(crate) fn common_input(
+    session_id: &str,
+    transcript: &std::path::Path,
+    cwd: &std::path::Path,
+    event: HookEvent,
+    approval: crate::policy::Approval,
+) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("session_id".into(), Value::from(session_id));
+    m.insert(
+        "transcript_path".into(),
+        Value::from(transcript.display().to_string()),
+    );
+    m.insert("cwd".into(), Value::from(cwd.display().to_string()));
+    m.insert("hook_event_name".into(), Value::from(event.as_str()));
+    m.insert(
+        "permission_mode".into(),
+        Value::from(permission_mode(approval)),
+    );
+    m
+}
+
+/// Runs `handlers` of `event` one at a time, combining their answers into `verdict`, each
+/// announced on `ui` (a progress note) and through `emit` as a `hook` event. `run` starts one
+/// (Err: it may not run here, why: a jail it cannot reach); one whose covered files changed
+/// does not run either. A handler that may not run blocks where its event can block
+/// (PreToolUse, UserPromptSubmit). The one loop of the turn's hooks and of MCP calls' hooks.
+pub(crate) fn run_each(
+    handlers: &[&crate::hooks::Handler],
+    event: HookEvent,
+    verdict: &mut Verdict,
+    ui: &mut dyn Surface,
+    run: &mut dyn FnMut(&crate::hooks::Handler) -> Result<crate::hooks::run::Ran, String>,
+    emit: &dyn Fn(&mut dyn Surface, Event),
+) {
+    for h in handlers {
+        // A file the hook runs changed since it was trusted (a command may have written it):
+        // the hook does not run; where its event can block, it blocks (issue 29).
+        let ran = match h.suspended().map_or_else(
+            || {
+                ui.progress(&format!("hook {}: {}", event.as_str(), h.command));
+                run(h)
+            },
+            Err,
+        ) {
+            Ok(ran) => ran,
+            Err(why) => {
+                let blocks = matches!(event, HookEvent::PreToolUse | HookEvent::UserPromptSubmit);
+                if blocks {
+                    verdict.block.push(why.clone());
+                }
+                emit(
+                    ui,
+                    Event::Hook {
+                        event,
+                        command: h.command.clone(),
+                        exit_code: None,
+                        duration_ms: 0,
+                        decision: if blocks {
+                            HookDecision::Block
+                        } else {
+                            HookDecision::Error
+                        },
+                        message: Some(crate::text::cut(&why, EVENT_MESSAGE_CHARS).to_string()),
+                    },
+                );
+                continue;
+            }
+        };
+        let (decision, message) = read_answer(event, &ran, h.timeout, verdict);
+        let message = message.map(|m| {
+            let m = crate::store::redact::redact(m.trim()).into_owned();
+            crate::text::cut(&m, EVENT_MESSAGE_CHARS).to_string()
+        });
+        emit(
+            ui,
+            Event::Hook {
+                event,
+                command: h.command.clone(),
+                exit_code: ran.exit_code,
+                duration_ms: ran.duration.as_millis() as u64,
+                decision,
+                message,
+            },
+        );
     }
 }
 

@@ -12,10 +12,11 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value, json};
 
+use super::hooks::{common_input, run_each};
 use super::{Runtime, emit_to};
 use crate::cancel::CancelToken;
-use crate::event::{Event, HookDecision};
-use crate::hooks::answer::{Permission, Verdict, read_answer};
+use crate::event::Event;
+use crate::hooks::answer::{Permission, Verdict};
 use crate::hooks::{HookEvent, Hooks};
 use crate::mcp::{Finished, Gate, Hub, Servers, hook_name};
 use crate::procs::ProcessGroups;
@@ -33,9 +34,9 @@ struct SessionGate {
     parent: Option<String>,
     hooks: Arc<Hooks>,
     workspace: PathBuf,
-    permission_mode: &'static str,
-    /// Whether an `ask` from a hook can be taken as yes (the session approves every command).
-    auto: bool,
+    /// The session's approval policy (the hooks' `permission_mode`; an `ask` from a hook is
+    /// taken as yes only where every command runs without asking).
+    approval: crate::policy::Approval,
     cancel: CancelToken,
     groups: Arc<ProcessGroups>,
     /// Hooks run one at a time, as in the turn.
@@ -54,7 +55,8 @@ impl SessionGate {
             .push(env);
     }
 
-    /// Runs the hooks of `event` for `name`, each announced as a `hook` event.
+    /// Runs the hooks of `event` for `name`, each announced as a `hook` event (the turn's one
+    /// loop, `hooks::run_each`); a hook that must run in the jail cannot run here, so it blocks.
     fn run(&self, event: HookEvent, name: &str, fields: Map<String, Value>) -> Verdict {
         let mut verdict = Verdict::default();
         let handlers = self.hooks.matching(event, Some(name));
@@ -63,74 +65,42 @@ impl SessionGate {
         }
         let mut n = self.one_at_a_time.lock().unwrap_or_else(|p| p.into_inner());
         *n += 1;
-        let mut input = Map::new();
-        input.insert("session_id".into(), Value::from(self.id.as_str()));
-        input.insert(
-            "transcript_path".into(),
-            Value::from(self.transcript.as_str()),
+        let mut input = common_input(
+            &self.id,
+            std::path::Path::new(&self.transcript),
+            &self.workspace,
+            event,
+            self.approval,
         );
-        input.insert(
-            "cwd".into(),
-            Value::from(self.workspace.display().to_string()),
-        );
-        input.insert("hook_event_name".into(), Value::from(event.as_str()));
-        input.insert("permission_mode".into(), Value::from(self.permission_mode));
         input.insert(
             "tool_use_id".into(),
             Value::from(format!("mcp-{}-{}", self.id, *n)),
         );
         input.extend(fields);
         let input = Value::Object(input).to_string();
-        for h in handlers {
-            let refused = h.suspended().or_else(|| {
-                h.jail.then(|| {
-                    format!(
+        run_each(
+            &handlers,
+            event,
+            &mut verdict,
+            &mut super::Quiet,
+            &mut |h| {
+                if h.jail {
+                    return Err(format!(
                         "the hook `{}` runs in the jail, which an MCP call cannot reach: the call is not run",
                         h.command
-                    )
-                })
-            });
-            if let Some(why) = refused {
-                let blocks = event == HookEvent::PreToolUse;
-                if blocks {
-                    verdict.block.push(why.clone());
+                    ));
                 }
-                self.emit(Event::Hook {
-                    event,
-                    command: h.command.clone(),
-                    exit_code: None,
-                    duration_ms: 0,
-                    decision: if blocks {
-                        HookDecision::Block
-                    } else {
-                        HookDecision::Error
-                    },
-                    message: Some(crate::text::cut(&why, EVENT_CHARS).to_string()),
-                });
-                continue;
-            }
-            let ran = crate::hooks::run::run(
-                &h.command,
-                input.as_bytes(),
-                &self.workspace,
-                h.timeout,
-                &self.cancel,
-                &self.groups,
-            );
-            let (decision, message) = read_answer(event, &ran, h.timeout, &mut verdict);
-            let message = message.map(|m| {
-                let m = crate::store::redact::redact(m.trim()).into_owned();
-                crate::text::cut(&m, EVENT_CHARS).to_string()
-            });
-            self.emit(Event::Hook {
-                event,
-                command: h.command.clone(),
-                exit_code: ran.exit_code,
-                duration_ms: ran.duration.as_millis() as u64,
-                decision,
-                message,
-            });
-        }
+                Ok(crate::hooks::run::run(
+                    &h.command,
+                    input.as_bytes(),
+                    &self.workspace,
+                    h.timeout,
+                    &self.cancel,
+                    &self.groups,
+                ))
+            },
+            &|_, ev| self.emit(ev),
+        );
         verdict
     }
 }
@@ -153,7 +123,7 @@ impl Gate for SessionGate {
         if let Some(reason) = v.stop {
             return Err(format!("not run: a PreToolUse hook said stop: {reason}"));
         }
-        if v.permission == Some(Permission::Ask) && !self.auto {
+        if v.permission == Some(Permission::Ask) && self.approval != crate::policy::Approval::Auto {
             return Err(format!(
                 "a PreToolUse hook asks the person to approve {name}, and a command's MCP call cannot ask: not run"
             ));
@@ -224,12 +194,7 @@ impl Runtime {
             parent: self.lineage.parent.clone(),
             hooks: self.hook_state_hooks(),
             workspace: self.commands.workspace().to_path_buf(),
-            permission_mode: match self.cfg.approval {
-                crate::policy::Approval::Ask => "default",
-                crate::policy::Approval::Auto => "bypassPermissions",
-                crate::policy::Approval::Never => "plan",
-            },
-            auto: self.cfg.approval == crate::policy::Approval::Auto,
+            approval: self.cfg.approval,
             cancel: self.cancel.clone(),
             groups: self.commands.groups_arc(),
             one_at_a_time: Mutex::new(0),

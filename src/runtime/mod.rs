@@ -603,11 +603,6 @@ impl Runtime {
         self.commands.setting()
     }
 
-    /// The registry the running commands' (and hooks') process groups go in.
-    pub(crate) fn process_groups(&self) -> &ProcessGroups {
-        self.commands.groups()
-    }
-
     /// The parent session of a sub-agent.
     pub fn parent(&self) -> Option<&str> {
         self.lineage.parent.as_deref()
