@@ -131,35 +131,35 @@ pub fn run(launcher: &Launcher, opts: ExecOptions) -> i32 {
 
 /// The prompt from the argument or stdin. Err(None): interrupted while reading; Err(Some):
 /// a usage error. Stdin is read in a thread so a signal is noticed even while a writer stalls.
+///
+/// A prompt given as an argument while stdin is a pipe or a file (`git diff | tern exec "review
+/// this"`) gets what stdin holds as context after it, in a `<stdin>` block, as Codex CLI does;
+/// cut at the prompt's limit with a note. A terminal, `/dev/null` or a socket is not read.
 fn read_prompt(opts: &ExecOptions, cancel: &CancelToken) -> Result<String, Option<String>> {
     let text = match opts.prompt.as_deref() {
         Some("-") => {
-            let (tx, rx) = std::sync::mpsc::channel();
-            std::thread::spawn(move || {
-                let mut bytes = Vec::new();
-                let r = std::io::stdin()
-                    .take(MAX_PROMPT_BYTES as u64 + 1)
-                    .read_to_end(&mut bytes)
-                    .map(|_| bytes);
-                let _ = tx.send(r);
-            });
-            let bytes = loop {
-                match rx.recv_timeout(std::time::Duration::from_millis(100)) {
-                    Ok(r) => {
-                        break r.map_err(|e| {
-                            Some(format!("could not read the prompt from stdin: {e}"))
-                        })?;
-                    }
-                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                        if cancel.is_cancelled() {
-                            return Err(None);
-                        }
-                    }
-                    Err(_) => return Err(Some("could not read the prompt from stdin".into())),
-                }
-            };
+            let bytes = read_stdin(MAX_PROMPT_BYTES as u64 + 1, cancel)?;
             String::from_utf8(bytes)
                 .map_err(|_| Some("the prompt read from stdin is not UTF-8 text".to_string()))?
+        }
+        Some(p) if stdin_is_data() => {
+            let room = MAX_PROMPT_BYTES.saturating_sub(p.len() + 64);
+            let bytes = read_stdin(room as u64 + 1, cancel)?;
+            let piped = String::from_utf8_lossy(&bytes);
+            if piped.trim().is_empty() {
+                p.to_string()
+            } else {
+                let cut = bytes.len() > room;
+                let kept = crate::text::cut(&piped, room);
+                let mut t = format!("{p}\n\n<stdin>\n{}\n</stdin>", kept.trim_end());
+                if cut {
+                    let note = format!("[stdin cut at {} KiB: the rest was not read]", room >> 10);
+                    crate::errln!("tern: {note}");
+                    t.push('\n');
+                    t.push_str(&note);
+                }
+                t
+            }
         }
         Some(p) => p.to_string(),
         None if opts.continues.is_some() => return Ok(String::new()),
@@ -179,6 +179,44 @@ fn read_prompt(opts: &ExecOptions, cancel: &CancelToken) -> Result<String, Optio
         return Err(Some("the prompt is empty".into()));
     }
     Ok(text)
+}
+
+/// Whether stdin is a pipe or a regular file (data piped or redirected in), not a terminal, a
+/// device (`/dev/null`) or a socket.
+fn stdin_is_data() -> bool {
+    // SAFETY: fstat(2) of descriptor 0 into a zeroed stat buffer.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(0, &mut st) } != 0 {
+        return false;
+    }
+    matches!(st.st_mode & libc::S_IFMT, libc::S_IFIFO | libc::S_IFREG)
+}
+
+/// Up to `limit` bytes of stdin, read in a thread (a signal is noticed while a writer stalls).
+/// Err(None): interrupted; Err(Some): it could not be read.
+fn read_stdin(limit: u64, cancel: &CancelToken) -> Result<Vec<u8>, Option<String>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let r = std::io::stdin()
+            .take(limit)
+            .read_to_end(&mut bytes)
+            .map(|_| bytes);
+        let _ = tx.send(r);
+    });
+    loop {
+        match rx.recv_timeout(std::time::Duration::from_millis(100)) {
+            Ok(r) => {
+                return r.map_err(|e| Some(format!("could not read the prompt from stdin: {e}")));
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if cancel.is_cancelled() {
+                    return Err(None);
+                }
+            }
+            Err(_) => return Err(Some("could not read the prompt from stdin".into())),
+        }
+    }
 }
 
 /// A failure before any runtime exists: still a final `result` event in `--json` mode.

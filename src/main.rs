@@ -59,7 +59,7 @@ struct SessionArgs {
     approval: Option<Approval>,
     /// What commands may write: read-only, workspace-write (default) or danger-full-access
     /// (no sandbox) [env: TERN_SANDBOX].
-    #[arg(long, value_enum)]
+    #[arg(short = 's', long, value_enum)]
     sandbox: Option<tern::policy::Mode>,
     /// Commands have no network: an empty network namespace (and Landlock's TCP rules).
     #[arg(long)]
@@ -107,10 +107,10 @@ struct WorkerArgs {
     #[arg(long, value_name = "S", allow_negative_numbers = true, value_parser = u64_in(1..=tern::hooks::goal::MAX_TIMEOUT_S as i64))]
     goal_timeout: Option<u64>,
     /// Run in DIR (the workspace is found from there).
-    #[arg(long = "cd", value_name = "DIR")]
+    #[arg(short = 'C', long = "cd", value_name = "DIR")]
     cd: Option<PathBuf>,
     /// Write the final answer to FILE (atomically) when the run completes.
-    #[arg(long, value_name = "FILE")]
+    #[arg(short = 'o', long, value_name = "FILE")]
     output_last_message: Option<PathBuf>,
     /// The whole run's wall time in seconds; past it the run stops (budget_exhausted, exit 1).
     #[arg(long, value_name = "S", allow_negative_numbers = true, value_parser = u64_in(1..=604_800))]
@@ -217,7 +217,7 @@ struct ModelArgs {
     #[arg(long, value_enum)]
     provider: Option<ProviderKind>,
     /// Model name [env: TERN_MODEL].
-    #[arg(long)]
+    #[arg(short = 'm', long)]
     model: Option<String>,
     /// Provider base URL [env: OPENAI_BASE_URL or ANTHROPIC_BASE_URL].
     #[arg(long)]

@@ -39,14 +39,18 @@ pub struct InitializeParams {
 impl InitializeParams {
     /// The client can run a `terminal` auth method: `clientCapabilities.auth.terminal` is
     /// `true` (ACP v1, authentication: "Terminal Authentication": clients opt in so; an agent
-    /// offers terminal methods only to those).
+    /// offers terminal methods only to those), or the older form the ACP registry's validator
+    /// and some clients send, `clientCapabilities._meta["terminal-auth"]: true`.
     pub fn terminal_auth(&self) -> bool {
-        self.client_capabilities
-            .as_ref()
-            .and_then(|c| c.get("auth"))
-            .and_then(|a| a.get("terminal"))
-            .and_then(Value::as_bool)
-            .unwrap_or(false)
+        let caps = self.client_capabilities.as_ref();
+        let flag = |v: Option<&Value>| v.and_then(Value::as_bool).unwrap_or(false);
+        flag(
+            caps.and_then(|c| c.get("auth"))
+                .and_then(|a| a.get("terminal")),
+        ) || flag(
+            caps.and_then(|c| c.get("_meta"))
+                .and_then(|m| m.get("terminal-auth")),
+        )
     }
 }
 

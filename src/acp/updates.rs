@@ -93,14 +93,17 @@ impl Mapper {
                 ..
             } => {
                 let failed = tool_failed(*is_error, name, content, bash.as_ref());
-                let raw_output = bash.as_ref().map(|b| {
-                    json!({
+                // Every completed call carries `rawOutput` (issue 34: work_update had none): a
+                // bash call its process facts, any other tool its result and whether it failed.
+                let raw_output = Some(match bash.as_ref() {
+                    Some(b) => json!({
                         "exitCode": b.exit_code,
                         "timedOut": b.timed_out,
                         "interrupted": b.interrupted,
                         "outputBytes": b.output_bytes,
                         "spill": b.spill,
-                    })
+                    }),
+                    None => json!({"content": content, "isError": is_error}),
                 });
                 vec![SessionUpdate::ToolCallUpdate(ToolCallUpdate {
                     tool_call_id: self.ids.get(id),

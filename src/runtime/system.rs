@@ -13,9 +13,15 @@ pub const MAX_AGENTS_MD_BYTES: usize = 32 * 1024;
 pub const AGENTS_MD: &str = "AGENTS.md";
 /// Beside an `AGENTS.md`, replaces it (as Codex CLI reads them).
 pub const AGENTS_OVERRIDE_MD: &str = "AGENTS.override.md";
+/// Read in a folder with neither `AGENTS.md` nor `AGENTS.override.md` (Claude Code's file), so
+/// a repository that has only it gets its instructions.
+pub const CLAUDE_MD: &str = "CLAUDE.md";
 /// How the user's global file is named in the prompt, wherever `$XDG_CONFIG_HOME` puts it: a
 /// fixed label keeps the bytes the same on every machine.
 pub const GLOBAL_LABEL: &str = "~/.config/tern/AGENTS.md";
+/// The global override's label (beside the global file, it replaces it, as Codex CLI's
+/// `~/.codex/AGENTS.override.md` does).
+pub const GLOBAL_OVERRIDE_LABEL: &str = "~/.config/tern/AGENTS.override.md";
 
 const OPEN_PLAN: &str = "\n\n<locked_plan>\n";
 const CLOSE_PLAN: &str = "\n</locked_plan>\n";
@@ -54,7 +60,8 @@ const MCP_LINE_START: &str = "MCP servers: ";
 /// Where the person's instruction files are looked up, as Codex CLI does: the user's global
 /// file, then every folder from the workspace root (the git root, unless a `.tern/` sits
 /// elsewhere) down to the folder tern was started in, more specific files last. In each folder
-/// `AGENTS.override.md` replaces `AGENTS.md`.
+/// `AGENTS.override.md` replaces `AGENTS.md`, and `CLAUDE.md` is read where neither is; the
+/// global `AGENTS.override.md` replaces the global `AGENTS.md`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lookup {
     /// The workspace root: where the walk starts, and what no file (or the link it is) may leave.
@@ -96,13 +103,19 @@ impl Lookup {
     /// the path relative to the workspace (`pkg/AGENTS.md`), or [`GLOBAL_LABEL`].
     pub fn files(&self) -> Vec<(String, Vec<u8>)> {
         let mut out = Vec::new();
-        if let Some(g) = &self.global
-            && let Some(bytes) = read_capped(g, None)
-        {
-            out.push((GLOBAL_LABEL.to_string(), bytes));
+        if let Some(g) = &self.global {
+            let over = g.with_file_name(AGENTS_OVERRIDE_MD);
+            // The override, readable or not, stands in for the global file.
+            if std::fs::symlink_metadata(&over).is_ok() {
+                if let Some(bytes) = read_capped(&over, None) {
+                    out.push((GLOBAL_OVERRIDE_LABEL.to_string(), bytes));
+                }
+            } else if let Some(bytes) = read_capped(g, None) {
+                out.push((GLOBAL_LABEL.to_string(), bytes));
+            }
         }
         for dir in self.folders() {
-            for name in [AGENTS_OVERRIDE_MD, AGENTS_MD] {
+            for name in [AGENTS_OVERRIDE_MD, AGENTS_MD, CLAUDE_MD] {
                 let path = dir.join(name);
                 if std::fs::symlink_metadata(&path).is_err() {
                     continue;
@@ -185,7 +198,7 @@ pub fn pinned_instructions(system: &str) -> Vec<(String, String)> {
 /// the session keeps what it pinned, a new session reads the new text. The global file is not
 /// checked (None).
 pub fn instruction_changed(workspace: &Path, label: &str, pinned: &str) -> Option<bool> {
-    if label == GLOBAL_LABEL {
+    if label == GLOBAL_LABEL || label == GLOBAL_OVERRIDE_LABEL {
         return None;
     }
     let now = read_capped(&workspace.join(label), Some(workspace));
@@ -408,6 +421,27 @@ mod tests {
             .map(|(l, _)| l)
             .collect();
         assert_eq!(labels, [GLOBAL_LABEL, "AGENTS.md", "a/b/AGENTS.md"]);
+        // A folder with only CLAUDE.md gives it; the global override replaces the global file.
+        std::fs::write(l.workspace.join("a/CLAUDE.md"), "claude's").unwrap();
+        std::fs::write(
+            d.path().join("cfg").join(AGENTS_OVERRIDE_MD),
+            "mine, overridden",
+        )
+        .unwrap();
+        let labels: Vec<String> = l.files().into_iter().map(|(l, _)| l).collect();
+        assert_eq!(
+            labels,
+            [
+                GLOBAL_OVERRIDE_LABEL,
+                "AGENTS.md",
+                "a/CLAUDE.md",
+                "a/b/AGENTS.md"
+            ]
+        );
+        // Beside an AGENTS.md, CLAUDE.md is not read.
+        std::fs::write(l.workspace.join("CLAUDE.md"), "not this").unwrap();
+        assert!(!l.files().iter().any(|(l, _)| l == "CLAUDE.md"));
+        std::fs::remove_file(d.path().join("cfg").join(AGENTS_OVERRIDE_MD)).unwrap();
         // Outside the workspace, `here` adds nothing.
         let away = Lookup {
             here: d.path().join("cfg"),

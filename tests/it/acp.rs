@@ -326,6 +326,15 @@ fn initialize_negotiates_the_version_and_states_capabilities() {
     assert_eq!(methods[0]["id"], "tern-setup");
     assert_eq!(methods[0]["args"], json!(["setup"]));
     assert_eq!(r["result"]["agentInfo"]["name"], "tern");
+    // The ACP registry's validator declares it as `_meta["terminal-auth"]` (issue 34): offered.
+    let r = a.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"_meta": {"terminal-auth": true}},
+               "clientInfo": {"name": "registry-validator", "version": "1"}}),
+    );
+    let methods = r["result"]["authMethods"].as_array().unwrap();
+    assert_eq!(methods.len(), 1, "{r}");
+    assert_eq!(methods[0]["id"], "tern-setup");
     let r = a.call("authenticate", json!({"methodId": "x"}));
     assert_eq!(error_code(&r), -32602);
     // A provider is configured (the fake's URL): authenticating with the method is a no-op.
@@ -540,6 +549,13 @@ fn a_prompt_turn_streams_text_tool_calls_plan_and_usage_then_end_turn() {
         "{out}"
     );
     assert_eq!(done["rawOutput"]["exitCode"], 0);
+    // The work_update call's completion carries its result too (issue 34).
+    let work = updates(&msgs, "tool_call_update")
+        .into_iter()
+        .find(|u| u["toolCallId"] == "c1" && u["status"] == "completed")
+        .unwrap();
+    assert_eq!(work["rawOutput"]["isError"], false, "{work}");
+    assert!(work["rawOutput"]["content"].is_string(), "{work}");
     let plan = updates(&msgs, "plan");
     assert_eq!(
         plan[0]["entries"],

@@ -1851,3 +1851,66 @@ fn real_model_creates_hello_txt() {
         last(&events)
     );
 }
+
+/// Issue 34: Codex CLI's `exec` habits. `echo x | tern exec -C dir -o f -m m -s read-only "…"`:
+/// the short flags are the long ones, and piped input goes along as context after the prompt.
+#[test]
+fn codex_exec_habits_short_flags_and_piped_input_as_context() {
+    let ws = crate::support::cli::WireWs::new(
+        Wire::OpenAi,
+        vec![crate::support::script::text(Wire::OpenAi, "reviewed")],
+    );
+    let sub = ws.root().join("sub");
+    std::fs::create_dir_all(sub.join(".tern")).unwrap();
+    let out = ws.tern_in(
+        &[
+            "exec",
+            "-C",
+            "sub",
+            "-o",
+            "answer.txt",
+            "-m",
+            "other-model",
+            "-s",
+            "read-only",
+            "review this",
+        ],
+        "diff --git a/x b/x\n+added line\n",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("answer.txt")).unwrap(),
+        "reviewed\n"
+    );
+    let reqs = ws.fake.requests();
+    let body: serde_json::Value = serde_json::from_slice(&reqs[0].body).unwrap();
+    assert_eq!(body["model"], "other-model");
+    let msgs = crate::support::body::messages(&reqs[0]);
+    let user = crate::support::body::content(msgs.iter().find(|m| m["role"] == "user").unwrap());
+    assert!(
+        user.starts_with("review this\n\n<stdin>\ndiff --git a/x b/x\n+added line\n</stdin>"),
+        "{user}"
+    );
+    let system = crate::support::body::content(&msgs[0]);
+    assert!(system.contains("read-only"), "{system}");
+    // The session is in the folder -C named.
+    assert!(
+        std::fs::read_dir(sub.join(".tern/sessions"))
+            .unwrap()
+            .next()
+            .is_some()
+    );
+    // An empty pipe adds nothing; stdin as the prompt (`-`) is unchanged.
+    let ws = crate::support::cli::WireWs::new(
+        Wire::OpenAi,
+        vec![crate::support::script::text(Wire::OpenAi, "ok")],
+    );
+    ws.ok_in(&["exec", "just this"], "");
+    let msgs = crate::support::body::messages(&ws.fake.requests()[0]);
+    let user = crate::support::body::content(msgs.iter().find(|m| m["role"] == "user").unwrap());
+    assert_eq!(user, "just this");
+}
