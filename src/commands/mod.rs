@@ -199,6 +199,20 @@ impl Commands {
             path: None,
             events,
         };
+        // The jail shows this tern's binary (read-only) wherever it lies, so a command's `tern
+        // mcp` finds it even where the jail hides its folder (a build under `/tmp`).
+        if let Some(exe) = self.tern_exe() {
+            self.protect(vec![exe]);
+        }
+    }
+
+    /// The tern binary commands reach the session through: the jail's init (set by embedders),
+    /// else this process's own.
+    fn tern_exe(&self) -> Option<PathBuf> {
+        self.rules
+            .jail_exe
+            .clone()
+            .or_else(|| std::env::current_exe().ok())
     }
 
     /// The events the MCP hub wrote since the last look (in `events.jsonl` already), for the
@@ -232,12 +246,7 @@ impl Commands {
         let hub = self.mcp.hub.as_ref()?;
         if self.mcp.channel.is_none() {
             self.mcp.channel = crate::mcp::channel::Channel::open(hub.clone()).ok();
-            let exe = self
-                .rules
-                .jail_exe
-                .clone()
-                .or_else(|| std::env::current_exe().ok());
-            self.mcp.path = crate::mcp::channel::path_with_tern(exe.as_deref());
+            self.mcp.path = crate::mcp::channel::path_with_tern(self.tern_exe().as_deref());
         }
         self.mcp.channel.as_ref().map(|c| c.fd())
     }

@@ -660,10 +660,11 @@ fn conformance_suite_client_scenarios_pass() {
 
 #[test]
 fn a_sessions_command_with_no_server_configured_is_told_so_in_one_line() {
-    // No server: no PATH help either, so the test names the binary.
+    // No server: no PATH help and no binary shown in the jail either, so the test names the
+    // binary and runs without the jail (its build may lie under /tmp, which the jail hides).
     let cmd = format!("'{}' mcp list; echo \"rc=$?\"", crate::support::cli::TERN);
     let ws = WireWs::new(W, vec![bash(W, "c1", &cmd), text(W, "done")]);
-    ws.ok(&["exec", "go"]);
+    ws.ok(&["exec", "--sandbox", "danger-full-access", "go"]);
     let r = &tool_results(&ws)[0];
     assert!(r.contains("this session has no MCP server"), "{r}");
     assert!(r.contains("rc=2"), "{r}");
