@@ -26,6 +26,7 @@ pub mod answer;
 pub mod cli;
 pub mod covered;
 pub mod goal;
+pub mod rule;
 pub mod run;
 
 use std::path::{Path, PathBuf};
@@ -91,6 +92,18 @@ impl Matcher {
             .map_err(|e| format!("matcher {t:?} is not a valid regular expression: {e}"))
     }
 
+    /// Whether a tool matcher can match one of tern's tools or an MCP tool (`mcp__…`).
+    fn can_fire_in_tern(&self) -> bool {
+        rule::TOOL_NAMES.iter().any(|t| self.matches(Some(t)))
+            || match self {
+                Matcher::All => true,
+                Matcher::Names(names) => names.iter().any(|n| n.starts_with("mcp__")),
+                Matcher::Pattern(r) => {
+                    r.is_match("mcp__server__tool") || r.as_str().contains("mcp")
+                }
+            }
+    }
+
     /// Whether `value` (a tool name, a source, a trigger) is matched; events without a value
     /// (UserPromptSubmit, Stop, SubagentStop) match every group, as in Claude Code.
     pub fn matches(&self, value: Option<&str>) -> bool {
@@ -121,9 +134,28 @@ pub struct Handler {
     pub covered: Vec<(PathBuf, Option<String>)>,
     /// The runner of workspace code it calls that tern cannot name (`npm`, `make`).
     pub opaque: Option<String>,
+    /// Its `if` (Claude Code's permission-rule syntax, see [`rule`]): it runs only for the tool
+    /// calls the rule names. None: whenever its group matches.
+    pub cond: Option<rule::Rule>,
 }
 
 impl Handler {
+    /// Whether it runs for a hook input with these `fields`: always without an `if`, and for an
+    /// event without a tool call; else when the rule names the call (`tool_name`, and for Bash
+    /// `tool_input.command`).
+    pub fn applies(&self, fields: &serde_json::Map<String, Value>) -> bool {
+        let (Some(cond), Some(tool)) =
+            (&self.cond, fields.get("tool_name").and_then(Value::as_str))
+        else {
+            return true;
+        };
+        let command = fields
+            .get("tool_input")
+            .and_then(|i| i.get("command"))
+            .and_then(Value::as_str);
+        cond.applies(tool, command)
+    }
+
     /// Why it must not run now: a covered file changed since it was trusted (or was never
     /// trusted). None: it may run. Hashes each covered file (small scripts).
     pub fn suspended(&self) -> Option<String> {
@@ -399,6 +431,16 @@ impl Hooks {
                                 .into_iter()
                                 .map(|s| format!("{at}: hooks.{name}[{i}].{s}")),
                         );
+                        // A tool matcher that names none of tern's tools (`Edit|Write`, common
+                        // in Claude Code settings) never fires here: said, not silent.
+                        let tool_event =
+                            matches!(event, HookEvent::PreToolUse | HookEvent::PostToolUse);
+                        if tool_event && !group.matcher.can_fire_in_tern() {
+                            notes.push(format!(
+                                "{at}: hooks.{name}[{i}]: its matcher names no tool of tern's ({}, mcp__SERVER__TOOL): these hooks never run",
+                                rule::TOOL_NAMES.join(", ")
+                            ));
+                        }
                         parsed.push((event, group));
                     }
                     Err(es) => errors.extend(
@@ -497,7 +539,30 @@ fn parse_group(g: &Value, source: Source) -> Result<(Group, Vec<String>), Vec<St
                 None
             }
         };
-        if let (Some(command), Some(timeout), Some(jail)) = (command, timeout, jail) {
+        let cond = match h.get("if") {
+            None | Some(Value::Null) => Some(None),
+            Some(Value::String(r)) => match rule::Rule::parse(r) {
+                Ok(rule) => {
+                    if let rule::Rule::Never(why) = &rule {
+                        skipped.push(format!("hooks[{j}].if: {why}: this handler never runs"));
+                    }
+                    Some(Some(rule))
+                }
+                Err(e) => {
+                    errors.push(format!("{place}.if: {e}"));
+                    None
+                }
+            },
+            Some(_) => {
+                errors.push(format!(
+                    "{place}.if: must be a rule like \"Bash(rm *)\" (a string)"
+                ));
+                None
+            }
+        };
+        if let (Some(command), Some(timeout), Some(jail), Some(cond)) =
+            (command, timeout, jail, cond)
+        {
             handlers.push(Handler {
                 command: command.to_string(),
                 timeout,
@@ -505,6 +570,7 @@ fn parse_group(g: &Value, source: Source) -> Result<(Group, Vec<String>), Vec<St
                 jail,
                 covered: Vec::new(),
                 opaque: None,
+                cond,
             });
         }
     }

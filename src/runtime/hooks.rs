@@ -37,6 +37,9 @@ pub struct HookState {
     pub(crate) stop: Option<String>,
     /// A PreToolUse hook's permission for the call about to run.
     pub(crate) permission: Option<Permission>,
+    /// What the PreToolUse hooks of the call about to run added for the model
+    /// (`additionalContext`): appended to its result.
+    pub(crate) pre_context: Vec<String>,
     /// How the goal ended in the last turn (for the `result` event).
     pub(crate) goal: Option<crate::event::GoalResult>,
     /// The hooks files and the trust record (the state-folder guard keeps them).
@@ -122,7 +125,8 @@ impl Runtime {
     ) -> Verdict {
         let mut verdict = Verdict::default();
         let hooks = self.hook_state.hooks.clone();
-        let handlers = hooks.matching(event, value);
+        let mut handlers = hooks.matching(event, value);
+        handlers.retain(|h| h.applies(&fields));
         if handlers.is_empty() {
             return verdict;
         }
@@ -164,6 +168,7 @@ impl Runtime {
     /// running; allow / ask set the call's approval; `updatedInput` replaces its arguments.
     pub(crate) fn hook_pre_tool(&mut self, call: &ToolCall, ui: &mut dyn Surface) -> PreTool {
         self.hook_state.permission = None;
+        self.hook_state.pre_context.clear();
         if self.hook_state.hooks.is_empty() {
             return PreTool::Run(None);
         }
@@ -187,6 +192,7 @@ impl Runtime {
             ));
         }
         self.hook_state.permission = v.permission;
+        self.hook_state.pre_context = v.context;
         PreTool::Run(v.updated_input.filter(Value::is_object))
     }
 
@@ -202,8 +208,13 @@ impl Runtime {
         interrupted: bool,
         ui: &mut dyn Surface,
     ) {
+        let pre = std::mem::take(&mut self.hook_state.pre_context);
         if self.hook_state.hooks.is_empty() || interrupted {
             return;
+        }
+        if !pre.is_empty() {
+            content.push_str("\n[PreToolUse hook]\n");
+            content.push_str(&for_model(&pre.join("\n")));
         }
         let name = tool_name(&call.name).to_string();
         let response = if call.name == "bash" {

@@ -59,7 +59,8 @@ impl SessionGate {
     /// loop, `hooks::run_each`); a hook that must run in the jail cannot run here, so it blocks.
     fn run(&self, event: HookEvent, name: &str, fields: Map<String, Value>) -> Verdict {
         let mut verdict = Verdict::default();
-        let handlers = self.hooks.matching(event, Some(name));
+        let mut handlers = self.hooks.matching(event, Some(name));
+        handlers.retain(|h| h.applies(&fields));
         if handlers.is_empty() {
             return verdict;
         }

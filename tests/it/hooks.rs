@@ -667,3 +667,83 @@ fn every_invalid_entry_of_a_group_is_named() {
         assert!(stderr.contains(place), "{place} not named: {stderr}");
     }
 }
+
+/// Issue 34: a Claude hooks file with `if` (≥ 2.1.85): a guard scoped to `rm` blocks `rm` alone
+/// (also inside a compound command), a scoped logger logs only its commands; PreToolUse
+/// `additionalContext` reaches the model; an `Edit|Write` matcher is named as never firing.
+#[test]
+fn claude_if_rules_scope_hooks_and_pre_tool_use_context_reaches_the_model() {
+    let ws = WireWs::new(
+        W,
+        vec![
+            bash(W, "c1", "echo safe > kept.txt"),
+            bash(W, "c2", "ls && rm -f kept.txt"),
+            bash(W, "c3", "git --version > /dev/null; echo logged"),
+            text(W, "done"),
+        ],
+    );
+    user_hooks(
+        &ws,
+        json!({
+            "PreToolUse": [
+                {"matcher": "Bash", "hooks": [
+                    {"type": "command", "if": "Bash(rm *)",
+                     "command": "echo 'no rm here' >&2; exit 2"},
+                    {"type": "command", "if": "Bash(git *)",
+                     "command": "echo git >> \"$TERN_PROJECT_DIR/git.log\""},
+                    {"type": "command",
+                     "command": "echo '{\"hookSpecificOutput\": {\"hookEventName\": \"PreToolUse\", \"additionalContext\": \"remember the style guide\"}}'"}
+                ]},
+                {"matcher": "Edit|Write|MultiEdit", "hooks": [
+                    {"type": "command", "command": "touch \"$TERN_PROJECT_DIR/never\""}
+                ]}
+            ]
+        }),
+    );
+    let out = ws.ok(&["exec", "--json", "go"]);
+    // The rm guard blocked the compound command only; the file is still there.
+    assert!(ws.root().join("kept.txt").exists());
+    let reqs = ws.fake.requests();
+    let results: Vec<String> = messages(reqs.last().unwrap())
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(content)
+        .collect();
+    assert!(!results[0].contains("no rm here"), "{}", results[0]);
+    assert!(results[1].contains("no rm here"), "{}", results[1]);
+    // The git logger ran once, for the git command.
+    let log = std::fs::read_to_string(ws.root().join("git.log")).unwrap_or_default();
+    assert_eq!(log, "git\n");
+    // The unscoped hook's context is in every result that ran.
+    assert!(
+        results[0].contains("[PreToolUse hook]\nremember the style guide"),
+        "{}",
+        results[0]
+    );
+    assert!(
+        results[2].contains("remember the style guide"),
+        "{}",
+        results[2]
+    );
+    // Edit|Write never fires in tern, and tern says so (tern hooks lists the note).
+    assert!(!ws.root().join("never").exists());
+    let listed = ws.ok(&["hooks"]);
+    let text = String::from_utf8_lossy(&listed.stdout);
+    assert!(text.contains("names no tool of tern's"), "{text}");
+    let _ = out;
+}
+
+#[test]
+fn an_invalid_if_refuses_the_run_naming_the_entry() {
+    let ws = WireWs::new(W, vec![text(W, "done")]);
+    user_hooks(
+        &ws,
+        json!({"PreToolUse": [{"matcher": "Bash", "hooks": [
+            {"type": "command", "if": "Bash(rm *", "command": "true"}]}]}),
+    );
+    let out = ws.tern(&["exec", "go"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("hooks.PreToolUse[0].hooks[0].if"), "{err}");
+    assert!(ws.fake.requests().is_empty());
+}
