@@ -777,6 +777,10 @@ fn install_signals(p: &Process) {
         let _ = signal_hook::flag::register(sig, p.cancel.flag());
     }
     for sig in [SIGTERM, SIGHUP] {
+        // A second SIGTERM or SIGHUP leaves at once (130): the first one's orderly stop runs the
+        // SessionEnd hooks within their timeout, and a scheduler that cannot wait says so twice.
+        // Registered before the flag it reads is set by the same signal.
+        let _ = signal_hook::flag::register_conditional_shutdown(sig, 130, p.term.clone());
         let _ = signal_hook::flag::register(sig, p.term.clone());
     }
 }

@@ -308,7 +308,12 @@ impl Runtime {
         self.hook_state.ended = true;
         let mut f = Map::new();
         f.insert("reason".into(), Value::from(reason));
+        // The run's token may be cancelled already (SIGTERM, SIGHUP: the runs a scheduler kills,
+        // where cleanup and log-upload hooks matter): SessionEnd runs within its own timeout on a
+        // token of its own; a second signal ends the process (see `main`).
+        let run_token = std::mem::take(&mut self.cancel);
         self.run_hooks(HookEvent::SessionEnd, Some(reason), f, ui);
+        self.cancel = run_token;
     }
 
     /// Before a compaction (`trigger` `manual` or `auto`). tern compacts anyway: a blocked

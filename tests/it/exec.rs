@@ -1324,6 +1324,31 @@ fn c20_json_result_is_last_on_sigterm_during_a_tool_call() {
     assert_eq!(roles(&conv), ["user", "assistant", "tool"]);
 }
 
+/// Issue 34: SessionEnd runs when tern gets SIGTERM (the runs a scheduler kills, where cleanup
+/// hooks matter), within its own timeout: the turn's cancel does not cut it short.
+#[test]
+fn a_session_end_hook_runs_to_its_end_on_sigterm() {
+    let needle = "sleep 62.5511";
+    let server = FakeServer::start(vec![openai_bash("call_1", needle)]);
+    let ws = Ws::new();
+    let cfg = ws.home.join(".config/tern");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(
+        cfg.join("hooks.json"),
+        serde_json::json!({"hooks": {"SessionEnd": [{"hooks": [{"type": "command",
+            "command": "sleep 1; cat > \"$TERN_PROJECT_DIR/ended.json\""}]}]}})
+        .to_string(),
+    )
+    .unwrap();
+    let (running, _) = exec_until(ws.openai(&server), &["--json", "wait"], "tool_call");
+    started(needle);
+    let (out, _) = running.stop(libc::SIGTERM, Duration::from_secs(30));
+    interrupted(&out);
+    assert_gone(needle);
+    let ended = read_json(&ws.path("ended.json"));
+    assert_eq!(ended["hook_event_name"], "SessionEnd");
+}
+
 #[test]
 fn c13_sigint_while_waiting_to_retry_stops_at_once() {
     let server = FakeServer::start(vec![]);
