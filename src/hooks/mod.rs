@@ -137,6 +137,9 @@ pub struct Handler {
     /// Its `if` (Claude Code's permission-rule syntax, see [`rule`]): it runs only for the tool
     /// calls the rule names. None: whenever its group matches.
     pub cond: Option<rule::Rule>,
+    /// `"async": true`: it runs in the background and decides nothing; its outcome is logged as
+    /// a `hook` event when it ends.
+    pub background: bool,
 }
 
 impl Handler {
@@ -560,8 +563,16 @@ fn parse_group(g: &Value, source: Source) -> Result<(Group, Vec<String>), Vec<St
                 None
             }
         };
-        if let (Some(command), Some(timeout), Some(jail), Some(cond)) =
-            (command, timeout, jail, cond)
+        let background = match h.get("async") {
+            None | Some(Value::Null) => Some(false),
+            Some(Value::Bool(b)) => Some(*b),
+            Some(_) => {
+                errors.push(format!("{place}.async: must be true or false"));
+                None
+            }
+        };
+        if let (Some(command), Some(timeout), Some(jail), Some(cond), Some(background)) =
+            (command, timeout, jail, cond, background)
         {
             handlers.push(Handler {
                 command: command.to_string(),
@@ -571,6 +582,7 @@ fn parse_group(g: &Value, source: Source) -> Result<(Group, Vec<String>), Vec<St
                 covered: Vec::new(),
                 opaque: None,
                 cond,
+                background,
             });
         }
     }

@@ -141,7 +141,19 @@ impl Runtime {
             &mut verdict,
             ui,
             &mut |h| {
-                Ok(if h.jail {
+                if h.background && !h.jail {
+                    background(
+                        h,
+                        event,
+                        &input,
+                        commands.workspace(),
+                        commands.groups_arc(),
+                        session,
+                        parent,
+                    );
+                    return Ok(None);
+                }
+                Ok(Some(if h.jail {
                     commands.run_hook(&h.command, input.as_bytes(), h.timeout, cancel, session)
                 } else {
                     crate::hooks::run::run(
@@ -152,7 +164,7 @@ impl Runtime {
                         cancel,
                         commands.groups(),
                     )
-                })
+                }))
             },
             &|ui, ev| {
                 super::emit_to(session, parent, ui, ev);
@@ -432,17 +444,81 @@ pub(crate) fn common_input(
     m
 }
 
+/// Starts an `"async": true` handler in the background: it decides nothing, and its outcome is
+/// written as a `hook` event of the session when it ends (its output logged, Claude Code's
+/// async hooks). It dies with tern (the one child runner's rule).
+fn background(
+    h: &crate::hooks::Handler,
+    event: HookEvent,
+    input: &str,
+    cwd: &std::path::Path,
+    groups: Arc<crate::procs::ProcessGroups>,
+    session: &crate::store::Session,
+    parent: Option<&str>,
+) {
+    let (command, input, cwd, timeout) = (
+        h.command.clone(),
+        input.to_string(),
+        cwd.to_path_buf(),
+        h.timeout,
+    );
+    let (id, dir, parent) = (
+        session.id.clone(),
+        session.dir.clone(),
+        parent.map(str::to_string),
+    );
+    let _ = std::thread::Builder::new()
+        .name("tern-async-hook".into())
+        .spawn(move || {
+            let ran = crate::hooks::run::run(
+                &command,
+                input.as_bytes(),
+                &cwd,
+                timeout,
+                &crate::cancel::CancelToken::default(),
+                &groups,
+            );
+            let mut ignored = Verdict::default();
+            let (_, message) = read_answer(event, &ran, timeout, &mut ignored);
+            let said = message
+                .map(|m| crate::store::redact::redact(m.trim()).into_owned())
+                .unwrap_or_default();
+            let session = crate::store::Session::at(&id, dir);
+            super::emit_to(
+                &session,
+                parent.as_deref(),
+                &mut super::Quiet,
+                Event::Hook {
+                    event,
+                    command,
+                    exit_code: ran.exit_code,
+                    duration_ms: ran.duration.as_millis() as u64,
+                    decision: HookDecision::None,
+                    message: Some(
+                        crate::text::cut(
+                            &format!("async (no decision): {said}"),
+                            EVENT_MESSAGE_CHARS,
+                        )
+                        .trim_end()
+                        .to_string(),
+                    ),
+                },
+            );
+        });
+}
+
 /// Runs `handlers` of `event` one at a time, combining their answers into `verdict`, each
 /// announced on `ui` (a progress note) and through `emit` as a `hook` event. `run` starts one
-/// (Err: it may not run here, why: a jail it cannot reach); one whose covered files changed
-/// does not run either. A handler that may not run blocks where its event can block
-/// (PreToolUse, UserPromptSubmit). The one loop of the turn's hooks and of MCP calls' hooks.
+/// (Ok(None): it went to the background, deciding nothing; Err: it may not run here, why: a
+/// jail it cannot reach); one whose covered files changed does not run either. A handler that
+/// may not run blocks where its event can block (PreToolUse, UserPromptSubmit). The one loop of
+/// the turn's hooks and of MCP calls' hooks.
 pub(crate) fn run_each(
     handlers: &[&crate::hooks::Handler],
     event: HookEvent,
     verdict: &mut Verdict,
     ui: &mut dyn Surface,
-    run: &mut dyn FnMut(&crate::hooks::Handler) -> Result<crate::hooks::run::Ran, String>,
+    run: &mut dyn FnMut(&crate::hooks::Handler) -> Result<Option<crate::hooks::run::Ran>, String>,
     emit: &dyn Fn(&mut dyn Surface, Event),
 ) {
     for h in handlers {
@@ -455,7 +531,8 @@ pub(crate) fn run_each(
             },
             Err,
         ) {
-            Ok(ran) => ran,
+            Ok(Some(ran)) => ran,
+            Ok(None) => continue,
             Err(why) => {
                 let blocks = matches!(event, HookEvent::PreToolUse | HookEvent::UserPromptSubmit);
                 if blocks {

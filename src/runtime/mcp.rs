@@ -91,14 +91,14 @@ impl SessionGate {
                         h.command
                     ));
                 }
-                Ok(crate::hooks::run::run(
+                Ok(Some(crate::hooks::run::run(
                     &h.command,
                     input.as_bytes(),
                     &self.workspace,
                     h.timeout,
                     &self.cancel,
                     &self.groups,
-                ))
+                )))
             },
             &|_, ev| self.emit(ev),
         );

@@ -747,3 +747,32 @@ fn an_invalid_if_refuses_the_run_naming_the_entry() {
     assert!(err.contains("hooks.PreToolUse[0].hooks[0].if"), "{err}");
     assert!(ws.fake.requests().is_empty());
 }
+
+/// Issue 34: `"async": true` runs in the background and decides nothing: an async PreToolUse
+/// hook that exits 2 does not block the command, and it still runs.
+#[test]
+fn an_async_hook_runs_in_the_background_and_decides_nothing() {
+    let ws = WireWs::new(W, vec![bash(W, "c1", "touch ran.txt"), text(W, "done")]);
+    user_hooks(
+        &ws,
+        json!({"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "async": true,
+            "command": "touch \"$TERN_PROJECT_DIR/hook-ran\"; echo 'would block' >&2; exit 2"}]}]}),
+    );
+    ws.ok(&["exec", "go"]);
+    assert!(
+        ws.root().join("ran.txt").exists(),
+        "an async hook blocked the command"
+    );
+    assert!(
+        crate::support::procs::eventually(std::time::Duration::from_secs(20), || {
+            ws.root().join("hook-ran").exists()
+        }),
+        "the async hook never ran"
+    );
+    let reqs = ws.fake.requests();
+    let tool = messages(reqs.last().unwrap())
+        .into_iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap();
+    assert!(!content(&tool).contains("would block"));
+}
