@@ -105,6 +105,15 @@ pub fn run(launcher: &Launcher, opts: ExecOptions) -> i32 {
     // A wall-time cancel ends the turn as `budget_exhausted` in the runtime (the token says
     // why), so meta.json, `tern sessions` and the tool results all say the same.
     let mut outcome = rt.run_turn(&prompt, ui);
+    // A message steered in after the last tool result (`tern steer`, ACP `_tern/steer`) is
+    // answered by one more turn (the REPL's rule, a few times at most), so the result never
+    // says completed while a steer waits unread in the inbox.
+    for _ in 0..4 {
+        if outcome.is_err() || rt.cancelled() || !crate::runtime::steer::pending(rt.session()) {
+            break;
+        }
+        outcome = rt.run_turn("", ui);
+    }
     if let (Ok(text), Some(lm)) = (&outcome, &last_message)
         && let Err(e) = write_last_message(lm, text)
     {

@@ -423,3 +423,42 @@ fn a_queued_steer_is_enough_to_continue() {
     ws.ok(&["exec", "--continue"]);
     assert_eq!(users(&ws.conversation()), ["hi", "now the docs"]);
 }
+
+/// Issue 34: a message steered after the last answer (here by a Stop hook, as a person in
+/// another pane could while the hooks run) is answered by one more request in `tern exec`,
+/// never left waiting in the inbox while the result says completed.
+#[test]
+fn a_steer_during_a_stop_hook_in_exec_gets_its_answer() {
+    let wire = Wire::OpenAi;
+    let ws = WireWs::new(
+        wire,
+        vec![text(wire, "all done"), text(wire, "then also the tests")],
+    );
+    let dir = ws.ws.home().join(".config/tern");
+    std::fs::create_dir_all(&dir).unwrap();
+    let steer = format!(
+        "[ -e \"$TERN_PROJECT_DIR/steered\" ] || {{ touch \"$TERN_PROJECT_DIR/steered\"; '{}' steer 'run the tests too'; }}",
+        crate::support::cli::TERN
+    );
+    std::fs::write(
+        dir.join("hooks.json"),
+        serde_json::json!({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": steer}]}]}})
+            .to_string(),
+    )
+    .unwrap();
+    let out = ws.ok(&["exec", "--json", "finish up"]);
+    let bodies = ws.bodies();
+    assert_eq!(bodies.len(), 2, "one more request for the steered words");
+    let msgs = bodies[1]["messages"].as_array().unwrap();
+    assert!(
+        msgs.iter().any(|m| m["content"] == "run the tests too"),
+        "{msgs:?}"
+    );
+    let last: serde_json::Value = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .last()
+        .unwrap();
+    assert_eq!(last["type"], "result");
+    assert_eq!(last["text"], "then also the tests");
+}
