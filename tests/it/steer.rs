@@ -456,8 +456,8 @@ fn a_steer_during_a_stop_hook_in_exec_gets_its_answer() {
     );
     let last: serde_json::Value = String::from_utf8_lossy(&out.stdout)
         .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .last()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
         .unwrap();
     assert_eq!(last["type"], "result");
     assert_eq!(last["text"], "then also the tests");
