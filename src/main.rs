@@ -190,6 +190,30 @@ impl SessionArgs {
         Ok(())
     }
 
+    /// The settings these flags give, as the settings table's `flag` source.
+    fn note_flags(&self, env: &mut Env) {
+        SessionArgs::note_settings(env, self.approval, self.sandbox);
+    }
+
+    /// `approval` and `sandbox` given as flags, as the settings table's `flag` source.
+    fn note_settings(
+        env: &mut Env,
+        approval: Option<Approval>,
+        sandbox: Option<tern::policy::Mode>,
+    ) {
+        if let Some(a) = approval {
+            let name = match a {
+                Approval::Never => "never",
+                Approval::Ask => "ask",
+                Approval::Auto => "auto",
+            };
+            env.note_flag("approval", name);
+        }
+        if let Some(m) = sandbox {
+            env.note_flag("sandbox", m.as_str());
+        }
+    }
+
     /// `--continue` / `--resume ID` as a session reference.
     fn continues(&self) -> Option<SessionRef> {
         match (&self.resume, self.continue_) {
@@ -303,7 +327,33 @@ impl ModelArgs {
         self.output_env(&mut cfg, &ctx.env).map_err(Fail::usage)?;
         let mut l = ctx.launcher(state, cfg, self.flags())?;
         l.idle_timeout = Duration::from_secs(self.idle_timeout);
+        self.note_flags(&mut l.env);
         Ok(l)
+    }
+
+    /// The settings these flags give, as the settings table's `flag` source.
+    fn note_flags(&self, env: &mut Env) {
+        if let Some(p) = self.provider {
+            env.note_flag(
+                "provider",
+                match p {
+                    ProviderKind::Openai => "openai",
+                    ProviderKind::Anthropic => "anthropic",
+                },
+            );
+        }
+        if let Some(u) = &self.base_url {
+            env.note_flag("base_url", &tern::provider::http::display_url(u));
+        }
+        if let Some(m) = &self.model {
+            env.note_flag("model", m);
+        }
+        if let Some(n) = self.max_output_tokens {
+            env.note_flag("max_output_tokens", &n.to_string());
+        }
+        if let Some(t) = self.temperature {
+            env.note_flag("temperature", &t.to_string());
+        }
     }
 }
 
@@ -354,6 +404,15 @@ enum Cmd {
         /// Lines available (default: the terminal's height).
         #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u16).range(1..))]
         height: Option<u16>,
+        /// The model a run would use (shown as a `flag` setting, as `tern exec -m` would).
+        #[arg(short = 'm', long)]
+        model: Option<String>,
+        /// The approval a run would use.
+        #[arg(long, value_enum)]
+        approval: Option<Approval>,
+        /// The sandbox a run would use.
+        #[arg(short = 's', long, value_enum)]
+        sandbox: Option<tern::policy::Mode>,
     },
     /// Redraw `tern status` live when the session changes (for a tmux pane). Ctrl-C leaves.
     Watch {
@@ -945,6 +1004,7 @@ fn chat(ctx: &Ctx, args: ChatArgs) -> i32 {
             .and_then(|w| {
                 let mut l = args.model.launcher(cfg, &args.state, ctx)?;
                 l.worktree = w;
+                args.session.note_flags(&mut l.env);
                 Ok(l)
             })
             .map(|l| tern::repl::run(&l, &ctx.process, args.session.continues())),
@@ -1001,8 +1061,20 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
             },
             why,
         ),
-        Cmd::Status { target, height } => with_launcher(ctx, &target.state, |l| {
-            tern::cli::status(l, &target.as_cli(), height.map(usize::from))
+        Cmd::Status {
+            target,
+            height,
+            model,
+            approval,
+            sandbox,
+        } => with_launcher(ctx, &target.state, |l| {
+            // The setting flags a run would take, shown where they would come from.
+            let mut l = l.clone();
+            if let Some(m) = &model {
+                l.env.note_flag("model", m);
+            }
+            SessionArgs::note_settings(&mut l.env, approval, sandbox);
+            tern::cli::status(&l, &target.as_cli(), height.map(usize::from))
         }),
         Cmd::Watch { target, height } => with_launcher(ctx, &target.state, |l| {
             tern::cli::watch(l, &ctx.process, &target.as_cli(), height.map(usize::from))
@@ -1161,6 +1233,7 @@ fn exec_launch(ctx: &Ctx, a: ExecArgs) -> Result<i32, Fail> {
         .map_err(Fail::usage)?;
     let mut launcher = model.launcher(cfg, &state, ctx)?;
     launcher.worktree = worktree;
+    session.note_flags(&mut launcher.env);
     Ok(tern::exec::run(
         &launcher,
         ExecOptions {

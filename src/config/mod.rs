@@ -156,6 +156,13 @@ impl Env {
         &self.1
     }
 
+    /// Records that a flag set setting `name` to `value` (the top of config < environment <
+    /// flags), so `tern status` and `/status` show what this run uses and why.
+    pub fn note_flag(&mut self, name: &str, value: &str) {
+        self.1
+            .insert(name.to_string(), (value.to_string(), "flag".to_string()));
+    }
+
     /// Where the value of variable `var` came from, for an error message: a config file's
     /// setting laid under it (`"base_url" in /home/me/.config/tern/config.json`), else `var`
     /// itself.

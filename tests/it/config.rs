@@ -502,3 +502,52 @@ fn bad_usage_of_any_setting_exits_2_naming_it() {
     }
     assert!(fake.requests().is_empty(), "the model was asked");
 }
+
+/// Issue 34: status tells the truth. On a fresh workspace `tern status` shows the settings a run
+/// would use (no session needed), flags included; in a REPL started with `--model`,
+/// `--approval` and `--sandbox`, `/status` shows those values as coming from flags.
+#[test]
+fn status_shows_every_setting_with_its_source_flags_included() {
+    let ws = Ws::new();
+    let mut cmd = tern(
+        &ws,
+        &["status", "--model", "m-flag", "--sandbox", "read-only"],
+    );
+    cmd.env("TERN_MODEL", "m-env");
+    let out = run(cmd, "");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let line = |text: &str, name: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .unwrap_or_default()
+    };
+    assert!(out.stdout.contains("no session yet"), "{}", out.stdout);
+    assert_eq!(line(&out.stdout, "model "), "model m-flag flag");
+    assert_eq!(line(&out.stdout, "sandbox "), "sandbox read-only flag");
+    // A REPL started with flags: /status names them.
+    let fake = FakeServer::start(vec![script::text(Wire::OpenAi, "hi")]);
+    let mut cmd = tern(
+        &ws,
+        &[
+            "--model",
+            "m-repl",
+            "--approval",
+            "auto",
+            "--sandbox",
+            "read-only",
+        ],
+    );
+    cmd.env("OPENAI_BASE_URL", fake.openai_base())
+        .env("TERN_MODEL", "m-env");
+    let out = run(cmd, "hello\n/status\n");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(
+        line(&out.stdout, "model "),
+        "model m-repl flag",
+        "{}",
+        out.stdout
+    );
+    assert_eq!(line(&out.stdout, "approval "), "approval auto flag");
+    assert_eq!(line(&out.stdout, "sandbox "), "sandbox read-only flag");
+}
