@@ -508,9 +508,17 @@ fn parse_group(g: &Value, source: Source) -> Result<(Group, Vec<String>), Vec<St
             }
         };
         if kind != "command" {
-            skipped.push(format!(
-                "hooks[{j}]: a {kind:?} handler is not run (tern runs \"command\" hooks only)"
-            ));
+            // Claude Code's other handler types are valid entries tern does not run (a note);
+            // anything else is a typo that would drop a guard silently: an invalid entry.
+            if matches!(kind, "prompt" | "agent" | "http" | "mcp") {
+                skipped.push(format!(
+                    "hooks[{j}]: a {kind:?} handler is not run (tern runs \"command\" hooks only)"
+                ));
+            } else {
+                errors.push(format!(
+                    "{place}.type: {kind:?} is no handler type (\"command\"; Claude Code's \"prompt\" and \"agent\" are named and not run)"
+                ));
+            }
             continue;
         }
         let command = h

@@ -734,6 +734,21 @@ fn claude_if_rules_scope_hooks_and_pre_tool_use_context_reaches_the_model() {
 }
 
 #[test]
+fn an_unknown_handler_type_refuses_the_run_naming_the_entry() {
+    let ws = WireWs::new(W, vec![text(W, "done")]);
+    user_hooks(
+        &ws,
+        json!({"PreToolUse": [{"matcher": "Bash", "hooks": [
+            {"type": "comand", "command": "exit 2"}]}]}),
+    );
+    let out = ws.tern(&["exec", "go"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("hooks.PreToolUse[0].hooks[0].type"), "{err}");
+    assert!(ws.fake.requests().is_empty());
+}
+
+#[test]
 fn an_invalid_if_refuses_the_run_naming_the_entry() {
     let ws = WireWs::new(W, vec![text(W, "done")]);
     user_hooks(
