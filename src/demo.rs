@@ -21,7 +21,7 @@ pub enum Step {
     Say(String),
     /// A prompt the person types: runs one turn.
     Prompt(String),
-    /// An operation the person runs (`plan_confirm`, `plan_cancel`, `plan_clear`).
+    /// An operation the person runs (`plan_confirm`, `plan_cancel`, `plan_clear`, `undo`).
     Op(String),
     /// Show a session file (the locked-plan part of `system.txt`).
     Show(String),
@@ -94,7 +94,7 @@ fn run_inner(process: &Process, workspace: Option<PathBuf>, json: bool) -> Resul
         )
         .map_err(|e| e.to_string())?;
     for step in lesson.steps {
-        if let Some(code) = play(step, &mut rt, ui, json, &say)? {
+        if let Some(code) = play(step, &launcher, &mut rt, ui, json, &say)? {
             return Ok(code);
         }
     }
@@ -108,6 +108,7 @@ fn run_inner(process: &Process, workspace: Option<PathBuf>, json: bool) -> Resul
 /// Plays one step of the lesson. Some(exit code): a turn failed and the demo ends with it.
 fn play(
     step: Step,
+    launcher: &Launcher,
     rt: &mut Runtime,
     ui: &mut dyn Surface,
     json: bool,
@@ -129,12 +130,31 @@ fn play(
         }
         Step::Op(op) => {
             if !json {
-                crate::outln!("\n$ tern plan {}", op.trim_start_matches("plan_"));
+                match op.strip_prefix("plan_") {
+                    Some(p) => crate::outln!("\n$ tern plan {p}"),
+                    None => crate::outln!("\n$ tern {op}"),
+                }
             }
             let r = match op.as_str() {
                 "plan_confirm" => rt.plan_confirm(None, ui),
                 "plan_cancel" => crate::runtime::plan::cancel(rt.session(), None, ui),
                 "plan_clear" => rt.plan_clear(None, ui),
+                // The verb as the person runs it (the op table's undo, on this runtime).
+                "undo" => {
+                    let mut target = crate::ops::Target {
+                        launcher,
+                        runtime: Some(rt),
+                        session: None,
+                        wait: false,
+                    };
+                    let op = crate::ops::get(crate::op_id::OpId::Undo);
+                    let r = crate::ops::run(op, None, &mut target, ui);
+                    if r.ok {
+                        Ok(r.detail)
+                    } else {
+                        return Err(r.detail);
+                    }
+                }
                 other => return Err(format!("unknown lesson op {other:?}")),
             };
             match r {

@@ -350,6 +350,24 @@ fn demo_files_match_the_documented_formats() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // Lesson 6 (issue 34): the sandbox refuses a write outside the workspace, and the person's
+    // undo puts back the file the turn changed.
+    let shown = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        shown.contains("/etc/tern-demo.txt: Read-only file system"),
+        "{shown}"
+    );
+    assert!(!std::path::Path::new("/etc/tern-demo.txt").exists());
+    assert!(
+        shown.contains("$ tern undo") && shown.contains("(M wc.sh)"),
+        "{shown}"
+    );
+    let wc = std::fs::read_to_string(ws.join("wc.sh")).unwrap();
+    assert!(wc.contains("tr -d"), "undo did not put wc.sh back: {wc}");
     let tern = ws.join(".tern");
     assert_eq!(
         std::fs::read_to_string(tern.join(".gitignore")).expect("gi"),
