@@ -107,7 +107,7 @@ impl Provider for SharedProvider {
         &mut self,
         body: &[u8],
         purpose: crate::event::Purpose,
-        on_text: &mut dyn FnMut(&str),
+        on_text: &mut dyn FnMut(crate::provider::Streamed<'_>),
         cancel: &CancelToken,
     ) -> Result<crate::provider::Completion, crate::provider::ProviderError> {
         let mut p = match self.inner.lock() {

@@ -278,6 +278,15 @@ impl Surface for AcpSurface<'_> {
         }
     }
 
+    /// The model's reasoning, where the provider streams it: ACP's `agent_thought_chunk`.
+    fn thought_delta(&mut self, text: &str) {
+        if !text.is_empty() {
+            self.send(SessionUpdate::AgentThoughtChunk {
+                content: TextBlock::new(text),
+            });
+        }
+    }
+
     fn approve(&mut self, command: &str) -> Answer {
         let mode = lock(self.slot).mode;
         let answer = match mode {

@@ -55,7 +55,7 @@ impl Provider for Anthropic {
         &mut self,
         body: &[u8],
         _purpose: crate::event::Purpose,
-        on_text: &mut dyn FnMut(&str),
+        on_text: &mut dyn FnMut(crate::provider::Streamed<'_>),
         cancel: &crate::cancel::CancelToken,
     ) -> Result<Completion, ProviderError> {
         let mut headers = vec![
@@ -394,7 +394,11 @@ impl Decoder {
 }
 
 impl StreamDecoder for Decoder {
-    fn event(&mut self, ev: &SseEvent, on_text: &mut dyn FnMut(&str)) -> Result<(), ProviderError> {
+    fn event(
+        &mut self,
+        ev: &SseEvent,
+        on_text: &mut dyn FnMut(crate::provider::Streamed<'_>),
+    ) -> Result<(), ProviderError> {
         let data = ev.data.trim();
         if ev.event.as_deref() == Some("error") {
             return Err(classify_error(None, data, self.secret.as_deref()));
@@ -422,7 +426,7 @@ impl StreamDecoder for Decoder {
                     (Some("text"), _) => {
                         let t = block.and_then(|b| b.get("text")).and_then(|t| t.as_str());
                         if let Some(t) = t.filter(|t| !t.is_empty()) {
-                            on_text(t);
+                            on_text(crate::provider::Streamed::Text(t));
                             self.text.push_str(t);
                         }
                     }
@@ -457,8 +461,14 @@ impl StreamDecoder for Decoder {
                 match s("type") {
                     Some("text_delta") => {
                         if let Some(t) = s("text").filter(|t| !t.is_empty()) {
-                            on_text(t);
+                            on_text(crate::provider::Streamed::Text(t));
                             self.text.push_str(t);
+                        }
+                    }
+                    // A thinking block's text: shown as the model's reasoning, never kept.
+                    Some("thinking_delta") => {
+                        if let Some(t) = s("thinking").filter(|t| !t.is_empty()) {
+                            on_text(crate::provider::Streamed::Thought(t));
                         }
                     }
                     Some("input_json_delta") => {
@@ -774,12 +784,15 @@ mod tests {
             "\n\n",
             "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
         );
-        let mut seen = String::new();
-        let c = decode_chunks(&[s.as_bytes()], &mut Decoder::new(None), &mut |t| {
-            seen.push_str(t)
+        let (mut seen, mut thought) = (String::new(), String::new());
+        let c = decode_chunks(&[s.as_bytes()], &mut Decoder::new(None), &mut |t| match t {
+            crate::provider::Streamed::Text(t) => seen.push_str(t),
+            crate::provider::Streamed::Thought(t) => thought.push_str(t),
         })
         .unwrap();
         assert_eq!(seen, "Héllo");
+        // The thinking block streams as the model's reasoning, never into the answer.
+        assert_eq!(thought, "secret");
         assert_eq!(c.text, "Héllo");
         assert_eq!(c.finish_reason, Some(crate::provider::Finish::ToolCalls));
         assert_eq!(

@@ -53,7 +53,11 @@ impl Default for HttpConfig {
 pub trait StreamDecoder {
     /// Takes one SSE event; text deltas go to `on_text`. An error frame or a malformed event is
     /// an error and ends the attempt.
-    fn event(&mut self, ev: &SseEvent, on_text: &mut dyn FnMut(&str)) -> Result<(), ProviderError>;
+    fn event(
+        &mut self,
+        ev: &SseEvent,
+        on_text: &mut dyn FnMut(crate::provider::Streamed<'_>),
+    ) -> Result<(), ProviderError>;
 
     /// True once the stream's explicit end marker arrived (OpenAI `[DONE]`, Anthropic
     /// `message_stop`): the transport stops reading and calls [`StreamDecoder::finish`].
@@ -154,7 +158,7 @@ impl Transport {
         body: &[u8],
         secret: Option<&str>,
         decoder: &mut dyn StreamDecoder,
-        on_text: &mut dyn FnMut(&str),
+        on_text: &mut dyn FnMut(crate::provider::Streamed<'_>),
         cancel: &CancelToken,
     ) -> Result<Completion, ProviderError> {
         let rx = self.spawn(url, headers, body);
@@ -220,7 +224,7 @@ impl Transport {
         rx: &mpsc::Receiver<Msg>,
         secret: Option<&str>,
         decoder: &mut dyn StreamDecoder,
-        on_text: &mut dyn FnMut(&str),
+        on_text: &mut dyn FnMut(crate::provider::Streamed<'_>),
         cancel: &CancelToken,
     ) -> Result<Completion, ProviderError> {
         let idle = self.config.idle_timeout;
@@ -326,7 +330,7 @@ fn next_msg(
 fn end_broken(
     parser: &mut SseParser,
     decoder: &mut dyn StreamDecoder,
-    on_text: &mut dyn FnMut(&str),
+    on_text: &mut dyn FnMut(crate::provider::Streamed<'_>),
     text: &str,
 ) -> Result<Completion, ProviderError> {
     end(parser, decoder, on_text).map_err(|e| {
@@ -348,7 +352,7 @@ fn feed(
     parser: &mut SseParser,
     bytes: &[u8],
     decoder: &mut dyn StreamDecoder,
-    on_text: &mut dyn FnMut(&str),
+    on_text: &mut dyn FnMut(crate::provider::Streamed<'_>),
 ) -> Result<(Option<Completion>, bool), ProviderError> {
     let mut events = Vec::new();
     parser.push(bytes, &mut events)?;
@@ -366,7 +370,7 @@ fn feed(
 fn end(
     parser: &mut SseParser,
     decoder: &mut dyn StreamDecoder,
-    on_text: &mut dyn FnMut(&str),
+    on_text: &mut dyn FnMut(crate::provider::Streamed<'_>),
 ) -> Result<Completion, ProviderError> {
     let mut events = Vec::new();
     parser.finish(&mut events);
@@ -385,7 +389,7 @@ fn end(
 pub(crate) fn decode_chunks(
     chunks: &[&[u8]],
     decoder: &mut dyn StreamDecoder,
-    on_text: &mut dyn FnMut(&str),
+    on_text: &mut dyn FnMut(crate::provider::Streamed<'_>),
 ) -> Result<Completion, ProviderError> {
     let mut parser = SseParser::new();
     for c in chunks {

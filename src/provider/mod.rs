@@ -9,10 +9,10 @@
 //! ```no_run
 //! # use tern::cancel::CancelToken;
 //! # use tern::event::Purpose;
-//! # use tern::provider::{Provider, Request, retry::{self, RetryPolicy}};
+//! # use tern::provider::{Provider, Request, Streamed, retry::{self, RetryPolicy}};
 //! # fn turn(provider: &mut dyn Provider, req: &Request<'_>, cancel: &CancelToken) {
 //! let body = provider.body(req);
-//! let mut on_text = |t: &str| print!("{t}");
+//! let mut on_text = |t: Streamed<'_>| if let Streamed::Text(t) = t { print!("{t}") };
 //! let result = retry::run(
 //!     &RetryPolicy::default(),
 //!     || provider.complete(&body, Purpose::Turn, &mut on_text, cancel),
@@ -286,6 +286,18 @@ pub fn common_prefix(a: &[u8], b: &[u8]) -> usize {
 pub use crate::event::Wire;
 
 /// A model provider. `body` is pure and deterministic (same request, same bytes); `complete`
+/// One piece of a streamed answer, as it arrives: text of the answer, or a piece of the model's
+/// reasoning where the provider streams it (OpenAI-compatible `reasoning_content`, Anthropic
+/// `thinking` blocks). Display only: the answer's text is also in the [`Completion`], the
+/// reasoning is kept nowhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Streamed<'a> {
+    /// Answer text.
+    Text(&'a str),
+    /// Reasoning.
+    Thought(&'a str),
+}
+
 /// makes exactly one attempt.
 pub trait Provider: Send {
     /// Which provider this is, for events and `meta.json`.
@@ -303,7 +315,7 @@ pub trait Provider: Send {
         &mut self,
         body: &[u8],
         purpose: Purpose,
-        on_text: &mut dyn FnMut(&str),
+        on_text: &mut dyn FnMut(crate::provider::Streamed<'_>),
         cancel: &CancelToken,
     ) -> Result<Completion, ProviderError>;
 }

@@ -51,7 +51,7 @@ impl Provider for OpenAi {
         &mut self,
         body: &[u8],
         _purpose: crate::event::Purpose,
-        on_text: &mut dyn FnMut(&str),
+        on_text: &mut dyn FnMut(crate::provider::Streamed<'_>),
         cancel: &crate::cancel::CancelToken,
     ) -> Result<Completion, ProviderError> {
         let auth = self.api_key.as_ref().map(|k| format!("Bearer {k}"));
@@ -303,6 +303,10 @@ struct Choice {
 struct Delta {
     #[serde(default)]
     content: Option<String>,
+    /// The reasoning of reasoning models (DeepSeek, vLLM, llama.cpp, OpenRouter's `reasoning`):
+    /// shown, never part of the answer.
+    #[serde(default, alias = "reasoning")]
+    reasoning_content: Option<serde_json::Value>,
     #[serde(default)]
     tool_calls: Option<Vec<DeltaCall>>,
 }
@@ -394,7 +398,11 @@ impl Decoder {
 }
 
 impl StreamDecoder for Decoder {
-    fn event(&mut self, ev: &SseEvent, on_text: &mut dyn FnMut(&str)) -> Result<(), ProviderError> {
+    fn event(
+        &mut self,
+        ev: &SseEvent,
+        on_text: &mut dyn FnMut(crate::provider::Streamed<'_>),
+    ) -> Result<(), ProviderError> {
         let secret = self.secret.as_deref();
         match ev.event.as_deref() {
             None | Some("message") => {}
@@ -436,8 +444,16 @@ impl StreamDecoder for Decoder {
             return Ok(());
         };
         if let Some(delta) = choice.delta {
+            if let Some(t) = delta
+                .reasoning_content
+                .as_ref()
+                .and_then(serde_json::Value::as_str)
+                .filter(|t| !t.is_empty())
+            {
+                on_text(crate::provider::Streamed::Thought(t));
+            }
             if let Some(t) = delta.content.filter(|t| !t.is_empty()) {
-                on_text(&t);
+                on_text(crate::provider::Streamed::Text(&t));
                 self.text.push_str(&t);
             }
             for d in delta.tool_calls.unwrap_or_default() {
@@ -803,11 +819,26 @@ mod tests {
     }
 
     #[test]
+    fn reasoning_streams_as_thoughts_and_stays_out_of_the_answer() {
+        let s = "data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"let me \"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"reasoning\":\"think\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+        let (mut text, mut thought) = (String::new(), String::new());
+        let c = decode_chunks(&[s.as_bytes()], &mut Decoder::new(None), &mut |t| match t {
+            crate::provider::Streamed::Text(t) => text.push_str(t),
+            crate::provider::Streamed::Thought(t) => thought.push_str(t),
+        })
+        .unwrap();
+        assert_eq!((text.as_str(), thought.as_str()), ("ok", "let me think"));
+        assert_eq!(c.text, "ok");
+    }
+
+    #[test]
     fn c10_early_end_is_an_error() {
         let s = "data: {\"choices\":[{\"delta\":{\"content\":\"hel\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"lo\"}}]}\n\n";
         let mut seen = String::new();
         let e = decode_chunks(&[s.as_bytes()], &mut Decoder::new(None), &mut |t| {
-            seen.push_str(t)
+            if let crate::provider::Streamed::Text(t) = t {
+                seen.push_str(t)
+            }
         })
         .unwrap_err();
         assert_eq!(e.kind, ErrorKind::EarlyEnd);

@@ -93,7 +93,7 @@ impl Provider for Replay {
         &mut self,
         body: &[u8],
         purpose: Purpose,
-        on_text: &mut dyn FnMut(&str),
+        on_text: &mut dyn FnMut(crate::provider::Streamed<'_>),
         _cancel: &CancelToken,
     ) -> Result<Completion, ProviderError> {
         self.calls += 1;
@@ -116,7 +116,7 @@ impl Provider for Replay {
         };
         // Stream word by word, as a model would.
         for piece in text.split_inclusive(' ') {
-            on_text(piece);
+            on_text(crate::provider::Streamed::Text(piece));
         }
         let tool_calls: Vec<RawToolCall> = calls
             .into_iter()

@@ -75,6 +75,9 @@ pub trait Surface {
     fn event(&mut self, ev: &Envelope);
     /// Assistant text as it streams; display only (the `assistant` event carries the whole text).
     fn text_delta(&mut self, _text: &str) {}
+    /// The model's reasoning as it streams, where the provider sends it (OpenAI-compatible
+    /// `reasoning_content`, Anthropic thinking blocks); display only, stored nowhere.
+    fn thought_delta(&mut self, _text: &str) {}
     /// Asked before a bash command runs under [`Approval::Ask`].
     fn approve(&mut self, _command: &str) -> Answer {
         Answer::Yes

@@ -171,9 +171,14 @@ impl Runtime {
         let result = retry::run(
             &self.cfg.retry,
             || {
-                let mut on_text = |t: &str| {
+                let mut on_text = |t: crate::provider::Streamed<'_>| {
                     if purpose == Purpose::Turn {
-                        ui.borrow_mut().text_delta(t);
+                        match t {
+                            crate::provider::Streamed::Text(t) => ui.borrow_mut().text_delta(t),
+                            crate::provider::Streamed::Thought(t) => {
+                                ui.borrow_mut().thought_delta(t)
+                            }
+                        }
                     }
                 };
                 provider.complete(&body, purpose, &mut on_text, &cancel)

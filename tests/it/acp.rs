@@ -2023,3 +2023,34 @@ fn a_spending_limit_stops_an_acp_turn_before_the_request() {
     assert_eq!(stop_reason(&r), "max_turn_requests", "{r}");
     a.finish();
 }
+
+/// Issue 34: a provider's reasoning stream (OpenAI-compatible `reasoning_content`) reaches the
+/// editor as `agent_thought_chunk` updates, never as the answer.
+#[test]
+fn a_reasoning_stream_reaches_the_editor_as_thought_chunks() {
+    let ws = Ws::new();
+    let body = "data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"thinking hard\"}}]}\n\n\
+                data: {\"choices\":[{\"delta\":{\"content\":\"the answer\"},\"finish_reason\":\"stop\"}]}\n\n\
+                data: [DONE]\n\n";
+    let fake = FakeServer::start(vec![Reply::sse(body)]);
+    let mut a = Agent::spawn(&ws, &fake, &["--approval", "auto"]);
+    a.init();
+    let sid = a.new_session(ws.path());
+    let id = a.prompt(&sid, "think first");
+    let (r, msgs) = a.response(id);
+    assert_eq!(stop_reason(&r), "end_turn", "{r}");
+    let thoughts: Vec<String> = updates(&msgs, "agent_thought_chunk")
+        .into_iter()
+        .filter_map(|u| u["content"]["text"].as_str().map(str::to_string))
+        .collect();
+    assert!(thoughts.iter().any(|t| t == "thinking hard"), "{msgs:#?}");
+    let said: String = updates(&msgs, "agent_message_chunk")
+        .into_iter()
+        .filter_map(|u| u["content"]["text"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        said.contains("the answer") && !said.contains("thinking hard"),
+        "{said}"
+    );
+    a.finish();
+}

@@ -2229,7 +2229,7 @@ impl tern::provider::Provider for PanicsOn {
         &mut self,
         body: &[u8],
         purpose: tern::event::Purpose,
-        on_text: &mut dyn FnMut(&str),
+        on_text: &mut dyn FnMut(tern::provider::Streamed<'_>),
         cancel: &tern::cancel::CancelToken,
     ) -> Result<tern::provider::Completion, tern::provider::ProviderError> {
         if String::from_utf8_lossy(body).contains(self.needle) {

@@ -142,7 +142,11 @@ fn c09_comments_pings_and_spacing_over_http() {
         .complete(
             &hello_body(&p),
             Purpose::Turn,
-            &mut |t| shown.push_str(t),
+            &mut |t| {
+                if let tern::provider::Streamed::Text(t) = t {
+                    shown.push_str(t)
+                }
+            },
             &CancelToken::new(),
         )
         .unwrap();
@@ -171,7 +175,11 @@ fn c10_openai_early_end_is_an_error_and_retried() {
         .complete(
             &body,
             Purpose::Turn,
-            &mut |t| shown.push_str(t),
+            &mut |t| {
+                if let tern::provider::Streamed::Text(t) = t {
+                    shown.push_str(t)
+                }
+            },
             &CancelToken::new(),
         )
         .unwrap_err();
