@@ -136,18 +136,22 @@ pub fn steer(l: &Launcher, t: &Target, text: &str, queue: bool) -> i32 {
 
 /// `tern status [--json] [--height N]`.
 pub fn status(l: &Launcher, t: &Target, height: Option<usize>) -> i32 {
+    // A fresh workspace (after `tern setup`): no session at all yet (not a broken `current`),
+    // but the settings a session would start with, and where each comes from.
+    let fresh = l.state.check_links().is_ok()
+        && std::fs::symlink_metadata(l.state.root.join("current")).is_err()
+        && std::fs::read_dir(l.state.root.join("sessions"))
+            .map_or(true, |mut d| d.next().is_none());
+    if t.session.is_none() && !t.json && fresh {
+        crate::out!(
+            "no session yet in {}\n\n{}",
+            l.state.root.display(),
+            crate::config_file::explain(l.env.sources())
+        );
+        return 0;
+    }
     let s = match session(l, t) {
         Ok(s) => s,
-        // A fresh workspace (after `tern setup`): no session yet, but the settings a session
-        // would start with, and where each comes from.
-        Err(Failure::Usage(_)) if t.session.is_none() && !t.json => {
-            crate::out!(
-                "no session yet in {}\n\n{}",
-                l.state.root.display(),
-                crate::config_file::explain(l.env.sources())
-            );
-            return 0;
-        }
         Err(e) => {
             crate::errln!("tern: {e}");
             // No such session is a usage error (2), as for every verb; a linked state folder
