@@ -229,6 +229,12 @@ impl Tracker {
         (self.fresh(notes), written)
     }
 
+    /// Whether the next command records the workspace (the turn's first command): a surface
+    /// shows a note meanwhile (the first snapshot of a large tree takes seconds).
+    pub fn records_now(&self) -> bool {
+        self.turn.is_some() && !self.recorded
+    }
+
     /// The notes not said yet in this runtime.
     fn fresh(&mut self, notes: Vec<String>) -> Vec<String> {
         notes

@@ -25,6 +25,9 @@ impl Runtime {
                 self.checkpoints.turn_started(&self.session, n)
             }
             Moment::BeforeCommand => {
+                if self.checkpoints.records_now() {
+                    ui.progress("recording the workspace for undo…");
+                }
                 let (notes, written) = self.checkpoints.before_command(
                     &self.session,
                     self.commands.workspace(),
