@@ -472,7 +472,7 @@ fn layer_provider(env: &mut Env, loaded: &Loaded, sources: &mut Sources) -> Resu
     } else {
         "default".into()
     };
-    sources.insert("provider".into(), (kind_name(kind).into(), from));
+    sources.insert("provider".into(), (ProviderKind::as_str(kind).into(), from));
     if let Some(u) = &c.base_url {
         crate::config::register_url_secrets(u);
         env.set_default(url_var, u);
@@ -548,7 +548,7 @@ fn layer_plain(env: &mut Env, loaded: &Loaded, sources: &mut Sources) {
         (
             "approval",
             "TERN_APPROVAL",
-            c.approval.map(|a| approval_name(a).to_string()),
+            c.approval.map(|a| Approval::as_str(a).to_string()),
         ),
         (
             "sandbox",
@@ -580,21 +580,6 @@ fn default_of(name: &str) -> &'static str {
 
 fn has_key(c: &FileConfig) -> bool {
     c.api_key.is_some() || c.api_key_command.is_some()
-}
-
-fn kind_name(k: ProviderKind) -> &'static str {
-    match k {
-        ProviderKind::Openai => "openai",
-        ProviderKind::Anthropic => "anthropic",
-    }
-}
-
-fn approval_name(a: Approval) -> &'static str {
-    match a {
-        Approval::Ask => "ask",
-        Approval::Auto => "auto",
-        Approval::Never => "never",
-    }
 }
 
 /// Runs `api_key_command` (`sh -c`, stdin closed, stderr passed through, in its own process

@@ -697,21 +697,22 @@ impl Launcher {
     /// A hub over [`Launcher::mcp_servers`] for `tern mcp` outside a session (servers started
     /// here, stopped when it is closed).
     pub fn mcp_hub(&self, saves: Option<PathBuf>) -> crate::mcp::Hub {
-        let vars = crate::mcp::config::process_vars();
-        let servers =
-            crate::mcp::Files::new(&self.state.workspace, &self.env).load(&vars, &self.mcp_editor);
-        let mut opts = crate::mcp::Options::new(self.state.workspace.clone(), &vars);
+        let mut opts = self.mcp_options();
         opts.groups = Some(self.groups.clone());
-        crate::mcp::Hub::new(servers, opts, saves)
+        crate::mcp::Hub::new(self.mcp_servers(), opts, saves)
+    }
+
+    /// The MCP clients' settings: the workspace, `MCP_TIMEOUT` and `MCP_TOOL_TIMEOUT`.
+    fn mcp_options(&self) -> crate::mcp::Options {
+        crate::mcp::Options::new(
+            self.state.workspace.clone(),
+            &crate::mcp::config::process_vars(),
+        )
     }
 
     /// Gives `rt`'s commands the MCP `servers`.
     fn set_mcp(&self, rt: &mut Runtime, servers: crate::mcp::Servers) {
-        let vars = crate::mcp::config::process_vars();
-        rt.set_mcp(
-            servers,
-            crate::mcp::Options::new(self.state.workspace.clone(), &vars),
-        );
+        rt.set_mcp(servers, self.mcp_options());
     }
 
     /// Checks the hooks files (loaded as a session start loads them) so a surface can refuse to start

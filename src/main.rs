@@ -202,12 +202,7 @@ impl SessionArgs {
         sandbox: Option<tern::policy::Mode>,
     ) {
         if let Some(a) = approval {
-            let name = match a {
-                Approval::Never => "never",
-                Approval::Ask => "ask",
-                Approval::Auto => "auto",
-            };
-            env.note_flag("approval", name);
+            env.note_flag("approval", a.as_str());
         }
         if let Some(m) = sandbox {
             env.note_flag("sandbox", m.as_str());
@@ -334,13 +329,7 @@ impl ModelArgs {
     /// The settings these flags give, as the settings table's `flag` source.
     fn note_flags(&self, env: &mut Env) {
         if let Some(p) = self.provider {
-            env.note_flag(
-                "provider",
-                match p {
-                    ProviderKind::Openai => "openai",
-                    ProviderKind::Anthropic => "anthropic",
-                },
-            );
+            env.note_flag("provider", p.as_str());
         }
         if let Some(u) = &self.base_url {
             env.note_flag("base_url", &tern::provider::http::display_url(u));

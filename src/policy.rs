@@ -20,6 +20,17 @@ pub enum Approval {
     Auto,
 }
 
+impl Approval {
+    /// Its name as a flag, a config file and the settings table write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Approval::Never => "never",
+            Approval::Ask => "ask",
+            Approval::Auto => "auto",
+        }
+    }
+}
+
 /// A session's sandbox as `meta.json` and the `session_start` event record it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Setting {

@@ -170,7 +170,7 @@ fn ask_provider(
     let def = saved.provider.unwrap_or(ProviderKind::Openai);
     let a = prompt.ask(
         "Provider: openai (any OpenAI-compatible server) or anthropic",
-        kind_name(def),
+        ProviderKind::as_str(def),
     )?;
     match a.as_str() {
         "openai" => Ok(ProviderKind::Openai),
@@ -298,13 +298,6 @@ fn test_route(prompt: &mut Prompter<'_>, route: &config::ProviderChoice) -> Resu
                 ))
             }
         }
-    }
-}
-
-fn kind_name(k: ProviderKind) -> &'static str {
-    match k {
-        ProviderKind::Openai => "openai",
-        ProviderKind::Anthropic => "anthropic",
     }
 }
 

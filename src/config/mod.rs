@@ -17,6 +17,16 @@ pub enum ProviderKind {
     Anthropic,
 }
 
+impl ProviderKind {
+    /// Its name as a flag, a config file and the settings table write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::Openai => "openai",
+            ProviderKind::Anthropic => "anthropic",
+        }
+    }
+}
+
 impl From<ProviderKind> for crate::event::Wire {
     fn from(k: ProviderKind) -> crate::event::Wire {
         match k {
