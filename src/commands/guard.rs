@@ -195,6 +195,22 @@ impl Guard {
         // First, so the fingerprints below are taken along the real path again.
         let unlinked = unlink_structure(site.session);
         let changes = self.own.as_ref()?.changes();
+        // The checkpoint store's files appearing is the store being made, by this tern or by a
+        // session beside it (under the store's lock, all at once): the new baseline, never a
+        // command's change to put back (a put-back would delete another tern's new store).
+        let store: Vec<PathBuf> = site
+            .session
+            .state_root()
+            .map(|r| crate::checkpoint::guarded(&r))
+            .unwrap_or_default();
+        let (made, changes): (Vec<Change>, Vec<Change>) = changes.into_iter().partition(|c| {
+            c.kind == crate::sandbox::ChangeKind::Created && store.contains(&c.path)
+        });
+        if let Some(g) = self.own.as_mut() {
+            for c in &made {
+                g.accept(&c.path);
+            }
+        }
         let mut recreated = self.repair_structure(site, workspace);
         recreated.extend(unlinked);
         if changes.is_empty() && recreated.is_empty() {
