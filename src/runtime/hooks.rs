@@ -446,8 +446,9 @@ pub(crate) fn common_input(
 
 /// Starts an `"async": true` handler in the background: it decides nothing, and its outcome is
 /// written as a `hook` event of the session when it ends (its output logged, Claude Code's
-/// async hooks). It dies with tern (the one child runner's rule).
-fn background(
+/// async hooks). It dies with tern (the one child runner's rule). The turn's hooks and MCP calls'
+/// hooks start theirs here.
+pub(super) fn background(
     h: &crate::hooks::Handler,
     event: HookEvent,
     input: &str,

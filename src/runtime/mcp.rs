@@ -85,6 +85,31 @@ impl SessionGate {
             &mut verdict,
             &mut super::Quiet,
             &mut |h| {
+                if h.background && h.jail {
+                    // It decides nothing, so not reaching the jail blocks nothing: said, skipped.
+                    self.emit(Event::Hook {
+                        event,
+                        command: h.command.clone(),
+                        exit_code: None,
+                        duration_ms: 0,
+                        decision: crate::event::HookDecision::Error,
+                        message: Some("async hook in the jail: an MCP call cannot reach the jail, so it did not run".into()),
+                    });
+                    return Ok(None);
+                }
+                if h.background {
+                    let session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+                    super::hooks::background(
+                        h,
+                        event,
+                        &input,
+                        &self.workspace,
+                        self.groups.clone(),
+                        &session,
+                        self.parent.as_deref(),
+                    );
+                    return Ok(None);
+                }
                 if h.jail {
                     return Err(format!(
                         "the hook `{}` runs in the jail, which an MCP call cannot reach: the call is not run",

@@ -524,6 +524,39 @@ fn hooks_see_mcp_server_tool_names_and_a_pre_tool_use_block_keeps_the_call_from_
     );
 }
 
+/// Issue 34: an `"async": true` hook on an MCP call runs in the background as in the turn: it
+/// neither blocks the call (exit 2) nor holds it (it sleeps), and it still runs.
+#[test]
+fn an_async_hook_on_an_mcp_call_neither_blocks_nor_holds_it() {
+    let first = "tern mcp call srv echo '{\"text\": \"went through\"}'; \
+                 test -e hook-done && echo hook-waited || echo hook-not-waited";
+    let ws = WireWs::new(
+        W,
+        vec![
+            bash(W, "c1", first),
+            bash(
+                W,
+                "c2",
+                "for i in $(seq 100); do test -e hook-done && break; sleep 0.2; done; ls hook-done",
+            ),
+            text(W, "done"),
+        ],
+    );
+    user_servers(&ws, json!({"srv": stdio("2026", &[])}));
+    let dir = ws.ws.home().join(".config/tern");
+    let hooks = json!({"hooks": {
+        "PreToolUse": [{"matcher": "mcp__srv__echo", "hooks": [{"type": "command", "async": true,
+            "command": "sleep 2; touch \"$TERN_PROJECT_DIR/hook-done\"; echo 'would block' >&2; exit 2"}]}]
+    }});
+    std::fs::write(dir.join("hooks.json"), hooks.to_string()).unwrap();
+    ws.ok(&["exec", "go"]);
+    let results = tool_results(&ws);
+    assert!(results[0].contains("went through"), "{}", results[0]);
+    assert!(results[0].contains("hook-not-waited"), "{}", results[0]);
+    assert!(!results[0].contains("would block"), "{}", results[0]);
+    assert!(results[1].contains("hook-done\n[exit 0]"), "{}", results[1]);
+}
+
 #[test]
 fn three_servers_add_at_most_200_bytes_to_the_first_request_and_none_per_call() {
     let bare = WireWs::new(W, vec![text(W, "done")]);
