@@ -102,26 +102,23 @@ impl Git {
     /// Runs `args` with `input` on stdin; returns stdout. Errors: git could not start, or exited
     /// non-zero (its stderr in the message).
     pub fn run(&self, args: &[&str], input: Option<&[u8]>) -> Result<Vec<u8>, GitError> {
-        let out = supervised(self.command(args), input)
-            .map_err(|e| GitError(format!("could not run git: {e}")))?;
-        match out.status {
-            Some(status) if status.success() => Ok(out.stdout),
-            status => {
-                let msg = String::from_utf8_lossy(&out.stderr);
-                Err(GitError(format!(
-                    "git {} failed ({}): {}",
-                    args.first().copied().unwrap_or(""),
-                    status.map_or("not reaped".to_string(), |s| s.to_string()),
-                    msg.trim()
-                )))
-            }
-        }
+        finish(args, supervised(self.command(args), input))
     }
 
     /// [`Git::run`] returning stdout as trimmed text (ids, single lines).
     pub fn text(&self, args: &[&str], input: Option<&[u8]>) -> Result<String, GitError> {
         self.run(args, input)
             .map(|o| String::from_utf8_lossy(&o).trim().to_string())
+    }
+
+    /// [`Git::text`] with the author and committer date `date` (git's date format, e.g.
+    /// `@0 +0000`): a commit made this way is the same object whenever its tree and message
+    /// are the same.
+    pub fn text_dated(&self, args: &[&str], date: &str) -> Result<String, GitError> {
+        let mut c = self.command(args);
+        c.env("GIT_AUTHOR_DATE", date)
+            .env("GIT_COMMITTER_DATE", date);
+        finish(args, supervised(c, None)).map(|o| String::from_utf8_lossy(&o).trim().to_string())
     }
 
     /// Creates the shadow repository at [`Git::dir`] when absent, the way a session is made:
@@ -177,6 +174,20 @@ impl Git {
             Err(_) if self.dir.join("HEAD").is_file() => Ok(()),
             Err(e) => Err(e),
         }
+    }
+}
+
+/// stdout of a git run of `args` that exited 0; else why not (its stderr in the message).
+fn finish(args: &[&str], out: io::Result<crate::child::Output>) -> Result<Vec<u8>, GitError> {
+    let out = out.map_err(|e| GitError(format!("could not run git: {e}")))?;
+    match out.status {
+        Some(status) if status.success() => Ok(out.stdout),
+        status => Err(GitError(format!(
+            "git {} failed ({}): {}",
+            args.first().copied().unwrap_or(""),
+            status.map_or("not reaped".to_string(), |s| s.to_string()),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))),
     }
 }
 

@@ -16,6 +16,7 @@
 //! to commands.
 
 pub mod git;
+pub mod modes;
 pub mod store;
 pub mod turns;
 
@@ -26,7 +27,7 @@ use serde::Serialize;
 
 use crate::store::session::ForkLink;
 use crate::store::{Meta, NewSession, Place, Session, StateDir};
-pub use store::{Change, Entry, Store, size_text};
+pub use store::{Change, Entry, Note, State, Store, size_text};
 
 /// Limits of the checkpoint store (`TERN_CHECKPOINTS=off`, `TERN_CHECKPOINT_MAX_FILE`,
 /// `TERN_CHECKPOINT_BUDGET`, both in bytes).
@@ -79,8 +80,8 @@ impl Restored {
     /// "2 files restored, 1 removed, 1 put back".
     fn summary(&self) -> String {
         let count = |c: char| self.changes.iter().filter(|x| x.status == c).count();
-        let (m, d, a) = (count('M'), count('D'), count('A'));
-        if m + d + a == 0 {
+        let (m, d, a, p) = (count('M'), count('D'), count('A'), count('P'));
+        if m + d + a + p == 0 {
             return "no file needed to change".into();
         }
         let mut parts = Vec::new();
@@ -92,6 +93,9 @@ impl Restored {
         }
         if a > 0 {
             parts.push(format!("{a} put back"));
+        }
+        if p > 0 {
+            parts.push(format!("{p} with their permission bits put back"));
         }
         let mut names: Vec<String> = self
             .changes
@@ -128,8 +132,21 @@ pub struct Tracker {
     store: Option<Store>,
     /// Why checkpoints are off in this runtime (said once).
     off: Option<String>,
-    /// Notes already said (a big file is named once per runtime, not every turn).
+    /// Notes already said in this runtime.
     said: BTreeSet<String>,
+    /// The files over the size limit already named in this session ([`NOTED`]), once read.
+    noted: Option<BTreeSet<String>>,
+}
+
+/// The session's file naming the files over the checkpoint size limit it was told of, one JSON
+/// line each (`{"over_limit": PATH}`): a big file is named once per session, not every turn
+/// nor every process (issue 34). Append-only; a torn last line is skipped.
+pub const NOTED: &str = "checkpoint-notes.jsonl";
+
+/// One line of [`NOTED`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+struct Noted {
+    over_limit: String,
 }
 
 /// The checkpoint store's files the sandbox guard keeps a copy of (where no jail makes the state
@@ -217,16 +234,41 @@ impl Tracker {
         let notes = match self.store(session, workspace, limits) {
             Ok(s) => match s.record_turn(&session.id, turn) {
                 Ok((_, n)) => n,
-                Err(e) => vec![format!(
+                Err(e) => vec![Note::from(format!(
                     "no checkpoint before turn {turn}: {e}; undo cannot go back past it"
-                )],
+                ))],
             },
-            Err(e) => vec![e],
+            Err(e) => vec![Note::from(e)],
         };
+        let notes = self.once_per_session(session, notes);
         let written = state_root_of(session)
             .map(|r| guarded(&r))
             .unwrap_or_default();
         (self.fresh(notes), written)
+    }
+
+    /// `notes` without those about a file this session was told of already ([`NOTED`]); the
+    /// files of the others are written there. A failed write costs a second mention.
+    fn once_per_session(&mut self, session: &Session, notes: Vec<Note>) -> Vec<String> {
+        let path = session.path(NOTED);
+        let noted = self.noted.get_or_insert_with(|| {
+            crate::store::fsutil::read_jsonl::<Noted>(&path)
+                .map(|r| r.items.into_iter().map(|n| n.over_limit).collect())
+                .unwrap_or_default()
+        });
+        let mut out = Vec::new();
+        for n in notes {
+            if let Some(file) = n.file {
+                if !noted.insert(file.clone()) {
+                    continue;
+                }
+                if let Ok(line) = crate::store::fsutil::to_jsonl(&Noted { over_limit: file }) {
+                    let _ = crate::store::fsutil::append_line(&path, &line);
+                }
+            }
+            out.push(n.text);
+        }
+        out
     }
 
     /// Whether the next command records the workspace (the turn's first command): a surface
@@ -369,8 +411,10 @@ fn staged_apart(workspace: &Path, changes: &[Change]) -> Vec<String> {
             format!("{prefix}/{p}")
         }
     };
+    // A change of permission bits alone restores no content: nothing staged to compare.
     let wanted: BTreeMap<String, (&Change, Option<&str>)> = changes
         .iter()
+        .filter(|c| c.status != 'P')
         .take(STAGED_CHECK_PATHS)
         .map(|c| (full(&c.path), (c, c.blob.as_deref())))
         .collect();
@@ -471,18 +515,18 @@ pub struct Row {
 pub fn list(store: &Store, session: &Session) -> Result<Vec<Row>, Error> {
     let entries = store.entries(&session.id).map_err(failed)?;
     let now = if entries.is_empty() {
-        String::new()
+        State::default()
     } else {
-        store.tree_now().map_err(failed)?.0
+        store.state_now().map_err(failed)?.0
     };
     let mut rows = Vec::new();
     for (i, e) in entries.iter().enumerate() {
         let next = match entries.get(i + 1) {
-            Some(n) => n.tree.clone(),
+            Some(n) => n.state.clone(),
             None => now.clone(),
         };
-        let changes = store.changes(&e.tree, &next).map_err(failed)?;
-        // The blobs of the workspace now were written with its tree (`tree_now`), so the last
+        let changes = store.changes(&e.state, &next).map_err(failed)?;
+        // The blobs of the workspace now were written with its tree (`state_now`), so the last
         // row is measured like the others.
         let blobs: Vec<String> = changes
             .iter()
@@ -546,14 +590,14 @@ pub fn diff(store: &Store, session: &Session, turn: Option<u32>) -> Result<Strin
         return Ok(format!("turn {turn} ran no command: it changed no file"));
     };
     let next = match entries.get(i + 1) {
-        Some(n) => n.tree.clone(),
-        None => store.tree_now().map_err(failed)?.0,
+        Some(n) => n.state.clone(),
+        None => store.state_now().map_err(failed)?.0,
     };
-    if entries[i].tree == next {
+    if entries[i].state.same(&next) {
         return Ok(format!("turn {turn} changed no recorded file"));
     }
     store
-        .patch(&entries[i].tree, &next, 256 * 1024)
+        .patch(&entries[i].state, &next, 256 * 1024)
         .map_err(failed)
 }
 

@@ -13,17 +13,40 @@
 //!   included (what `tern redo` and a second undo compare the workspace with).
 //! - `refs/tern/pending`: a restore in flight; found at the next start, it is finished.
 //!
-//! Commits have no parents (the oldest can be pruned alone); their message is one JSON line
-//! (`{"kind","session","turn"}`).
+//! A checkpoint commit's message is one JSON line (`{"kind","session","turn"}`); its only parent
+//! (none in a store from before issue 34) is the record of its files' permission bits
+//! ([`super::modes`]): a commit of one file, `modes`, made with a fixed date so that equal
+//! records are one object. No checkpoint is another's parent, so the oldest can be pruned
+//! alone, and a record lives exactly as long as a checkpoint names it.
 
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
 use super::git::{Git, split_z};
+use super::modes::{self, Modes, Tracked};
 use super::{Limits, Restored};
 use crate::store::fsutil;
 use crate::store::lock::SessionLock;
+
+/// A recorded state of the workspace: its files and their permission bits.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct State {
+    /// The files: a git tree.
+    pub tree: String,
+    /// The record of their permission bits (a commit, see the module docs); empty for a
+    /// checkpoint from before records existed.
+    pub modes: String,
+}
+
+impl State {
+    /// The same files with the same bits. A state without a record agrees with any bits (it
+    /// cannot tell them apart).
+    pub fn same(&self, other: &State) -> bool {
+        self.tree == other.tree
+            && (self.modes.is_empty() || other.modes.is_empty() || self.modes == other.modes)
+    }
+}
 
 /// One turn's checkpoint of a session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,8 +55,8 @@ pub struct Entry {
     pub turn: u32,
     /// Its commit.
     pub commit: String,
-    /// Its tree.
-    pub tree: String,
+    /// Its files and their bits.
+    pub state: State,
     /// When its ref was written (seconds since the epoch).
     pub time: i64,
 }
@@ -43,13 +66,14 @@ pub struct Entry {
 struct Ref {
     name: String,
     commit: String,
-    tree: String,
+    state: State,
 }
 
-/// What one file change between two trees is.
+/// What one file change between two states is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
-    /// `A` added, `M` modified (or its type changed), `D` deleted.
+    /// `A` added, `M` modified (or its type changed), `D` deleted, `P` only its permission bits
+    /// changed.
     pub status: char,
     /// Workspace-relative path (lossy UTF-8).
     pub path: String,
@@ -57,6 +81,24 @@ pub struct Change {
     pub blob: Option<String>,
     /// The old blob (None for an addition).
     pub old_blob: Option<String>,
+    /// For `P`: the permission bits before and after.
+    pub bits: Option<(u32, u32)>,
+}
+
+/// What a checkpoint says: a file it left out, a restore it finished, what it pruned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    /// The sentence.
+    pub text: String,
+    /// The file it is about, when it is said once per session however its size changes (a
+    /// file over the size limit).
+    pub file: Option<String>,
+}
+
+impl From<String> for Note {
+    fn from(text: String) -> Note {
+        Note { text, file: None }
+    }
 }
 
 /// Where the workspace stands after a restore (see `Store::standing`).
@@ -214,114 +256,228 @@ impl Store {
         Ok(lock)
     }
 
-    /// Brings the store's index to the workspace as it is now and writes its tree: changed, new
-    /// and removed files (ignored ones never), links as links, files over the size limit left
-    /// out. Returns the tree and what was left out, said once per path by the caller. The caller
-    /// holds the lock.
-    pub fn snapshot(&self) -> io::Result<(String, Vec<String>)> {
+    /// Brings the store's index to the workspace as it is now and writes its tree, and the
+    /// record of the files' permission bits: changed, new and removed files (ignored ones
+    /// never), links as links, files over the size limit left out. Returns the state and what
+    /// was left out, said once per path by the caller. The caller holds the lock.
+    pub fn snapshot(&self) -> io::Result<(State, Vec<Note>)> {
         self.snapshot_since(None)
     }
 
     /// [`Store::snapshot`], knowing (`index_tree`) the tree of the store's index when it is the
-    /// one the last checkpoint wrote: when nothing changed since (the listing is empty), that
+    /// one the last checkpoint wrote: when nothing changed since (git lists nothing), that
     /// tree is the answer, and no `update-index` or `write-tree` runs.
-    fn snapshot_since(&self, index_tree: Option<&str>) -> io::Result<(String, Vec<String>)> {
+    ///
+    /// git lists the files whose content or index stat changed (`diff-files`: a `chmod`
+    /// changes the change time) and the new ones (`ls-files -o`); their bits, and those of the
+    /// files the record of the index names as racy ([`Tracked`]), update the record. Without a
+    /// record of this index (a new store, an undo's `read-tree`, a kill), every file's bits
+    /// are read.
+    fn snapshot_since(&self, index_tree: Option<&str>) -> io::Result<(State, Vec<Note>)> {
         self.sync_excludes()?;
-        let listed = self.git.run(
-            &[
-                "ls-files",
-                "-z",
-                "-t",
-                "-m",
-                "-d",
-                "-o",
-                "--exclude-standard",
-            ],
-            None,
-        )?;
-        if listed.is_empty()
-            && let Some(tree) = index_tree
-        {
-            return Ok((tree.to_string(), Vec::new()));
-        }
+        let untracked = self
+            .git
+            .run(&["ls-files", "-z", "-o", "--exclude-standard"], None)?;
+        let dirty = self.git.run(&["diff-files", "-z", "--name-only"], None)?;
+        let (mut modes, before, reread) = match self.tracked() {
+            Some(t) => {
+                let before = (t.modes.clone(), t.record);
+                (t.modes, Some(before), t.racy.into_iter().collect())
+            }
+            None => {
+                // The plain bits of the store stay what they were: records stay comparable.
+                let fresh = self
+                    .tracked_any()
+                    .map_or_else(|| Modes::new(modes::umask()), |t| t.modes.cleared());
+                let all = self.git.run(&["ls-files", "-z"], None)?;
+                let reread: Vec<Vec<u8>> = split_z(&all).map(<[u8]>::to_vec).collect();
+                (fresh, None, reread)
+            }
+        };
         let mut seen = std::collections::BTreeSet::new();
         let mut keep = Vec::new();
         let mut drop_tracked = Vec::new();
         let mut notes = Vec::new();
-        for item in split_z(&listed) {
-            // "<tag> <path>": C changed, R removed, ? untracked.
-            let (tag, path) = match item.split_first() {
-                Some((t, rest)) if rest.first() == Some(&b' ') => (*t, &rest[1..]),
-                _ => continue,
-            };
+        // The regular files whose bits were read, with their change time (seconds).
+        let mut read: Vec<(Vec<u8>, i64)> = Vec::new();
+        let listed = split_z(&dirty)
+            .map(|p| (true, p))
+            .chain(split_z(&untracked).map(|p| (false, p)));
+        for (tracked, path) in listed {
             if !seen.insert(path.to_vec()) {
                 continue;
             }
             let shown = String::from_utf8_lossy(path).into_owned();
             if path.ends_with(b"/") {
-                notes.push(format!(
+                notes.push(Note::from(format!(
                     "{shown} is a git repository of its own inside the workspace: checkpoints do not record it"
-                ));
+                )));
                 continue;
             }
             // A folder of its path replaced by a symbolic link (`rm -rf d; ln -s X d`): git
             // refuses `d/f` as "beyond a symbolic link" and every later checkpoint failed with
             // it (found by a new user). The entry is dropped; the link itself is recorded.
             if beyond_link(&self.git.work, path) {
-                if tag != b'?' {
+                if tracked {
                     drop_tracked.extend_from_slice(path);
                     drop_tracked.push(0);
                 }
+                modes.note(path, None);
                 continue;
             }
             let full = super::git::join(&self.git.work, path);
             match std::fs::symlink_metadata(&full) {
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => modes.note(path, None),
                 Err(_) => continue,
-                Ok(m) if m.file_type().is_symlink() => {}
+                Ok(m) if m.file_type().is_symlink() => modes.note(path, None),
                 Ok(m) if m.is_file() && m.len() > self.limits.max_file_bytes => {
-                    notes.push(format!(
-                        "{shown} ({}) is over the checkpoint size limit of {}: it is not recorded, and undo leaves it as it is",
-                        size_text(m.len()),
-                        size_text(self.limits.max_file_bytes)
-                    ));
-                    if tag != b'?' {
+                    notes.push(Note {
+                        text: format!(
+                            "{shown} ({}) is over the checkpoint size limit of {}: it is not recorded, and undo leaves it as it is",
+                            size_text(m.len()),
+                            size_text(self.limits.max_file_bytes)
+                        ),
+                        file: Some(shown.clone()),
+                    });
+                    if tracked {
                         drop_tracked.extend_from_slice(path);
                         drop_tracked.push(0);
                     }
+                    modes.note(path, None);
                     continue;
                 }
-                Ok(m) if m.is_file() => {}
+                Ok(m) if m.is_file() => {
+                    use std::os::unix::fs::MetadataExt;
+                    modes.note(path, Some(m.mode()));
+                    read.push((path.to_vec(), m.ctime()));
+                }
                 // Sockets, fifos, devices: nothing a checkpoint can hold.
-                Ok(_) => continue,
+                Ok(_) => {
+                    modes.note(path, None);
+                    continue;
+                }
             }
             keep.extend_from_slice(path);
             keep.push(0);
         }
-        fsutil::fault::point("git update-index", &self.git.dir);
-        if !keep.is_empty() {
-            // --replace: a folder that became a file (or a file that became a folder) replaces
-            // the old entries instead of failing every later checkpoint.
-            self.git.run(
-                &[
-                    "update-index",
-                    "-z",
-                    "--add",
-                    "--remove",
-                    "--replace",
-                    "--stdin",
-                ],
-                Some(&keep),
-            )?;
+        // Files git lists nothing about whose bits may have changed unseen (racy), or every
+        // tracked file when there is no record of this index.
+        for path in reread.iter().filter(|p| !seen.contains(*p)) {
+            use std::os::unix::fs::MetadataExt;
+            match std::fs::symlink_metadata(super::git::join(&self.git.work, path)) {
+                Ok(m) if m.is_file() && m.len() <= self.limits.max_file_bytes => {
+                    modes.note(path, Some(m.mode()));
+                    read.push((path.clone(), m.ctime()));
+                }
+                _ => modes.note(path, None),
+            }
         }
-        if !drop_tracked.is_empty() {
-            self.git.run(
-                &["update-index", "-z", "--force-remove", "--stdin"],
-                Some(&drop_tracked),
-            )?;
+        let tree = if untracked.is_empty()
+            && dirty.is_empty()
+            && let Some(tree) = index_tree
+        {
+            tree.to_string()
+        } else {
+            fsutil::fault::point("git update-index", &self.git.dir);
+            if !keep.is_empty() {
+                // --replace: a folder that became a file (or a file that became a folder)
+                // replaces the old entries instead of failing every later checkpoint.
+                self.git.run(
+                    &[
+                        "update-index",
+                        "-z",
+                        "--add",
+                        "--remove",
+                        "--replace",
+                        "--stdin",
+                    ],
+                    Some(&keep),
+                )?;
+            }
+            if !drop_tracked.is_empty() {
+                self.git.run(
+                    &["update-index", "-z", "--force-remove", "--stdin"],
+                    Some(&drop_tracked),
+                )?;
+            }
+            self.git.text(&["write-tree"], None)?
+        };
+        let record = match before {
+            Some((old, Some(record))) if old == modes => record,
+            _ => self.write_record(&modes)?,
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        let racy = read
+            .into_iter()
+            .filter(|(_, ctime)| *ctime >= now - 1)
+            .map(|(p, _)| p)
+            .collect();
+        self.keep_tracked(Tracked {
+            stamp: index_stamp(&self.git.dir).unwrap_or_else(|| NO_INDEX.into()),
+            record: Some(record.clone()),
+            racy,
+            modes,
+        });
+        Ok((
+            State {
+                tree,
+                modes: record,
+            },
+            notes,
+        ))
+    }
+
+    /// The record of the store's index ([`TRACKED`]), when it is this index's.
+    fn tracked(&self) -> Option<Tracked> {
+        let t = self.tracked_any()?;
+        let stamp = index_stamp(&self.git.dir).unwrap_or_else(|| NO_INDEX.into());
+        (t.stamp == stamp).then_some(t)
+    }
+
+    /// The record [`TRACKED`] holds, of whichever index.
+    fn tracked_any(&self) -> Option<Tracked> {
+        Tracked::decode(&std::fs::read(self.git.dir.join(TRACKED)).ok()?)
+    }
+
+    /// Writes `t` as the record of the index, unless it holds that already. A failed write
+    /// only costs the next snapshot a read of every file's bits.
+    fn keep_tracked(&self, t: Tracked) {
+        if self.tracked_any().as_ref() == Some(&t) {
+            return;
         }
-        let tree = self.git.text(&["write-tree"], None)?;
-        Ok((tree, notes))
+        let _ = fsutil::atomic_write(&self.git.dir.join(TRACKED), &t.encode());
+    }
+
+    /// Stores `modes` as a record: a blob `modes` in a tree in a commit with a fixed date (equal
+    /// records are one object). Returns the commit.
+    fn write_record(&self, modes: &Modes) -> io::Result<String> {
+        fsutil::fault::point("git hash-object", &self.git.dir);
+        let blob = self
+            .git
+            .text(&["hash-object", "-w", "--stdin"], Some(&modes.encode()))?;
+        let tree = self.git.text(
+            &["mktree"],
+            Some(format!("100644 blob {blob}\tmodes\n").as_bytes()),
+        )?;
+        Ok(self.git.text_dated(
+            &["commit-tree", &tree, "-m", "tern: permission bits"],
+            "@0 +0000",
+        )?)
+    }
+
+    /// The record `id` names (a commit [`Store::write_record`] made). None for no record or
+    /// one that cannot be read.
+    fn read_modes(&self, id: &str) -> Option<Modes> {
+        if id.is_empty() {
+            return None;
+        }
+        let bytes = self
+            .git
+            .run(&["cat-file", "blob", &format!("{id}:modes")], None)
+            .ok()?;
+        Modes::decode(&bytes)
     }
 
     /// The last checkpoint `record_turn` wrote, from [`REMEMBERED`], when it still holds: the
@@ -338,38 +494,44 @@ impl Store {
         if fresh("refs/tern") && fresh("index") && fresh(REMEMBERED) {
             return Some(Remembered {
                 commit: String::new(),
-                tree: EMPTY_TREE.to_string(),
+                state: State {
+                    tree: EMPTY_TREE.to_string(),
+                    modes: String::new(),
+                },
             });
         }
         let text = std::fs::read_to_string(self.git.dir.join(REMEMBERED)).ok()?;
         let mut f = text.split_whitespace();
-        let (commit, tree, stamp) = (f.next()?, f.next()?, f.next()?);
+        let (commit, tree, stamp, modes) = (f.next()?, f.next()?, f.next()?, f.next()?);
         let latest = std::fs::read_to_string(self.git.dir.join("refs/tern/latest")).ok()?;
         (latest.trim() == commit && index_stamp(&self.git.dir).as_deref() == Some(stamp)).then(
             || Remembered {
                 commit: commit.to_string(),
-                tree: tree.to_string(),
+                state: State {
+                    tree: tree.to_string(),
+                    modes: modes.to_string(),
+                },
             },
         )
     }
 
-    /// Notes `commit` (of `tree`, written from the index as it is now) as the last checkpoint.
-    /// A failed write only costs the next turn the git runs it saves.
-    fn remember(&self, commit: &str, tree: &str) {
+    /// Notes `commit` (of `state`, its tree written from the index as it is now) as the last
+    /// checkpoint. A failed write only costs the next turn the git runs it saves.
+    fn remember(&self, commit: &str, state: &State) {
         let path = self.git.dir.join(REMEMBERED);
         match index_stamp(&self.git.dir) {
-            Some(stamp) => {
-                let _ =
-                    fsutil::atomic_write(&path, format!("{commit} {tree} {stamp}\n").as_bytes());
+            Some(stamp) if !state.modes.is_empty() => {
+                let line = format!("{commit} {} {stamp} {}\n", state.tree, state.modes);
+                let _ = fsutil::atomic_write(&path, line.as_bytes());
             }
-            None => {
+            _ => {
                 let _ = std::fs::remove_file(&path);
             }
         }
     }
 
     /// The refs under `patterns` read from their loose files (what `for-each-ref` would say,
-    /// without running it): `known` gives the latest's tree; other refs' trees are not read
+    /// without running it): `known` gives the latest's state; other refs' states are not read
     /// (left empty). Only for [`Store::record_turn`], which needs their names.
     fn loose_refs(&self, patterns: &[&str], known: &Remembered) -> io::Result<Vec<Ref>> {
         let mut out = Vec::new();
@@ -383,22 +545,27 @@ impl Store {
             }
             for (name, path) in files {
                 let commit = std::fs::read_to_string(&path)?.trim().to_string();
-                let tree = if name == "refs/tern/latest" && commit == known.commit {
-                    known.tree.clone()
+                let state = if name == "refs/tern/latest" && commit == known.commit {
+                    known.state.clone()
                 } else {
-                    String::new()
+                    State::default()
                 };
-                out.push(Ref { name, commit, tree });
+                out.push(Ref {
+                    name,
+                    commit,
+                    state,
+                });
             }
         }
         Ok(out)
     }
 
-    /// The refs under each of `patterns` (`for-each-ref` prefixes).
+    /// The refs under each of `patterns` (`for-each-ref` prefixes), with their states (a
+    /// checkpoint's parent is its record of permission bits).
     fn refs(&self, patterns: &[&str]) -> io::Result<Vec<Ref>> {
         let mut args = vec![
             "for-each-ref",
-            "--format=%(refname)%00%(objectname)%00%(tree)",
+            "--format=%(refname)%00%(objectname)%00%(tree)%00%(parent)",
         ];
         args.extend_from_slice(patterns);
         let out = self.git.text(&args, None)?;
@@ -409,27 +576,35 @@ impl Store {
                 Some(Ref {
                     name: p.next()?.to_string(),
                     commit: p.next()?.to_string(),
-                    tree: p.next()?.to_string(),
+                    state: State {
+                        tree: p.next()?.to_string(),
+                        modes: p.next().unwrap_or("").to_string(),
+                    },
                 })
             })
             .collect())
     }
 
-    fn commit(&self, tree: &str, kind: &str, session: &str, turn: u32) -> io::Result<String> {
+    fn commit(&self, state: &State, kind: &str, session: &str, turn: u32) -> io::Result<String> {
         let msg = serde_json::json!({"kind": kind, "session": session, "turn": turn}).to_string();
-        self.commit_message(tree, &msg)
+        self.commit_message(state, &msg)
     }
 
-    /// A parentless commit of `tree` whose message is `msg` (one JSON line).
-    fn commit_message(&self, tree: &str, msg: &str) -> io::Result<String> {
+    /// A commit of `state` (its tree; its record of bits as its parent) whose message is `msg`
+    /// (one JSON line).
+    fn commit_message(&self, state: &State, msg: &str) -> io::Result<String> {
         // git knows the empty tree without storing it, and `git fsck` then calls a commit of it
         // broken ("missing tree"): a snapshot of an empty workspace stores it for real.
-        if tree == EMPTY_TREE {
+        if state.tree == EMPTY_TREE {
             self.git
                 .text(&["hash-object", "-w", "-t", "tree", "--stdin"], Some(b""))?;
         }
         fsutil::fault::point("git commit-tree", &self.git.dir);
-        Ok(self.git.text(&["commit-tree", tree, "-m", msg], None)?)
+        let mut args = vec!["commit-tree", state.tree.as_str(), "-m", msg];
+        if !state.modes.is_empty() {
+            args.extend(["-p", state.modes.as_str()]);
+        }
+        Ok(self.git.text(&args, None)?)
     }
 
     /// One ref transaction (the commit point of every change).
@@ -456,9 +631,9 @@ impl Store {
     /// the latest snapshot, else the same commit again. Any redo is dropped (new work follows
     /// the undo). Returns whether a new commit was made and the notes (files left out, a
     /// finished restore, pruning).
-    pub fn record_turn(&self, session: &str, turn: u32) -> io::Result<(bool, Vec<String>)> {
+    pub fn record_turn(&self, session: &str, turn: u32) -> io::Result<(bool, Vec<Note>)> {
         let _lock = self.lock()?;
-        let mut notes = self.recover_locked()?;
+        let mut notes: Vec<Note> = self.recover_locked()?.into_iter().map(Note::from).collect();
         // Checkpoints never fill a disk: below the floor, none is taken (and the turn goes on).
         if let Some(free) = free_space(&self.folder)
             && free < MIN_FREE_BYTES
@@ -473,7 +648,8 @@ impl Store {
         // `for-each-ref`, and no `write-tree` when nothing changed (issue 31: a turn's
         // checkpoint was 5 to 6 git runs).
         let known = self.remembered();
-        let (tree, skipped) = self.snapshot_since(known.as_ref().map(|k| k.tree.as_str()))?;
+        let (state, skipped) =
+            self.snapshot_since(known.as_ref().map(|k| k.state.tree.as_str()))?;
         notes.extend(skipped);
         let wanted = [
             "refs/tern/latest",
@@ -486,9 +662,11 @@ impl Store {
             None => self.refs(&wanted)?,
         };
         let latest = refs.iter().find(|r| r.name == "refs/tern/latest");
+        // Exactly the same (a checkpoint without a record of bits is not reused: this one has
+        // one).
         let (commit, new) = match latest {
-            Some(l) if l.tree == tree => (l.commit.clone(), false),
-            _ => (self.commit(&tree, "turn", session, turn)?, true),
+            Some(l) if l.state == state => (l.commit.clone(), false),
+            _ => (self.commit(&state, "turn", session, turn)?, true),
         };
         let mut tx = format!(
             "update {} {commit}\nupdate refs/tern/latest {commit}\n",
@@ -498,10 +676,10 @@ impl Store {
             tx.push_str(&format!("delete {}\n", r.name));
         }
         self.update_refs(&tx)?;
-        self.remember(&commit, &tree);
+        self.remember(&commit, &state);
         if new {
             let size = self.pack_locked()?;
-            notes.extend(self.prune_locked(size)?);
+            notes.extend(self.prune_locked(size)?.into_iter().map(Note::from));
         }
         Ok((new, notes))
     }
@@ -527,7 +705,7 @@ impl Store {
                 Some(Entry {
                     turn,
                     commit: r.commit,
-                    tree: r.tree,
+                    state: r.state,
                     time,
                 })
             })
@@ -536,15 +714,42 @@ impl Store {
         Ok(out)
     }
 
-    /// The tree of the workspace now (the store's index brought up to date; the blobs written
-    /// for it are kept only if a checkpoint takes them).
-    pub fn tree_now(&self) -> io::Result<(String, Vec<String>)> {
+    /// The state of the workspace now (the store's index brought up to date; the blobs
+    /// written for it are kept only if a checkpoint takes them).
+    pub fn state_now(&self) -> io::Result<(State, Vec<Note>)> {
         let _lock = self.lock()?;
         self.snapshot()
     }
 
+    /// The file changes from state `a` to state `b`: those of the trees, then the files whose
+    /// permission bits alone changed (`P`; none when either has no record).
+    pub fn changes(&self, a: &State, b: &State) -> io::Result<Vec<Change>> {
+        let mut changes = self.tree_changes(&a.tree, &b.tree)?;
+        if a.modes == b.modes || a.modes.is_empty() || b.modes.is_empty() {
+            return Ok(changes);
+        }
+        let (Some(x), Some(y)) = (self.read_modes(&a.modes), self.read_modes(&b.modes)) else {
+            return Ok(changes);
+        };
+        let changed: std::collections::BTreeSet<String> =
+            changes.iter().map(|c| c.path.clone()).collect();
+        for (path, from, to) in modes::differ(&x, &y) {
+            let path = String::from_utf8_lossy(&path).into_owned();
+            if !changed.contains(&path) {
+                changes.push(Change {
+                    status: 'P',
+                    path,
+                    blob: None,
+                    old_blob: None,
+                    bits: Some((from, to)),
+                });
+            }
+        }
+        Ok(changes)
+    }
+
     /// The file changes from tree `a` to tree `b`.
-    pub fn changes(&self, a: &str, b: &str) -> io::Result<Vec<Change>> {
+    fn tree_changes(&self, a: &str, b: &str) -> io::Result<Vec<Change>> {
         if a == b {
             return Ok(Vec::new());
         }
@@ -568,6 +773,7 @@ impl Store {
                 path: String::from_utf8_lossy(path).into_owned(),
                 blob: (status != 'D').then(|| f.get(3).unwrap_or(&"").to_string()),
                 old_blob: (status != 'A').then(|| f.get(2).unwrap_or(&"").to_string()),
+                bits: None,
             });
         }
         Ok(changes)
@@ -590,13 +796,30 @@ impl Store {
             .sum())
     }
 
-    /// The patch from tree `a` to tree `b` (text; binary files named), at most `max` bytes.
-    pub fn patch(&self, a: &str, b: &str, max: usize) -> io::Result<String> {
+    /// The patch from state `a` to state `b` (text; binary files named; then a line for each
+    /// file whose permission bits alone changed), at most `max` bytes.
+    pub fn patch(&self, a: &State, b: &State, max: usize) -> io::Result<String> {
         let out = self.git.run(
-            &["diff-tree", "-p", "-r", "--no-renames", "--stat", a, b],
+            &[
+                "diff-tree",
+                "-p",
+                "-r",
+                "--no-renames",
+                "--stat",
+                &a.tree,
+                &b.tree,
+            ],
             None,
         )?;
         let mut text = String::from_utf8_lossy(&out).into_owned();
+        for c in self.changes(a, b)? {
+            if let Some((from, to)) = c.bits {
+                text.push_str(&format!(
+                    "permissions of {}: {from:04o} -> {to:04o}\n",
+                    crate::render::safe(&c.path)
+                ));
+            }
+        }
         if text.len() > max {
             let mut cut = max;
             while !text.is_char_boundary(cut) {
@@ -614,18 +837,18 @@ impl Store {
     /// Where the workspace stands when it is still exactly what the last undo, redo or rewind
     /// left (`refs/tern/after`; a store from before that ref: `refs/tern/at`). None: no restore
     /// since the last checkpoint, or the workspace changed since.
-    fn standing(&self, tree_now: &str) -> io::Result<Option<Standing>> {
+    fn standing(&self, now: &State) -> io::Result<Option<Standing>> {
         let refs = self.refs(&["refs/tern/at", "refs/tern/after"])?;
         let at = refs.iter().find(|r| r.name == "refs/tern/at");
         let after = refs.iter().find(|r| r.name == "refs/tern/after").or(at);
         let (Some(at), Some(after)) = (at, after) else {
             return Ok(None);
         };
-        if after.tree != tree_now {
+        if !after.state.same(now) {
             return Ok(None);
         }
         let mut kept: std::collections::BTreeSet<String> = self
-            .changes(&at.tree, &after.tree)?
+            .tree_changes(&at.state.tree, &after.state.tree)?
             .into_iter()
             .filter(|c| c.status == 'A')
             .map(|c| c.path)
@@ -677,7 +900,7 @@ impl Store {
     fn restore_as_undo(
         &self,
         session: &str,
-        tree_now: &str,
+        now: &State,
         target: &Entry,
         standing: Option<&Standing>,
         made_after: Option<std::time::SystemTime>,
@@ -691,7 +914,7 @@ impl Store {
             .max()
             .unwrap_or(0)
             + 1;
-        let mut changes = self.changes(tree_now, &target.tree)?;
+        let mut changes = self.changes(now, &target.state)?;
         let (kept, overwritten) = sort_yours(&self.git.work, &changes, standing, made_after);
         if !overwritten.is_empty() && !force {
             return Err(io::Error::other(format!(
@@ -706,11 +929,11 @@ impl Store {
         let back = match (standing, latest) {
             _ if !yours.is_empty() => {
                 let msg = serde_json::json!({"kind": "undo", "session": session, "turn": target.turn, "yours": yours});
-                self.commit_message(tree_now, &msg.to_string())?
+                self.commit_message(now, &msg.to_string())?
             }
             (Some(s), _) => s.after.commit.clone(),
-            (_, Some(l)) if l.tree == tree_now => l.commit.clone(),
-            _ => self.commit(tree_now, "undo", session, target.turn)?,
+            (_, Some(l)) if l.state == *now => l.commit.clone(),
+            _ => self.commit(now, "undo", session, target.turn)?,
         };
         if !kept.is_empty() {
             // Out of the store's index, a kept file is one the checkout never touches (not
@@ -730,7 +953,7 @@ impl Store {
             "update refs/tern/redo/{next:06} {back}\nupdate refs/tern/at {c}\nupdate refs/tern/latest {c}\nupdate refs/tern/pending {c}\n",
             c = target.commit
         ))?;
-        self.checkout_locked(&target.commit, &target.tree)?;
+        self.checkout_locked(&target.commit, &target.state)?;
         Ok(Restored {
             turn: Some(target.turn),
             changes,
@@ -740,37 +963,78 @@ impl Store {
         })
     }
 
-    /// Makes the workspace the tree of `commit` (`tree`): changed files rewritten, files it
-    /// lacks removed, ignored and unrecorded files (and those out of the store's index: kept)
-    /// untouched. Then records the state it left as `refs/tern/after` and clears `pending`, in
-    /// one transaction. The caller set `pending` first, so a kill in between is finished at the
-    /// next start.
-    fn checkout_locked(&self, commit: &str, tree: &str) -> io::Result<()> {
-        // git stores only 644 or 755: a checkout would make a private file (`chmod 600 .env`)
-        // readable by everyone (found by a new user). The permission bits of each file it
-        // rewrites are taken before and applied after, never wider than git's nor than the
-        // person's (the exec bit follows the checkpoint).
-        let modes = self.modes_of_changed(commit);
+    /// Makes the workspace `target`, the state of `commit`: changed files rewritten, files it
+    /// lacks removed, permission bits as its record says, ignored and unrecorded files (and
+    /// those out of the store's index: kept) untouched. Then records the state it left as
+    /// `refs/tern/after` and clears `pending`, in one transaction. The caller set `pending`
+    /// first, so a kill in between is finished at the next start.
+    fn checkout_locked(&self, commit: &str, target: &State) -> io::Result<()> {
+        // git stores only 644 or 755: a checkout alone would make a private file (`chmod 600
+        // .env`) readable by everyone. The files it rewrites and those either record lists
+        // get the record's bits after it.
+        let rewritten = self.rewritten_by(commit);
+        let wanted = self.read_modes(&target.modes);
+        let legacy = match &wanted {
+            Some(_) => Vec::new(),
+            None => current_modes(&self.git.work, &rewritten),
+        };
+        let mut candidates: std::collections::BTreeSet<Vec<u8>> = rewritten.into_iter().collect();
+        if let Some(w) = &wanted {
+            candidates.extend(w.listed().map(<[u8]>::to_vec));
+            if let Some(t) = self.tracked_any() {
+                candidates.extend(t.modes.listed().map(<[u8]>::to_vec));
+            }
+        }
         fsutil::fault::point("git read-tree", &self.git.dir);
         self.git
             .run(&["read-tree", "--reset", "-u", commit], None)?;
-        reapply_modes(&modes);
-        let (after_tree, _) = self.snapshot()?;
-        let after = if after_tree == tree {
+        match wanted {
+            Some(w) => {
+                let paths: Vec<Vec<u8>> = candidates.into_iter().collect();
+                let now = current_modes(&self.git.work, &paths);
+                for (path, bits) in modes::plan(&w, &now) {
+                    set_bits(&super::git::join(&self.git.work, &path), bits);
+                }
+                // The record of the new index: the target's, each file it touched read again.
+                self.keep_tracked(Tracked {
+                    stamp: index_stamp(&self.git.dir).unwrap_or_else(|| NO_INDEX.into()),
+                    record: Some(target.modes.clone()),
+                    racy: paths.into_iter().collect(),
+                    modes: w,
+                });
+            }
+            // A checkpoint from before records: never wider than git's nor than the person's
+            // bits (the exec bit follows the checkpoint).
+            None => {
+                for (path, old) in legacy {
+                    let full = super::git::join(&self.git.work, &path);
+                    if let Ok(m) = std::fs::symlink_metadata(&full)
+                        && m.is_file()
+                    {
+                        use std::os::unix::fs::PermissionsExt;
+                        let now = m.permissions().mode() & 0o777;
+                        let want = now & (old | ((old & 0o444) >> 2));
+                        if want != now {
+                            set_bits(&full, want);
+                        }
+                    }
+                }
+            }
+        }
+        let (after_state, _) = self.snapshot()?;
+        let after = if after_state == *target {
             commit.to_string()
         } else {
-            self.commit(&after_tree, "after", "", 0)?
+            self.commit(&after_state, "after", "", 0)?
         };
         self.update_refs(&format!(
             "delete refs/tern/pending\nupdate refs/tern/after {after}\n"
         ))
     }
 
-    /// The workspace files whose index entries differ from `commit` (what a checkout of it
-    /// rewrites) that are regular files now, with their permission bits. Empty when git fails
-    /// (the checkout then keeps git's modes).
-    fn modes_of_changed(&self, commit: &str) -> Vec<(PathBuf, u32)> {
-        use std::os::unix::fs::PermissionsExt;
+    /// The files whose index entries differ from `commit` (what a checkout of it rewrites).
+    /// Empty when git fails (the checkout then leaves their bits as it makes them).
+    fn rewritten_by(&self, commit: &str) -> Vec<Vec<u8>> {
         let Ok(out) = self.git.run(
             &[
                 "diff-index",
@@ -784,13 +1048,7 @@ impl Store {
         ) else {
             return Vec::new();
         };
-        split_z(&out)
-            .filter_map(|p| {
-                let full = super::git::join(&self.git.work, p);
-                let m = std::fs::symlink_metadata(&full).ok()?;
-                m.is_file().then(|| (full, m.permissions().mode() & 0o777))
-            })
-            .collect()
+        split_z(&out).map(<[u8]>::to_vec).collect()
     }
 
     /// Finishes a restore a kill cut short. Returns what it says (nothing when none was in
@@ -817,7 +1075,7 @@ impl Store {
         let Some(p) = pending.first() else {
             return Ok(Vec::new());
         };
-        self.checkout_locked(&p.commit, &p.tree)?;
+        self.checkout_locked(&p.commit, &p.state)?;
         let short: String = p.commit.chars().take(10).collect();
         Ok(vec![format!(
             "an undo, redo or rewind was cut short (tern was stopped while it restored files); tern finished it first: the files are those of the checkpoint it was restoring ({short})"
@@ -839,9 +1097,9 @@ impl Store {
     ) -> io::Result<Restored> {
         let _lock = self.lock()?;
         let recovered = self.recover_locked()?;
-        let (tree_now, _) = self.snapshot()?;
+        let (now, _) = self.snapshot()?;
         let entries = self.entries(session)?;
-        let standing = self.standing(&tree_now)?;
+        let standing = self.standing(&now)?;
         // In a chain of undos (the workspace is still what the last one left), go on from the
         // checkpoint it restored; otherwise start from the newest turn.
         let base = standing
@@ -854,13 +1112,13 @@ impl Store {
                     .max()
             })
             .unwrap_or(u32::MAX);
-        let mut cur = tree_now.clone();
+        let mut cur = now.clone();
         let mut count = 0;
         let mut target = None;
         for e in entries.iter().rev().filter(|e| e.turn < base) {
-            if e.tree != cur {
+            if !e.state.same(&cur) {
                 count += 1;
-                cur = e.tree.clone();
+                cur = e.state.clone();
                 if count == n {
                     target = Some(e.clone());
                     break;
@@ -884,14 +1142,8 @@ impl Store {
                 (a, b) => a.or(b),
             },
         };
-        let mut r = self.restore_as_undo(
-            session,
-            &tree_now,
-            &target,
-            standing.as_ref(),
-            made_after,
-            force,
-        )?;
+        let mut r =
+            self.restore_as_undo(session, &now, &target, standing.as_ref(), made_after, force)?;
         r.recovered = recovered;
         Ok(r)
     }
@@ -908,15 +1160,15 @@ impl Store {
             .max_by(|a, b| a.name.cmp(&b.name))
             .cloned()
             .ok_or_else(|| io::Error::other("nothing to redo"))?;
-        let (tree_now, _) = self.snapshot()?;
-        if self.standing(&tree_now)?.is_none() {
+        let (now, _) = self.snapshot()?;
+        if self.standing(&now)?.is_none() {
             let left = self
                 .refs(&["refs/tern/after", "refs/tern/at"])?
                 .into_iter()
                 .min_by(|a, b| a.name.cmp(&b.name));
             let changed: Vec<String> = match left {
                 Some(l) => self
-                    .changes(&l.tree, &tree_now)?
+                    .changes(&l.state, &now)?
                     .into_iter()
                     .map(|c| c.path)
                     .collect(),
@@ -931,13 +1183,13 @@ impl Store {
                 }
             )));
         }
-        let changes = self.changes(&tree_now, &top.tree)?;
+        let changes = self.changes(&now, &top.state)?;
         self.update_refs(&format!(
             "delete {}\nupdate refs/tern/at {c}\nupdate refs/tern/latest {c}\nupdate refs/tern/pending {c}\n",
             top.name,
             c = top.commit
         ))?;
-        self.checkout_locked(&top.commit, &top.tree)?;
+        self.checkout_locked(&top.commit, &top.state)?;
         Ok(Restored {
             turn: None,
             changes,
@@ -953,8 +1205,8 @@ impl Store {
     pub fn restore(&self, session: &str, target: &Entry) -> io::Result<Restored> {
         let _lock = self.lock()?;
         let recovered = self.recover_locked()?;
-        let (tree_now, _) = self.snapshot()?;
-        if tree_now == target.tree {
+        let (now, _) = self.snapshot()?;
+        if now.same(&target.state) {
             return Ok(Restored {
                 turn: Some(target.turn),
                 changes: Vec::new(),
@@ -963,9 +1215,8 @@ impl Store {
                 recovered,
             });
         }
-        let standing = self.standing(&tree_now)?;
-        let mut r =
-            self.restore_as_undo(session, &tree_now, target, standing.as_ref(), None, true)?;
+        let standing = self.standing(&now)?;
+        let mut r = self.restore_as_undo(session, &now, target, standing.as_ref(), None, true)?;
         r.recovered = recovered;
         Ok(r)
     }
@@ -1140,13 +1391,20 @@ fn sort_yours(
 }
 
 /// The ref of turn `turn` of `session`.
-/// The file in the store that remembers the last checkpoint: `<commit> <tree> <index stamp>`.
+/// The file in the store that remembers the last checkpoint: `<commit> <tree> <index stamp>
+/// <record of bits>`.
 const REMEMBERED: &str = "tern-latest";
+
+/// The file in the store holding the record of bits of its index ([`Tracked`]).
+const TRACKED: &str = "tern-modes";
+
+/// [`Tracked::stamp`] when the store has no index yet.
+const NO_INDEX: &str = "none";
 
 /// The last checkpoint as [`REMEMBERED`] holds it.
 struct Remembered {
     commit: String,
-    tree: String,
+    state: State,
 }
 
 /// The store's index file as a word: inode, size and change time in nanoseconds (git
@@ -1251,24 +1509,24 @@ pub fn free_space(path: &Path) -> Option<u64> {
     fsutil::space(path).map(|s| s.free)
 }
 
-/// Applies the permission bits taken by [`Store::modes_of_changed`] after a checkout: each file
-/// still a regular file gets git's mode narrowed to the person's (`600` stays `600`, `640`
-/// stays `640`; an exec bit only where the checkpoint has one and the class may read).
-fn reapply_modes(modes: &[(PathBuf, u32)]) {
+/// The permission bits of each of `paths` (workspace-relative) under `work` that is a regular
+/// file now.
+fn current_modes(work: &Path, paths: &[Vec<u8>]) -> Vec<(Vec<u8>, u32)> {
     use std::os::unix::fs::PermissionsExt;
-    for (path, old) in modes {
-        let Ok(m) = std::fs::symlink_metadata(path) else {
-            continue;
-        };
-        if !m.is_file() {
-            continue;
-        }
-        let now = m.permissions().mode() & 0o777;
-        let want = now & (old | ((old & 0o444) >> 2));
-        if want != now {
-            let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(want));
-        }
-    }
+    paths
+        .iter()
+        .filter_map(|p| {
+            let m = std::fs::symlink_metadata(super::git::join(work, p)).ok()?;
+            m.is_file()
+                .then(|| (p.clone(), m.permissions().mode() & modes::BITS))
+        })
+        .collect()
+}
+
+/// Sets the permission bits of `path`; a failure leaves them (the restore goes on).
+fn set_bits(path: &Path, bits: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(bits));
 }
 
 /// Whether a folder on the way to `path` (workspace-relative bytes) is a symbolic link now.
@@ -1324,10 +1582,10 @@ mod tests {
             ]
         );
         // The state folder is never recorded.
-        let (tree, _) = s.tree_now().unwrap();
+        let (now, _) = s.state_now().unwrap();
         let listed = s
             .git
-            .text(&["ls-tree", "-r", "--name-only", &tree], None)
+            .text(&["ls-tree", "-r", "--name-only", &now.tree], None)
             .unwrap();
         assert_eq!(listed, "a.txt");
         assert!(s.entries("other").unwrap().is_empty());
@@ -1345,7 +1603,7 @@ mod tests {
             .remembered()
             .expect("a fresh store knows its tree: nothing");
         assert_eq!(
-            (fresh.commit.as_str(), fresh.tree.as_str()),
+            (fresh.commit.as_str(), fresh.state.tree.as_str()),
             ("", EMPTY_TREE)
         );
         s.record_turn("S1", 1).unwrap();
@@ -1359,7 +1617,7 @@ mod tests {
         let (new, _) = s.record_turn("S1", 3).unwrap();
         assert!(new);
         let k3 = s.remembered().unwrap();
-        assert_ne!(k3.tree, k.tree);
+        assert_ne!(k3.state.tree, k.state.tree);
         // An undo replaces the index and moves the refs: not remembered any more.
         std::fs::write(&a, "3").unwrap();
         s.undo("S1", 1, None, true).unwrap();
@@ -1370,8 +1628,8 @@ mod tests {
         let last = e.last().unwrap();
         assert_eq!(last.turn, 4);
         assert_eq!(
-            last.tree,
-            s.tree_now().unwrap().0,
+            last.state,
+            s.state_now().unwrap().0,
             "turn 4 names the files now"
         );
         // A forged memory (its commit is not the latest ref's) is not believed.
@@ -1381,6 +1639,68 @@ mod tests {
         )
         .unwrap();
         assert!(s.remembered().is_none());
+    }
+
+    /// A `chmod` in the same second as the checkpoint before it (git's index keeps change
+    /// times in seconds, so `diff-files` cannot see it) is still a change: the record of the
+    /// index names the file racy and its bits are read again.
+    #[test]
+    fn a_chmod_in_the_second_of_the_last_checkpoint_is_seen() {
+        use std::os::unix::fs::PermissionsExt;
+        let (ws, s) = store();
+        let a = ws.path().join("a.txt");
+        std::fs::write(&a, "1").unwrap();
+        std::fs::set_permissions(&a, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let (new, _) = s.record_turn("S1", 1).unwrap();
+        assert!(new);
+        assert!(s.tracked().unwrap().racy.contains(&b"a.txt".to_vec()));
+        std::fs::set_permissions(&a, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let (new, _) = s.record_turn("S1", 2).unwrap();
+        assert!(new, "the chmod made a new checkpoint");
+        let e = s.entries("S1").unwrap();
+        assert_eq!(e[0].state.tree, e[1].state.tree);
+        assert_ne!(e[0].state.modes, e[1].state.modes);
+        let changes = s.changes(&e[0].state, &e[1].state).unwrap();
+        assert_eq!(changes.len(), 1);
+        assert_eq!(
+            (changes[0].status, changes[0].bits),
+            ('P', Some((0o644, 0o600)))
+        );
+        // Equal records are one object: back to 644, the first record again.
+        std::fs::set_permissions(&a, std::fs::Permissions::from_mode(0o644)).unwrap();
+        s.record_turn("S1", 3).unwrap();
+        let e = s.entries("S1").unwrap();
+        assert_eq!(e[2].state.modes, e[0].state.modes);
+        // Undo of turn 3's change (644) goes back to 600, undo again to 644.
+        std::fs::set_permissions(&a, std::fs::Permissions::from_mode(0o640)).unwrap();
+        s.undo("S1", 1, None, true).unwrap();
+        let bits = || std::fs::metadata(&a).unwrap().permissions().mode() & 0o777;
+        assert_eq!(bits(), 0o644);
+        s.undo("S1", 1, None, true).unwrap();
+        assert_eq!(bits(), 0o600);
+    }
+
+    /// Without a record of the index (lost, or of another index), every file's bits are read.
+    #[test]
+    fn a_lost_record_of_the_index_reads_every_file() {
+        use std::os::unix::fs::PermissionsExt;
+        let (ws, s) = store();
+        for n in ["a", "b", "c"] {
+            std::fs::write(ws.path().join(n), n).unwrap();
+        }
+        s.record_turn("S1", 1).unwrap();
+        std::fs::remove_file(s.git.dir.join(TRACKED)).unwrap();
+        std::fs::set_permissions(ws.path().join("b"), std::fs::Permissions::from_mode(0o600))
+            .unwrap();
+        let (new, _) = s.record_turn("S1", 2).unwrap();
+        assert!(new);
+        let t = s.tracked().unwrap();
+        assert_eq!(t.modes.listed().collect::<Vec<_>>(), [&b"b"[..]]);
+        // A record that cannot be read is no record either.
+        std::fs::write(s.git.dir.join(TRACKED), b"tern-modes-state 1 x").unwrap();
+        assert!(s.tracked().is_none());
+        s.record_turn("S1", 3).unwrap();
+        assert_eq!(s.tracked().unwrap().modes.listed().count(), 1);
     }
 
     #[test]
@@ -1439,11 +1759,12 @@ mod tests {
             path: path.into(),
             blob: None,
             old_blob: None,
+            bits: None,
         };
         let r = |name: &str| Ref {
             name: name.into(),
             commit: String::new(),
-            tree: String::new(),
+            state: State::default(),
         };
         let standing = Standing {
             at: r("refs/tern/at"),

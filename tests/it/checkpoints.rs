@@ -345,6 +345,40 @@ fn a_big_file_is_left_out_and_said_so() {
     );
 }
 
+/// Issue 34: a file over the size limit is named once per session: not again at the next turn,
+/// nor by the next process that resumes the session, however it grows (its size is in the
+/// sentence, so it was said again every turn it grew and once per process).
+#[test]
+fn a_big_file_is_named_once_per_session() {
+    let ws = WireWs::new(
+        W,
+        vec![
+            bash(W, "c1", "echo more >> big.bin"),
+            text(W, "ok"),
+            bash(W, "c2", "echo more >> big.bin"),
+            text(W, "ok"),
+            bash(W, "c3", "echo more >> big.bin"),
+            text(W, "ok"),
+        ],
+    );
+    std::fs::File::create(ws.root().join("big.bin"))
+        .unwrap()
+        .set_len(20_000_000)
+        .unwrap();
+    ws.ok(&["exec", "one"]);
+    ws.ok(&["exec", "--continue", "two"]);
+    ws.ok(&["exec", "--continue", "three"]);
+    let said: Vec<String> = warnings(&ws.events())
+        .into_iter()
+        .filter(|m| m.contains("big.bin"))
+        .collect();
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert_eq!(
+        jsonl(&ws.path("checkpoint-notes.jsonl")),
+        [serde_json::json!({"over_limit": "big.bin"})]
+    );
+}
+
 fn dir_size(p: &Path) -> u64 {
     let mut n = 0;
     for e in std::fs::read_dir(p).unwrap().flatten() {
@@ -838,6 +872,91 @@ fn undo_and_redo_keep_a_private_file_private() {
     assert_eq!(mode(), 0o600, "redo widened a private file");
 }
 
+/// Issue 34: undo puts back the permission bits a turn changed, which git does not keep: a
+/// file made private (a `chmod` alone), one opened to all (`640` made `777`), and a private key
+/// replaced by a link come back exactly as they were; redo goes forth again; `tern diff` names
+/// a change of bits.
+#[test]
+fn undo_puts_back_the_permission_bits_a_turn_changed() {
+    use std::os::unix::fs::PermissionsExt;
+    let cmd = "chmod 600 notes.txt; chmod 777 shared.txt; rm key.pem; ln -s notes.txt key.pem";
+    let ws = WireWs::new(W, vec![bash(W, "c1", cmd), text(W, "ok")]);
+    let root = ws.root();
+    let set = |name: &str, body: &str, bits: u32| {
+        std::fs::write(root.join(name), body).unwrap();
+        std::fs::set_permissions(root.join(name), std::fs::Permissions::from_mode(bits)).unwrap();
+    };
+    set("notes.txt", "notes\n", 0o644);
+    set("shared.txt", "shared\n", 0o640);
+    set("key.pem", "KEY\n", 0o600);
+    let bits = |name: &str| {
+        std::fs::symlink_metadata(root.join(name))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    let is_link = |name: &str| {
+        std::fs::symlink_metadata(root.join(name))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    };
+    ws.ok(&["exec", "go"]);
+    assert_eq!((bits("notes.txt"), bits("shared.txt")), (0o600, 0o777));
+    assert!(is_link("key.pem"));
+    let diff = stdout(&ws.ok(&["diff"]));
+    assert!(
+        diff.contains("permissions of notes.txt: 0644 -> 0600"),
+        "{diff}"
+    );
+    let out = stdout(&ws.ok(&["undo"]));
+    assert!(out.contains("with their permission bits put back"), "{out}");
+    assert_eq!(bits("notes.txt"), 0o644, "{out}");
+    assert_eq!(bits("shared.txt"), 0o640, "{out}");
+    assert!(!is_link("key.pem"));
+    assert_eq!(
+        std::fs::read_to_string(root.join("key.pem")).unwrap(),
+        "KEY\n"
+    );
+    assert_eq!(
+        bits("key.pem"),
+        0o600,
+        "a private key came back readable: {out}"
+    );
+    ws.ok(&["redo"]);
+    assert_eq!((bits("notes.txt"), bits("shared.txt")), (0o600, 0o777));
+    assert!(is_link("key.pem"));
+}
+
+/// Issue 34: a turn that only ran `chmod` changed something: `tern checkpoints` counts the file,
+/// and undo puts its bits back (it said "nothing to undo" and left them).
+#[test]
+fn a_turn_that_only_ran_chmod_is_undone() {
+    use std::os::unix::fs::PermissionsExt;
+    let ws = WireWs::new(W, vec![bash(W, "c1", "chmod 600 notes.txt"), text(W, "ok")]);
+    let notes = ws.root().join("notes.txt");
+    std::fs::write(&notes, "notes\n").unwrap();
+    std::fs::set_permissions(&notes, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let bits = || std::fs::metadata(&notes).unwrap().permissions().mode() & 0o777;
+    ws.ok(&["exec", "go"]);
+    assert_eq!(bits(), 0o600);
+    let rows = stdout(&ws.ok(&["checkpoints"]));
+    let row = rows.lines().nth(1).unwrap_or_default();
+    assert_eq!(
+        row.split_whitespace().nth(2),
+        Some("1"),
+        "the chmod turn changed one file: {rows}"
+    );
+    let out = stdout(&ws.ok(&["undo"]));
+    assert!(
+        out.contains("1 with their permission bits put back"),
+        "{out}"
+    );
+    assert!(out.contains("P notes.txt"), "{out}");
+    assert_eq!(bits(), 0o644);
+}
+
 /// Found by a new user: a turn that replaced folder `d` by a symbolic link made git refuse
 /// `d/f` ("beyond a symbolic link") at every later checkpoint: undo, checkpoints and diff
 /// failed for good. The link is recorded, undo puts the folder back.
@@ -986,6 +1105,100 @@ fn a_killed_undo_is_finished_and_said_and_a_stale_index_lock_does_not_stop_redo(
         before,
         "the redo returned to before the undo: {said}"
     );
+}
+
+/// Issue 34: killed at every point of the store's writes while the turn after a `chmod` turn
+/// records it, and while the `chmod` turn is undone, the next `tern undo` ends with the bits as
+/// they were before the turn
+/// (a record of bits is written before the commit that names it, and a cut-short restore is
+/// finished with its record).
+#[test]
+fn a_kill_at_any_point_of_a_chmod_turn_or_its_undo_loses_no_bits() {
+    use std::os::unix::fs::PermissionsExt;
+    let make = || {
+        let ws = WireWs::new(
+            W,
+            vec![
+                bash(W, "c1", "chmod 600 notes.txt; chmod 755 run.txt"),
+                text(W, "done"),
+                bash(W, "c2", "true"),
+                text(W, "done"),
+            ],
+        );
+        for (name, bits) in [("notes.txt", 0o644), ("run.txt", 0o640)] {
+            std::fs::write(ws.root().join(name), "x\n").unwrap();
+            std::fs::set_permissions(ws.root().join(name), std::fs::Permissions::from_mode(bits))
+                .unwrap();
+        }
+        ws
+    };
+    let bits = |ws: &WireWs| {
+        ["notes.txt", "run.txt"].map(|n| {
+            std::fs::metadata(ws.root().join(n))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777
+        })
+    };
+    let points = |ws: &WireWs, args: &[&str]| {
+        // In the state folder: a file of the workspace would be the person's, to undo.
+        let log = ws.root().join(".tern/fault.log");
+        let _ = std::fs::remove_file(&log);
+        let mut cmd = ws.cmd(args);
+        cmd.env("TERN_FAULT_LOG", &log);
+        let out = crate::support::cli::output(cmd);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let lines = std::fs::read_to_string(&log).unwrap();
+        let found: Vec<u64> = lines
+            .lines()
+            .filter(|l| l.contains("/checkpoints/"))
+            .filter_map(|l| l.split(' ').next()?.parse().ok())
+            .collect();
+        assert!(!found.is_empty(), "{lines}");
+        found
+    };
+    let next = ["exec", "--continue", "again"];
+    let dry = make();
+    dry.ok(&["exec", "go"]);
+    let in_turn = points(&dry, &next);
+    let in_undo = points(&dry, &["undo"]);
+    assert_eq!(bits(&dry), [0o644, 0o640]);
+    for (phase, list) in [("next turn", in_turn), ("undo", in_undo)] {
+        for k in list {
+            let ws = make();
+            ws.ok(&["exec", "go"]);
+            assert_eq!(bits(&ws), [0o600, 0o755]);
+            let args: &[&str] = if phase == "undo" {
+                ws.ok(&next);
+                &["undo"]
+            } else {
+                &next
+            };
+            let mut cmd = ws.cmd(args);
+            cmd.env("TERN_FAULT_AT", k.to_string());
+            assert_eq!(
+                crate::support::cli::output(cmd).status.code(),
+                None,
+                "{phase}: killed at point {k}"
+            );
+            // Whatever turn 2 recorded, undoing turn 1 (the newest that changed anything, or
+            // the rest of a cut-short undo) puts the bits back.
+            let out = crate::support::cli::output(ws.cmd(&["undo"]));
+            assert_eq!(
+                bits(&ws),
+                [0o644, 0o640],
+                "{phase}: killed at point {k}; then undo said {}{}",
+                stdout(&out),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
 }
 
 /// Issue 30, item 1: the store is made the way a session is (built under `.tmp-git-*` and

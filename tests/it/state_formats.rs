@@ -158,7 +158,7 @@ impl Docs {
                         }
                     }
                 }
-                "turns.jsonl" => {
+                "turns.jsonl" | "checkpoint-notes.jsonl" => {
                     for (where_, t) in json_lines() {
                         problems.extend(check(self.shape(at), &t, &where_));
                     }
@@ -455,14 +455,16 @@ fn examples_match_the_documented_formats() {
     // fault-injection suite meets it); only sub-agents the next two (tests/it/agents.rs); an
     // inbox entry lives only between a steer and the next request (tests/it/steer.rs); only a
     // `--goal` writes goal.json (tests/it/hooks.rs checks it against its shape); only MCP
-    // servers write `mcp/` (tests/it/mcp.rs reads their logs and saved parts).
-    const CRASH_ONLY: [&str; 6] = [
+    // servers write `mcp/` (tests/it/mcp.rs reads their logs and saved parts); only a file over
+    // the checkpoint size limit writes checkpoint-notes.jsonl (tests/it/checkpoints.rs).
+    const CRASH_ONLY: [&str; 7] = [
         "archive/events-NNNN.jsonl",
         "report.md",
         "agents/*",
         "inbox/*.json",
         "goal.json",
         "mcp/*",
+        "checkpoint-notes.jsonl",
     ];
     for pattern in docs
         .files
