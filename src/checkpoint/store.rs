@@ -1653,7 +1653,7 @@ mod tests {
         std::fs::set_permissions(&a, std::fs::Permissions::from_mode(0o644)).unwrap();
         let (new, _) = s.record_turn("S1", 1).unwrap();
         assert!(new);
-        assert!(s.tracked().unwrap().racy.contains(&b"a.txt".to_vec()));
+        assert!(s.tracked().unwrap().racy.contains(b"a.txt".as_slice()));
         std::fs::set_permissions(&a, std::fs::Permissions::from_mode(0o600)).unwrap();
         let (new, _) = s.record_turn("S1", 2).unwrap();
         assert!(new, "the chmod made a new checkpoint");
