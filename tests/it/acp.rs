@@ -348,6 +348,68 @@ fn initialize_negotiates_the_version_and_states_capabilities() {
     assert!(fake.requests().is_empty());
 }
 
+/// Issue 34: the ACP registry's validation of an agent, as its public script does it (the logic
+/// re-stated, not its code): the agent's command started on a machine with nothing configured
+/// (an empty home, no key, no provider, only `PATH`), one `initialize` with the validator's
+/// client capabilities (fs, terminal, `_meta["terminal-auth"]`), the answer within the
+/// validator's time limit, every stdout line JSON-RPC, and an answer that lists
+/// `authMethods` (the failure the issue met: "No authMethods in response"), each with an id
+/// and a name, a terminal one with its arguments; then stdin closes and the agent exits 0.
+#[test]
+fn the_acp_registry_validation_passes_on_a_machine_with_nothing_configured() {
+    let root = tempfile::tempdir().unwrap();
+    let (home, work) = (root.path().join("home"), root.path().join("ws"));
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&work).unwrap();
+    let mut cmd = Command::new(crate::support::cli::TERN);
+    cmd.arg("acp")
+        .current_dir(&work)
+        .env_clear()
+        .env("HOME", &home)
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin");
+    let started = Instant::now();
+    let mut a = Agent::start(cmd);
+    a.send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": 1,
+            "clientCapabilities": {
+                "fs": {"readTextFile": true, "writeTextFile": true},
+                "terminal": true,
+                "_meta": {"terminal-auth": true}
+            },
+            "clientInfo": {"name": "acp-registry-validator", "version": "1.0.0"}
+        }}),
+    );
+    let r = a.recv(WAIT).expect("an answer to initialize");
+    assert!(started.elapsed() < WAIT);
+    assert_eq!(r["id"], 0, "{r}");
+    let result = &r["result"];
+    assert!(result["protocolVersion"].is_u64(), "{r}");
+    assert!(result["agentCapabilities"].is_object(), "{r}");
+    let methods = result["authMethods"].as_array().expect("authMethods");
+    assert!(!methods.is_empty(), "No authMethods in response: {r}");
+    for m in methods {
+        assert!(m["id"].as_str().is_some_and(|s| !s.is_empty()), "{m}");
+        assert!(m["name"].as_str().is_some_and(|s| !s.is_empty()), "{m}");
+        if m["type"] == "terminal" {
+            assert!(
+                m["args"]
+                    .as_array()
+                    .is_some_and(|a| a.iter().all(Value::is_string)),
+                "{m}"
+            );
+        }
+    }
+    assert_eq!(result["agentInfo"]["name"], "tern");
+    assert!(result["agentInfo"]["version"].is_string(), "{r}");
+    // Nothing was written in the empty home by answering.
+    assert!(
+        std::fs::read_dir(&home).unwrap().next().is_none(),
+        "initialize wrote to the home folder"
+    );
+    a.finish();
+}
+
 #[test]
 fn bad_input_gets_standard_errors_and_the_connection_lives_on() {
     let ws = Ws::new();
