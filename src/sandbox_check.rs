@@ -703,6 +703,7 @@ impl Ctx<'_> {
             sandbox: Some(&prepared),
             jail,
             mcp: None,
+            streams: false,
         };
         let out = match bash::run(&req, &cancel) {
             Ok(o) => o,

@@ -26,6 +26,7 @@ pub(super) fn drain_child(args: &[String]) -> R<()> {
         sandbox: None,
         jail: None,
         mcp: None,
+        streams: false,
     };
     let t = Instant::now();
     let out = tern::tools::bash::run(&req, &cancel)?;
@@ -86,6 +87,7 @@ pub(super) fn overhead_child(args: &[String]) -> R<()> {
         sandbox: None,
         jail: None,
         mcp: None,
+        streams: false,
     };
     let (mut tool, mut plain) = (Vec::new(), Vec::new());
     for _ in 0..OVERHEAD_CALLS {

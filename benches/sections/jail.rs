@@ -138,6 +138,7 @@ fn calls_and_start() -> R<String> {
             sandbox: sb,
             jail: j,
             mcp: None,
+            streams: false,
         };
         let out = tern::tools::bash::run(&req, &cancel)?;
         if out.exit_code != Some(0) {

@@ -63,6 +63,7 @@ pub(super) fn sandbox_child(args: &[String]) -> R<()> {
             sandbox: sb,
             jail: None,
             mcp: None,
+            streams: false,
         };
         let out = tern::tools::bash::run(&req, &cancel)?;
         if out.exit_code != Some(0) {

@@ -50,6 +50,8 @@ pub struct Request<'a> {
     pub timeout: Duration,
     /// Stops it (Ctrl-C, a budget, the parent's cancel).
     pub cancel: &'a CancelToken,
+    /// Its stdout and stderr wanted apart ([`bash::BashRequest::streams`]).
+    pub streams: bool,
 }
 
 /// What tern noticed about a command it ran in the jail: what the copy-back of git's data
@@ -336,6 +338,7 @@ impl Commands {
             sandbox: Some(&prepared),
             jail: jail.as_deref(),
             mcp,
+            streams: req.streams,
         };
         let watched = self.watched_folders();
         self.ran = true;
@@ -474,6 +477,8 @@ impl Commands {
             sandbox: Some(&prepared),
             jail: Some(&jail),
             mcp: None,
+            // `run_split` reads them apart itself.
+            streams: false,
         };
         self.ran = true;
         let split = bash::run_split(

@@ -645,6 +645,7 @@ impl Runtime {
             is_error: status != Ending::Completed,
             interrupted: false,
             bash: None,
+            streams: None,
             duration_ms: 0,
         }
     }

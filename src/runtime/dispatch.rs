@@ -21,6 +21,8 @@ pub(super) struct ToolResult {
     pub interrupted: bool,
     /// The process facts of a bash call, for the `tool_result` event.
     pub bash: Option<BashFacts>,
+    /// A bash call's stdout and stderr apart, when a PostToolUse hook reads them.
+    pub streams: Option<Box<bash::Streams>>,
     /// Wall time of the call.
     pub duration_ms: u64,
 }
@@ -53,6 +55,7 @@ impl From<Result<String, ToolError>> for ToolResult {
             is_error,
             interrupted,
             bash: None,
+            streams: None,
             duration_ms: 0,
         }
     }
@@ -126,6 +129,7 @@ impl Runtime {
                 result.is_error,
                 exit,
                 result.interrupted,
+                result.streams.take(),
                 ui,
             );
         }
@@ -271,6 +275,7 @@ impl Runtime {
             command,
             timeout,
             cancel: &cancel,
+            streams: self.hooks_read_streams(),
         };
         let ran = {
             let (commands, mut site) = self.site();
@@ -314,6 +319,7 @@ impl Runtime {
                 output_bytes: out.output_bytes,
                 spill: out.spill_path.as_ref().map(|p| p.display().to_string()),
             }),
+            streams: out.streams,
             content,
             duration_ms: 0,
         }

@@ -208,9 +208,22 @@ impl Runtime {
         PreTool::Run(v.updated_input.filter(Value::is_object))
     }
 
+    /// Whether a PostToolUse hook reads bash calls (then their stdout and stderr are read
+    /// apart, for its `tool_response`).
+    pub(crate) fn hooks_read_streams(&self) -> bool {
+        !self
+            .hook_state
+            .hooks
+            .matching(HookEvent::PostToolUse, Some(tool_name("bash")))
+            .is_empty()
+    }
+
     /// After a tool call ran, before its result is stored: what the hooks add (exit 2's stderr,
     /// `decision: block`'s reason, `additionalContext`) is appended to the result the model
-    /// reads.
+    /// reads. A bash call's `tool_response` is Claude Code's: `stdout` and `stderr` apart
+    /// (`streams`, read so because a hook is there), `interrupted`, `isImage`; tern adds
+    /// `exit_code` and `output` (what the model read: both streams, shaped).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn hook_post_tool(
         &mut self,
         call: &ToolCall,
@@ -218,6 +231,7 @@ impl Runtime {
         is_error: bool,
         exit_code: Option<i32>,
         interrupted: bool,
+        streams: Option<Box<crate::tools::bash::Streams>>,
         ui: &mut dyn Surface,
     ) {
         let pre = std::mem::take(&mut self.hook_state.pre_context);
@@ -230,8 +244,16 @@ impl Runtime {
         }
         let name = tool_name(&call.name).to_string();
         let response = if call.name == "bash" {
-            json!({"stdout": content.as_str(), "stderr": "", "interrupted": interrupted,
-                   "isImage": false, "exit_code": exit_code})
+            // Without streams (a refused call, or no output read): what the model read.
+            let s = streams.map_or_else(
+                || crate::tools::bash::Streams {
+                    stdout: content.clone(),
+                    stderr: String::new(),
+                },
+                |s| *s,
+            );
+            json!({"stdout": s.stdout, "stderr": s.stderr, "interrupted": interrupted,
+                   "isImage": false, "exit_code": exit_code, "output": content.as_str()})
         } else {
             json!({"content": content.as_str(), "is_error": is_error})
         };

@@ -3,7 +3,9 @@
 //! Each call gets its own session and process group (`setsid`), so it has no controlling terminal
 //! (editors, pagers and password prompts fail fast instead of hanging) and the whole tree can be
 //! signalled at once. stdin is /dev/null (case C02); stdout and stderr share one pipe so they
-//! interleave in order. One thread polls the pipe in short slices: the call ends when the shell
+//! interleave in the order written, unless the request asks for them apart ([`BashRequest::
+//! streams`]: a PostToolUse hook reads them so): then each has its pipe, and the model reads
+//! them in the order they arrive. One thread polls the pipe(s) in short slices: the call ends when the shell
 //! exits, after a short drain grace even if a background child still holds the pipe (case C01);
 //! a timeout or a cancel sends SIGTERM to the group, then SIGKILL after a grace (case C03).
 //! Output goes through [`Shaper`] (cases C04–C08).
@@ -387,7 +389,25 @@ pub struct BashRequest<'a> {
     /// The session's MCP channel ([`crate::mcp::channel`]): the command gets it at
     /// descriptor [`crate::mcp::channel::FD`]. `None`: no server is configured.
     pub mcp: Option<std::os::fd::RawFd>,
+    /// stdout and stderr read apart too ([`BashOutcome::streams`]), each from its own pipe:
+    /// what the model reads is then in the order the bytes arrive, which for a program that
+    /// writes both at once may differ from the order written (one shared pipe keeps that
+    /// order, which is why this is asked for only when something reads the streams apart).
+    pub streams: bool,
 }
+
+/// A command's stdout and stderr apart (Claude Code's `tool_response` for Bash), each as text
+/// (lossy UTF-8), at most [`STREAM_BYTES`] bytes kept (the head; a line says what was cut).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Streams {
+    /// What the command wrote to stdout.
+    pub stdout: String,
+    /// What it wrote to stderr.
+    pub stderr: String,
+}
+
+/// Bytes of each stream [`Streams`] keeps.
+pub const STREAM_BYTES: usize = RAW_MEMORY_BYTES;
 
 /// The result of one command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -411,8 +431,11 @@ pub struct BashOutcome {
     pub duration: Duration,
     /// File holding the full raw output when the content left part of it out.
     pub spill_path: Option<PathBuf>,
-    /// Raw bytes read from the output pipe.
+    /// Raw bytes read from the output pipe(s).
     pub output_bytes: u64,
+    /// stdout and stderr apart, when the request asked for them (boxed: most calls have
+    /// none).
+    pub streams: Option<Box<Streams>>,
 }
 
 /// Runs `req.command` with `bash -c` and waits for the shell (see the module docs). `cancel` is
@@ -425,9 +448,20 @@ pub fn run(req: &BashRequest<'_>, cancel: &CancelToken) -> Result<BashOutcome, S
     let start = Instant::now();
     let (reader, writer) =
         io::pipe().map_err(|e| format!("could not create the output pipe: {e}"))?;
-    let writer2 = writer
-        .try_clone()
-        .map_err(|e| format!("could not create the output pipe: {e}"))?;
+    // stderr: the same pipe (the order written kept), or one of its own.
+    let (err_reader, writer2) = if req.streams {
+        let (r, w) = io::pipe().map_err(|e| format!("could not create the stderr pipe: {e}"))?;
+        (Some(r), w)
+    } else {
+        let w = writer
+            .try_clone()
+            .map_err(|e| format!("could not create the output pipe: {e}"))?;
+        (None, w)
+    };
+    let readers = Readers {
+        out: reader,
+        err: err_reader,
+    };
 
     let env = command_env(req);
     if let Some(jail) = req.jail {
@@ -452,7 +486,7 @@ pub fn run(req: &BashRequest<'_>, cancel: &CancelToken) -> Result<BashOutcome, S
         drop(writer);
         drop(writer2);
         let child = spawned.map_err(|e| format!("could not start bash in the jail: {e}"))?;
-        return finish(req, cancel, start, reader, Proc::Jailed(child));
+        return finish(req, cancel, start, readers, Proc::Jailed(child));
     }
     let mut cmd = Command::new("bash");
     cmd.arg("-c")
@@ -489,7 +523,43 @@ pub fn run(req: &BashRequest<'_>, cancel: &CancelToken) -> Result<BashOutcome, S
     drop(cmd);
     let child =
         spawned.map_err(|e| format!("could not start bash in {}: {e}", req.cwd.display()))?;
-    finish(req, cancel, start, reader, Proc::Local(child))
+    finish(req, cancel, start, readers, Proc::Local(child))
+}
+
+/// The read ends of a command's output: one shared pipe, or stdout's and stderr's apart.
+struct Readers {
+    out: io::PipeReader,
+    err: Option<io::PipeReader>,
+}
+
+/// The bytes of each stream kept for [`Streams`], and whether any was cut.
+#[derive(Default)]
+struct Kept {
+    bytes: [Vec<u8>; 2],
+    cut: [bool; 2],
+}
+
+impl Kept {
+    fn push(&mut self, stream: usize, data: &[u8]) {
+        let into = &mut self.bytes[stream];
+        let room = STREAM_BYTES.saturating_sub(into.len());
+        into.extend_from_slice(&data[..data.len().min(room)]);
+        self.cut[stream] |= data.len() > room;
+    }
+
+    fn streams(self) -> Streams {
+        let text = |i: usize| {
+            let mut t = String::from_utf8_lossy(&self.bytes[i]).into_owned();
+            if self.cut[i] {
+                t.push_str(&format!("\n[cut at {STREAM_BYTES} bytes]"));
+            }
+            t
+        };
+        Streams {
+            stdout: text(0),
+            stderr: text(1),
+        }
+    }
 }
 
 /// Reads the output of the started `proc` and waits for it (see [`run`]).
@@ -497,7 +567,7 @@ fn finish(
     req: &BashRequest<'_>,
     cancel: &CancelToken,
     start: Instant,
-    mut reader: io::PipeReader,
+    readers: Readers,
     mut proc: Proc<'_>,
 ) -> Result<BashOutcome, String> {
     let mut shaper = Shaper::new(
@@ -510,20 +580,41 @@ fn finish(
         },
     );
     let mut buf = vec![0u8; READ_CHUNK_BYTES];
-    let fd = reader.as_raw_fd();
-    // The output streams into the shaper as it comes; the supervisor decides the rest.
-    let mut pump = |wait: Duration| match wait_readable(fd, wait) {
-        Ok(true) => match reader.read(&mut buf) {
-            Ok(0) => false,
-            Ok(n) => {
-                shaper.push(&buf[..n]);
-                true
+    let split = readers.err.is_some();
+    let mut pipes: Vec<(io::PipeReader, bool)> = std::iter::once(readers.out)
+        .chain(readers.err)
+        .map(|r| (r, true))
+        .collect();
+    let mut kept = Kept::default();
+    // The output streams into the shaper as it comes (from either pipe, as it arrives); the
+    // supervisor decides the rest.
+    let mut pump = |wait: Duration| {
+        let fds: Vec<RawFd> = pipes
+            .iter()
+            .map(|(r, open)| if *open { r.as_raw_fd() } else { -1 })
+            .collect();
+        match wait_readable_any(&fds, wait) {
+            Ok(ready) => {
+                for (i, (r, open)) in pipes.iter_mut().enumerate() {
+                    if !ready.get(i).copied().unwrap_or(false) {
+                        continue;
+                    }
+                    match r.read(&mut buf) {
+                        Ok(0) => *open = false,
+                        Ok(n) => {
+                            shaper.push(&buf[..n]);
+                            if split {
+                                kept.push(i, &buf[..n]);
+                            }
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(_) => *open = false,
+                    }
+                }
             }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => true,
-            Err(_) => false,
-        },
-        Ok(false) => true,
-        Err(_) => false,
+            Err(_) => pipes.iter_mut().for_each(|(_, open)| *open = false),
+        }
+        pipes.iter().any(|(_, open)| *open)
     };
     let limits = crate::child::Limits {
         timeout: Some(req.timeout),
@@ -581,6 +672,7 @@ fn finish(
         duration: start.elapsed(),
         spill_path: shaped.spill_path,
         output_bytes: shaped.raw_bytes,
+        streams: split.then(|| Box::new(kept.streams())),
     })
 }
 
@@ -786,6 +878,32 @@ pub fn kill_orphans(session_dir: &Path) -> usize {
 
 /// Waits up to `timeout` for the pipe to be readable (data, EOF or error); false on timeout or
 /// when a signal interrupted the wait.
+/// Waits up to `timeout` for any of `fds` (-1: skipped) to be readable (or closed); returns
+/// which are. Interrupted: none.
+fn wait_readable_any(fds: &[RawFd], timeout: Duration) -> io::Result<Vec<bool>> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: `pfds` is a valid array of `pfds.len()` pollfds for the duration of the call
+    // (poll ignores entries whose fd is negative).
+    let r = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok(vec![false; fds.len()])
+        } else {
+            Err(e)
+        };
+    }
+    Ok(pfds.iter().map(|p| p.fd >= 0 && p.revents != 0).collect())
+}
+
 fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
     let mut pfd = libc::pollfd {
         fd,

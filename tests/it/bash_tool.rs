@@ -61,6 +61,7 @@ impl Env {
             sandbox: None,
             jail: None,
             mcp: None,
+            streams: false,
         };
         bash::run(&req, cancel).expect("bash starts")
     }
@@ -448,6 +449,57 @@ fn stdout_and_stderr_interleave_in_order() {
     assert_eq!(out.content, format!("{want}[exit 0]"));
 }
 
+/// Asked for (a PostToolUse hook reads them), stdout and stderr come apart too, each bounded;
+/// the model's text still holds both.
+#[test]
+fn stdout_and_stderr_apart_when_asked() {
+    let env = Env::new();
+    let (cwd, spill) = (env.cwd(), env.spill_dir());
+    let run = |command: &str| {
+        let req = BashRequest {
+            command,
+            timeout: Duration::from_secs(30),
+            cwd: &cwd,
+            env: &[],
+            env_remove: &[],
+            pass_env: &[],
+            spill_dir: &spill,
+            groups: &ProcessGroups::new(),
+            sandbox: None,
+            jail: None,
+            mcp: None,
+            streams: true,
+        };
+        bash::run(&req, &CancelToken::new()).expect("bash starts")
+    };
+    let out = run("for i in 1 2 3; do echo out$i; echo err$i >&2; done; exit 4");
+    let s = out.streams.expect("streams");
+    assert_eq!(s.stdout, "out1\nout2\nout3\n");
+    assert_eq!(s.stderr, "err1\nerr2\nerr3\n");
+    assert_eq!(out.exit_code, Some(4));
+    let mut lines: Vec<&str> = out.content.lines().collect();
+    assert_eq!(lines.pop(), Some("[exit 4]"));
+    lines.sort_unstable();
+    assert_eq!(lines, ["err1", "err2", "err3", "out1", "out2", "out3"]);
+    // Each stream is kept up to its bound, and says it was cut.
+    let out = run("head -c 200000 /dev/zero | tr '\\0' a; echo; echo small >&2");
+    let s = out.streams.expect("streams");
+    assert!(
+        s.stdout.starts_with(&"a".repeat(1000)),
+        "{}",
+        &s.stdout[..50]
+    );
+    assert!(
+        s.stdout
+            .ends_with(&format!("\n[cut at {} bytes]", bash::STREAM_BYTES)),
+        "{}",
+        &s.stdout[s.stdout.len() - 60..]
+    );
+    assert_eq!(s.stderr, "small\n");
+    // Not asked for: none.
+    assert!(env.run("echo x", 30).streams.is_none());
+}
+
 #[test]
 fn environment_added_fixed_and_removed() {
     let env = Env::new();
@@ -573,6 +625,7 @@ fn runs_in_cwd_and_reports_spawn_errors() {
         sandbox: None,
         jail: None,
         mcp: None,
+        streams: false,
     };
     let err = bash::run(&req, &CancelToken::new()).unwrap_err();
     assert!(err.contains("could not start bash"), "{err}");

@@ -72,9 +72,12 @@ fn a_pre_tool_use_exit_2_keeps_the_command_from_running_and_the_model_reads_stde
     assert_eq!(h[0]["exit_code"], 2);
 }
 
+/// Issue 34: `tool_response` carries stdout and stderr apart, as Claude Code's does (tern's
+/// `exit_code` and `output`, what the model read, besides).
 #[test]
 fn a_post_tool_use_hook_receives_bash_the_command_and_the_response() {
-    let ws = WireWs::new(W, vec![bash(W, "c1", "echo hello-out"), text(W, "done")]);
+    let cmd = "echo hello-out; echo hello-err >&2; echo more-out";
+    let ws = WireWs::new(W, vec![bash(W, "c1", cmd), text(W, "done")]);
     user_hooks(
         &ws,
         one(
@@ -86,13 +89,20 @@ fn a_post_tool_use_hook_receives_bash_the_command_and_the_response() {
     ws.ok(&["exec", "go"]);
     let input = read_json(&ws.root().join("post.json"));
     assert_eq!(input["tool_name"], "Bash");
-    assert_eq!(input["tool_input"]["command"], "echo hello-out");
+    assert_eq!(input["tool_input"]["command"], cmd);
     let resp = &input["tool_response"];
+    assert_eq!(resp["stdout"], "hello-out\nmore-out\n", "{resp}");
+    assert_eq!(resp["stderr"], "hello-err\n", "{resp}");
+    assert_eq!(resp["interrupted"], false);
+    assert_eq!(resp["isImage"], false);
+    assert_eq!(resp["exit_code"], 0);
+    let output = resp["output"].as_str().unwrap();
     assert!(
-        resp["stdout"].as_str().unwrap().contains("hello-out"),
+        ["hello-out", "hello-err", "more-out", "[exit 0]"]
+            .iter()
+            .all(|w| output.contains(w)),
         "{resp}"
     );
-    assert_eq!(resp["exit_code"], 0);
     // Its context went into the tool result (the newest message), never the system prompt.
     let reqs = ws.fake.requests();
     let msgs = messages(&reqs[1]);

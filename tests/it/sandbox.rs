@@ -125,6 +125,7 @@ impl World {
             sandbox: prepared,
             jail: None,
             mcp: None,
+            streams: false,
         };
         bash::run(&req, &tern::cancel::CancelToken::new()).expect("bash starts")
     }
