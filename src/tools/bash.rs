@@ -589,14 +589,17 @@ fn finish(
     // The output streams into the shaper as it comes (from either pipe, as it arrives); the
     // supervisor decides the rest.
     let mut pump = |wait: Duration| {
-        let fds: Vec<RawFd> = pipes
-            .iter()
-            .map(|(r, open)| if *open { r.as_raw_fd() } else { -1 })
-            .collect();
-        match wait_readable_any(&fds, wait) {
+        // No allocation per slice: the drain of a big output runs this for every read.
+        let mut fds: [RawFd; 2] = [-1, -1];
+        for (fd, (r, open)) in fds.iter_mut().zip(&pipes) {
+            if *open {
+                *fd = r.as_raw_fd();
+            }
+        }
+        match wait_readable_any(fds, wait) {
             Ok(ready) => {
                 for (i, (r, open)) in pipes.iter_mut().enumerate() {
-                    if !ready.get(i).copied().unwrap_or(false) {
+                    if !ready[i] {
                         continue;
                     }
                     match r.read(&mut buf) {
@@ -878,30 +881,27 @@ pub fn kill_orphans(session_dir: &Path) -> usize {
 
 /// Waits up to `timeout` for the pipe to be readable (data, EOF or error); false on timeout or
 /// when a signal interrupted the wait.
-/// Waits up to `timeout` for any of `fds` (-1: skipped) to be readable (or closed); returns
-/// which are. Interrupted: none.
-fn wait_readable_any(fds: &[RawFd], timeout: Duration) -> io::Result<Vec<bool>> {
-    let mut pfds: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|&fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
+/// Waits up to `timeout` for either of `fds` (-1: none) to be readable (or closed); returns
+/// which are. Interrupted: neither.
+fn wait_readable_any(fds: [RawFd; 2], timeout: Duration) -> io::Result<[bool; 2]> {
+    let mut pfds = fds.map(|fd| libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    });
     let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-    // SAFETY: `pfds` is a valid array of `pfds.len()` pollfds for the duration of the call
-    // (poll ignores entries whose fd is negative).
-    let r = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
+    // SAFETY: `pfds` is a valid array of 2 pollfds for the duration of the call (poll ignores
+    // an entry whose fd is negative).
+    let r = unsafe { libc::poll(pfds.as_mut_ptr(), 2, ms) };
     if r < 0 {
         let e = io::Error::last_os_error();
         return if e.kind() == io::ErrorKind::Interrupted {
-            Ok(vec![false; fds.len()])
+            Ok([false; 2])
         } else {
             Err(e)
         };
     }
-    Ok(pfds.iter().map(|p| p.fd >= 0 && p.revents != 0).collect())
+    Ok(pfds.map(|p| p.fd >= 0 && p.revents != 0))
 }
 
 fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
