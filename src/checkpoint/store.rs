@@ -275,10 +275,20 @@ impl Store {
     /// are read.
     fn snapshot_since(&self, index_tree: Option<&str>) -> io::Result<(State, Vec<Note>)> {
         self.sync_excludes()?;
-        let untracked = self
-            .git
-            .run(&["ls-files", "-z", "-o", "--exclude-standard"], None)?;
-        let dirty = self.git.run(&["diff-files", "-z", "--name-only"], None)?;
+        // The two listings at once: a turn waits for the slower, not for both.
+        let (untracked, dirty) = std::thread::scope(|s| {
+            let dirty = s.spawn(|| self.git.run(&["diff-files", "-z", "--name-only"], None));
+            let untracked = self
+                .git
+                .run(&["ls-files", "-z", "-o", "--exclude-standard"], None);
+            (
+                untracked,
+                dirty.join().unwrap_or_else(|_| {
+                    Err(super::git::GitError("git diff-files: no answer".into()))
+                }),
+            )
+        });
+        let (untracked, dirty) = (untracked?, dirty?);
         let (mut modes, before, reread) = match self.tracked() {
             Some(t) => {
                 let before = (t.modes.clone(), t.record);

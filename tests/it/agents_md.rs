@@ -131,3 +131,38 @@ fn without_instruction_files_the_prompt_is_what_it_was() {
     let status = ok_in(&ws, &ws.root().join("x/y"), &["status"]);
     assert!(!status.contains("Instructions:"));
 }
+
+/// Issue 34: Codex's global `AGENTS.override.md` replaces the global file, a folder with only
+/// `CLAUDE.md` gives it (a Claude Code project works the first time), and `tern status` names
+/// the files read.
+#[test]
+fn the_global_override_and_a_claude_md_are_read_and_named_by_status() {
+    let wire = Wire::OpenAi;
+    let ws = WireWs::new(wire, vec![text(wire, "a")]);
+    let root = ws.root().to_path_buf();
+    let config = ws.ws.home().join(".config/tern");
+    write(&config.join("AGENTS.md"), "Global: not this one.");
+    write(
+        &config.join("AGENTS.override.md"),
+        "Global override: be terse.",
+    );
+    write(&root.join("CLAUDE.md"), "Claude: run cargo test.");
+    ok_in(&ws, &root, &["exec", "hi"]);
+    let sys = system_of(&ws.bodies()[0]);
+    assert!(
+        sys.contains("<project_instructions source=\"~/.config/tern/AGENTS.override.md\">\nGlobal override: be terse."),
+        "{sys}"
+    );
+    assert!(!sys.contains("Global: not this one."), "{sys}");
+    assert!(
+        sys.contains("<project_instructions source=\"CLAUDE.md\">\nClaude: run cargo test."),
+        "{sys}"
+    );
+    let status = ok_in(&ws, &root, &["status"]);
+    assert!(
+        status.contains(
+            "Instructions: ~/.config/tern/AGENTS.override.md, CLAUDE.md (read at session start"
+        ),
+        "{status}"
+    );
+}
