@@ -4,8 +4,9 @@
 //! - **Checkpoints**: before the first command of each turn (a bash call, or a sub-agent that may
 //!   run some), the workspace's files are recorded in a shadow git repository in the state folder
 //!   ([`store`], run hermetically by [`git`]): `.gitignore` and `.ternignore` honoured, files over
-//!   [`Limits::max_file_bytes`] left out (said once), links stored as links, the state folder
-//!   excluded; a size budget prunes the oldest. A turn without a command costs nothing.
+//!   [`Limits::max_file_bytes`] left out (said once per session, [`NOTED`]), links stored as
+//!   links, the state folder excluded, the files' permission bits recorded beside ([`modes`]);
+//!   a size budget prunes the oldest. A turn without a command costs nothing.
 //! - **Undo / redo / diff / checkpoints**: the verbs of the op table, on those records.
 //! - **Forks**: `turns.jsonl` ([`turns`]) says where each turn began, so [`fork`] makes a new
 //!   session whose history, system prompt bytes, plan and ledger are the original's at the end of

@@ -118,13 +118,23 @@ impl Modes {
             let sp = item.iter().position(|b| *b == b' ')?;
             let bits = octal(std::str::from_utf8(&item[..sp]).ok()?)?;
             let path = &item[sp + 1..];
-            if path.is_empty() {
+            if !plain_path(path) {
                 return None;
             }
             m.listed.insert(path.to_vec(), bits);
         }
         Some(m)
     }
+}
+
+/// A workspace-relative path as git lists it: not empty, not absolute, no empty, `.` or `..`
+/// part. A record naming anything else is no record (a restore sets the bits of the files it
+/// names: never of a file outside the workspace).
+pub fn plain_path(path: &[u8]) -> bool {
+    !path.is_empty()
+        && path
+            .split(|b| *b == b'/')
+            .all(|part| !part.is_empty() && part != b"." && part != b"..")
 }
 
 /// Bits from octal text (at most [`BITS`]).
@@ -235,6 +245,9 @@ impl Tracked {
             if p.is_empty() {
                 break;
             }
+            if !plain_path(p) {
+                return None;
+            }
             racy.insert(p.to_vec());
         }
         Some(Tracked {
@@ -296,6 +309,11 @@ mod tests {
             b"tern-modes 1 644 755\n1000 f\0",
             b"tern-modes 1 644 755\n600 \0",
             b"tern-modes 1 644 755\nf\0",
+            b"tern-modes 1 644 755\n600 /etc/passwd\0",
+            b"tern-modes 1 644 755\n600 ../out\0",
+            b"tern-modes 1 644 755\n600 a/../../out\0",
+            b"tern-modes 1 644 755\n600 a//b\0",
+            b"tern-modes 1 644 755\n600 ./a\0",
         ] {
             assert_eq!(Modes::decode(bad), None, "{}", String::from_utf8_lossy(bad));
         }
@@ -367,6 +385,7 @@ mod tests {
             b"tern-modes-state 1 s\n\0tern-modes 1 644 755\n",
             b"other 1 s b\n\0tern-modes 1 644 755\n",
             b"tern-modes-state 1 s b\na\0",
+            b"tern-modes-state 1 s b\n/etc/passwd\0\0tern-modes 1 644 755\n",
         ] {
             assert_eq!(
                 Tracked::decode(bad),

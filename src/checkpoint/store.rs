@@ -299,7 +299,12 @@ impl Store {
                 let fresh = self
                     .tracked_any()
                     .map_or_else(|| Modes::new(modes::umask()), |t| t.modes.cleared());
-                let all = self.git.run(&["ls-files", "-z"], None)?;
+                // No index yet (a new store): nothing tracked, no git asked.
+                let all = if self.git.dir.join("index").exists() {
+                    self.git.run(&["ls-files", "-z"], None)?
+                } else {
+                    Vec::new()
+                };
                 let reread: Vec<Vec<u8>> = split_z(&all).map(<[u8]>::to_vec).collect();
                 (fresh, None, reread)
             }
@@ -1520,11 +1525,12 @@ pub fn free_space(path: &Path) -> Option<u64> {
 }
 
 /// The permission bits of each of `paths` (workspace-relative) under `work` that is a regular
-/// file now.
+/// file now, reached through no link (a restore sets bits only inside the workspace).
 fn current_modes(work: &Path, paths: &[Vec<u8>]) -> Vec<(Vec<u8>, u32)> {
     use std::os::unix::fs::PermissionsExt;
     paths
         .iter()
+        .filter(|p| modes::plain_path(p) && !beyond_link(work, p))
         .filter_map(|p| {
             let m = std::fs::symlink_metadata(super::git::join(work, p)).ok()?;
             m.is_file()

@@ -1182,10 +1182,13 @@ fn a_kill_at_any_point_of_a_chmod_turn_or_its_undo_loses_no_bits() {
             };
             let mut cmd = ws.cmd(args);
             cmd.env("TERN_FAULT_AT", k.to_string());
-            assert_eq!(
-                crate::support::cli::output(cmd).status.code(),
-                None,
-                "{phase}: killed at point {k}"
+            // Killed there, or (the record of the index is rewritten only when it changed, and
+            // which files are read again depends on the second they changed in) that run had
+            // fewer points and ended well.
+            let code = crate::support::cli::output(cmd).status.code();
+            assert!(
+                matches!(code, None | Some(0)),
+                "{phase}: point {k}: exit {code:?}"
             );
             // Whatever turn 2 recorded, undoing turn 1 (the newest that changed anything, or
             // the rest of a cut-short undo) puts the bits back.
