@@ -1696,6 +1696,30 @@ mod tests {
         assert_eq!(bits(), 0o600);
     }
 
+    /// Names git quotes or cannot show as text (a newline, a space, bytes that are not UTF-8)
+    /// keep their bits through an undo.
+    #[test]
+    fn odd_names_keep_their_bits() {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::fs::PermissionsExt;
+        let (ws, s) = store();
+        let names: [&[u8]; 3] = [b"new\nline", b"with space", b"caf\xe9"];
+        let path = |n: &[u8]| ws.path().join(std::ffi::OsStr::from_bytes(n));
+        for n in names {
+            std::fs::write(path(n), "x").unwrap();
+            std::fs::set_permissions(path(n), std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        s.record_turn("S1", 1).unwrap();
+        for n in names {
+            std::fs::set_permissions(path(n), std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
+        s.undo("S1", 1, None, true).unwrap();
+        for n in names {
+            let bits = std::fs::metadata(path(n)).unwrap().permissions().mode() & 0o777;
+            assert_eq!(bits, 0o600, "{}", String::from_utf8_lossy(n));
+        }
+    }
+
     /// Without a record of the index (lost, or of another index), every file's bits are read.
     #[test]
     fn a_lost_record_of_the_index_reads_every_file() {
