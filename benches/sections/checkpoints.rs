@@ -442,8 +442,7 @@ pub(super) fn bench_checkpoints() -> R<(String, String)> {
 /// The whole section run side by side with the build before permission bits (f3839d8), by hand
 /// (two builds cannot run in one bench): `--checkpoints-only` of each, alternating, two runs
 /// each, 2026-12-04.
-const CHECKPOINT_BITS_SIDE_BY_SIDE: &str = "
-The whole section, this build and f3839d8 (the commit before), alternating, two runs each
+const CHECKPOINT_BITS_SIDE_BY_SIDE: &str = "The whole section, this build and f3839d8 (the commit before), alternating, two runs each
 (2026-12-04; medians of each run; this shared 2-core machine moves ±20 % between runs):
 
 | measure | before (wall; CPU) | now (wall; CPU) | now / before, wall · CPU |
@@ -457,5 +456,6 @@ The whole section, this build and f3839d8 (the commit before), alternating, two 
 A turn waits less and the machine works about 5 ms more per checkpoint of 10,000 files (the
 second process reads the index again). A new store pays once for its first record (three git
 runs: blob, tree, commit); that row was measured before a new store stopped asking git for its
-absent index (one run fewer). A turn whose files kept their bits writes no record.
+absent index (one run fewer): the memory table above has this build's (\"with\").
+A turn whose files kept their bits writes no record.
 ";
