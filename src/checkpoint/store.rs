@@ -289,15 +289,19 @@ impl Store {
             )
         });
         let (untracked, dirty) = (untracked?, dirty?);
-        let (mut modes, before, reread) = match self.tracked() {
-            Some(t) => {
-                let before = (t.modes.clone(), t.record);
-                (t.modes, Some(before), t.racy.into_iter().collect())
-            }
+        // The file is read once: what is written back is compared with it.
+        let prior = self.tracked_any();
+        let stamp = index_stamp(&self.git.dir).unwrap_or_else(|| NO_INDEX.into());
+        let (mut modes, before, reread) = match prior.as_ref().filter(|t| t.stamp == stamp) {
+            Some(t) => (
+                t.modes.clone(),
+                Some((t.modes.clone(), t.record.clone())),
+                t.racy.iter().cloned().collect(),
+            ),
             None => {
                 // The plain bits of the store stay what they were: records stay comparable.
-                let fresh = self
-                    .tracked_any()
+                let fresh = prior
+                    .as_ref()
                     .map_or_else(|| Modes::new(modes::umask()), |t| t.modes.cleared());
                 // No index yet (a new store): nothing tracked, no git asked.
                 let all = if self.git.dir.join("index").exists() {
@@ -429,12 +433,15 @@ impl Store {
             .filter(|(_, ctime)| *ctime >= now - 1)
             .map(|(p, _)| p)
             .collect();
-        self.keep_tracked(Tracked {
-            stamp: index_stamp(&self.git.dir).unwrap_or_else(|| NO_INDEX.into()),
-            record: Some(record.clone()),
-            racy,
-            modes,
-        });
+        self.keep_tracked(
+            prior.as_ref(),
+            Tracked {
+                stamp: index_stamp(&self.git.dir).unwrap_or_else(|| NO_INDEX.into()),
+                record: Some(record.clone()),
+                racy,
+                modes,
+            },
+        );
         Ok((
             State {
                 tree,
@@ -444,7 +451,9 @@ impl Store {
         ))
     }
 
-    /// The record of the store's index ([`TRACKED`]), when it is this index's.
+    /// The record of the store's index ([`TRACKED`]), when it is this index's (what the
+    /// tests look at; a snapshot reads the file once and checks the same).
+    #[cfg(test)]
     fn tracked(&self) -> Option<Tracked> {
         let t = self.tracked_any()?;
         let stamp = index_stamp(&self.git.dir).unwrap_or_else(|| NO_INDEX.into());
@@ -456,13 +465,14 @@ impl Store {
         Tracked::decode(&std::fs::read(self.git.dir.join(TRACKED)).ok()?)
     }
 
-    /// Writes `t` as the record of the index, unless it holds that already. A failed write
-    /// only costs the next snapshot a read of every file's bits.
-    fn keep_tracked(&self, t: Tracked) {
-        if self.tracked_any().as_ref() == Some(&t) {
+    /// Writes `t` as the record of the index, unless the file holds that already (`prior`, as
+    /// read). A cache: a failed or lost write only costs the next snapshot a read of every
+    /// file's bits.
+    fn keep_tracked(&self, prior: Option<&Tracked>, t: Tracked) {
+        if prior == Some(&t) {
             return;
         }
-        let _ = fsutil::atomic_write(&self.git.dir.join(TRACKED), &t.encode());
+        let _ = fsutil::replace_cache(&self.git.dir.join(TRACKED), &t.encode());
     }
 
     /// Stores `modes` as a record: a blob `modes` in a tree in a commit with a fixed date (equal
@@ -537,7 +547,7 @@ impl Store {
         match index_stamp(&self.git.dir) {
             Some(stamp) if !state.modes.is_empty() => {
                 let line = format!("{commit} {} {stamp} {}\n", state.tree, state.modes);
-                let _ = fsutil::atomic_write(&path, line.as_bytes());
+                let _ = fsutil::replace_cache(&path, line.as_bytes());
             }
             _ => {
                 let _ = std::fs::remove_file(&path);
@@ -994,9 +1004,10 @@ impl Store {
             None => current_modes(&self.git.work, &rewritten),
         };
         let mut candidates: std::collections::BTreeSet<Vec<u8>> = rewritten.into_iter().collect();
+        let prior = self.tracked_any();
         if let Some(w) = &wanted {
             candidates.extend(w.listed().map(<[u8]>::to_vec));
-            if let Some(t) = self.tracked_any() {
+            if let Some(t) = &prior {
                 candidates.extend(t.modes.listed().map(<[u8]>::to_vec));
             }
         }
@@ -1011,12 +1022,15 @@ impl Store {
                     set_bits(&super::git::join(&self.git.work, &path), bits);
                 }
                 // The record of the new index: the target's, each file it touched read again.
-                self.keep_tracked(Tracked {
-                    stamp: index_stamp(&self.git.dir).unwrap_or_else(|| NO_INDEX.into()),
-                    record: Some(target.modes.clone()),
-                    racy: paths.into_iter().collect(),
-                    modes: w,
-                });
+                self.keep_tracked(
+                    prior.as_ref(),
+                    Tracked {
+                        stamp: index_stamp(&self.git.dir).unwrap_or_else(|| NO_INDEX.into()),
+                        record: Some(target.modes.clone()),
+                        racy: paths.into_iter().collect(),
+                        modes: w,
+                    },
+                );
             }
             // A checkpoint from before records: never wider than git's nor than the person's
             // bits (the exec bit follows the checkpoint).

@@ -275,6 +275,29 @@ pub fn atomic_write_in(dir: &Dir, name: &OsStr, bytes: &[u8], perm: Perm) -> io:
     Ok(())
 }
 
+/// [`atomic_write`] without the two fsyncs, for a cache: a file whose loss or staleness costs
+/// only time, because its reader checks it against what it describes (the checkpoint store's
+/// memory of its index). A reader sees the old file or the new one; after a power cut, either,
+/// or none.
+pub fn replace_cache(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let (dir, name) = parent_of(path)?;
+    let (mut tmp, tmp_name) = dir
+        .create_unique(TEMP_PREFIX, "")
+        .map_err(|e| with_path(e, path))?;
+    let written = (|| {
+        fault::point("write", path);
+        tmp.write_all(bytes)?;
+        fault::point("rename", path);
+        dir.rename(&tmp_name, &dir, name)
+    })();
+    if let Err(e) = written {
+        let _ = dir.remove_file(&tmp_name);
+        return Err(with_path(e, path));
+    }
+    fault::point("renamed", path);
+    Ok(())
+}
+
 /// Copies `src` to `dst` as a file of its own (an atomic write of its bytes), so `dst` never
 /// shares an inode with `src`; nothing happens when `src` is absent.
 pub fn copy_atomic(src: &Path, dst: &Path) -> io::Result<()> {
