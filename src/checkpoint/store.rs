@@ -1380,7 +1380,8 @@ fn objects_stats(objects: &Path) -> (usize, u64) {
 
 /// The person's files among `changes` (an undo's): kept (the undo would remove them) and
 /// overwritten (it would put back another version). A file is the person's when an undo before
-/// kept it (`standing`) or it changed after `made_after`. A kept file where the restore puts a
+/// kept it (`standing`) or it changed after `made_after` (its content: the modification time; a
+/// change of its bits alone: the change time). A kept file where the restore puts a
 /// file on a folder of its path (the turn made folder `A`, the person added `A/mine`, the
 /// checkpoint has file `A`), or a folder over it, cannot stay: the checkout would remove it
 /// while the receipt said "kept" (found by a new user); it counts as overwritten.
@@ -1390,14 +1391,27 @@ fn sort_yours(
     standing: Option<&Standing>,
     made_after: Option<std::time::SystemTime>,
 ) -> (Vec<String>, Vec<String>) {
-    let newer = |path: &str| {
+    // A change of content moves the modification time; a `chmod` only the change time.
+    let newer = |path: &str, bits_only: bool| {
         made_after.is_some_and(|cutoff| {
-            std::fs::symlink_metadata(super::git::join(work, path.as_bytes()))
-                .and_then(|m| m.modified())
-                .is_ok_and(|t| t > cutoff)
+            std::fs::symlink_metadata(super::git::join(work, path.as_bytes())).is_ok_and(|m| {
+                use std::os::unix::fs::MetadataExt;
+                let changed = if bits_only {
+                    let ctime = std::time::Duration::new(
+                        m.ctime().max(0) as u64,
+                        m.ctime_nsec().clamp(0, 999_999_999) as u32,
+                    );
+                    Some(std::time::UNIX_EPOCH + ctime)
+                } else {
+                    m.modified().ok()
+                };
+                changed.is_some_and(|t| t > cutoff)
+            })
         })
     };
-    let yours = |c: &Change| standing.is_some_and(|s| s.kept.contains(&c.path)) || newer(&c.path);
+    let yours = |c: &Change| {
+        standing.is_some_and(|s| s.kept.contains(&c.path)) || newer(&c.path, c.status == 'P')
+    };
     let kept: Vec<String> = changes
         .iter()
         .filter(|c| c.status == 'D' && yours(c))
@@ -1405,7 +1419,7 @@ fn sort_yours(
         .collect();
     let mut overwritten: Vec<String> = changes
         .iter()
-        .filter(|c| c.status == 'M' && yours(c))
+        .filter(|c| matches!(c.status, 'M' | 'P') && yours(c))
         .map(|c| c.path.clone())
         .collect();
     let under = |a: &str, b: &str| a.strip_prefix(b).is_some_and(|rest| rest.starts_with('/'));

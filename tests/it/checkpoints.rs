@@ -1107,6 +1107,33 @@ fn a_killed_undo_is_finished_and_said_and_a_stale_index_lock_does_not_stop_redo(
     );
 }
 
+/// Issue 34: bits the person changed after the turn ended are theirs, as their edits are: an
+/// undo that would put other bits back refuses and names the file; `--force` puts them back,
+/// and redo returns the person's.
+#[test]
+fn undo_never_overwrites_bits_the_person_changed_after_the_turn() {
+    use std::os::unix::fs::PermissionsExt;
+    let ws = WireWs::new(W, vec![bash(W, "c1", "chmod 600 notes.txt"), text(W, "ok")]);
+    let notes = ws.root().join("notes.txt");
+    std::fs::write(&notes, "notes\n").unwrap();
+    std::fs::set_permissions(&notes, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let bits = || std::fs::metadata(&notes).unwrap().permissions().mode() & 0o777;
+    ws.ok(&["exec", "go"]);
+    // The person's own chmod, after the turn ended (change times in a later instant).
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::set_permissions(&notes, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let err = ws.refused(&["undo"]);
+    assert!(
+        err.contains("notes.txt") && err.contains("--force"),
+        "{err}"
+    );
+    assert_eq!(bits(), 0o640, "a refused undo changes nothing");
+    ws.ok(&["undo", "--force"]);
+    assert_eq!(bits(), 0o644);
+    ws.ok(&["redo"]);
+    assert_eq!(bits(), 0o640, "redo brings the person's bits back");
+}
+
 /// Issue 34: killed at every point of the store's writes while the turn after a `chmod` turn
 /// records it, and while the `chmod` turn is undone, the next `tern undo` ends with the bits as
 /// they were before the turn
