@@ -532,17 +532,25 @@ struct Readers {
     err: Option<io::PipeReader>,
 }
 
-/// The bytes of each stream kept for [`Streams`], and whether any was cut.
-#[derive(Default)]
+/// The bytes of stdout and stderr kept apart, each up to `cap`, and whether any was cut.
 struct Kept {
+    cap: usize,
     bytes: [Vec<u8>; 2],
     cut: [bool; 2],
 }
 
 impl Kept {
+    fn new(cap: usize) -> Kept {
+        Kept {
+            cap,
+            bytes: [Vec::new(), Vec::new()],
+            cut: [false; 2],
+        }
+    }
+
     fn push(&mut self, stream: usize, data: &[u8]) {
         let into = &mut self.bytes[stream];
-        let room = STREAM_BYTES.saturating_sub(into.len());
+        let room = self.cap.saturating_sub(into.len());
         into.extend_from_slice(&data[..data.len().min(room)]);
         self.cut[stream] |= data.len() > room;
     }
@@ -551,7 +559,7 @@ impl Kept {
         let text = |i: usize| {
             let mut t = String::from_utf8_lossy(&self.bytes[i]).into_owned();
             if self.cut[i] {
-                t.push_str(&format!("\n[cut at {STREAM_BYTES} bytes]"));
+                t.push_str(&format!("\n[cut at {} bytes]", self.cap));
             }
             t
         };
@@ -585,39 +593,16 @@ fn finish(
         .chain(readers.err)
         .map(|r| (r, true))
         .collect();
-    let mut kept = Kept::default();
+    let mut kept = Kept::new(STREAM_BYTES);
     // The output streams into the shaper as it comes (from either pipe, as it arrives); the
     // supervisor decides the rest.
     let mut pump = |wait: Duration| {
-        // No allocation per slice: the drain of a big output runs this for every read.
-        let mut fds: [RawFd; 2] = [-1, -1];
-        for (fd, (r, open)) in fds.iter_mut().zip(&pipes) {
-            if *open {
-                *fd = r.as_raw_fd();
+        pump_pipes(&mut pipes, &mut buf, wait, &mut |i, data| {
+            shaper.push(data);
+            if split {
+                kept.push(i, data);
             }
-        }
-        match wait_readable_any(fds, wait) {
-            Ok(ready) => {
-                for (i, (r, open)) in pipes.iter_mut().enumerate() {
-                    if !ready[i] {
-                        continue;
-                    }
-                    match r.read(&mut buf) {
-                        Ok(0) => *open = false,
-                        Ok(n) => {
-                            shaper.push(&buf[..n]);
-                            if split {
-                                kept.push(i, &buf[..n]);
-                            }
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(_) => *open = false,
-                    }
-                }
-            }
-            Err(_) => pipes.iter_mut().for_each(|(_, open)| *open = false),
-        }
-        pipes.iter().any(|(_, open)| *open)
+        })
     };
     let limits = crate::child::Limits {
         timeout: Some(req.timeout),
@@ -769,29 +754,13 @@ pub fn run_split(
     drop(err_w);
     let mut proc =
         Proc::Jailed(spawned.map_err(|e| format!("could not start bash in the jail: {e}"))?);
-    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let mut kept = Kept::new(max);
     let mut readers = [(out_r, true), (err_r, true)];
     let mut buf = vec![0u8; READ_CHUNK_BYTES];
     let mut pump = |wait: Duration| {
-        for (i, (r, open)) in readers.iter_mut().enumerate() {
-            if !*open {
-                continue;
-            }
-            let wait = if i == 0 { wait / 2 } else { Duration::ZERO };
-            match wait_readable(r.as_raw_fd(), wait) {
-                Ok(true) => match r.read(&mut buf) {
-                    Ok(0) | Err(_) => *open = false,
-                    Ok(n) => {
-                        let into = if i == 0 { &mut out } else { &mut err };
-                        let room = max.saturating_sub(into.len());
-                        into.extend_from_slice(&buf[..n.min(room)]);
-                    }
-                },
-                Ok(false) => {}
-                Err(_) => *open = false,
-            }
-        }
-        readers.iter().any(|(_, open)| *open)
+        pump_pipes(&mut readers, &mut buf, wait, &mut |i, data| {
+            kept.push(i, data)
+        })
     };
     let limits = crate::child::Limits {
         timeout: Some(req.timeout),
@@ -803,11 +772,12 @@ pub fn run_split(
     if watched.stop.is_some() {
         crate::child::Process::signal_group(&mut proc, libc::SIGKILL);
     }
+    let [stdout, stderr] = kept.bytes;
     Ok(Split {
         status: watched.status.and_then(Result::ok),
         stop: watched.stop,
-        stdout: out,
-        stderr: err,
+        stdout,
+        stderr,
     })
 }
 
@@ -881,6 +851,42 @@ pub fn kill_orphans(session_dir: &Path) -> usize {
 
 /// Waits up to `timeout` for the pipe to be readable (data, EOF or error); false on timeout or
 /// when a signal interrupted the wait.
+/// One slice of reading a command's output pipes (one shared pipe, or stdout's and stderr's):
+/// waits up to `wait` for either, reads once from each that is ready and hands the bytes to
+/// `take` (the pipe's index: 0 stdout or shared, 1 stderr). An end of file or an error closes a
+/// pipe. Returns whether any is still open. The one reader of the bash tool and of jail hooks.
+fn pump_pipes(
+    pipes: &mut [(io::PipeReader, bool)],
+    buf: &mut [u8],
+    wait: Duration,
+    take: &mut dyn FnMut(usize, &[u8]),
+) -> bool {
+    // No allocation per slice: the drain of a big output runs this for every read.
+    let mut fds: [RawFd; 2] = [-1, -1];
+    for (fd, (r, open)) in fds.iter_mut().zip(pipes.iter()) {
+        if *open {
+            *fd = r.as_raw_fd();
+        }
+    }
+    match wait_readable_any(fds, wait) {
+        Ok(ready) => {
+            for (i, (r, open)) in pipes.iter_mut().enumerate() {
+                if !ready.get(i).copied().unwrap_or(false) {
+                    continue;
+                }
+                match r.read(buf) {
+                    Ok(0) => *open = false,
+                    Ok(n) => take(i, &buf[..n]),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => *open = false,
+                }
+            }
+        }
+        Err(_) => pipes.iter_mut().for_each(|(_, open)| *open = false),
+    }
+    pipes.iter().any(|(_, open)| *open)
+}
+
 /// Waits up to `timeout` for either of `fds` (-1: none) to be readable (or closed); returns
 /// which are. Interrupted: neither.
 fn wait_readable_any(fds: [RawFd; 2], timeout: Duration) -> io::Result<[bool; 2]> {
@@ -902,26 +908,6 @@ fn wait_readable_any(fds: [RawFd; 2], timeout: Duration) -> io::Result<[bool; 2]
         };
     }
     Ok(pfds.map(|p| p.fd >= 0 && p.revents != 0))
-}
-
-fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
-    let mut pfd = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-    // SAFETY: `pfd` is a valid pollfd for the duration of the call and the count is 1.
-    let r = unsafe { libc::poll(&mut pfd, 1, ms) };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        return if e.kind() == io::ErrorKind::Interrupted {
-            Ok(false)
-        } else {
-            Err(e)
-        };
-    }
-    Ok(r > 0)
 }
 
 fn status_note(status: ExitStatus) -> String {
