@@ -360,7 +360,7 @@ fn protected(site: &Site<'_>) -> Vec<(PathBuf, Keep)> {
         (files::SYSTEM, Keep::Copy),
         (files::META, Keep::Copy),
         (files::EVENTS, Keep::Append),
-        (crate::hooks::goal::FILE, Keep::Copy),
+        (files::GOAL, Keep::Copy),
     ]
     .iter()
     .map(|(n, k)| (site.session.path(n), *k))

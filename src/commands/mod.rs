@@ -1,34 +1,45 @@
 //! Commands: where and how a session's commands run (DESIGN §10). One value per runtime,
-//! [`Commands`], holds the sandbox setting, the private `TMPDIR`, the jail and the state-folder
-//! guard; the runtime enters through [`Commands::run`] (one command: sandbox, jail, guard),
-//! [`Commands::watch`] (the guard between commands, before each model request) and
-//! [`Commands::end`] (what the commands left running dies with the runtime).
+//! [`Commands`], holds the rules, the sandbox setting, the private `TMPDIR`, the jail's keeper
+//! (`jail.rs`: the jail, its pins and its repositories' shadows), the state-folder guard
+//! (`guard.rs`) and the disk floor's watcher (`disk.rs`); the runtime enters through
+//! [`Commands::run`] (one command: sandbox, jail, guard), [`Commands::watch`] (the guard
+//! between commands, before each model request) and [`Commands::end`] (what the commands left
+//! running dies with the runtime).
+//!
+//! The room knows nothing of MCP or hooks (they sit above it): a command is handed the
+//! descriptor it inherits ([`Request::channel`]), and a hook that runs in the jail is one more
+//! command ([`Commands::run_in_jail`]).
 //!
 //! What the model reads about tern's refusals is typed ([`Verdict`]: a [`GuardReport`] or the
 //! jail's [`JailNotes`]) and worded once, by its `Display`.
 
 mod disk;
 mod guard;
+mod jail;
 
+use std::ffi::OsString;
 use std::fmt;
+use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cancel::CancelToken;
 use crate::policy::{Mode, Setting};
 use crate::procs::ProcessGroups;
 use crate::sandbox::TempFolder;
-use crate::sandbox::jail::{Jail, JailError, JailPaths, JailSlot, JailSpec, Reach};
+use crate::sandbox::jail::{Jail, Reach};
 use crate::store::{Session, files};
 use crate::tools::bash::{self, BashOutcome};
 
 pub use disk::LowDisk;
 pub use guard::{GuardReport, Site};
 
-/// How commands may run in a runtime: the person's choices, fixed for its life.
+/// How commands may run in a runtime: where, and the person's choices, fixed for its life.
 #[derive(Debug, Clone)]
 pub struct Rules {
+    /// Where commands run (the jail's writable root in workspace-write).
+    pub workspace: PathBuf,
     /// `--sandbox`.
     pub mode: Mode,
     /// `--no-network`.
@@ -52,6 +63,9 @@ pub struct Request<'a> {
     pub cancel: &'a CancelToken,
     /// Its stdout and stderr wanted apart ([`bash::BashRequest::streams`]).
     pub streams: bool,
+    /// A descriptor the command inherits and the environment that names it (the session's MCP
+    /// channel, `crate::mcp::link`); None: nothing more.
+    pub channel: Option<(RawFd, &'a [(&'static str, OsString)])>,
 }
 
 /// What tern noticed about a command it ran in the jail: what the copy-back of git's data
@@ -115,126 +129,51 @@ pub enum Ran {
     },
 }
 
-/// Where and how a runtime's commands run.
+/// Where and how a runtime's commands run. At most 8 fields (DESIGN §1; the architecture test
+/// fails on a ninth): a capability with state of its own is a room of its own (the jail's
+/// keeper, the guard, the disk watcher), not one more field here.
 #[derive(Debug)]
 pub struct Commands {
     rules: Rules,
-    workspace: PathBuf,
     setting: Setting,
     groups: Arc<ProcessGroups>,
     /// The commands' private `TMPDIR` in a sandboxed mode: made at the first call, emptied
     /// after each.
     tmp: Option<TempFolder>,
-    /// Started at the first command, gone with the runtime ([`Commands::end`]).
-    jail: JailSlot,
+    /// The jail (started at the first command, gone with the runtime: [`Commands::end`]), its
+    /// pins and its repositories' shadows.
+    jail: jail::Keeper,
     guard: guard::Guard,
     /// A command ran: what it left running is killed at the end.
     ran: bool,
-    /// The person answered "always" to an approval question.
-    always: bool,
-    /// Jails started so far (each gets shadows of its own).
-    jails: u32,
-    /// The folder of the running jail's repository shadows.
-    shadows: Option<PathBuf>,
-    /// Workspace files shown read-only (the scripts hooks run).
-    protected: Vec<PathBuf>,
     /// The disk floor's watcher.
     disk: disk::DiskWatch,
-    /// The session's MCP servers and the channel commands reach them through (opened at the
-    /// first command).
-    mcp: Mcp,
-}
-
-/// The MCP servers commands reach (see `crate::mcp::channel`).
-#[derive(Default)]
-struct Mcp {
-    hub: Option<Arc<crate::mcp::Hub>>,
-    channel: Option<crate::mcp::channel::Channel>,
-    /// The commands' `PATH` when it must find this tern first (worked out once).
-    path: Option<std::ffi::OsString>,
-    /// Events the hub wrote while a command ran (its calls, their hooks), for the surface.
-    events: Arc<Mutex<Vec<crate::event::Envelope>>>,
-}
-
-impl fmt::Debug for Mcp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Mcp")
-            .field("servers", &self.hub.as_ref().map(|h| h.servers().names()))
-            .field("open", &self.channel.is_some())
-            .finish()
-    }
 }
 
 impl Commands {
-    /// Commands of a runtime whose workspace is `workspace`, registering their process groups
-    /// in `groups`. Probes the kernel's Landlock ABI (no command runs here).
-    pub fn new(rules: Rules, workspace: PathBuf, groups: Arc<ProcessGroups>) -> Commands {
+    /// Commands of a runtime by `rules`, registering their process groups in `groups`. Probes
+    /// the kernel's Landlock ABI (no command runs here).
+    pub fn new(rules: Rules, groups: Arc<ProcessGroups>) -> Commands {
         let setting = crate::sandbox::probe(rules.mode, rules.no_network, !rules.reach.no_jail);
         Commands {
             rules,
-            workspace,
             setting,
             groups,
             tmp: None,
-            jail: JailSlot::Unstarted,
+            jail: jail::Keeper::default(),
             guard: guard::Guard::default(),
             ran: false,
-            always: false,
-            jails: 0,
-            shadows: None,
-            protected: Vec::new(),
             disk: disk::DiskWatch::default(),
-            mcp: Mcp::default(),
-        }
-    }
-
-    /// Gives this runtime's commands the MCP servers of `hub` (through a channel opened at the
-    /// first command).
-    pub fn set_mcp(
-        &mut self,
-        hub: Arc<crate::mcp::Hub>,
-        events: Arc<Mutex<Vec<crate::event::Envelope>>>,
-    ) {
-        self.mcp = Mcp {
-            hub: Some(hub),
-            channel: None,
-            path: None,
-            events,
-        };
-        // The jail shows this tern's binary (read-only) wherever it lies, so a command's `tern
-        // mcp` finds it even where the jail hides its folder (a build under `/tmp`).
-        if let Some(exe) = self.tern_exe() {
-            self.protect(vec![exe]);
         }
     }
 
     /// The tern binary commands reach the session through: the jail's init (set by embedders),
     /// else this process's own.
-    fn tern_exe(&self) -> Option<PathBuf> {
+    pub fn tern_exe(&self) -> Option<PathBuf> {
         self.rules
             .jail_exe
             .clone()
             .or_else(|| std::env::current_exe().ok())
-    }
-
-    /// The events the MCP hub wrote since the last look (in `events.jsonl` already), for the
-    /// surface: a command's calls show where they happened, before its result.
-    pub fn take_mcp_events(&self) -> Vec<crate::event::Envelope> {
-        std::mem::take(&mut *self.mcp.events.lock().unwrap_or_else(|p| p.into_inner()))
-    }
-
-    /// The MCP servers' hub of this runtime.
-    pub fn mcp_hub(&self) -> Option<Arc<crate::mcp::Hub>> {
-        self.mcp.hub.clone()
-    }
-
-    /// The names of the MCP servers commands reach.
-    pub fn mcp_names(&self) -> Vec<String> {
-        self.mcp
-            .hub
-            .as_ref()
-            .map(|h| h.servers().names())
-            .unwrap_or_default()
     }
 
     /// The registry commands' (and hooks') process groups go in, shared.
@@ -242,20 +181,9 @@ impl Commands {
         self.groups.clone()
     }
 
-    /// The channel commands get, opened now if servers are configured (None: none, or it could
-    /// not be opened; then `tern mcp` in a command says the channel is missing).
-    fn mcp_channel(&mut self) -> Option<std::os::fd::RawFd> {
-        let hub = self.mcp.hub.as_ref()?;
-        if self.mcp.channel.is_none() {
-            self.mcp.channel = crate::mcp::channel::Channel::open(hub.clone()).ok();
-            self.mcp.path = crate::mcp::channel::path_with_tern(self.tern_exe().as_deref());
-        }
-        self.mcp.channel.as_ref().map(|c| c.fd())
-    }
-
     /// Where commands run.
     pub fn workspace(&self) -> &Path {
-        &self.workspace
+        &self.rules.workspace
     }
 
     /// What commands may write, as probed at start.
@@ -268,36 +196,19 @@ impl Commands {
         &self.groups
     }
 
-    /// The person answered "always": later commands of this runtime run without a question.
-    pub fn approved_always(&self) -> bool {
-        self.always
-    }
-
-    /// Records an "always" answer.
-    pub fn approve_always(&mut self) {
-        self.always = true;
-    }
-
     /// Runs one command: in the sandbox and, in the sandboxed modes, the jail (started at the
     /// first command); without a jail, the guard checks tern's files before and after it.
     pub fn run(&mut self, req: &Request<'_>, site: &mut Site<'_>) -> Ran {
         let session = site.session;
         // The paths as they are, bytes and all: a workspace whose path is not UTF-8 must still
         // give the command a $PLAN_DRAFT_FILE it can write.
-        let mcp = self.mcp_channel();
-        let mut env: Vec<(&str, std::ffi::OsString)> = vec![
+        let mut env: Vec<(&str, OsString)> = vec![
             ("PLAN_DRAFT_FILE", session.path(files::DRAFT).into()),
             ("PLAN_FILE", session.path(files::PLAN).into()),
             ("TERN_SESSION_DIR", session.dir.clone().into()),
         ];
-        if mcp.is_some() {
-            env.push((
-                crate::mcp::channel::ENV,
-                crate::mcp::channel::FD.to_string().into(),
-            ));
-            if let Some(path) = &self.mcp.path {
-                env.push(("PATH", path.clone()));
-            }
+        if let Some((_, more)) = req.channel {
+            env.extend(more.iter().map(|(k, v)| (*k, v.clone())));
         }
         let spill = session.path(files::SPILL);
         // Full outputs go to spill/: never through a link planted in its place.
@@ -313,7 +224,7 @@ impl Commands {
         // runs, and reported with its result. In the jail the state folder is read-only.
         let before = match jail {
             None => {
-                let b = self.guard.check(site, &self.workspace);
+                let b = self.guard.check(site, &self.rules.workspace);
                 if !self.guard.is_on() {
                     self.guard.refresh(site);
                 }
@@ -329,7 +240,7 @@ impl Commands {
         let breq = bash::BashRequest {
             command: req.command,
             timeout: req.timeout,
-            cwd: &self.workspace,
+            cwd: &self.rules.workspace,
             env: &env,
             env_remove: crate::config::SECRET_ENV,
             pass_env: &self.rules.reach.pass_env,
@@ -337,7 +248,7 @@ impl Commands {
             groups: &self.groups,
             sandbox: Some(&prepared),
             jail: jail.as_deref(),
-            mcp,
+            mcp: req.channel.map(|(fd, _)| fd),
             streams: req.streams,
         };
         let watched = self.watched_folders();
@@ -364,7 +275,7 @@ impl Commands {
             _ if low.is_some() => low.map(Verdict::DiskFloor),
             None => self
                 .guard
-                .check(site, &self.workspace)
+                .check(site, &self.rules.workspace)
                 .or(before)
                 .map(Verdict::Guard),
             Some(j) => {
@@ -388,10 +299,14 @@ impl Commands {
         if self.rules.mode.is_sandboxed() && self.tmp.is_none() {
             self.tmp = Some(TempFolder::new().map_err(|e| format!("not run: {e}"))?);
         }
-        let jail = self.jail(session).map_err(|e| format!("not run: {e}"))?;
+        let tmp = self.tmp.as_ref().map(|t| t.path().to_path_buf());
+        let jail = self
+            .jail
+            .get(&self.rules, session, tmp.as_deref(), &self.groups)
+            .map_err(|e| format!("not run: {e}"))?;
         let policy = crate::sandbox::Policy {
             mode: self.rules.mode,
-            workspace: self.workspace.clone(),
+            workspace: self.rules.workspace.clone(),
             no_network: self.rules.no_network,
             // In the jail the network namespace holds it, and loopback inside still works.
             network_in_namespace: jail.is_some(),
@@ -413,7 +328,7 @@ impl Commands {
                 }))
                 .collect(),
             draft_file: Some(session.path(files::DRAFT)),
-            tmpdir: self.tmp.as_ref().map(|t| t.path().to_path_buf()),
+            tmpdir: tmp,
         };
         let prepared = crate::sandbox::prepare(&policy).map_err(|e| format!("not run: {e}"))?;
         Ok((jail, prepared))
@@ -421,44 +336,30 @@ impl Commands {
 
     /// Runs a hook that asks to run inside the jail (`"jail": true`): `command` with `input` on
     /// its stdin, in the jail and sandbox the model's commands get, its stdout and stderr apart
-    /// (up to the hooks' cap), supervised with its timeout and the turn's cancel. Never fails: a
-    /// hook that cannot run there (no jail in this mode, the kernel refused it) is a
-    /// [`crate::hooks::run::Ran`] with `spawn_error`.
-    pub fn run_hook(
+    /// (each up to `max` bytes), supervised with its timeout and the turn's cancel.
+    ///
+    /// Errors: why it could not run there (no jail in this mode, the kernel refused it, its
+    /// input could not be written), one line.
+    pub fn run_in_jail(
         &mut self,
         command: &str,
         input: &[u8],
-        timeout: Duration,
+        (timeout, max): (Duration, usize),
         cancel: &CancelToken,
         session: &Session,
-    ) -> crate::hooks::run::Ran {
-        let started = std::time::Instant::now();
-        let failed = |why: String| crate::hooks::run::Ran {
-            exit_code: None,
-            stdout: String::new(),
-            stderr: String::new(),
-            timed_out: false,
-            interrupted: false,
-            spawn_error: Some(why),
-            duration: started.elapsed(),
+    ) -> Result<bash::Split, String> {
+        let (jail, prepared) = match self.sandbox_for(session)? {
+            (Some(j), p) => (j, p),
+            (None, _) => return Err("it asks to run inside the jail (\"jail\": true) and this session has none (--sandbox danger-full-access or --no-jail): not run".into()),
         };
-        let (jail, prepared) = match self.sandbox_for(session) {
-            Ok((Some(j), p)) => (j, p),
-            Ok((None, _)) => {
-                return failed(
-                    "it asks to run inside the jail (\"jail\": true) and this session has none (--sandbox danger-full-access or --no-jail): not run".into(),
-                );
-            }
-            Err(why) => return failed(why),
-        };
-        let Some(tmp) = self.tmp.as_ref().map(|t| t.path().to_path_buf()) else {
-            return failed("no private TMPDIR for its input".into());
-        };
+        let tmp = self
+            .tmp
+            .as_ref()
+            .map(|t| t.path().to_path_buf())
+            .ok_or("no private TMPDIR for its input")?;
         let input_file = tmp.join(".tern-hook-input.json");
-        if let Err(e) = std::fs::write(&input_file, input) {
-            return failed(format!("could not write its input: {e}"));
-        }
-        let ws = self.workspace.clone().into_os_string();
+        std::fs::write(&input_file, input).map_err(|e| format!("could not write its input: {e}"))?;
+        let ws = self.rules.workspace.clone().into_os_string();
         let env = [
             ("CLAUDE_PROJECT_DIR", ws.clone()),
             ("TERN_PROJECT_DIR", ws),
@@ -468,7 +369,7 @@ impl Commands {
         let req = bash::BashRequest {
             command,
             timeout,
-            cwd: &self.workspace,
+            cwd: &self.rules.workspace,
             env: &env,
             env_remove: crate::config::SECRET_ENV,
             pass_env: &self.rules.reach.pass_env,
@@ -481,48 +382,15 @@ impl Commands {
             streams: false,
         };
         self.ran = true;
-        let split = bash::run_split(
-            &req,
-            &input_file,
-            crate::hooks::run::MAX_OUTPUT_BYTES,
-            cancel,
-        );
+        let split = bash::run_split(&req, &input_file, max, cancel);
         self.clear_tmp();
-        match split {
-            Err(why) => failed(why),
-            Ok(s) => {
-                use std::os::unix::process::ExitStatusExt;
-                let stopped = s.stop.is_some();
-                crate::hooks::run::Ran {
-                    exit_code: if stopped {
-                        None
-                    } else {
-                        s.status.and_then(|st| st.code())
-                    },
-                    stdout: String::from_utf8_lossy(&s.stdout).into_owned(),
-                    stderr: String::from_utf8_lossy(&s.stderr).into_owned(),
-                    timed_out: s.stop == Some(crate::child::Stop::Timeout),
-                    interrupted: matches!(s.stop, Some(crate::child::Stop::Interrupt(_))),
-                    spawn_error: match s.status {
-                        Some(st) if st.code().is_none() && !stopped => {
-                            Some(format!("killed by signal {}", st.signal().unwrap_or(0)))
-                        }
-                        _ => None,
-                    },
-                    duration: started.elapsed(),
-                }
-            }
-        }
+        split
     }
 
     /// Shows `files` read-only to commands from the next jail on (the workspace files the
-    /// person's hooks run).
+    /// person's hooks and MCP servers run).
     pub fn protect(&mut self, files: Vec<PathBuf>) {
-        for f in files {
-            if !self.protected.contains(&f) {
-                self.protected.push(f);
-            }
-        }
+        self.jail.pin(files);
     }
 
     /// The guard between commands (before each model request): what a process an earlier
@@ -532,7 +400,7 @@ impl Commands {
         if self.jailed() {
             return None;
         }
-        self.guard.check(site, &self.workspace)
+        self.guard.check(site, &self.rules.workspace)
     }
 
     /// tern wrote its files: they are the guard's new baseline (the first call takes it).
@@ -558,9 +426,7 @@ impl Commands {
     /// what they leave running: nothing there is theirs to change, so the guard does not
     /// look (a change there is another tern's: a session beside this one in the workspace).
     fn jailed(&self) -> bool {
-        self.rules.mode.is_sandboxed()
-            && !self.rules.reach.no_jail
-            && !matches!(self.jail, JailSlot::Refused(_))
+        self.rules.mode.is_sandboxed() && !self.rules.reach.no_jail && !self.jail.refused()
     }
 
     /// The runtime ends: in a jail, what the commands left running dies with it (its PID
@@ -568,36 +434,11 @@ impl Commands {
     /// left running (found by `TERN_SESSION_DIR`) is killed, unless another process holds the
     /// session (those are its commands). `holds` says whether this runtime holds the lease.
     pub fn end(&mut self, session: &Session, holds: bool) {
-        // The channel's thread stops and the servers the session started go with it.
-        self.mcp.channel = None;
-        if let Some(h) = self.mcp.hub.take() {
-            h.close();
-        }
-        if let JailSlot::Running(j) = std::mem::take(&mut self.jail) {
-            // The last word of git's data files, then the jail (and all it left running) goes,
-            // then its shadows.
-            j.sync_git();
-            drop(j);
-            self.remove_shadows();
+        if self.jail.end() {
             return;
         }
         if self.ran && (holds || crate::store::held_elsewhere(session).is_none()) {
             bash::kill_orphans(&session.dir);
-        }
-    }
-
-    /// Where this runtime's jails write their repositories' shadows: `<base>/<pid>-<n>` (`n`
-    /// counts the jails of this runtime), the base a memory file system of the person's own
-    /// ([`shadow_base`]) or else `<state folder>/jail`.
-    fn shadow_dir(&self, session: &Session) -> Option<PathBuf> {
-        let base = shadow_base().or_else(|| Some(session.state_root()?.join("jail")))?;
-        Some(base.join(format!("{}-{}", std::process::id(), self.jails)))
-    }
-
-    /// Removes the shadows of this runtime's jails.
-    fn remove_shadows(&mut self) {
-        if let Some(d) = self.shadows.take() {
-            let _ = std::fs::remove_dir_all(d);
         }
     }
 
@@ -606,7 +447,7 @@ impl Commands {
     fn watched_folders(&self) -> Vec<PathBuf> {
         let mut v = Vec::new();
         if self.rules.mode != Mode::ReadOnly {
-            v.push(self.workspace.clone());
+            v.push(self.rules.workspace.clone());
             v.extend(self.rules.reach.add_dirs.iter().cloned());
         }
         v.extend(self.tmp.as_ref().map(|t| t.path().to_path_buf()));
@@ -618,144 +459,6 @@ impl Commands {
     fn clear_tmp(&mut self) {
         if self.tmp.as_ref().is_some_and(|t| t.clear().is_err()) {
             self.tmp = None;
-        }
-    }
-
-    /// The jail this runtime's commands run in: `None` in danger-full-access and with
-    /// `--no-jail` (Landlock alone); started at the first command (its cost is paid once, not
-    /// per session that never runs one) and restarted only when its private `TMPDIR` had to be
-    /// made anew.
-    ///
-    /// Errors: the one line of [`crate::sandbox::jail::refusal`], for this and every later
-    /// command (the kernel's answer does not change within a run).
-    fn jail(&mut self, session: &Session) -> Result<Option<Arc<Jail>>, String> {
-        if !self.rules.mode.is_sandboxed() || self.rules.reach.no_jail {
-            return Ok(None);
-        }
-        let tmp = self.tmp.as_ref().map(|t| t.path().to_path_buf());
-        if let JailSlot::Running(j) = &self.jail {
-            // The same private TMPDIR (it is made anew only when it could not be emptied) and
-            // the jail still there: keep it. Else a new one.
-            let same_tmp = tmp.as_ref().is_none_or(|t| {
-                j.spec().writable.contains(t)
-                    || std::fs::canonicalize(t).is_ok_and(|t| j.spec().writable.contains(&t))
-            });
-            if same_tmp && j.is_alive() {
-                return Ok(Some(j.clone()));
-            }
-            // What the old jail's git wrote since the last command goes back before its
-            // shadows go.
-            j.sync_git();
-            self.jail = JailSlot::Unstarted;
-        }
-        if let JailSlot::Refused(why) = &self.jail {
-            return Err(why.clone());
-        }
-        let draft = session.path(files::DRAFT);
-        let state = session.state_root().unwrap_or_else(|| session.dir.clone());
-        // A new jail gets new shadows of the repositories (the last one's are gone).
-        self.remove_shadows();
-        self.jails += 1;
-        let shadows = self.shadow_dir(session).filter(|d| {
-            if let Some(base) = d.parent() {
-                sweep_shadows(base);
-            }
-            crate::store::fsutil::ensure_dir(d).is_ok()
-        });
-        self.shadows = shadows.clone();
-        let home = std::env::var_os("HOME").map(PathBuf::from);
-        // tern's own config, wherever XDG_CONFIG_HOME puts it (the keys may be there).
-        let tern_config = std::env::var_os("XDG_CONFIG_HOME")
-            .filter(|x| !x.is_empty())
-            .map(|x| PathBuf::from(x).join("tern"))
-            .or_else(|| home.as_ref().map(|h| h.join(".config/tern")));
-        let spec = JailSpec::new(&JailPaths {
-            workspace: &self.workspace,
-            workspace_writable: self.rules.mode == Mode::WorkspaceWrite,
-            state_dir: &state,
-            draft: Some(&draft),
-            tmpdir: tmp.as_deref(),
-            add_dirs: &self.rules.reach.add_dirs,
-            read_dirs: &self.rules.reach.read_dirs,
-            home: home.as_deref(),
-            tern_config: tern_config.as_deref(),
-            shadows: shadows.as_deref(),
-            read_only: &self.protected,
-            no_network: self.rules.no_network,
-        });
-        match self.start_jail(&spec) {
-            Ok(j) => {
-                let j = Arc::new(j);
-                self.jail = JailSlot::Running(j.clone());
-                Ok(Some(j))
-            }
-            Err(e) => {
-                let why = crate::sandbox::jail::refusal(self.rules.mode, &e);
-                self.jail = JailSlot::Refused(why.clone());
-                Err(why)
-            }
-        }
-    }
-
-    fn start_jail(&self, spec: &JailSpec) -> Result<Jail, JailError> {
-        // Debug builds only: a test switch that makes the kernel's refusal happen here.
-        #[cfg(debug_assertions)]
-        if std::env::var_os(crate::sandbox::jail::FAKE_REFUSAL_ENV).is_some() {
-            return Err(JailError {
-                step: "user namespace".into(),
-                reason: format!(
-                    "Operation not permitted ({} is set, a test switch)",
-                    crate::sandbox::jail::FAKE_REFUSAL_ENV
-                ),
-            });
-        }
-        let exe = self
-            .rules
-            .jail_exe
-            .clone()
-            .unwrap_or_else(|| PathBuf::from("/proc/self/exe"));
-        Jail::start(&exe, spec, Some(&self.groups))
-    }
-}
-
-/// A folder for the repositories' shadows on a memory file system, the person's alone:
-/// `$XDG_RUNTIME_DIR/tern-shadows`, else `/dev/shm/tern-shadows-<uid>` (made mode 0700; one
-/// that exists must be a folder of this user's that nobody else can enter). A shadow is a few
-/// small files made at every jail start and looked at after every command: memory makes that
-/// cheap. None: there is none (the state folder is used).
-fn shadow_base() -> Option<PathBuf> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-    // SAFETY: getuid(2) cannot fail.
-    let uid = unsafe { libc::getuid() };
-    let candidates = [
-        std::env::var_os("XDG_RUNTIME_DIR")
-            .filter(|d| !d.is_empty())
-            .map(|d| PathBuf::from(d).join("tern-shadows")),
-        Some(PathBuf::from(format!("/dev/shm/tern-shadows-{uid}"))),
-    ];
-    candidates.into_iter().flatten().find(|d| {
-        let _ = std::fs::DirBuilder::new().mode(0o700).create(d);
-        std::fs::symlink_metadata(d)
-            .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0)
-    })
-}
-
-/// Removes the shadow folders under `jail_dir` (`<pid>-<n>`) whose process is gone (a tern
-/// killed before it could remove its own).
-fn sweep_shadows(jail_dir: &Path) {
-    let Ok(rd) = std::fs::read_dir(jail_dir) else {
-        return;
-    };
-    for e in rd.flatten() {
-        let name = e.file_name();
-        let pid = name
-            .to_str()
-            .and_then(|n| n.split('-').next())
-            .and_then(|p| p.parse::<i32>().ok());
-        // SAFETY: kill(2) with signal 0 only asks whether the process exists.
-        let gone = pid.is_some_and(|p| unsafe { libc::kill(p, 0) } != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH));
-        if gone {
-            let _ = std::fs::remove_dir_all(e.path());
         }
     }
 }

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::store::Session;
 
 /// The goal's file in the session folder.
-pub const FILE: &str = "goal.json";
+pub const FILE: &str = crate::store::files::GOAL;
 /// Attempts when `--goal-attempts` is not given.
 pub const DEFAULT_ATTEMPTS: u32 = 5;
 /// A goal command's timeout when `--goal-timeout` is not given: the bash tool's default (a

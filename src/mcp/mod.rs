@@ -16,6 +16,7 @@
 pub mod channel;
 mod client;
 pub mod config;
+pub mod link;
 pub mod render;
 pub mod rpc;
 mod transport;

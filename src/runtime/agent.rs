@@ -123,13 +123,8 @@ fn child_config(
 ) -> super::Config {
     let mut cfg = parent.cfg.clone();
     let limits = parent.cfg.agents;
-    // The parent's live approval: "always" from the person counts as auto.
-    let parent_approval =
-        if parent.commands.approved_always() && parent.cfg.approval == Approval::Ask {
-            Approval::Auto
-        } else {
-            parent.cfg.approval
-        };
+    // The parent's live approval ("always" from the person made it auto).
+    let parent_approval = parent.cfg.approval;
     let m_approval = member.and_then(|m| m.approval).unwrap_or(Approval::Auto);
     cfg.approval = parent_approval.min(m_approval);
     let m_sandbox = member

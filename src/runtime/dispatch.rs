@@ -200,7 +200,7 @@ impl Runtime {
             (_, Approval::Never) => true,
             (Some(Permission::Allow), _) => false,
             (Some(Permission::Ask), _) => true,
-            (None, Approval::Ask) => !self.commands.approved_always(),
+            (None, Approval::Ask) => true,
             (None, Approval::Auto) => false,
         };
         match self.cfg.approval {
@@ -210,7 +210,9 @@ impl Runtime {
             _ if ask => match ui.approve(command) {
                 Answer::Yes => Ok(()),
                 Answer::Always => {
-                    self.commands.approve_always();
+                    // "Always" for the rest of this runtime: its commands run without a question,
+                    // as under --approval auto (and so do its sub-agents').
+                    self.cfg.approval = Approval::Auto;
                     Ok(())
                 }
                 Answer::No => Err(ToolError::Refused(
@@ -271,11 +273,13 @@ impl Runtime {
         use crate::commands::{Ran, Request, Verdict};
         ui.progress("running… (Ctrl-C stops it)");
         let cancel = self.cancel.clone();
+        let inherit = self.mcp.inherit();
         let req = Request {
             command,
             timeout,
             cancel: &cancel,
             streams: self.hooks_read_streams(),
+            channel: inherit.as_ref().map(|i| (i.fd, i.env.as_slice())),
         };
         let ran = {
             let (commands, mut site) = self.site();
@@ -283,7 +287,7 @@ impl Runtime {
         };
         // What the command's MCP calls wrote meanwhile (from the channel's threads) is shown
         // now, before its result, in the order it was written.
-        for env in self.commands.take_mcp_events() {
+        for env in self.mcp.take_events() {
             ui.event(&env);
         }
         let (out, verdict) = match ran {

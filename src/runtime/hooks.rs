@@ -154,7 +154,7 @@ impl Runtime {
                     return Ok(None);
                 }
                 Ok(Some(if h.jail {
-                    commands.run_hook(&h.command, input.as_bytes(), h.timeout, cancel, session)
+                    in_jail(commands, &h.command, input.as_bytes(), h.timeout, cancel, session)
                 } else {
                     crate::hooks::run::run(
                         &h.command,
@@ -596,6 +596,54 @@ pub(crate) fn run_each(
             },
         );
     }
+}
+
+/// Runs a hook that asks for the jail (`"jail": true`) through the commands room, with the
+/// model's authority, and reads how it ended as a hook's [`Ran`](crate::hooks::run::Ran). Never
+/// fails: a hook that cannot run there (no jail in this mode, the kernel refused it) is a `Ran`
+/// with `spawn_error`.
+fn in_jail(
+    commands: &mut crate::commands::Commands,
+    command: &str,
+    input: &[u8],
+    timeout: std::time::Duration,
+    cancel: &crate::cancel::CancelToken,
+    session: &crate::store::Session,
+) -> crate::hooks::run::Ran {
+    use std::os::unix::process::ExitStatusExt;
+    let started = std::time::Instant::now();
+    let max = crate::hooks::run::MAX_OUTPUT_BYTES;
+    let split = commands.run_in_jail(command, input, (timeout, max), cancel, session);
+    let mut ran = crate::hooks::run::Ran {
+        exit_code: None,
+        stdout: String::new(),
+        stderr: String::new(),
+        timed_out: false,
+        interrupted: false,
+        spawn_error: None,
+        duration: Default::default(),
+    };
+    match split {
+        Err(why) => ran.spawn_error = Some(why),
+        Ok(s) => {
+            let stopped = s.stop.is_some();
+            if !stopped {
+                ran.exit_code = s.status.and_then(|st| st.code());
+            }
+            ran.stdout = String::from_utf8_lossy(&s.stdout).into_owned();
+            ran.stderr = String::from_utf8_lossy(&s.stderr).into_owned();
+            ran.timed_out = s.stop == Some(crate::child::Stop::Timeout);
+            ran.interrupted = matches!(s.stop, Some(crate::child::Stop::Interrupt(_)));
+            ran.spawn_error = match s.status {
+                Some(st) if st.code().is_none() && !stopped => {
+                    Some(format!("killed by signal {}", st.signal().unwrap_or(0)))
+                }
+                _ => None,
+            };
+        }
+    }
+    ran.duration = started.elapsed();
+    ran
 }
 
 /// What the model reads of hook text: keys redacted, bounded.

@@ -196,12 +196,12 @@ impl Gate for SessionGate {
 impl Runtime {
     /// The session's MCP hub (None: no server is usable).
     pub fn mcp_hub(&self) -> Option<Arc<Hub>> {
-        self.commands.mcp_hub()
+        self.mcp.hub()
     }
 
     /// The names of the MCP servers this runtime's commands reach.
     pub(crate) fn mcp_names(&self) -> Vec<String> {
-        self.commands.mcp_names()
+        self.mcp.names()
     }
 
     /// Uses `servers` for this session's commands (the launcher, after the hooks): a hub with
@@ -229,6 +229,11 @@ impl Runtime {
         let mut opts = opts;
         opts.groups = Some(self.commands.groups_arc());
         let hub = Hub::new(servers, opts, Some(self.session.path("mcp"))).with_gate(Box::new(gate));
-        self.commands.set_mcp(Arc::new(hub), shown);
+        self.mcp = crate::mcp::link::Link::new(Arc::new(hub), shown, self.commands.tern_exe());
+        // The jail shows this tern's binary (read-only) wherever it lies, so a command's `tern
+        // mcp` finds it even where the jail hides its folder (a build under `/tmp`).
+        if let Some(exe) = self.commands.tern_exe() {
+            self.commands.protect(vec![exe]);
+        }
     }
 }

@@ -397,8 +397,8 @@ pub trait Spawner: Send + Sync {
     fn env(&self) -> &crate::config::Env;
 }
 
-/// Request measurement: totals, the previous body (for prefix reuse), the start time, and how
-/// the last turn's final answer ended.
+/// Request measurement: totals, the previous body (for prefix reuse), the start time, how the
+/// last turn's final answer ended, and what requests cost (the cost room's state).
 #[derive(Debug)]
 struct Meter {
     totals: Totals,
@@ -411,6 +411,9 @@ struct Meter {
     last_cacheable: u64,
     /// Requests not yet counted in `meta.json` (written once per turn: [`Runtime::release`]).
     unsaved: Unsaved,
+    /// What requests cost and why they missed the cache (the cost room, `src/cost`; its door
+    /// is `runtime::spend`).
+    spend: spend::Spend,
 }
 
 /// Request totals on record in `events.jsonl` but not yet in `meta.json`.
@@ -435,10 +438,13 @@ impl Unsaved {
     }
 }
 
-/// Stamps of files another process (or the model's bash) may change, as last seen by this
-/// runtime, so unchanged files are not read again.
+/// This runtime's hold on a session folder other processes share: the lease while a turn (or
+/// a rewriting verb) runs, and the stamps of files another process (or the model's bash) may
+/// change, as last seen by this runtime, so unchanged files are not read again.
 #[derive(Debug, Default)]
 struct Seen {
+    /// Held while a turn (or a rewriting verb) runs.
+    lease: Option<Lease>,
     /// The plan files.
     plan: Vec<Option<FileStamp>>,
     /// The ledger's stamp and the work-state block rendered from it.
@@ -450,14 +456,13 @@ struct Seen {
     warned_plan_md: bool,
 }
 
-/// The one runtime of a session. Twelve private fields, each one value of its own room:
-/// the session and its lease, the settings, the cancel token, the provider and the request
-/// prefix, the request meter, the stamps of files others change, the lineage among
-/// sub-agents, and the doors of the commands, hooks and checkpoints rooms.
+/// The one runtime of a session. Twelve private fields at most (DESIGN §1; the architecture
+/// test fails on a thirteenth), each one value of its own room: the session and its lease, the
+/// settings, the cancel token, the provider and the request prefix, the request meter (with
+/// the cost room's state), the stamps of files others change, the lineage among sub-agents,
+/// and the doors of the commands, hooks and checkpoints rooms.
 pub struct Runtime {
     session: Session,
-    /// Held while a turn (or a rewriting verb) runs.
-    lease: Option<Lease>,
     cfg: Config,
     /// Checked by streaming, bash and the loop.
     cancel: CancelToken,
@@ -469,13 +474,13 @@ pub struct Runtime {
     /// Where and how commands run: the sandbox, the private tmp, the jail, the guard
     /// (src/commands).
     commands: crate::commands::Commands,
+    /// The session's MCP servers and the channel commands reach them through (src/mcp; the
+    /// door is `runtime::mcp`).
+    mcp: crate::mcp::link::Link,
     /// The person's hooks and the goal's outcome (src/hooks; the door is `runtime::hooks`).
     hook_state: hooks::HookState,
     /// The turn's checkpoint state (the door: [`Runtime::checkpoint`]).
     checkpoints: crate::checkpoint::Tracker,
-    /// What requests cost and why they missed the cache (src/cost; the door is
-    /// `runtime::spend`).
-    spend: spend::Spend,
 }
 
 /// What the commands of this runtime left running is killed when the runtime ends (see
@@ -486,7 +491,10 @@ impl Drop for Runtime {
     fn drop(&mut self) {
         self.save_totals(&mut Quiet);
         self.hook_session_end("other", &mut Quiet);
-        let holds = self.lease.is_some();
+        let holds = self.seen.lease.is_some();
+        // The channel's thread stops and the servers the session started go with it, before
+        // the commands (and their jail) end.
+        self.mcp.close();
         self.commands.end(&self.session, holds);
     }
 }
@@ -501,6 +509,7 @@ impl Runtime {
         history: Vec<Message>,
     ) -> Runtime {
         let rules = crate::commands::Rules {
+            workspace: parts.workspace,
             mode: parts.cfg.sandbox,
             no_network: parts.cfg.no_network,
             reach: parts.cfg.reach.clone(),
@@ -509,8 +518,8 @@ impl Runtime {
         };
         Runtime {
             session,
-            lease: None,
-            commands: crate::commands::Commands::new(rules, parts.workspace, parts.groups),
+            commands: crate::commands::Commands::new(rules, parts.groups),
+            mcp: crate::mcp::link::Link::default(),
             hook_state: Default::default(),
             checkpoints: crate::checkpoint::Tracker::default(),
             cfg: parts.cfg,
@@ -528,9 +537,9 @@ impl Runtime {
                 answer_cut: false,
                 last_cacheable: 0,
                 unsaved: Unsaved::default(),
+                spend: spend::Spend::default(),
             },
             seen: Seen::default(),
-            spend: spend::Spend::default(),
             lineage: parts.lineage,
         }
     }
@@ -696,7 +705,7 @@ impl Runtime {
         let same = meta
             .sandbox
             .is_some_and(|s| s.mode == now.mode && s.no_network == now.no_network);
-        let names = self.commands.mcp_names();
+        let names = self.mcp.names();
         let lines = system::sandbox_lines(now.mode, now.no_network, &names);
         let pinned = system::sandbox_of(&self.prefix.system).to_string();
         let mcp_now = system::mcp_of(&lines).to_string();
@@ -784,7 +793,7 @@ impl Runtime {
             &mut self.commands,
             crate::commands::Site {
                 session: &self.session,
-                lease: &mut self.lease,
+                lease: &mut self.seen.lease,
                 history: &self.prefix.history,
                 keeps_current: self.lineage.mark_current,
                 hook_files: self.hook_state.protected(),
@@ -835,7 +844,7 @@ impl Runtime {
     pub(crate) fn load_history(&mut self, ui: &mut dyn Surface) -> Result<(), Failure> {
         let lock = self.session.lock()?;
         let read = self.session.read_conversation()?;
-        if self.lease.is_none() && Lease::holder(&self.session.dir)?.is_some() {
+        if self.seen.lease.is_none() && Lease::holder(&self.session.dir)?.is_some() {
             self.prefix.history = read.items;
             return Ok(());
         }
@@ -865,12 +874,12 @@ impl Runtime {
     ///
     /// Errors: another process (or another runtime of this one) holds it.
     pub fn hold(&mut self) -> Result<(), Failure> {
-        if self.lease.is_some() {
+        if self.seen.lease.is_some() {
             return Ok(());
         }
         match Lease::try_take(&self.session.dir)? {
             Ok(l) => {
-                self.lease = Some(l);
+                self.seen.lease = Some(l);
                 // What a crashed writer left: no atomic write is in flight under the lock.
                 self.session.remove_stray_temps()?;
                 // A steer delivered just before a crash is not delivered twice (nor summarised
@@ -885,13 +894,13 @@ impl Runtime {
 
     /// Whether this runtime holds its session now.
     pub fn held(&self) -> bool {
-        self.lease.is_some()
+        self.seen.lease.is_some()
     }
 
     /// Lets go of the session (see [`Runtime::hold`]).
     pub fn release(&mut self) {
         self.save_totals(&mut Quiet);
-        self.lease = None;
+        self.seen.lease = None;
     }
 
     /// Writes the requests made since the last write into `meta.json` (nothing when there were

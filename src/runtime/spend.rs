@@ -50,7 +50,7 @@ impl Runtime {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
-        (now + self.spend.skew).as_millis() as u64
+        (now + self.meter.spend.skew).as_millis() as u64
     }
 
     /// The run's spending limit as it stands: (spent, limit) in USD; None without a limit.
@@ -61,7 +61,7 @@ impl Runtime {
     /// Moves this runtime's clock forward by `by` for the cache rules (a test of an idle pause
     /// past the provider's cache lifetime; nothing else reads it).
     pub fn skip_time(&mut self, by: Duration) {
-        self.spend.skew += by;
+        self.meter.spend.skew += by;
     }
 
     /// The provider's cache rules for this runtime's wire and model.
@@ -75,7 +75,7 @@ impl Runtime {
     /// How long the pause since the last request outlived the provider's cache (None: it did
     /// not, or there was no request): the next request reads nothing from the cache.
     pub fn idle_past_cache(&self) -> Option<Duration> {
-        let prev = self.spend.prev.as_ref()?;
+        let prev = self.meter.spend.prev.as_ref()?;
         let idle = self.now_ms().saturating_sub(prev.at_ms);
         let ttl = self.cache_rules().ttl_s * 1000;
         (idle > ttl).then(|| Duration::from_millis(idle))
@@ -87,8 +87,8 @@ impl Runtime {
     pub(super) fn note_change(&mut self, cause: Cause) {
         let stored = self.stored_body();
         let at = crate::provider::common_prefix(&self.meter.last_body, &stored) as u64;
-        self.spend.new_from = Some(stored.len() as u64);
-        self.spend.changed = match self.spend.changed {
+        self.meter.spend.new_from = Some(stored.len() as u64);
+        self.meter.spend.changed = match self.meter.spend.changed {
             Some((c, a)) if a <= at => Some((c, a)),
             _ => Some((cause, at)),
         };
@@ -97,14 +97,14 @@ impl Runtime {
     /// The request before this runtime's first one: a fork repeats its parent's prefix, so the
     /// parent's last request is where its cache comes from.
     pub(crate) fn follow_requests_of(&mut self, parent: &Runtime) {
-        self.spend.prev = parent.spend.prev.clone();
+        self.meter.spend.prev = parent.meter.spend.prev.clone();
     }
 
     /// After a resume: the session's last request on record (model, time), so the first request
     /// of this process is measured against it.
     pub(super) fn recall_last_request(&mut self) {
         if let Some((model, at_ms, request_bytes)) = self.session.last_request() {
-            self.spend.prev = Some(miss::Previous {
+            self.meter.spend.prev = Some(miss::Previous {
                 model,
                 at_ms,
                 request_bytes,
@@ -134,7 +134,7 @@ impl Runtime {
         let input = (body_bytes as f64 * per_byte).ceil() as u64;
         // Proven: what the previous request on this model read from the cache or wrote to it,
         // repeated unchanged and within the cache's lifetime.
-        let proven = match (&self.spend.prev, self.spend.changed) {
+        let proven = match (&self.meter.spend.prev, self.meter.spend.changed) {
             (Some(prev), None)
                 if prev.model == self.cfg.model && self.idle_past_cache().is_none() =>
             {
@@ -176,16 +176,16 @@ impl Runtime {
             at_ms: now_ms,
             request_bytes,
             reuse_bytes: reuse,
-            changed: self.spend.changed.take(),
-            new_from: self.spend.new_from.take(),
+            changed: self.meter.spend.changed.take(),
+            new_from: self.meter.spend.new_from.take(),
             input_tokens: u.input_tokens,
             cached_tokens: u.cached_tokens,
         };
-        let mut found = miss::diagnose(self.spend.prev.as_ref(), &sent, self.cache_rules());
+        let mut found = miss::diagnose(self.meter.spend.prev.as_ref(), &sent, self.cache_rules());
         if let (Some(m), Some(p)) = (found.as_mut(), price) {
             m.cost_usd = Some(crate::cost::usd_json(m.tokens as f64 * p.price.input / 1e6));
         }
-        self.spend.prev = Some(miss::Previous {
+        self.meter.spend.prev = Some(miss::Previous {
             model: sent.model,
             at_ms: now_ms,
             request_bytes,
@@ -193,16 +193,16 @@ impl Runtime {
         self.meter.last_cacheable = u.cached_tokens.saturating_add(u.cache_write_tokens);
         let warning = match found.as_ref().map(|m| m.reason) {
             Some(Reason::ProviderMissed) => {
-                self.spend.missed.0 += 1;
-                (self.spend.missed.0 >= MISSED_IN_A_ROW && !self.spend.missed.1).then(|| {
-                    self.spend.missed.1 = true;
+                self.meter.spend.missed.0 += 1;
+                (self.meter.spend.missed.0 >= MISSED_IN_A_ROW && !self.meter.spend.missed.1).then(|| {
+                    self.meter.spend.missed.1 = true;
                     format!(
                         "the provider read less from its prompt cache than tern's unchanged prefix allows, {MISSED_IN_A_ROW} requests in a row: a proxy that drops cache markers, or a server without prompt caching, bills the whole prompt each time (tern stats --why)"
                     )
                 })
             }
             _ => {
-                self.spend.missed.0 = 0;
+                self.meter.spend.missed.0 = 0;
                 None
             }
         };

@@ -355,6 +355,8 @@ pub mod files {
     pub const LOCK: &str = "lock";
     /// Sub-agents' session folders.
     pub const AGENTS: &str = "agents";
+    /// The `--goal` gate's state (`crate::hooks::goal`).
+    pub const GOAL: &str = "goal.json";
 }
 
 impl Session {

@@ -514,3 +514,131 @@ fn the_catch_all_scanner_sees_what_it_should() {
     assert!(arms[0][1].starts_with("Event::B"));
     assert_eq!(arms[1], ["\"a\"", "_"].map(|s| s.replace('a', " ")));
 }
+
+/// The fields of `struct NAME { … }` in `text` (the declaration's top level only), in order.
+fn struct_fields(text: &str, name: &str) -> Option<Vec<String>> {
+    let start = text.find(&format!("struct {name} {{"))?;
+    let body = &text[start..];
+    let open = body.find('{')?;
+    let mut depth = 0i32;
+    let mut fields = Vec::new();
+    let mut line = String::new();
+    let mut prev = ' ';
+    for c in body[open..].chars() {
+        match c {
+            '{' | '(' | '<' | '[' => depth += 1,
+            // `->` is no closing bracket.
+            '>' if prev == '-' => {}
+            '}' | ')' | '>' | ']' => depth -= 1,
+            _ => {}
+        }
+        prev = c;
+        if depth == 0 {
+            break;
+        }
+        if c == '\n' && depth == 1 {
+            let l = line.trim();
+            // `name: Type,` at the struct's own level (depth 1), never a comment or attribute.
+            if !l.starts_with("//") && !l.starts_with('#') {
+                let l = l
+                    .trim_start_matches("pub(crate) ")
+                    .trim_start_matches("pub(super) ")
+                    .trim_start_matches("pub ");
+                if let Some((ident, _)) = l.split_once(':')
+                    && !ident.is_empty()
+                    && ident.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                {
+                    fields.push(ident.to_string());
+                }
+            }
+            line.clear();
+        } else {
+            line.push(c);
+        }
+    }
+    Some(fields)
+}
+
+/// The values the runtime holds stay few (DESIGN §1, "One room, one door": `Runtime` keeps at
+/// most 12 private fields; a room's value at most 8). A capability that needs state is a room
+/// of its own, entered through one door, not one more field of a value that already holds
+/// several (issue 39: what no test guarded slid from 12 to 13 within hours).
+#[test]
+fn the_runtime_and_the_rooms_hold_few_fields() {
+    let limits: &[(&str, &str, usize)] = &[
+        ("src/runtime/mod.rs", "Runtime", 12),
+        ("src/commands/mod.rs", "Commands", 8),
+    ];
+    for (file, name, max) in limits {
+        let text = std::fs::read_to_string(Path::new(ROOT).join(file)).expect("read");
+        let fields = struct_fields(&text, name).unwrap_or_else(|| panic!("no struct {name}"));
+        assert!(fields.len() >= 3, "the scan reads {name}'s fields: {fields:?}");
+        assert!(
+            fields.len() <= *max,
+            "{name} ({file}) has {} fields, at most {max} (DESIGN §1, one room one door): \
+             the ones past the limit are {:?}; give the capability a room of its own instead",
+            fields.len(),
+            &fields[*max..]
+        );
+    }
+}
+
+/// The field scan itself: nested types and comments are not fields.
+#[test]
+fn the_field_scan_counts_what_it_should() {
+    let code = "pub struct S {\n    /// a: doc\n    a: Vec<(u8, u8)>,\n    pub b: Option<Box<dyn Fn(u8) -> u8>>,\n    // c: comment\n    #[allow(x)]\n    pub(crate) d: std::collections::BTreeMap<String,\n        u8>,\n}\nstruct T { z: u8 }\n";
+    assert_eq!(struct_fields(code, "S").unwrap(), ["a", "b", "d"]);
+}
+
+/// The crate's top-level modules: `src/NAME.rs` and `src/NAME/mod.rs` (not `main`, `lib`).
+fn modules_on_disk() -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for e in std::fs::read_dir(Path::new(ROOT).join("src")).expect("src").flatten() {
+        let p = e.path();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if p.is_dir() && p.join("mod.rs").is_file() {
+            out.insert(name);
+        } else if let Some(stem) = name.strip_suffix(".rs")
+            && stem != "main"
+            && stem != "lib"
+        {
+            out.insert(stem.to_string());
+        }
+    }
+    out
+}
+
+/// The module map cannot go stale: `lib.rs` declares exactly the modules on disk, and
+/// docs/architecture.md's "Modules" list names each of them once (issue 39).
+#[test]
+fn the_module_map_matches_the_modules_on_disk() {
+    let disk = modules_on_disk();
+    assert!(disk.contains("runtime") && disk.contains("store"), "{disk:?}");
+    let lib = std::fs::read_to_string(Path::new(ROOT).join("src/lib.rs")).expect("lib.rs");
+    let declared: BTreeSet<String> = lib
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pub mod "))
+        .map(|m| m.trim_end_matches(';').to_string())
+        .collect();
+    assert_eq!(declared, disk, "lib.rs's `pub mod` list and src/");
+    let doc = std::fs::read_to_string(Path::new(ROOT).join("docs/architecture.md")).expect("doc");
+    let section = doc
+        .split("\n## Modules\n")
+        .nth(1)
+        .expect("docs/architecture.md has a \"## Modules\" section");
+    let section = section.split("\n## ").next().unwrap_or(section);
+    let listed: Vec<String> = section
+        .lines()
+        .filter_map(|l| l.strip_prefix("- `"))
+        .filter_map(|l| l.split('`').next())
+        .map(|m| m.trim_end_matches('/').to_string())
+        .collect();
+    let set: BTreeSet<String> = listed.iter().cloned().collect();
+    assert_eq!(set.len(), listed.len(), "a module listed twice: {listed:?}");
+    let missing: Vec<&String> = disk.difference(&set).collect();
+    let stale: Vec<&String> = set.difference(&disk).collect();
+    assert!(
+        missing.is_empty() && stale.is_empty(),
+        "docs/architecture.md's module list: missing {missing:?}, no such module {stale:?}"
+    );
+}

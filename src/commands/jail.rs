@@ -1,0 +1,283 @@
+//! The jail a runtime's commands run in, kept for the runtime's life: started at the first
+//! command, restarted only when its private `TMPDIR` had to be made anew, refused for good when
+//! the kernel refuses it. Two small rooms feed it: the **pins** ([`Pins`]: workspace files shown
+//! read-only, the scripts the person's hooks and MCP servers run) and the repositories'
+//! **shadows** ([`Shadows`]: where each jail's copies of git's top levels live, `jail/git.rs`).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::Rules;
+use crate::policy::Mode;
+use crate::procs::ProcessGroups;
+use crate::sandbox::jail::{Jail, JailError, JailPaths, JailSlot, JailSpec};
+use crate::store::{Session, files};
+
+/// The jail of a runtime and what it is built from.
+#[derive(Debug, Default)]
+pub(super) struct Keeper {
+    slot: JailSlot,
+    shadows: Shadows,
+    pins: Pins,
+}
+
+impl Keeper {
+    /// The jail for the next command: `None` in danger-full-access and with `--no-jail`
+    /// (Landlock alone); the running one while it lives and uses `tmp`; else a new one (its
+    /// cost is paid at the first command, not by a session that never runs one).
+    ///
+    /// Errors: the one line of [`crate::sandbox::jail::refusal`], for this and every later
+    /// command (the kernel's answer does not change within a run).
+    pub(super) fn get(
+        &mut self,
+        rules: &Rules,
+        session: &Session,
+        tmp: Option<&Path>,
+        groups: &Arc<ProcessGroups>,
+    ) -> Result<Option<Arc<Jail>>, String> {
+        if !rules.mode.is_sandboxed() || rules.reach.no_jail {
+            return Ok(None);
+        }
+        if let JailSlot::Running(j) = &self.slot {
+            // The same private TMPDIR (it is made anew only when it could not be emptied) and
+            // the jail still there: keep it. Else a new one.
+            let same_tmp = tmp.is_none_or(|t| {
+                j.spec().writable.iter().any(|w| w == t)
+                    || std::fs::canonicalize(t).is_ok_and(|t| j.spec().writable.contains(&t))
+            });
+            if same_tmp && j.is_alive() {
+                return Ok(Some(j.clone()));
+            }
+            // What the old jail's git wrote since the last command goes back before its
+            // shadows go.
+            j.sync_git();
+            self.slot = JailSlot::Unstarted;
+        }
+        if let JailSlot::Refused(why) = &self.slot {
+            return Err(why.clone());
+        }
+        let draft = session.path(files::DRAFT);
+        let state = session.state_root().unwrap_or_else(|| session.dir.clone());
+        // A new jail gets new shadows of the repositories (the last one's are gone).
+        let shadows = self.shadows.next(session.state_root().as_deref());
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        // tern's own config, wherever XDG_CONFIG_HOME puts it (the keys may be there).
+        let tern_config = std::env::var_os("XDG_CONFIG_HOME")
+            .filter(|x| !x.is_empty())
+            .map(|x| PathBuf::from(x).join("tern"))
+            .or_else(|| home.as_ref().map(|h| h.join(".config/tern")));
+        let spec = JailSpec::new(&JailPaths {
+            workspace: &rules.workspace,
+            workspace_writable: rules.mode == Mode::WorkspaceWrite,
+            state_dir: &state,
+            draft: Some(&draft),
+            tmpdir: tmp,
+            add_dirs: &rules.reach.add_dirs,
+            read_dirs: &rules.reach.read_dirs,
+            home: home.as_deref(),
+            tern_config: tern_config.as_deref(),
+            shadows: shadows.as_deref(),
+            read_only: self.pins.files(),
+            no_network: rules.no_network,
+        });
+        match start(rules, &spec, groups) {
+            Ok(j) => {
+                let j = Arc::new(j);
+                self.slot = JailSlot::Running(j.clone());
+                Ok(Some(j))
+            }
+            Err(e) => {
+                let why = crate::sandbox::jail::refusal(rules.mode, &e);
+                self.slot = JailSlot::Refused(why.clone());
+                Err(why)
+            }
+        }
+    }
+
+    /// Whether the kernel refused the jail (commands then run without it, the guard watching).
+    pub(super) fn refused(&self) -> bool {
+        matches!(self.slot, JailSlot::Refused(_))
+    }
+
+    /// Shows `files` read-only to commands from the next jail on.
+    pub(super) fn pin(&mut self, files: Vec<PathBuf>) {
+        self.pins.add(files);
+    }
+
+    /// The runtime ends: the last word of git's data files, then the jail (and all it left
+    /// running) goes, then its shadows. Whether a jail was running.
+    pub(super) fn end(&mut self) -> bool {
+        let JailSlot::Running(j) = std::mem::take(&mut self.slot) else {
+            return false;
+        };
+        j.sync_git();
+        drop(j);
+        self.shadows.remove();
+        true
+    }
+}
+
+/// Starts the jail of `spec` (its init is [`Rules::jail_exe`], else this process's binary).
+fn start(rules: &Rules, spec: &JailSpec, groups: &Arc<ProcessGroups>) -> Result<Jail, JailError> {
+    // Debug builds only: a test switch that makes the kernel's refusal happen here.
+    #[cfg(debug_assertions)]
+    if std::env::var_os(crate::sandbox::jail::FAKE_REFUSAL_ENV).is_some() {
+        return Err(JailError {
+            step: "user namespace".into(),
+            reason: format!(
+                "Operation not permitted ({} is set, a test switch)",
+                crate::sandbox::jail::FAKE_REFUSAL_ENV
+            ),
+        });
+    }
+    let exe = rules
+        .jail_exe
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("/proc/self/exe"));
+    Jail::start(&exe, spec, Some(groups))
+}
+
+/// Workspace files shown read-only to commands (the scripts hooks and MCP servers run, this
+/// tern's binary), each once, in the order first pinned.
+#[derive(Debug, Default)]
+struct Pins(Vec<PathBuf>);
+
+impl Pins {
+    fn add(&mut self, files: Vec<PathBuf>) {
+        for f in files {
+            if !self.0.contains(&f) {
+                self.0.push(f);
+            }
+        }
+    }
+
+    fn files(&self) -> &[PathBuf] {
+        &self.0
+    }
+}
+
+/// Where a runtime's jails write their repositories' shadows: `<base>/<pid>-<n>`, `n` counting
+/// the jails of this runtime, the base a memory file system of the person's own
+/// ([`shadow_base`]) or else `<state folder>/jail`.
+#[derive(Debug, Default)]
+struct Shadows {
+    /// Jails started so far.
+    started: u32,
+    /// The running jail's folder.
+    dir: Option<PathBuf>,
+}
+
+impl Shadows {
+    /// The folder for the next jail's shadows (made now; the last jail's removed first, and
+    /// those of tern processes that are gone swept). None: no folder could be made (no memory
+    /// file system of the person's and no state folder).
+    fn next(&mut self, state_root: Option<&Path>) -> Option<PathBuf> {
+        self.remove();
+        self.started += 1;
+        let base = shadow_base().or_else(|| Some(state_root?.join("jail")))?;
+        sweep(&base);
+        let d = base.join(folder_name(std::process::id(), self.started));
+        crate::store::fsutil::ensure_dir(&d).ok()?;
+        self.dir = Some(d.clone());
+        Some(d)
+    }
+
+    /// Removes the running jail's shadows.
+    fn remove(&mut self) {
+        if let Some(d) = self.dir.take() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+/// The shadow folder of the `n`th jail of process `pid` (pure).
+fn folder_name(pid: u32, n: u32) -> String {
+    format!("{pid}-{n}")
+}
+
+/// The process a shadow folder's name says made it (pure; None: not a shadow folder's name).
+fn maker(name: &str) -> Option<i32> {
+    let (pid, n) = name.split_once('-')?;
+    n.parse::<u32>().ok()?;
+    pid.parse::<i32>().ok().filter(|p| *p > 0)
+}
+
+/// A folder for the repositories' shadows on a memory file system, the person's alone:
+/// `$XDG_RUNTIME_DIR/tern-shadows`, else `/dev/shm/tern-shadows-<uid>` (made mode 0700; one
+/// that exists must be a folder of this user's that nobody else can enter). A shadow is a few
+/// small files made at every jail start and looked at after every command: memory makes that
+/// cheap. None: there is none (the state folder is used).
+fn shadow_base() -> Option<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    // SAFETY: getuid(2) cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let candidates = [
+        std::env::var_os("XDG_RUNTIME_DIR")
+            .filter(|d| !d.is_empty())
+            .map(|d| PathBuf::from(d).join("tern-shadows")),
+        Some(PathBuf::from(format!("/dev/shm/tern-shadows-{uid}"))),
+    ];
+    candidates.into_iter().flatten().find(|d| {
+        let _ = std::fs::DirBuilder::new().mode(0o700).create(d);
+        std::fs::symlink_metadata(d)
+            .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0)
+    })
+}
+
+/// Removes the shadow folders under `base` whose process is gone (a tern killed before it
+/// could remove its own).
+fn sweep(base: &Path) {
+    let Ok(rd) = std::fs::read_dir(base) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(maker) else {
+            continue;
+        };
+        // SAFETY: kill(2) with signal 0 only asks whether the process exists.
+        let gone = unsafe { libc::kill(pid, 0) } != 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pins_keep_each_file_once_in_the_order_first_pinned() {
+        let mut p = Pins::default();
+        p.add(vec!["/w/a".into(), "/w/b".into()]);
+        p.add(vec!["/w/b".into(), "/w/c".into(), "/w/a".into()]);
+        assert_eq!(
+            p.files(),
+            [PathBuf::from("/w/a"), "/w/b".into(), "/w/c".into()]
+        );
+    }
+
+    #[test]
+    fn a_shadow_folder_names_its_maker_and_nothing_else_is_swept() {
+        assert_eq!(folder_name(412, 3), "412-3");
+        assert_eq!(maker(&folder_name(412, 3)), Some(412));
+        for not_ours in ["412", "412-x", "-1-2", "0-1", "abc-1", "", "412-3-4"] {
+            assert_eq!(maker(not_ours), None, "{not_ours}");
+        }
+    }
+
+    #[test]
+    fn each_jail_gets_a_new_folder_and_the_last_one_goes() {
+        let d = tempfile::tempdir().unwrap();
+        let mut s = Shadows::default();
+        // The base may be a memory file system of the person's; the state folder otherwise.
+        let first = s.next(Some(d.path())).unwrap();
+        assert!(first.is_dir());
+        let second = s.next(Some(d.path())).unwrap();
+        assert!(second.is_dir() && !first.exists(), "{first:?} {second:?}");
+        assert!(second.ends_with(folder_name(std::process::id(), 2)));
+        s.remove();
+        assert!(!second.exists());
+    }
+}
