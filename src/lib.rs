@@ -69,4 +69,5 @@ pub mod status;
 pub mod store;
 pub mod text;
 pub mod tools;
+pub mod trust;
 pub mod worktree;

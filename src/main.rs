@@ -573,34 +573,11 @@ enum HooksCmd {
     },
 }
 
+/// `tern mcp`: the verbs (declared once, in the MCP room) and trust.
 #[derive(Subcommand)]
 enum McpCmd {
-    /// The servers and their tools, one line each (exit 2 when a server cannot be listed).
-    List {
-        /// Only this server.
-        server: Option<String>,
-    },
-    /// A tool's input schema, as JSON.
-    Schema {
-        /// The server.
-        server: String,
-        /// The tool.
-        tool: String,
-    },
-    /// Calls a tool and prints its text; other parts (images, audio, files) are saved and their
-    /// paths printed. Exit 0 done, 1 the tool answered an error, 2 bad usage, an unknown server
-    /// or tool, or a protocol failure.
-    Call {
-        /// The server.
-        server: String,
-        /// The tool.
-        tool: String,
-        /// The arguments: a JSON object, or - to read it from stdin (default {}).
-        args: Option<String>,
-        /// Print the whole result as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    #[command(flatten)]
+    Verb(tern::mcp::Verb),
     /// Trust the project's .mcp.json as it is now (by its SHA-256, with the workspace files its
     /// servers run): its servers start from then on; any change needs trust again.
     Trust,
@@ -866,14 +843,13 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    if let Some(Cmd::Mcp { cmd, .. }) = &cli.cmd
-        && !matches!(cmd, McpCmd::Trust)
+    if let Some(Cmd::Mcp {
+        cmd: McpCmd::Verb(verb),
+        ..
+    }) = &cli.cmd
         && std::env::var_os(tern::mcp::channel::ENV).is_some()
     {
-        let code = match mcp_verb(cmd) {
-            Ok(verb) => mcp_ask(&verb),
-            Err(code) => code,
-        };
+        let code = mcp_ask(verb);
         return ExitCode::from(u8::try_from(code).unwrap_or(2));
     }
     // Still one thread: read what tern needs from the environment, then take the keys out of
@@ -1342,7 +1318,7 @@ fn hooks(ctx: &Ctx, cmd: Option<HooksCmd>, json: bool, state: StateArgs) -> i32 
 /// `tern mcp` outside a session's command: straight to the servers of this workspace (a
 /// command of a session asks its tern first, in `main`).
 fn mcp(ctx: &Ctx, cmd: McpCmd, state: StateArgs) -> i32 {
-    if let McpCmd::Trust = cmd {
+    let McpCmd::Verb(verb) = cmd else {
         return with_launcher(ctx, &state, |l| {
             let files = tern::mcp::Files::new(&l.state.workspace, &ctx.env);
             match tern::mcp::config::trust(&files, &tern::mcp::config::process_vars()) {
@@ -1356,10 +1332,6 @@ fn mcp(ctx: &Ctx, cmd: McpCmd, state: StateArgs) -> i32 {
                 })),
             }
         });
-    }
-    let verb = match mcp_verb(&cmd) {
-        Ok(v) => v,
-        Err(code) => return code,
     };
     let l = match ctx.verb_launcher(&state) {
         Ok(l) => l,
@@ -1369,68 +1341,6 @@ fn mcp(ctx: &Ctx, cmd: McpCmd, state: StateArgs) -> i32 {
     let reply = hub.run(&verb);
     hub.close();
     mcp_print(&reply)
-}
-
-/// The verb of `cmd` (not `trust`). Errors: the exit code after a one-line reason (bad
-/// arguments: 2).
-fn mcp_verb(cmd: &McpCmd) -> Result<tern::mcp::Verb, i32> {
-    use tern::mcp::Verb;
-    Ok(match cmd {
-        McpCmd::Trust => return Err(2),
-        McpCmd::List { server } => Verb::List {
-            server: server.clone(),
-        },
-        McpCmd::Schema { server, tool } => Verb::Schema {
-            server: server.clone(),
-            tool: tool.clone(),
-        },
-        McpCmd::Call {
-            server,
-            tool,
-            args,
-            json,
-        } => {
-            let text = match args.as_deref() {
-                None => "{}".to_string(),
-                Some("-") => {
-                    let mut buf = Vec::new();
-                    let limit = tern::mcp::channel::MAX_ARGUMENT_BYTES as u64;
-                    if let Err(e) = std::io::Read::read_to_end(
-                        &mut std::io::Read::take(std::io::stdin(), limit + 1),
-                        &mut buf,
-                    ) {
-                        tern::errln!("tern: could not read the arguments from stdin: {e}");
-                        return Err(2);
-                    }
-                    if buf.len() as u64 > limit {
-                        tern::errln!("tern: the arguments are larger than {limit} bytes");
-                        return Err(2);
-                    }
-                    String::from_utf8_lossy(&buf).into_owned()
-                }
-                Some(a) => a.to_string(),
-            };
-            let arguments = match serde_json::from_str::<serde_json::Value>(&text) {
-                Ok(v) if v.is_object() => v,
-                Ok(_) => {
-                    tern::errln!(
-                        "tern: the arguments must be a JSON object, like '{{\"repo\": \"x\"}}'"
-                    );
-                    return Err(2);
-                }
-                Err(e) => {
-                    tern::errln!("tern: the arguments are not JSON: {e}");
-                    return Err(2);
-                }
-            };
-            Verb::Call {
-                server: server.clone(),
-                tool: tool.clone(),
-                arguments,
-                json: *json,
-            }
-        }
-    })
 }
 
 /// Asks the session's tern through the channel this command inherited.

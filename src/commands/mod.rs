@@ -358,7 +358,8 @@ impl Commands {
             .map(|t| t.path().to_path_buf())
             .ok_or("no private TMPDIR for its input")?;
         let input_file = tmp.join(".tern-hook-input.json");
-        std::fs::write(&input_file, input).map_err(|e| format!("could not write its input: {e}"))?;
+        std::fs::write(&input_file, input)
+            .map_err(|e| format!("could not write its input: {e}"))?;
         let ws = self.rules.workspace.clone().into_os_string();
         let env = [
             ("CLAUDE_PROJECT_DIR", ws.clone()),

@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use super::{Files, Hooks, Trust, key_of};
+use super::{Files, Hooks};
 
 /// `tern hooks [--json]`: what the surface prints (one JSON line with `json`).
 pub fn list(files: &Files, json: bool) -> String {
@@ -107,10 +107,6 @@ pub fn render(files: &Files, hooks: &Hooks) -> String {
 /// cannot be read or written.
 pub fn trust(files: &Files) -> Result<String, String> {
     let hooks = files.load();
-    let record = files
-        .trust
-        .as_ref()
-        .ok_or("no home folder (HOME / XDG_CONFIG_HOME): nowhere to record trust")?;
     if hooks.unreadable.contains(&files.project) {
         let why = hooks
             .errors
@@ -126,32 +122,27 @@ pub fn trust(files: &Files) -> Result<String, String> {
             files.project.display()
         ));
     };
-    let sha = super::sha256_hex(&bytes);
     // The hooks as they are now, covered files hashed as they are now.
     let mut now = Hooks::default();
     now.add_bytes(&files.project, &bytes, super::Source::Project);
     now.cover(&files.workspace, super::Source::Project, None);
-    let mut t = Trust::read(record)?;
-    let key = key_of(&files.project);
     let covered: std::collections::BTreeMap<String, String> = now
         .listing()
         .into_iter()
         .flat_map(|(_, _, h)| h.covered.clone())
         .filter_map(|(p, sha)| Some((p.display().to_string(), sha?)))
         .collect();
-    let same = t.files.get(&key) == Some(&sha)
-        && t.covered.get(&key).cloned().unwrap_or_default() == covered;
-    if same && hooks.untrusted.is_none() {
+    let granted = crate::trust::grant(
+        files.trust.as_deref(),
+        &files.project,
+        &bytes,
+        covered.clone(),
+    )
+    .map_err(|e| e.to_string())?;
+    let sha = granted.sha;
+    if granted.already && hooks.untrusted.is_none() {
         return Ok(format!("{} is trusted already", files.project.display()));
     }
-    t.files.insert(key.clone(), sha.clone());
-    if covered.is_empty() {
-        t.covered.remove(&key);
-    } else {
-        t.covered.insert(key, covered.clone());
-    }
-    t.write(record)
-        .map_err(|e| format!("could not record the trust: {e}"))?;
     let mut receipt = format!(
         "trusted {} (sha256 {sha}); any change to it needs `tern hooks trust` again. Its hooks:",
         files.project.display()

@@ -24,7 +24,6 @@
 
 pub mod answer;
 pub mod cli;
-pub mod covered;
 pub mod goal;
 pub mod rule;
 pub mod run;
@@ -33,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 /// Claude Code's default timeout of a `command` hook (its hooks reference: "Defaults: 600 for
@@ -45,6 +44,8 @@ pub const MAX_TIMEOUT_S: u64 = 86_400;
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
 pub use crate::event::HookEvent;
+pub use crate::trust::covered;
+use crate::trust::{Record, Standing, file_sha, sha256_hex};
 
 /// Which file a hook came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -203,14 +204,6 @@ impl Handler {
     }
 }
 
-/// SHA-256 of a file's bytes (None when it cannot be read as a plain file).
-pub fn file_sha(path: &Path) -> Option<String> {
-    crate::store::fsutil::read_regular(path, MAX_FILE_BYTES * 16)
-        .ok()
-        .flatten()
-        .map(|b| sha256_hex(&b))
-}
-
 #[derive(Debug, Clone)]
 struct Group {
     matcher: Matcher,
@@ -320,26 +313,19 @@ impl Hooks {
                     .push(format!("{}: cannot be read: {e}", project.display()));
                 hooks.unreadable.push(project.to_path_buf());
             }
-            Ok(Some(bytes)) => {
-                let sha = sha256_hex(&bytes);
-                let record = trust.and_then(|t| Trust::read(t).ok()).unwrap_or_default();
-                let recorded = record.files.get(&key_of(project)).cloned();
-                if recorded.as_deref() == Some(sha.as_str()) {
+            Ok(Some(bytes)) => match Record::read_or_empty(trust).standing(project, &bytes) {
+                Standing::Trusted(covered) => {
                     hooks.add_bytes(project, &bytes, Source::Project);
-                    let covered = record
-                        .covered
-                        .get(&key_of(project))
-                        .cloned()
-                        .unwrap_or_default();
                     hooks.cover(workspace, Source::Project, Some(&covered));
-                } else {
+                }
+                Standing::Untrusted { changed } => {
                     hooks.untrusted = Some(Untrusted {
                         path: project.to_path_buf(),
-                        sha256: sha,
-                        changed: recorded.is_some(),
+                        sha256: sha256_hex(&bytes),
+                        changed,
                     });
                 }
-            }
+            },
         }
         hooks
     }
@@ -630,58 +616,6 @@ fn read_bounded(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
     Ok(Some(bytes))
 }
 
-/// SHA-256 of `bytes`, lowercase hex.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    let d = ring::digest::digest(&ring::digest::SHA256, bytes);
-    d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The trust record, `~/.config/tern/trusted-hooks.json`: `{"files": {ABSOLUTE_PATH: SHA256}}`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Trust {
-    /// Project hooks files and the hash each was trusted with.
-    #[serde(default)]
-    pub files: std::collections::BTreeMap<String, String>,
-    /// For each project hooks file (by the same key), the workspace files its hooks name and
-    /// the hash each was trusted with (issue 29).
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub covered: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
-}
-
-impl Trust {
-    /// Reads the record (empty when absent). Errors: unreadable or not the record's shape.
-    pub fn read(path: &Path) -> Result<Trust, String> {
-        match read_bounded(path) {
-            Ok(None) => Ok(Trust::default()),
-            Ok(Some(b)) => serde_json::from_slice(&b)
-                .map_err(|e| format!("{}: not a trust record ({e})", path.display())),
-            Err(e) => Err(format!("{}: {e}", path.display())),
-        }
-    }
-
-    /// Writes the record atomically (mode 0600 folder created as needed).
-    pub fn write(&self, path: &Path) -> Result<(), String> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        }
-        let text = serde_json::to_string_pretty(self).map_err(|e| e.to_string())? + "\n";
-        crate::store::fsutil::atomic_write(path, text.as_bytes())
-            .map_err(|e| format!("{}: {e}", path.display()))
-    }
-}
-
-/// The key of a project file in the trust record: its absolute path, links in its folders
-/// resolved (so `cd` through a link does not lose the trust).
-pub fn key_of(project: &Path) -> String {
-    let abs = match (project.parent(), project.file_name()) {
-        (Some(dir), Some(name)) => std::fs::canonicalize(dir)
-            .map(|d| d.join(name))
-            .unwrap_or_else(|_| project.to_path_buf()),
-        _ => project.to_path_buf(),
-    };
-    abs.display().to_string()
-}
-
 /// tern's folder in the person's configuration: `$XDG_CONFIG_HOME/tern`, else `~/.config/tern`.
 pub fn config_dir(env: &crate::config::Env) -> Option<PathBuf> {
     env.get("XDG_CONFIG_HOME")
@@ -710,7 +644,7 @@ impl Files {
         Files {
             user: dir.as_ref().map(|d| d.join("hooks.json")),
             project: state_root.join("hooks.json"),
-            trust: dir.map(|d| d.join("trusted-hooks.json")),
+            trust: crate::trust::record_path(dir.as_deref()),
             workspace: std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf()),
         }
     }
@@ -870,8 +804,8 @@ mod tests {
         assert!(h.is_empty());
         let u = h.untrusted.clone().unwrap();
         assert!(!u.changed);
-        let mut t = Trust::default();
-        t.files.insert(key_of(&project), u.sha256);
+        let mut t = Record::default();
+        t.files.insert(crate::trust::key_of(&project), u.sha256);
         t.write(&trust).unwrap();
         let h = Hooks::load(None, &project, Some(&trust), dir.path());
         assert!(h.untrusted.is_none() && !h.is_empty());

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::config::Env;
-use crate::hooks::{Trust, covered, file_sha, key_of, sha256_hex};
+use crate::trust::{Record, Standing, covered, file_sha};
 
 /// Largest configuration file read, in bytes.
 const MAX_FILE_BYTES: u64 = 1 << 20;
@@ -189,7 +189,7 @@ impl Files {
         Files {
             user: dir.as_ref().map(|d| d.join("mcp.json")),
             project: workspace.join(".mcp.json"),
-            trust: dir.map(|d| d.join("trusted-hooks.json")),
+            trust: crate::trust::record_path(dir.as_deref()),
             workspace,
         }
     }
@@ -211,17 +211,17 @@ impl Files {
             let mut project = Vec::new();
             let mut broken = Vec::new();
             parse(&bytes, &source, env, &mut project, &mut broken);
-            let trust = self
-                .trust
-                .as_ref()
-                .and_then(|t| Trust::read(t).ok())
-                .unwrap_or_default();
-            let key = key_of(&self.project);
             let now = covered_hashes(&project, &self.workspace);
-            let recorded = trust.covered.get(&key).cloned().unwrap_or_default();
-            let trusted = trust.files.get(&key) == Some(&sha256_hex(&bytes))
-                && now.iter().all(|(p, sha)| recorded.get(p) == sha.as_ref());
-            if trusted {
+            // Trusted: these bytes, and every file its servers run as it was trusted.
+            let standing =
+                Record::read_or_empty(self.trust.as_deref()).standing(&self.project, &bytes);
+            let changed = match &standing {
+                Standing::Trusted(recorded) => {
+                    !now.iter().all(|(p, sha)| recorded.get(p) == sha.as_ref())
+                }
+                Standing::Untrusted { .. } => true,
+            };
+            if !changed {
                 out.covered.extend(now.keys().map(PathBuf::from));
                 all.extend(project);
                 out.broken.extend(broken);
@@ -230,7 +230,7 @@ impl Files {
                 names.extend(broken.into_iter().map(|b| b.name));
                 out.untrusted = Some(Untrusted {
                     path: self.project.clone(),
-                    changed: trust.files.contains_key(&key),
+                    changed: !matches!(standing, Standing::Untrusted { changed: false }),
                     names,
                 });
             }
@@ -467,10 +467,9 @@ pub fn expand(s: &str, env: &Vars) -> Result<String, String> {
 ///
 /// Errors: no project file, no home folder, a record that cannot be read or written.
 pub fn trust(files: &Files, env: &Vars) -> Result<String, String> {
-    let record = files
-        .trust
-        .as_ref()
-        .ok_or("no home folder (HOME / XDG_CONFIG_HOME): nowhere to record trust")?;
+    if files.trust.is_none() {
+        return Err(crate::trust::TrustError::NoHome.to_string());
+    }
     let bytes = match crate::store::fsutil::read_regular(&files.project, MAX_FILE_BYTES + 1) {
         Ok(Some(b)) if b.len() as u64 <= MAX_FILE_BYTES => b,
         Ok(Some(_)) => {
@@ -502,17 +501,14 @@ pub fn trust(files: &Files, env: &Vars) -> Result<String, String> {
             .into_iter()
             .filter_map(|(p, sha)| Some((p, sha?)))
             .collect();
-    let mut t = Trust::read(record)?;
-    let key = key_of(&files.project);
-    let sha = sha256_hex(&bytes);
-    t.files.insert(key.clone(), sha.clone());
-    if covered.is_empty() {
-        t.covered.remove(&key);
-    } else {
-        t.covered.insert(key, covered.clone());
-    }
-    t.write(record)
-        .map_err(|e| format!("could not record the trust: {e}"))?;
+    let sha = crate::trust::grant(
+        files.trust.as_deref(),
+        &files.project,
+        &bytes,
+        covered.clone(),
+    )
+    .map_err(|e| e.to_string())?
+    .sha;
     let mut receipt = format!(
         "trusted {} (sha256 {sha}); any change to it needs `tern mcp trust` again. Its servers (they run outside the jail, with your rights):",
         files.project.display()

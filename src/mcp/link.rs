@@ -118,7 +118,10 @@ mod tests {
     #[test]
     fn a_command_is_told_the_descriptor_and_path_only_when_it_must_change() {
         let env = inherit_env(None);
-        assert_eq!(env, [(channel::ENV, OsString::from(channel::FD.to_string()))]);
+        assert_eq!(
+            env,
+            [(channel::ENV, OsString::from(channel::FD.to_string()))]
+        );
         let env = inherit_env(Some("/opt/tern:/usr/bin".into()));
         assert_eq!(env.len(), 2);
         assert_eq!(env[1], ("PATH", OsString::from("/opt/tern:/usr/bin")));

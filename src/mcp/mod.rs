@@ -38,33 +38,67 @@ pub use rpc::Tool;
 /// Bytes the request prefix may grow by for any number of servers (issue 32).
 pub const PROMPT_LINE_MAX: usize = 200;
 
-/// One `tern mcp` verb.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One `tern mcp` verb, declared once: the command line's subcommands (clap reads these
+/// variants and their docs) and the message a command's `tern mcp` sends the session's tern over
+/// the channel (serde).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, clap::Subcommand)]
 #[serde(tag = "verb", rename_all = "lowercase")]
 pub enum Verb {
-    /// `tern mcp list [SERVER]`.
+    /// The servers and their tools, one line each (exit 2 when a server cannot be listed).
     List {
-        /// One server, or every one.
+        /// Only this server.
         server: Option<String>,
     },
-    /// `tern mcp schema SERVER TOOL`.
+    /// A tool's input schema, as JSON.
     Schema {
         /// The server.
         server: String,
         /// The tool.
         tool: String,
     },
-    /// `tern mcp call SERVER TOOL [JSON | -] [--json]`.
+    /// Calls a tool and prints its text; other parts (images, audio, files) are saved and their
+    /// paths printed. Exit 0 done, 1 the tool answered an error, 2 bad usage, an unknown server
+    /// or tool, or a protocol failure.
     Call {
         /// The server.
         server: String,
         /// The tool.
         tool: String,
-        /// Its arguments (an object).
+        /// The arguments: a JSON object, or - to read it from stdin (default {}).
+        #[arg(value_name = "ARGS", default_value = "{}", value_parser = arguments)]
         arguments: Value,
         /// Print the whole result as JSON.
+        #[arg(long)]
         json: bool,
     },
+}
+
+/// A call's arguments from the command line (clap's value parser for [`Verb::Call`]): a JSON
+/// object, or `-` to read one from stdin (at most [`channel::MAX_ARGUMENT_BYTES`]).
+///
+/// Errors: stdin unreadable or too large, not JSON, or JSON that is not an object (one line).
+fn arguments(text: &str) -> Result<Value, String> {
+    let text = match text {
+        "-" => {
+            let limit = channel::MAX_ARGUMENT_BYTES as u64;
+            let mut buf = Vec::new();
+            std::io::Read::read_to_end(
+                &mut std::io::Read::take(std::io::stdin(), limit + 1),
+                &mut buf,
+            )
+            .map_err(|e| format!("could not read the arguments from stdin: {e}"))?;
+            if buf.len() as u64 > limit {
+                return Err(format!("the arguments are larger than {limit} bytes"));
+            }
+            String::from_utf8_lossy(&buf).into_owned()
+        }
+        t => t.to_string(),
+    };
+    match serde_json::from_str::<Value>(&text) {
+        Ok(v) if v.is_object() => Ok(v),
+        Ok(_) => Err("the arguments must be a JSON object, like '{\"repo\": \"x\"}'".into()),
+        Err(e) => Err(format!("the arguments are not JSON: {e}")),
+    }
 }
 
 /// A call that ran (or was refused), for the [`Gate`]'s `after`.

@@ -154,7 +154,14 @@ impl Runtime {
                     return Ok(None);
                 }
                 Ok(Some(if h.jail {
-                    in_jail(commands, &h.command, input.as_bytes(), h.timeout, cancel, session)
+                    in_jail(
+                        commands,
+                        &h.command,
+                        input.as_bytes(),
+                        h.timeout,
+                        cancel,
+                        session,
+                    )
                 } else {
                     crate::hooks::run::run(
                         &h.command,

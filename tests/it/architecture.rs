@@ -572,7 +572,10 @@ fn the_runtime_and_the_rooms_hold_few_fields() {
     for (file, name, max) in limits {
         let text = std::fs::read_to_string(Path::new(ROOT).join(file)).expect("read");
         let fields = struct_fields(&text, name).unwrap_or_else(|| panic!("no struct {name}"));
-        assert!(fields.len() >= 3, "the scan reads {name}'s fields: {fields:?}");
+        assert!(
+            fields.len() >= 3,
+            "the scan reads {name}'s fields: {fields:?}"
+        );
         assert!(
             fields.len() <= *max,
             "{name} ({file}) has {} fields, at most {max} (DESIGN §1, one room one door): \
@@ -593,7 +596,10 @@ fn the_field_scan_counts_what_it_should() {
 /// The crate's top-level modules: `src/NAME.rs` and `src/NAME/mod.rs` (not `main`, `lib`).
 fn modules_on_disk() -> BTreeSet<String> {
     let mut out = BTreeSet::new();
-    for e in std::fs::read_dir(Path::new(ROOT).join("src")).expect("src").flatten() {
+    for e in std::fs::read_dir(Path::new(ROOT).join("src"))
+        .expect("src")
+        .flatten()
+    {
         let p = e.path();
         let name = e.file_name().to_string_lossy().into_owned();
         if p.is_dir() && p.join("mod.rs").is_file() {
@@ -613,7 +619,10 @@ fn modules_on_disk() -> BTreeSet<String> {
 #[test]
 fn the_module_map_matches_the_modules_on_disk() {
     let disk = modules_on_disk();
-    assert!(disk.contains("runtime") && disk.contains("store"), "{disk:?}");
+    assert!(
+        disk.contains("runtime") && disk.contains("store"),
+        "{disk:?}"
+    );
     let lib = std::fs::read_to_string(Path::new(ROOT).join("src/lib.rs")).expect("lib.rs");
     let declared: BTreeSet<String> = lib
         .lines()
@@ -640,5 +649,36 @@ fn the_module_map_matches_the_modules_on_disk() {
     assert!(
         missing.is_empty() && stale.is_empty(),
         "docs/architecture.md's module list: missing {missing:?}, no such module {stale:?}"
+    );
+}
+
+/// Rooms that sit below others in the module graph stay there (issue 39): the commands room
+/// runs commands and knows nothing of the MCP servers or the hooks that use it (a command is
+/// handed the descriptor it inherits; a hook in the jail is one more command).
+#[test]
+fn the_commands_room_sits_below_mcp_and_hooks() {
+    let g = top_level_graph();
+    let reach = |from: &str| -> BTreeSet<String> {
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![from.to_string()];
+        while let Some(n) = stack.pop() {
+            for next in g.get(&n).into_iter().flatten() {
+                if seen.insert(next.clone()) {
+                    stack.push(next.clone());
+                }
+            }
+        }
+        seen
+    };
+    for (lower, upper) in [("commands", "mcp"), ("commands", "hooks")] {
+        assert!(
+            !reach(lower).contains(upper),
+            "{lower} reaches {upper}: {:?}",
+            g.get(lower)
+        );
+    }
+    assert!(
+        reach("runtime").contains("commands"),
+        "the scan sees the runtime's rooms"
     );
 }
