@@ -988,6 +988,16 @@ fn usage_error(e: clap::Error) -> ExitCode {
     ) {
         e.exit();
     }
+    // `tern mcp call`'s arguments: one line, as every `tern mcp` failure (exit 2).
+    if e.kind() == ErrorKind::ValueValidation
+        && let Some(clap::error::ContextValue::String(arg)) =
+            e.get(clap::error::ContextKind::InvalidArg)
+        && arg == "[ARGS]"
+        && let Some(why) = std::error::Error::source(&e)
+    {
+        tern::errln!("tern: {why}");
+        return ExitCode::from(2);
+    }
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let json_exec = args.iter().any(|a| a == "exec") && args.iter().any(|a| a == "--json");
     let _ = e.print();
