@@ -411,21 +411,9 @@ enum Cmd {
         #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u16).range(1..))]
         height: Option<u16>,
     },
-    /// The plan lifecycle: show, path, draft, edit, confirm, cancel, clear.
-    Plan {
-        #[command(subcommand)]
-        cmd: PlanCmd,
-    },
-    /// Summarise the conversation and archive it (calls the session's model).
-    Compact {
-        #[command(flatten)]
-        target: TargetArgs,
-        /// Wait for a turn running in another process instead of refusing.
-        #[arg(long)]
-        wait: bool,
-        #[command(flatten)]
-        model: VerbModelArgs,
-    },
+    /// The op table's verbs (plan, compact, relay, sessions, undo, …): one path, `run_op`.
+    #[command(flatten)]
+    Op(OpCmd),
     /// Send a message into the running turn of a session: the model reads it at its next
     /// request, after the last tool result (the turn is not stopped).
     Steer {
@@ -436,19 +424,6 @@ enum Cmd {
         queue: bool,
         #[command(flatten)]
         target: TargetArgs,
-    },
-    /// Write handoff.md for the next thread and print it.
-    Relay {
-        #[command(flatten)]
-        target: TargetArgs,
-        /// Also open a new session seeded with the handoff.
-        #[arg(long)]
-        start: bool,
-    },
-    /// List sessions with status, turns, tokens and last activity.
-    Sessions {
-        #[command(flatten)]
-        state: StateArgs,
     },
     /// The Fleet: the members a sub-agent can be (.tern/fleet.json over ~/.config/tern/fleet.json).
     Fleet {
@@ -476,6 +451,46 @@ enum Cmd {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        state: StateArgs,
+    },
+    /// List the op table: every verb and its slash command.
+    Ops {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// The CLI verbs of the op table (`tern ops`): each runs as its op, through [`run_op`], with
+/// the same receipt as its slash command and an editor's command.
+#[derive(Subcommand)]
+enum OpCmd {
+    /// The plan lifecycle: show, path, draft, edit, confirm, cancel, clear.
+    Plan {
+        #[command(subcommand)]
+        cmd: PlanCmd,
+    },
+    /// Summarise the conversation and archive it (calls the session's model).
+    Compact {
+        #[command(flatten)]
+        target: TargetArgs,
+        /// Wait for a turn running in another process instead of refusing.
+        #[arg(long)]
+        wait: bool,
+        #[command(flatten)]
+        model: VerbModelArgs,
+    },
+    /// Write handoff.md for the next thread and print it.
+    Relay {
+        #[command(flatten)]
+        target: TargetArgs,
+        /// Also open a new session seeded with the handoff.
+        #[arg(long)]
+        start: bool,
+    },
+    /// List sessions with status, turns, tokens and last activity.
+    Sessions {
         #[command(flatten)]
         state: StateArgs,
     },
@@ -521,12 +536,6 @@ enum Cmd {
         turn: u32,
         #[command(flatten)]
         target: TargetArgs,
-    },
-    /// List the op table: every verb and its slash command.
-    Ops {
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
     },
 }
 
@@ -747,27 +756,6 @@ impl Ctx {
     }
 }
 
-/// Runs op `id` as a CLI verb and prints its receipt.
-fn verb(ctx: &Ctx, id: OpId, arg: Option<&str>, target: &TargetArgs) -> i32 {
-    verb_with(ctx, id, arg, target, false, None)
-}
-
-/// [`verb`] with `--wait` and the model flags of a verb that calls the model.
-fn verb_with(
-    ctx: &Ctx,
-    id: OpId,
-    arg: Option<&str>,
-    target: &TargetArgs,
-    wait: bool,
-    model: Option<&VerbModelArgs>,
-) -> i32 {
-    let launcher = match model {
-        Some(m) => ctx.model_verb_launcher(&target.state, m),
-        None => ctx.verb_launcher(&target.state),
-    };
-    report(launcher.map(|l| tern::cli::verb(&l, id, arg, &target.as_cli(), wait)))
-}
-
 /// A verb with its own printing (`status`, `watch`, `steer`, …): `f` with a launcher for
 /// `state`.
 fn with_launcher(ctx: &Ctx, state: &StateArgs, f: impl FnOnce(&Launcher) -> i32) -> i32 {
@@ -888,6 +876,10 @@ fn main() -> ExitCode {
     // ends it at once (its writes are atomic), where a handler that only sets a flag would
     // leave it deaf. Commands that run a turn, a model call or a loop poll the flags.
     let polls = match &cli.cmd {
+        // An op polls when it calls the model (the op table says which); `relay --start`
+        // runs a turn.
+        Some(Cmd::Op(OpCmd::Relay { start: true, .. })) => true,
+        Some(Cmd::Op(op)) => tern::ops::get(op.id()).model_call(),
         None
         | Some(
             Cmd::Chat(_)
@@ -895,26 +887,16 @@ fn main() -> ExitCode {
             | Cmd::Acp(_)
             | Cmd::Demo { .. }
             | Cmd::Watch { .. }
-            | Cmd::Compact { .. }
-            | Cmd::Relay { .. }
             | Cmd::Setup(_)
             | Cmd::Ops { .. },
         ) => true,
-        Some(Cmd::Plan { cmd }) => matches!(cmd, PlanCmd::Confirm { .. } | PlanCmd::Clear { .. }),
         Some(
             Cmd::Stats { .. }
             | Cmd::Status { .. }
-            | Cmd::Sessions { .. }
             | Cmd::Steer { .. }
             | Cmd::Fleet { .. }
             | Cmd::Hooks { .. }
             | Cmd::Mcp { .. }
-            | Cmd::Undo { .. }
-            | Cmd::Redo { .. }
-            | Cmd::Checkpoints { .. }
-            | Cmd::Diff { .. }
-            | Cmd::Fork { .. }
-            | Cmd::Rewind { .. }
             | Cmd::Sandbox { .. },
         ) => false,
     };
@@ -1054,12 +1036,6 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
         Cmd::Watch { target, height } => with_launcher(ctx, &target.state, |l| {
             tern::cli::watch(l, &ctx.process, &target.as_cli(), height.map(usize::from))
         }),
-        Cmd::Plan { cmd } => plan(ctx, cmd),
-        Cmd::Compact {
-            target,
-            wait,
-            model,
-        } => verb_with(ctx, OpId::Compact, None, &target, wait, Some(&model)),
         Cmd::Steer {
             text,
             queue,
@@ -1067,46 +1043,20 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
         } => with_launcher(ctx, &target.state, |l| {
             tern::cli::steer(l, &target.as_cli(), &text.join(" "), queue)
         }),
-        Cmd::Relay {
+        // Not an op: it opens a new session seeded with the handoff.
+        Cmd::Op(OpCmd::Relay {
             target,
             start: true,
-        } => with_launcher(ctx, &target.state, |l| {
+        }) => with_launcher(ctx, &target.state, |l| {
             tern::cli::relay_start(l, &target.as_cli())
         }),
-        Cmd::Relay {
-            target,
-            start: false,
-        } => verb(ctx, OpId::Relay, None, &target),
-        Cmd::Sessions { state } => {
-            let target = TargetArgs {
-                session: None,
-                json: false,
-                state,
-            };
-            verb(ctx, OpId::Sessions, None, &target)
-        }
+        Cmd::Op(op) => match op.call() {
+            Ok(call) => run_op(ctx, &call),
+            Err(f) => report(Err(f)),
+        },
         Cmd::Ops { json } => tern::cli::ops(json),
         Cmd::Hooks { cmd, json, state } => hooks(ctx, cmd, json, state),
         Cmd::Mcp { cmd, state } => mcp(ctx, cmd, state),
-        Cmd::Undo { n, force, target } => {
-            let arg = [n.map(|n| n.to_string()), force.then(|| "--force".into())]
-                .into_iter()
-                .flatten()
-                .collect::<Vec<String>>()
-                .join(" ");
-            verb(ctx, OpId::Undo, (!arg.is_empty()).then_some(&*arg), &target)
-        }
-        Cmd::Redo { target } => verb(ctx, OpId::Redo, None, &target),
-        Cmd::Checkpoints { target } => verb(ctx, OpId::Checkpoints, None, &target),
-        Cmd::Diff { turn, target } => {
-            let t = turn.map(|t| t.to_string());
-            verb(ctx, OpId::Diff, t.as_deref(), &target)
-        }
-        Cmd::Fork { at, target } => {
-            let t = at.map(|t| t.to_string());
-            verb(ctx, OpId::Fork, t.as_deref(), &target)
-        }
-        Cmd::Rewind { turn, target } => verb(ctx, OpId::Rewind, Some(&turn.to_string()), &target),
         Cmd::Fleet { cmd } => {
             let (json, state, check) = match cmd {
                 FleetCmd::List { json, state } => (json, state, false),
@@ -1118,6 +1068,129 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
             cmd: SandboxCmd::Check { json, state },
         } => with_launcher(ctx, &state, |l| tern::cli::sandbox_check(l, json)),
     }
+}
+
+/// A CLI verb of the op table, read off the command line: the op, its argument, its target
+/// session, and (for an op that calls the model) `--wait` and the model flags.
+struct OpCall {
+    id: OpId,
+    arg: Option<String>,
+    target: TargetArgs,
+    wait: bool,
+    model: Option<VerbModelArgs>,
+}
+
+impl OpCmd {
+    /// The op this verb runs (pure: which signals the process polls depends on it).
+    fn id(&self) -> OpId {
+        match self {
+            OpCmd::Plan { cmd } => match cmd {
+                PlanCmd::Show { .. } => OpId::PlanShow,
+                PlanCmd::Path { .. } => OpId::PlanPath,
+                PlanCmd::Draft { .. } => OpId::PlanDraft,
+                PlanCmd::Edit { .. } => OpId::PlanEdit,
+                PlanCmd::Confirm { .. } => OpId::PlanConfirm,
+                PlanCmd::Cancel { .. } => OpId::PlanCancel,
+                PlanCmd::Clear { .. } => OpId::PlanClear,
+            },
+            OpCmd::Compact { .. } => OpId::Compact,
+            OpCmd::Relay { .. } => OpId::Relay,
+            OpCmd::Sessions { .. } => OpId::Sessions,
+            OpCmd::Undo { .. } => OpId::Undo,
+            OpCmd::Redo { .. } => OpId::Redo,
+            OpCmd::Checkpoints { .. } => OpId::Checkpoints,
+            OpCmd::Diff { .. } => OpId::Diff,
+            OpCmd::Fork { .. } => OpId::Fork,
+            OpCmd::Rewind { .. } => OpId::Rewind,
+        }
+    }
+
+    /// The call: the op with its argument and target. Errors: `plan draft`'s text could not
+    /// be read (a usage error).
+    fn call(self) -> Result<OpCall, Fail> {
+        let id = self.id();
+        let plain = |arg: Option<String>, target: TargetArgs| OpCall {
+            id,
+            arg,
+            target,
+            wait: false,
+            model: None,
+        };
+        let with_model = |target, wait, model| OpCall {
+            id,
+            arg: None,
+            target,
+            wait,
+            model: Some(model),
+        };
+        Ok(match self {
+            OpCmd::Plan { cmd } => match cmd {
+                PlanCmd::Draft { file, target } => {
+                    let text = tern::cli::read_draft(file.as_deref()).map_err(Fail::usage)?;
+                    plain(Some(text), target)
+                }
+                PlanCmd::Confirm {
+                    target,
+                    wait,
+                    model,
+                }
+                | PlanCmd::Clear {
+                    target,
+                    wait,
+                    model,
+                } => with_model(target, wait, model),
+                PlanCmd::Show { target }
+                | PlanCmd::Path { target }
+                | PlanCmd::Edit { target }
+                | PlanCmd::Cancel { target } => plain(None, target),
+            },
+            OpCmd::Compact {
+                target,
+                wait,
+                model,
+            } => with_model(target, wait, model),
+            OpCmd::Sessions { state } => plain(
+                None,
+                TargetArgs {
+                    session: None,
+                    json: false,
+                    state,
+                },
+            ),
+            OpCmd::Undo { n, force, target } => {
+                let arg = [n.map(|n| n.to_string()), force.then(|| "--force".into())]
+                    .into_iter()
+                    .flatten()
+                    .collect::<Vec<String>>()
+                    .join(" ");
+                plain((!arg.is_empty()).then_some(arg), target)
+            }
+            OpCmd::Diff { turn, target } => plain(turn.map(|t| t.to_string()), target),
+            OpCmd::Fork { at, target } => plain(at.map(|t| t.to_string()), target),
+            OpCmd::Rewind { turn, target } => plain(Some(turn.to_string()), target),
+            OpCmd::Relay { target, .. }
+            | OpCmd::Redo { target }
+            | OpCmd::Checkpoints { target } => plain(None, target),
+        })
+    }
+}
+
+/// Runs a CLI verb as its op (the one path: `tern::cli::verb`), the model flags applied for
+/// an op that calls the model.
+fn run_op(ctx: &Ctx, call: &OpCall) -> i32 {
+    let launcher = match &call.model {
+        Some(m) => ctx.model_verb_launcher(&call.target.state, m),
+        None => ctx.verb_launcher(&call.target.state),
+    };
+    report(launcher.map(|l| {
+        tern::cli::verb(
+            &l,
+            call.id,
+            call.arg.as_deref(),
+            &call.target.as_cli(),
+            call.wait,
+        )
+    }))
 }
 
 /// `tern exec`'s flags.
@@ -1273,31 +1346,16 @@ fn stats(ctx: &Ctx, target: TargetArgs, why: bool) -> i32 {
             tern::cli::stats_json(l, &target.as_cli(), why)
         })
     } else {
-        verb(ctx, OpId::Stats, None, &target)
-    }
-}
-
-/// `tern plan …`: each a verb of the op table.
-fn plan(ctx: &Ctx, cmd: PlanCmd) -> i32 {
-    match cmd {
-        PlanCmd::Show { target } => verb(ctx, OpId::PlanShow, None, &target),
-        PlanCmd::Path { target } => verb(ctx, OpId::PlanPath, None, &target),
-        PlanCmd::Draft { file, target } => match tern::cli::read_draft(file.as_deref()) {
-            Ok(text) => verb(ctx, OpId::PlanDraft, Some(&text), &target),
-            Err(e) => report(Err(Fail::usage(e))),
-        },
-        PlanCmd::Edit { target } => verb(ctx, OpId::PlanEdit, None, &target),
-        PlanCmd::Confirm {
-            target,
-            wait,
-            model,
-        } => verb_with(ctx, OpId::PlanConfirm, None, &target, wait, Some(&model)),
-        PlanCmd::Cancel { target } => verb(ctx, OpId::PlanCancel, None, &target),
-        PlanCmd::Clear {
-            target,
-            wait,
-            model,
-        } => verb_with(ctx, OpId::PlanClear, None, &target, wait, Some(&model)),
+        run_op(
+            ctx,
+            &OpCall {
+                id: OpId::Stats,
+                arg: None,
+                target,
+                wait: false,
+                model: None,
+            },
+        )
     }
 }
 
