@@ -392,13 +392,29 @@ fn construct_tests(report: &mut CheckReport, exe: &Path, spill: &Path) {
         .map(|(_, c)| c.clone())
         .chain(spec.git_data.iter().cloned())
         .collect();
-    let config = std::fs::read(ws.join(".git/config")).unwrap_or_default();
     if has_git {
+        git_tests(report, &ctx, &p, &jail, &ws);
+    }
+    reach_tests(report, &ctx, &p, &jail, &home);
+    drop(jail);
+}
+
+/// The workspace's repository in the jail: planted configuration and hooks never reach it, a
+/// commit does.
+fn git_tests(
+    report: &mut CheckReport,
+    ctx: &Ctx<'_>,
+    p: &Policy,
+    jail: &crate::sandbox::jail::Jail,
+    ws: &Path,
+) {
+    let config = std::fs::read(ws.join(".git/config")).unwrap_or_default();
+    {
         let plant = "echo ../evil > .git/commondir; printf '[core]\\n\\tfsmonitor = touch planted\\n' >> .git/config; printf '#!/bin/sh\\ntouch planted\\n' > .git/hooks/post-checkout; true";
         let mut t = ctx.run_in(
             "plant git's configuration and hooks in the workspace's repository (jail)".into(),
-            &p,
-            Some(&jail),
+            p,
+            Some(jail),
             plant,
             false,
             None,
@@ -418,8 +434,8 @@ fn construct_tests(report: &mut CheckReport, exe: &Path, spill: &Path) {
         let commit = "git -c user.name=check -c user.email=check@check -c core.fsmonitor=false commit -q --allow-empty --no-verify -m check";
         let mut t = ctx.run_in(
             "commit in the workspace's repository (jail)".into(),
-            &p,
-            Some(&jail),
+            p,
+            Some(jail),
             &format!("rm -f .git/commondir; {commit}"),
             true,
             None,
@@ -427,7 +443,7 @@ fn construct_tests(report: &mut CheckReport, exe: &Path, spill: &Path) {
         jail.sync_git();
         let landed = std::process::Command::new("git")
             .args(["log", "--format=%s"])
-            .current_dir(&ws)
+            .current_dir(ws)
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .output()
             .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("check"));
@@ -435,35 +451,46 @@ fn construct_tests(report: &mut CheckReport, exe: &Path, spill: &Path) {
         t.passed = t.succeeded;
         report.self_test.push(t);
     }
+}
+
+/// What the jail shows and refuses: credentials in toolchain folders, their binaries, a
+/// pseudo-terminal, a sized /tmp, vsock and io_uring.
+fn reach_tests(
+    report: &mut CheckReport,
+    ctx: &Ctx<'_>,
+    p: &Policy,
+    jail: &crate::sandbox::jail::Jail,
+    home: &Path,
+) {
     let cat = |f: &str| format!("cat {}", home.join(f).display());
     report.self_test.push(ctx.run_in(
         "read a credential inside a toolchain folder, ~/.cargo/credentials.toml (jail)".into(),
-        &p,
-        Some(&jail),
+        p,
+        Some(jail),
         &format!("{} | grep -q CHECK-TOKEN", cat(".cargo/credentials.toml")),
         false,
         None,
     ));
     report.self_test.push(ctx.run_in(
         "read a toolchain's binaries, ~/.cargo/bin (jail)".into(),
-        &p,
-        Some(&jail),
+        p,
+        Some(jail),
         &format!("{} | grep -q CHECK-TOOL", cat(".cargo/bin/tool")),
         true,
         None,
     ));
     report.self_test.push(ctx.run_in(
         "open a pseudo-terminal (jail)".into(),
-        &p,
-        Some(&jail),
+        p,
+        Some(jail),
         "command -v script >/dev/null && script -qc true /dev/null",
         true,
         None,
     ));
     report.self_test.push(ctx.run_in(
         "the jail's /tmp has a size, at most 1 GiB (jail)".into(),
-        &p,
-        Some(&jail),
+        p,
+        Some(jail),
         "test \"$(df -k --output=size /tmp | tail -1)\" -le 1048576",
         true,
         None,
@@ -475,22 +502,21 @@ fn construct_tests(report: &mut CheckReport, exe: &Path, spill: &Path) {
     if python {
         report.self_test.push(ctx.run_in(
             "open a vsock socket, which no namespace holds (jail, seccomp)".into(),
-            &p,
-            Some(&jail),
+            p,
+            Some(jail),
             "python3 -c 'import socket; socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)'",
             false,
             None,
         ));
         report.self_test.push(ctx.run_in(
             "start io_uring, which seccomp cannot see into (jail, seccomp)".into(),
-            &p,
-            Some(&jail),
+            p,
+            Some(jail),
             "python3 -c 'import ctypes, sys; l = ctypes.CDLL(None); b = ctypes.create_string_buffer(120); sys.exit(0 if l.syscall(425, 8, b) >= 0 else 1)'",
             false,
             None,
         ));
     }
-    drop(jail);
 }
 
 fn yes(b: bool) -> &'static str {

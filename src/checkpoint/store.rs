@@ -124,6 +124,21 @@ fn names(paths: &[String]) -> String {
     out.join(", ")
 }
 
+/// What a snapshot made of git's listings (see `Store::sort_listed`).
+#[derive(Debug, Default)]
+struct Sorted {
+    /// Paths looked at already.
+    seen: std::collections::BTreeSet<Vec<u8>>,
+    /// Paths for the index (NUL-separated).
+    keep: Vec<u8>,
+    /// Tracked paths to drop from it (NUL-separated).
+    drop_tracked: Vec<u8>,
+    /// What the person is told.
+    notes: Vec<Note>,
+    /// The regular files whose bits were read, with their change time (seconds).
+    read: Vec<(Vec<u8>, i64)>,
+}
+
 /// The shadow store of one state folder.
 pub struct Store {
     git: Git,
@@ -275,20 +290,7 @@ impl Store {
     /// are read.
     fn snapshot_since(&self, index_tree: Option<&str>) -> io::Result<(State, Vec<Note>)> {
         self.sync_excludes()?;
-        // The two listings at once: a turn waits for the slower, not for both.
-        let (untracked, dirty) = std::thread::scope(|s| {
-            let dirty = s.spawn(|| self.git.run(&["diff-files", "-z", "--name-only"], None));
-            let untracked = self
-                .git
-                .run(&["ls-files", "-z", "-o", "--exclude-standard"], None);
-            (
-                untracked,
-                dirty.join().unwrap_or_else(|_| {
-                    Err(super::git::GitError("git diff-files: no answer".into()))
-                }),
-            )
-        });
-        let (untracked, dirty) = (untracked?, dirty?);
+        let (untracked, dirty) = self.listings()?;
         // The file is read once: what is written back is compared with it.
         let prior = self.tracked_any();
         let stamp = index_stamp(&self.git.dir).unwrap_or_else(|| NO_INDEX.into());
@@ -303,90 +305,28 @@ impl Store {
                 let fresh = prior
                     .as_ref()
                     .map_or_else(|| Modes::new(modes::umask()), |t| t.modes.cleared());
-                // No index yet (a new store): nothing tracked, no git asked.
-                let all = if self.git.dir.join("index").exists() {
-                    self.git.run(&["ls-files", "-z"], None)?
-                } else {
-                    Vec::new()
-                };
-                let reread: Vec<Vec<u8>> = split_z(&all).map(<[u8]>::to_vec).collect();
-                (fresh, None, reread)
+                (fresh, None, self.every_tracked()?)
             }
         };
-        let mut seen = std::collections::BTreeSet::new();
-        let mut keep = Vec::new();
-        let mut drop_tracked = Vec::new();
-        let mut notes = Vec::new();
-        // The regular files whose bits were read, with their change time (seconds).
-        let mut read: Vec<(Vec<u8>, i64)> = Vec::new();
         let listed = split_z(&dirty)
             .map(|p| (true, p))
             .chain(split_z(&untracked).map(|p| (false, p)));
+        let mut sorted = Sorted::default();
         for (tracked, path) in listed {
-            if !seen.insert(path.to_vec()) {
-                continue;
-            }
-            let shown = String::from_utf8_lossy(path).into_owned();
-            if path.ends_with(b"/") {
-                notes.push(Note::from(format!(
-                    "{shown} is a git repository of its own inside the workspace: checkpoints do not record it"
-                )));
-                continue;
-            }
-            // A folder of its path replaced by a symbolic link (`rm -rf d; ln -s X d`): git
-            // refuses `d/f` as "beyond a symbolic link" and every later checkpoint failed with
-            // it (found by a new user). The entry is dropped; the link itself is recorded.
-            if beyond_link(&self.git.work, path) {
-                if tracked {
-                    drop_tracked.extend_from_slice(path);
-                    drop_tracked.push(0);
-                }
-                modes.note(path, None);
-                continue;
-            }
-            let full = super::git::join(&self.git.work, path);
-            match std::fs::symlink_metadata(&full) {
-                Err(e) if e.kind() == io::ErrorKind::NotFound => modes.note(path, None),
-                Err(_) => continue,
-                Ok(m) if m.file_type().is_symlink() => modes.note(path, None),
-                Ok(m) if m.is_file() && m.len() > self.limits.max_file_bytes => {
-                    notes.push(Note {
-                        text: format!(
-                            "{shown} ({}) is over the checkpoint size limit of {}: it is not recorded, and undo leaves it as it is",
-                            size_text(m.len()),
-                            size_text(self.limits.max_file_bytes)
-                        ),
-                        file: Some(shown.clone()),
-                    });
-                    if tracked {
-                        drop_tracked.extend_from_slice(path);
-                        drop_tracked.push(0);
-                    }
-                    modes.note(path, None);
-                    continue;
-                }
-                Ok(m) if m.is_file() => {
-                    use std::os::unix::fs::MetadataExt;
-                    modes.note(path, Some(m.mode()));
-                    read.push((path.to_vec(), m.ctime()));
-                }
-                // Sockets, fifos, devices: nothing a checkpoint can hold.
-                Ok(_) => {
-                    modes.note(path, None);
-                    continue;
-                }
-            }
-            keep.extend_from_slice(path);
-            keep.push(0);
+            self.sort_listed(&mut sorted, &mut modes, tracked, path);
         }
         // Files git lists nothing about whose bits may have changed unseen (racy), or every
         // tracked file when there is no record of this index.
-        for path in reread.iter().filter(|p| !seen.contains(*p)) {
+        let reread: Vec<&Vec<u8>> = reread
+            .iter()
+            .filter(|p| !sorted.seen.contains(*p))
+            .collect();
+        for path in reread {
             use std::os::unix::fs::MetadataExt;
             match std::fs::symlink_metadata(super::git::join(&self.git.work, path)) {
                 Ok(m) if m.is_file() && m.len() <= self.limits.max_file_bytes => {
                     modes.note(path, Some(m.mode()));
-                    read.push((path.clone(), m.ctime()));
+                    sorted.read.push((path.clone(), m.ctime()));
                 }
                 _ => modes.note(path, None),
             }
@@ -397,29 +337,7 @@ impl Store {
         {
             tree.to_string()
         } else {
-            fsutil::fault::point("git update-index", &self.git.dir);
-            if !keep.is_empty() {
-                // --replace: a folder that became a file (or a file that became a folder)
-                // replaces the old entries instead of failing every later checkpoint.
-                self.git.run(
-                    &[
-                        "update-index",
-                        "-z",
-                        "--add",
-                        "--remove",
-                        "--replace",
-                        "--stdin",
-                    ],
-                    Some(&keep),
-                )?;
-            }
-            if !drop_tracked.is_empty() {
-                self.git.run(
-                    &["update-index", "-z", "--force-remove", "--stdin"],
-                    Some(&drop_tracked),
-                )?;
-            }
-            self.git.text(&["write-tree"], None)?
+            self.write_tree(&sorted.keep, &sorted.drop_tracked)?
         };
         let record = match before {
             Some((old, Some(record))) if old == modes => record,
@@ -428,7 +346,8 @@ impl Store {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64);
-        let racy = read
+        let racy = sorted
+            .read
             .into_iter()
             .filter(|(_, ctime)| *ctime >= now - 1)
             .map(|(p, _)| p)
@@ -447,8 +366,123 @@ impl Store {
                 tree,
                 modes: record,
             },
-            notes,
+            sorted.notes,
         ))
+    }
+
+    /// git's two listings of the workspace, at once (a turn waits for the slower, not for
+    /// both): the untracked files (`ls-files -o`) and the changed tracked ones (`diff-files`).
+    fn listings(&self) -> io::Result<(Vec<u8>, Vec<u8>)> {
+        let (untracked, dirty) = std::thread::scope(|s| {
+            let dirty = s.spawn(|| self.git.run(&["diff-files", "-z", "--name-only"], None));
+            let untracked = self
+                .git
+                .run(&["ls-files", "-z", "-o", "--exclude-standard"], None);
+            (
+                untracked,
+                dirty.join().unwrap_or_else(|_| {
+                    Err(super::git::GitError("git diff-files: no answer".into()))
+                }),
+            )
+        });
+        Ok((untracked?, dirty?))
+    }
+
+    /// Every file the store's index tracks (none, and no git asked, for a new store).
+    fn every_tracked(&self) -> io::Result<Vec<Vec<u8>>> {
+        if !self.git.dir.join("index").exists() {
+            return Ok(Vec::new());
+        }
+        let all = self.git.run(&["ls-files", "-z"], None)?;
+        Ok(split_z(&all).map(<[u8]>::to_vec).collect())
+    }
+
+    /// Sorts one listed path: kept for the index (its bits read), dropped from it (beyond a
+    /// link, over the size limit), or only noted (a nested repository, a socket).
+    fn sort_listed(&self, sorted: &mut Sorted, modes: &mut Modes, tracked: bool, path: &[u8]) {
+        if !sorted.seen.insert(path.to_vec()) {
+            return;
+        }
+        let shown = String::from_utf8_lossy(path).into_owned();
+        if path.ends_with(b"/") {
+            sorted.notes.push(Note::from(format!(
+                "{shown} is a git repository of its own inside the workspace: checkpoints do not record it"
+            )));
+            return;
+        }
+        let drop = |sorted: &mut Sorted| {
+            if tracked {
+                sorted.drop_tracked.extend_from_slice(path);
+                sorted.drop_tracked.push(0);
+            }
+        };
+        // A folder of its path replaced by a symbolic link (`rm -rf d; ln -s X d`): git
+        // refuses `d/f` as "beyond a symbolic link" and every later checkpoint failed with
+        // it (found by a new user). The entry is dropped; the link itself is recorded.
+        if beyond_link(&self.git.work, path) {
+            drop(sorted);
+            modes.note(path, None);
+            return;
+        }
+        let full = super::git::join(&self.git.work, path);
+        match std::fs::symlink_metadata(&full) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => modes.note(path, None),
+            Err(_) => return,
+            Ok(m) if m.file_type().is_symlink() => modes.note(path, None),
+            Ok(m) if m.is_file() && m.len() > self.limits.max_file_bytes => {
+                sorted.notes.push(Note {
+                    text: format!(
+                        "{shown} ({}) is over the checkpoint size limit of {}: it is not recorded, and undo leaves it as it is",
+                        size_text(m.len()),
+                        size_text(self.limits.max_file_bytes)
+                    ),
+                    file: Some(shown.clone()),
+                });
+                drop(sorted);
+                modes.note(path, None);
+                return;
+            }
+            Ok(m) if m.is_file() => {
+                use std::os::unix::fs::MetadataExt;
+                modes.note(path, Some(m.mode()));
+                sorted.read.push((path.to_vec(), m.ctime()));
+            }
+            // Sockets, fifos, devices: nothing a checkpoint can hold.
+            Ok(_) => {
+                modes.note(path, None);
+                return;
+            }
+        }
+        sorted.keep.extend_from_slice(path);
+        sorted.keep.push(0);
+    }
+
+    /// Updates the store's index (`keep` added or replaced, `drop_tracked` removed, both
+    /// NUL-separated) and writes its tree; the tree's id.
+    fn write_tree(&self, keep: &[u8], drop_tracked: &[u8]) -> io::Result<String> {
+        fsutil::fault::point("git update-index", &self.git.dir);
+        if !keep.is_empty() {
+            // --replace: a folder that became a file (or a file that became a folder)
+            // replaces the old entries instead of failing every later checkpoint.
+            self.git.run(
+                &[
+                    "update-index",
+                    "-z",
+                    "--add",
+                    "--remove",
+                    "--replace",
+                    "--stdin",
+                ],
+                Some(keep),
+            )?;
+        }
+        if !drop_tracked.is_empty() {
+            self.git.run(
+                &["update-index", "-z", "--force-remove", "--stdin"],
+                Some(drop_tracked),
+            )?;
+        }
+        Ok(self.git.text(&["write-tree"], None)?)
     }
 
     /// The record of the store's index ([`TRACKED`]), when it is this index's (what the

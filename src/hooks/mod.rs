@@ -480,109 +480,115 @@ fn parse_group(g: &Value, source: Source) -> Result<(Group, Vec<String>), Vec<St
     let mut handlers = Vec::new();
     let mut skipped = Vec::new();
     for (j, h) in list.iter().enumerate() {
-        let place = format!(".hooks[{j}]");
-        if !h.is_object() {
-            errors.push(format!("{place}: a handler must be an object"));
-            continue;
-        }
-        let kind = match h.get("type") {
-            None | Some(Value::Null) => "command",
-            Some(Value::String(k)) => k.as_str(),
-            Some(_) => {
-                errors.push(format!("{place}.type: must be a string"));
-                continue;
-            }
-        };
-        if kind != "command" {
-            // Claude Code's other handler types are valid entries tern does not run (a note);
-            // anything else is a typo that would drop a guard silently: an invalid entry.
-            if matches!(kind, "prompt" | "agent" | "http" | "mcp") {
-                skipped.push(format!(
-                    "hooks[{j}]: a {kind:?} handler is not run (tern runs \"command\" hooks only)"
-                ));
-            } else {
-                errors.push(format!(
-                    "{place}.type: {kind:?} is no handler type (\"command\"; Claude Code's \"prompt\" and \"agent\" are named and not run)"
-                ));
-            }
-            continue;
-        }
-        let command = h
-            .get("command")
-            .and_then(Value::as_str)
-            .filter(|c| !c.trim().is_empty());
-        if command.is_none() {
-            errors.push(format!(
-                "{place}.command: a command hook needs a non-empty \"command\" string"
-            ));
-        }
-        let timeout = match h.get("timeout") {
-            None | Some(Value::Null) => Some(DEFAULT_TIMEOUT),
-            Some(v) => match v.as_f64() {
-                Some(s) if s > 0.0 && s <= MAX_TIMEOUT_S as f64 => Some(Duration::from_secs_f64(s)),
-                _ => {
-                    errors.push(format!(
-                        "{place}.timeout: must be a number of seconds from 1 to {MAX_TIMEOUT_S} (it is {v})"
-                    ));
-                    None
-                }
-            },
-        };
-        let jail = match h.get("jail") {
-            None | Some(Value::Null) => Some(false),
-            Some(Value::Bool(b)) => Some(*b),
-            Some(_) => {
-                errors.push(format!("{place}.jail: must be true or false"));
-                None
-            }
-        };
-        let cond = match h.get("if") {
-            None | Some(Value::Null) => Some(None),
-            Some(Value::String(r)) => match rule::Rule::parse(r) {
-                Ok(rule) => {
-                    if let rule::Rule::Never(why) = &rule {
-                        skipped.push(format!("hooks[{j}].if: {why}: this handler never runs"));
-                    }
-                    Some(Some(rule))
-                }
-                Err(e) => {
-                    errors.push(format!("{place}.if: {e}"));
-                    None
-                }
-            },
-            Some(_) => {
-                errors.push(format!(
-                    "{place}.if: must be a rule like \"Bash(rm *)\" (a string)"
-                ));
-                None
-            }
-        };
-        let background = match h.get("async") {
-            None | Some(Value::Null) => Some(false),
-            Some(Value::Bool(b)) => Some(*b),
-            Some(_) => {
-                errors.push(format!("{place}.async: must be true or false"));
-                None
-            }
-        };
-        if let (Some(command), Some(timeout), Some(jail), Some(cond), Some(background)) =
-            (command, timeout, jail, cond, background)
-        {
-            handlers.push(Handler {
-                command: command.to_string(),
-                timeout,
-                source,
-                jail,
-                covered: Vec::new(),
-                opaque: None,
-                cond,
-                background,
-            });
-        }
+        handlers.extend(parse_handler(h, j, source, &mut errors, &mut skipped));
     }
     match matcher {
         Some(matcher) if errors.is_empty() => Ok((Group { matcher, handlers }, skipped)),
         _ => Err(errors),
+    }
+}
+
+/// One handler of a matcher group (`.hooks[j]`): None when it is not one tern runs (an error
+/// or a note says why, each a line that names its place).
+fn parse_handler(
+    h: &Value,
+    j: usize,
+    source: Source,
+    errors: &mut Vec<String>,
+    skipped: &mut Vec<String>,
+) -> Option<Handler> {
+    let place = format!(".hooks[{j}]");
+    if !h.is_object() {
+        errors.push(format!("{place}: a handler must be an object"));
+        return None;
+    }
+    let kind = match h.get("type") {
+        None | Some(Value::Null) => "command",
+        Some(Value::String(k)) => k.as_str(),
+        Some(_) => {
+            errors.push(format!("{place}.type: must be a string"));
+            return None;
+        }
+    };
+    if kind != "command" {
+        // Claude Code's other handler types are valid entries tern does not run (a note);
+        // anything else is a typo that would drop a guard silently: an invalid entry.
+        if matches!(kind, "prompt" | "agent" | "http" | "mcp") {
+            skipped.push(format!(
+                "hooks[{j}]: a {kind:?} handler is not run (tern runs \"command\" hooks only)"
+            ));
+        } else {
+            errors.push(format!(
+                "{place}.type: {kind:?} is no handler type (\"command\"; Claude Code's \"prompt\" and \"agent\" are named and not run)"
+            ));
+        }
+        return None;
+    }
+    let command = h
+        .get("command")
+        .and_then(Value::as_str)
+        .filter(|c| !c.trim().is_empty());
+    if command.is_none() {
+        errors.push(format!(
+            "{place}.command: a command hook needs a non-empty \"command\" string"
+        ));
+    }
+    let timeout = match h.get("timeout") {
+        None | Some(Value::Null) => Some(DEFAULT_TIMEOUT),
+        Some(v) => match v.as_f64() {
+            Some(s) if s > 0.0 && s <= MAX_TIMEOUT_S as f64 => Some(Duration::from_secs_f64(s)),
+            _ => {
+                errors.push(format!(
+                    "{place}.timeout: must be a number of seconds from 1 to {MAX_TIMEOUT_S} (it is {v})"
+                ));
+                None
+            }
+        },
+    };
+    let jail = flag(h, "jail", &place, errors);
+    let cond = match h.get("if") {
+        None | Some(Value::Null) => Some(None),
+        Some(Value::String(r)) => match rule::Rule::parse(r) {
+            Ok(rule) => {
+                if let rule::Rule::Never(why) = &rule {
+                    skipped.push(format!("hooks[{j}].if: {why}: this handler never runs"));
+                }
+                Some(Some(rule))
+            }
+            Err(e) => {
+                errors.push(format!("{place}.if: {e}"));
+                None
+            }
+        },
+        Some(_) => {
+            errors.push(format!(
+                "{place}.if: must be a rule like \"Bash(rm *)\" (a string)"
+            ));
+            None
+        }
+    };
+    let background = flag(h, "async", &place, errors);
+    Some(Handler {
+        command: command?.to_string(),
+        timeout: timeout?,
+        source,
+        jail: jail?,
+        covered: Vec::new(),
+        opaque: None,
+        cond: cond?,
+        background: background?,
+    })
+}
+
+/// A handler's boolean `key` (absent: false); an error names `place` when it is not one.
+fn flag(h: &Value, key: &str, place: &str, errors: &mut Vec<String>) -> Option<bool> {
+    match h.get(key) {
+        None | Some(Value::Null) => Some(false),
+        Some(Value::Bool(b)) => Some(*b),
+        Some(_) => {
+            errors.push(format!("{place}.{key}: must be true or false"));
+            None
+        }
     }
 }
 

@@ -394,6 +394,10 @@ impl Decoder {
 }
 
 impl StreamDecoder for Decoder {
+    #[expect(
+        clippy::too_many_lines,
+        reason = "one arm per event type of Anthropic's Messages stream (message_start, content_block_start/delta/stop, message_delta, message_stop, ping, error), read top to bottom as the docs list them"
+    )]
     fn event(
         &mut self,
         ev: &SseEvent,

@@ -132,6 +132,23 @@ struct Cmd {
 
 /// PID 1 of the jail: builds the view, says Ready, serves until tern is gone.
 fn serve(ctl: RawFd, spec: &JailSpec) -> i32 {
+    let (notes, progs, sfd) = match set_up(ctl, spec) {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    if !announce(ctl, spec, &notes, progs.is_some()) {
+        return 1;
+    }
+    serve_commands(ctl, sfd, spec, progs.as_deref())
+}
+
+/// What a jail that stands holds: the notes (what is missing but not fatal), seccomp's
+/// programs (None: not available here), the signalfd the init waits on.
+type Ready = (Vec<String>, Option<Vec<seccompiler::BpfProgram>>, RawFd);
+
+/// Builds the jail's walls (mounts, loopback, seccomp's programs) and the signalfd. Errors:
+/// the exit code, the failure sent to tern first.
+fn set_up(ctl: RawFd, spec: &JailSpec) -> Result<Ready, i32> {
     // SAFETY: prctl with integer arguments. The init dies with the outer process, and no
     // command may read its memory or /proc files (it holds the control socket).
     unsafe {
@@ -139,12 +156,12 @@ fn serve(ctl: RawFd, spec: &JailSpec) -> i32 {
     }
     let notes = match mounts::build(spec) {
         Ok(n) => n,
-        Err(e) => return fail(ctl, "mount namespace", &e),
+        Err(e) => return Err(fail(ctl, "mount namespace", &e)),
     };
     if spec.no_network
         && let Err(e) = mounts::loopback_up()
     {
-        return fail(ctl, "network namespace", &format!("loopback: {e}"));
+        return Err(fail(ctl, "network namespace", &format!("loopback: {e}")));
     }
     let mut notes = notes;
     let progs = match seccomp::programs() {
@@ -168,28 +185,40 @@ fn serve(ctl: RawFd, spec: &JailSpec) -> i32 {
         libc::signalfd(-1, &set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC)
     };
     if sfd < 0 {
-        return fail(ctl, "PID namespace", &io::Error::last_os_error());
+        return Err(fail(ctl, "PID namespace", &io::Error::last_os_error()));
     }
     // The control socket must not reach a command.
     // SAFETY: fcntl on our own descriptor.
     unsafe { libc::fcntl(ctl, libc::F_SETFD, libc::FD_CLOEXEC) };
+    Ok((notes, progs, sfd))
+}
+
+/// Tells tern the jail is ready: which walls stand (bits) and the notes. Whether tern heard it.
+fn announce(ctl: RawFd, spec: &JailSpec, notes: &[String], seccomp: bool) -> bool {
     let mut bits = 1 | 2 | 4 | 8;
     if spec.no_network {
         bits |= 16;
     }
-    if progs.is_some() {
+    if seccomp {
         bits |= 32;
     }
     let mut w = Writer::default();
     w.u8(b'R')
         .u8(bits)
         .u32(u32::try_from(notes.len()).unwrap_or(0));
-    for n in &notes {
+    for n in notes {
         w.bytes(n.as_bytes());
     }
-    if wire::send(ctl, &w.0, &[]).is_err() {
-        return 1;
-    }
+    wire::send(ctl, &w.0, &[]).is_ok()
+}
+
+/// Serves tern's spawn requests and the commands' sockets until tern goes (exit 0).
+fn serve_commands(
+    ctl: RawFd,
+    sfd: RawFd,
+    spec: &JailSpec,
+    progs: Option<&[seccompiler::BpfProgram]>,
+) -> i32 {
     let mut draft_inode = spec.writable_files.first().and_then(|p| mounts::inode(p));
     let mut cmds: Vec<Cmd> = Vec::new();
     loop {
@@ -237,7 +266,7 @@ fn serve(ctl: RawFd, spec: &JailSpec) -> i32 {
         if pfds[0].revents != 0 {
             match wire::recv(ctl) {
                 Ok(Received::Message(m, fds)) => {
-                    let reply = match spawn(&m, fds, spec, &mut draft_inode, progs.as_deref()) {
+                    let reply = match spawn(&m, fds, spec, &mut draft_inode, progs) {
                         Ok(c) => {
                             let mut w = Writer::default();
                             w.u8(b'P').i32(c.pid);
