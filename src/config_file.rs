@@ -34,6 +34,7 @@
 //!   spending limit lets through, and a cloned repository must not change that.
 //! - The file lives under `~/.config/tern/`, which the sandbox's jail hides from commands.
 
+use crate::config::ConfigError;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -180,7 +181,7 @@ pub struct Costs {
 
 /// The money settings of `loaded`. Errors (naming the file and the setting): a price with a
 /// negative or non-finite figure, a `max_cost` that is not a positive number of dollars.
-pub fn costs(loaded: &Loaded) -> Result<Costs, String> {
+pub fn costs(loaded: &Loaded) -> Result<Costs, ConfigError> {
     let c = &loaded.merged;
     let at = |field: &str| file_of(loaded, field);
     // Errors are shown after "config: ": the file alone.
@@ -192,7 +193,8 @@ pub fn costs(loaded: &Loaded) -> Result<Costs, String> {
     };
     let priced = |p: crate::cost::Price, field: &str| -> Result<crate::cost::Priced, String> {
         let p = p.complete();
-        p.check().map_err(|e| format!("{}: {e}", file(field)))?;
+        p.check()
+            .map_err(|e| ConfigError::File(format!("{}: {e}", file(field))))?;
         Ok(crate::cost::Priced {
             price: p,
             source: format!("\"{field}\" in {}", at(field)),
@@ -212,10 +214,10 @@ pub fn costs(loaded: &Loaded) -> Result<Costs, String> {
     if let Some(m) = c.max_cost
         && !(m.is_finite() && m > 0.0)
     {
-        return Err(format!(
+        return Err(ConfigError::File(format!(
             "{}: \"max_cost\" is {m}: give a number of US dollars above 0",
             file("max_cost")
-        ));
+        )));
     }
     Ok(Costs {
         prices,
@@ -267,7 +269,7 @@ pub struct Loaded {
 
 /// Reads `path`: None when absent. Errors name the file: unreadable, not JSON, an unknown field,
 /// a key in a file others can read, any key in the project's file.
-pub fn read(path: &Path, project: bool) -> Result<Option<FileConfig>, String> {
+pub fn read(path: &Path, project: bool) -> Result<Option<FileConfig>, ConfigError> {
     // Not blocking on a FIFO; a config file is small, 1 MiB is far past any real one.
     let text = match crate::store::fsutil::read_regular(path, 1 << 20).and_then(|b| {
         b.map(|b| String::from_utf8(b).map_err(|_| std::io::Error::other("not valid UTF-8")))
@@ -283,25 +285,30 @@ pub fn read(path: &Path, project: bool) -> Result<Option<FileConfig>, String> {
         {
             return Ok(None);
         }
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        Err(e) => {
+            return Err(ConfigError::File(format!(
+                "cannot read {}: {e}",
+                path.display()
+            )));
+        }
     };
-    let cfg: FileConfig =
-        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let cfg: FileConfig = serde_json::from_str(&text)
+        .map_err(|e| ConfigError::File(format!("{}: {e}", path.display())))?;
     let has_key = cfg.api_key.is_some() || cfg.api_key_command.is_some();
     if project && has_key {
-        return Err(format!(
+        return Err(ConfigError::File(format!(
             "{} holds a key (api_key or api_key_command): a project's config may be shared, so tern reads keys only from ~/.config/tern/config.json (tern setup writes it)",
             path.display()
-        ));
+        )));
     }
     // A project's file is the project's word, not the person's: it may narrow the sandbox but
     // never widen what a command may do (a cloned repository must not turn the sandbox or the
     // approval questions off).
     if project && cfg.sandbox == Some(crate::policy::Mode::DangerFullAccess) {
-        return Err(format!(
+        return Err(ConfigError::File(format!(
             "{} sets \"sandbox\": \"danger-full-access\": a project's config may narrow the sandbox, never turn it off; set it in ~/.config/tern/config.json or pass --sandbox",
             path.display()
-        ));
+        )));
     }
     let priced = cfg.price.is_some()
         || cfg
@@ -309,38 +316,38 @@ pub fn read(path: &Path, project: bool) -> Result<Option<FileConfig>, String> {
             .iter()
             .any(|m| matches!(m, ModelEntry::Priced { .. }));
     if project && priced {
-        return Err(format!(
+        return Err(ConfigError::File(format!(
             "{} sets a price: prices decide what a spending limit lets through, so tern reads them only from ~/.config/tern/config.json",
             path.display()
-        ));
+        )));
     }
     if project && cfg.approval.is_some() {
-        return Err(format!(
+        return Err(ConfigError::File(format!(
             "{} sets \"approval\": a project's config may not decide when commands run without asking; set it in ~/.config/tern/config.json or pass --approval",
             path.display()
-        ));
+        )));
     }
     if let Some(t) = cfg.api_key_command_timeout
         && !(1..=MAX_KEY_COMMAND_TIMEOUT_S).contains(&t)
     {
-        return Err(format!(
+        return Err(ConfigError::File(format!(
             "{}: \"api_key_command_timeout\" is {t}: give a number of seconds from 1 to {MAX_KEY_COMMAND_TIMEOUT_S}",
             path.display()
-        ));
+        )));
     }
     if cfg.api_key.is_some() {
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?
+            .map_err(|e| ConfigError::File(format!("cannot read {}: {e}", path.display())))?
             .permissions()
             .mode();
         if mode & 0o077 != 0 {
-            return Err(format!(
+            return Err(ConfigError::File(format!(
                 "{} holds an API key but others can read it (mode {:o}): run `chmod 600 {}`",
                 path.display(),
                 mode & 0o777,
                 path.display()
-            ));
+            )));
         }
     }
     Ok(Some(cfg))
@@ -348,7 +355,7 @@ pub fn read(path: &Path, project: bool) -> Result<Option<FileConfig>, String> {
 
 /// Reads the user's file and the project's (`<state root>/config.json`), the project's fields
 /// over the user's.
-pub fn load(env: &Env, state_root: &Path) -> Result<Loaded, String> {
+pub fn load(env: &Env, state_root: &Path) -> Result<Loaded, ConfigError> {
     let mut loaded = Loaded::default();
     let files = [
         (user_path(env), false),
@@ -407,7 +414,7 @@ const PROVIDER_ENV: [&str; 4] = [
 /// Lays `loaded` under `env` (see the module docs) and says where each setting came from.
 /// Runs `api_key_command` when its key is needed. Errors: the command failed or printed
 /// nothing.
-pub fn layer(mut env: Env, loaded: &Loaded) -> Result<Env, String> {
+pub fn layer(mut env: Env, loaded: &Loaded) -> Result<Env, ConfigError> {
     let c = &loaded.merged;
     let mut sources = Sources::new();
     let env_named = PROVIDER_ENV.iter().find(|k| env.is_set(k)).copied();
@@ -436,11 +443,11 @@ fn file_of(loaded: &Loaded, field: &str) -> String {
 
 /// A cloned repository must not be able to send the person's key to a server of its choosing:
 /// with a key from the user's file, the server comes from the user's file too.
-fn refuse_project_server(loaded: &Loaded) -> Result<(), String> {
+fn refuse_project_server(loaded: &Loaded) -> Result<(), ConfigError> {
     if !(loaded.project_server && has_key(&loaded.merged)) {
         return Ok(());
     }
-    Err(format!(
+    Err(ConfigError::File(format!(
         "the project's config ({}) names the provider or base URL, and your key is in {}: tern does not send that key to a server a project chose. Remove provider/base_url from the project's file, or give the key in the environment",
         loaded
             .from
@@ -455,12 +462,16 @@ fn refuse_project_server(loaded: &Loaded) -> Result<(), String> {
                 || "~/.config/tern/config.json".into(),
                 |p| p.display().to_string()
             )
-    ))
+    )))
 }
 
 /// The file's provider, base URL and key under the environment (which names none); runs
 /// `api_key_command` for the key.
-fn layer_provider(env: &mut Env, loaded: &Loaded, sources: &mut Sources) -> Result<(), String> {
+fn layer_provider(
+    env: &mut Env,
+    loaded: &Loaded,
+    sources: &mut Sources,
+) -> Result<(), ConfigError> {
     let c = &loaded.merged;
     let kind = c.provider.unwrap_or(ProviderKind::Openai);
     let (key_var, url_var) = match kind {
@@ -587,7 +598,7 @@ fn has_key(c: &FileConfig) -> bool {
 /// what the command started goes too). Errors, worded to follow `"api_key_command" `: it could
 /// not start, ran past `timeout`, exited non-zero, or printed nothing. `tern setup` uses it
 /// too.
-pub fn run_key_command(cmd: &str, timeout: std::time::Duration) -> Result<String, String> {
+pub fn run_key_command(cmd: &str, timeout: std::time::Duration) -> Result<String, ConfigError> {
     use crate::child;
     let mut command = std::process::Command::new("sh");
     command.args(["-c", cmd]);
@@ -607,21 +618,21 @@ pub fn run_key_command(cmd: &str, timeout: std::time::Duration) -> Result<String
         // What it left running in the background (holding stdout, say) goes with it.
         kill_leftovers: true,
     })
-    .map_err(|e| format!("could not start: {e}"))?;
+    .map_err(|e| ConfigError::KeyCommand(format!("could not start: {e}")))?;
     if out.stop.is_some() {
-        return Err(format!(
+        return Err(ConfigError::KeyCommand(format!(
             "did not finish within {} s, so its process group was killed (set \"api_key_command_timeout\" to allow longer)",
             timeout.as_secs_f64()
-        ));
+        )));
     }
     match out.status {
         Some(s) if s.success() => {}
-        Some(s) => return Err(format!("failed ({s})")),
-        None => return Err("could not be waited for".into()),
+        Some(s) => return Err(ConfigError::KeyCommand(format!("failed ({s})"))),
+        None => return Err(ConfigError::KeyCommand("could not be waited for".into())),
     }
     let key = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if key.is_empty() {
-        return Err("printed no key".into());
+        return Err(ConfigError::KeyCommand("printed no key".into()));
     }
     Ok(key)
 }
@@ -664,7 +675,7 @@ mod tests {
             ..FileConfig::default()
         });
         l.project_server = true;
-        let e = layer(Env::default(), &l).unwrap_err();
+        let e = layer(Env::default(), &l).unwrap_err().to_string();
         assert!(e.contains("does not send that key"), "{e}");
         // With the key in the environment, the environment's provider wins anyway.
         assert!(layer(Env::of(&[("OPENAI_API_KEY", "sk-env")]), &l).is_ok());
@@ -713,7 +724,9 @@ mod tests {
     #[test]
     fn a_key_command_past_its_timeout_is_killed() {
         use std::time::Duration;
-        let e = run_key_command("sleep 30 & wait", Duration::from_millis(300)).unwrap_err();
+        let e = run_key_command("sleep 30 & wait", Duration::from_millis(300))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("did not finish"), "{e}");
         assert_eq!(
             run_key_command("echo sk-1", Duration::from_secs(30)).unwrap(),
@@ -728,15 +741,20 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("config.json");
         std::fs::write(&p, r#"{"modle": "x"}"#).unwrap();
-        assert!(read(&p, false).unwrap_err().contains("modle"));
+        assert!(read(&p, false).unwrap_err().to_string().contains("modle"));
         std::fs::write(&p, r#"{"api_key": "sk-1"}"#).unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
-        assert!(read(&p, false).unwrap_err().contains("chmod 600"));
+        assert!(
+            read(&p, false)
+                .unwrap_err()
+                .to_string()
+                .contains("chmod 600")
+        );
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert_eq!(
             read(&p, false).unwrap().unwrap().api_key.as_deref(),
             Some("sk-1")
         );
-        assert!(read(&p, true).unwrap_err().contains("shared"));
+        assert!(read(&p, true).unwrap_err().to_string().contains("shared"));
     }
 }

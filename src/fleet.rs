@@ -292,7 +292,7 @@ impl Member {
                 format!(
                     "fleet member {}: {}",
                     self.id,
-                    e.lines().next().unwrap_or("")
+                    e.to_string().lines().next().unwrap_or("")
                 )
             })
     }

@@ -223,7 +223,7 @@ impl Launcher {
         config::resolve_named(&self.flags, &|k| self.env.var(k), &|k| {
             self.env.source_of(k)
         })
-        .map_err(Failure::Usage)
+        .map_err(|e| Failure::Usage(e.into()))
     }
 
     /// Checks that a runtime can get a provider (a usage error when nothing is configured), so a
@@ -258,7 +258,7 @@ impl Launcher {
                     "this session's model was the demo's replay; a compaction needs a real model.\n{e}"
                 )
             } else {
-                e
+                e.into()
             })
         })
     }

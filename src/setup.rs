@@ -268,7 +268,7 @@ fn check_route(
         "TERN_MODEL" => "the model given to tern setup".to_string(),
         other => other.to_string(),
     };
-    config::resolve_named(&flags, &|k| check_env.var(k), &named).map_err(|e| (2, e))
+    config::resolve_named(&flags, &|k| check_env.var(k), &named).map_err(|e| (2, e.into()))
 }
 
 /// One tiny request to the route; a failure asks whether to save anyway (refused without a

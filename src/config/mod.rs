@@ -248,6 +248,47 @@ pub struct ProviderFlags {
     pub model: Option<String>,
 }
 
+/// Why the provider or a setting cannot be used (a usage error, exit 2): the line (or lines,
+/// with the way out) naming the flag, variable or config value and what it takes. One type for
+/// the config room's doors ([`resolve`], the settings of [`vars`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    /// A flag, an environment variable or a config value tern cannot use, or no provider is
+    /// configured ([`NO_PROVIDER`]).
+    Invalid(String),
+    /// A config file (`~/.config/tern/config.json`, `.tern/config.json`) cannot be read or
+    /// holds what tern refuses (a key in a project file, an unknown field).
+    File(String),
+    /// `api_key_command` failed, timed out or printed no key.
+    KeyCommand(String),
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigError::Invalid(why) | ConfigError::File(why) | ConfigError::KeyCommand(why) => {
+                f.write_str(why)
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// A helper's one-line reason (a name check, a path check) is an invalid setting.
+impl From<String> for ConfigError {
+    fn from(why: String) -> ConfigError {
+        ConfigError::Invalid(why)
+    }
+}
+
+/// The message, for callers that report one line (the surfaces).
+impl From<ConfigError> for String {
+    fn from(e: ConfigError) -> String {
+        e.to_string()
+    }
+}
+
 /// The message shown when no provider is configured.
 pub const NO_PROVIDER: &str = "no model provider configured.
 Set one of:
@@ -267,7 +308,10 @@ To see tern work without a model, run `tern demo`.";
 /// naming the flag or variable when a base URL is blank, not UTF-8, not http(s) or a full
 /// endpoint instead of a base, when a model name is blank, not UTF-8 or holds control characters,
 /// or when a key cannot go in an HTTP header.
-pub fn resolve(flags: &ProviderFlags, env: &dyn Fn(&str) -> Var) -> Result<ProviderChoice, String> {
+pub fn resolve(
+    flags: &ProviderFlags,
+    env: &dyn Fn(&str) -> Var,
+) -> Result<ProviderChoice, ConfigError> {
     resolve_named(flags, env, &|k| k.to_string())
 }
 
@@ -280,7 +324,7 @@ pub fn resolve_named(
     flags: &ProviderFlags,
     env: &dyn Fn(&str) -> Var,
     name: &dyn Fn(&str) -> String,
-) -> Result<ProviderChoice, String> {
+) -> Result<ProviderChoice, ConfigError> {
     // A key set to blank counts as unset (`OPENAI_API_KEY= tern …` runs without it); a URL or a
     // model set to blank is a mistake worth saying, never a silent default.
     let kind = provider_kind(flags, env)?;
@@ -309,39 +353,39 @@ pub fn resolve_named(
     };
     let api_key = match env(key_var) {
         Var::NotUtf8 => {
-            return Err(format!(
+            return Err(ConfigError::Invalid(format!(
                 "{key_name} is not UTF-8 text: it cannot go in an HTTP header"
-            ));
+            )));
         }
         v => v.filled().map(str::to_string),
     };
     let base_url = match (&flags.base_url, env(url_var)) {
         (Some(u), _) => base_url(u, kind, &name("--base-url"))?,
         (None, Var::Text(u)) if u.trim().is_empty() => {
-            return Err(format!(
+            return Err(ConfigError::Invalid(format!(
                 "the base URL {u:?} ({url_name}) is not an http:// or https:// URL\n({} to use {default_url})",
                 unset(url_var, &url_name)
-            ));
+            )));
         }
         (None, Var::Text(u)) => base_url(&u, kind, &url_name)?,
         (None, Var::NotUtf8) => {
-            return Err(format!(
+            return Err(ConfigError::Invalid(format!(
                 "{url_name} is not UTF-8 text: give an http:// or https:// base URL, or unset it to use {default_url}"
-            ));
+            )));
         }
         (None, Var::Unset) => default_url.to_string(),
     };
     if api_key.is_none() && base_url == default_url {
-        return Err(format!(
+        return Err(ConfigError::Invalid(format!(
             "{key_var} is not set: {default_url} needs an API key.\n\n{NO_PROVIDER}"
-        ));
+        )));
     }
     let model = model_of(flags, env, name, default_model)?;
     if let Some(k) = &api_key {
         if !k.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err(format!(
+            return Err(ConfigError::Invalid(format!(
                 "{key_name} holds characters that cannot go in an HTTP header (spaces, control or non-ASCII characters)"
-            ));
+            )));
         }
         crate::store::redact::register(k);
     }
@@ -357,7 +401,10 @@ pub fn resolve_named(
 /// Which wire format: the flag's, else the one whose key or base URL is set (OpenAI's first).
 /// A key set to blank counts as unset (`OPENAI_API_KEY= tern …` runs without it); a URL set
 /// at all counts. Errors: none is named.
-fn provider_kind(flags: &ProviderFlags, env: &dyn Fn(&str) -> Var) -> Result<ProviderKind, String> {
+fn provider_kind(
+    flags: &ProviderFlags,
+    env: &dyn Fn(&str) -> Var,
+) -> Result<ProviderKind, ConfigError> {
     let key_set = |k: &str| match env(k) {
         Var::Text(v) => !v.trim().is_empty(),
         Var::NotUtf8 => true,
@@ -375,7 +422,7 @@ fn provider_kind(flags: &ProviderFlags, env: &dyn Fn(&str) -> Var) -> Result<Pro
         None if key_set("ANTHROPIC_API_KEY") || url_set("ANTHROPIC_BASE_URL") => {
             Ok(ProviderKind::Anthropic)
         }
-        None => Err(NO_PROVIDER.into()),
+        None => Err(ConfigError::Invalid(NO_PROVIDER.into())),
     }
 }
 
@@ -386,7 +433,7 @@ fn model_of(
     env: &dyn Fn(&str) -> Var,
     name: &dyn Fn(&str) -> String,
     default_model: &str,
-) -> Result<String, String> {
+) -> Result<String, ConfigError> {
     let src = name("TERN_MODEL");
     match (&flags.model, env("TERN_MODEL")) {
         (Some(m), _) => model_name(m, &name("--model")),
@@ -396,14 +443,14 @@ fn model_of(
             } else {
                 format!("remove {src}")
             };
-            Err(format!(
+            Err(ConfigError::Invalid(format!(
                 "the model name is empty ({src})\n({fix} to use {default_model})"
-            ))
+            )))
         }
         (None, Var::Text(m)) => model_name(&m, &src),
-        (None, Var::NotUtf8) => Err(format!(
+        (None, Var::NotUtf8) => Err(ConfigError::Invalid(format!(
             "the model name in TERN_MODEL is not UTF-8 text\n(unset TERN_MODEL to use {default_model})"
-        )),
+        ))),
         (None, Var::Unset) => Ok(default_model.to_string()),
     }
 }
@@ -420,7 +467,7 @@ fn endpoint_suffix(kind: ProviderKind) -> &'static str {
 /// `url` (from `source`: `--base-url` or a variable) checked and normalised: trimmed, no trailing
 /// `/`, the scheme in lower case. Errors: not an http(s) URL, or the full endpoint rather than the
 /// base. URLs are shown redacted (they may carry credentials).
-fn base_url(url: &str, kind: ProviderKind, source: &str) -> Result<String, String> {
+fn base_url(url: &str, kind: ProviderKind, source: &str) -> Result<String, ConfigError> {
     // Errors show the value as given (`--base-url " "` is `" "`), not what trimming left.
     let given = crate::store::redact::redact(url).into_owned();
     let url = url.trim().trim_end_matches('/');
@@ -431,14 +478,14 @@ fn base_url(url: &str, kind: ProviderKind, source: &str) -> Result<String, Strin
         None => url.to_string(),
     };
     if !url.contains("://") || !(scheme == "http" || scheme == "https") {
-        return Err(format!(
+        return Err(ConfigError::Invalid(format!(
             "the base URL {given:?} ({source}) is not an http:// or https:// URL"
-        ));
+        )));
     }
     if let Err(why) = authority_ok(&url) {
-        return Err(format!(
+        return Err(ConfigError::Invalid(format!(
             "the base URL {given:?} ({source}) is not a valid URL: {why}"
-        ));
+        )));
     }
     let end = url.find(['?', '#']).unwrap_or(url.len());
     let (path, tail) = url.split_at(end);
@@ -450,11 +497,11 @@ fn base_url(url: &str, kind: ProviderKind, source: &str) -> Result<String, Strin
         && path[cut..].eq_ignore_ascii_case(suffix)
     {
         let base = format!("{}{tail}", &path[..cut]);
-        return Err(format!(
+        return Err(ConfigError::Invalid(format!(
             "the base URL {:?} ({source}) is the full endpoint, not the base: give {:?} (tern adds {suffix} itself)",
             crate::store::redact::redact(&url),
             crate::store::redact::redact(&base)
-        ));
+        )));
     }
     Ok(url)
 }
@@ -515,14 +562,16 @@ fn authority_ok(url: &str) -> Result<(), String> {
 /// `name` (from `source`: `--model` or TERN_MODEL) checked: not blank, and no control
 /// characters (the name is shown in the banner, the status and `tern sessions`, where a newline
 /// or an escape sequence would garble the terminal).
-pub(crate) fn model_name(name: &str, source: &str) -> Result<String, String> {
+pub(crate) fn model_name(name: &str, source: &str) -> Result<String, ConfigError> {
     if name.trim().is_empty() {
-        return Err(format!("the model name is empty ({source})"));
+        return Err(ConfigError::Invalid(format!(
+            "the model name is empty ({source})"
+        )));
     }
     if name.chars().any(char::is_control) {
-        return Err(format!(
+        return Err(ConfigError::Invalid(format!(
             "the model name {name:?} ({source}) holds control characters"
-        ));
+        )));
     }
     Ok(name.to_string())
 }
@@ -648,7 +697,9 @@ mod tests {
 
     #[test]
     fn no_provider_names_the_variables_and_the_demo() {
-        let e = resolve(&ProviderFlags::default(), &env_of(&[])).unwrap_err();
+        let e = resolve(&ProviderFlags::default(), &env_of(&[]))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("OPENAI_API_KEY") && e.contains("ANTHROPIC_API_KEY"));
         assert!(e.contains("tern demo"));
     }
@@ -698,7 +749,8 @@ mod tests {
             &ProviderFlags::default(),
             &env_of(&[("OPENAI_API_KEY", "sk-ünïcødé")]),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("OPENAI_API_KEY"), "{e}");
     }
 
@@ -718,6 +770,7 @@ mod tests {
         assert!(
             resolve(&flags, &env_of(&[]))
                 .unwrap_err()
+                .to_string()
                 .contains("ANTHROPIC_API_KEY")
         );
     }
@@ -744,19 +797,23 @@ mod tests {
             &ProviderFlags::default(),
             &env_of(&[LOCAL, ("TERN_MODEL", " ")]),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("model name is empty (TERN_MODEL)"), "{e}");
         let e = resolve(
             &ProviderFlags::default(),
             &env_with_bad(&[LOCAL], "TERN_MODEL"),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("TERN_MODEL is not UTF-8"), "{e}");
         let flag = |m: &str| ProviderFlags {
             model: Some(m.into()),
             ..ProviderFlags::default()
         };
-        let e = resolve(&flag(""), &env_of(&[LOCAL])).unwrap_err();
+        let e = resolve(&flag(""), &env_of(&[LOCAL]))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("model name is empty (--model)"), "{e}");
         // The flag wins over a blank variable, as it wins over any.
         assert_eq!(
@@ -773,7 +830,8 @@ mod tests {
             &ProviderFlags::default(),
             &env_of(&[LOCAL, ("TERN_MODEL", "a\nb")]),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             e.contains("control characters") && e.contains("TERN_MODEL"),
             "{e}"
@@ -782,7 +840,7 @@ mod tests {
             model: Some("a\u{1b}[2Jb".into()),
             ..ProviderFlags::default()
         };
-        let e = resolve(&flags, &env_of(&[LOCAL])).unwrap_err();
+        let e = resolve(&flags, &env_of(&[LOCAL])).unwrap_err().to_string();
         assert!(
             e.contains("control characters") && e.contains("--model"),
             "{e}"
@@ -797,7 +855,9 @@ mod tests {
             ("ANTHROPIC_BASE_URL", " "),
         ] {
             let pairs: &'static [(&str, &str)] = Box::leak(Box::new([(var, value)]));
-            let e = resolve(&ProviderFlags::default(), &env_of(pairs)).unwrap_err();
+            let e = resolve(&ProviderFlags::default(), &env_of(pairs))
+                .unwrap_err()
+                .to_string();
             assert!(
                 e.contains(&format!("({var}) is not an http:// or https:// URL")),
                 "{var}={value:?}: {e}"
@@ -807,13 +867,15 @@ mod tests {
             &ProviderFlags::default(),
             &env_with_bad(&[], "ANTHROPIC_BASE_URL"),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("ANTHROPIC_BASE_URL is not UTF-8"), "{e}");
         let e = resolve(
             &ProviderFlags::default(),
             &env_with_bad(&[], "OPENAI_API_KEY"),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("OPENAI_API_KEY is not UTF-8"), "{e}");
         // A blank key still counts as unset: the local server runs without one.
         let c = resolve(
@@ -830,7 +892,8 @@ mod tests {
             &ProviderFlags::default(),
             &env_of(&[("OPENAI_BASE_URL", "http://host/v1/chat/completions")]),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             e.contains("(OPENAI_BASE_URL)") && e.contains("give \"http://host/v1\""),
             "{e}"
@@ -843,7 +906,8 @@ mod tests {
             &flags("http://host/v1/Chat/Completions/?key=k"),
             &env_of(&[]),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             e.contains("(--base-url)") && e.contains("give \"http://host/v1?key=k\""),
             "{e}"
@@ -852,7 +916,9 @@ mod tests {
             provider: Some(ProviderKind::Anthropic),
             ..flags(u)
         };
-        let e = resolve(&anthropic("https://host/v1/messages"), &env_of(&[])).unwrap_err();
+        let e = resolve(&anthropic("https://host/v1/messages"), &env_of(&[]))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("give \"https://host\""), "{e}");
         for ok in ["https://host", "https://host/v1"] {
             assert_eq!(resolve(&anthropic(ok), &env_of(&[])).unwrap().base_url, ok);
@@ -869,9 +935,13 @@ mod tests {
 
     #[test]
     fn a_refused_base_url_is_shown_as_given() {
-        let e = base_url(" ", ProviderKind::Openai, "--base-url").unwrap_err();
+        let e = base_url(" ", ProviderKind::Openai, "--base-url")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("\" \""), "{e}");
-        let e = base_url("ftp://h/ ", ProviderKind::Openai, "--base-url").unwrap_err();
+        let e = base_url("ftp://h/ ", ProviderKind::Openai, "--base-url")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("\"ftp://h/ \""), "{e}");
     }
 

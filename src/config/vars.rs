@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::ValueEnum;
 
-use super::{Env, Var};
+use super::{ConfigError, Env, Var};
 use crate::policy::{Approval, DiskFloor, Mode};
 use crate::sandbox::jail::Reach;
 
@@ -18,16 +18,16 @@ pub fn set_var(
     key: &str,
     expected: &str,
     default: &str,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, ConfigError> {
     match env.var(key) {
         Var::Unset => Ok(None),
-        Var::Text(v) if v.trim().is_empty() => Err(format!(
+        Var::Text(v) if v.trim().is_empty() => Err(ConfigError::Invalid(format!(
             "{key} is set but empty: give {expected}, or unset {key} to use {default}"
-        )),
+        ))),
         Var::Text(v) => Ok(Some(v)),
-        Var::NotUtf8 => Err(format!(
+        Var::NotUtf8 => Err(ConfigError::Invalid(format!(
             "{key} is not UTF-8 text: give {expected}, or unset {key} to use {default}"
-        )),
+        ))),
     }
 }
 
@@ -35,23 +35,27 @@ pub fn set_var(
 /// `off`/`0`/`false`/`no`), `TERN_CHECKPOINT_MAX_FILE` and `TERN_CHECKPOINT_BUDGET` (whole
 /// bytes), each over [`crate::checkpoint::Limits::default`]. Errors: a value that is none of
 /// these, naming the variable (a typo must not leave checkpoints on, or a budget unset).
-pub fn checkpoints(env: &Env) -> Result<crate::checkpoint::Limits, String> {
+pub fn checkpoints(env: &Env) -> Result<crate::checkpoint::Limits, ConfigError> {
     let mut l = crate::checkpoint::Limits::default();
     let switch = "on or off";
     if let Some(v) = set_var(env, "TERN_CHECKPOINTS", switch, "on")? {
         l.enabled = match v.trim().to_ascii_lowercase().as_str() {
             "on" | "1" | "true" | "yes" => true,
             "off" | "0" | "false" | "no" => false,
-            _ => return Err(format!("TERN_CHECKPOINTS={v:?}: expected {switch}")),
+            _ => {
+                return Err(ConfigError::Invalid(format!(
+                    "TERN_CHECKPOINTS={v:?}: expected {switch}"
+                )));
+            }
         };
     }
-    let bytes = |key: &str, default: &str| -> Result<Option<u64>, String> {
+    let bytes = |key: &str, default: &str| -> Result<Option<u64>, ConfigError> {
         let expected = "a whole number of bytes";
         set_var(env, key, expected, default)?
             .map(|v| {
                 v.trim()
                     .parse::<u64>()
-                    .map_err(|_| format!("{key}={v:?}: expected {expected}"))
+                    .map_err(|_| ConfigError::Invalid(format!("{key}={v:?}: expected {expected}")))
             })
             .transpose()
     };
@@ -65,7 +69,11 @@ pub fn checkpoints(env: &Env) -> Result<crate::checkpoint::Limits, String> {
 }
 
 /// `--approval`, else `TERN_APPROVAL` (ask, auto or never), else `default`.
-pub fn approval(flag: Option<Approval>, env: &Env, default: Approval) -> Result<Approval, String> {
+pub fn approval(
+    flag: Option<Approval>,
+    env: &Env,
+    default: Approval,
+) -> Result<Approval, ConfigError> {
     if let Some(a) = flag {
         return Ok(a);
     }
@@ -73,28 +81,29 @@ pub fn approval(flag: Option<Approval>, env: &Env, default: Approval) -> Result<
         .to_possible_value()
         .map_or_else(|| "the default".to_string(), |v| v.get_name().to_string());
     match set_var(env, "TERN_APPROVAL", "ask, auto or never", &name)? {
-        Some(v) => Approval::from_str(v.trim(), true)
-            .map_err(|_| format!("TERN_APPROVAL={v:?}: expected ask, auto or never")),
+        Some(v) => Approval::from_str(v.trim(), true).map_err(|_| {
+            ConfigError::Invalid(format!("TERN_APPROVAL={v:?}: expected ask, auto or never"))
+        }),
         None => Ok(default),
     }
 }
 
 /// `--sandbox`, else `TERN_SANDBOX`, else workspace-write.
-pub fn sandbox(flag: Option<Mode>, env: &Env) -> Result<Mode, String> {
+pub fn sandbox(flag: Option<Mode>, env: &Env) -> Result<Mode, ConfigError> {
     if let Some(m) = flag {
         return Ok(m);
     }
     let expected = "read-only, workspace-write or danger-full-access";
     match set_var(env, "TERN_SANDBOX", expected, "workspace-write")? {
         Some(v) => Mode::from_str(v.trim(), true)
-            .map_err(|_| format!("TERN_SANDBOX={v:?}: expected {expected}")),
+            .map_err(|_| ConfigError::Invalid(format!("TERN_SANDBOX={v:?}: expected {expected}"))),
         None => Ok(Mode::default()),
     }
 }
 
 /// `--state-dir`, else `TERN_STATE_DIR`, else None (the workspace's `.tern/`). Errors also: a
 /// state folder named that exists and is not a folder (`/dev/null`).
-pub fn state_dir(flag: Option<PathBuf>, env: &Env) -> Result<Option<PathBuf>, String> {
+pub fn state_dir(flag: Option<PathBuf>, env: &Env) -> Result<Option<PathBuf>, ConfigError> {
     let (dir, from) = match flag {
         Some(d) => (d, "--state-dir"),
         None => match set_var(env, "TERN_STATE_DIR", "a folder", "<workspace>/.tern")? {
@@ -105,10 +114,10 @@ pub fn state_dir(flag: Option<PathBuf>, env: &Env) -> Result<Option<PathBuf>, St
     if let Ok(m) = std::fs::metadata(&dir)
         && !m.is_dir()
     {
-        return Err(format!(
+        return Err(ConfigError::Invalid(format!(
             "{} (from {from}) exists and is not a folder: give a folder for tern's state",
             dir.display()
-        ));
+        )));
     }
     Ok(Some(dir))
 }
@@ -129,8 +138,8 @@ pub struct ReachFlags<'a> {
 /// `--add-dir`, `--read-dir`, `--env`, `--no-jail` and their variables (`TERN_ADD_DIRS`,
 /// `TERN_READ_DIRS` separated by `:`, `TERN_ENV` by `,`, `TERN_NO_JAIL`): folders must exist
 /// (made absolute and canonical, never `/`), names must be passable.
-pub fn reach(flags: ReachFlags<'_>, env: &Env) -> Result<Reach, String> {
-    let dirs = |flag: &str, given: &[PathBuf], var: &str| -> Result<Vec<PathBuf>, String> {
+pub fn reach(flags: ReachFlags<'_>, env: &Env) -> Result<Reach, ConfigError> {
+    let dirs = |flag: &str, given: &[PathBuf], var: &str| -> Result<Vec<PathBuf>, ConfigError> {
         // Each folder with where it came from, so an error names the flag or the variable.
         let mut all: Vec<(PathBuf, &str)> = given.iter().map(|d| (d.clone(), flag)).collect();
         if let Some(v) = set_var(env, var, "folders separated by ':'", "none")? {
@@ -146,25 +155,25 @@ pub fn reach(flags: ReachFlags<'_>, env: &Env) -> Result<Reach, String> {
             .and_then(|r| std::fs::canonicalize(r).ok());
         all.iter()
             .map(|(d, flag)| match std::fs::canonicalize(d) {
-                Ok(c) if c.parent().is_none() => Err(format!(
+                Ok(c) if c.parent().is_none() => Err(ConfigError::Invalid(format!(
                     "{flag} {}: the whole file system; pass --sandbox danger-full-access for that",
                     d.display()
-                )),
+                ))),
                 // A writable (or shown) root must not expose other programs' sockets nor the
                 // home folder's start-up files (issue 29).
                 Ok(c) if let Some(why) =
                     crate::policy::wide_root(&c, home.as_deref(), runtime.as_deref()) =>
                 {
-                    Err(format!(
+                    Err(ConfigError::Invalid(format!(
                         "{flag} {}: {why}; give a folder of your own inside it instead (e.g. mkdir {} and pass {flag} {})",
                         d.display(),
                         c.join("tern-work").display(),
                         c.join("tern-work").display()
-                    ))
+                    )))
                 }
                 Ok(c) if c.is_dir() => Ok(c),
-                Ok(_) => Err(format!("{flag} {}: not a folder", d.display())),
-                Err(e) => Err(format!("{flag} {}: {e}", d.display())),
+                Ok(_) => Err(ConfigError::Invalid(format!("{flag} {}: not a folder", d.display()))),
+                Err(e) => Err(ConfigError::Invalid(format!("{flag} {}: {e}", d.display()))),
             })
             .collect()
     };
@@ -183,7 +192,11 @@ pub fn reach(flags: ReachFlags<'_>, env: &Env) -> Result<Reach, String> {
             Some(v) => match v.trim() {
                 "1" | "true" | "yes" => true,
                 "0" | "false" | "no" => false,
-                other => return Err(format!("TERN_NO_JAIL={other:?}: expected 1 or 0")),
+                other => {
+                    return Err(ConfigError::Invalid(format!(
+                        "TERN_NO_JAIL={other:?}: expected 1 or 0"
+                    )));
+                }
             },
             None => false,
         };
@@ -197,7 +210,7 @@ pub fn reach(flags: ReachFlags<'_>, env: &Env) -> Result<Reach, String> {
 
 /// `TERN_DISK_FLOOR`: the free space a command must leave (`2G`, `500M`, `64k`, a number of
 /// bytes; `0` or `off`: none); unset: [`DiskFloor::Auto`].
-pub fn disk_floor(env: &Env) -> Result<DiskFloor, String> {
+pub fn disk_floor(env: &Env) -> Result<DiskFloor, ConfigError> {
     let expected = "a size such as 2G, 500M or 0";
     let Some(v) = set_var(env, "TERN_DISK_FLOOR", expected, "the automatic floor")? else {
         return Ok(DiskFloor::Auto);
@@ -216,7 +229,11 @@ pub fn disk_floor(env: &Env) -> Result<DiskFloor, String> {
         "m" => 1 << 20,
         "g" => 1 << 30,
         "t" => 1 << 40,
-        _ => return Err(format!("TERN_DISK_FLOOR={v:?}: expected {expected}")),
+        _ => {
+            return Err(ConfigError::Invalid(format!(
+                "TERN_DISK_FLOOR={v:?}: expected {expected}"
+            )));
+        }
     };
     num.parse::<u64>()
         .ok()
@@ -228,24 +245,24 @@ pub fn disk_floor(env: &Env) -> Result<DiskFloor, String> {
                 DiskFloor::Bytes(b)
             }
         })
-        .ok_or_else(|| format!("TERN_DISK_FLOOR={v:?}: expected {expected}"))
+        .ok_or_else(|| ConfigError::Invalid(format!("TERN_DISK_FLOOR={v:?}: expected {expected}")))
 }
 
 /// `--temperature`'s text: a number from 0 to 2.
-pub fn temperature_text(s: &str) -> Result<f64, String> {
+pub fn temperature_text(s: &str) -> Result<f64, ConfigError> {
     let t: f64 = s
         .trim()
         .parse()
-        .map_err(|_| format!("{s:?} is not a number"))?;
+        .map_err(|_| ConfigError::Invalid(format!("{s:?} is not a number")))?;
     if (0.0..=2.0).contains(&t) {
         Ok(t)
     } else {
-        Err(format!("{t} is not between 0 and 2"))
+        Err(ConfigError::Invalid(format!("{t} is not between 0 and 2")))
     }
 }
 
 /// The output cap from `TERN_MAX_OUTPUT_TOKENS` where no flag gave one (16 to 1,000,000).
-pub fn max_output_tokens(flag: Option<u32>, env: &Env) -> Result<Option<u32>, String> {
+pub fn max_output_tokens(flag: Option<u32>, env: &Env) -> Result<Option<u32>, ConfigError> {
     if flag.is_some() {
         return Ok(flag);
     }
@@ -258,12 +275,14 @@ pub fn max_output_tokens(flag: Option<u32>, env: &Env) -> Result<Option<u32>, St
         .filter(|n| (16..=1_000_000).contains(n))
         .map(Some)
         .ok_or_else(|| {
-            format!("TERN_MAX_OUTPUT_TOKENS={v:?}: expected a number from 16 to 1000000")
+            ConfigError::Invalid(format!(
+                "TERN_MAX_OUTPUT_TOKENS={v:?}: expected a number from 16 to 1000000"
+            ))
         })
 }
 
 /// The temperature from `TERN_TEMPERATURE` where no flag gave one.
-pub fn temperature(flag: Option<f64>, env: &Env) -> Result<Option<f64>, String> {
+pub fn temperature(flag: Option<f64>, env: &Env) -> Result<Option<f64>, ConfigError> {
     if flag.is_some() {
         return Ok(flag);
     }
@@ -278,7 +297,7 @@ pub fn temperature(flag: Option<f64>, env: &Env) -> Result<Option<f64>, String> 
     };
     temperature_text(v.trim())
         .map(Some)
-        .map_err(|e| format!("TERN_TEMPERATURE={v:?}: {e}"))
+        .map_err(|e| ConfigError::Invalid(format!("TERN_TEMPERATURE={v:?}: {e}")))
 }
 
 #[cfg(test)]
@@ -288,7 +307,7 @@ mod tests {
     #[test]
     fn a_set_but_blank_variable_is_an_error_naming_it() {
         let env = Env::of(&[("TERN_SANDBOX", "  ")]);
-        let e = sandbox(None, &env).unwrap_err();
+        let e = sandbox(None, &env).unwrap_err().to_string();
         assert!(e.starts_with("TERN_SANDBOX is set but empty"), "{e}");
         assert_eq!(sandbox(Some(Mode::ReadOnly), &env), Ok(Mode::ReadOnly));
         let env = Env::of(&[("TERN_APPROVAL", "sometimes")]);
@@ -320,9 +339,15 @@ mod tests {
         assert!(
             c("TERN_CHECKPOINTS", "maybe")
                 .unwrap_err()
+                .to_string()
                 .contains("TERN_CHECKPOINTS")
         );
-        assert!(c("TERN_CHECKPOINTS", " ").unwrap_err().contains("empty"));
+        assert!(
+            c("TERN_CHECKPOINTS", " ")
+                .unwrap_err()
+                .to_string()
+                .contains("empty")
+        );
         assert_eq!(
             c("TERN_CHECKPOINT_MAX_FILE", "5").map(|l| l.max_file_bytes),
             Ok(5)
@@ -330,6 +355,7 @@ mod tests {
         assert!(
             c("TERN_CHECKPOINT_MAX_FILE", "5M")
                 .unwrap_err()
+                .to_string()
                 .contains("whole number")
         );
         assert_eq!(
@@ -351,6 +377,7 @@ mod tests {
         assert!(
             temperature(None, &env)
                 .unwrap_err()
+                .to_string()
                 .contains("not between 0 and 2")
         );
         assert_eq!(temperature(Some(0.5), &env), Ok(Some(0.5)));

@@ -679,7 +679,8 @@ impl Runtime {
         let Some(name) = model else {
             return Ok(format!("model: {}", self.cfg.model));
         };
-        let name = crate::config::model_name(name.trim(), "/model").map_err(Failure::Usage)?;
+        let name = crate::config::model_name(name.trim(), "/model")
+            .map_err(|e| Failure::Usage(e.into()))?;
         if name == self.cfg.model {
             return Ok(format!("model: {name} (unchanged)"));
         }

@@ -695,7 +695,10 @@ fn long_functions_are_few_and_say_why() {
         "Cargo.toml's [lints.clippy] turns too_many_lines on"
     );
     let clippy = std::fs::read_to_string(Path::new(ROOT).join("clippy.toml")).unwrap_or_default();
-    assert!(clippy.contains("too-many-lines-threshold = 100"), "{clippy}");
+    assert!(
+        clippy.contains("too-many-lines-threshold = 100"),
+        "{clippy}"
+    );
     let mut excused = Vec::new();
     for (m, text) in sources() {
         assert!(
@@ -706,7 +709,10 @@ fn long_functions_are_few_and_say_why() {
         while let Some(at) = rest.find("clippy::too_many_lines") {
             let after = &rest[at..];
             let attr = &after[..after.find(")]").unwrap_or(after.len())];
-            assert!(attr.contains("reason = \""), "{m}: an excuse without a reason");
+            assert!(
+                attr.contains("reason = \""),
+                "{m}: an excuse without a reason"
+            );
             excused.push(m.clone());
             rest = &after[1..];
         }
