@@ -1071,11 +1071,11 @@ fn with_runtime(
             let draft = plan::read_draft(session)?;
             plan::plan_file(session)?
                 .check_confirm(&draft)
-                .map_err(OpError::Refused)?;
+                .map_err(|e| OpError::Refused(e.into()))?;
         }
         OpId::PlanClear => plan::plan_file(session)?
             .check_clear()
-            .map_err(OpError::Refused)?,
+            .map_err(|e| OpError::Refused(e.into()))?,
         _ => {}
     }
     // Another pane can take the session between the wait above and the reopen; with --wait that

@@ -5,6 +5,7 @@
 //! the error text with nothing changed; the store writes `ledger.json`, `tools::work` advertises the
 //! tool, the runtime wires it into the turn loop.
 
+use super::DomainError;
 use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
@@ -175,17 +176,17 @@ pub fn apply(
     args: &Value,
     draft_pending: bool,
     now_unix: u64,
-) -> Result<Applied, String> {
+) -> Result<Applied, DomainError> {
     let empty = Map::new();
     let obj = match args {
         Value::Object(m) => m,
         // Some providers send no-argument calls as null.
         Value::Null => &empty,
         other => {
-            return Err(format!(
+            return Err(DomainError::Invalid(format!(
                 "{tool}: the arguments must be a JSON object, got {}.",
                 super::json_kind(other)
-            ));
+            )));
         }
     };
     let cx = Cx {
@@ -203,15 +204,17 @@ pub fn apply(
             let list = match (obj.get("todos"), obj.get("items")) {
                 (Some(l), None) | (None, Some(l)) => l,
                 (Some(_), Some(_)) => {
-                    return Err(format!("{tool}: give todos or items, not both."));
+                    return Err(DomainError::Invalid(format!(
+                        "{tool}: give todos or items, not both."
+                    )));
                 }
-                (None, None) => return Err(missing_todos(tool)),
+                (None, None) => return Err(DomainError::Invalid(missing_todos(tool))),
             };
             cx.replace(list_of(tool, list)?, obj.get("goal"), None)
         }
         "checklist_add" => cx.add(obj),
         "checklist_update" => cx.update_one(obj),
-        _ => Err(format!("{tool} is not a To-do tool.")),
+        _ => Err(DomainError::Invalid(format!("{tool} is not a To-do tool."))),
     }
 }
 
@@ -220,19 +223,19 @@ fn missing_todos(tool: &str) -> String {
 }
 
 /// The item list as an array, also when the model sent the array JSON-encoded in a string.
-fn list_of(tool: &str, list: &Value) -> Result<Vec<Value>, String> {
+fn list_of(tool: &str, list: &Value) -> Result<Vec<Value>, DomainError> {
     match list {
         Value::Array(a) => Ok(a.clone()),
         Value::String(s) => match serde_json::from_str::<Value>(s) {
             Ok(Value::Array(a)) => Ok(a),
-            _ => Err(format!(
+            _ => Err(DomainError::Invalid(format!(
                 "{tool}: todos must be an array of {{id?, content, status}}, got a string."
-            )),
+            ))),
         },
-        other => Err(format!(
+        other => Err(DomainError::Invalid(format!(
             "{tool}: todos must be an array of {{id?, content, status}}, got {}.",
             super::json_kind(other)
-        )),
+        ))),
     }
 }
 
@@ -562,7 +565,7 @@ impl Cx<'_> {
         list: Vec<Value>,
         goal: Option<&Value>,
         added: Option<&str>,
-    ) -> Result<Applied, String> {
+    ) -> Result<Applied, DomainError> {
         let mut problems = Vec::new();
         let sent = validate(&list, &mut problems);
         let goal = parse_goal(goal, &mut problems);
@@ -571,7 +574,7 @@ impl Cx<'_> {
             self.check_drops(ids, &mut problems);
         }
         if !problems.is_empty() {
-            return Err(self.reject(&problems));
+            return Err(DomainError::Invalid(self.reject(&problems)));
         }
         let items = self.build_items(&sent, ids.unwrap_or_default())?;
         let moved = self.moves(&items);
@@ -601,11 +604,13 @@ impl Cx<'_> {
     }
 
     /// The validated items (every field parsed, since no problem was found).
-    fn build_items(&self, sent: &[Sent], ids: Vec<String>) -> Result<Vec<Item>, String> {
+    fn build_items(&self, sent: &[Sent], ids: Vec<String>) -> Result<Vec<Item>, DomainError> {
         let mut items = Vec::with_capacity(sent.len());
         for (s, id) in sent.iter().zip(ids) {
             let (Some(content), Some(status)) = (s.content.clone(), s.status) else {
-                return Err(self.reject(&[format!("{}: could not be read", s.label())]));
+                return Err(DomainError::Invalid(
+                    self.reject(&[format!("{}: could not be read", s.label())]),
+                ));
             };
             items.push(Item {
                 id,
@@ -643,15 +648,15 @@ impl Cx<'_> {
     }
 
     /// DESIGN.md §5, wrong order: no item starts or finishes while a draft awaits confirmation.
-    fn check_order(&self, moved: &[String]) -> Result<(), String> {
+    fn check_order(&self, moved: &[String]) -> Result<(), DomainError> {
         if self.draft_pending && !moved.is_empty() {
-            return Err(format!(
+            return Err(DomainError::Refused(format!(
                 "{} refused; the To-do is unchanged: a plan draft is waiting. Confirm it with \
                  plan_confirm or cancel it with plan_cancel before starting or finishing items \
                  (this update would {}). Adding or editing pending items is fine meanwhile.",
                 self.tool,
                 name_list(moved)
-            ));
+            )));
         }
         Ok(())
     }
@@ -714,7 +719,7 @@ impl Cx<'_> {
     }
 
     /// `checklist_add {content, status?, id?}`.
-    fn add(&self, args: &Map<String, Value>) -> Result<Applied, String> {
+    fn add(&self, args: &Map<String, Value>) -> Result<Applied, DomainError> {
         let id = match args.get("id") {
             None | Some(Value::Null) => {
                 let max = self
@@ -762,16 +767,22 @@ impl Cx<'_> {
     }
 
     /// `checklist_update {id, status?, content?}`.
-    fn update_one(&self, args: &Map<String, Value>) -> Result<Applied, String> {
+    fn update_one(&self, args: &Map<String, Value>) -> Result<Applied, DomainError> {
         let tool = self.tool;
         let id = match args.get("id") {
             Some(Value::String(s)) => s.trim().to_string(),
             Some(Value::Number(n)) => n.to_string(),
-            _ => return Err(format!("{tool}: id is required (the item to change).")),
+            _ => {
+                return Err(DomainError::Invalid(format!(
+                    "{tool}: id is required (the item to change)."
+                )));
+            }
         };
         let (status, content) = (args.get("status"), args.get("content"));
         if status.is_none() && content.is_none() {
-            return Err(format!("{tool}: give status or content to change #{id}."));
+            return Err(DomainError::Invalid(format!(
+                "{tool}: give status or content to change #{id}."
+            )));
         }
         let Some(at) = self.current.items.iter().position(|i| i.id == id) else {
             let known: Vec<String> = self
@@ -780,7 +791,7 @@ impl Cx<'_> {
                 .iter()
                 .map(|i| format!("#{}", snippet(&i.id)))
                 .collect();
-            return Err(format!(
+            return Err(DomainError::Invalid(format!(
                 "{tool}: no To-do item has id \"{}\" (ids: {}).",
                 snippet(&id),
                 if known.is_empty() {
@@ -788,7 +799,7 @@ impl Cx<'_> {
                 } else {
                     name_list(&known)
                 }
-            ));
+            )));
         };
         let mut list = self.current_list();
         if let Some(Value::Object(m)) = list.get_mut(at) {

@@ -18,3 +18,40 @@ pub fn json_kind(v: &serde_json::Value) -> &'static str {
         Value::Object(_) => "an object",
     }
 }
+
+/// Why the domain would not make a change (nothing changed): the one line the model (a tool
+/// result) or the person (a verb's receipt) reads. One type for the ledger, the plan lifecycle
+/// and the strategy notes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DomainError {
+    /// The arguments or the content cannot be used (not an array, an unknown status, a bad
+    /// goal, an oversized or non-text draft).
+    Invalid(String),
+    /// The lifecycle refuses it now (starting items while a draft is pending, nothing to
+    /// confirm, cancel or clear).
+    Refused(String),
+}
+
+impl std::fmt::Display for DomainError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DomainError::Invalid(why) | DomainError::Refused(why) => f.write_str(why),
+        }
+    }
+}
+
+impl std::error::Error for DomainError {}
+
+/// The line, for a tool result or a receipt.
+impl From<DomainError> for String {
+    fn from(e: DomainError) -> String {
+        e.to_string()
+    }
+}
+
+/// A helper's line (a missing field) is invalid arguments.
+impl From<String> for DomainError {
+    fn from(why: String) -> DomainError {
+        DomainError::Invalid(why)
+    }
+}

@@ -2,6 +2,7 @@
 //! state machine over `plan.json` (DESIGN.md §5). Pure: the runtime does the file moves and the
 //! compaction around these transitions; `tools::plan` advertises the plan tools.
 
+use super::DomainError;
 use serde::{Deserialize, Serialize};
 
 /// Largest plan that can be confirmed, in bytes: the locked plan is part of every request.
@@ -298,25 +299,25 @@ impl PlanFile {
     /// Checks that PlanConfirm may run with this draft. Errors (nothing changes): an empty draft,
     /// or one over [`MAX_PLAN_BYTES`] (it would go into every request's system prompt).
     /// Returns the draft's text.
-    pub fn check_confirm<'a>(&self, draft: &'a Draft) -> Result<&'a str, String> {
+    pub fn check_confirm<'a>(&self, draft: &'a Draft) -> Result<&'a str, DomainError> {
         if draft.oversized() {
-            return Err(format!(
+            return Err(DomainError::Invalid(format!(
                 "the draft is {} bytes; a locked plan may be at most {MAX_PLAN_BYTES} bytes (it goes into every request). Shorten it first.",
                 draft.size
-            ));
+            )));
         }
         let Some(text) = draft.text() else {
-            return Err(
+            return Err(DomainError::Invalid(
                 "the draft is not UTF-8 text; a locked plan goes into every request as text. Rewrite it as text first."
                     .into(),
-            );
+            ));
         };
         if text.trim().is_empty() {
-            return Err(
+            return Err(DomainError::Refused(
                 "no plan draft to confirm. Write the plan to $PLAN_DRAFT_FILE \
                         (or call plan_draft) first, then call plan_confirm."
                     .into(),
-            );
+            ));
         }
         Ok(text)
     }
@@ -331,9 +332,9 @@ impl PlanFile {
     }
 
     /// Cancels the pending draft (the caller archives and empties it). Errors: no draft.
-    pub fn cancel(&mut self, draft: &Draft) -> Result<Transition, String> {
+    pub fn cancel(&mut self, draft: &Draft) -> Result<Transition, DomainError> {
         if draft.is_blank() {
-            return Err("no plan draft to cancel.".into());
+            return Err(DomainError::Refused("no plan draft to cancel.".into()));
         }
         self.draft_fingerprint = None;
         let rest = self.resting_state();
@@ -341,13 +342,13 @@ impl PlanFile {
     }
 
     /// Checks that PlanClear may run. Errors (nothing changes): no locked plan.
-    pub fn check_clear(&self) -> Result<(), String> {
+    pub fn check_clear(&self) -> Result<(), DomainError> {
         if self.locked.is_none() {
-            return Err(
+            return Err(DomainError::Refused(
                 "no locked plan to clear. Only a plan confirmed with plan_confirm \
                         can be cleared."
                     .into(),
-            );
+            ));
         }
         Ok(())
     }
@@ -437,7 +438,7 @@ mod tests {
             p.observe(&big((3 << 30) + 1)).unwrap().to,
             PlanState::Revised
         );
-        let e = p.check_confirm(&big(3 << 30)).unwrap_err();
+        let e = p.check_confirm(&big(3 << 30)).unwrap_err().to_string();
         assert!(e.contains(&format!("{} bytes", 3u64 << 30)), "{e}");
         assert!(!big(3 << 30).is_blank());
         // A text draft keeps its old fingerprint (plan.json files already written stay valid).

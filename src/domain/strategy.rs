@@ -1,6 +1,7 @@
 //! The strategy kept by `update_plan` (`strategy.json`): conversation only, never a second
 //! progress list and never in the work-state block (DESIGN.md §6). Pure.
 
+use super::DomainError;
 use serde_json::{Map, Value};
 
 use super::ledger::MAX_CONTENT_CHARS;
@@ -22,12 +23,12 @@ const STRATEGY_LISTS: [&str; 3] = ["constraints", "risks", "steps"];
 /// every bad field: not an object, unknown fields, wrong types, text over
 /// [`MAX_STRATEGY_TEXT_CHARS`], lists over [`MAX_STRATEGY_LIST`] entries or entries over
 /// [`MAX_CONTENT_CHARS`], nothing given. Strategy is never a progress list (DESIGN.md §6).
-pub fn apply_strategy(args: &Value) -> Result<(Value, String), String> {
+pub fn apply_strategy(args: &Value) -> Result<(Value, String), DomainError> {
     let Value::Object(m) = args else {
-        return Err(format!(
+        return Err(DomainError::Invalid(format!(
             "update_plan: the arguments must be a JSON object, got {}.",
             super::json_kind(args)
-        ));
+        )));
     };
     let mut problems = Vec::new();
     let mut unknown: Vec<&str> = m
@@ -110,10 +111,10 @@ pub fn apply_strategy(args: &Value) -> Result<(Value, String), String> {
         );
     }
     if !problems.is_empty() {
-        return Err(format!(
+        return Err(DomainError::Invalid(format!(
             "update_plan rejected; the strategy is unchanged:\n- {}",
             problems.join("\n- ")
-        ));
+        )));
     }
     let fields: Vec<&str> = out.keys().map(String::as_str).collect();
     let ack = format!("Strategy saved ({}).", fields.join(", "));

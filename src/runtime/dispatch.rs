@@ -359,7 +359,7 @@ impl Runtime {
             plan.draft_pending(),
             crate::clock::now_unix(),
         )
-        .map_err(ToolError::Arguments)?;
+        .map_err(|e| ToolError::Arguments(e.into()))?;
         // Any accepted write counts (the reply names the new revision).
         let changed = applied.ledger != ledger;
         if changed {
@@ -402,8 +402,8 @@ impl Runtime {
     }
 
     fn tool_strategy(&mut self, args: &serde_json::Value) -> Result<String, ToolError> {
-        let (strategy, ack) =
-            crate::domain::strategy::apply_strategy(args).map_err(ToolError::Arguments)?;
+        let (strategy, ack) = crate::domain::strategy::apply_strategy(args)
+            .map_err(|e| ToolError::Arguments(e.into()))?;
         let lock = self
             .session
             .lock()

@@ -217,7 +217,7 @@ pub fn cancel(
         plan.observe(&draft);
         let t = match plan.cancel(&draft) {
             Ok(t) => t,
-            Err(e) => return Ok(Err(e)),
+            Err(e) => return Ok(Err(e.into())),
         };
         archive_draft(session, &lock, &draft)?;
         session.write_json_locked(&lock, files::PLAN_STATE, &plan)?;
@@ -290,7 +290,7 @@ impl Runtime {
         let draft = plan_file(&self.session)
             .map_err(failed)?
             .check_confirm(&draft)
-            .map_err(ToolError::Refused)?
+            .map_err(|e| ToolError::Refused(e.into()))?
             .to_string();
         self.compact(CompactTrigger::PlanConfirm, keep_from, ui)
             .map_err(|e| compaction_failed("confirmed", e))?;
@@ -349,14 +349,14 @@ impl Runtime {
         plan_file(&self.session)
             .map_err(failed)?
             .check_clear()
-            .map_err(ToolError::Refused)?;
+            .map_err(|e| ToolError::Refused(e.into()))?;
         self.compact(CompactTrigger::PlanClear, keep_from, ui)
             .map_err(|e| compaction_failed("cleared", e))?;
         let t = (|| -> Result<Result<Transition, String>, Failure> {
             let lock = self.session.lock()?;
             let mut plan = plan_file(&self.session)?;
             if let Err(e) = plan.check_clear() {
-                return Ok(Err(e));
+                return Ok(Err(e.into()));
             }
             let locked = plan.locked.clone().unwrap_or_default();
             self.session

@@ -33,7 +33,7 @@ fn ledger(items: Vec<Item>) -> Ledger {
 }
 
 fn run(current: &Ledger, tool: &str, args: Value) -> Result<Applied, String> {
-    apply(current, tool, &args, false, NOW)
+    apply(current, tool, &args, false, NOW).map_err(String::from)
 }
 
 fn ok(current: &Ledger, tool: &str, args: Value) -> Applied {
@@ -474,7 +474,8 @@ fn work_update_goal_set_kept_and_replaced() {
         false,
         500,
     )
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(
         e.contains("goal: objective must be a non-empty string"),
         "{e}"
@@ -493,6 +494,9 @@ fn work_update_refused_while_a_plan_draft_is_pending() {
     ]);
     let start = json!({"todos":[{"id":"1","content":"a","status":"in_progress"},{"id":"2","content":"b","status":"completed"}]});
     let e = apply(&current, "work_update", &start, true, NOW).unwrap_err();
+    // The wrong order is a refusal of the lifecycle, not bad arguments.
+    assert!(matches!(e, tern::domain::DomainError::Refused(_)), "{e:?}");
+    let e = e.to_string();
     assert!(
         e.contains("plan_confirm") && e.contains("plan_cancel"),
         "{e}"
@@ -501,7 +505,9 @@ fn work_update_refused_while_a_plan_draft_is_pending() {
     assert!(!e.contains("#2"), "{e}");
     assert!(e.contains("unchanged"), "{e}");
     let finish = json!({"todos":[{"id":"1","content":"a","status":"cancelled"},{"id":"2","content":"b","status":"completed"}]});
-    let e = apply(&current, "work_update", &finish, true, NOW).unwrap_err();
+    let e = apply(&current, "work_update", &finish, true, NOW)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains(r#"finish #1 "a""#), "{e}");
     // Adding and editing pending items is fine while drafting.
     let add = json!({"todos":[{"id":"1","content":"a, reworded","status":"pending"},{"id":"2","content":"b","status":"completed"},{"content":"c","status":"pending"}]});
@@ -582,7 +588,8 @@ fn legacy_checklist_add_appends() {
         true,
         NOW,
     )
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("plan_confirm"), "{e}");
     assert_eq!(
         ok(
@@ -730,11 +737,13 @@ fn update_plan_keeps_strategy_only() {
     let e = apply_strategy(
         &json!({"plan": [{"step": "a", "status": "in_progress"}], "explanation": "x"}),
     )
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("unknown field(s) explanation, plan"), "{e}");
     assert!(e.contains("work_update"), "{e}");
     let e = apply_strategy(&json!({"title": 3, "steps": ["a", {"step": "b"}], "risks": "r"}))
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("title must be a string, got a number"), "{e}");
     assert!(
         e.contains("steps[1] must be a string, got an object"),
@@ -744,17 +753,22 @@ fn update_plan_keeps_strategy_only() {
         e.contains("risks must be an array of strings, got a string"),
         "{e}"
     );
-    let e = apply_strategy(&json!({"title": "  "})).unwrap_err();
+    let e = apply_strategy(&json!({"title": "  "}))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("nothing to record"), "{e}");
-    let e = apply_strategy(&json!([])).unwrap_err();
+    let e = apply_strategy(&json!([])).unwrap_err().to_string();
     assert!(e.contains("must be a JSON object"), "{e}");
     let e = apply_strategy(&json!({"approach": "a".repeat(strategy::MAX_STRATEGY_TEXT_CHARS + 1)}))
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("approach is longer than"), "{e}");
     let steps: Vec<String> = (0..strategy::MAX_STRATEGY_LIST + 1)
         .map(|n| n.to_string())
         .collect();
-    let e = apply_strategy(&json!({ "steps": steps })).unwrap_err();
+    let e = apply_strategy(&json!({ "steps": steps }))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("steps has 51 entries"), "{e}");
 }
 
