@@ -19,13 +19,37 @@ const DISCOVER_WAIT: Duration = Duration::from_secs(3);
 /// Pages of `tools/list` followed at most (a server whose cursors never end stops here).
 const MAX_PAGES: usize = 100;
 
-/// Why a request to a server failed (a protocol failure: `tern mcp` exits 2).
+/// Why the MCP room could not do what it was asked (`tern mcp` exits 2): one line each.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct McpError(pub String);
+pub enum McpError {
+    /// A server failed, timed out or could not start (the line names it).
+    Server(String),
+    /// An answer is not what the protocol says (MCP 2025-11-25 / 2026-07-28: a missing
+    /// `protocolVersion`, a `tools` that is not a list, no version both speak).
+    Protocol(String),
+    /// A server's entry in a config file, or a `${VAR}` in it, cannot be used.
+    Config(String),
+    /// The stdio server's process could not be started.
+    Start(String),
+}
 
 impl std::fmt::Display for McpError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            McpError::Server(why)
+            | McpError::Protocol(why)
+            | McpError::Config(why)
+            | McpError::Start(why) => f.write_str(why),
+        }
+    }
+}
+
+impl std::error::Error for McpError {}
+
+/// The line, for a reply or a receipt.
+impl From<McpError> for String {
+    fn from(e: McpError) -> String {
+        e.to_string()
     }
 }
 
@@ -121,8 +145,8 @@ impl Client {
         }
     }
 
-    fn fail(&self, what: &str) -> McpError {
-        McpError(format!("MCP server {}: {what}", self.server.name))
+    fn fail(&self, what: impl std::fmt::Display) -> McpError {
+        McpError::Server(format!("MCP server {}: {what}", self.server.name))
     }
 
     fn start_link(&self) -> Result<Box<dyn Link>, McpError> {
@@ -251,7 +275,7 @@ impl Client {
                     let r = self.raw("server/discover", None, None, Some(rpc::STATELESS), until)?;
                     match r {
                         Ok(result) => {
-                            return rpc::discovered(&result).map_err(Fault::Protocol);
+                            return rpc::discovered(&result).map_err(|e| Fault::Protocol(e.into()));
                         }
                         Err(e)
                             if e.code == rpc::UNSUPPORTED_VERSION
@@ -271,7 +295,9 @@ impl Client {
                     deadline,
                 )?;
                 let agreed = match r {
-                    Ok(result) => rpc::initialized(&result).map_err(Fault::Protocol)?,
+                    Ok(result) => {
+                        rpc::initialized(&result).map_err(|e| Fault::Protocol(e.into()))?
+                    }
                     Err(e) if rpc::try_other(&e) => return Ok(None),
                     Err(e) => return Err(Fault::Protocol(format!("initialize: {e}"))),
                 };

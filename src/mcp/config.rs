@@ -12,6 +12,7 @@
 //! editor, as Claude Code ranks project over user). `${VAR}` and `${VAR:-default}` in a command,
 //! its arguments, environment values, a URL or a header are expanded from tern's environment.
 
+use super::McpError;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -407,7 +408,7 @@ fn entry_of(entry: &Value, env: &Vars) -> Result<Transport, String> {
                     .map(|v| {
                         v.as_str()
                             .ok_or_else(|| "args holds a value that is not a string".to_string())
-                            .and_then(|s| expand(s, env))
+                            .and_then(|s| expand(s, env).map_err(String::from))
                     })
                     .collect::<Result<_, _>>()?,
                 Some(_) => return Err("args is not an array of strings".into()),
@@ -435,7 +436,7 @@ pub fn process_vars() -> Vars {
 
 /// `${VAR}` and `${VAR:-default}` expanded from `env` (Claude Code's rule: the default also
 /// stands for an empty value). Errors: a variable that is not set and has no default.
-pub fn expand(s: &str, env: &Vars) -> Result<String, String> {
+pub fn expand(s: &str, env: &Vars) -> Result<String, McpError> {
     let mut out = String::new();
     let mut rest = s;
     while let Some(i) = rest.find("${") {
@@ -454,7 +455,7 @@ pub fn expand(s: &str, env: &Vars) -> Result<String, String> {
             (Some(v), _) if !v.is_empty() => out.push_str(v),
             (_, Some(d)) => out.push_str(d),
             (Some(_), None) => {}
-            (None, None) => return Err(format!("${{{name}}} is not set")),
+            (None, None) => return Err(McpError::Config(format!("${{{name}}} is not set"))),
         }
         rest = &after[end + 1..];
     }

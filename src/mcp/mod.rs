@@ -336,7 +336,8 @@ impl Hub {
             let mut s = slot.lock().unwrap_or_else(|p| p.into_inner());
             let mut found = None;
             for fresh in [false, true] {
-                let tools = Self::tools(&mut s, fresh).map_err(|e| Reply::fail(2, &e.0))?;
+                let tools =
+                    Self::tools(&mut s, fresh).map_err(|e| Reply::fail(2, &e.to_string()))?;
                 if let Some(t) = tools.iter().find(|t| t.name == tool) {
                     found = Some(t.clone());
                     break;
@@ -436,7 +437,7 @@ impl Hub {
                 let mut save = |mime: &str, bytes: &[u8]| self.save(server, tool, mime, bytes);
                 render::call_result(v, json, &mut save)
             }
-            Err(e) => Reply::fail(2, &e.0),
+            Err(e) => Reply::fail(2, &e.to_string()),
         };
         for n in notes {
             reply.stderr.insert_str(0, &format!("tern: {n}\n"));

@@ -9,6 +9,7 @@
 //! - **2025-11-25** and earlier dated revisions, stateful: `initialize` (protocol version,
 //!   capabilities, client info), then the `notifications/initialized` notification.
 
+use super::McpError;
 use serde_json::{Map, Value, json};
 
 /// The stateless revision tern speaks first.
@@ -216,7 +217,7 @@ fn server_name(result: &Value) -> String {
 /// (a stateful server that answers unknown methods with an empty result): `initialize` next.
 ///
 /// Errors: it lists only versions tern does not speak.
-pub fn discovered(result: &Value) -> Result<Option<Agreed>, String> {
+pub fn discovered(result: &Value) -> Result<Option<Agreed>, McpError> {
     // A lenient stateful server answers any method it does not know with an empty result:
     // without `supportedVersions` this is no stateless server, so `initialize` is next.
     let Some(versions) = result.get("supportedVersions").and_then(Value::as_array) else {
@@ -233,24 +234,24 @@ pub fn discovered(result: &Value) -> Result<Option<Agreed>, String> {
     if versions.iter().any(|v| STATEFUL_KNOWN.contains(v)) {
         return Ok(None);
     }
-    Err(format!(
+    Err(McpError::Protocol(format!(
         "the server speaks MCP {}; tern speaks {STATELESS} and {STATEFUL}",
         versions.join(", ")
-    ))
+    )))
 }
 
 /// What an `initialize` result means.
 ///
 /// Errors: no `protocolVersion`, or one tern does not speak.
-pub fn initialized(result: &Value) -> Result<Agreed, String> {
+pub fn initialized(result: &Value) -> Result<Agreed, McpError> {
     let v = result
         .get("protocolVersion")
         .and_then(Value::as_str)
-        .ok_or("initialize answered without protocolVersion")?;
+        .ok_or_else(|| McpError::Protocol("initialize answered without protocolVersion".into()))?;
     if !STATEFUL_KNOWN.contains(&v) {
-        return Err(format!(
+        return Err(McpError::Protocol(format!(
             "the server chose MCP {v}; tern speaks {STATELESS} and {STATEFUL}"
-        ));
+        )));
     }
     Ok(Agreed {
         era: Era::Stateful,
@@ -311,11 +312,11 @@ impl Tool {
 /// One page of `tools/list`: the tools, and the cursor of the next page.
 ///
 /// Errors: no `tools` array. A tool without a name is skipped.
-pub fn tools_page(result: &Value) -> Result<(Vec<Tool>, Option<String>), String> {
+pub fn tools_page(result: &Value) -> Result<(Vec<Tool>, Option<String>), McpError> {
     let tools = result
         .get("tools")
         .and_then(Value::as_array)
-        .ok_or("tools/list answered without a tools array")?
+        .ok_or_else(|| McpError::Protocol("tools/list answered without a tools array".into()))?
         .iter()
         .filter_map(|t| {
             Some(Tool {
@@ -342,16 +343,16 @@ pub fn tools_page(result: &Value) -> Result<(Vec<Tool>, Option<String>), String>
 
 /// Checks a result's `resultType` (2026-07-28): absent or `complete` is a result; anything
 /// else (`input_required`: the server asks the client for input) is an error tern names.
-pub fn complete(result: &Value) -> Result<(), String> {
+pub fn complete(result: &Value) -> Result<(), McpError> {
     match result.get("resultType").and_then(Value::as_str) {
         None | Some("complete") => Ok(()),
-        Some("input_required") => Err(
+        Some("input_required") => Err(McpError::Protocol(
             "the server asks for input (elicitation, sampling or roots), which tern does not offer"
                 .into(),
-        ),
-        Some(other) => Err(format!(
-            "a result of type {other:?}, which tern does not know"
         )),
+        Some(other) => Err(McpError::Protocol(format!(
+            "a result of type {other:?}, which tern does not know"
+        ))),
     }
 }
 

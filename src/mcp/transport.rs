@@ -6,6 +6,7 @@
 //! server's own requests on the way (`ping`; the rest "method not found") and skipping its
 //! notifications.
 
+use super::McpError;
 use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -113,7 +114,7 @@ impl StdioLink {
         cwd: &Path,
         log: Option<&Path>,
         groups: Option<&std::sync::Arc<crate::procs::ProcessGroups>>,
-    ) -> Result<StdioLink, String> {
+    ) -> Result<StdioLink, McpError> {
         let stderr = match log {
             Some(p) => {
                 if let Some(dir) = p.parent() {
@@ -139,12 +140,14 @@ impl StdioLink {
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         let mut child = cmd
             .spawn()
-            .map_err(|e| format!("could not start {command}: {e}"))?;
+            .map_err(|e| McpError::Start(format!("could not start {command}: {e}")))?;
         let pgid = i32::try_from(child.id()).unwrap_or(i32::MAX);
         let registered = groups.map(|g| crate::procs::ProcessGroups::register_owned(g, pgid));
         let stdin = child.stdin.take();
         let Some(stdout) = child.stdout.take() else {
-            return Err(format!("could not read {command}'s output"));
+            return Err(McpError::Start(format!(
+                "could not read {command}'s output"
+            )));
         };
         // Bounded: a server that floods notifications waits for tern rather than fill memory.
         let (tx, lines) = sync_channel::<Line>(64);
