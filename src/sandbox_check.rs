@@ -733,7 +733,7 @@ impl Ctx<'_> {
         };
         let out = match bash::run(&req, &cancel) {
             Ok(o) => o,
-            Err(e) => return fail(e),
+            Err(e) => return fail(e.to_string()),
         };
         let succeeded = out.exit_code == Some(0) && file.is_none_or(Path::exists);
         // The first line of output, not the footer or the sandbox's own note.

@@ -385,7 +385,7 @@ impl Commands {
         self.ran = true;
         let split = bash::run_split(&req, &input_file, max, cancel);
         self.clear_tmp();
-        split
+        split.map_err(String::from)
     }
 
     /// Shows `files` read-only to commands from the next jail on (the workspace files the

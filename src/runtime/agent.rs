@@ -305,7 +305,6 @@ impl Runtime {
                 let child = match &c.bad_arguments {
                     Some(why) => Err(ToolError::Arguments(why.clone())),
                     None => parse_args(&c.call.arguments)
-                        .map_err(ToolError::Arguments)
                         .and_then(|a| self.open_child(&c.call.id, &a, at, ui)),
                 };
                 Slot {

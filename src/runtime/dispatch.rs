@@ -235,7 +235,7 @@ impl Runtime {
     fn tool_bash(&mut self, args: &serde_json::Value, ui: &mut dyn Surface) -> ToolResult {
         let args = match bash::parse_args(args) {
             Ok(a) => a,
-            Err(e) => return Err(ToolError::Arguments(e)).into(),
+            Err(e) => return Err(e).into(),
         };
         if let Err(e) = self.approve(&args.command, ui) {
             return Err(e).into();

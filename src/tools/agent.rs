@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::ToolSpec;
+use super::{ToolError, ToolSpec};
 
 /// The tool's name.
 pub const NAME: &str = "agent";
@@ -44,33 +44,35 @@ pub struct AgentArgs {
 /// Parses an `agent` call's arguments. Errors (plain text for an error result): not an object,
 /// no or an empty `task`, a `fork` or `read_only` that is not a boolean, a `member` that is not a
 /// string.
-pub fn parse_args(args: &Value) -> Result<AgentArgs, String> {
+pub fn parse_args(args: &Value) -> Result<AgentArgs, ToolError> {
     let Some(obj) = args.as_object() else {
-        return Err(format!(
+        return Err(ToolError::Arguments(format!(
             "agent arguments must be an object with task, got {}",
             crate::domain::json_kind(args)
-        ));
+        )));
     };
     let task = match obj.get("task") {
         Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_string(),
-        Some(Value::String(_)) => return Err("\"task\" is empty".into()),
+        Some(Value::String(_)) => return Err(ToolError::Arguments("\"task\" is empty".into())),
         None | Some(Value::Null) => {
-            return Err("missing \"task\": what the sub-agent should do".into());
+            return Err(ToolError::Arguments(
+                "missing \"task\": what the sub-agent should do".into(),
+            ));
         }
         Some(other) => {
-            return Err(format!(
+            return Err(ToolError::Arguments(format!(
                 "\"task\" must be a string, got {}",
                 crate::domain::json_kind(other)
-            ));
+            )));
         }
     };
     let flag = |name: &str| match obj.get(name) {
         None | Some(Value::Null) => Ok(false),
         Some(Value::Bool(b)) => Ok(*b),
-        Some(other) => Err(format!(
+        Some(other) => Err(ToolError::Arguments(format!(
             "\"{name}\" must be true or false, got {}",
             crate::domain::json_kind(other)
-        )),
+        ))),
     };
     let fork = flag("fork")?;
     let read_only = flag("read_only")?;
@@ -79,10 +81,10 @@ pub fn parse_args(args: &Value) -> Result<AgentArgs, String> {
         Some(Value::String(s)) if s.trim().is_empty() => None,
         Some(Value::String(s)) => Some(s.trim().to_string()),
         Some(other) => {
-            return Err(format!(
+            return Err(ToolError::Arguments(format!(
                 "\"member\" must be a string, got {}",
                 crate::domain::json_kind(other)
-            ));
+            )));
         }
     };
     Ok(AgentArgs {

@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::ToolSpec;
 use super::output::{Limits, Shaper};
+use super::{ToolError, ToolSpec};
 use crate::cancel::CancelToken;
 use crate::child::Stop;
 use crate::procs::ProcessGroups;
@@ -291,33 +291,37 @@ pub struct BashArgs {
 /// without NUL bytes (case C07); `timeout_s` is optional, an integer (or integral number or
 /// numeric string) from 1 to [`MAX_TIMEOUT_S`]; out of range is an error, not clamped. Unknown
 /// fields are ignored. The error is plain text for an error tool result.
-pub fn parse_args(args: &Value) -> Result<BashArgs, String> {
+pub fn parse_args(args: &Value) -> Result<BashArgs, ToolError> {
     let Some(obj) = args.as_object() else {
-        return Err(format!(
+        return Err(ToolError::Arguments(format!(
             "bash arguments must be a JSON object like {{\"command\": \"ls\"}}, got {}",
             crate::domain::json_kind(args)
-        ));
+        )));
     };
     let command = match obj.get("command") {
         Some(Value::String(s)) => s,
         None | Some(Value::Null) => {
-            return Err("missing \"command\": the bash command line, as a string".to_string());
+            return Err(ToolError::Arguments(
+                "missing \"command\": the bash command line, as a string".to_string(),
+            ));
         }
         Some(other) => {
-            return Err(format!(
+            return Err(ToolError::Arguments(format!(
                 "\"command\" must be a string, got {}",
                 crate::domain::json_kind(other)
-            ));
+            )));
         }
     };
     if command.contains('\0') {
-        return Err(
+        return Err(ToolError::Arguments(
             "command contains a NUL byte; not run (to produce one, write \\0 in printf)"
                 .to_string(),
-        );
+        ));
     }
     if command.trim().is_empty() {
-        return Err("\"command\" is empty; not run".to_string());
+        return Err(ToolError::Arguments(
+            "\"command\" is empty; not run".to_string(),
+        ));
     }
     let timeout_s = match obj.get("timeout_s") {
         None | Some(Value::Null) => DEFAULT_TIMEOUT_S,
@@ -329,7 +333,7 @@ pub fn parse_args(args: &Value) -> Result<BashArgs, String> {
     })
 }
 
-fn parse_timeout(v: &Value) -> Result<u64, String> {
+fn parse_timeout(v: &Value) -> Result<u64, ToolError> {
     let n: Option<i128> = match v {
         Value::Number(n) => n
             .as_i64()
@@ -346,12 +350,12 @@ fn parse_timeout(v: &Value) -> Result<u64, String> {
     };
     match n {
         Some(n) if (1..=i128::from(MAX_TIMEOUT_S)).contains(&n) => Ok(n as u64),
-        Some(n) => Err(format!(
+        Some(n) => Err(ToolError::Arguments(format!(
             "timeout_s must be from 1 to {MAX_TIMEOUT_S} seconds, got {n}; not run (an error, not clamped)"
-        )),
-        None => Err(format!(
+        ))),
+        None => Err(ToolError::Arguments(format!(
             "timeout_s must be a whole number of seconds from 1 to {MAX_TIMEOUT_S}, got {v}; not run"
-        )),
+        ))),
     }
 }
 
@@ -444,18 +448,19 @@ pub struct BashOutcome {
 ///
 /// Errors: only when the shell could not be started (missing `cwd`, no `bash`, bad environment
 /// name), as plain text for an error tool result.
-pub fn run(req: &BashRequest<'_>, cancel: &CancelToken) -> Result<BashOutcome, String> {
+pub fn run(req: &BashRequest<'_>, cancel: &CancelToken) -> Result<BashOutcome, ToolError> {
     let start = Instant::now();
-    let (reader, writer) =
-        io::pipe().map_err(|e| format!("could not create the output pipe: {e}"))?;
+    let (reader, writer) = io::pipe()
+        .map_err(|e| ToolError::Failed(format!("could not create the output pipe: {e}")))?;
     // stderr: the same pipe (the order written kept), or one of its own.
     let (err_reader, writer2) = if req.streams {
-        let (r, w) = io::pipe().map_err(|e| format!("could not create the stderr pipe: {e}"))?;
+        let (r, w) = io::pipe()
+            .map_err(|e| ToolError::Failed(format!("could not create the stderr pipe: {e}")))?;
         (Some(r), w)
     } else {
         let w = writer
             .try_clone()
-            .map_err(|e| format!("could not create the output pipe: {e}"))?;
+            .map_err(|e| ToolError::Failed(format!("could not create the output pipe: {e}")))?;
         (None, w)
     };
     let readers = Readers {
@@ -485,7 +490,8 @@ pub fn run(req: &BashRequest<'_>, cancel: &CancelToken) -> Result<BashOutcome, S
         // Our copies of the pipe's write end: EOF needs them closed.
         drop(writer);
         drop(writer2);
-        let child = spawned.map_err(|e| format!("could not start bash in the jail: {e}"))?;
+        let child = spawned
+            .map_err(|e| ToolError::Failed(format!("could not start bash in the jail: {e}")))?;
         return finish(req, cancel, start, readers, Proc::Jailed(child));
     }
     let mut cmd = Command::new("bash");
@@ -521,8 +527,12 @@ pub fn run(req: &BashRequest<'_>, cancel: &CancelToken) -> Result<BashOutcome, S
     );
     // The Command holds our copies of the pipe's write end; EOF needs them closed.
     drop(cmd);
-    let child =
-        spawned.map_err(|e| format!("could not start bash in {}: {e}", req.cwd.display()))?;
+    let child = spawned.map_err(|e| {
+        ToolError::Failed(format!(
+            "could not start bash in {}: {e}",
+            req.cwd.display()
+        ))
+    })?;
     finish(req, cancel, start, readers, Proc::Local(child))
 }
 
@@ -577,7 +587,7 @@ fn finish(
     start: Instant,
     readers: Readers,
     mut proc: Proc<'_>,
-) -> Result<BashOutcome, String> {
+) -> Result<BashOutcome, ToolError> {
     let mut shaper = Shaper::new(
         req.spill_dir,
         Limits {
@@ -729,11 +739,14 @@ pub fn run_split(
     input: &Path,
     max: usize,
     cancel: &CancelToken,
-) -> Result<Split, String> {
+) -> Result<Split, ToolError> {
     use std::os::fd::AsRawFd;
-    let jail = req.jail.ok_or("no jail to run in")?;
+    let jail = req
+        .jail
+        .ok_or_else(|| ToolError::Failed("no jail to run in".into()))?;
     let start = Instant::now();
-    let pipe = || io::pipe().map_err(|e| format!("could not create a pipe: {e}"));
+    let pipe =
+        || io::pipe().map_err(|e| ToolError::Failed(format!("could not create a pipe: {e}")));
     let ((out_r, out_w), (err_r, err_w)) = (pipe()?, pipe()?);
     let env = command_env(req);
     let bash = find_bash(&env);
@@ -752,8 +765,9 @@ pub fn run_split(
     });
     drop(out_w);
     drop(err_w);
-    let mut proc =
-        Proc::Jailed(spawned.map_err(|e| format!("could not start bash in the jail: {e}"))?);
+    let mut proc = Proc::Jailed(
+        spawned.map_err(|e| ToolError::Failed(format!("could not start bash in the jail: {e}")))?,
+    );
     let mut kept = Kept::new(max);
     let mut readers = [(out_r, true), (err_r, true)];
     let mut buf = vec![0u8; READ_CHUNK_BYTES];
@@ -998,7 +1012,7 @@ mod tests {
             (json!({"command": "ls", "timeout_s": 1e300}), "whole number"),
         ];
         for (args, want) in cases {
-            let err = parse_args(&args).unwrap_err();
+            let err = parse_args(&args).unwrap_err().to_string();
             assert!(err.contains(want), "{args}: {err}");
         }
     }

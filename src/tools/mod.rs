@@ -72,3 +72,12 @@ impl std::fmt::Display for ToolError {
         f.write_str(self.message())
     }
 }
+
+impl std::error::Error for ToolError {}
+
+/// The message, for callers that report one line.
+impl From<ToolError> for String {
+    fn from(e: ToolError) -> String {
+        e.message().to_string()
+    }
+}

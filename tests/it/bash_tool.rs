@@ -373,6 +373,12 @@ fn c06_binary_output_not_shown() {
 #[test]
 fn c07_nul_in_arguments_is_an_error() {
     let err = bash::parse_args(&json!({"command": "echo a\u{0000}b"})).unwrap_err();
+    // Bad arguments: the call did not run (the model reads why and may retry).
+    assert!(
+        matches!(err, tern::tools::ToolError::Arguments(_)),
+        "{err:?}"
+    );
+    let err = err.to_string();
     assert!(err.contains("command contains a NUL byte"), "{err}");
 }
 
@@ -628,5 +634,7 @@ fn runs_in_cwd_and_reports_spawn_errors() {
         streams: false,
     };
     let err = bash::run(&req, &CancelToken::new()).unwrap_err();
+    assert!(matches!(err, tern::tools::ToolError::Failed(_)), "{err:?}");
+    let err = err.to_string();
     assert!(err.contains("could not start bash"), "{err}");
 }

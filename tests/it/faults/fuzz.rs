@@ -384,7 +384,8 @@ proptest! {
             }
             Err(e) => {
                 prop_assert!(!runnable || want_timeout.is_none(), "refused {args}: {e}");
-                prop_assert!(!e.trim().is_empty());
+                prop_assert!(matches!(e, tern::tools::ToolError::Arguments(_)), "{e:?}");
+                prop_assert!(!e.message().trim().is_empty());
             }
         }
     }
