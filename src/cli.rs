@@ -278,7 +278,7 @@ pub fn fleet(l: &Launcher, json: bool, check: bool) -> i32 {
                     Ok(None) => serde_json::json!({"ok": true, "route": "the parent's"}),
                     Err(e) => {
                         ok = false;
-                        serde_json::json!({"ok": false, "error": e})
+                        serde_json::json!({"ok": false, "error": e.to_string()})
                     }
                 }
             } else {

@@ -82,12 +82,50 @@ pub fn user_file(env: &crate::config::Env) -> Option<PathBuf> {
     Some(base.join("tern").join("fleet.json"))
 }
 
+/// Why the Fleet cannot be used or a member cannot be chosen or run (DESIGN §9: an unknown or
+/// unrunnable member is an error, never a substitute).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FleetError {
+    /// A Fleet file cannot be read or holds what tern refuses (the line names the file).
+    File(String),
+    /// No member has that id or role.
+    Unknown(String),
+    /// The member names a provider route tern cannot use.
+    Route(String),
+}
+
+impl std::fmt::Display for FleetError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FleetError::File(why) | FleetError::Unknown(why) | FleetError::Route(why) => {
+                f.write_str(why)
+            }
+        }
+    }
+}
+
+impl std::error::Error for FleetError {}
+
+/// A check's line about a file's members (the caller names the file).
+impl From<String> for FleetError {
+    fn from(why: String) -> FleetError {
+        FleetError::File(why)
+    }
+}
+
+/// The line, for a tool result or a receipt.
+impl From<FleetError> for String {
+    fn from(e: FleetError) -> String {
+        e.to_string()
+    }
+}
+
 impl Fleet {
     /// Reads the user's file, then the project's (`<state root>/fleet.json`), and validates the
     /// result. Missing files are an empty Fleet. Errors name the file: JSON that does not parse,
     /// an unknown field, a member with a provider but no model (or the reverse), an id twice in
     /// one file, duplicate roles, a bad id.
-    pub fn load(state_root: &Path, user: Option<&Path>) -> Result<Fleet, String> {
+    pub fn load(state_root: &Path, user: Option<&Path>) -> Result<Fleet, FleetError> {
         let mut fleet = Fleet::default();
         for path in user
             .into_iter()
@@ -103,7 +141,7 @@ impl Fleet {
                 sources: vec![path.to_path_buf()],
             };
             file.validate()
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+                .map_err(|e| FleetError::File(format!("{}: {e}", path.display())))?;
             fleet.sources.push(path.to_path_buf());
             for m in file.members {
                 match fleet.members.iter_mut().find(|x| x.id == m.id) {
@@ -182,16 +220,16 @@ impl Fleet {
 
     /// The member `name` selects: the member with that id, else the one with that role. Errors
     /// (never a substitute): no such member, listing the members.
-    pub fn select(&self, name: &str) -> Result<&Member, String> {
+    pub fn select(&self, name: &str) -> Result<&Member, FleetError> {
         self.members
             .iter()
             .find(|m| m.id == name)
             .or_else(|| self.members.iter().find(|m| m.role == name))
             .ok_or_else(|| {
-                format!(
+                FleetError::Unknown(format!(
                     "there is no fleet member {name:?}; the members are: {}",
                     self.listing()
-                )
+                ))
             })
     }
 
@@ -210,7 +248,7 @@ impl Fleet {
 
 /// One Fleet file's members; None when it is absent. `in_state` says the file is in the state
 /// folder, so an error from a file in the way of that folder says so.
-fn read(path: &Path, in_state: bool) -> Result<Option<Vec<Member>>, String> {
+fn read(path: &Path, in_state: bool) -> Result<Option<Vec<Member>>, FleetError> {
     // Not blocking on a FIFO; a Fleet file is small, 1 MiB is far past any real one.
     let text = match crate::store::fsutil::read_regular(path, 1 << 20).and_then(|b| {
         b.map(|b| String::from_utf8(b).map_err(|_| std::io::Error::other("not valid UTF-8")))
@@ -218,14 +256,18 @@ fn read(path: &Path, in_state: bool) -> Result<Option<Vec<Member>>, String> {
     }) {
         Ok(Some(t)) => t,
         Ok(None) => return Ok(None),
-        Err(e) if in_state => return Err(crate::store::fsutil::with_path(e, path).to_string()),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
+        Err(e) if in_state => {
+            return Err(FleetError::File(
+                crate::store::fsutil::with_path(e, path).to_string(),
+            ));
+        }
+        Err(e) => return Err(FleetError::File(format!("{}: {e}", path.display()))),
     };
-    let value: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let value: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| FleetError::File(format!("{}: {e}", path.display())))?;
     // serde reads a struct from an array too (its fields in order): a Fleet file is an object.
     if !value.is_object() {
-        return Err(format!(
+        return Err(FleetError::File(format!(
             "{}: a Fleet file is a JSON object, {{\"members\": [...]}}, not {}",
             path.display(),
             match value {
@@ -236,10 +278,10 @@ fn read(path: &Path, in_state: bool) -> Result<Option<Vec<Member>>, String> {
                 serde_json::Value::Null => "null",
                 serde_json::Value::Object(_) => "an object",
             }
-        ));
+        )));
     }
-    let f: FleetFile =
-        serde_json::from_value(value).map_err(|e| format!("{}: {e}", path.display()))?;
+    let f: FleetFile = serde_json::from_value(value)
+        .map_err(|e| FleetError::File(format!("{}: {e}", path.display())))?;
     Ok(Some(f.members))
 }
 
@@ -249,7 +291,7 @@ impl Member {
     /// must be the one that provider's variables name (or its default), else the route runs
     /// without the key. Errors: the route cannot run here (no key where one is needed, a bad
     /// URL).
-    pub fn route(&self, env: &Env) -> Result<Option<ProviderChoice>, String> {
+    pub fn route(&self, env: &Env) -> Result<Option<ProviderChoice>, FleetError> {
         let (Some(kind), Some(model)) = (self.provider, self.model.clone()) else {
             return Ok(None);
         };
@@ -289,11 +331,11 @@ impl Member {
         crate::config::resolve_named(&flags, &get, &named)
             .map(Some)
             .map_err(|e| {
-                format!(
+                FleetError::Route(format!(
                     "fleet member {}: {}",
                     self.id,
                     e.to_string().lines().next().unwrap_or("")
-                )
+                ))
             })
     }
 }
@@ -337,7 +379,9 @@ mod tests {
             "the project's wins whole"
         );
         assert_eq!(f.select("explore").unwrap().id, "exp");
-        let e = f.select("nobody").unwrap_err();
+        // An unknown member is its own kind of error: never a substitute (DESIGN §9).
+        assert!(matches!(f.select("nobody"), Err(FleetError::Unknown(_))));
+        let e = f.select("nobody").unwrap_err().to_string();
         assert!(
             e.contains("rev (review)") && e.contains("exp (explore)"),
             "{e}"
@@ -349,7 +393,7 @@ mod tests {
             r#"{"members": [{"id": "other", "role": "explore"}]}"#,
         )
         .unwrap();
-        let e = Fleet::load(d.path(), Some(&user)).unwrap_err();
+        let e = Fleet::load(d.path(), Some(&user)).unwrap_err().to_string();
         assert!(
             e.contains("user.json + ") && e.contains("fleet.json:") && e.contains("explore"),
             "{e}"
@@ -366,7 +410,7 @@ mod tests {
             "not json",
         ] {
             std::fs::write(d.path().join("fleet.json"), bad).unwrap();
-            let e = Fleet::load(d.path(), None).unwrap_err();
+            let e = Fleet::load(d.path(), None).unwrap_err().to_string();
             assert!(
                 e.contains("fleet.json"),
                 "{bad}: the error names the file: {e}"

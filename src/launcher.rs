@@ -745,7 +745,7 @@ impl Spawner for Launcher {
         Launcher::child(self, parent, spec, ui)
     }
 
-    fn fleet(&self) -> Result<crate::fleet::Fleet, String> {
+    fn fleet(&self) -> Result<crate::fleet::Fleet, crate::fleet::FleetError> {
         crate::fleet::Fleet::load(
             &self.state.root,
             crate::fleet::user_file(&self.env).as_deref(),

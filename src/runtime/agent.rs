@@ -225,8 +225,11 @@ fn member_route(
     let Some(name) = name else {
         return Ok((None, None));
     };
-    let fleet = spawner.fleet().map_err(ToolError::Failed)?;
-    let m = fleet.select(name).map_err(ToolError::Arguments)?.clone();
+    let fleet = spawner.fleet().map_err(|e| ToolError::Failed(e.into()))?;
+    let m = fleet
+        .select(name)
+        .map_err(|e| ToolError::Arguments(e.into()))?
+        .clone();
     let route = m
         .route(spawner.env())
         .map_err(|e| ToolError::Refused(format!("{e}; the members are: {}", fleet.listing())))?;

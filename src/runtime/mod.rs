@@ -392,7 +392,7 @@ pub trait Spawner: Send + Sync {
         ui: &mut dyn Surface,
     ) -> Result<Runtime, Failure>;
     /// The Fleet of this workspace.
-    fn fleet(&self) -> Result<crate::fleet::Fleet, String>;
+    fn fleet(&self) -> Result<crate::fleet::Fleet, crate::fleet::FleetError>;
     /// The environment snapshot (a member's route is resolved from it).
     fn env(&self) -> &crate::config::Env;
 }
