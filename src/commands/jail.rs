@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::Rules;
+use super::{NotRun, Rules};
 use crate::policy::Mode;
 use crate::procs::ProcessGroups;
 use crate::sandbox::jail::{Jail, JailError, JailPaths, JailSlot, JailSpec};
@@ -34,7 +34,7 @@ impl Keeper {
         session: &Session,
         tmp: Option<&Path>,
         groups: &Arc<ProcessGroups>,
-    ) -> Result<Option<Arc<Jail>>, String> {
+    ) -> Result<Option<Arc<Jail>>, NotRun> {
         if !rules.mode.is_sandboxed() || rules.reach.no_jail {
             return Ok(None);
         }
@@ -54,7 +54,7 @@ impl Keeper {
             self.slot = JailSlot::Unstarted;
         }
         if let JailSlot::Refused(why) = &self.slot {
-            return Err(why.clone());
+            return Err(NotRun::Refused(why.clone()));
         }
         let draft = session.path(files::DRAFT);
         let state = session.state_root().unwrap_or_else(|| session.dir.clone());
@@ -89,7 +89,7 @@ impl Keeper {
             Err(e) => {
                 let why = crate::sandbox::jail::refusal(rules.mode, &e);
                 self.slot = JailSlot::Refused(why.clone());
-                Err(why)
+                Err(NotRun::Refused(why))
             }
         }
     }

@@ -112,6 +112,26 @@ impl fmt::Display for Verdict {
     }
 }
 
+/// Why a command (or a hook that runs in the jail) was not run: one line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotRun {
+    /// The sandbox or the jail cannot hold it here (a sandboxed mode this machine cannot
+    /// enforce refuses; it never runs unsandboxed).
+    Refused(String),
+    /// It could not be started (bash missing, its input not written).
+    Failed(String),
+}
+
+impl fmt::Display for NotRun {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NotRun::Refused(why) | NotRun::Failed(why) => f.write_str(why),
+        }
+    }
+}
+
+impl std::error::Error for NotRun {}
+
 /// How a [`Commands::run`] ended.
 #[derive(Debug)]
 pub enum Ran {
@@ -217,7 +237,7 @@ impl Commands {
         }
         let (jail, prepared) = match self.sandbox_for(session) {
             Ok(x) => x,
-            Err(why) => return Ran::Refused(why),
+            Err(why) => return Ran::Refused(why.to_string()),
         };
         // Without a jail (danger-full-access, --no-jail), changes since tern last wrote its
         // files (a process an earlier command left behind) are undone before this command
@@ -293,17 +313,18 @@ impl Commands {
     fn sandbox_for(
         &mut self,
         session: &Session,
-    ) -> Result<(Option<Arc<Jail>>, crate::sandbox::Prepared), String> {
+    ) -> Result<(Option<Arc<Jail>>, crate::sandbox::Prepared), NotRun> {
         // Emptied before the call too: a job an earlier call left running may have written.
         self.clear_tmp();
         if self.rules.mode.is_sandboxed() && self.tmp.is_none() {
-            self.tmp = Some(TempFolder::new().map_err(|e| format!("not run: {e}"))?);
+            self.tmp =
+                Some(TempFolder::new().map_err(|e| NotRun::Refused(format!("not run: {e}")))?);
         }
         let tmp = self.tmp.as_ref().map(|t| t.path().to_path_buf());
         let jail = self
             .jail
             .get(&self.rules, session, tmp.as_deref(), &self.groups)
-            .map_err(|e| format!("not run: {e}"))?;
+            .map_err(|e| NotRun::Refused(format!("not run: {e}")))?;
         let policy = crate::sandbox::Policy {
             mode: self.rules.mode,
             workspace: self.rules.workspace.clone(),
@@ -330,7 +351,8 @@ impl Commands {
             draft_file: Some(session.path(files::DRAFT)),
             tmpdir: tmp,
         };
-        let prepared = crate::sandbox::prepare(&policy).map_err(|e| format!("not run: {e}"))?;
+        let prepared = crate::sandbox::prepare(&policy)
+            .map_err(|e| NotRun::Refused(format!("not run: {e}")))?;
         Ok((jail, prepared))
     }
 
@@ -347,19 +369,19 @@ impl Commands {
         (timeout, max): (Duration, usize),
         cancel: &CancelToken,
         session: &Session,
-    ) -> Result<bash::Split, String> {
+    ) -> Result<bash::Split, NotRun> {
         let (jail, prepared) = match self.sandbox_for(session)? {
             (Some(j), p) => (j, p),
-            (None, _) => return Err("it asks to run inside the jail (\"jail\": true) and this session has none (--sandbox danger-full-access or --no-jail): not run".into()),
+            (None, _) => return Err(NotRun::Refused("it asks to run inside the jail (\"jail\": true) and this session has none (--sandbox danger-full-access or --no-jail): not run".into())),
         };
         let tmp = self
             .tmp
             .as_ref()
             .map(|t| t.path().to_path_buf())
-            .ok_or("no private TMPDIR for its input")?;
+            .ok_or_else(|| NotRun::Failed("no private TMPDIR for its input".into()))?;
         let input_file = tmp.join(".tern-hook-input.json");
         std::fs::write(&input_file, input)
-            .map_err(|e| format!("could not write its input: {e}"))?;
+            .map_err(|e| NotRun::Failed(format!("could not write its input: {e}")))?;
         let ws = self.rules.workspace.clone().into_os_string();
         let env = [
             ("CLAUDE_PROJECT_DIR", ws.clone()),
@@ -385,7 +407,7 @@ impl Commands {
         self.ran = true;
         let split = bash::run_split(&req, &input_file, max, cancel);
         self.clear_tmp();
-        split.map_err(String::from)
+        split.map_err(|e| NotRun::Failed(e.into()))
     }
 
     /// Shows `files` read-only to commands from the next jail on (the workspace files the

@@ -631,7 +631,7 @@ fn in_jail(
         duration: Default::default(),
     };
     match split {
-        Err(why) => ran.spawn_error = Some(why),
+        Err(why) => ran.spawn_error = Some(why.to_string()),
         Ok(s) => {
             let stopped = s.stop.is_some();
             if !stopped {

@@ -4,6 +4,7 @@
 //! draft and cancel never touch the conversation, so they need no runtime.
 
 use super::{Failure, Runtime, Surface, emit_to, system};
+use crate::domain::DomainError;
 use crate::domain::plan::{Draft, PlanFile, Transition};
 use crate::event::{CompactTrigger, Event};
 use crate::store::{Session, files};
@@ -181,12 +182,12 @@ pub fn draft_for_holder(session: &Session, content: Option<&str>) -> Result<Stri
     if let Some(c) = content {
         check_draft(c)?;
     }
-    (|| -> Result<Result<String, String>, Failure> {
+    (|| -> Result<Result<String, DomainError>, Failure> {
         let lock = session.lock()?;
         let Some(c) = content else {
             let draft = read_draft(session)?;
             if draft.is_blank() {
-                return Ok(Err("no plan draft to cancel.".into()));
+                return Ok(Err(DomainError::Refused("no plan draft to cancel.".into())));
             }
             archive_draft(session, &lock, &draft)?;
             return Ok(Ok("Draft discarded (archived); the tern running this session records it before its next request.".into()));
@@ -198,7 +199,7 @@ pub fn draft_for_holder(session: &Session, content: Option<&str>) -> Result<Stri
         ))
     })()
     .map_err(failed)?
-    .map_err(ToolError::Refused)
+    .map_err(|e| ToolError::Refused(e.into()))
 }
 
 /// Cancels the pending draft: archives it (`archive/draft-NNNN.md`) and empties it; the state
@@ -210,21 +211,21 @@ pub fn cancel(
     parent: Option<&str>,
     ui: &mut dyn Surface,
 ) -> Result<String, ToolError> {
-    let t = (|| -> Result<Result<Transition, String>, Failure> {
+    let t = (|| -> Result<Result<Transition, DomainError>, Failure> {
         let lock = session.lock()?;
         let mut plan = plan_file(session)?;
         let draft = read_draft(session)?;
         plan.observe(&draft);
         let t = match plan.cancel(&draft) {
             Ok(t) => t,
-            Err(e) => return Ok(Err(e.into())),
+            Err(e) => return Ok(Err(e)),
         };
         archive_draft(session, &lock, &draft)?;
         session.write_json_locked(&lock, files::PLAN_STATE, &plan)?;
         Ok(Ok(t))
     })()
     .map_err(failed)?
-    .map_err(ToolError::Refused)?;
+    .map_err(|e| ToolError::Refused(e.into()))?;
     emit_to(session, parent, ui, transition_event(&t));
     Ok(format!(
         "Draft discarded (archived); plan state is {}.",
@@ -352,11 +353,11 @@ impl Runtime {
             .map_err(|e| ToolError::Refused(e.into()))?;
         self.compact(CompactTrigger::PlanClear, keep_from, ui)
             .map_err(|e| compaction_failed("cleared", e))?;
-        let t = (|| -> Result<Result<Transition, String>, Failure> {
+        let t = (|| -> Result<Result<Transition, DomainError>, Failure> {
             let lock = self.session.lock()?;
             let mut plan = plan_file(&self.session)?;
             if let Err(e) = plan.check_clear() {
-                return Ok(Err(e.into()));
+                return Ok(Err(e));
             }
             let locked = plan.locked.clone().unwrap_or_default();
             self.session
@@ -375,7 +376,7 @@ impl Runtime {
             Ok(Ok(t))
         })()
         .map_err(failed)?
-        .map_err(ToolError::Refused)?;
+        .map_err(|e| ToolError::Refused(e.into()))?;
         self.seen.warned_plan_md = false;
         self.emit(ui, transition_event(&t));
         Ok("Plan cleared: removed from the system prompt and archived.".into())
