@@ -1376,7 +1376,7 @@ fn hooks(ctx: &Ctx, cmd: Option<HooksCmd>, json: bool, state: StateArgs) -> i32 
                 0
             }
             Err(e) => report(Err(Fail {
-                message: e,
+                message: e.into(),
                 code: 1,
             })),
         }

@@ -1319,10 +1319,12 @@ fn render_sessions(root: &std::path::Path, rows: &[SessionRow]) -> String {
 fn goal_op(s: &Session, arg: Option<&str>) -> Result<String, OpError> {
     use crate::hooks::goal;
     let Some(arg) = arg.map(str::trim).filter(|a| !a.is_empty()) else {
-        return Ok(match goal::read(s).map_err(OpError::Failed)? {
-            Some(g) => goal::status_line(&g),
-            None => "no goal set (/goal CMD sets one)".into(),
-        });
+        return Ok(
+            match goal::read(s).map_err(|e| OpError::Failed(e.into()))? {
+                Some(g) => goal::status_line(&g),
+                None => "no goal set (/goal CMD sets one)".into(),
+            },
+        );
     };
     if matches!(arg, "off" | "clear" | "none") {
         goal::set(s, None)?;

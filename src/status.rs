@@ -105,7 +105,7 @@ pub fn snapshot(session: &Session) -> Snapshot {
         Err(e) => problems.push(e.to_string()),
     }
     let goal = crate::hooks::goal::read(session)
-        .map_err(|e| problems.push(e))
+        .map_err(|e| problems.push(e.into()))
         .ok()
         .flatten();
     let all_settled = !ledger.items.is_empty() && ledger.settled() == ledger.items.len();

@@ -2,6 +2,7 @@
 //! and `tern hooks trust` (record the project file's SHA-256 so its hooks run; any later change
 //! needs trust again).
 
+use super::HookError;
 use serde_json::json;
 
 use super::{Files, Hooks};
@@ -105,7 +106,7 @@ pub fn render(files: &Files, hooks: &Hooks) -> String {
 /// hooks that run workspace code tern cannot name (`npm run lint`, `make`) and how to run them
 /// inside the jail instead. Errors (exit 1): no project file, no home folder, a record that
 /// cannot be read or written.
-pub fn trust(files: &Files) -> Result<String, String> {
+pub fn trust(files: &Files) -> Result<String, HookError> {
     let hooks = files.load();
     if hooks.unreadable.contains(&files.project) {
         let why = hooks
@@ -114,13 +115,15 @@ pub fn trust(files: &Files) -> Result<String, String> {
             .find(|e| e.starts_with(&files.project.display().to_string()))
             .cloned()
             .unwrap_or_else(|| format!("{} cannot be read", files.project.display()));
-        return Err(format!("{why}: nothing to trust (fix or remove the file)"));
+        return Err(HookError::Trust(format!(
+            "{why}: nothing to trust (fix or remove the file)"
+        )));
     }
     let Some(bytes) = std::fs::read(&files.project).ok() else {
-        return Err(format!(
+        return Err(HookError::Trust(format!(
             "{} does not exist: nothing to trust",
             files.project.display()
-        ));
+        )));
     };
     // The hooks as they are now, covered files hashed as they are now.
     let mut now = Hooks::default();
@@ -138,7 +141,7 @@ pub fn trust(files: &Files) -> Result<String, String> {
         &bytes,
         covered.clone(),
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| HookError::Trust(e.to_string()))?;
     let sha = granted.sha;
     if granted.already && hooks.untrusted.is_none() {
         return Ok(format!("{} is trusted already", files.project.display()));

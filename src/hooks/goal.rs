@@ -10,6 +10,7 @@
 //! itself is in the runtime's hook door, `runtime::hooks`) and by `tern status`. It stays set
 //! for later turns until `/goal off`.
 
+use super::HookError;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -60,10 +61,10 @@ pub struct LastRun {
 }
 
 /// The goal of `session`, if one is set. Errors: a `goal.json` that cannot be read.
-pub fn read(session: &Session) -> Result<Option<Goal>, String> {
+pub fn read(session: &Session) -> Result<Option<Goal>, HookError> {
     session
         .read_json::<Goal>(FILE)
-        .map_err(|e| format!("{}: {e}", session.path(FILE).display()))
+        .map_err(|e| HookError::Goal(format!("{}: {e}", session.path(FILE).display())))
 }
 
 impl Goal {

@@ -47,6 +47,37 @@ pub use crate::event::HookEvent;
 pub use crate::trust::covered;
 use crate::trust::{Record, Standing, file_sha, sha256_hex};
 
+/// Why the hooks room could not do what it was asked: one line each.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HookError {
+    /// A hooks file's entry cannot be used (a matcher that is no regex, an `if` rule tern
+    /// cannot read).
+    Entry(String),
+    /// Trust could not be given (no project file, no home folder, the record).
+    Trust(String),
+    /// The goal's state file cannot be read.
+    Goal(String),
+}
+
+impl std::fmt::Display for HookError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HookError::Entry(why) | HookError::Trust(why) | HookError::Goal(why) => {
+                f.write_str(why)
+            }
+        }
+    }
+}
+
+impl std::error::Error for HookError {}
+
+/// The line, for a receipt or an error list.
+impl From<HookError> for String {
+    fn from(e: HookError) -> String {
+        e.to_string()
+    }
+}
+
 /// Which file a hook came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -73,7 +104,7 @@ pub enum Matcher {
 
 impl Matcher {
     /// Parses `matcher`. Errors: a regular expression that does not compile.
-    pub fn parse(text: Option<&str>) -> Result<Matcher, String> {
+    pub fn parse(text: Option<&str>) -> Result<Matcher, HookError> {
         let t = text.unwrap_or("").trim();
         if t.is_empty() || t == "*" {
             return Ok(Matcher::All);
@@ -90,7 +121,11 @@ impl Matcher {
         }
         regex_lite::Regex::new(t)
             .map(Matcher::Pattern)
-            .map_err(|e| format!("matcher {t:?} is not a valid regular expression: {e}"))
+            .map_err(|e| {
+                HookError::Entry(format!(
+                    "matcher {t:?} is not a valid regular expression: {e}"
+                ))
+            })
     }
 
     /// Whether a tool matcher can match one of tern's tools or an MCP tool (`mcp__…`).

@@ -9,6 +9,8 @@
 //! not have (`Edit(*.rs)`) never matches: said once at load. A compound command (`ls && rm -rf
 //! x`) is checked part by part, so a guard of `rm` is not stepped around with `&&`.
 
+use super::HookError;
+
 /// A parsed `if`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Rule {
@@ -47,14 +49,14 @@ pub const TOOL_NAMES: [&str; 8] = [
 
 impl Rule {
     /// Parses an `if`. Errors: an empty rule or unbalanced parentheses (the entry is invalid).
-    pub fn parse(text: &str) -> Result<Rule, String> {
+    pub fn parse(text: &str) -> Result<Rule, HookError> {
         let t = text.trim();
         if t.is_empty() {
-            return Err("an empty rule".into());
+            return Err(HookError::Entry("an empty rule".into()));
         }
         let Some(open) = t.find('(') else {
             if t.contains(')') {
-                return Err(format!("{t:?}: unbalanced parentheses"));
+                return Err(HookError::Entry(format!("{t:?}: unbalanced parentheses")));
             }
             return Ok(if t == "Bash" {
                 Rule::Bash(Pattern::Any)
@@ -65,7 +67,7 @@ impl Rule {
             });
         };
         let Some(inner) = t[open + 1..].strip_suffix(')') else {
-            return Err(format!("{t:?}: unbalanced parentheses"));
+            return Err(HookError::Entry(format!("{t:?}: unbalanced parentheses")));
         };
         let tool = t[..open].trim();
         if tool != "Bash" {

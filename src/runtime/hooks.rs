@@ -678,7 +678,7 @@ impl Runtime {
         let goal: Goal = match goal::read(&self.session) {
             Ok(Some(g)) => g,
             Ok(None) => return Ok(None),
-            Err(e) => return Err(Failure::Failed(e)),
+            Err(e) => return Err(Failure::Failed(e.into())),
         };
         gate.attempts += 1;
         let n = gate.attempts;
