@@ -49,6 +49,44 @@ pub enum Plan {
     Refuse(String),
 }
 
+/// Why `--worktree NAME` cannot be used (a usage error, exit 2): one line each.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorktreeError {
+    /// The name cannot name a folder and a branch.
+    Name(String),
+    /// git failed or could not run (its stderr's line).
+    Git(String),
+    /// The repository or the folder is not in a state tern can use (no repository, no
+    /// commit, a branch taken, a folder in the way).
+    Refused(String),
+}
+
+impl std::fmt::Display for WorktreeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WorktreeError::Name(why) | WorktreeError::Git(why) | WorktreeError::Refused(why) => {
+                f.write_str(why)
+            }
+        }
+    }
+}
+
+impl std::error::Error for WorktreeError {}
+
+/// A line of `enter`'s own: the repository or the folder refuses.
+impl From<String> for WorktreeError {
+    fn from(why: String) -> WorktreeError {
+        WorktreeError::Refused(why)
+    }
+}
+
+/// The line, for the surfaces' usage error.
+impl From<WorktreeError> for String {
+    fn from(e: WorktreeError) -> String {
+        e.to_string()
+    }
+}
+
 /// The branch of worktree `name`.
 pub fn branch_of(name: &str) -> String {
     format!("tern/{name}")
@@ -56,7 +94,7 @@ pub fn branch_of(name: &str) -> String {
 
 /// Checks a worktree name: 1 to 64 of `[A-Za-z0-9._-]`, not starting with `.` or `-`, no `..`
 /// (it names a folder and a branch). Errors: why not.
-pub fn check_name(name: &str) -> Result<(), String> {
+pub fn check_name(name: &str) -> Result<(), WorktreeError> {
     let ok = !name.is_empty()
         && name.len() <= 64
         && !name.starts_with(['.', '-'])
@@ -68,9 +106,9 @@ pub fn check_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
+        Err(WorktreeError::Name(format!(
             "--worktree {name:?}: a name is 1 to 64 letters, digits, '.', '_' or '-' (not first: '.' or '-')"
-        ))
+        )))
     }
 }
 
@@ -146,7 +184,7 @@ pub fn plan(
 
 /// Runs git in `dir` with the repository's hooks and fsmonitor off; its stdout. Errors: git's
 /// stderr (one line), or why it could not run.
-fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
+fn git(dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
     let mut cmd = std::process::Command::new("git");
     cmd.current_dir(dir)
         .args([
@@ -171,7 +209,7 @@ fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
         groups: None,
         kill_leftovers: false,
     })
-    .map_err(|e| format!("could not run git: {e}"))?;
+    .map_err(|e| WorktreeError::Git(format!("could not run git: {e}")))?;
     if out.status.is_some_and(|s| s.success()) {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
@@ -180,11 +218,11 @@ fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
             .lines()
             .find(|l| !l.trim().is_empty())
             .unwrap_or("failed");
-        Err(format!(
+        Err(WorktreeError::Git(format!(
             "git {}: {}",
             args.first().unwrap_or(&""),
             line.trim()
-        ))
+        )))
     }
 }
 
@@ -193,7 +231,7 @@ fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
 ///
 /// Errors (one line): not in a git repository, a repository without a commit, a name that is
 /// not valid, taken by another branch or in an unclean state, git failing.
-pub fn enter(from: &Path, name: &str) -> Result<Worktree, String> {
+pub fn enter(from: &Path, name: &str) -> Result<Worktree, WorktreeError> {
     check_name(name)?;
     let common = git(
         from,
@@ -210,10 +248,10 @@ pub fn enter(from: &Path, name: &str) -> Result<Worktree, String> {
     let root = match (common.file_name(), common.parent()) {
         (Some(n), Some(p)) if n == ".git" => p.to_path_buf(),
         _ => {
-            return Err(format!(
+            return Err(WorktreeError::Refused(format!(
                 "--worktree needs a repository with a work tree: {} is bare",
                 common.display()
-            ));
+            )));
         }
     };
     git(
@@ -229,12 +267,13 @@ pub fn enter(from: &Path, name: &str) -> Result<Worktree, String> {
     let state = crate::store::StateDir::at(&root, &root, None);
     state.init().map_err(|e| e.to_string())?;
     let dir = root.join(".tern").join("worktrees");
-    crate::store::fsutil::ensure_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    crate::store::fsutil::ensure_dir(&dir)
+        .map_err(|e| WorktreeError::Refused(format!("{}: {e}", dir.display())))?;
     let path = dir.join(name);
     // One tern at a time makes worktrees of a repository: git's `worktree add` reads the other
     // worktrees' admin files and fails on one another is writing (seen with four at once).
     let _one = crate::store::lock::SessionLock::acquire(&dir.join(".lock"))
-        .map_err(|e| format!("{}: {e}", dir.join(".lock").display()))?;
+        .map_err(|e| WorktreeError::Refused(format!("{}: {e}", dir.join(".lock").display())))?;
     let listed = parse_list(&git(&root, &["worktree", "list", "--porcelain"])?);
     let branch = branch_of(name);
     let exists = git(
@@ -265,7 +304,7 @@ pub fn enter(from: &Path, name: &str) -> Result<Worktree, String> {
             }
             true
         }
-        Plan::Refuse(why) => return Err(why),
+        Plan::Refuse(why) => return Err(WorktreeError::Refused(why)),
     };
     // Its own state folder: the worktree is the session's workspace.
     let own = crate::store::StateDir::at(&real, &real, None);
