@@ -94,26 +94,14 @@ pub fn run(launcher: &Launcher, opts: ExecOptions) -> i32 {
         crate::errln!("tern: {}", crate::hooks::untrusted_note(u));
     }
     if let Some((cmd, attempts)) = &opts.goal
-        && let Err(e) =
-            crate::hooks::goal::set_timed(rt.session(), Some((cmd, *attempts, opts.goal_timeout)))
+        && let Err(e) = rt.set_goal(cmd, *attempts, opts.goal_timeout)
     {
-        return early_failure(
-            &opts,
-            &Failure::Failed(format!("could not set the goal: {e}")),
-        );
+        return early_failure(&opts, &e);
     }
     // A wall-time cancel ends the turn as `budget_exhausted` in the runtime (the token says
-    // why), so meta.json, `tern sessions` and the tool results all say the same.
-    let mut outcome = rt.run_turn(&prompt, ui);
-    // A message steered in after the last tool result (`tern steer`, ACP `_tern/steer`) is
-    // answered by one more turn (the REPL's rule, a few times at most), so the result never
-    // says completed while a steer waits unread in the inbox.
-    for _ in 0..4 {
-        if outcome.is_err() || rt.cancelled() || !crate::runtime::steer::pending(rt.session()) {
-            break;
-        }
-        outcome = rt.run_turn("", ui);
-    }
+    // why), so meta.json, `tern sessions` and the tool results all say the same. A steer that
+    // arrived as the turn ended is answered (the runtime's one rule).
+    let mut outcome = rt.run_prompt(&prompt, ui, &mut |_| {});
     if let (Ok(text), Some(lm)) = (&outcome, &last_message)
         && let Err(e) = write_last_message(lm, text)
     {
@@ -122,7 +110,7 @@ pub fn run(launcher: &Launcher, opts: ExecOptions) -> i32 {
             lm.shown.display()
         )));
     }
-    rt.hook_session_end("other", ui);
+    rt.hook_session_end(crate::hooks::EndReason::Other, ui);
     let code = rt.finish(&outcome, ui);
     if !opts.json {
         match &outcome {

@@ -1,7 +1,12 @@
 //! tern: a bash-first minimal coding agent.
 //!
-//! Data flows one way: surface (`main.rs`, `repl`) → [`runtime`] (the turn loop) → [`provider`]
-//! and [`tools`] → [`store`] (the session folder). [`render`] holds pure views of state.
+//! Data flows one way: a surface (`main.rs`'s verbs, [`repl`], [`exec`], [`acp`], [`demo`]) →
+//! the [`launcher`] (the one place sessions are opened) → the [`runtime`] (the turn loop,
+//! `runtime/turn.rs`) → its rooms, each one value entered through one door ([`provider`],
+//! [`tools`], [`commands`] with the [`sandbox`], [`hooks`], [`mcp`], [`checkpoint`], [`cost`],
+//! [`trust`]) → the [`store`] (the session folder). [`render`] holds pure views of state.
+//! docs/architecture.md lists every module (a test keeps that list and this one equal to the
+//! files on disk).
 
 pub mod acp;
 pub mod cancel;

@@ -637,21 +637,14 @@ impl Repl<'_> {
             human: Human::new(),
             input,
         };
-        let mut prompt = text;
-        // Lines steered as the turn ended are answered by one more turn, at most a few times.
-        for _ in 0..4 {
-            let outcome = rt.run_turn(prompt, &mut ui);
-            match outcome {
-                Ok(_) => {}
-                // Ends the line a progress note or the model's text left open.
-                Err(crate::runtime::Failure::Interrupted) => crate::output::aside("(interrupted)"),
-                Err(e) => crate::errln!("tern: {e}"),
-            }
-            if rt.cancelled() || !crate::runtime::steer::pending(rt.session()) {
-                break;
-            }
-            prompt = "";
-        }
+        // Lines steered as the turn ended are answered by one more turn (the runtime's rule).
+        // Each turn's outcome is shown as it ends (above); nothing more to do with the last.
+        let _ = rt.run_prompt(text, &mut ui, &mut |outcome| match outcome {
+            Ok(_) => {}
+            // Ends the line a progress note or the model's text left open.
+            Err(crate::runtime::Failure::Interrupted) => crate::output::aside("(interrupted)"),
+            Err(e) => crate::errln!("tern: {e}"),
+        });
         if let Some(w) = watcher {
             ui.input.later.extend(w.stop());
         }

@@ -1,5 +1,6 @@
-//! One open ACP session: a thread of its own that creates the [`Runtime`] (it is not `Send`),
-//! keeps it, and runs its jobs (turns, ops, replays) in the order they came.
+//! One open ACP session: a thread of its own that creates the [`Runtime`], keeps it, and runs
+//! its jobs (turns, ops, replays) one at a time in the order they came (a session's turns never
+//! overlap, and the reader thread stays free to take `session/cancel`).
 //!
 //! Prompts in a row (ACP v1, prompt turn; as Gemini CLI and Qwen Code do): a prompt that
 //! arrives while a turn runs cancels that turn (or finds it cancelled already) and waits behind
@@ -302,7 +303,9 @@ fn run_turn(
     });
     let before = rt.totals().clone();
     let mut ui = AcpSurface::new(&ctx.wire, &ctx.slot, session_of(rt), map, cancel.clone());
-    let outcome = rt.run_turn(text, &mut ui);
+    // ACP v1, prompt turn: exactly one response per prompt, after the turn and any turn a
+    // steer that arrived as it ended needed (the runtime's one rule).
+    let outcome = rt.run_prompt(text, &mut ui, &mut |_| {});
     drop(ui);
     let (usage, cost) = turn_spend(&before, rt.totals());
     let ended = |stop_reason: StopReason, status: Ending| {

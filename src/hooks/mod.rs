@@ -47,6 +47,32 @@ pub use crate::event::HookEvent;
 pub use crate::trust::covered;
 use crate::trust::{Record, Standing, file_sha, sha256_hex};
 
+/// Why a session ends, as SessionEnd's `reason` (Claude Code's hooks reference, SessionEnd:
+/// `clear`, `logout`, `prompt_input_exit`, `other`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndReason {
+    /// The conversation was cleared (a new one starts).
+    Clear,
+    /// The person logged out.
+    Logout,
+    /// The person left the prompt (the REPL's `/quit`, end of input).
+    PromptInputExit,
+    /// Anything else: a headless run's end, a signal, the runtime dropped.
+    Other,
+}
+
+impl EndReason {
+    /// The `reason` string hooks read (and their matcher matches).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndReason::Clear => "clear",
+            EndReason::Logout => "logout",
+            EndReason::PromptInputExit => "prompt_input_exit",
+            EndReason::Other => "other",
+        }
+    }
+}
+
 /// Why the hooks room could not do what it was asked: one line each.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HookError {

@@ -176,7 +176,7 @@ impl Client {
             let stdio = matches!(self.server.transport, Transport::Stdio { .. });
             if self.agreed.is_some() && stdio {
                 if self.restarts >= 1 {
-                    return Err(self.fail(&format!(
+                    return Err(self.fail(format!(
                         "it stopped again; tern does not start it a third time in this session{}",
                         self.log_path()
                             .map(|p| format!(" (its log: {})", p.display()))
@@ -219,7 +219,7 @@ impl Client {
                 Ok(Some(a)) => return Ok(a),
                 Ok(None) => {}
                 Err(Fault::Timeout) if Instant::now() >= deadline => {
-                    return Err(self.fail(&format!(
+                    return Err(self.fail(format!(
                         "no answer to its start-up in {} s (MCP_TIMEOUT sets the limit in ms){}",
                         self.opts.startup.as_secs_f64().round(),
                         self.log_path()
@@ -245,14 +245,14 @@ impl Client {
                 Err(Fault::Http(status, _)) if (400..500).contains(&status) && era == first => {
                     last = format!("HTTP {status}");
                 }
-                Err(f) => return Err(self.fail(&f.to_string())),
+                Err(f) => return Err(self.fail(f)),
             }
         }
         if gone == 2 {
             // Gone at both handshakes: it did not start, whatever it was asked.
-            return Err(self.fail(&format!("it did not start: {last}")));
+            return Err(self.fail(format!("it did not start: {last}")));
         }
-        Err(self.fail(&format!(
+        Err(self.fail(format!(
             "it answered neither server/discover ({}) nor initialize ({}): {last}",
             rpc::STATELESS,
             rpc::STATEFUL
@@ -364,7 +364,7 @@ impl Client {
                 rpc::complete(&result).map_err(|e| self.fail(&e))?;
                 Ok(result)
             }
-            Ok(Err(e)) => Err(self.fail(&format!("{method}: {e}"))),
+            Ok(Err(e)) => Err(self.fail(format!("{method}: {e}"))),
             Err(f) => {
                 let why = match &f {
                     Fault::Timeout => format!(
@@ -403,9 +403,7 @@ impl Client {
                 _ => return Ok(all),
             }
         }
-        Err(self.fail(&format!(
-            "tools/list still had more pages after {MAX_PAGES}"
-        )))
+        Err(self.fail(format!("tools/list still had more pages after {MAX_PAGES}")))
     }
 
     /// Calls `tool` with `arguments`; the result as the server gave it (`isError` is the

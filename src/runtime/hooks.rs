@@ -341,12 +341,13 @@ impl Runtime {
         self.hook_state.pending.extend(v.context);
     }
 
-    /// SessionEnd, once, when SessionStart ran (`reason`: Claude's `other`, `clear`, …).
-    pub fn hook_session_end(&mut self, reason: &str, ui: &mut dyn Surface) {
+    /// SessionEnd, once, when SessionStart ran.
+    pub fn hook_session_end(&mut self, reason: crate::hooks::EndReason, ui: &mut dyn Surface) {
         if !self.hook_state.started || self.hook_state.ended {
             return;
         }
         self.hook_state.ended = true;
+        let reason = reason.as_str();
         let mut f = Map::new();
         f.insert("reason".into(), Value::from(reason));
         // The run's token may be cancelled already (SIGTERM, SIGHUP: the runs a scheduler kills,

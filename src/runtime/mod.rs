@@ -490,7 +490,7 @@ pub struct Runtime {
 impl Drop for Runtime {
     fn drop(&mut self) {
         self.save_totals(&mut Quiet);
-        self.hook_session_end("other", &mut Quiet);
+        self.hook_session_end(crate::hooks::EndReason::Other, &mut Quiet);
         let holds = self.seen.lease.is_some();
         // The channel's thread stops and the servers the session started go with it, before
         // the commands (and their jail) end.

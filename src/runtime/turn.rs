@@ -55,6 +55,9 @@ enum Next {
     End(String),
 }
 
+/// Turns run for messages steered in as a prompt's turn ended (see [`Runtime::run_prompt`]).
+const MAX_STEER_TURNS: usize = 4;
+
 impl Runtime {
     /// The result stored for a call that never ran because the turn was stopped: by the user,
     /// or by a budget (which one, in words).
@@ -63,6 +66,42 @@ impl Runtime {
             Some(why) => format!("Error: not run: stopped: {why}."),
             None => "Error: not run: interrupted by the user.".into(),
         }
+    }
+
+    /// Answers a person's prompt: one turn, then one more turn for a message steered in as it
+    /// ended (`tern steer`, a line typed in the REPL, ACP's `_tern/steer`), a few times at most,
+    /// so a run never ends completed while a steer waits unread. A failed or cancelled turn ends
+    /// it (the steer stays in the inbox for the next request). The one policy the REPL, `tern
+    /// exec` and ACP share; `on_turn` sees each turn's outcome as it ends.
+    pub fn run_prompt(
+        &mut self,
+        prompt: &str,
+        ui: &mut dyn Surface,
+        on_turn: &mut dyn FnMut(&TurnOutcome),
+    ) -> TurnOutcome {
+        let mut outcome = self.run_turn(prompt, ui);
+        on_turn(&outcome);
+        for _ in 0..MAX_STEER_TURNS {
+            if outcome.is_err() || self.cancelled() || !super::steer::pending(&self.session) {
+                break;
+            }
+            outcome = self.run_turn("", ui);
+            on_turn(&outcome);
+        }
+        outcome
+    }
+
+    /// Sets the `--goal` gate of this session (`cmd` run after each final answer, `attempts`
+    /// times at most, each within `timeout_s` seconds or the bash tool's default). Errors: the
+    /// goal's file could not be written.
+    pub fn set_goal(
+        &self,
+        cmd: &str,
+        attempts: u32,
+        timeout_s: Option<u64>,
+    ) -> Result<(), Failure> {
+        crate::hooks::goal::set_timed(&self.session, Some((cmd, attempts, timeout_s)))
+            .map_err(|e| Failure::Failed(format!("could not set the goal: {e}")))
     }
 
     /// Runs one turn for `prompt` (empty: continue from the stored history, e.g. after resume).

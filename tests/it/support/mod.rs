@@ -2,8 +2,9 @@
 //! 127.0.0.1, port 0, in background threads, answering from a script of [`Reply`]s.
 //!
 //! Self-contained: std, serde_json, tempfile and libc only (available to every target of this
-//! package), no tern types, so a test includes it with `mod support;` and a bench with
-//! `#[path = "../tests/support/mod.rs"] mod support;`.
+//! package), no tern types in the server itself, so the integration test binary includes it
+//! with `mod support;` (tests/it/main.rs) and the benchmarks with
+//! `#[path = "../tests/it/support/mod.rs"] mod support;`.
 //!
 //! What it offers:
 //! - scripted SSE answers in both wires ([`openai_text`], [`openai_tool_calls`],
@@ -26,7 +27,8 @@
 //! The submodules hold what the integration tests share on top of the server: [`cli`] runs the
 //! real binary in a temporary workspace, [`files`] reads what it leaves, [`body`] reads recorded
 //! requests and stored messages, [`script`] builds scripted tool calls, [`procs`] finds processes
-//! and waits with a bound, [`seed`] holds the seed's expected Work surface.
+//! and waits with a bound, [`seed`] holds the seed's expected Work surface, [`harness`] runs a
+//! library runtime in-process.
 #![allow(dead_code)]
 
 pub mod body;
