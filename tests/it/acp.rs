@@ -1585,6 +1585,54 @@ fn the_mode_is_kept_with_the_session_across_a_reconnect() {
     }
 }
 
+/// Issue 39: one policy for a person's prompt in every surface: a message steered in as the
+/// turn ended (here by a Stop hook, as a person in another pane could) is answered before the
+/// prompt's one response, as in `tern exec` and the REPL, never left in the inbox.
+#[test]
+fn a_steer_as_the_turn_ends_is_answered_before_the_prompts_response() {
+    let ws = Ws::new();
+    let fake = FakeServer::start(vec![openai_text("all done"), openai_text("tests too")]);
+    let dir = ws.home().join(".config/tern");
+    std::fs::create_dir_all(&dir).unwrap();
+    // The hook reads its session's id from its input and steers that session, once.
+    let script = dir.join("steer.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "sid=$(sed -n 's/.*\"session_id\":\"\\([^\"]*\\)\".*/\\1/p')\n\
+             [ -e \"$TERN_PROJECT_DIR/steered\" ] && exit 0\n\
+             touch \"$TERN_PROJECT_DIR/steered\"\n\
+             exec '{}' steer --session \"$sid\" 'run the tests too'\n",
+            crate::support::cli::TERN
+        ),
+    )
+    .unwrap();
+    let steer = format!("sh '{}'", script.display());
+    std::fs::write(
+        dir.join("hooks.json"),
+        json!({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": steer}]}]}})
+            .to_string(),
+    )
+    .unwrap();
+    let mut a = Agent::spawn(&ws, &fake, &[]);
+    a.init();
+    let sid = a.new_session(ws.path());
+    let id = a.prompt(&sid, "finish up");
+    let (r, msgs) = a.response(id);
+    assert_eq!(stop_reason(&r), "end_turn", "{r}");
+    let bodies = fake.requests();
+    assert_eq!(bodies.len(), 2, "one more request for the steered words");
+    assert!(
+        String::from_utf8_lossy(&bodies[1].body).contains("run the tests too"),
+        "the second request carries the steer"
+    );
+    assert!(
+        chunks_text(&msgs, "agent_message_chunk").contains("tests too"),
+        "the answer to the steer streams before the response"
+    );
+    a.finish();
+}
+
 #[test]
 fn a_warning_reaches_the_editor_as_a_visible_message() {
     let ws = Ws::new();
