@@ -66,6 +66,13 @@ pub struct FileConfig {
     /// Sampling temperature.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
+    /// How much a reasoning model thinks: `none`, `minimal`, `low`, `medium`, `high`, `max`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<crate::provider::reasoning::Effort>,
+    /// Whether stored reasoning goes back: `required`, `beneficial`, `forbidden`, `unknown`
+    /// (default: the provider host's documented rule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_replay: Option<crate::provider::reasoning::Replay>,
     /// The default approval policy: `ask`, `auto` or `never`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<Approval>,
@@ -245,13 +252,15 @@ pub fn user_path(env: &Env) -> Option<PathBuf> {
 pub use crate::config::Sources;
 
 /// The settings `tern status` explains, in its order.
-pub const SETTINGS: [&str; 8] = [
+pub const SETTINGS: [&str; 10] = [
     "provider",
     "base_url",
     "model",
     "api_key",
     "max_output_tokens",
     "temperature",
+    "reasoning_effort",
+    "reasoning_replay",
     "approval",
     "sandbox",
 ];
@@ -386,6 +395,8 @@ pub fn load(env: &Env, state_root: &Path) -> Result<Loaded, ConfigError> {
         take!(model);
         take!(max_output_tokens);
         take!(temperature);
+        take!(reasoning_effort);
+        take!(reasoning_replay);
         take!(approval);
         take!(sandbox);
         take!(api_key);
@@ -544,7 +555,7 @@ fn note_env_provider(env: &Env, var: &str, sources: &mut Sources) {
 /// sandbox): the file's value under the environment's.
 fn layer_plain(env: &mut Env, loaded: &Loaded, sources: &mut Sources) {
     let c = &loaded.merged;
-    let plain: [(&'static str, &str, Option<String>); 5] = [
+    let plain: [(&'static str, &str, Option<String>); 7] = [
         ("model", "TERN_MODEL", c.model.clone()),
         (
             "max_output_tokens",
@@ -555,6 +566,16 @@ fn layer_plain(env: &mut Env, loaded: &Loaded, sources: &mut Sources) {
             "temperature",
             "TERN_TEMPERATURE",
             c.temperature.map(|t| t.to_string()),
+        ),
+        (
+            "reasoning_effort",
+            "TERN_REASONING_EFFORT",
+            c.reasoning_effort.map(|e| e.as_str().to_string()),
+        ),
+        (
+            "reasoning_replay",
+            "TERN_REASONING_REPLAY",
+            c.reasoning_replay.map(|r| r.as_str().to_string()),
         ),
         (
             "approval",
@@ -583,6 +604,8 @@ fn default_of(name: &str) -> &'static str {
     match name {
         "max_output_tokens" => "8192",
         "temperature" => "the server's",
+        "reasoning_effort" => "the model's (nothing sent)",
+        "reasoning_replay" => "the provider host's rule",
         "approval" => "exec: auto; chat, acp: ask",
         "sandbox" => "workspace-write",
         _ => "",

@@ -354,6 +354,11 @@ impl Launcher {
                 cfg.model = route.model.clone();
                 cfg.base_url = route.base_url.clone();
                 cfg.send_cache_key = config::is_openai_host(&route.base_url);
+                cfg.reasoning.vendor =
+                    crate::provider::reasoning::Vendor::for_host(&route.base_url);
+                cfg.reasoning.replay = cfg.reasoning_replay.unwrap_or_else(|| {
+                    crate::provider::reasoning::Replay::for_host(&route.base_url)
+                });
                 self.build(&route)
             }
         };

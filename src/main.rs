@@ -258,6 +258,10 @@ struct ModelArgs {
     /// takes 0 to 1) [env: TERN_TEMPERATURE].
     #[arg(long, allow_negative_numbers = true, value_parser = vars::temperature_text)]
     temperature: Option<f64>,
+    /// How much a reasoning model thinks, sent in each provider's form (default: the model's
+    /// own, nothing sent) [env: TERN_REASONING_EFFORT].
+    #[arg(long, value_enum)]
+    reasoning_effort: Option<tern::provider::reasoning::Effort>,
     /// How deep sub-agents may nest (0: no sub-agents).
     #[arg(long, default_value_t = 2, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(0..=8))]
     agent_depth: u32,
@@ -314,6 +318,8 @@ impl ModelArgs {
             cfg.max_output_tokens = n;
         }
         cfg.temperature = vars::temperature(self.temperature, env)?;
+        cfg.reasoning.effort = vars::reasoning_effort(self.reasoning_effort, env)?;
+        cfg.reasoning_replay = vars::reasoning_replay(env)?;
         Ok(())
     }
 
@@ -342,6 +348,9 @@ impl ModelArgs {
         }
         if let Some(t) = self.temperature {
             env.note_flag("temperature", &t.to_string());
+        }
+        if let Some(e) = self.reasoning_effort {
+            env.note_flag("reasoning_effort", e.as_str());
         }
     }
 }

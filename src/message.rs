@@ -29,6 +29,10 @@ pub enum Message {
         /// Tool calls in the order the model emitted them.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ToolCall>,
+        /// The reasoning its provider returned with it, in that provider's form and byte for
+        /// byte (DESIGN §19); replayed by the provider's rule (`provider::reasoning`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reasoning: Option<Reasoning>,
     },
     /// The result of one tool call, answering the call with the same id.
     Tool {
@@ -46,6 +50,29 @@ pub enum Message {
 
 fn is_false(b: &bool) -> bool {
     !*b
+}
+
+/// The reasoning a provider returned with an assistant message, in its own form, exactly as
+/// received (DESIGN §19). Stored in `conversation.jsonl` as `{"form": …, …}`; part of the
+/// prefix when it is sent back, so it is never rewritten.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "form", rename_all = "snake_case")]
+pub enum Reasoning {
+    /// OpenAI-compatible Chat Completions: the streamed `reasoning_content` (DeepSeek, Kimi,
+    /// GLM, vLLM, llama.cpp) or `reasoning` (OpenRouter) deltas, joined.
+    Chat {
+        /// The field it came in (`reasoning_content` or `reasoning`): sent back under it.
+        field: String,
+        /// The text, joined as received (may be empty: Kimi wants the key even then).
+        text: String,
+    },
+    /// Anthropic Messages: the `thinking` and `redacted_thinking` content blocks, in order,
+    /// each exactly as the API gave it (`{"type":"thinking","thinking":…,"signature":…}`,
+    /// `{"type":"redacted_thinking","data":…}`).
+    Anthropic {
+        /// The blocks, in the order they came.
+        blocks: Vec<serde_json::Value>,
+    },
 }
 
 /// A tool call as stored: the arguments are always a JSON object (case C11: invalid JSON is

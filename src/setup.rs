@@ -353,6 +353,7 @@ fn test_request(route: &config::ProviderChoice) -> Result<u128, String> {
         official_openai: config::is_openai_host(&route.base_url),
         tools_allowed: true,
         long_cache: false,
+        reasoning: Default::default(),
     });
     let t = Instant::now();
     p.complete(

@@ -234,7 +234,9 @@ fn as_events(m: &Message) -> Vec<Event> {
         Message::User { content, .. } => vec![Event::TurnStart {
             prompt: content.clone(),
         }],
-        Message::Assistant { text, tool_calls } => {
+        Message::Assistant {
+            text, tool_calls, ..
+        } => {
             let mut v = vec![Event::Assistant {
                 text: text.clone(),
                 tool_calls: Vec::new(),
@@ -445,6 +447,7 @@ mod tests {
         let history = vec![
             Message::user("go"),
             Message::Assistant {
+                reasoning: None,
                 text: "ok".into(),
                 tool_calls: vec![call],
             },

@@ -62,6 +62,9 @@ pub const READ_ENV: &[&str] = &[
     "TERN_CHECKPOINT_BUDGET",
     "TERN_MAX_OUTPUT_TOKENS",
     "TERN_TEMPERATURE",
+    // Reasoning models (provider::reasoning).
+    "TERN_REASONING_EFFORT",
+    "TERN_REASONING_REPLAY",
     // The jail's reach (sandbox::jail::Reach).
     "TERN_ADD_DIRS",
     "TERN_READ_DIRS",

@@ -281,6 +281,39 @@ pub fn max_output_tokens(flag: Option<u32>, env: &Env) -> Result<Option<u32>, Co
         })
 }
 
+/// The reasoning effort from `TERN_REASONING_EFFORT` where no flag gave one (None: unset, the
+/// model's default, nothing sent).
+pub fn reasoning_effort(
+    flag: Option<crate::provider::reasoning::Effort>,
+    env: &Env,
+) -> Result<Option<crate::provider::reasoning::Effort>, ConfigError> {
+    use crate::provider::reasoning::Effort;
+    if flag.is_some() {
+        return Ok(flag);
+    }
+    let expected = "none, minimal, low, medium, high or max";
+    let Some(v) = set_var(env, "TERN_REASONING_EFFORT", expected, "unset")? else {
+        return Ok(None);
+    };
+    Effort::from_str(v.trim(), true).map(Some).map_err(|_| {
+        ConfigError::Invalid(format!("TERN_REASONING_EFFORT={v:?}: expected {expected}"))
+    })
+}
+
+/// The reasoning replay rule from `TERN_REASONING_REPLAY` (None: the provider host's rule).
+pub fn reasoning_replay(
+    env: &Env,
+) -> Result<Option<crate::provider::reasoning::Replay>, ConfigError> {
+    use crate::provider::reasoning::Replay;
+    let expected = "required, beneficial, forbidden or unknown";
+    let Some(v) = set_var(env, "TERN_REASONING_REPLAY", expected, "unset")? else {
+        return Ok(None);
+    };
+    Replay::from_str(v.trim(), true).map(Some).map_err(|_| {
+        ConfigError::Invalid(format!("TERN_REASONING_REPLAY={v:?}: expected {expected}"))
+    })
+}
+
 /// The temperature from `TERN_TEMPERATURE` where no flag gave one.
 pub fn temperature(flag: Option<f64>, env: &Env) -> Result<Option<f64>, ConfigError> {
     if flag.is_some() {

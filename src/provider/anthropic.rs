@@ -11,9 +11,10 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use super::http::{HttpConfig, StreamDecoder, Transport, classify_error, redact, snippet};
+use super::reasoning::Effort;
 use super::sse::SseEvent;
 use super::{Completion, ErrorKind, Provider, ProviderError, RawToolCall, Request, Usage};
-use crate::message::Message;
+use crate::message::{Message, Reasoning};
 
 /// The Anthropic API's base URL.
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -86,6 +87,10 @@ struct Body<'a> {
     max_tokens: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f64>,
+    /// Extended thinking (`--reasoning-effort`): `{"type":"enabled","budget_tokens":N}` or
+    /// `{"type":"disabled"}`; absent: the model's default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<serde_json::Value>,
     stream: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<Tool<'a>>,
@@ -108,7 +113,26 @@ struct Tool<'a> {
 #[derive(Serialize)]
 struct Msg<'a> {
     role: &'static str,
-    content: Vec<Block<'a>>,
+    content: Vec<Part<'a>>,
+}
+
+/// One content block: one tern builds, or a stored thinking block sent back exactly as the
+/// API gave it (its signature binds it to everything before it).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Part<'a> {
+    Block(Block<'a>),
+    Kept(&'a serde_json::Value),
+}
+
+impl Part<'_> {
+    /// Marks a cache breakpoint here (a kept thinking block is never marked: the API refuses
+    /// `cache_control` on one, and it never ends a message).
+    fn set_cache_control(&mut self, mark: CacheControl) {
+        if let Part::Block(b) = self {
+            b.set_cache_control(mark);
+        }
+    }
 }
 
 #[derive(Serialize, Clone, Copy)]
@@ -186,7 +210,8 @@ impl Block<'_> {
 /// three breakpoints at most, under the API's limit of four. Otherwise every earlier message
 /// serializes to the same bytes in every later body.
 pub fn body(req: &Request<'_>) -> Vec<u8> {
-    let mut messages = alternating(req.messages);
+    let budget = req.reasoning.effort.and_then(Effort::anthropic_budget);
+    let mut messages = alternating(req.messages, budget.is_some());
     let mark = if req.long_cache {
         EPHEMERAL_1H
     } else {
@@ -208,10 +233,10 @@ pub fn body(req: &Request<'_>) -> Vec<u8> {
         b.set_cache_control(mark);
     }
     if let Some(tail) = req.tail.filter(|t| !t.trim().is_empty()) {
-        let block = Block::Text {
+        let block = Part::Block(Block::Text {
             text: Cow::Borrowed(tail),
             cache_control: None,
-        };
+        });
         match messages.last_mut() {
             Some(m) => m.content.push(block),
             None => messages.push(Msg {
@@ -229,10 +254,21 @@ pub fn body(req: &Request<'_>) -> Vec<u8> {
             cache_control: Some(mark),
         }]
     };
+    // Anthropic docs, "Extended thinking": `budget_tokens` below `max_tokens` (the answer's cap
+    // is added to the budget), and no `temperature` with thinking on.
+    let thinking = match (req.reasoning.effort, budget) {
+        (Some(_), Some(b)) => Some(serde_json::json!({"type": "enabled", "budget_tokens": b})),
+        (Some(_), None) => Some(serde_json::json!({"type": "disabled"})),
+        (None, _) => None,
+    };
     let body = Body {
         model: req.model,
-        max_tokens: req.max_output_tokens.max(1),
-        temperature: req.temperature,
+        max_tokens: req
+            .max_output_tokens
+            .max(1)
+            .saturating_add(budget.unwrap_or(0)),
+        temperature: req.temperature.filter(|_| budget.is_none()),
+        thinking,
         stream: true,
         tools: req
             .tools
@@ -253,8 +289,10 @@ pub fn body(req: &Request<'_>) -> Vec<u8> {
 
 /// The history as the Messages API takes it: user and assistant turns alternating (consecutive
 /// user-side messages, tool results included, merged into one), blank text left out, and no
-/// message without a block.
-fn alternating(history: &[Message]) -> Vec<Msg<'_>> {
+/// message without a block. With `thinking` on, an assistant message's stored thinking blocks go
+/// first, unchanged, in their order (Anthropic docs, "Extended thinking", "Preserving thinking
+/// blocks"); with it off, never.
+fn alternating(history: &[Message], thinking: bool) -> Vec<Msg<'_>> {
     let mut messages: Vec<Msg<'_>> = Vec::new();
     for m in history {
         let role = if matches!(m, Message::Assistant { .. }) {
@@ -276,10 +314,10 @@ fn alternating(history: &[Message]) -> Vec<Msg<'_>> {
         match m {
             Message::User { content: text, .. } => {
                 if !text.trim().is_empty() {
-                    content.push(Block::Text {
+                    content.push(Part::Block(Block::Text {
                         text: Cow::Borrowed(text),
                         cache_control: None,
-                    });
+                    }));
                 }
             }
             Message::Tool {
@@ -287,26 +325,36 @@ fn alternating(history: &[Message]) -> Vec<Msg<'_>> {
                 content: text,
                 is_error,
                 ..
-            } => content.push(Block::ToolResult {
+            } => content.push(Part::Block(Block::ToolResult {
                 tool_use_id: tool_call_id,
                 content: text,
                 is_error: *is_error,
                 cache_control: None,
-            }),
-            Message::Assistant { text, tool_calls } => {
+            })),
+            Message::Assistant {
+                text,
+                tool_calls,
+                reasoning,
+            } => {
+                let answered = !text.trim().is_empty() || !tool_calls.is_empty();
+                if let (true, true, Some(Reasoning::Anthropic { blocks })) =
+                    (thinking, answered, reasoning)
+                {
+                    content.extend(blocks.iter().map(Part::Kept));
+                }
                 if !text.trim().is_empty() {
-                    content.push(Block::Text {
+                    content.push(Part::Block(Block::Text {
                         text: Cow::Borrowed(text),
                         cache_control: None,
-                    });
+                    }));
                 }
                 for c in tool_calls {
-                    content.push(Block::ToolUse {
+                    content.push(Part::Block(Block::ToolUse {
                         id: &c.id,
                         name: &c.name,
                         input: &c.arguments,
                         cache_control: None,
-                    });
+                    }));
                 }
             }
         }
@@ -341,6 +389,8 @@ pub struct Decoder {
     /// Why a usage figure was not believed ([`super::usage_figure`]).
     usage_refused: Option<String>,
     done: bool,
+    /// Thinking and redacted-thinking blocks by content index, built as they stream.
+    thinking: std::collections::BTreeMap<u64, serde_json::Value>,
     /// Runaway watches of the text and of the last tool input.
     watch_text: super::runaway::Watch,
     watch_call: super::runaway::Watch,
@@ -455,7 +505,13 @@ impl StreamDecoder for Decoder {
                     (Some("tool_use"), None) => {
                         return Err(self.bad("a tool_use block without an index", data));
                     }
-                    // thinking, redacted_thinking, server tools: not part of tern's answer.
+                    // Kept as the API gave it; its deltas complete it (`thinking`, `signature`).
+                    (Some("thinking" | "redacted_thinking"), Some(i)) => {
+                        if let Some(b) = block {
+                            self.thinking.insert(i, b.clone());
+                        }
+                    }
+                    // Server tools: not part of tern's answer.
                     _ => {}
                 }
             }
@@ -469,10 +525,25 @@ impl StreamDecoder for Decoder {
                             self.text.push_str(t);
                         }
                     }
-                    // A thinking block's text: shown as the model's reasoning, never kept.
-                    Some("thinking_delta") => {
-                        if let Some(t) = s("thinking").filter(|t| !t.is_empty()) {
-                            on_text(crate::provider::Streamed::Thought(t));
+                    // A thinking block's text: shown as the model's reasoning and kept with its
+                    // block, as its signature is (both go back unchanged).
+                    Some(kind @ ("thinking_delta" | "signature_delta")) => {
+                        let key = if kind == "thinking_delta" {
+                            "thinking"
+                        } else {
+                            "signature"
+                        };
+                        let piece = s(key).unwrap_or("");
+                        if kind == "thinking_delta" && !piece.is_empty() {
+                            on_text(crate::provider::Streamed::Thought(piece));
+                        }
+                        if let Some(b) = index
+                            .and_then(|i| self.thinking.get_mut(&i))
+                            .and_then(serde_json::Value::as_object_mut)
+                        {
+                            let field = b.entry(key).or_insert_with(|| serde_json::Value::from(""));
+                            let joined = format!("{}{piece}", field.as_str().unwrap_or(""));
+                            *field = serde_json::Value::from(joined);
                         }
                     }
                     Some("input_json_delta") => {
@@ -553,6 +624,9 @@ impl StreamDecoder for Decoder {
             tool_calls: std::mem::take(&mut self.calls),
             finish_reason: self.stop_reason.take(),
             usage,
+            reasoning: (!self.thinking.is_empty()).then(|| Reasoning::Anthropic {
+                blocks: std::mem::take(&mut self.thinking).into_values().collect(),
+            }),
             usage_refused,
         })
     }
@@ -595,6 +669,7 @@ mod tests {
             official_openai: false,
             tools_allowed: true,
             long_cache: false,
+            reasoning: Default::default(),
         }
     }
 
@@ -612,6 +687,7 @@ mod tests {
         for i in 0..turns {
             let c = call(&format!("toolu_{i}"));
             m.push(Message::Assistant {
+                reasoning: None,
                 text: if i % 2 == 1 {
                     "hm".into()
                 } else {
@@ -635,6 +711,7 @@ mod tests {
         let msgs = vec![
             Message::user("hi"),
             Message::Assistant {
+                reasoning: None,
                 text: "Looking.".into(),
                 tool_calls: vec![c.clone()],
             },
@@ -662,11 +739,13 @@ mod tests {
         let msgs = vec![
             Message::user("hi"),
             Message::Assistant {
+                reasoning: None,
                 text: " \n ".into(),
                 tool_calls: vec![],
             },
             Message::user("  "),
             Message::Assistant {
+                reasoning: None,
                 text: "\t".into(),
                 tool_calls: vec![c.clone()],
             },
@@ -696,6 +775,7 @@ mod tests {
                     let calls: Vec<ToolCall> =
                         (0..parallel).map(|j| call(&format!("t{i}_{j}"))).collect();
                     h.push(Message::Assistant {
+                        reasoning: None,
                         text: "ok".into(),
                         tool_calls: calls.clone(),
                     });
@@ -733,6 +813,7 @@ mod tests {
         let mut h = history(1);
         let calls: Vec<ToolCall> = (0..10).map(|i| call(&format!("p{i}"))).collect();
         h.push(Message::Assistant {
+            reasoning: None,
             text: String::new(),
             tool_calls: calls.clone(),
         });

@@ -29,6 +29,7 @@
 pub mod anthropic;
 pub mod http;
 pub mod openai;
+pub mod reasoning;
 pub mod replay;
 pub mod retry;
 pub mod runaway;
@@ -72,6 +73,9 @@ pub struct Request<'a> {
     /// Ask for the 1-hour prompt cache where the wire can (Anthropic's `cache_control` `ttl`
     /// `1h`: `cache_ttl` in the config); the others ignore it.
     pub long_cache: bool,
+    /// The reasoning effort to ask for and whether stored reasoning goes back
+    /// ([`reasoning::Settings`]; the default sends nothing).
+    pub reasoning: reasoning::Settings,
 }
 
 /// A tool call as streamed: arguments are the joined fragments, not yet parsed (case C11: the
@@ -98,6 +102,9 @@ pub struct Completion {
     pub finish_reason: Option<Finish>,
     /// Usage as reported (zeros when the server reported none).
     pub usage: Usage,
+    /// The reasoning the provider returned with the answer, in its own form (stored with the
+    /// assistant message and replayed by the provider's rule; None: none came).
+    pub reasoning: Option<crate::message::Reasoning>,
     /// Why the reported usage was not believed (a negative, fractional or absurd figure, more
     /// cached than prompt tokens: [`check_usage`]); `usage` is then all zeros and the runtime
     /// records the request's usage as estimated, with a warning. None when believed.

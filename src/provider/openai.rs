@@ -12,9 +12,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::http::{HttpConfig, StreamDecoder, Transport, classify_error, snippet};
+use super::reasoning::{self, Effort, Replay, Vendor};
 use super::sse::SseEvent;
 use super::{Completion, ErrorKind, Provider, ProviderError, RawToolCall, Request, Usage};
-use crate::message::Message;
+use crate::message::{Message, Reasoning};
 
 /// An OpenAI-compatible Chat Completions server.
 #[derive(Debug)]
@@ -89,6 +90,13 @@ struct Body<'a> {
     max_completion_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f64>,
+    /// `--reasoning-effort` where the server takes `reasoning_effort` (OpenAI, Kimi, most
+    /// OpenAI-compatible servers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'static str>,
+    /// `--reasoning-effort` where the server takes a `thinking` switch (DeepSeek, GLM).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<serde_json::Value>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<Tool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -130,6 +138,12 @@ enum Msg<'a> {
     },
     Assistant {
         content: Option<Cow<'a, str>>,
+        /// Stored reasoning sent back by the host's rule (`provider::reasoning`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reasoning_content: Option<&'a str>,
+        /// The same, for servers that sent it as `reasoning` (OpenRouter).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reasoning: Option<&'a str>,
         #[serde(skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<Call<'a>>,
     },
@@ -179,7 +193,16 @@ pub fn body(req: &Request<'_>) -> Vec<u8> {
             Message::User { content, .. } => messages.push(Msg::User {
                 content: append_tail(content, tail),
             }),
-            Message::Assistant { text, tool_calls } => {
+            Message::Assistant {
+                text,
+                tool_calls,
+                reasoning,
+            } => {
+                let (reasoning_content, reasoning) = replayed(
+                    reasoning.as_ref(),
+                    req.reasoning.replay,
+                    !tool_calls.is_empty(),
+                );
                 let text = if text.trim().is_empty() { "" } else { text };
                 if text.is_empty() && tool_calls.is_empty() && tail.is_none() {
                     continue;
@@ -203,6 +226,8 @@ pub fn body(req: &Request<'_>) -> Vec<u8> {
                     .collect();
                 messages.push(Msg::Assistant {
                     content,
+                    reasoning_content,
+                    reasoning,
                     tool_calls,
                 });
             }
@@ -225,6 +250,8 @@ pub fn body(req: &Request<'_>) -> Vec<u8> {
         max_tokens: (!req.official_openai).then_some(req.max_output_tokens.max(1)),
         max_completion_tokens: req.official_openai.then_some(req.max_output_tokens.max(1)),
         temperature: req.temperature,
+        reasoning_effort: effort_field(&req.reasoning),
+        thinking: thinking_switch(&req.reasoning),
         tools: req
             .tools
             .iter()
@@ -245,6 +272,51 @@ pub fn body(req: &Request<'_>) -> Vec<u8> {
     serde_json::to_vec(&body).unwrap_or_default()
 }
 
+/// An assistant message's stored reasoning as it goes back (`reasoning_content`, `reasoning`),
+/// by the host's rule: a Chat Completions reasoning under the field it came in; the key empty
+/// where the rule wants it on every tool-call turn; nothing otherwise (another wire's
+/// reasoning, after a provider switch, is never sent here).
+fn replayed(
+    stored: Option<&Reasoning>,
+    rule: Replay,
+    tool_calls: bool,
+) -> (Option<&str>, Option<&str>) {
+    match stored {
+        Some(Reasoning::Chat { field, text }) if rule.sends(tool_calls) => {
+            if field == "reasoning" {
+                (None, Some(text))
+            } else {
+                (Some(text), None)
+            }
+        }
+        _ if tool_calls && rule.always_keyed() => (Some(""), None),
+        _ => (None, None),
+    }
+}
+
+/// `reasoning_effort` for servers that take it (not DeepSeek's or GLM's `thinking` switch).
+fn effort_field(s: &reasoning::Settings) -> Option<&'static str> {
+    match s.vendor {
+        Vendor::DeepSeek | Vendor::Zhipu => None,
+        Vendor::OpenAi | Vendor::Moonshot | Vendor::Other => s.effort.map(Effort::openai),
+    }
+}
+
+/// DeepSeek's and GLM's `thinking` switch for `--reasoning-effort` (DeepSeek API docs,
+/// "Thinking Mode": `{"type": "enabled" | "disabled"}`; Z.AI docs, "Thinking Mode": the same,
+/// with `clear_thinking: false` to keep earlier turns' thinking).
+fn thinking_switch(s: &reasoning::Settings) -> Option<serde_json::Value> {
+    let kind = match s.effort? {
+        Effort::None => "disabled",
+        _ => "enabled",
+    };
+    match s.vendor {
+        Vendor::DeepSeek => Some(serde_json::json!({"type": kind})),
+        Vendor::Zhipu => Some(serde_json::json!({"type": kind, "clear_thinking": false})),
+        Vendor::OpenAi | Vendor::Moonshot | Vendor::Other => None,
+    }
+}
+
 fn append_tail<'a>(content: &'a str, tail: Option<&str>) -> Cow<'a, str> {
     match tail {
         Some(t) => Cow::Owned(format!("{content}\n\n{t}")),
@@ -256,8 +328,9 @@ fn append_tail<'a>(content: &'a str, tail: Option<&str>) -> Cow<'a, str> {
 /// `tool_calls` fragments joined per `index`), `finish_reason`, a usage chunk, `[DONE]`.
 ///
 /// Complete on `[DONE]`, or at end of stream after a non-null `finish_reason` (some servers
-/// omit `[DONE]`); otherwise [`ErrorKind::EarlyEnd`] (case C10). `reasoning_content` and unknown
-/// fields are ignored; an `{"error":…}` chunk is classified by
+/// omit `[DONE]`); otherwise [`ErrorKind::EarlyEnd`] (case C10). `reasoning_content` (or
+/// `reasoning`) is shown as thought and kept in the completion; unknown fields are ignored; an
+/// `{"error":…}` chunk is classified by
 /// [`classify_error`].
 #[derive(Debug, Default)]
 pub struct Decoder {
@@ -271,6 +344,8 @@ pub struct Decoder {
     /// Why a usage figure was not believed ([`super::usage_figure`]).
     usage_refused: Option<String>,
     done: bool,
+    /// The reasoning streamed so far and the field it came in (None: none came).
+    reasoning: Option<(&'static str, String)>,
     /// Runaway watches of the text and of the call being streamed.
     watch_text: super::runaway::Watch,
     watch_call: super::runaway::Watch,
@@ -303,10 +378,13 @@ struct Choice {
 struct Delta {
     #[serde(default)]
     content: Option<String>,
-    /// The reasoning of reasoning models (DeepSeek, vLLM, llama.cpp, OpenRouter's `reasoning`):
-    /// shown, never part of the answer.
-    #[serde(default, alias = "reasoning")]
+    /// The reasoning of reasoning models (DeepSeek, Kimi, GLM, vLLM, llama.cpp): shown and kept
+    /// apart from the answer.
+    #[serde(default)]
     reasoning_content: Option<serde_json::Value>,
+    /// The same under OpenRouter's name.
+    #[serde(default)]
+    reasoning: Option<serde_json::Value>,
     #[serde(default)]
     tool_calls: Option<Vec<DeltaCall>>,
 }
@@ -444,13 +522,19 @@ impl StreamDecoder for Decoder {
             return Ok(());
         };
         if let Some(delta) = choice.delta {
-            if let Some(t) = delta
-                .reasoning_content
-                .as_ref()
-                .and_then(serde_json::Value::as_str)
-                .filter(|t| !t.is_empty())
-            {
-                on_text(crate::provider::Streamed::Thought(t));
+            let thought = [
+                ("reasoning_content", &delta.reasoning_content),
+                ("reasoning", &delta.reasoning),
+            ]
+            .into_iter()
+            .find_map(|(field, v)| Some((field, v.as_ref()?.as_str()?)));
+            if let Some((field, t)) = thought {
+                // Kept as received: it may go back byte for byte (`provider::reasoning`).
+                let kept = self.reasoning.get_or_insert_with(|| (field, String::new()));
+                kept.1.push_str(t);
+                if !t.is_empty() {
+                    on_text(crate::provider::Streamed::Thought(t));
+                }
             }
             if let Some(t) = delta.content.filter(|t| !t.is_empty()) {
                 on_text(crate::provider::Streamed::Text(&t));
@@ -488,6 +572,10 @@ impl StreamDecoder for Decoder {
             tool_calls: std::mem::take(&mut self.calls).into_values().collect(),
             finish_reason: self.finish_reason.take(),
             usage,
+            reasoning: self.reasoning.take().map(|(field, text)| Reasoning::Chat {
+                field: field.to_string(),
+                text,
+            }),
             usage_refused,
         })
     }
@@ -575,6 +663,7 @@ mod tests {
             official_openai: false,
             tools_allowed: true,
             long_cache: false,
+            reasoning: Default::default(),
         }
     }
 
@@ -637,6 +726,7 @@ mod tests {
         let msgs = vec![
             Message::user("hi"),
             Message::Assistant {
+                reasoning: None,
                 text: String::new(),
                 tool_calls: vec![c.clone()],
             },
@@ -666,6 +756,7 @@ mod tests {
         let msgs = vec![
             Message::user("hi"),
             Message::Assistant {
+                reasoning: None,
                 text: "  \n".into(),
                 tool_calls: vec![],
             },
@@ -677,6 +768,7 @@ mod tests {
         let msgs = vec![
             Message::user("hi"),
             Message::Assistant {
+                reasoning: None,
                 text: " ".into(),
                 tool_calls: vec![c.clone()],
             },
@@ -699,6 +791,7 @@ mod tests {
             let before = body(&req(&t, &msgs, None));
             let c = call(&format!("call_{i}"), &format!("echo {i} é"));
             msgs.push(Message::Assistant {
+                reasoning: None,
                 text: if i % 2 == 0 {
                     format!("step {i}")
                 } else {

@@ -130,6 +130,7 @@ impl Provider for Replay {
         let usage = simulate_usage(&self.prev_body, body, text.len());
         self.prev_body = body.to_vec();
         Ok(Completion {
+            reasoning: None,
             finish_reason: Some(if tool_calls.is_empty() {
                 super::Finish::Stop
             } else {

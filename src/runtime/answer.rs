@@ -64,6 +64,7 @@ impl Runtime {
         mut answer: Completion,
         text_only: bool,
     ) -> (Option<Message>, Vec<Call>) {
+        let reasoning = answer.reasoning.take();
         if answer.tool_calls.is_empty() && !text_only {
             let names: Vec<&str> = self.prefix.tools.iter().map(|t| t.name).collect();
             if let Some(calls) = super::textcall::recover(&answer.text, &names) {
@@ -124,6 +125,7 @@ impl Runtime {
             return (None, calls);
         }
         let message = Message::Assistant {
+            reasoning,
             text,
             tool_calls: calls.iter().map(|c| c.call.clone()).collect(),
         };

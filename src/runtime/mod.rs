@@ -144,6 +144,11 @@ pub struct Config {
     pub max_cost: Option<f64>,
     /// The Anthropic wire asks for the 1-hour prompt cache (`cache_ttl: "1h"`).
     pub long_cache: bool,
+    /// The reasoning effort (`--reasoning-effort`) and the replay rule of the provider's host
+    /// (or the config's `reasoning_replay`).
+    pub reasoning: crate::provider::reasoning::Settings,
+    /// The config's `reasoning_replay` (None: the provider host's rule, set by the launcher).
+    pub reasoning_replay: Option<crate::provider::reasoning::Replay>,
 }
 
 /// Sub-agent limits (`--agent-depth`, `--agents-parallel`, `--agent-max-turns`,
@@ -202,6 +207,8 @@ impl Config {
             prices: crate::cost::PriceBook::default(),
             max_cost: None,
             long_cache: false,
+            reasoning: Default::default(),
+            reasoning_replay: None,
         }
     }
 }

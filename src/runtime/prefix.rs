@@ -42,6 +42,8 @@ pub struct RequestOptions<'a> {
     pub tools_allowed: bool,
     /// The 1-hour prompt cache (Anthropic, `cache_ttl: "1h"`).
     pub long_cache: bool,
+    /// The reasoning effort and replay rule.
+    pub reasoning: crate::provider::reasoning::Settings,
 }
 
 impl Prefix {
@@ -70,6 +72,7 @@ impl Prefix {
             official_openai: opts.official_openai,
             tools_allowed: opts.tools_allowed,
             long_cache: opts.long_cache,
+            reasoning: opts.reasoning,
         })
     }
 

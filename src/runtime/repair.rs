@@ -103,9 +103,9 @@ pub fn repair_with(
                 report.dropped_messages += 1;
                 continue;
             }
-            Message::Assistant { text, tool_calls }
-                if text.trim().is_empty() && tool_calls.is_empty() =>
-            {
+            Message::Assistant {
+                text, tool_calls, ..
+            } if text.trim().is_empty() && tool_calls.is_empty() => {
                 report.dropped_messages += 1;
                 continue;
             }
@@ -124,10 +124,12 @@ pub fn repair_with(
             Some(Message::Assistant {
                 text: t1,
                 tool_calls: c1,
+                ..
             }),
             Message::Assistant {
                 text: t2,
                 tool_calls: c2,
+                ..
             },
         ) = (out.last_mut(), &m)
             && c1.is_empty()
@@ -238,6 +240,7 @@ mod tests {
         let h = vec![
             Message::user("a"),
             Message::Assistant {
+                reasoning: None,
                 text: String::new(),
                 tool_calls: vec![bad],
             },
@@ -259,11 +262,13 @@ mod tests {
             Message::user("a"),
             Message::user("b"),
             Message::Assistant {
+                reasoning: None,
                 text: "x".into(),
                 tool_calls: vec![call("1")],
             },
             Message::tool(&call("1"), "ok", false),
             Message::Assistant {
+                reasoning: None,
                 text: "done".into(),
                 tool_calls: vec![],
             },
@@ -278,6 +283,7 @@ mod tests {
         let h = vec![
             Message::user("a"),
             Message::Assistant {
+                reasoning: None,
                 text: String::new(),
                 tool_calls: vec![call("1"), call("2")],
             },
@@ -299,14 +305,17 @@ mod tests {
             Message::user("a"),
             Message::tool(&call("9"), "orphan", false),
             Message::Assistant {
+                reasoning: None,
                 text: "  ".into(),
                 tool_calls: vec![],
             },
             Message::Assistant {
+                reasoning: None,
                 text: "one".into(),
                 tool_calls: vec![],
             },
             Message::Assistant {
+                reasoning: None,
                 text: "two".into(),
                 tool_calls: vec![],
             },

@@ -44,6 +44,7 @@ impl Runtime {
             official_openai: self.cfg.send_cache_key,
             tools_allowed,
             long_cache: self.cfg.long_cache,
+            reasoning: self.cfg.reasoning,
         }
     }
 
@@ -88,6 +89,11 @@ impl Runtime {
         }
         self.within_budget(&b)?;
         match self.send(b, Purpose::Turn, ui) {
+            Err(e) if self.flip_reasoning_replay(&e, ui) => {
+                let b = body(self);
+                self.within_budget(&b)?;
+                self.send(b, Purpose::Turn, ui).map_err(provider_failure)
+            }
             Err(e) if e.kind == ErrorKind::ContextOverflow => {
                 let keep = self.new_prompt_index();
                 if !self.compact(CompactTrigger::ContextOverflow, keep, ui)? {
@@ -107,6 +113,35 @@ impl Runtime {
             }
             other => other.map_err(provider_failure),
         }
+    }
+
+    /// A Chat Completions server refused the request over its reasoning field (HTTP 400 naming
+    /// it): the host's replay rule was wrong for this server, so the session takes the other
+    /// choice, once, and says so (a rule the person set in the config is never changed).
+    /// Whether the request should be sent again.
+    fn flip_reasoning_replay(&mut self, e: &ProviderError, ui: &mut dyn Surface) -> bool {
+        let about_reasoning = e.kind == ErrorKind::Status(400)
+            && crate::provider::reasoning::names_reasoning(&e.message);
+        if !about_reasoning
+            || self.cfg.reasoning_replay.is_some()
+            || self.provider.name() != crate::provider::Wire::Openai
+        {
+            return false;
+        }
+        let was = self.cfg.reasoning.replay;
+        let now = was.flipped();
+        self.cfg.reasoning.replay = now;
+        self.cfg.reasoning_replay = Some(now);
+        self.emit(
+            ui,
+            Event::warning(format!(
+                "the provider refused the request over its reasoning field, so this session now sends reasoning back by the rule `{}` (was `{}`; set \"reasoning_replay\" in the config to choose): {}",
+                now.as_str(),
+                was.as_str(),
+                crate::text::cut(e.message.trim(), 300)
+            )),
+        );
+        true
     }
 
     /// When the history ends with the person's new prompt (the first request of a turn), its

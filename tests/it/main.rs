@@ -32,6 +32,7 @@ mod links;
 mod mcp;
 mod prefix;
 mod provider;
+mod reasoning;
 mod records;
 mod repl;
 mod repl_sync;

@@ -55,6 +55,7 @@ fn request<'a>(tools: &'a [ToolSpec], messages: &'a [Message]) -> Request<'a> {
         official_openai: false,
         tools_allowed: true,
         long_cache: false,
+        reasoning: Default::default(),
     }
 }
 
@@ -264,6 +265,7 @@ fn c12_bodies_never_carry_empty_text_blocks() {
         vec![
             Message::user("hi"),
             Message::Assistant {
+                reasoning: None,
                 text: String::new(),
                 tool_calls: vec![],
             },
@@ -272,6 +274,7 @@ fn c12_bodies_never_carry_empty_text_blocks() {
         vec![
             Message::user("hi"),
             Message::Assistant {
+                reasoning: None,
                 text: " \n\t".into(),
                 tool_calls: vec![],
             },
@@ -280,6 +283,7 @@ fn c12_bodies_never_carry_empty_text_blocks() {
         vec![
             Message::user("hi"),
             Message::Assistant {
+                reasoning: None,
                 text: "  ".into(),
                 tool_calls: vec![call.clone()],
             },
@@ -542,6 +546,7 @@ fn c21_pretty_printed_arguments_from_llama_cpp() {
         arguments: args,
     };
     history.push(Message::Assistant {
+        reasoning: None,
         text: c.text.clone(),
         tool_calls: vec![call.clone()],
     });
@@ -837,6 +842,7 @@ fn prefix_cache_usage_is_reported_for_consecutive_requests() {
             }
             prev = Some(body);
             history.push(Message::Assistant {
+                reasoning: None,
                 text: format!("answer {turn}"),
                 tool_calls: vec![],
             });

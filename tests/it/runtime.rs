@@ -105,6 +105,7 @@ fn a_dangling_call_is_repaired_on_reopen_before_any_request() {
         .append_messages(&[
             Message::user("run it"),
             Message::Assistant {
+                reasoning: None,
                 text: String::new(),
                 tool_calls: vec![call],
             },

@@ -139,6 +139,7 @@ fn message() -> impl Strategy<Value = Message> {
             arguments()
         )
             .prop_map(|(text, ids, arguments)| Message::Assistant {
+                reasoning: None,
                 text,
                 tool_calls: ids
                     .into_iter()
@@ -220,7 +221,9 @@ fn history_problems(h: &[Message]) -> Vec<String> {
                     Message::User { content, .. } if content.trim().is_empty() => {
                         out.push(format!("message {i}: an empty user message"))
                     }
-                    Message::Assistant { text, tool_calls } => {
+                    Message::Assistant {
+                        text, tool_calls, ..
+                    } => {
                         if text.trim().is_empty() && tool_calls.is_empty() {
                             out.push(format!("message {i}: an empty assistant message"));
                         }
@@ -254,6 +257,7 @@ fn request(history: &[Message], wire: Wire) -> Value {
         official_openai: false,
         tools_allowed: true,
         long_cache: false,
+        reasoning: Default::default(),
     };
     let body = match wire {
         Wire::OpenAi => openai::body(&req),

@@ -275,14 +275,22 @@ impl Reply {
 
     /// The body bytes as they would be served with `usage` (input, cached) tokens.
     pub fn render(&self, usage: (u64, u64)) -> Vec<u8> {
+        self.render_with(usage, false)
+    }
+
+    /// [`Reply::render`], an answer streaming the model's reasoning first when `thinking`
+    /// (OpenAI-compatible `reasoning_content` deltas; an Anthropic thinking block with its
+    /// signature: [`thought`], [`signature`]).
+    pub fn render_with(&self, usage: (u64, u64), thinking: bool) -> Vec<u8> {
         match &self.content {
             Content::Raw(b) => b.clone(),
             Content::Answer { wire, text, calls } => {
                 let usage = if self.uncached { (usage.0, 0) } else { usage };
                 let usage = self.auto_usage.then_some(usage);
+                let thought = thinking.then(|| thought(calls));
                 match wire {
-                    Wire::OpenAi => render_openai(text, calls, usage),
-                    Wire::Anthropic => render_anthropic(text, calls, usage),
+                    Wire::OpenAi => render_openai(text, calls, usage, thought.as_deref()),
+                    Wire::Anthropic => render_anthropic(text, calls, usage, thought.as_deref()),
                 }
             }
         }
@@ -367,10 +375,30 @@ fn output_tokens(text: &str, calls: &[(String, String, String)]) -> u64 {
     (bytes / BYTES_PER_TOKEN + 1) as u64
 }
 
+/// The reasoning the fake streams before an answer whose first tool call is `calls[0]` (a
+/// text answer: "…before answering"): what a strict server wants back, byte for byte.
+pub fn thought(calls: &[(String, String, String)]) -> String {
+    match calls.first() {
+        Some((id, name, _)) => format!("Thinking before {name} call {id}: the plan holds."),
+        None => "Thinking before answering.".into(),
+    }
+}
+
+/// The signature the fake gives a thinking block of `thought` (as Anthropic's, bound to its
+/// content: a changed block no longer matches).
+pub fn signature(thought: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in thought.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("sig-{h:016x}")
+}
+
 fn render_openai(
     text: &str,
     calls: &[(String, String, String)],
     usage: Option<(u64, u64)>,
+    thought: Option<&str>,
 ) -> Vec<u8> {
     let mut out = Vec::new();
     let chunk = |delta: Value, finish: Value| {
@@ -381,6 +409,12 @@ fn render_openai(
         &mut out,
         &chunk(json!({"role":"assistant","content":""}), Value::Null),
     );
+    for p in thought.map(|t| pieces(t, 9)).unwrap_or_default() {
+        data(
+            &mut out,
+            &chunk(json!({"reasoning_content":p}), Value::Null),
+        );
+    }
     for p in pieces(text, 8) {
         data(&mut out, &chunk(json!({"content":p}), Value::Null));
     }
@@ -425,6 +459,7 @@ fn render_anthropic(
     text: &str,
     calls: &[(String, String, String)],
     usage: Option<(u64, u64)>,
+    thought: Option<&str>,
 ) -> Vec<u8> {
     let mut out = Vec::new();
     let mut ev = |name: &str, v: Value| {
@@ -440,6 +475,27 @@ fn render_anthropic(
     );
     ev("ping", json!({"type":"ping"}));
     let mut index = 0;
+    if let Some(t) = thought {
+        ev(
+            "content_block_start",
+            json!({"type":"content_block_start","index":index,"content_block":{"type":"thinking","thinking":""}}),
+        );
+        for p in pieces(t, 9) {
+            ev(
+                "content_block_delta",
+                json!({"type":"content_block_delta","index":index,"delta":{"type":"thinking_delta","thinking":p}}),
+            );
+        }
+        ev(
+            "content_block_delta",
+            json!({"type":"content_block_delta","index":index,"delta":{"type":"signature_delta","signature":signature(t)}}),
+        );
+        ev(
+            "content_block_stop",
+            json!({"type":"content_block_stop","index":index}),
+        );
+        index += 1;
+    }
     if !text.is_empty() {
         ev(
             "content_block_start",
@@ -512,6 +568,8 @@ struct State {
     responder: Option<Responder>,
     requests: Vec<Recorded>,
     strict: bool,
+    /// A reasoning model's rules (see [`FakeServer::set_thinking`]).
+    thinking: Option<Thinking>,
     /// The previous request body of each model (each model has its own cache).
     prev_bodies: Vec<(String, Vec<u8>)>,
 }
@@ -536,6 +594,7 @@ impl FakeServer {
             responder: None,
             requests: Vec::new(),
             strict: false,
+            thinking: None,
             prev_bodies: Vec::new(),
         }));
         let stop = Arc::new(AtomicBool::new(false));
@@ -570,6 +629,14 @@ impl FakeServer {
     /// more than 4 `cache_control` breakpoints.
     pub fn set_strict(&self, on: bool) {
         self.lock().strict = on;
+    }
+
+    /// Answers as a reasoning model whose provider enforces `rules`: every scripted answer
+    /// streams its reasoning first ([`thought`]), and a request that breaks the provider's
+    /// documented rule about sending it back is answered 400 (see [`Thinking`]; the reply is
+    /// not used up).
+    pub fn set_thinking(&self, rules: Thinking) {
+        self.lock().thinking = Some(rules);
     }
 
     /// Appends replies to the script.
@@ -700,7 +767,7 @@ fn read_request(conn: &TcpStream) -> std::io::Result<Recorded> {
 fn serve(mut conn: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     let req = read_request(&conn)?;
     let wire = Wire::of_path(&req.path);
-    let (reply, usage) = {
+    let (reply, usage, thinking) = {
         let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
         let model = req.json()["model"].as_str().unwrap_or_default().to_string();
         let prev = st.prev_bodies.iter().position(|(m, _)| *m == model);
@@ -714,6 +781,11 @@ fn serve(mut conn: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         } else {
             None
         };
+        let invalid = invalid.or_else(|| {
+            st.thinking
+                .and_then(|rules| rules.validate(wire, &req.json()).err())
+        });
+        let thinking = st.thinking.is_some();
         let chosen = match (&invalid, &st.responder) {
             (None, Some(f)) => f(&req),
             _ => None,
@@ -737,11 +809,11 @@ fn serve(mut conn: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
                 }
             }
         };
-        (reply, usage)
+        (reply, usage, thinking)
     };
     conn.set_nodelay(true)?;
     thread::sleep(reply.delay_before);
-    let mut body = reply.render(usage);
+    let mut body = reply.render_with(usage, thinking);
     let cut = reply.close_after.is_some_and(|n| n < body.len());
     if let Some(n) = reply.close_after {
         body.truncate(n);
@@ -857,6 +929,118 @@ fn strict_error(wire: Wire, msg: &str) -> Reply {
         }
     };
     Reply::status(400, &body.to_string())
+}
+
+/// A reasoning provider's documented rule about the reasoning a request sends back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Thinking {
+    /// DeepSeek (API docs, "Thinking Mode", tool calls): an assistant message that made tool
+    /// calls must carry its `reasoning_content`, as the answer gave it, in every later request;
+    /// else HTTP 400.
+    DeepSeek,
+    /// Groq and Cerebras: an assistant message carrying `reasoning_content` (or `reasoning`)
+    /// is HTTP 400, "property … is unsupported".
+    Groq,
+    /// Anthropic (docs, "Extended thinking", "Preserving thinking blocks"): with `thinking`
+    /// enabled, an assistant message with `tool_use` must start with its thinking block,
+    /// unchanged (its signature must match its text); `budget_tokens` at least 1,024 and
+    /// below `max_tokens`; no `temperature`. Else HTTP 400.
+    Anthropic,
+}
+
+impl Thinking {
+    /// Err(message) when a request breaks the rule.
+    pub fn validate(self, wire: Wire, body: &Value) -> Result<(), String> {
+        let messages = body.get("messages").and_then(Value::as_array);
+        let assistants = messages
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .filter(|(_, m)| m["role"] == "assistant");
+        match (self, wire) {
+            (Thinking::DeepSeek, Wire::OpenAi) => {
+                for (i, m) in assistants {
+                    let Some(calls) = m["tool_calls"].as_array().filter(|c| !c.is_empty()) else {
+                        continue;
+                    };
+                    let want = thought(&[(
+                        calls[0]["id"].as_str().unwrap_or("").to_string(),
+                        calls[0]["function"]["name"]
+                            .as_str()
+                            .unwrap_or("")
+                            .to_string(),
+                        String::new(),
+                    )]);
+                    match m.get("reasoning_content").and_then(Value::as_str) {
+                        None => {
+                            return Err(format!(
+                                "messages[{i}]: the `reasoning_content` of an assistant message with tool calls must be passed back in thinking mode"
+                            ));
+                        }
+                        Some(r) if r != want => {
+                            return Err(format!(
+                                "messages[{i}]: `reasoning_content` differs from what the model returned"
+                            ));
+                        }
+                        Some(_) => {}
+                    }
+                }
+                Ok(())
+            }
+            (Thinking::Groq, Wire::OpenAi) => {
+                for (i, m) in assistants {
+                    for key in ["reasoning_content", "reasoning"] {
+                        if m.get(key).is_some() {
+                            return Err(format!(
+                                "'messages.{i}' : for 'role:assistant' the following must be satisfied[('messages.{i}' : property '{key}' is unsupported)]"
+                            ));
+                        }
+                    }
+                }
+                Ok(())
+            }
+            (Thinking::Anthropic, Wire::Anthropic) => {
+                let on = body["thinking"]["type"] == "enabled";
+                if !on {
+                    return Ok(());
+                }
+                let budget = body["thinking"]["budget_tokens"].as_u64().unwrap_or(0);
+                let max = body["max_tokens"].as_u64().unwrap_or(0);
+                if budget < 1024 || budget >= max {
+                    return Err(format!(
+                        "thinking.budget_tokens: {budget} must be at least 1024 and less than max_tokens ({max})"
+                    ));
+                }
+                if body.get("temperature").is_some() {
+                    return Err("temperature may only be set to 1 when thinking is enabled".into());
+                }
+                for (i, m) in assistants {
+                    let blocks = m["content"].as_array().cloned().unwrap_or_default();
+                    if !blocks.iter().any(|b| b["type"] == "tool_use") {
+                        continue;
+                    }
+                    let first = blocks.first().cloned().unwrap_or(Value::Null);
+                    if first["type"] != "thinking" && first["type"] != "redacted_thinking" {
+                        return Err(format!(
+                            "messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{}`. When `thinking` is enabled, an assistant message with tool_use must start with a thinking block",
+                            first["type"].as_str().unwrap_or("")
+                        ));
+                    }
+                    let text = first["thinking"].as_str().unwrap_or("");
+                    if first["type"] == "thinking"
+                        && first["signature"].as_str() != Some(&signature(text))
+                    {
+                        return Err(format!(
+                            "messages.{i}.content.0: Invalid `signature` in `thinking` block"
+                        ));
+                    }
+                }
+                Ok(())
+            }
+            // A rule of the other wire: nothing to check.
+            _ => Ok(()),
+        }
+    }
 }
 
 fn blank(v: &Value) -> bool {

@@ -1,0 +1,223 @@
+//! Reasoning models (issue 40, DESIGN §19): the real `tern` against a fake provider that thinks
+//! and enforces its provider's documented rule about the reasoning sent back (support's
+//! [`Thinking`]): DeepSeek wants a tool-call turn's `reasoning_content` in every later request,
+//! Groq refuses it, Anthropic wants a tool-use loop's thinking blocks back unchanged. A
+//! ten-call session completes under each rule, the prefix byte-stable between requests; the
+//! failure a session met before (a 400 at its second request) is shown where the rule is
+//! chosen wrong on purpose.
+
+use serde_json::Value;
+
+use crate::support::cli::{WireWs, run};
+use crate::support::script::{bash, text};
+use crate::support::{Reply, Thinking, Wire, signature, thought};
+
+/// Ten `bash` calls (`call_1` … `call_10`), then a final answer.
+fn ten_calls(wire: Wire) -> Vec<Reply> {
+    let mut v: Vec<Reply> = (1..=10)
+        .map(|i| bash(wire, &format!("call_{i}"), &format!("echo step {i}")))
+        .collect();
+    v.push(text(wire, "all ten done"));
+    v
+}
+
+/// A workspace whose provider thinks by `rules`, speaking `wire`, answering [`ten_calls`].
+fn thinking_ws(wire: Wire, rules: Thinking) -> WireWs {
+    let ws = WireWs::new(wire, ten_calls(wire));
+    ws.fake.set_thinking(rules);
+    ws
+}
+
+/// The request bodies the provider received, parsed.
+fn bodies(ws: &WireWs) -> Vec<Value> {
+    ws.fake.requests().iter().map(|r| r.json()).collect()
+}
+
+fn messages(body: &Value) -> Vec<Value> {
+    body["messages"].as_array().cloned().unwrap_or_default()
+}
+
+/// Every request repeats the one before it: its messages but the last (which carries the
+/// work-state tail) come back identical, reasoning included, and the bodies share at least the
+/// bytes up to that message.
+fn assert_prefix_stable(bodies: &[Value], raw: &[Vec<u8>]) {
+    for i in 1..bodies.len() {
+        let (a, b) = (messages(&bodies[i - 1]), messages(&bodies[i]));
+        let kept = a.len() - 1;
+        assert!(b.len() > kept, "request {i} dropped messages");
+        assert_eq!(a[..kept], b[..kept], "request {i} rewrote earlier messages");
+        let common = raw[i - 1]
+            .iter()
+            .zip(&raw[i])
+            .take_while(|(x, y)| x == y)
+            .count();
+        // The previous body without its last message, as bytes.
+        let mut head = bodies[i - 1].clone();
+        head["messages"] = Value::Array(a[..kept].to_vec());
+        let head_len = serde_json::to_vec(&head).unwrap().len() - 2;
+        assert!(
+            common >= head_len.min(raw[i - 1].len()) - 1,
+            "request {i} shares {common} bytes with the one before; its prefix is {head_len}"
+        );
+    }
+}
+
+fn raw(ws: &WireWs) -> Vec<Vec<u8>> {
+    ws.fake.requests().into_iter().map(|r| r.body).collect()
+}
+
+/// DeepSeek's rule: the assistant messages with tool calls carry their reasoning, exactly as
+/// streamed, in every later request; the session completes with no 400.
+#[test]
+fn a_deepseek_session_sends_each_tool_turns_reasoning_back() {
+    let ws = thinking_ws(Wire::OpenAi, Thinking::DeepSeek);
+    let mut cmd = ws.cmd(&["exec", "do the ten steps"]);
+    cmd.env("TERN_REASONING_REPLAY", "required");
+    let out = run(cmd, "");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let bodies = bodies(&ws);
+    assert_eq!(bodies.len(), 11, "ten calls and the answer, no 400");
+    let last = messages(&bodies[10]);
+    let with_calls: Vec<&Value> = last
+        .iter()
+        .filter(|m| m["role"] == "assistant" && m["tool_calls"].is_array())
+        .collect();
+    assert_eq!(with_calls.len(), 10);
+    for (i, m) in with_calls.iter().enumerate() {
+        let id = format!("call_{}", i + 1);
+        let want = thought(&[(id, "bash".into(), String::new())]);
+        assert_eq!(m["reasoning_content"], want.as_str(), "{m}");
+    }
+    assert_prefix_stable(&bodies, &raw(&ws));
+    // Kept in the conversation record, in the provider's form.
+    let conv = ws.read("conversation.jsonl");
+    assert!(conv.contains("\"form\":\"chat\"") && conv.contains("reasoning_content"));
+}
+
+/// A server whose rule tern does not know by its host (here 127.0.0.1) gets no reasoning; when
+/// it answers 400 naming the field, the session takes the other choice once, says so, and
+/// completes. The same session with the rule set to `unknown` by the person stops at that 400:
+/// the failure every session met before.
+#[test]
+fn an_unknown_host_that_wants_reasoning_is_followed_after_its_400() {
+    let ws = thinking_ws(Wire::OpenAi, Thinking::DeepSeek);
+    let out = ws.ok(&["exec", "--json", "do the ten steps"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("sends reasoning back by the rule `required`"),
+        "the switch is said: {stdout}"
+    );
+    let statuses = ws.fake.requests().len();
+    assert_eq!(
+        statuses, 12,
+        "one refused request, then ten calls and the answer"
+    );
+
+    let ws = thinking_ws(Wire::OpenAi, Thinking::DeepSeek);
+    let mut cmd = ws.cmd(&["exec", "do the ten steps"]);
+    cmd.env("TERN_REASONING_REPLAY", "unknown");
+    let out = run(cmd, "");
+    assert_ne!(out.code, Some(0), "{out:?}");
+    assert!(out.stderr.contains("reasoning_content"), "{}", out.stderr);
+    assert_eq!(
+        ws.fake.requests().len(),
+        2,
+        "it stops at the second request"
+    );
+}
+
+/// Groq's rule: reasoning is never sent back (the host's rule where known; here the fake's
+/// host is unknown, which sends none either), and the session completes; a person who sets
+/// `required` against such a server is told by its 400 and tern does not overrule them.
+#[test]
+fn a_groq_style_server_never_gets_reasoning_back() {
+    let ws = thinking_ws(Wire::OpenAi, Thinking::Groq);
+    ws.ok(&["exec", "do the ten steps"]);
+    let bodies = bodies(&ws);
+    assert_eq!(bodies.len(), 11);
+    for b in &bodies {
+        for m in messages(b) {
+            assert!(m.get("reasoning_content").is_none(), "{m}");
+        }
+    }
+    assert_prefix_stable(&bodies, &raw(&ws));
+
+    let ws = thinking_ws(Wire::OpenAi, Thinking::Groq);
+    let mut cmd = ws.cmd(&["exec", "do the ten steps"]);
+    cmd.env("TERN_REASONING_REPLAY", "required");
+    let out = run(cmd, "");
+    assert_ne!(out.code, Some(0), "{out:?}");
+    assert!(out.stderr.contains("is unsupported"), "{}", out.stderr);
+}
+
+/// Anthropic's rule with `--reasoning-effort`: thinking is enabled with a budget under
+/// `max_tokens` and no temperature, and every assistant message of the tool-use loop starts
+/// with its thinking block, signature unchanged; ten calls complete.
+#[test]
+fn anthropic_thinking_blocks_go_back_unchanged_with_their_signatures() {
+    let ws = thinking_ws(Wire::Anthropic, Thinking::Anthropic);
+    ws.ok(&[
+        "exec",
+        "--reasoning-effort",
+        "high",
+        "--temperature",
+        "0.5",
+        "do the ten steps",
+    ]);
+    let bodies = bodies(&ws);
+    assert_eq!(bodies.len(), 11, "no 400");
+    let first = &bodies[0];
+    assert_eq!(first["thinking"]["type"], "enabled");
+    let budget = first["thinking"]["budget_tokens"].as_u64().unwrap();
+    assert!(first["max_tokens"].as_u64().unwrap() > budget);
+    assert!(
+        first.get("temperature").is_none(),
+        "no temperature with thinking"
+    );
+    for m in messages(&bodies[10])
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .filter(|m| m["content"].to_string().contains("tool_use"))
+    {
+        let block = &m["content"][0];
+        assert_eq!(block["type"], "thinking", "{m}");
+        let t = block["thinking"].as_str().unwrap();
+        assert_eq!(block["signature"], signature(t).as_str());
+    }
+    assert_prefix_stable(&bodies, &raw(&ws));
+
+    // Thinking off (no effort): nothing about thinking is sent, and no block goes back.
+    let ws = thinking_ws(Wire::Anthropic, Thinking::Anthropic);
+    ws.ok(&["exec", "do the ten steps"]);
+    for b in self::bodies(&ws) {
+        assert!(b.get("thinking").is_none());
+        assert!(!b.to_string().contains("\"type\":\"thinking\""));
+    }
+}
+
+/// `--reasoning-effort` reaches the Chat Completions wire as `reasoning_effort` (`max` as
+/// OpenAI's `xhigh`); unset sends nothing new; `tern status` names the setting and its source.
+#[test]
+fn the_effort_flag_reaches_the_chat_wire_and_unset_sends_nothing() {
+    let ws = WireWs::new(Wire::OpenAi, vec![text(Wire::OpenAi, "ok")]);
+    ws.ok(&["exec", "--reasoning-effort", "max", "hi"]);
+    ws.ok(&["exec", "hi again"]);
+    let b = bodies(&ws);
+    assert_eq!(b[0]["reasoning_effort"], "xhigh");
+    assert!(b[1].get("reasoning_effort").is_none());
+    let mut cmd = ws.cmd(&["exec", "from the environment"]);
+    cmd.env("TERN_REASONING_EFFORT", "low");
+    assert_eq!(run(cmd, "").code, Some(0));
+    assert_eq!(bodies(&ws)[2]["reasoning_effort"], "low");
+    let mut cmd = ws.cmd(&["exec", "bad"]);
+    cmd.env("TERN_REASONING_EFFORT", "extreme");
+    let out = run(cmd, "");
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(
+        out.stderr.contains("TERN_REASONING_EFFORT"),
+        "{}",
+        out.stderr
+    );
+    let status = String::from_utf8_lossy(&ws.ok(&["status"]).stdout).into_owned();
+    assert!(status.contains("reasoning_effort"), "{status}");
+}
