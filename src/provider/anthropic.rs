@@ -930,4 +930,79 @@ mod tests {
         let s = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",\"message\":\"prompt is too long: 9 tokens > 8 maximum\"}}\n\n";
         assert_eq!(decode(s).unwrap_err().kind, ErrorKind::ContextOverflow);
     }
+
+    /// A thinking block streams as thought and is kept whole: its text joined, its signature
+    /// from the signature delta; a redacted block as it came.
+    #[test]
+    fn thinking_blocks_are_kept_with_their_signatures() {
+        let s = concat!(
+            "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3}}}\n\n",
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\"}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"let me \"}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"see\"}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"signature_delta\",\"signature\":\"EqQB\"}}\n\n",
+            "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"redacted_thinking\",\"data\":\"opaque\"}}\n\n",
+            "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n",
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":2,\"content_block\":{\"type\":\"text\",\"text\":\"ok\"}}\n\n",
+            "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":2}\n\n",
+            "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":5}}\n\n",
+            "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+        );
+        let c = decode(s).unwrap();
+        assert_eq!(c.text, "ok");
+        assert_eq!(
+            c.reasoning,
+            Some(Reasoning::Anthropic {
+                blocks: vec![
+                    json!({"type": "thinking", "thinking": "let me see", "signature": "EqQB"}),
+                    json!({"type": "redacted_thinking", "data": "opaque"}),
+                ]
+            })
+        );
+    }
+
+    /// With thinking on, an assistant message's blocks go first, unchanged, and thinking,
+    /// the budget and the cap are in the body (no temperature); off, none of it.
+    #[test]
+    fn thinking_blocks_go_back_only_with_thinking_on() {
+        let t = tools();
+        let block = json!({"type": "thinking", "thinking": "hmm", "signature": "S"});
+        let msgs = vec![
+            Message::user("go"),
+            Message::Assistant {
+                text: String::new(),
+                tool_calls: vec![call("toolu_1")],
+                reasoning: Some(Reasoning::Anthropic {
+                    blocks: vec![block.clone()],
+                }),
+            },
+            Message::tool(
+                &ToolCall {
+                    id: "toolu_1".into(),
+                    name: "bash".into(),
+                    arguments: json!({}),
+                },
+                "a",
+                false,
+            ),
+        ];
+        let mut r = req(&t, &msgs, None);
+        r.temperature = Some(0.3);
+        r.reasoning.effort = Some(Effort::Medium);
+        let v: Value = serde_json::from_slice(&body(&r)).unwrap();
+        assert_eq!(
+            v["thinking"],
+            json!({"type": "enabled", "budget_tokens": 10_000})
+        );
+        assert_eq!(v["max_tokens"], 4096 + 10_000);
+        assert!(v.get("temperature").is_none());
+        assert_eq!(v["messages"][1]["content"][0], block);
+        assert_eq!(v["messages"][1]["content"][1]["type"], "tool_use");
+        r.reasoning.effort = None;
+        let v: Value = serde_json::from_slice(&body(&r)).unwrap();
+        assert!(v.get("thinking").is_none());
+        assert_eq!(v["temperature"], 0.3);
+        assert_eq!(v["messages"][1]["content"][0]["type"], "tool_use");
+    }
 }

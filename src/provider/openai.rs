@@ -632,7 +632,7 @@ mod tests {
     use crate::message::ToolCall;
     use crate::provider::http::decode_chunks;
     use crate::tools::ToolSpec;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn decode(stream: &str) -> Result<Completion, ProviderError> {
         decode_chunks(&[stream.as_bytes()], &mut Decoder::new(None), &mut |_| {})
@@ -950,5 +950,132 @@ mod tests {
         assert_eq!(decode(s).unwrap_err().kind, ErrorKind::ContextOverflow);
         let s = "data: {not json\n\n";
         assert_eq!(decode(s).unwrap_err().kind, ErrorKind::BadResponse);
+    }
+
+    /// The reasoning streamed with an answer is kept, joined, under the field it came in.
+    #[test]
+    fn reasoning_is_kept_in_the_completion_under_its_field() {
+        let s = "data: {\"choices\":[{\"delta\":{\"reasoning\":\"a\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"reasoning\":\"b\",\"content\":\"ok\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+        let c = decode(s).unwrap();
+        assert_eq!(
+            c.reasoning,
+            Some(Reasoning::Chat {
+                field: "reasoning".into(),
+                text: "ab".into()
+            })
+        );
+        let none = "data: {\"choices\":[{\"delta\":{\"reasoning_content\":null,\"content\":\"ok\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+        assert_eq!(decode(none).unwrap().reasoning, None);
+    }
+
+    /// Each replay rule as the body says it: required keys every tool-call turn (empty when
+    /// nothing was stored), beneficial sends what is stored, forbidden and unknown send nothing,
+    /// and another wire's reasoning never goes out here.
+    #[test]
+    fn stored_reasoning_goes_back_by_the_rule() {
+        let t = tools();
+        let stored = |text: &str| {
+            Some(Reasoning::Chat {
+                field: "reasoning_content".into(),
+                text: text.into(),
+            })
+        };
+        let msgs = vec![
+            Message::user("go"),
+            Message::Assistant {
+                text: String::new(),
+                tool_calls: vec![call("c1", "ls")],
+                reasoning: stored("think 1"),
+            },
+            Message::tool(
+                &ToolCall {
+                    id: "c1".into(),
+                    name: "bash".into(),
+                    arguments: json!({}),
+                },
+                "a",
+                false,
+            ),
+            Message::Assistant {
+                text: String::new(),
+                tool_calls: vec![call("c2", "ls")],
+                reasoning: None,
+            },
+            Message::tool(
+                &ToolCall {
+                    id: "c2".into(),
+                    name: "bash".into(),
+                    arguments: json!({}),
+                },
+                "b",
+                false,
+            ),
+            Message::Assistant {
+                text: "done".into(),
+                tool_calls: Vec::new(),
+                reasoning: stored("think 3"),
+            },
+            Message::Assistant {
+                text: "and".into(),
+                tool_calls: Vec::new(),
+                reasoning: Some(Reasoning::Anthropic {
+                    blocks: vec![json!({"type": "thinking", "thinking": "x", "signature": "s"})],
+                }),
+            },
+            Message::user("more"),
+        ];
+        let body_with = |replay: Replay| {
+            let mut r = req(&t, &msgs, None);
+            r.reasoning.replay = replay;
+            let v: Value = serde_json::from_slice(&body(&r)).unwrap();
+            v["messages"].as_array().unwrap().clone()
+        };
+        let m = body_with(Replay::Required);
+        assert_eq!(m[2]["reasoning_content"], "think 1");
+        assert_eq!(m[4]["reasoning_content"], "", "keyed even when empty");
+        assert!(m[6].get("reasoning_content").is_none(), "no tool calls");
+        let m = body_with(Replay::Beneficial);
+        assert_eq!(m[2]["reasoning_content"], "think 1");
+        assert!(m[4].get("reasoning_content").is_none());
+        assert_eq!(m[6]["reasoning_content"], "think 3");
+        assert!(m[7].get("reasoning_content").is_none(), "Anthropic's form");
+        for rule in [Replay::Forbidden, Replay::Unknown] {
+            let m = body_with(rule);
+            assert!(
+                m.iter().all(|m| m.get("reasoning_content").is_none()),
+                "{rule:?}"
+            );
+        }
+    }
+
+    /// `--reasoning-effort` in each server's form: `reasoning_effort` for most, DeepSeek's and
+    /// GLM's `thinking` switch for theirs; unset sends neither.
+    #[test]
+    fn the_effort_goes_out_in_each_servers_form() {
+        let t = tools();
+        let msgs = vec![Message::user("go")];
+        let body_with = |effort: Option<Effort>, vendor: Vendor| {
+            let mut r = req(&t, &msgs, None);
+            r.reasoning.effort = effort;
+            r.reasoning.vendor = vendor;
+            serde_json::from_slice::<Value>(&body(&r)).unwrap()
+        };
+        let b = body_with(None, Vendor::Other);
+        assert!(b.get("reasoning_effort").is_none() && b.get("thinking").is_none());
+        assert_eq!(
+            body_with(Some(Effort::High), Vendor::OpenAi)["reasoning_effort"],
+            "high"
+        );
+        let d = body_with(Some(Effort::High), Vendor::DeepSeek);
+        assert_eq!(d["thinking"], json!({"type": "enabled"}));
+        assert!(d.get("reasoning_effort").is_none());
+        assert_eq!(
+            body_with(Some(Effort::None), Vendor::DeepSeek)["thinking"],
+            json!({"type": "disabled"})
+        );
+        assert_eq!(
+            body_with(Some(Effort::Low), Vendor::Zhipu)["thinking"],
+            json!({"type": "enabled", "clear_thinking": false})
+        );
     }
 }

@@ -1633,6 +1633,48 @@ fn a_steer_as_the_turn_ends_is_answered_before_the_prompts_response() {
     a.finish();
 }
 
+/// Issue 40 over ACP: a reasoning model whose provider wants a tool-call turn's reasoning back
+/// in every later request (DeepSeek's documented rule, the fake's strict mode) runs ten calls
+/// in one prompt, each later request carrying each earlier turn's reasoning, and the editor sees
+/// the reasoning as thought chunks.
+#[test]
+fn a_reasoning_models_ten_call_prompt_completes_by_its_providers_rule() {
+    let ws = Ws::new();
+    let w = Wire::OpenAi;
+    let mut replies: Vec<Reply> = (1..=10)
+        .map(|i| script::bash(w, &format!("call_{i}"), &format!("echo {i}")))
+        .collect();
+    replies.push(script::text(w, "ten done"));
+    let fake = FakeServer::start(replies);
+    fake.set_thinking(crate::support::Thinking::DeepSeek);
+    let mut cmd = ws.tern(&fake);
+    cmd.env("TERN_REASONING_REPLAY", "required")
+        .args(["acp", "--approval", "auto"]);
+    let mut a = Agent::start(cmd);
+    a.init();
+    let sid = a.new_session(ws.path());
+    let id = a.prompt(&sid, "ten steps");
+    let (r, msgs) = a.response(id);
+    assert_eq!(stop_reason(&r), "end_turn", "{r}");
+    let bodies: Vec<Value> = fake.requests().iter().map(|r| r.json()).collect();
+    assert_eq!(bodies.len(), 11, "no 400");
+    let last = bodies[10]["messages"].as_array().unwrap();
+    let kept = last
+        .iter()
+        .filter(|m| {
+            m["reasoning_content"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("Thinking before bash call"))
+        })
+        .count();
+    assert_eq!(kept, 10, "every tool turn's reasoning goes back");
+    assert!(
+        chunks_text(&msgs, "agent_thought_chunk").contains("Thinking before bash call call_1"),
+        "the reasoning streams as thought"
+    );
+    a.finish();
+}
+
 #[test]
 fn a_warning_reaches_the_editor_as_a_visible_message() {
     let ws = Ws::new();
