@@ -53,13 +53,15 @@ pub enum OpId {
     Goal,
     /// `model`
     Model,
+    /// `effort`
+    Effort,
     /// `mcp`
     Mcp,
 }
 
 impl OpId {
     /// Every op id, in declaration order.
-    pub const ALL: [OpId; 24] = [
+    pub const ALL: [OpId; 25] = [
         OpId::PlanShow,
         OpId::PlanPath,
         OpId::PlanDraft,
@@ -83,6 +85,7 @@ impl OpId {
         OpId::Quit,
         OpId::Goal,
         OpId::Model,
+        OpId::Effort,
         OpId::Mcp,
     ];
 
@@ -117,6 +120,7 @@ impl OpId {
             OpId::Quit => "quit",
             OpId::Goal => "goal",
             OpId::Model => "model",
+            OpId::Effort => "effort",
             OpId::Mcp => "mcp",
         }
     }

@@ -254,6 +254,14 @@ pub const OPS: &[Op] = &[
         "switch the model for the next request (/model NAME; alone: show it)",
     ),
     op(
+        OpId::Effort,
+        "",
+        "/effort",
+        Access::Write,
+        "reasoning effort switched to",
+        "set how much a reasoning model thinks (/effort none|minimal|low|medium|high|max|default; alone: show it)",
+    ),
+    op(
         OpId::Mcp,
         "mcp list",
         "/mcp",
@@ -667,6 +675,7 @@ fn dispatch(
                 | OpId::Resume
                 | OpId::Goal
                 | OpId::Model
+                | OpId::Effort
                 | OpId::Mcp
                 | OpId::Undo
                 | OpId::Diff
@@ -747,6 +756,12 @@ fn dispatch(
             Some(rt) => rt.set_model(arg, ui).map(done).map_err(OpError::from),
             None => Err(OpError::Usage(
                 "/model needs an open session (send a prompt first)".into(),
+            )),
+        },
+        OpId::Effort => match target.runtime.as_deref_mut() {
+            Some(rt) => rt.set_effort(arg).map(done).map_err(OpError::from),
+            None => Err(OpError::Usage(
+                "/effort needs an open session (send a prompt first)".into(),
             )),
         },
         OpId::Mcp => mcp_op(arg, target),

@@ -702,6 +702,35 @@ impl Runtime {
         ))
     }
 
+    /// `/effort [LEVEL]`: sets how much a reasoning model thinks from the next request on
+    /// (`default` clears it: the model's own, nothing sent); alone, says what it is. The
+    /// request's reasoning field changes, so the next request reads less from the cache (its
+    /// miss reason says so). Errors: a level that is none of them (a usage error).
+    pub fn set_effort(&mut self, level: Option<&str>) -> Result<String, Failure> {
+        use crate::provider::reasoning::Effort;
+        let shown = |e: Option<Effort>| e.map_or("the model's default", Effort::as_str);
+        let Some(level) = level.map(str::trim).filter(|l| !l.is_empty()) else {
+            return Ok(format!(
+                "reasoning effort: {}",
+                shown(self.cfg.reasoning.effort)
+            ));
+        };
+        let new = match level {
+            "default" | "unset" => None,
+            l => Some(<Effort as clap::ValueEnum>::from_str(l, true).map_err(|_| {
+                Failure::Usage(format!(
+                    "/effort {l}: expected none, minimal, low, medium, high, max or default"
+                ))
+            })?),
+        };
+        let before = std::mem::replace(&mut self.cfg.reasoning.effort, new);
+        Ok(format!(
+            "reasoning effort: {} → {}; the next request asks for it",
+            shown(before),
+            shown(new)
+        ))
+    }
+
     /// Records a sandbox change (the stored setting differs from this runtime's) as a declared
     /// boundary: the pinned system prompt's sandbox line is replaced, `meta.json` updated.
     pub(crate) fn switch_sandbox(

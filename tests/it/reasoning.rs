@@ -221,3 +221,15 @@ fn the_effort_flag_reaches_the_chat_wire_and_unset_sends_nothing() {
     let status = String::from_utf8_lossy(&ws.ok(&["status"]).stdout).into_owned();
     assert!(status.contains("reasoning_effort"), "{status}");
 }
+
+/// The REPL's `/effort` (an op of the table, so an editor's command too) changes what the next
+/// request asks for; `default` sends nothing again.
+#[test]
+fn effort_set_in_the_repl_reaches_the_next_request() {
+    let ws = WireWs::new(Wire::OpenAi, Vec::new());
+    ws.ok_in(&["chat"], "/effort low\nfirst\n/effort default\nsecond\n");
+    let b = bodies(&ws);
+    assert_eq!(b.len(), 2, "{b:?}");
+    assert_eq!(b[0]["reasoning_effort"], "low");
+    assert!(b[1].get("reasoning_effort").is_none());
+}

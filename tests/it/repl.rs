@@ -371,11 +371,17 @@ enum Verb {
     None,
     /// No CLI verb: a flag is its CLI form (`/model` ~ `--model`); the slash names the model.
     Model,
+    /// No CLI verb: `--reasoning-effort` is its CLI form; the slash names the effort and sets
+    /// it for the next request.
+    Effort,
 }
 
 fn verb_kind(op: &tern::ops::Op) -> Verb {
     if op.id.as_str() == "model" {
         return Verb::Model;
+    }
+    if op.id.as_str() == "effort" {
+        return Verb::Effort;
     }
     if op.cli.is_empty() {
         return Verb::None;
@@ -456,6 +462,7 @@ fn ops_parity_every_op_same_receipt_from_verb_and_slash() {
         ("fork", None),
         ("rewind", Some("1")),
         ("model", None),
+        ("effort", None),
         ("mcp", None),
         ("resume", None),
         ("goal", Some("true")),
@@ -633,6 +640,28 @@ fn ops_parity_every_op_same_receipt_from_verb_and_slash() {
                 cmd.args(["chat", "--continue"]);
                 let repl = ok(cmd, &format!("{}\n", op.slash));
                 assert!(repl.stdout.contains("model: m"), "{step}: {repl:?}");
+            }
+            Verb::Effort => {
+                let mut cmd = b.tern();
+                cmd.args(["chat", "--continue"]);
+                let repl = ok(
+                    cmd,
+                    &format!(
+                        "{}\n{} high\n{}\n{} extreme\n",
+                        op.slash, op.slash, op.slash, op.slash
+                    ),
+                );
+                assert!(
+                    repl.stdout
+                        .contains("reasoning effort: the model's default")
+                        && repl.stdout.contains("the model's default → high")
+                        && repl.stdout.contains("reasoning effort: high"),
+                    "{step}: {repl:?}"
+                );
+                assert!(
+                    repl.stderr.contains("expected none, minimal"),
+                    "{step}: {repl:?}"
+                );
             }
             Verb::None => {
                 // /quit leaves before reading the next line.
