@@ -486,7 +486,9 @@ fn layer_provider(
     let c = &loaded.merged;
     let kind = c.provider.unwrap_or(ProviderKind::Openai);
     let (key_var, url_var) = match kind {
-        ProviderKind::Openai => ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+        ProviderKind::Openai | ProviderKind::OpenaiResponses => {
+            ("OPENAI_API_KEY", "OPENAI_BASE_URL")
+        }
         ProviderKind::Anthropic => ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
     };
     let from = if c.provider.is_some() {

@@ -151,6 +151,9 @@ pub enum Wire {
     Openai,
     /// Anthropic Messages (`provider::anthropic`).
     Anthropic,
+    /// OpenAI's Responses API (`provider::responses`).
+    #[serde(rename = "openai-responses")]
+    Responses,
     /// A recorded script played back (the demo, `provider::replay`).
     Replay,
 }
@@ -161,6 +164,7 @@ impl Wire {
         match self {
             Wire::Openai => "openai",
             Wire::Anthropic => "anthropic",
+            Wire::Responses => "openai-responses",
             Wire::Replay => "replay",
         }
     }

@@ -301,7 +301,9 @@ impl Member {
             model: Some(model),
         };
         let (key_var, url_var) = match kind {
-            ProviderKind::Openai => ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+            ProviderKind::Openai | ProviderKind::OpenaiResponses => {
+                ("OPENAI_API_KEY", "OPENAI_BASE_URL")
+            }
             ProviderKind::Anthropic => ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
         };
         let env_url = env.get(url_var);
@@ -310,7 +312,9 @@ impl Member {
             (Some(m), Some(e)) => same_url(m, e),
             (Some(m), None) => {
                 let default = match kind {
-                    ProviderKind::Openai => "https://api.openai.com/v1",
+                    ProviderKind::Openai | ProviderKind::OpenaiResponses => {
+                        "https://api.openai.com/v1"
+                    }
                     ProviderKind::Anthropic => "https://api.anthropic.com",
                 };
                 same_url(m, default)

@@ -242,6 +242,7 @@ impl Launcher {
         let kind = match meta.provider.as_str() {
             "openai" => Some(ProviderKind::Openai),
             "anthropic" => Some(ProviderKind::Anthropic),
+            "openai-responses" => Some(ProviderKind::OpenaiResponses),
             _ => None,
         };
         let mut f = self.flags.clone();
@@ -276,6 +277,11 @@ impl Launcher {
             ProviderKind::Anthropic => {
                 Box::new(Anthropic::new(http, &route.base_url, route.api_key.clone()))
             }
+            ProviderKind::OpenaiResponses => Box::new(crate::provider::responses::Responses::new(
+                http,
+                &route.base_url,
+                route.api_key.clone(),
+            )),
         }
     }
 
@@ -353,7 +359,10 @@ impl Launcher {
                 };
                 cfg.model = route.model.clone();
                 cfg.base_url = route.base_url.clone();
-                cfg.send_cache_key = config::is_openai_host(&route.base_url);
+                // The Responses wire always names its cache (`prompt_cache_key`: the session's
+                // lineage, so forks and continues share it); Chat Completions only on OpenAI's.
+                cfg.send_cache_key = config::is_openai_host(&route.base_url)
+                    || route.kind == ProviderKind::OpenaiResponses;
                 cfg.reasoning.vendor =
                     crate::provider::reasoning::Vendor::for_host(&route.base_url);
                 cfg.reasoning.replay = cfg.reasoning_replay.unwrap_or_else(|| {

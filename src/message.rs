@@ -73,6 +73,13 @@ pub enum Reasoning {
         /// The blocks, in the order they came.
         blocks: Vec<serde_json::Value>,
     },
+    /// OpenAI's Responses API: the `reasoning` output items (`id`, `summary`,
+    /// `encrypted_content`), in output order, exactly as the stream's `output_item.done` gave
+    /// them.
+    Responses {
+        /// The items.
+        items: Vec<serde_json::Value>,
+    },
 }
 
 /// A tool call as stored: the arguments are always a JSON object (case C11: invalid JSON is

@@ -97,7 +97,9 @@ fn setup(path: &Path, args: SetupArgs, input: &mut dyn BufRead, ask: bool) -> Re
                 .filter(|_| same_kind)
                 .unwrap_or_else(|| {
                     match kind {
-                        ProviderKind::Openai => "https://api.openai.com/v1",
+                        ProviderKind::Openai | ProviderKind::OpenaiResponses => {
+                            "https://api.openai.com/v1"
+                        }
                         ProviderKind::Anthropic => "https://api.anthropic.com",
                     }
                     .to_string()
@@ -113,7 +115,9 @@ fn setup(path: &Path, args: SetupArgs, input: &mut dyn BufRead, ask: bool) -> Re
                 .clone()
                 .filter(|_| same_kind)
                 .unwrap_or_else(|| match kind {
-                    ProviderKind::Openai => config::DEFAULT_OPENAI_MODEL.to_string(),
+                    ProviderKind::Openai | ProviderKind::OpenaiResponses => {
+                        config::DEFAULT_OPENAI_MODEL.to_string()
+                    }
                     ProviderKind::Anthropic => config::DEFAULT_ANTHROPIC_MODEL.to_string(),
                 });
             prompt.ask("Model", &def)?
@@ -169,12 +173,13 @@ fn ask_provider(
     }
     let def = saved.provider.unwrap_or(ProviderKind::Openai);
     let a = prompt.ask(
-        "Provider: openai (any OpenAI-compatible server) or anthropic",
+        "Provider: openai (any OpenAI-compatible server), openai-responses (OpenAI's Responses API) or anthropic",
         ProviderKind::as_str(def),
     )?;
     match a.as_str() {
         "openai" => Ok(ProviderKind::Openai),
         "anthropic" => Ok(ProviderKind::Anthropic),
+        "openai-responses" => Ok(ProviderKind::OpenaiResponses),
         other => Err((
             2,
             format!("unknown provider {other:?}: openai or anthropic"),
@@ -249,7 +254,9 @@ fn check_route(
         ),
     };
     let (key_var, url_var) = match kind {
-        ProviderKind::Openai => ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+        ProviderKind::Openai | ProviderKind::OpenaiResponses => {
+            ("OPENAI_API_KEY", "OPENAI_BASE_URL")
+        }
         ProviderKind::Anthropic => ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
     };
     let mut pairs = vec![(url_var, base_url), ("TERN_MODEL", model)];
@@ -335,6 +342,11 @@ fn test_request(route: &config::ProviderChoice) -> Result<u128, String> {
             route.api_key.clone(),
         )),
         ProviderKind::Anthropic => Box::new(crate::provider::anthropic::Anthropic::new(
+            http,
+            &route.base_url,
+            route.api_key.clone(),
+        )),
+        ProviderKind::OpenaiResponses => Box::new(crate::provider::responses::Responses::new(
             http,
             &route.base_url,
             route.api_key.clone(),

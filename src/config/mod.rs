@@ -15,6 +15,10 @@ pub enum ProviderKind {
     Openai,
     /// Anthropic Messages API.
     Anthropic,
+    /// OpenAI's Responses API (`/v1/responses`): reasoning kept between tool calls.
+    #[value(name = "openai-responses")]
+    #[serde(rename = "openai-responses")]
+    OpenaiResponses,
 }
 
 impl ProviderKind {
@@ -23,6 +27,7 @@ impl ProviderKind {
         match self {
             ProviderKind::Openai => "openai",
             ProviderKind::Anthropic => "anthropic",
+            ProviderKind::OpenaiResponses => "openai-responses",
         }
     }
 }
@@ -32,6 +37,7 @@ impl From<ProviderKind> for crate::event::Wire {
         match k {
             ProviderKind::Openai => crate::event::Wire::Openai,
             ProviderKind::Anthropic => crate::event::Wire::Anthropic,
+            ProviderKind::OpenaiResponses => crate::event::Wire::Responses,
         }
     }
 }
@@ -332,7 +338,7 @@ pub fn resolve_named(
     // model set to blank is a mistake worth saying, never a silent default.
     let kind = provider_kind(flags, env)?;
     let (key_var, url_var, default_url, default_model) = match kind {
-        ProviderKind::Openai => (
+        ProviderKind::Openai | ProviderKind::OpenaiResponses => (
             "OPENAI_API_KEY",
             "OPENAI_BASE_URL",
             "https://api.openai.com/v1",
@@ -463,6 +469,7 @@ fn model_of(
 fn endpoint_suffix(kind: ProviderKind) -> &'static str {
     match kind {
         ProviderKind::Openai => "/chat/completions",
+        ProviderKind::OpenaiResponses => "/responses",
         ProviderKind::Anthropic => "/v1/messages",
     }
 }

@@ -31,6 +31,7 @@ pub mod http;
 pub mod openai;
 pub mod reasoning;
 pub mod replay;
+pub mod responses;
 pub mod retry;
 pub mod runaway;
 pub mod sse;

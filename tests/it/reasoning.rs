@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::support::cli::{WireWs, run};
 use crate::support::script::{bash, text};
-use crate::support::{Reply, Thinking, Wire, signature, thought};
+use crate::support::{Reply, Thinking, Wire, encrypted, signature, thought};
 
 /// Ten `bash` calls (`call_1` … `call_10`), then a final answer.
 fn ten_calls(wire: Wire) -> Vec<Reply> {
@@ -33,8 +33,13 @@ fn bodies(ws: &WireWs) -> Vec<Value> {
     ws.fake.requests().iter().map(|r| r.json()).collect()
 }
 
+/// The conversation of a body: `messages` (Chat Completions, Anthropic) or `input` (Responses).
 fn messages(body: &Value) -> Vec<Value> {
-    body["messages"].as_array().cloned().unwrap_or_default()
+    body.get("messages")
+        .or_else(|| body.get("input"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// Every request repeats the one before it: its messages but the last (which carries the
@@ -53,7 +58,12 @@ fn assert_prefix_stable(bodies: &[Value], raw: &[Vec<u8>]) {
             .count();
         // The previous body without its last message, as bytes.
         let mut head = bodies[i - 1].clone();
-        head["messages"] = Value::Array(a[..kept].to_vec());
+        let key = if head.get("input").is_some() {
+            "input"
+        } else {
+            "messages"
+        };
+        head[key] = Value::Array(a[..kept].to_vec());
         let head_len = serde_json::to_vec(&head).unwrap().len() - 2;
         assert!(
             common >= head_len.min(raw[i - 1].len()) - 1,
@@ -232,4 +242,135 @@ fn effort_set_in_the_repl_reaches_the_next_request() {
     assert_eq!(b.len(), 2, "{b:?}");
     assert_eq!(b[0]["reasoning_effort"], "low");
     assert!(b[1].get("reasoning_effort").is_none());
+}
+
+/// OpenAI's Responses API (`--provider openai-responses`): `store: false` with the encrypted
+/// reasoning asked for, every reasoning item passed back unaltered before the calls it led to,
+/// the effort as `reasoning.effort`, `prompt_cache_key` on every request; ten calls complete
+/// against a server that refuses an altered or missing item, the prefix stable and the cache
+/// reported.
+#[test]
+fn the_responses_wire_keeps_encrypted_reasoning_items_between_calls() {
+    let ws = thinking_ws(Wire::OpenAi, Thinking::Responses);
+    let out = ws.ok(&[
+        "exec",
+        "--json",
+        "--provider",
+        "openai-responses",
+        "--reasoning-effort",
+        "medium",
+        "do the ten steps",
+    ]);
+    let bodies = bodies(&ws);
+    assert_eq!(bodies.len(), 11, "no 400");
+    assert!(
+        ws.fake
+            .requests()
+            .iter()
+            .all(|r| r.path.ends_with("/responses"))
+    );
+    let first = &bodies[0];
+    assert_eq!(first["store"], false);
+    assert_eq!(first["reasoning"]["effort"], "medium");
+    let key = first["prompt_cache_key"].as_str().expect("a cache key");
+    assert!(bodies.iter().all(|b| b["prompt_cache_key"] == key));
+    let input = messages(&bodies[10]);
+    let items: Vec<&Value> = input.iter().filter(|i| i["type"] == "reasoning").collect();
+    assert_eq!(items.len(), 10, "every turn's reasoning goes back");
+    for (i, item) in items.iter().enumerate() {
+        let t = thought(&[(format!("call_{}", i + 1), "bash".into(), String::new())]);
+        assert_eq!(item["encrypted_content"], encrypted(&t).as_str());
+    }
+    assert_prefix_stable(&bodies, &raw(&ws));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let cached: u64 = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "usage")
+        .filter_map(|e| {
+            e["usage"]["cached_tokens"]
+                .as_u64()
+                .or(e["cached_tokens"].as_u64())
+        })
+        .sum();
+    assert!(cached > 0, "the cache is reported: {stdout}");
+}
+
+/// The fake's rules can fail: each refuses the request its provider documents as a 400 (a
+/// dropped or altered reasoning, a forbidden field), taken from a real session's last body.
+#[test]
+fn each_rule_refuses_what_its_provider_refuses() {
+    // DeepSeek: the reasoning dropped, or changed.
+    let ws = thinking_ws(Wire::OpenAi, Thinking::DeepSeek);
+    let mut cmd = ws.cmd(&["exec", "go"]);
+    cmd.env("TERN_REASONING_REPLAY", "required");
+    assert_eq!(run(cmd, "").code, Some(0));
+    let good = bodies(&ws).pop().unwrap();
+    assert!(Thinking::DeepSeek.validate(Wire::OpenAi, &good).is_ok());
+    let at = messages(&good)
+        .iter()
+        .position(|m| m.get("reasoning_content").is_some())
+        .unwrap();
+    let mut dropped = good.clone();
+    dropped["messages"][at]
+        .as_object_mut()
+        .unwrap()
+        .remove("reasoning_content");
+    assert!(Thinking::DeepSeek.validate(Wire::OpenAi, &dropped).is_err());
+    let mut changed = good.clone();
+    changed["messages"][at]["reasoning_content"] = Value::from("something else");
+    assert!(Thinking::DeepSeek.validate(Wire::OpenAi, &changed).is_err());
+    // Groq refuses that same body.
+    assert!(Thinking::Groq.validate(Wire::OpenAi, &good).is_err());
+
+    // Anthropic: a block's text changed under its signature, or the block left out.
+    let ws = thinking_ws(Wire::Anthropic, Thinking::Anthropic);
+    ws.ok(&["exec", "--reasoning-effort", "low", "go"]);
+    let good = bodies(&ws).pop().unwrap();
+    assert!(Thinking::Anthropic.validate(Wire::Anthropic, &good).is_ok());
+    let at = messages(&good)
+        .iter()
+        .position(|m| m["content"][0]["type"] == "thinking")
+        .unwrap();
+    let mut changed = good.clone();
+    changed["messages"][at]["content"][0]["thinking"] = Value::from("edited");
+    assert!(
+        Thinking::Anthropic
+            .validate(Wire::Anthropic, &changed)
+            .is_err()
+    );
+    let mut dropped = good.clone();
+    dropped["messages"][at]["content"]
+        .as_array_mut()
+        .unwrap()
+        .remove(0);
+    assert!(
+        Thinking::Anthropic
+            .validate(Wire::Anthropic, &dropped)
+            .is_err()
+    );
+
+    // Responses: an item's encrypted content altered, or the item left out.
+    let ws = thinking_ws(Wire::OpenAi, Thinking::Responses);
+    ws.ok(&["exec", "--provider", "openai-responses", "go"]);
+    let good = bodies(&ws).pop().unwrap();
+    assert!(Thinking::Responses.validate(Wire::OpenAi, &good).is_ok());
+    let at = messages(&good)
+        .iter()
+        .position(|i| i["type"] == "reasoning")
+        .unwrap();
+    let mut changed = good.clone();
+    changed["input"][at]["encrypted_content"] = Value::from("enc:forged");
+    assert!(
+        Thinking::Responses
+            .validate(Wire::OpenAi, &changed)
+            .is_err()
+    );
+    let mut dropped = good.clone();
+    dropped["input"].as_array_mut().unwrap().remove(at);
+    assert!(
+        Thinking::Responses
+            .validate(Wire::OpenAi, &dropped)
+            .is_err()
+    );
 }

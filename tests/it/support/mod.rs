@@ -282,6 +282,12 @@ impl Reply {
     /// (OpenAI-compatible `reasoning_content` deltas; an Anthropic thinking block with its
     /// signature: [`thought`], [`signature`]).
     pub fn render_with(&self, usage: (u64, u64), thinking: bool) -> Vec<u8> {
+        self.render_for(usage, thinking, false)
+    }
+
+    /// [`Reply::render_with`]; `responses`: an OpenAI-wire answer served on `/responses` is
+    /// rendered as OpenAI's Responses stream ([`render_responses`]).
+    pub fn render_for(&self, usage: (u64, u64), thinking: bool, responses: bool) -> Vec<u8> {
         match &self.content {
             Content::Raw(b) => b.clone(),
             Content::Answer { wire, text, calls } => {
@@ -289,6 +295,9 @@ impl Reply {
                 let usage = self.auto_usage.then_some(usage);
                 let thought = thinking.then(|| thought(calls));
                 match wire {
+                    Wire::OpenAi if responses => {
+                        render_responses(text, calls, usage, thought.as_deref())
+                    }
                     Wire::OpenAi => render_openai(text, calls, usage, thought.as_deref()),
                     Wire::Anthropic => render_anthropic(text, calls, usage, thought.as_deref()),
                 }
@@ -452,6 +461,81 @@ fn render_openai(
         );
     }
     out.extend_from_slice(b"data: [DONE]\n\n");
+    out
+}
+
+/// The encrypted content the fake gives a Responses reasoning item of `thought`.
+pub fn encrypted(thought: &str) -> String {
+    format!("enc:{}", signature(thought))
+}
+
+/// An answer as OpenAI's Responses stream: a reasoning item (when `thought`: its summary
+/// streamed, `encrypted_content` at `output_item.done`), the text, the function calls, then
+/// `response.completed` with usage.
+fn render_responses(
+    text: &str,
+    calls: &[(String, String, String)],
+    usage: Option<(u64, u64)>,
+    thought: Option<&str>,
+) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut ev = |v: Value| {
+        let name = v["type"].as_str().unwrap_or("").to_string();
+        out.extend_from_slice(format!("event: {name}\ndata: {v}\n\n").as_bytes());
+    };
+    ev(json!({"type":"response.created","response":{"id":"resp_fake","status":"in_progress"}}));
+    let mut index = 0;
+    if let Some(t) = thought {
+        let id = format!("rs_{index}");
+        ev(
+            json!({"type":"response.output_item.added","output_index":index,"item":{"type":"reasoning","id":id,"summary":[]}}),
+        );
+        for p in pieces(t, 9) {
+            ev(
+                json!({"type":"response.reasoning_summary_text.delta","output_index":index,"delta":p}),
+            );
+        }
+        ev(
+            json!({"type":"response.output_item.done","output_index":index,
+                  "item":{"type":"reasoning","id":id,"summary":[{"type":"summary_text","text":t}],
+                          "encrypted_content":encrypted(t)}}),
+        );
+        index += 1;
+    }
+    if !text.is_empty() {
+        ev(
+            json!({"type":"response.output_item.added","output_index":index,"item":{"type":"message","role":"assistant","content":[]}}),
+        );
+        for p in pieces(text, 8) {
+            ev(
+                json!({"type":"response.output_text.delta","output_index":index,"content_index":0,"delta":p}),
+            );
+        }
+        index += 1;
+    }
+    for (id, name, args) in calls {
+        ev(
+            json!({"type":"response.output_item.added","output_index":index,
+                  "item":{"type":"function_call","id":format!("fc_{index}"),"call_id":id,"name":name,"arguments":""}}),
+        );
+        for p in pieces(args, 7) {
+            ev(
+                json!({"type":"response.function_call_arguments.delta","output_index":index,"delta":p}),
+            );
+        }
+        ev(
+            json!({"type":"response.function_call_arguments.done","output_index":index,"arguments":args}),
+        );
+        index += 1;
+    }
+    let (input, cached) = usage.unwrap_or((0, 0));
+    let output = output_tokens(text, calls);
+    ev(
+        json!({"type":"response.completed","response":{"id":"resp_fake","status":"completed",
+              "usage":{"input_tokens":input,"input_tokens_details":{"cached_tokens":cached},
+                       "output_tokens":output,"output_tokens_details":{"reasoning_tokens":0},
+                       "total_tokens":input+output}}}),
+    );
     out
 }
 
@@ -767,7 +851,7 @@ fn read_request(conn: &TcpStream) -> std::io::Result<Recorded> {
 fn serve(mut conn: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     let req = read_request(&conn)?;
     let wire = Wire::of_path(&req.path);
-    let (reply, usage, thinking) = {
+    let (reply, usage, thinking, responses) = {
         let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
         let model = req.json()["model"].as_str().unwrap_or_default().to_string();
         let prev = st.prev_bodies.iter().position(|(m, _)| *m == model);
@@ -786,6 +870,7 @@ fn serve(mut conn: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
                 .and_then(|rules| rules.validate(wire, &req.json()).err())
         });
         let thinking = st.thinking.is_some();
+        let responses = req.path.trim_end_matches('/').ends_with("/responses");
         let chosen = match (&invalid, &st.responder) {
             (None, Some(f)) => f(&req),
             _ => None,
@@ -809,11 +894,11 @@ fn serve(mut conn: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
                 }
             }
         };
-        (reply, usage, thinking)
+        (reply, usage, thinking, responses)
     };
     conn.set_nodelay(true)?;
     thread::sleep(reply.delay_before);
-    let mut body = reply.render_with(usage, thinking);
+    let mut body = reply.render_for(usage, thinking, responses);
     let cut = reply.close_after.is_some_and(|n| n < body.len());
     if let Some(n) = reply.close_after {
         body.truncate(n);
@@ -946,6 +1031,12 @@ pub enum Thinking {
     /// unchanged (its signature must match its text); `budget_tokens` at least 1,024 and
     /// below `max_tokens`; no `temperature`. Else HTTP 400.
     Anthropic,
+    /// OpenAI's Responses API with `store: false` (docs, "Reasoning models", "Encrypted
+    /// reasoning items"): a reasoning item passed back must carry the `encrypted_content` the
+    /// API gave, unaltered ("could not be verified" otherwise); the fake also wants each
+    /// function call's reasoning item right before it, as a model that keeps its reasoning
+    /// between tool calls gets it.
+    Responses,
 }
 
 impl Thinking {
@@ -1033,6 +1124,38 @@ impl Thinking {
                         return Err(format!(
                             "messages.{i}.content.0: Invalid `signature` in `thinking` block"
                         ));
+                    }
+                }
+                Ok(())
+            }
+            (Thinking::Responses, Wire::OpenAi) => {
+                let input = body["input"].as_array().cloned().unwrap_or_default();
+                if body["store"] != false
+                    || !body["include"]
+                        .to_string()
+                        .contains("reasoning.encrypted_content")
+                {
+                    return Err("store: false without include [\"reasoning.encrypted_content\"] loses the reasoning".into());
+                }
+                for (j, item) in input.iter().enumerate() {
+                    if item["type"] == "reasoning" {
+                        let text = item["summary"][0]["text"].as_str().unwrap_or("");
+                        if item["encrypted_content"].as_str() != Some(&encrypted(text)) {
+                            return Err(format!(
+                                "The encrypted content for item {} could not be verified.",
+                                item["id"].as_str().unwrap_or("?")
+                            ));
+                        }
+                    }
+                    if item["type"] == "function_call" {
+                        let before = j.checked_sub(1).map(|k| &input[k]);
+                        let first_call = before.is_some_and(|b| b["type"] != "function_call");
+                        if first_call && before.is_none_or(|b| b["type"] != "reasoning") {
+                            return Err(format!(
+                                "input[{j}]: function_call {} was provided without its reasoning item",
+                                item["call_id"].as_str().unwrap_or("?")
+                            ));
+                        }
                     }
                 }
                 Ok(())
