@@ -50,6 +50,8 @@ mod jail_section;
 mod mcp_section;
 #[path = "sections/peers.rs"]
 mod peers_section;
+#[path = "sections/responses.rs"]
+mod responses_section;
 #[path = "sections/sandbox.rs"]
 mod sandbox_section;
 #[path = "sections/startup.rs"]
@@ -170,6 +172,10 @@ fn main() -> ExitCode {
     // TERN_BENCH_BASELINE when it is set).
     if args.iter().any(|a| a == "--mcp-only") {
         return printed(mcp_section::bench_mcp());
+    }
+    // `cargo bench -- --responses-only`: section 13 alone, printed, BENCHMARKS.md left as it is.
+    if args.iter().any(|a| a == "--responses-only") {
+        return printed(responses_section::bench_responses());
     }
     // `cargo bench -- --sandbox-only`: section 6 alone, printed, BENCHMARKS.md left as it is.
     if args.iter().any(|a| a == "--sandbox-only") {
@@ -307,6 +313,8 @@ fn run_all() -> R<()> {
     let (cancel, goal_cancel) = bench_cancel()?;
     eprintln!("[12/12] MCP …");
     let mcp = mcp_section::bench_mcp()?;
+    eprintln!("[13/13] the Responses wire …");
+    let responses = responses_section::bench_responses()?;
 
     let load_after = fs::read_to_string("/proc/loadavg").unwrap_or_default();
     md.push_str(&machine(&load_before, &load_after, started.elapsed()));
@@ -335,6 +343,7 @@ fn run_all() -> R<()> {
     md.push_str(&checkpoints);
     md.push_str(&cancel);
     md.push_str(&mcp);
+    md.push_str(&responses);
 
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("BENCHMARKS.md");
     fs::write(&path, &md).map_err(|e| format!("write {}: {e}", path.display()))?;

@@ -549,4 +549,54 @@ mod tests {
         let e = decode_chunks(&[s.as_bytes()], &mut Decoder::new(None), &mut |_| {}).unwrap_err();
         assert_eq!(e.kind, ErrorKind::BadResponse);
     }
+
+    /// Hostile bytes never panic the decoder: every prefix of a real stream, and the stream
+    /// with events of the wrong shape (numbers for strings, missing fields, nulls).
+    #[test]
+    fn hostile_streams_are_errors_or_completions_never_panics() {
+        let ev = |v: Value| format!("data: {v}\n\n");
+        let mut s = String::new();
+        s += &ev(
+            json!({"type": "response.output_item.added", "output_index": 0, "item": {"type": "function_call", "call_id": "c", "name": "bash"}}),
+        );
+        s += &ev(
+            json!({"type": "response.function_call_arguments.delta", "output_index": 0, "delta": "{}"}),
+        );
+        s += &ev(
+            json!({"type": "response.output_item.done", "output_index": 1, "item": {"type": "reasoning", "encrypted_content": "x"}}),
+        );
+        s += &ev(json!({"type": "response.completed", "response": {"usage": {"input_tokens": 5}}}));
+        for cut in 0..=s.len() {
+            let _ = decode_chunks(
+                &[&s.as_bytes()[..cut]],
+                &mut Decoder::new(None),
+                &mut |_| {},
+            );
+        }
+        for odd in [
+            json!({"type": "response.output_text.delta", "delta": 7}),
+            json!({"type": "response.output_item.added", "item": null}),
+            json!({"type": "response.output_item.done", "output_index": -1, "item": {"type": "function_call", "arguments": 3}}),
+            json!({"type": "response.function_call_arguments.done"}),
+            json!({"type": "response.completed", "response": {"status": 1, "usage": {"input_tokens": -3, "output_tokens": "x"}}}),
+            json!({"type": "response.incomplete", "response": {"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}}}),
+            json!([1, 2]),
+            json!("text"),
+        ] {
+            let stream = ev(odd);
+            let _ = decode_chunks(&[stream.as_bytes()], &mut Decoder::new(None), &mut |_| {});
+        }
+        let cut = ev(
+            json!({"type": "response.incomplete", "response": {"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}}}),
+        );
+        let c = decode_chunks(&[cut.as_bytes()], &mut Decoder::new(None), &mut |_| {}).unwrap();
+        assert_eq!(c.finish_reason, Some(Finish::Length));
+        let bad =
+            ev(json!({"type": "response.completed", "response": {"usage": {"input_tokens": -3}}}));
+        let c = decode_chunks(&[bad.as_bytes()], &mut Decoder::new(None), &mut |_| {}).unwrap();
+        assert!(
+            c.usage_refused.is_some(),
+            "a negative count is not believed"
+        );
+    }
 }

@@ -143,10 +143,21 @@ impl Runtime {
             }
             _ => 0,
         };
+        // The most the answer may bill: its cap, and on Anthropic with thinking on the thinking
+        // budget above it (`max_tokens` is both; elsewhere reasoning counts within the cap).
+        let thinking = match self.provider.name() {
+            Wire::Anthropic => self
+                .cfg
+                .reasoning
+                .effort
+                .and_then(crate::provider::reasoning::Effort::anthropic_budget)
+                .unwrap_or(0),
+            Wire::Openai | Wire::Responses | Wire::Replay => 0,
+        };
         let worst = p.price.worst_case(
             input,
             proven,
-            u64::from(self.cfg.max_output_tokens),
+            u64::from(self.cfg.max_output_tokens) + u64::from(thinking),
             self.cfg.long_cache,
         );
         budget.allow(worst).map_err(|over| {
