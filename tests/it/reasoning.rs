@@ -374,3 +374,28 @@ fn each_rule_refuses_what_its_provider_refuses() {
             .is_err()
     );
 }
+
+/// With Anthropic's thinking on, the answer may bill its thinking budget above its cap, so a
+/// request's worst case under `--max-cost` counts it: a limit the plain cap fits is refused
+/// before anything is sent once the effort asks for a large budget.
+#[test]
+fn the_thinking_budget_counts_in_the_spend_limits_worst_case() {
+    let w = Wire::Anthropic;
+    let ws = WireWs::new(w, vec![text(w, "ok"), text(w, "ok")]);
+    let dir = ws.ws.home().join(".config/tern");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.json"),
+        r#"{"price": {"input": 0.0, "output": 10.0}}"#,
+    )
+    .unwrap();
+    // 1,000 output tokens at $10 per million: $0.01 at most; the limit is $0.05.
+    let args = ["exec", "--max-output-tokens", "1000", "--max-cost", "0.05"];
+    ws.ok(&[&args[..], &["hi"]].concat());
+    assert_eq!(ws.fake.requests().len(), 1);
+    // With `max` the budget is 48,000 tokens more: up to $0.49, over the limit.
+    let out = ws.tern(&[&args[..], &["--reasoning-effort", "max", "hi again"]].concat());
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert_eq!(ws.fake.requests().len(), 1, "nothing more was sent");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("could cost up to"));
+}
