@@ -30,8 +30,14 @@ pub enum Message {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ToolCall>,
         /// The reasoning its provider returned with it, in that provider's form and byte for
-        /// byte (DESIGN §19); replayed by the provider's rule (`provider::reasoning`).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        /// byte (DESIGN §19); replayed by the provider's rule (`provider::reasoning`). Read
+        /// leniently: a form this tern does not know (a newer tern's, a hand edit) is no
+        /// reasoning, never a lost message.
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "lenient_reasoning"
+        )]
         reasoning: Option<Reasoning>,
     },
     /// The result of one tool call, answering the call with the same id.
@@ -80,6 +86,15 @@ pub enum Reasoning {
         /// The items.
         items: Vec<serde_json::Value>,
     },
+}
+
+/// [`Reasoning`] when the stored value is one this tern knows; None otherwise (see
+/// [`Message::Assistant`]'s `reasoning`).
+fn lenient_reasoning<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Reasoning>, D::Error> {
+    let v = Option::<serde_json::Value>::deserialize(d)?;
+    Ok(v.and_then(|v| serde_json::from_value(v).ok()))
 }
 
 /// A tool call as stored: the arguments are always a JSON object (case C11: invalid JSON is
@@ -152,6 +167,45 @@ impl Usage {
                 .cache_write_tokens
                 .saturating_sub(earlier.cache_write_tokens),
             output_tokens: self.output_tokens.saturating_sub(earlier.output_tokens),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasoning_round_trips_and_an_unknown_form_loses_nothing_else() {
+        let m = Message::Assistant {
+            text: "ok".into(),
+            tool_calls: Vec::new(),
+            reasoning: Some(Reasoning::Chat {
+                field: "reasoning_content".into(),
+                text: "hmm".into(),
+            }),
+        };
+        let line = serde_json::to_string(&m).unwrap();
+        assert_eq!(
+            line,
+            r#"{"role":"assistant","text":"ok","reasoning":{"form":"chat","field":"reasoning_content","text":"hmm"}}"#
+        );
+        assert_eq!(serde_json::from_str::<Message>(&line).unwrap(), m);
+        for odd in [
+            r#"{"role":"assistant","text":"ok","reasoning":{"form":"from-the-future","x":1}}"#,
+            r#"{"role":"assistant","text":"ok","reasoning":"text"}"#,
+            r#"{"role":"assistant","text":"ok","reasoning":null}"#,
+        ] {
+            let m: Message = serde_json::from_str(odd).unwrap();
+            assert_eq!(
+                m,
+                Message::Assistant {
+                    text: "ok".into(),
+                    tool_calls: Vec::new(),
+                    reasoning: None
+                },
+                "{odd}"
+            );
         }
     }
 }

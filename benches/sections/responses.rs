@@ -25,7 +25,7 @@ fn session(wire: &str) -> R<(f64, u64, usize)> {
         .events
         .iter()
         .filter(|e| e["type"] == "usage")
-        .filter_map(|e| e["usage"]["cached_tokens"].as_u64())
+        .filter_map(|e| e["cached_tokens"].as_u64())
         .sum();
     let bytes = s.requests.iter().map(|r| r.body.len()).sum();
     Ok((s.m.own_ms() / PEER_STEPS as f64, cached, bytes))

@@ -689,12 +689,7 @@ fn wipe(hay: &mut [u8], needle: &[u8]) {
 
 /// True when `base_url` is OpenAI's own API (where `prompt_cache_key` is accepted).
 pub fn is_openai_host(base_url: &str) -> bool {
-    let rest = base_url
-        .strip_prefix("https://")
-        .or_else(|| base_url.strip_prefix("http://"))
-        .unwrap_or(base_url);
-    let host = rest.split(['/', ':']).next().unwrap_or("");
-    host == "api.openai.com"
+    crate::provider::reasoning::host(base_url).eq_ignore_ascii_case("api.openai.com")
 }
 
 #[cfg(test)]

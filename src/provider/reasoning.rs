@@ -128,8 +128,9 @@ pub enum Vendor {
     Other,
 }
 
-/// The host of a base URL (`https://api.deepseek.com/v1` → `api.deepseek.com`).
-fn host(base_url: &str) -> &str {
+/// The host of a base URL (`https://api.deepseek.com/v1` → `api.deepseek.com`; user info and
+/// port left out).
+pub(crate) fn host(base_url: &str) -> &str {
     let rest = base_url
         .strip_prefix("https://")
         .or_else(|| base_url.strip_prefix("http://"))

@@ -399,3 +399,42 @@ fn the_thinking_budget_counts_in_the_spend_limits_worst_case() {
     assert_eq!(ws.fake.requests().len(), 1, "nothing more was sent");
     assert!(String::from_utf8_lossy(&out.stderr).contains("could cost up to"));
 }
+
+/// The REPL and a sub-agent run by the same rule: a REPL prompt of ten calls, and a child whose
+/// tool calls' reasoning goes back in its own requests (the fake refuses any request that
+/// leaves one out), both against DeepSeek's rule.
+#[test]
+fn the_repl_and_a_sub_agent_follow_the_same_rule() {
+    let ws = thinking_ws(Wire::OpenAi, Thinking::DeepSeek);
+    let mut cmd = ws.cmd(&["chat", "--approval", "auto"]);
+    cmd.env("TERN_REASONING_REPLAY", "required");
+    let out = run(cmd, "do the ten steps\n");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(ws.fake.requests().len(), 11, "no 400 in the REPL");
+
+    let w = Wire::OpenAi;
+    let ws = WireWs::new(
+        w,
+        vec![
+            crate::support::script::agent(w, "a1", serde_json::json!({"task": "count files"})),
+            bash(w, "c1", "ls | wc -l"),
+            bash(w, "c2", "echo counted"),
+            text(w, "three files"),
+            text(w, "the child says three"),
+        ],
+    );
+    ws.fake.set_thinking(Thinking::DeepSeek);
+    let mut cmd = ws.cmd(&["exec", "ask a helper"]);
+    cmd.env("TERN_REASONING_REPLAY", "required");
+    let out = run(cmd, "");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let bodies = bodies(&ws);
+    assert_eq!(bodies.len(), 5, "no 400 for the parent or the child");
+    // The child's last request carries both of its calls' reasoning.
+    let child_last = &bodies[3];
+    let kept = messages(child_last)
+        .iter()
+        .filter(|m| m["reasoning_content"].as_str().is_some())
+        .count();
+    assert_eq!(kept, 2, "{child_last}");
+}
