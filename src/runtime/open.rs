@@ -62,7 +62,42 @@ impl Runtime {
         }
         self.load_history(ui)?;
         self.after_load();
+        self.note_foreign_reasoning(ui);
         self.switch_model(ui, meta)?;
         self.switch_sandbox(ui, meta)
+    }
+
+    /// A session continued on another wire than the one that answered (`--provider` changed):
+    /// the earlier answers' reasoning is in that provider's form, which no other wire takes, so
+    /// it stays on record and is not sent (DESIGN §19). Said once, when there is any.
+    fn note_foreign_reasoning(&mut self, ui: &mut dyn Surface) {
+        use crate::message::{Message, Reasoning};
+        use crate::provider::Wire;
+        let wire = self.provider.name();
+        let foreign = self
+            .prefix
+            .history
+            .iter()
+            .filter(|m| match m {
+                Message::Assistant {
+                    reasoning: Some(r), ..
+                } => !matches!(
+                    (r, wire),
+                    (Reasoning::Chat { .. }, Wire::Openai)
+                        | (Reasoning::Anthropic { .. }, Wire::Anthropic)
+                        | (Reasoning::Responses { .. }, Wire::Responses)
+                        | (_, Wire::Replay)
+                ),
+                _ => false,
+            })
+            .count();
+        if foreign > 0 {
+            self.emit(
+                ui,
+                Event::warning(format!(
+                    "{foreign} earlier answer(s) carry reasoning from another provider's wire; this one ({wire}) does not take it, so it is kept on record and not sent"
+                )),
+            );
+        }
     }
 }

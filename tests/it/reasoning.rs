@@ -438,3 +438,32 @@ fn the_repl_and_a_sub_agent_follow_the_same_rule() {
         .count();
     assert_eq!(kept, 2, "{child_last}");
 }
+
+/// A session continued on another provider's wire keeps the earlier reasoning on record, sends
+/// none of it (the other wire takes no such form), and says so once.
+#[test]
+fn a_provider_switch_drops_foreign_reasoning_and_says_so() {
+    let ws = thinking_ws(Wire::OpenAi, Thinking::DeepSeek);
+    let mut cmd = ws.cmd(&["exec", "do the ten steps"]);
+    cmd.env("TERN_REASONING_REPLAY", "required");
+    assert_eq!(run(cmd, "").code, Some(0));
+    ws.push(vec![text(Wire::Anthropic, "continued")]);
+    let mut cmd = ws.cmd(&[
+        "exec",
+        "--json",
+        "--continue",
+        "--provider",
+        "anthropic",
+        "go on",
+    ]);
+    cmd.env("ANTHROPIC_BASE_URL", ws.fake.base_url());
+    let out = run(cmd, "");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stdout.contains("carry reasoning from another provider"),
+        "{}",
+        out.stdout
+    );
+    let last = bodies(&ws).pop().unwrap();
+    assert!(!last.to_string().contains("Thinking before"), "{last}");
+}
