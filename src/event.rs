@@ -355,6 +355,10 @@ pub enum Event {
         cache_write_tokens: u64,
         /// Generated tokens.
         output_tokens: u64,
+        /// Of the output, the tokens spent reasoning, where the provider says (absent: 0 or
+        /// not said).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        reasoning_tokens: u64,
         /// cached / input, 4 decimals.
         cache_hit_ratio: f64,
         /// Request body size in bytes.
@@ -799,6 +803,7 @@ impl Event {
                 cached_tokens: 5,
                 cache_write_tokens: 0,
                 output_tokens: 2,
+                reasoning_tokens: 1,
                 cache_hit_ratio: 0.5,
                 request_bytes: 40,
                 prefix_reuse_bytes: 20,

@@ -804,6 +804,7 @@ fn rebuild_meta(session: &Session, workspace: &std::path::Path) -> Meta {
             } => {
                 meta.turns = meta.turns.saturating_add(1);
                 meta.usage.add(&crate::message::Usage {
+                    reasoning_tokens: 0,
                     input_tokens: *input_tokens,
                     cached_tokens: *cached_tokens,
                     cache_write_tokens: *cache_write_tokens,

@@ -142,8 +142,17 @@ pub struct Usage {
     pub cached_tokens: u64,
     /// Prompt tokens written to the cache (Anthropic `cache_creation_input_tokens`).
     pub cache_write_tokens: u64,
-    /// Generated tokens.
+    /// Generated tokens (a reasoning model's reasoning included: it is billed as output).
     pub output_tokens: u64,
+    /// Of the output, the tokens the model spent reasoning (OpenAI
+    /// `completion_tokens_details.reasoning_tokens`, Responses
+    /// `output_tokens_details.reasoning_tokens`); 0 where the provider does not say.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Usage {
@@ -156,6 +165,7 @@ impl Usage {
             .cache_write_tokens
             .saturating_add(other.cache_write_tokens);
         self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.reasoning_tokens = self.reasoning_tokens.saturating_add(other.reasoning_tokens);
     }
 
     /// This running total minus an earlier reading of it (saturating).
@@ -167,6 +177,9 @@ impl Usage {
                 .cache_write_tokens
                 .saturating_sub(earlier.cache_write_tokens),
             output_tokens: self.output_tokens.saturating_sub(earlier.output_tokens),
+            reasoning_tokens: self
+                .reasoning_tokens
+                .saturating_sub(earlier.reasoning_tokens),
         }
     }
 }

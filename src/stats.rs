@@ -21,6 +21,8 @@ pub struct RequestStats {
     pub cache_write_tokens: u64,
     /// Generated tokens.
     pub output_tokens: u64,
+    /// Of the output, the tokens spent reasoning (0 where the provider does not say).
+    pub reasoning_tokens: u64,
     /// Request body size in bytes.
     pub request_bytes: u64,
     /// Common byte prefix with the previous request body.
@@ -52,6 +54,7 @@ pub fn requests_from(events: &[Envelope]) -> Vec<RequestStats> {
                 cached_tokens,
                 cache_write_tokens,
                 output_tokens,
+                reasoning_tokens,
                 request_bytes,
                 prefix_reuse_bytes,
                 estimated,
@@ -68,6 +71,7 @@ pub fn requests_from(events: &[Envelope]) -> Vec<RequestStats> {
                 cached_tokens: *cached_tokens,
                 cache_write_tokens: *cache_write_tokens,
                 output_tokens: *output_tokens,
+                reasoning_tokens: *reasoning_tokens,
                 request_bytes: *request_bytes,
                 prefix_reuse_bytes: *prefix_reuse_bytes,
                 estimated: *estimated,
@@ -89,6 +93,7 @@ pub fn total(reqs: &[RequestStats]) -> RequestStats {
         t.cached_tokens = t.cached_tokens.saturating_add(r.cached_tokens);
         t.cache_write_tokens = t.cache_write_tokens.saturating_add(r.cache_write_tokens);
         t.output_tokens = t.output_tokens.saturating_add(r.output_tokens);
+        t.reasoning_tokens = t.reasoning_tokens.saturating_add(r.reasoning_tokens);
         t.request_bytes = t.request_bytes.saturating_add(r.request_bytes);
         t.prefix_reuse_bytes = t.prefix_reuse_bytes.saturating_add(r.prefix_reuse_bytes);
         if let Some(c) = r.cost_usd {
@@ -230,7 +235,14 @@ pub fn render(session_id: &str, reqs: &[RequestStats]) -> String {
         };
         s.push_str(&row(&(i + 1).to_string(), &purpose, r, &why_cell(r)));
     }
-    s.push_str(&row("", "total", &total(reqs), ""));
+    let t = total(reqs);
+    s.push_str(&row("", "total", &t, ""));
+    if t.reasoning_tokens > 0 {
+        s.push_str(&format!(
+            "reasoning: {} of the {} output tokens (billed, and priced, as output)\n",
+            t.reasoning_tokens, t.output_tokens
+        ));
+    }
     if unpriced(reqs) > 0 {
         s.push_str(&format!(
             "cost unknown for {} request(s): tern knows no price for their model (set \"price\" in ~/.config/tern/config.json)\n",
@@ -259,6 +271,9 @@ pub fn to_json(session_id: &str, reqs: &[RequestStats]) -> Value {
         });
         if r.estimated {
             v["estimated"] = Value::Bool(true);
+        }
+        if r.reasoning_tokens > 0 {
+            v["reasoning_tokens"] = json!(r.reasoning_tokens);
         }
         v["cost_usd"] = json!(r.cost_usd.map(crate::cost::usd_json));
         v

@@ -266,6 +266,7 @@ fn turn_spend(before: &Totals, after: &Totals) -> (TurnUsage, Option<f64>) {
     };
     let (a, b) = (sum(after), sum(before));
     let used = crate::message::Usage {
+        reasoning_tokens: 0,
         input_tokens: a.input_tokens.saturating_sub(b.input_tokens),
         cached_tokens: a.cached_tokens.saturating_sub(b.cached_tokens),
         cache_write_tokens: a.cache_write_tokens.saturating_sub(b.cache_write_tokens),

@@ -271,6 +271,7 @@ mod tests {
 
     fn u(input: u64, cached: u64, write: u64, output: u64) -> Usage {
         Usage {
+            reasoning_tokens: 0,
             input_tokens: input,
             cached_tokens: cached,
             cache_write_tokens: write,

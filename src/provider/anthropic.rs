@@ -609,6 +609,7 @@ impl StreamDecoder for Decoder {
         }
         let (usage, usage_refused) = super::believed(
             Usage {
+                reasoning_tokens: 0,
                 input_tokens: self
                     .input_tokens
                     .saturating_add(self.cache_read)
@@ -898,6 +899,7 @@ mod tests {
         assert_eq!(
             c.usage,
             Usage {
+                reasoning_tokens: 0,
                 input_tokens: 2310,
                 cached_tokens: 2000,
                 cache_write_tokens: 300,

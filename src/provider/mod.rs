@@ -150,6 +150,7 @@ pub fn check_usage(u: &Usage) -> Result<(), String> {
         ("cached tokens", u.cached_tokens),
         ("cache-write tokens", u.cache_write_tokens),
         ("output tokens", u.output_tokens),
+        ("reasoning tokens", u.reasoning_tokens),
     ] {
         if n > MAX_USAGE_TOKENS {
             return Err(format!("{name} = {n} is more than {MAX_USAGE_TOKENS}"));
@@ -159,6 +160,12 @@ pub fn check_usage(u: &Usage) -> Result<(), String> {
         return Err(format!(
             "cached tokens ({}) are more than the prompt tokens ({})",
             u.cached_tokens, u.input_tokens
+        ));
+    }
+    if u.reasoning_tokens > u.output_tokens {
+        return Err(format!(
+            "reasoning tokens ({}) are more than the output tokens ({})",
+            u.reasoning_tokens, u.output_tokens
         ));
     }
     if u.cache_write_tokens > u.input_tokens {
@@ -365,6 +372,7 @@ mod usage_tests {
         assert_eq!(kept, Usage::default());
         assert!(why.unwrap().contains("cached"));
         let ok = Usage {
+            reasoning_tokens: 0,
             input_tokens: 10,
             cached_tokens: 10,
             cache_write_tokens: 0,

@@ -623,6 +623,12 @@ fn apply_usage(
     if let Some(o) = output {
         usage.output_tokens = o;
     }
+    if let Some(r) = num(
+        u.pointer("/completion_tokens_details/reasoning_tokens"),
+        "completion_tokens_details.reasoning_tokens",
+    )? {
+        usage.reasoning_tokens = r;
+    }
     Ok(())
 }
 
@@ -902,6 +908,7 @@ mod tests {
             assert_eq!(
                 c.usage,
                 Usage {
+                    reasoning_tokens: 0,
                     input_tokens: 2000,
                     cached_tokens: 1920,
                     cache_write_tokens: 0,

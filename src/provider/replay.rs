@@ -32,6 +32,7 @@ pub fn simulate_usage(prev: &[u8], body: &[u8], output_bytes: usize) -> Usage {
         0
     };
     Usage {
+        reasoning_tokens: 0,
         input_tokens: body.len().div_ceil(SIM_BYTES_PER_TOKEN) as u64,
         cached_tokens: cached as u64,
         cache_write_tokens: 0,

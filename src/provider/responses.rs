@@ -291,6 +291,8 @@ impl Decoder {
             self.usage.input_tokens = num("/input_tokens").unwrap_or(0);
             self.usage.cached_tokens = num("/input_tokens_details/cached_tokens").unwrap_or(0);
             self.usage.output_tokens = num("/output_tokens").unwrap_or(0);
+            self.usage.reasoning_tokens =
+                num("/output_tokens_details/reasoning_tokens").unwrap_or(0);
             self.usage_refused = refused;
         }
     }
@@ -528,9 +530,10 @@ mod tests {
             (
                 c.usage.input_tokens,
                 c.usage.cached_tokens,
-                c.usage.output_tokens
+                c.usage.output_tokens,
+                c.usage.reasoning_tokens
             ),
-            (2000, 1536, 50)
+            (2000, 1536, 50, 32)
         );
         let Some(Reasoning::Responses { items }) = c.reasoning else {
             panic!("no reasoning kept");

@@ -313,6 +313,7 @@ impl Runtime {
                 cached_tokens: u.cached_tokens,
                 cache_write_tokens: u.cache_write_tokens,
                 output_tokens: u.output_tokens,
+                reasoning_tokens: u.reasoning_tokens,
                 cache_hit_ratio: super::ratio(u.cached_tokens, u.input_tokens),
                 request_bytes: body.len() as u64,
                 prefix_reuse_bytes: reuse,

@@ -670,6 +670,7 @@ impl Session {
                         None => rec.unpriced += 1,
                     }
                     rec.usage.add(&Usage {
+                        reasoning_tokens: 0,
                         input_tokens,
                         cached_tokens,
                         cache_write_tokens,

@@ -467,3 +467,28 @@ fn a_provider_switch_drops_foreign_reasoning_and_says_so() {
     let last = bodies(&ws).pop().unwrap();
     assert!(!last.to_string().contains("Thinking before"), "{last}");
 }
+
+/// Reasoning tokens, where the provider reports them, are kept apart in the `usage` event and
+/// in `tern stats` (they stay part of the output tokens, priced as output).
+#[test]
+fn reasoning_tokens_are_shown_apart() {
+    let body = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"stop\"}]}\n\n\
+                data: {\"choices\":[],\"usage\":{\"prompt_tokens\":100,\"completion_tokens\":40,\"completion_tokens_details\":{\"reasoning_tokens\":30}}}\n\n\
+                data: [DONE]\n\n";
+    let ws = WireWs::new(Wire::OpenAi, vec![Reply::sse(body)]);
+    let out = ws.ok(&["exec", "--json", "hi"]);
+    let usage: Value = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| e["type"] == "usage")
+        .unwrap();
+    assert_eq!(usage["reasoning_tokens"], 30);
+    assert_eq!(usage["output_tokens"], 40);
+    let stats = String::from_utf8_lossy(&ws.ok(&["stats"]).stdout).into_owned();
+    assert!(
+        stats.contains("reasoning: 30 of the 40 output tokens"),
+        "{stats}"
+    );
+    let json: Value = serde_json::from_slice(&ws.ok(&["stats", "--json"]).stdout).unwrap();
+    assert_eq!(json["requests"][0]["reasoning_tokens"], 30);
+}
