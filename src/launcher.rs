@@ -365,6 +365,16 @@ impl Launcher {
                     || route.kind == ProviderKind::OpenaiResponses;
                 cfg.reasoning.vendor =
                     crate::provider::reasoning::Vendor::for_host(&route.base_url);
+                // The settings a verb's model call (`tern compact`, `plan confirm`) takes from the
+                // environment too, as a turn does: the same request, the same rule.
+                if cfg.reasoning_replay.is_none() {
+                    cfg.reasoning_replay = config::vars::reasoning_replay(&self.env).ok().flatten();
+                }
+                if cfg.reasoning.effort.is_none() {
+                    cfg.reasoning.effort = config::vars::reasoning_effort(None, &self.env)
+                        .ok()
+                        .flatten();
+                }
                 cfg.reasoning.replay = cfg.reasoning_replay.unwrap_or_else(|| {
                     crate::provider::reasoning::Replay::for_host(&route.base_url)
                 });

@@ -102,15 +102,24 @@ impl Runtime {
         for _ in 0..2 {
             // Text only (`tool_choice` none): the tools stay in the body, so the summary
             // request still reads the cached prefix.
-            let body =
-                self.prefix
-                    .body_with(&messages, &*self.provider, &self.options(None, false));
+            let body_of = |rt: &Runtime| {
+                rt.prefix
+                    .body_with(&messages, &*rt.provider, &rt.options(None, false))
+            };
+            let body = body_of(self);
             self.within_budget(&body)?;
-            let answer = self.send(body, Purpose::Compaction, ui).map_err(|e| {
-                match super::request::provider_failure(e) {
-                    Failure::Interrupted => Failure::Interrupted,
-                    f => Failure::Failed(format!("compaction failed, nothing was changed: {f}")),
+            let sent = match self.send(body, Purpose::Compaction, ui) {
+                // The host's reasoning rule was wrong for this server: the other one, once.
+                Err(e) if self.flip_reasoning_replay(&e, ui) => {
+                    let body = body_of(self);
+                    self.within_budget(&body)?;
+                    self.send(body, Purpose::Compaction, ui)
                 }
+                other => other,
+            };
+            let answer = sent.map_err(|e| match super::request::provider_failure(e) {
+                Failure::Interrupted => Failure::Interrupted,
+                f => Failure::Failed(format!("compaction failed, nothing was changed: {f}")),
             })?;
             let text = answer.text.trim();
             if !answer.tool_calls.is_empty() || super::textcall::unrun_call(text).is_some() {

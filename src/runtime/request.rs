@@ -119,7 +119,11 @@ impl Runtime {
     /// it): the host's replay rule was wrong for this server, so the session takes the other
     /// choice, once, and says so (a rule the person set in the config is never changed).
     /// Whether the request should be sent again.
-    fn flip_reasoning_replay(&mut self, e: &ProviderError, ui: &mut dyn Surface) -> bool {
+    pub(super) fn flip_reasoning_replay(
+        &mut self,
+        e: &ProviderError,
+        ui: &mut dyn Surface,
+    ) -> bool {
         let about_reasoning = e.kind == ErrorKind::Status(400)
             && crate::provider::reasoning::names_reasoning(&e.message);
         if !about_reasoning

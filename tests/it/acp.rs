@@ -1675,6 +1675,49 @@ fn a_reasoning_models_ten_call_prompt_completes_by_its_providers_rule() {
     a.finish();
 }
 
+/// Issue 40 over ACP, the other rules: Anthropic's thinking blocks (with `--reasoning-effort`)
+/// and the Responses API's encrypted reasoning items go back unaltered through a ten-call
+/// prompt, against a fake that refuses a request leaving one out or changed.
+#[test]
+fn anthropic_thinking_and_responses_items_survive_a_ten_call_prompt() {
+    for (wire, rules, args) in [
+        (
+            Wire::Anthropic,
+            crate::support::Thinking::Anthropic,
+            &["acp", "--approval", "auto", "--reasoning-effort", "low"][..],
+        ),
+        (
+            Wire::OpenAi,
+            crate::support::Thinking::Responses,
+            &[
+                "acp",
+                "--approval",
+                "auto",
+                "--provider",
+                "openai-responses",
+            ][..],
+        ),
+    ] {
+        let ws = Ws::new();
+        let mut replies: Vec<Reply> = (1..=10)
+            .map(|i| script::bash(wire, &format!("call_{i}"), &format!("echo {i}")))
+            .collect();
+        replies.push(script::text(wire, "ten done"));
+        let fake = FakeServer::start(replies);
+        fake.set_thinking(rules);
+        let mut cmd = ws.tern_wire(&fake, wire);
+        cmd.args(args);
+        let mut a = Agent::start(cmd);
+        a.init();
+        let sid = a.new_session(ws.path());
+        let id = a.prompt(&sid, "ten steps");
+        let (r, _) = a.response(id);
+        assert_eq!(stop_reason(&r), "end_turn", "{rules:?}: {r}");
+        assert_eq!(fake.requests().len(), 11, "{rules:?}: no 400");
+        a.finish();
+    }
+}
+
 #[test]
 fn a_warning_reaches_the_editor_as_a_visible_message() {
     let ws = Ws::new();

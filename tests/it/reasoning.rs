@@ -492,3 +492,83 @@ fn reasoning_tokens_are_shown_apart() {
     let json: Value = serde_json::from_slice(&ws.ok(&["stats", "--json"]).stdout).unwrap();
     assert_eq!(json["requests"][0]["reasoning_tokens"], 30);
 }
+
+/// A fork repeats its parent's history with the reasoning as stored (the provider's rule still
+/// met, the bytes the same: the fork's first request extends the parent's), and a compaction
+/// drops the reasoning of what it summarised (nothing left to send back), the rule still met.
+#[test]
+fn a_fork_keeps_the_reasoning_and_a_compaction_drops_it_consistently() {
+    let ws = thinking_ws(Wire::OpenAi, Thinking::DeepSeek);
+    let env = ("TERN_REASONING_REPLAY", "required");
+    let mut cmd = ws.cmd(&["exec", "do the ten steps"]);
+    cmd.env(env.0, env.1);
+    assert_eq!(run(cmd, "").code, Some(0));
+    let parent_last = bodies(&ws).pop().unwrap();
+    ws.ok(&["fork"]);
+    ws.push(vec![text(Wire::OpenAi, "forked and going on")]);
+    let mut cmd = ws.cmd(&["exec", "--continue", "go on in the fork"]);
+    cmd.env(env.0, env.1);
+    assert_eq!(run(cmd, "").code, Some(0));
+    let all = bodies(&ws);
+    assert_eq!(all.len(), 12, "no 400 in the fork");
+    let (a, b) = (messages(&parent_last), messages(&all[11]));
+    let kept = a.len() - 1;
+    assert_eq!(
+        a[..kept],
+        b[..kept],
+        "the fork repeats its parent's messages"
+    );
+    assert!(
+        b[..kept]
+            .iter()
+            .filter(|m| m["reasoning_content"].is_string())
+            .count()
+            == 10
+    );
+    // A compaction summarises the history away, reasoning and all; the next request is
+    // accepted and sends back only what is still there.
+    ws.push(vec![
+        text(Wire::OpenAi, "Summary: ten steps were run with bash."),
+        text(Wire::OpenAi, "after the summary"),
+    ]);
+    let mut cmd = ws.cmd(&["compact"]);
+    cmd.env(env.0, env.1);
+    let out = run(cmd, "");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let mut cmd = ws.cmd(&["exec", "--continue", "and now"]);
+    cmd.env(env.0, env.1);
+    assert_eq!(run(cmd, "").code, Some(0));
+    let last = bodies(&ws).pop().unwrap();
+    assert!(
+        messages(&last)
+            .iter()
+            .all(|m| m.get("reasoning_content").is_none()),
+        "{last}"
+    );
+}
+
+/// A verb's model call (`tern compact`) follows the same rule as a turn: a server whose host's
+/// rule is unknown and that wants the reasoning back answers the compaction 400 once, the
+/// session takes the other choice, and the compaction completes.
+#[test]
+fn a_compaction_follows_the_rule_and_its_flip_too() {
+    let ws = thinking_ws(Wire::OpenAi, Thinking::DeepSeek);
+    let mut cmd = ws.cmd(&["exec", "do the ten steps"]);
+    cmd.env("TERN_REASONING_REPLAY", "required");
+    assert_eq!(run(cmd, "").code, Some(0));
+    ws.push(vec![text(Wire::OpenAi, "Summary: ten bash steps ran.")]);
+    let out = ws.ok(&["compact"]);
+    let all = ws.fake.requests();
+    assert_eq!(
+        all.len(),
+        13,
+        "one refused compaction request, then the one that passed"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("reasoning")
+            || ws
+                .read("events.jsonl")
+                .contains("sends reasoning back by the rule"),
+        "the switch is said"
+    );
+}
