@@ -104,6 +104,12 @@ impl Bridge {
             .ok_or_else(|| RpcError::no_session(id))
     }
 
+    /// The config options of a session as it opens (the effort of the run's settings).
+    fn config_options(&self) -> Vec<Value> {
+        let e = self.settings.config.reasoning.effort;
+        super::protocol::config_options(e.map_or("default", |e| e.as_str()))
+    }
+
     /// The models offered, the current one first among the config's.
     fn models(&self, current: &str) -> SessionModelState {
         let mut names: Vec<String> = vec![current.to_string()];
@@ -216,6 +222,7 @@ impl Bridge {
             return Ok(OpenSessionResult {
                 modes: Mode::state(mode),
                 models: self.models(&model),
+                config_options: self.config_options(),
                 meta: mcp_meta(mcp_servers),
             });
         }
@@ -233,6 +240,7 @@ impl Bridge {
         Ok(OpenSessionResult {
             modes: Mode::state(mode),
             models: self.models(&model),
+            config_options: self.config_options(),
             meta: mcp_meta(mcp_servers),
         })
     }
@@ -294,6 +302,7 @@ impl Backend for Bridge {
             session_id: id,
             modes: Mode::state(mode),
             models: self.models(&model),
+            config_options: self.config_options(),
             meta: mcp_meta(mcp_servers),
         })
     }
@@ -420,6 +429,46 @@ impl Backend for Bridge {
         }
         match wait.recv() {
             Ok(r) => r.map(|_| ()),
+            Err(_) => Err(RpcError::internal("the session thread is gone")),
+        }
+    }
+
+    fn set_config_option(
+        &mut self,
+        id: &str,
+        config_id: &str,
+        value: &str,
+    ) -> Result<Vec<Value>, RpcError> {
+        if config_id != super::protocol::EFFORT_OPTION {
+            return Err(RpcError::params(format!(
+                "unknown config option {config_id:?}: tern offers {:?}",
+                super::protocol::EFFORT_OPTION
+            )));
+        }
+        if !super::protocol::EFFORT_VALUES.contains(&value) {
+            return Err(RpcError::params(format!(
+                "{value:?} is not a value of {config_id}: {}",
+                super::protocol::EFFORT_VALUES.join(", ")
+            )));
+        }
+        let h = self.handle(id)?;
+        if !lock(&h.slot).pending.is_empty() {
+            return Err(RpcError::invalid(format!(
+                "session {id} is running a turn; set the option after its response"
+            )));
+        }
+        let (done, wait) = channel();
+        if h.jobs
+            .send(Job::SetEffort {
+                value: value.to_string(),
+                done,
+            })
+            .is_err()
+        {
+            return Err(RpcError::internal("the session thread is gone"));
+        }
+        match wait.recv() {
+            Ok(r) => r.map(|current| super::protocol::config_options(&current)),
             Err(_) => Err(RpcError::internal("the session thread is gone")),
         }
     }

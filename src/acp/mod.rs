@@ -31,6 +31,7 @@
 //! | `session/list` | `{cwd?, cursor?}` → `{sessions: [{sessionId, cwd, title?, updatedAt?}], nextCursor?}` | newest first, 100 a page (ACP v1, session list); a session whose `meta.json` is damaged is listed with `_meta.tern.status` `damaged` and the reason. |
 //! | `session/close` | `{sessionId}` → `{}` | cancels a running turn as `session/cancel` would, waits for it, frees the session. |
 //! | `session/set_mode` | `{sessionId, modeId}` → `{}` | `ask`, `auto`, `plan` = `--approval ask / auto / never`; stored with the session. |
+//! | `session/set_config_option` | `{sessionId, configId, value}` → `{configOptions}` | `reasoning_effort` (category `thought_level`): `default`, `none` … `max`, as `/effort`; the options are in every session's answer. `-32600` while a turn runs. |
 //! | `session/set_model` | `{sessionId, modelId}` → `{}` | any model name (the config's `models` are offered); a declared boundary; the next request goes to it. `-32600` while a turn runs. |
 //! | `session/prompt` | `{sessionId, prompt: ContentBlock[]}` → `{stopReason}` | text, resource links, embedded text resources. One response per prompt: `end_turn`, `max_tokens` (the final answer was cut at the output cap), `max_turn_requests` or `cancelled`; a turn tern could not finish (provider down) is an error response (`-32603`, `tern: REASON`, `data.tern.status`). A prompt while a turn runs cancels that turn (answered `cancelled` first) and runs next. `/plan`, `/confirm`, `/discard` (the draft; `/cancel` is its hidden old name), `/clear`, `/compact`, `/status`, `/relay`, `/model` run tern's op and answer with its receipt as Markdown. |
 //! | `session/cancel` (notification) | `{sessionId}` | stops the turn: the response `cancelled` comes after its last update. |
@@ -116,6 +117,13 @@ pub trait Backend {
     fn set_mode(&mut self, id: &str, mode: &str) -> Result<(), RpcError>;
     /// Switches the session's model (a declared boundary); waits until it is recorded.
     fn set_model(&mut self, id: &str, model: &str) -> Result<(), RpcError>;
+    /// Sets a config option (the reasoning effort) of the session; the options as they are now.
+    fn set_config_option(
+        &mut self,
+        id: &str,
+        config_id: &str,
+        value: &str,
+    ) -> Result<Vec<Value>, RpcError>;
     /// Starts a turn (or a slash op) for `text`, cancelling one that runs; Ok means the backend
     /// answers through `reply`, exactly once, after the turn's last update.
     fn prompt(&mut self, reply: Responder, id: &str, text: String) -> Result<(), RpcError>;
@@ -433,6 +441,17 @@ impl Dispatcher {
                 let p: SetModelParams = parse(method, params)?;
                 backend.set_model(&p.session_id, &p.model_id)?;
                 Ok(Reply::Now(json!({}), None))
+            }
+            "session/set_config_option" => {
+                let p: protocol::SetConfigOptionParams = parse(method, params)?;
+                let Some(v) = p.value.as_str() else {
+                    return Err(RpcError::params(format!(
+                        "{}: the value is a select option's id (a string), got {}",
+                        p.config_id, p.value
+                    )));
+                };
+                let options = backend.set_config_option(&p.session_id, &p.config_id, v)?;
+                Ok(Reply::Now(json!({"configOptions": options}), None))
             }
             "session/prompt" => {
                 let p: PromptParams = parse(method, params)?;

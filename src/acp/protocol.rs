@@ -461,6 +461,43 @@ pub struct SetModelParams {
     pub model_id: String,
 }
 
+/// `session/set_config_option` params (ACP v1, session config options:
+/// `SetSessionConfigOptionRequest`): the option's id and the id of its new value.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetConfigOptionParams {
+    /// The session.
+    pub session_id: String,
+    /// The option ([`EFFORT_OPTION`]).
+    pub config_id: String,
+    /// The new value's id (a `select`'s option value).
+    pub value: Value,
+}
+
+/// The id of tern's config option: how much a reasoning model thinks (`--reasoning-effort`).
+pub const EFFORT_OPTION: &str = "reasoning_effort";
+
+/// The values [`EFFORT_OPTION`] offers, `default` first (unset: the model's own, nothing sent).
+pub const EFFORT_VALUES: [&str; 7] = ["default", "none", "minimal", "low", "medium", "high", "max"];
+
+/// A session's config options (ACP v1, session config options: `SessionConfigOption`, a
+/// `select` with the `thought_level` category): the reasoning effort, `current` its value's id.
+pub fn config_options(current: &str) -> Vec<Value> {
+    let options: Vec<Value> = EFFORT_VALUES
+        .iter()
+        .map(|v| serde_json::json!({"value": v, "name": v}))
+        .collect();
+    vec![serde_json::json!({
+        "id": EFFORT_OPTION,
+        "name": "Reasoning effort",
+        "description": "How much a reasoning model thinks (--reasoning-effort); default sends nothing",
+        "category": "thought_level",
+        "type": "select",
+        "currentValue": current,
+        "options": options,
+    })]
+}
+
 /// `SessionModelState` (ACP unstable "session models"): the models a client may offer and the
 /// current one.
 #[derive(Debug, Clone, Serialize)]
@@ -648,6 +685,8 @@ pub struct NewSessionResult {
     pub modes: SessionModeState,
     /// The models and the current one (for `session/set_model`).
     pub models: SessionModelState,
+    /// The config options and their values (for `session/set_config_option`).
+    pub config_options: Vec<Value>,
     /// `{"tern": {"mcpServers": "…"}}` when MCP servers were given and ignored.
     #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
     pub meta: Option<Value>,
@@ -661,6 +700,8 @@ pub struct OpenSessionResult {
     pub modes: SessionModeState,
     /// The models and the current one.
     pub models: SessionModelState,
+    /// The config options and their values.
+    pub config_options: Vec<Value>,
     /// As for [`NewSessionResult::meta`].
     #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
     pub meta: Option<Value>,

@@ -68,6 +68,14 @@ pub enum Job {
         /// Where the outcome goes.
         done: Sender<Result<String, RpcError>>,
     },
+    /// `session/set_config_option` for the reasoning effort: `done` gets the value's id now in
+    /// force, or the error.
+    SetEffort {
+        /// The value's id (`default`, `none`, … `max`).
+        value: String,
+        /// Where the outcome goes.
+        done: Sender<Result<String, RpcError>>,
+    },
     /// Replay the conversation (a `session/load` of a session open already); `done` when sent.
     Replay {
         /// Signalled when sent.
@@ -188,6 +196,19 @@ pub fn run(
             } => run_op(&ctx, &mut rt, &mut map, seq, reply, op, arg, cancel),
             Job::SetModel { model, done } => {
                 let _ = done.send(set_model(&ctx, &mut rt, &mut map, &model));
+            }
+            Job::SetEffort { value, done } => {
+                let r = rt
+                    .set_effort(Some(&value))
+                    .map(|_| {
+                        rt.cfg()
+                            .reasoning
+                            .effort
+                            .map_or("default", |e| e.as_str())
+                            .to_string()
+                    })
+                    .map_err(|e| RpcError::params(e.to_string()));
+                let _ = done.send(r);
             }
             Job::Replay { done } => {
                 let mut fresh = Mapper::new(rt.cfg().context_window);

@@ -1916,6 +1916,21 @@ fn run_sdk(python: &str, script_name: &str, ws: &Ws, fake: &FakeServer, args: &[
         .unwrap_or_else(|e| panic!("{script_name}: no summary ({e}): {out:?}"))
 }
 
+/// Issue 40: the reasoning effort is a session config option (category `thought_level`), set
+/// by the official SDK's `set_config_option`; the next request asks for it.
+#[test]
+fn sdk_the_reasoning_effort_is_a_session_config_option() {
+    let Some(py) = sdk_python("sdk_the_reasoning_effort_is_a_session_config_option") else {
+        return;
+    };
+    let ws = Ws::new();
+    let fake = FakeServer::start(vec![script::text(Wire::OpenAi, "thought hard")]);
+    let s = run_sdk(&py, "effort.py", &ws, &fake, &["--approval", "auto"]);
+    assert_eq!(s["stop_reason"], "end_turn", "{s}");
+    let body = fake.requests()[0].json();
+    assert_eq!(body["reasoning_effort"], "high", "{body}");
+}
+
 #[test]
 fn sdk_prompt_turn_with_a_bash_call() {
     let Some(py) = sdk_python("sdk_prompt_turn_with_a_bash_call") else {
