@@ -1677,7 +1677,8 @@ fn a_reasoning_models_ten_call_prompt_completes_by_its_providers_rule() {
 
 /// Issue 40 over ACP, the other rules: Anthropic's thinking blocks (with `--reasoning-effort`)
 /// and the Responses API's encrypted reasoning items go back unaltered through a ten-call
-/// prompt, against a fake that refuses a request leaving one out or changed.
+/// prompt, against a fake that refuses a request leaving one out or changed; a Groq-style
+/// server that refuses any reasoning sent back gets none.
 #[test]
 fn anthropic_thinking_and_responses_items_survive_a_ten_call_prompt() {
     for (wire, rules, args) in [
@@ -1696,6 +1697,11 @@ fn anthropic_thinking_and_responses_items_survive_a_ten_call_prompt() {
                 "--provider",
                 "openai-responses",
             ][..],
+        ),
+        (
+            Wire::OpenAi,
+            crate::support::Thinking::Groq,
+            &["acp", "--approval", "auto"][..],
         ),
     ] {
         let ws = Ws::new();
