@@ -124,18 +124,23 @@ pub fn repair_with(
             Some(Message::Assistant {
                 text: t1,
                 tool_calls: c1,
-                ..
+                reasoning: r1,
             }),
             Message::Assistant {
                 text: t2,
                 tool_calls: c2,
-                ..
+                reasoning: r2,
             },
         ) = (out.last_mut(), &m)
             && c1.is_empty()
         {
             join_text(t1, t2);
             c1.extend(c2.iter().cloned());
+            // The reasoning that led to the calls is the second's (the first made none); a
+            // provider whose rule wants it back finds it with them.
+            if r2.is_some() {
+                r1.clone_from(r2);
+            }
             report.merged += 1;
             continue;
         }
@@ -326,5 +331,34 @@ mod tests {
         assert_eq!(rep.dropped_messages, 3);
         assert_eq!(r.len(), 3);
         assert!(matches!(&r[1], Message::Assistant { text, .. } if text == "one\n\ntwo"));
+    }
+
+    /// Two answers in a row merged by the repair keep the reasoning that led to the calls.
+    #[test]
+    fn a_merged_answer_keeps_the_reasoning_of_its_calls() {
+        let r = crate::message::Reasoning::Chat {
+            field: "reasoning_content".into(),
+            text: "why".into(),
+        };
+        let h = vec![
+            Message::user("a"),
+            Message::Assistant {
+                reasoning: None,
+                text: "first".into(),
+                tool_calls: vec![],
+            },
+            Message::Assistant {
+                reasoning: Some(r.clone()),
+                text: String::new(),
+                tool_calls: vec![call("1")],
+            },
+            Message::tool(&call("1"), "ok", false),
+        ];
+        let (out, report) = repair(h, &[]);
+        assert_eq!(report.merged, 1);
+        let Message::Assistant { reasoning, .. } = &out[1] else {
+            panic!("{out:?}");
+        };
+        assert_eq!(reasoning.as_ref(), Some(&r));
     }
 }
