@@ -228,6 +228,13 @@ struct VerbModelArgs {
     /// Longest total time spent retrying a failing provider, in seconds (at most a day).
     #[arg(long, default_value_t = 300, allow_negative_numbers = true, value_parser = u64_in(0..=86_400))]
     max_retry_time: u64,
+    /// Longest silence from the provider before an attempt fails, in seconds (1 s to a day).
+    #[arg(long, default_value_t = 300, allow_negative_numbers = true, value_parser = u64_in(1..=86_400))]
+    idle_timeout: u64,
+    /// The most tokens the answer (a summary) may have (default 8192) [env:
+    /// TERN_MAX_OUTPUT_TOKENS].
+    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(16..=1_000_000))]
+    max_output_tokens: Option<u32>,
 }
 
 #[derive(Args, Clone)]
@@ -754,14 +761,23 @@ impl Ctx {
 
     /// [`Ctx::verb_launcher`] for a verb that calls the model, with its `--model` and
     /// `--max-retry-time`.
+    /// The run's settings apply as in `tern exec` (issue 41): the output cap
+    /// (`TERN_MAX_OUTPUT_TOKENS` too), the idle timeout and the retry budget.
     fn model_verb_launcher(&self, state: &StateArgs, m: &VerbModelArgs) -> Result<Launcher, Fail> {
         let mut cfg = Config::new("");
         cfg.retry.max_total = Duration::from_secs(m.max_retry_time);
+        if let Some(n) = vars::max_output_tokens(m.max_output_tokens, &self.env)
+            .map_err(|e| Fail::usage(e.to_string()))?
+        {
+            cfg.max_output_tokens = n;
+        }
         let flags = ProviderFlags {
             model: m.model.clone(),
             ..ProviderFlags::default()
         };
-        self.launcher(state, cfg, flags)
+        let mut l = self.launcher(state, cfg, flags)?;
+        l.idle_timeout = Duration::from_secs(m.idle_timeout);
+        Ok(l)
     }
 }
 

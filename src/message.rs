@@ -20,6 +20,10 @@ pub enum Message {
         /// Kept in `conversation.jsonl` only; never sent to a provider.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         steer: Option<String>,
+        /// Who wrote it when not the person typing it now (None: the person, a prompt or a
+        /// steer). Kept in `conversation.jsonl` only; never sent to a provider.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<Written>,
     },
     /// One model answer: optional text and the tool calls it asked for, in order.
     Assistant {
@@ -56,6 +60,18 @@ pub enum Message {
 
 fn is_false(b: &bool) -> bool {
     !*b
+}
+
+/// Who wrote a user message that is not the person's own prompt (see [`Message::User`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Written {
+    /// tern, to the model: a compaction's summary, a note that a call written as text or a
+    /// shell block did not run, a Stop hook or the goal sending it back to work.
+    Tern,
+    /// The person, earlier in the session: their words carried over a compaction verbatim,
+    /// after a label that says so.
+    Recalled,
 }
 
 /// The reasoning a provider returned with an assistant message, in its own form, exactly as
@@ -115,6 +131,16 @@ impl Message {
         Message::User {
             content: content.into(),
             steer: None,
+            by: None,
+        }
+    }
+
+    /// A user message tern writes to the model (see [`Written::Tern`]).
+    pub fn note(content: impl Into<String>) -> Self {
+        Message::User {
+            content: content.into(),
+            steer: None,
+            by: Some(Written::Tern),
         }
     }
 

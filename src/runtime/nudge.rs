@@ -87,7 +87,7 @@ impl Runtime {
         let Some(command) = nudge.wanted(text) else {
             return Ok(false);
         };
-        self.store(vec![Message::user(MESSAGE.trim_end())])?;
+        self.store(vec![Message::note(MESSAGE.trim_end())])?;
         self.emit(ui, Event::Nudge { command });
         Ok(true)
     }

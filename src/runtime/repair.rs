@@ -152,15 +152,18 @@ pub fn repair_with(
         let mut merged: Vec<Message> = Vec::with_capacity(out.len());
         for m in out {
             // A steered message keeps its own line: its id is how a restart knows it was
-            // delivered.
+            // delivered; one tern wrote, or the person's words recalled after a compaction,
+            // keep theirs too (who wrote them is how they are told apart).
             if let (
                 Some(Message::User {
                     content: a,
                     steer: None,
+                    by: None,
                 }),
                 Message::User {
                     content: b,
                     steer: None,
+                    by: None,
                 },
             ) = (merged.last_mut(), &m)
             {

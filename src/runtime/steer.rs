@@ -279,6 +279,7 @@ impl Runtime {
                 fresh
                     .iter()
                     .map(|e| Message::User {
+                        by: None,
                         content: e.text.clone(),
                         steer: Some(e.id.clone()),
                     })

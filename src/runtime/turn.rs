@@ -265,7 +265,7 @@ impl Runtime {
             }
             st.unrun = true;
             let tools: Vec<&str> = self.prefix.tools.iter().map(|t| t.name).collect();
-            self.store(vec![Message::user(format!(
+            self.store(vec![Message::note(format!(
                 "[tern: your answer is a tool call written as text ({name}), and it did not run: the tools are {}, called as tool calls with JSON arguments. Call one, or answer in words.]",
                 tools.join(", ")
             ))])?;
@@ -287,7 +287,7 @@ impl Runtime {
         }
         // The person's Stop hooks and the goal may send the model back to work.
         if let Some(next) = self.stop_gate(&text, &mut st.gate, ui)? {
-            self.store(vec![Message::user(next)])?;
+            self.store(vec![Message::note(next)])?;
             return Ok(Next::Continue);
         }
         if cut {

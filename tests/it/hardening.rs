@@ -136,7 +136,10 @@ fn a_turn_cannot_start_while_another_pane_compacts() {
     assert!(out.stderr.contains("running"), "{out:?}");
     assert!(child.wait().unwrap().success());
     let conv = jsonl(&ws.session_dir(&id).join("conversation.jsonl"));
-    assert_eq!(conv.len(), 1, "{conv:?}");
+    // The summary, then the person's words it replaced, recalled verbatim (issue 41).
+    assert_eq!(conv.len(), 2, "{conv:?}");
+    assert_eq!(conv[1]["by"], "recalled", "{conv:?}");
+    assert!(!conv[1].to_string().contains("IMPORTANT"), "{conv:?}");
     assert!(
         conv[0]["content"]
             .as_str()

@@ -496,10 +496,12 @@ fn cli_lifecycle(wire: Wire) {
     assert_eq!(pj["state"], "confirmed");
     assert_eq!(pj["locked"], plan);
     assert!(pj["confirmed_at"].is_string());
-    // The old history is archived; the new one is the summary alone.
+    // The old history is archived; the new one is the summary and the person's words it
+    // replaced, recalled verbatim (issue 41).
     assert_eq!(ws.read("archive/conversation-0001.jsonl"), history_before);
     let conv = ws.conversation();
-    assert_eq!(conv.len(), 1);
+    assert!(conv[1..].iter().all(|m| m["by"] == "recalled"), "{conv:?}");
+    assert!(conv.len() >= 2, "{conv:?}");
     assert!(
         conv[0]["content"]
             .as_str()
@@ -651,7 +653,18 @@ fn tool_confirm_keeps_the_calling_message_after_the_summary() {
     );
     ws.ok(&["exec", "Plan and start."]);
     let conv = ws.conversation();
-    assert_eq!(conv.len(), 5, "{conv:#?}");
+    assert_eq!(conv.len(), 6, "{conv:#?}");
+    // After the summary, the person's prompt it replaced, recalled verbatim (issue 41).
+    assert_eq!(conv[1]["by"], "recalled", "{conv:#?}");
+    assert!(
+        conv[1]["content"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with("Plan and start.")
+    );
+    let conv: Vec<serde_json::Value> = std::iter::once(conv[0].clone())
+        .chain(conv[2..].iter().cloned())
+        .collect();
     assert_eq!(conv[0]["role"], "user");
     assert!(
         conv[0]["content"]
@@ -706,7 +719,7 @@ fn tool_confirm_keeps_the_calling_message_after_the_summary() {
     assert_eq!(archived[2]["tool_call_id"], "p1");
     assert_eq!(archived[3]["tool_calls"][0]["name"], "plan_confirm");
     // The request after the confirm: the plan is in the system prompt, and the history is exactly
-    // summary, call, result (+ the second call's result).
+    // summary, the person's prompt recalled (issue 41), call, result (+ the second call's result).
     let bodies = ws.bodies();
     assert_eq!(bodies.len(), 4);
     let after = &bodies[3];
@@ -714,7 +727,7 @@ fn tool_confirm_keeps_the_calling_message_after_the_summary() {
     let msgs = after["messages"].as_array().expect("messages");
     assert_eq!(
         roles(msgs),
-        vec!["system", "user", "assistant", "tool", "tool"]
+        vec!["system", "user", "user", "assistant", "tool", "tool"]
     );
 }
 
@@ -739,7 +752,8 @@ fn failed_compaction_by_empty_summary_changes_nothing() {
                 && err.contains("empty summary twice"),
             "{err}"
         );
-        let appended = ws.unchanged_since(&before, &["usage", "receipt", "session_start"]);
+        let appended =
+            ws.unchanged_since(&before, &["usage", "receipt", "session_start", "warning"]);
         assert_eq!(of_type(&appended, "usage").len(), 2, "two summary requests");
         assert_eq!(ws.fake.requests().len(), n + 2);
 
@@ -749,7 +763,7 @@ fn failed_compaction_by_empty_summary_changes_nothing() {
             &ws,
             &["compact"],
             "placeholder summary",
-            &["usage", "receipt", "session_start"],
+            &["usage", "receipt", "session_start", "warning"],
         );
     }
 }

@@ -33,6 +33,7 @@ mod mcp;
 mod prefix;
 mod provider;
 mod reasoning;
+mod recall;
 mod records;
 mod repl;
 mod repl_sync;

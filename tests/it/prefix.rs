@@ -22,7 +22,7 @@ use crate::support::cli::WireWs;
 use crate::support::script::{bash, call, calls, text, todo, work};
 use crate::support::{Reply, Wire};
 use serde_json::{Value, json};
-use tern::runtime::compact::INSTRUCTION;
+use tern::runtime::compact::{INSTRUCTION, RECALL_LABEL};
 
 const OPEN: &str = "<tern:work_state>";
 const CLOSE: &str = "</tern:work_state>";
@@ -407,15 +407,27 @@ fn thirty_request_session(wire: Wire) {
         assert_eq!(in_system, (8..=20).contains(&n), "request {n}");
     }
 
-    // PlanConfirm called by the model: the new history is the summary, then the assistant
-    // message that called plan_confirm, then its result.
+    // PlanConfirm called by the model: the new history is the summary, the person's words it
+    // replaced (recalled verbatim, issue 41: separate user messages on OpenAI's wire, text
+    // blocks of the same user message on Anthropic's), then the assistant message that called
+    // plan_confirm, then its result.
     let after_confirm = &bodies[7];
     let m = messages(after_confirm);
-    let m = match wire {
-        Wire::OpenAi => &m[1..],
-        Wire::Anthropic => &m[..],
+    let recalled = |v: &Value| texts(v).iter().any(|t| t.starts_with(RECALL_LABEL));
+    let m: Vec<Value> = match wire {
+        Wire::OpenAi => std::iter::once(m[1].clone())
+            .chain(m[2..].iter().filter(|v| !recalled(v)).cloned())
+            .collect(),
+        Wire::Anthropic => m.clone(),
     };
     assert!(texts(&m[0])[0].contains(SUMMARY_CONFIRM), "{}", m[0]);
+    assert!(
+        match wire {
+            Wire::OpenAi => messages(after_confirm)[2..].iter().any(recalled),
+            Wire::Anthropic => texts(&m[0]).iter().any(|t| t.starts_with(RECALL_LABEL)),
+        },
+        "the person's words follow the summary"
+    );
     assert_eq!(m[1]["role"], "assistant");
     match wire {
         Wire::OpenAi => {
@@ -443,7 +455,8 @@ fn thirty_request_session(wire: Wire) {
     let archived = ws.read("archive/conversation-0002.jsonl");
     let lines: Vec<Value> = archived
         .lines()
-        .map(|l| serde_json::from_str(l).expect("line"))
+        .map(|l| serde_json::from_str::<Value>(l).expect("line"))
+        .filter(|l| l["by"] != "recalled")
         .collect();
     assert_eq!(lines[0]["role"], "user");
     assert!(

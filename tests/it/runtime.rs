@@ -84,8 +84,14 @@ fn auto_compaction_before_a_request_over_the_threshold() {
         matches!(&h0[0], Message::User { content, .. } if content.contains("Summary: the person asked twice")),
         "{h0:?}"
     );
-    assert!(matches!(&h0[1], Message::User { content, .. } if content == "second question"));
-    assert!(matches!(&h0[2], Message::Assistant { text, .. } if text == "Second answer."));
+    // The person's first question, recalled verbatim after the summary (issue 41), then the
+    // new prompt kept as it was.
+    assert!(
+        matches!(&h0[1], Message::User { content, by: Some(tern::message::Written::Recalled), .. } if content.ends_with("first question")),
+        "{h0:?}"
+    );
+    assert!(matches!(&h0[2], Message::User { content, .. } if content == "second question"));
+    assert!(matches!(&h0[3], Message::Assistant { text, .. } if text == "Second answer."));
 }
 
 /// A history left with a dangling tool call (a process killed mid-tool) is repaired when the

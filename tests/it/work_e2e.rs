@@ -226,7 +226,13 @@ fn c16_dropped_items_rejected_after_compaction_ledger_untouched() {
     assert!(out.stdout.contains("messages summarised"), "{out:?}");
     assert!(dir.join("archive/conversation-0001.jsonl").is_file());
     let conv = jsonl(&dir.join("conversation.jsonl"));
-    assert_eq!(conv.len(), 1, "the history is now the summary: {conv:?}");
+    // The history is now the summary and the person's words it replaced, recalled (issue 41).
+    assert_eq!(
+        conv.len(),
+        2,
+        "the summary and the recalled prompt: {conv:?}"
+    );
+    assert_eq!(conv[1]["by"], "recalled", "{conv:?}");
     assert!(content(&conv[0]).contains("steps 1-3 are done"));
     let compaction = &fake.requests()[2];
     let last = messages(compaction).last().cloned().unwrap();
