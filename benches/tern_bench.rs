@@ -40,6 +40,8 @@ mod cache_section;
 mod cancel_section;
 #[path = "sections/checkpoints.rs"]
 mod checkpoints_section;
+#[path = "sections/compaction.rs"]
+mod compaction_section;
 #[path = "sections/drain.rs"]
 mod drain_section;
 #[path = "sections/hooks.rs"]
@@ -172,6 +174,10 @@ fn main() -> ExitCode {
     // TERN_BENCH_BASELINE when it is set).
     if args.iter().any(|a| a == "--mcp-only") {
         return printed(mcp_section::bench_mcp());
+    }
+    // `cargo bench -- --compaction-only`: section 14 alone, printed, BENCHMARKS.md left as it is.
+    if args.iter().any(|a| a == "--compaction-only") {
+        return printed(compaction_section::bench_compaction());
     }
     // `cargo bench -- --responses-only`: section 13 alone, printed, BENCHMARKS.md left as it is.
     if args.iter().any(|a| a == "--responses-only") {
@@ -315,6 +321,8 @@ fn run_all() -> R<()> {
     let mcp = mcp_section::bench_mcp()?;
     eprintln!("[13/13] the Responses wire …");
     let responses = responses_section::bench_responses()?;
+    eprintln!("[14/14] what a compaction keeps …");
+    let compaction = compaction_section::bench_compaction()?;
 
     let load_after = fs::read_to_string("/proc/loadavg").unwrap_or_default();
     md.push_str(&machine(&load_before, &load_after, started.elapsed()));
@@ -344,6 +352,7 @@ fn run_all() -> R<()> {
     md.push_str(&cancel);
     md.push_str(&mcp);
     md.push_str(&responses);
+    md.push_str(&compaction);
 
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("BENCHMARKS.md");
     fs::write(&path, &md).map_err(|e| format!("write {}: {e}", path.display()))?;
