@@ -65,7 +65,18 @@ pub struct Request<'a> {
     pub streams: bool,
     /// A descriptor the command inherits and the environment that names it (the session's MCP
     /// channel, `crate::mcp::link`); None: nothing more.
-    pub channel: Option<(RawFd, &'a [(&'static str, OsString)])>,
+    pub channel: Option<&'a Inherit>,
+}
+
+/// A descriptor one command inherits (at [`crate::sandbox::jail::CHANNEL_FD`]) and the
+/// environment that names it: what a room above hands the commands room for a command to
+/// reach it (the session's MCP channel).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inherit {
+    /// The descriptor, in this process.
+    pub fd: RawFd,
+    /// The variables that name it (and a `PATH` that finds the right `tern`, when it must).
+    pub env: Vec<(&'static str, OsString)>,
 }
 
 /// What tern noticed about a command it ran in the jail: what the copy-back of git's data
@@ -227,8 +238,8 @@ impl Commands {
             ("PLAN_FILE", session.path(files::PLAN).into()),
             ("TERN_SESSION_DIR", session.dir.clone().into()),
         ];
-        if let Some((_, more)) = req.channel {
-            env.extend(more.iter().map(|(k, v)| (*k, v.clone())));
+        if let Some(i) = req.channel {
+            env.extend(i.env.iter().map(|(k, v)| (*k, v.clone())));
         }
         let spill = session.path(files::SPILL);
         // Full outputs go to spill/: never through a link planted in its place.
@@ -268,7 +279,7 @@ impl Commands {
             groups: &self.groups,
             sandbox: Some(&prepared),
             jail: jail.as_deref(),
-            mcp: req.channel.map(|(fd, _)| fd),
+            mcp: req.channel.map(|i| i.fd),
             streams: req.streams,
         };
         let watched = self.watched_folders();

@@ -1,10 +1,10 @@
 //! The session's link to its MCP servers (the room's one value in the runtime): the [`Hub`],
 //! the [`Channel`] every command inherits (opened at the first command), and the events the
 //! hub wrote while a command ran. The commands room knows none of this: it is handed a
-//! descriptor and the environment that names it ([`Inherit`]), and runs the command.
+//! descriptor and the environment that names it ([`Inherit`], its own type), and runs the
+//! command.
 
 use std::ffi::OsString;
-use std::os::fd::RawFd;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -12,16 +12,7 @@ use super::Hub;
 use super::channel::{self, Channel};
 use crate::event::Envelope;
 
-/// What one command inherits to reach the session's servers: the channel's descriptor (the
-/// command gets it at [`channel::FD`]) and the environment that names it (and, where `PATH`
-/// would find another `tern` first, a `PATH` that finds this one).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Inherit {
-    /// The session end of the channel, in this process.
-    pub fd: RawFd,
-    /// `TERN_MCP_FD`, and `PATH` when it must change.
-    pub env: Vec<(&'static str, OsString)>,
-}
+pub use crate::commands::Inherit;
 
 /// The MCP servers a session's commands reach (see [`channel`]). Empty (no server usable):
 /// [`Link::inherit`] is None and nothing is opened.

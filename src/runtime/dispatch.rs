@@ -279,7 +279,7 @@ impl Runtime {
             timeout,
             cancel: &cancel,
             streams: self.hooks_read_streams(),
-            channel: inherit.as_ref().map(|i| (i.fd, i.env.as_slice())),
+            channel: inherit.as_ref(),
         };
         let ran = {
             let (commands, mut site) = self.site();
