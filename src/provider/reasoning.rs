@@ -207,11 +207,12 @@ pub struct Settings {
     pub vendor: Vendor,
 }
 
-/// Whether a provider's 400 body is about the reasoning field (its name appears in it): the
-/// runtime then flips the session's [`Replay`] once and says so.
+/// Whether a provider's 400 body is about the reasoning field (`reasoning_content`, the field
+/// the replay rule decides on, appears in it): the runtime then flips the session's
+/// [`Replay`] once and says so. A 400 about anything else (a model that does not think, a
+/// `thinking` switch it refuses) is no reason to change what goes back.
 pub fn names_reasoning(body: &str) -> bool {
-    let b = body.to_ascii_lowercase();
-    b.contains("reasoning_content") || b.contains("thinking")
+    body.to_ascii_lowercase().contains("reasoning_content")
 }
 
 #[cfg(test)]
@@ -259,6 +260,7 @@ mod tests {
             "property 'messages.1.reasoning_content' is unsupported"
         ));
         assert!(!names_reasoning("context length exceeded"));
+        assert!(!names_reasoning("thinking is not supported for this model"));
     }
 
     #[test]
