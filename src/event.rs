@@ -8,6 +8,7 @@
 //! `state/README.md` documents each kind; a test checks it against [`Event::KINDS`] and
 //! [`Event::examples`].
 
+use crate::message::is_zero;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -670,10 +671,6 @@ pub struct ResultTotals {
     /// Requests whose model had no known price (not in `cost_usd`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub unpriced_requests: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 impl Event {

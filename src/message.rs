@@ -177,7 +177,8 @@ pub struct Usage {
     pub reasoning_tokens: u64,
 }
 
-fn is_zero(n: &u64) -> bool {
+/// Whether a count is 0 (an optional figure left out of what is written; `event` uses it too).
+pub(crate) fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 

@@ -18,7 +18,6 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::http::{HttpConfig, StreamDecoder, Transport, classify_error, redact, snippet};
-use super::reasoning::Effort;
 use super::sse::SseEvent;
 use super::{Completion, ErrorKind, Finish, Provider, ProviderError, RawToolCall, Request, Usage};
 use crate::message::{Message, Reasoning};
@@ -160,7 +159,8 @@ pub fn body(req: &Request<'_>) -> Vec<u8> {
         reasoning: req
             .reasoning
             .effort
-            .map(|e| json!({"effort": effort(e), "summary": "auto"})),
+            // OpenAI API reference, Responses, `reasoning.effort`: the Chat Completions values.
+            .map(|e| json!({"effort": e.openai(), "summary": "auto"})),
         tools: req
             .tools
             .iter()
@@ -180,12 +180,6 @@ pub fn body(req: &Request<'_>) -> Vec<u8> {
     };
     // Serializing plain structs of strings and Values cannot fail.
     serde_json::to_vec(&body).unwrap_or_default()
-}
-
-/// `reasoning.effort` (OpenAI API reference, Responses, `reasoning.effort`: `none`, `minimal`,
-/// `low`, `medium`, `high`, `xhigh`).
-fn effort(e: Effort) -> &'static str {
-    e.openai()
 }
 
 /// Appends the tail to the latest item's text: a user message's content, a tool result's
@@ -400,6 +394,7 @@ mod tests {
     use super::*;
     use crate::message::ToolCall;
     use crate::provider::http::decode_chunks;
+    use crate::provider::reasoning::Effort;
     use crate::tools::ToolSpec;
 
     fn tools() -> Vec<ToolSpec> {
