@@ -586,6 +586,17 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
+    /// The door (DESIGN §10): changes of the model's commands held back from the workspace
+    /// (after the command), or files a person's tool runs on its own that it applied (at the
+    /// end of the turn).
+    Door {
+        /// Held back: path, reason and where it is kept.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        held: Vec<crate::sandbox::door::Held>,
+        /// Applied files a person's tool runs on its own (relative to the workspace).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        listed: Vec<String>,
+    },
     /// The last event of `tern exec`, also on failure and Ctrl-C.
     Result(ResultFields),
 }
@@ -699,6 +710,7 @@ impl Event {
         "turn_end",
         "hook",
         "mcp_call",
+        "door",
         "result",
     ];
 
@@ -728,6 +740,7 @@ impl Event {
             Event::TurnEnd { .. } => "turn_end",
             Event::Hook { .. } => "hook",
             Event::McpCall { .. } => "mcp_call",
+            Event::Door { .. } => "door",
             Event::Result(_) => "result",
         }
     }
@@ -913,6 +926,15 @@ impl Event {
                 exit_code: 2,
                 duration_ms: 31,
                 error: Some(s("MCP server github: tools/call: no answer in 120 s")),
+            },
+            Event::Door {
+                held: vec![crate::sandbox::door::Held {
+                    n: 1,
+                    path: "vendor/x/.git".into(),
+                    reason: s("a new repository is kept aside"),
+                    kept: Some(".tern/sessions/s/held/1/vendor/x/.git".into()),
+                }],
+                listed: vec![s(".husky/pre-commit")],
             },
             Event::Result(ResultFields {
                 status: Ending::Completed,

@@ -80,6 +80,11 @@ struct SessionArgs {
     /// what that leaves open) [env: TERN_NO_JAIL=1].
     #[arg(long)]
     no_jail: bool,
+    /// In workspace-write, commands write the workspace directly (behind the bind walls)
+    /// instead of a layer tern applies through its door (README, Sandbox) [env:
+    /// TERN_NO_LAYER=1].
+    #[arg(long)]
+    no_layer: bool,
     /// Work in the git worktree NAME: `.tern/worktrees/NAME` of the repository, on branch
     /// `tern/NAME` made from HEAD, made when absent and reused after; it is the workspace (its
     /// own sessions, checkpoints and undo). tern never merges or removes it.
@@ -184,6 +189,7 @@ impl SessionArgs {
                 read_dir: &self.read_dir,
                 env: &self.env,
                 no_jail: self.no_jail,
+                no_layer: self.no_layer,
             },
             env,
         )?;

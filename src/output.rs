@@ -381,6 +381,7 @@ pub fn describe(env: &Envelope) -> Option<String> {
             Some(e) => format!("mcp {server} {tool}: exit {exit_code} after {duration_ms} ms: {e}"),
             None => format!("mcp {server} {tool}: exit {exit_code} after {duration_ms} ms"),
         },
+        Event::Door { held, listed } => crate::sandbox::door::describe(held, listed),
         Event::SessionStart {
             untrusted_hooks: Some(path),
             ..

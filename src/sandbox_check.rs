@@ -376,6 +376,7 @@ fn construct_tests(report: &mut CheckReport, exe: &Path, spill: &Path) {
         shadows: Some(&shadows),
         read_only: &[],
         no_network: false,
+        layer: None,
     });
     let Ok(jail) = Jail::start(exe, &spec, None) else {
         return;
@@ -543,6 +544,7 @@ fn jail_tests(report: &mut CheckReport, workspace: &Path, exe: &Path, ctx: &Ctx<
             shadows: None,
             read_only: &[],
             no_network,
+            layer: None,
         })
     };
     let jail = match Jail::start(exe, &spec_for(false), None) {

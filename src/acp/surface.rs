@@ -241,6 +241,7 @@ impl Surface for AcpSurface<'_> {
             | Event::Compaction { .. }
             | Event::Retry { .. }
             | Event::Warning { .. }
+            | Event::Door { .. }
             | Event::Boundary { .. }
             | Event::Nudge { .. }
             | Event::Repair { .. }

@@ -165,6 +165,9 @@ impl Mapper {
                 None => Vec::new(),
             },
             Event::Warning { message } => chunk(&notice("warning", message)),
+            Event::Door { held, listed } => {
+                chunk(&notice("door", &crate::sandbox::door::describe(held, listed)))
+            }
             Event::Boundary {
                 kind: BoundaryKind::ModelSwitch,
                 to: Some(to),

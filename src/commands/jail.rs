@@ -8,8 +8,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{NotRun, Rules};
+use crate::sandbox::jail::mounts::LAYER_STEP;
 use crate::policy::Mode;
 use crate::procs::ProcessGroups;
+use crate::sandbox::door::{Door, Report};
 use crate::sandbox::jail::{Jail, JailError, JailPaths, JailSlot, JailSpec};
 use crate::store::{Session, files};
 
@@ -19,6 +21,20 @@ pub(super) struct Keeper {
     slot: JailSlot,
     shadows: Shadows,
     pins: Pins,
+    /// The running jail's layer and its door (workspace-write with a layer).
+    layer: LayerRoom,
+}
+
+/// The workspace's layer (issue 42): where each jail's upper folder lives, the door that
+/// applies it, and whether the kernel refused it (then the bind walls, said once).
+#[derive(Debug, Default)]
+struct LayerRoom {
+    dirs: Shadows,
+    door: Option<Door>,
+    /// The kernel refused the layer: why (said once with the next command's notes).
+    refused: Option<String>,
+    /// One-time notices not yet said.
+    unsaid: Vec<String>,
 }
 
 impl Keeper {
@@ -49,9 +65,10 @@ impl Keeper {
                 return Ok(Some(j.clone()));
             }
             // What the old jail's git wrote since the last command goes back before its
-            // shadows go.
+            // shadows go; what its commands wrote goes through the door before its layer goes.
             j.sync_git();
             self.slot = JailSlot::Unstarted;
+            self.finish_layer();
         }
         if let JailSlot::Refused(why) = &self.slot {
             return Err(NotRun::Refused(why.clone()));
@@ -66,7 +83,11 @@ impl Keeper {
             .filter(|x| !x.is_empty())
             .map(|x| PathBuf::from(x).join("tern"))
             .or_else(|| home.as_ref().map(|h| h.join(".config/tern")));
-        let spec = JailSpec::new(&JailPaths {
+        let layer_dirs = self.layer.next(rules, session);
+        let layer = layer_dirs
+            .as_ref()
+            .map(|d| (d.join("upper"), d.join("work")));
+        let mut paths = JailPaths {
             workspace: &rules.workspace,
             workspace_writable: rules.mode == Mode::WorkspaceWrite,
             state_dir: &state,
@@ -79,9 +100,36 @@ impl Keeper {
             shadows: shadows.as_deref(),
             read_only: self.pins.files(),
             no_network: rules.no_network,
-        });
-        match start(rules, &spec, groups) {
-            Ok(j) => {
+            layer: layer.as_ref().map(|(u, w)| (u.as_path(), w.as_path())),
+        };
+        let spec = JailSpec::new(&paths);
+        let started = match start(rules, &spec, groups) {
+            Err(e) if spec.layer.is_some() && e.reason.contains(LAYER_STEP) => {
+                // The kernel refused the layer: the bind walls, said once (DESIGN §10).
+                let why = format!(
+                    "the kernel refused the workspace's layer ({}); commands write the workspace directly, behind the bind walls (README, Sandbox)",
+                    e.reason
+                );
+                self.layer.refused = Some(why.clone());
+                self.layer.unsaid.push(why);
+                self.layer.dirs.remove();
+                paths.layer = None;
+                let spec = JailSpec::new(&paths);
+                start(rules, &spec, groups).map(|j| (j, spec))
+            }
+            other => other.map(|j| (j, spec)),
+        };
+        match started {
+            Ok((j, spec)) => {
+                if let Some(l) = &spec.layer {
+                    self.layer.door = Some(Door::new(
+                        &l.at,
+                        &l.upper,
+                        &session.dir,
+                        &state,
+                        self.pins.relative_to(&l.at),
+                    ));
+                }
                 let j = Arc::new(j);
                 self.slot = JailSlot::Running(j.clone());
                 Ok(Some(j))
@@ -105,15 +153,60 @@ impl Keeper {
     }
 
     /// The runtime ends: the last word of git's data files, then the jail (and all it left
-    /// running) goes, then its shadows. Whether a jail was running.
+    /// running) goes, then the door's last pass, then its shadows and layer. Whether a jail was
+    /// running.
     pub(super) fn end(&mut self) -> bool {
         let JailSlot::Running(j) = std::mem::take(&mut self.slot) else {
             return false;
         };
         j.sync_git();
         drop(j);
+        self.finish_layer();
         self.shadows.remove();
         true
+    }
+
+    /// The door's pass after a command (None: no layer), with what is to be said once.
+    pub(super) fn pass(&mut self) -> Option<Report> {
+        let unsaid = std::mem::take(&mut self.layer.unsaid);
+        let mut r = match self.layer.door.as_mut() {
+            Some(d) => d.pass(),
+            None if unsaid.is_empty() => return None,
+            None => Report::default(),
+        };
+        r.said = unsaid;
+        Some(r)
+    }
+
+    /// The listed files the door applied since the turn began (each once).
+    pub(super) fn take_listed(&mut self) -> Vec<PathBuf> {
+        self.layer
+            .door
+            .as_mut()
+            .map(Door::take_listed)
+            .unwrap_or_default()
+    }
+
+    /// The layer's size in bytes and entries (None: no layer).
+    pub(super) fn layer_size(&self) -> Option<(u64, u64)> {
+        self.layer.door.as_ref().map(Door::size)
+    }
+
+    /// The layer's folder (the disk and inode floors watch its file system).
+    pub(super) fn layer_dir(&self) -> Option<&Path> {
+        self.layer.dirs.dir.as_deref()
+    }
+
+    /// The last pass of the old layer's door (its jail is gone), then the layer goes. What it
+    /// held back is kept aside or was said; what it could not apply is said next.
+    fn finish_layer(&mut self) {
+        if let Some(mut d) = self.layer.door.take() {
+            let r = d.finish();
+            self.layer.unsaid.extend(r.failed.iter().map(|f| {
+                format!("a change of the last jail could not be applied and is lost: {f}")
+            }));
+        }
+        self.layer.dirs.remove();
     }
 }
 
@@ -142,7 +235,62 @@ fn start(rules: &Rules, spec: &JailSpec, groups: &Arc<ProcessGroups>) -> Result<
 #[derive(Debug, Default)]
 struct Pins(Vec<PathBuf>);
 
+impl LayerRoom {
+    /// The folder for the next jail's layer (`upper/` and `work/` made in it), in
+    /// workspace-write unless the kernel refused layers. None: no layer.
+    fn next(&mut self, rules: &Rules, session: &Session) -> Option<PathBuf> {
+        if rules.mode != Mode::WorkspaceWrite || self.refused.is_some() || rules.reach.no_layer {
+            return None;
+        }
+        self.dirs.remove();
+        self.dirs.started += 1;
+        let base = layer_base().or_else(|| Some(session.state_root()?.join("layers")))?;
+        sweep(&base);
+        let d = base.join(folder_name(std::process::id(), self.dirs.started));
+        for sub in ["upper", "work"] {
+            std::fs::create_dir_all(d.join(sub)).ok()?;
+        }
+        self.dirs.dir = Some(d.clone());
+        Some(d)
+    }
+}
+
+/// Where layers live: a folder of the person's own on a disk file system (what `npm install`
+/// writes can be large), outside every workspace and hidden in the jail (the home folder and
+/// `/var/tmp` are covered there): `$XDG_STATE_HOME/tern/layers`, else
+/// `~/.local/state/tern/layers`, else `/var/tmp/tern-layers-<uid>`; made mode 0700, and one
+/// that exists must be this user's alone.
+fn layer_base() -> Option<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    // SAFETY: getuid(2) cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+    let candidates = [
+        std::env::var_os("XDG_STATE_HOME")
+            .filter(|d| !d.is_empty())
+            .map(|d| PathBuf::from(d).join("tern/layers")),
+        home.map(|h| h.join(".local/state/tern/layers")),
+        Some(PathBuf::from(format!("/var/tmp/tern-layers-{uid}"))),
+    ];
+    candidates.into_iter().flatten().find(|d| {
+        if let Some(p) = d.parent() {
+            let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(p);
+        }
+        let _ = std::fs::DirBuilder::new().mode(0o700).create(d);
+        std::fs::symlink_metadata(d)
+            .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0)
+    })
+}
+
 impl Pins {
+    /// The pinned files inside `root`, relative to it (the door lists them when changed).
+    fn relative_to(&self, root: &Path) -> Vec<PathBuf> {
+        self.0
+            .iter()
+            .filter_map(|f| f.strip_prefix(root).ok().map(Path::to_path_buf))
+            .collect()
+    }
+
     fn add(&mut self, files: Vec<PathBuf>) {
         for f in files {
             if !self.0.contains(&f) {

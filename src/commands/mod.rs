@@ -157,6 +157,8 @@ pub enum Ran {
         out: BashOutcome,
         /// What tern refused or undid of it.
         verdict: Option<Verdict>,
+        /// What the door applied and held back of it (with a layer; DESIGN §10).
+        door: Option<crate::sandbox::door::Report>,
     },
 }
 
@@ -314,7 +316,9 @@ impl Commands {
                 (!notes.is_empty()).then_some(Verdict::Jail(notes))
             }
         };
-        Ran::Done { out, verdict }
+        // Through the door: what the command wrote in its layer reaches the workspace now.
+        let door = self.jail.pass();
+        Ran::Done { out, verdict, door }
     }
 
     /// The private `TMPDIR`, the jail and the Landlock ruleset of one call (the same for the
@@ -485,7 +489,21 @@ impl Commands {
             v.extend(self.rules.reach.add_dirs.iter().cloned());
         }
         v.extend(self.tmp.as_ref().map(|t| t.path().to_path_buf()));
+        // What commands write lands in the layer first: its file system fills.
+        v.extend(self.jail.layer_dir().map(Path::to_path_buf));
         v
+    }
+
+    /// The files a person's tools run on their own that the door applied since the last call
+    /// (the end of a turn), each once, relative to the workspace.
+    pub fn take_listed(&mut self) -> Vec<PathBuf> {
+        self.jail.take_listed()
+    }
+
+    /// The workspace's layer: its bytes and entries (None: commands write the workspace
+    /// directly).
+    pub fn layer_size(&self) -> Option<(u64, u64)> {
+        self.jail.layer_size()
     }
 
     /// Empties the private `TMPDIR`; a folder that cannot be emptied (a command changed its

@@ -133,10 +133,13 @@ pub struct ReachFlags<'a> {
     pub env: &'a [String],
     /// `--no-jail`.
     pub no_jail: bool,
+    /// `--no-layer`.
+    pub no_layer: bool,
 }
 
-/// `--add-dir`, `--read-dir`, `--env`, `--no-jail` and their variables (`TERN_ADD_DIRS`,
-/// `TERN_READ_DIRS` separated by `:`, `TERN_ENV` by `,`, `TERN_NO_JAIL`): folders must exist
+/// `--add-dir`, `--read-dir`, `--env`, `--no-jail`, `--no-layer` and their variables
+/// (`TERN_ADD_DIRS`, `TERN_READ_DIRS` separated by `:`, `TERN_ENV` by `,`, `TERN_NO_JAIL`,
+/// `TERN_NO_LAYER`): folders must exist
 /// (made absolute and canonical, never `/`), names must be passable.
 pub fn reach(flags: ReachFlags<'_>, env: &Env) -> Result<Reach, ConfigError> {
     let dirs = |flag: &str, given: &[PathBuf], var: &str| -> Result<Vec<PathBuf>, ConfigError> {
@@ -187,21 +190,23 @@ pub fn reach(flags: ReachFlags<'_>, env: &Env) -> Result<Reach, ConfigError> {
             pass_env.push(n.to_string());
         }
     }
-    let no_jail = flags.no_jail
-        || match set_var(env, "TERN_NO_JAIL", "1 or 0", "the jail")? {
+    let switch = |name: &str, what: &str| -> Result<bool, ConfigError> {
+        match set_var(env, name, "1 or 0", what)? {
             Some(v) => match v.trim() {
-                "1" | "true" | "yes" => true,
-                "0" | "false" | "no" => false,
-                other => {
-                    return Err(ConfigError::Invalid(format!(
-                        "TERN_NO_JAIL={other:?}: expected 1 or 0"
-                    )));
-                }
+                "1" | "true" | "yes" => Ok(true),
+                "0" | "false" | "no" => Ok(false),
+                other => Err(ConfigError::Invalid(format!(
+                    "{name}={other:?}: expected 1 or 0"
+                ))),
             },
-            None => false,
-        };
+            None => Ok(false),
+        }
+    };
+    let no_jail = flags.no_jail || switch("TERN_NO_JAIL", "the jail")?;
+    let no_layer = flags.no_layer || switch("TERN_NO_LAYER", "the workspace's layer")?;
     Ok(Reach {
         no_jail,
+        no_layer,
         add_dirs: dirs("--add-dir", flags.add_dir, "TERN_ADD_DIRS")?,
         read_dirs: dirs("--read-dir", flags.read_dir, "TERN_READ_DIRS")?,
         pass_env,

@@ -290,10 +290,10 @@ impl Runtime {
         for env in self.mcp.take_events() {
             ui.event(&env);
         }
-        let (out, verdict) = match ran {
+        let (out, verdict, door) = match ran {
             Ran::Refused(why) => return Err(ToolError::Refused(why)).into(),
             Ran::Failed(why) => return Err(ToolError::Failed(why)).into(),
-            Ran::Done { out, verdict } => (out, verdict),
+            Ran::Done { out, verdict, door } => (out, verdict, door),
         };
         match &verdict {
             // tern put its files back: memory and disk agree again.
@@ -313,6 +313,12 @@ impl Runtime {
             content.push_str("\nError: ");
             content.push_str(&v.to_string());
         }
+        if let Some(r) = door.filter(|r| !r.is_quiet()) {
+            // The model reads what the door held back and named; the person sees the same.
+            content.push('\n');
+            content.push_str(&r.to_string());
+            self.door_events(&r, ui);
+        }
         ToolResult {
             is_error: out.timed_out || out.interrupted || verdict.is_some(),
             interrupted: out.interrupted,
@@ -326,6 +332,21 @@ impl Runtime {
             streams: out.streams,
             content,
             duration_ms: 0,
+        }
+    }
+
+    /// The door's report as the person sees it: held back changes as a `door` event, its
+    /// one-time notices and failures as warnings.
+    fn door_events(&mut self, r: &crate::sandbox::door::Report, ui: &mut dyn Surface) {
+        if !r.held.is_empty() {
+            let ev = Event::Door {
+                held: r.held.clone(),
+                listed: Vec::new(),
+            };
+            self.emit(ui, ev);
+        }
+        for line in r.said.iter().chain(&r.failed) {
+            self.emit(ui, Event::warning(line.clone()));
         }
     }
 

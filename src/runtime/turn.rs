@@ -533,6 +533,19 @@ impl Runtime {
                 },
             );
         }
+        // The files a person's tool runs on its own that the door applied this turn, named
+        // once at its end on every surface (DESIGN §10).
+        let listed = self.commands.take_listed();
+        if !listed.is_empty() {
+            let listed = listed.iter().map(|p| p.display().to_string()).collect();
+            self.emit(
+                ui,
+                Event::Door {
+                    held: Vec::new(),
+                    listed,
+                },
+            );
+        }
         self.emit(
             ui,
             Event::TurnEnd {

@@ -40,6 +40,17 @@ fn dir_rights() -> BitFlags<AccessFs> {
     fs_rights(TARGET) & !(AccessFs::MakeChar | AccessFs::MakeBlock)
 }
 
+/// The bits of [`dir_rights`] this kernel handles: what the jail's init grants beneath the
+/// workspace's layer (an overlayfs mount has inodes of its own, so the rule tern adds on the
+/// real workspace does not reach it; Landlock documentation, "Filesystem topology
+/// modification"). 0 without Landlock.
+pub(crate) fn layer_rule_bits() -> u64 {
+    match probe() {
+        Probe::Abi(n) => (dir_rights() & fs_rights(ABI::from(i32::from(n)))).bits(),
+        Probe::Missing(_) => 0,
+    }
+}
+
 /// Rights a rule on a single file may carry (the kernel refuses directory rights on a file).
 fn file_rights() -> BitFlags<AccessFs> {
     fs_rights(TARGET) & AccessFs::from_file(TARGET)

@@ -47,6 +47,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub mod door;
 mod guard;
 // Linux only, like the rest of the jail's system calls (tern builds on Linux).
 pub mod jail;
@@ -605,6 +606,15 @@ pub fn landlock_abi() -> Result<u8, String> {
         Probe::Abi(n) => Ok(n),
         Probe::Missing(why) => Err(why),
     }
+}
+
+/// The Landlock rights (bits) the jail's init grants beneath the workspace's layer; 0 off Linux
+/// or without Landlock.
+pub(crate) fn layer_rule_bits() -> u64 {
+    #[cfg(target_os = "linux")]
+    return linux::layer_rule_bits();
+    #[cfg(not(target_os = "linux"))]
+    return 0;
 }
 
 /// The kernel's Landlock ABI, lowered by [`FAKE_ABI_ENV`] in debug builds.

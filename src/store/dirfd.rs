@@ -265,6 +265,14 @@ impl Dir {
     /// The names of this folder's entries (without `.` and `..`), each with its [`Stat`];
     /// an entry removed while listing is left out.
     pub fn entries(&self) -> io::Result<Vec<(OsString, Stat)>> {
+        Ok(self
+            .entries_raw()?
+            .into_iter()
+            .filter_map(|n| self.stat(&n).ok().map(|s| (n, s)))
+            .collect())
+    }
+
+    fn entries_raw(&self) -> io::Result<Vec<OsString>> {
         // fdopendir takes ownership of its descriptor: give it a duplicate.
         let dup = self.fd.try_clone()?;
         let raw = std::os::fd::IntoRawFd::into_raw_fd(dup);
@@ -292,10 +300,154 @@ impl Dir {
         }
         // SAFETY: `dirp` came from fdopendir and is closed once.
         unsafe { libc::closedir(dirp) };
-        Ok(names
-            .into_iter()
-            .filter_map(|n| self.stat(&n).ok().map(|s| (n, s)))
-            .collect())
+        Ok(names)
+    }
+
+    /// The existing folder `rel` (plain components) beneath this one, reached without following
+    /// a link at any level. Errors: `ELOOP` for a link on the way, `ENOENT`, `ENOTDIR`.
+    pub fn beneath(&self, rel: &Path) -> io::Result<Dir> {
+        let fd = if rel.as_os_str().is_empty() {
+            self.fd.try_clone()?
+        } else {
+            beneath(&self.fd, rel)?
+        };
+        Ok(Dir {
+            fd,
+            path: self.path.join(rel),
+        })
+    }
+
+    /// Makes the folder `name` (mode `mode` less the umask); one already there is fine, a link
+    /// or a file there is `EEXIST`.
+    pub fn make_dir(&self, name: &OsStr, mode: u32) -> io::Result<()> {
+        let c = single(name)?;
+        // SAFETY: `self.fd` is an open folder and `c` a NUL-terminated single component.
+        if unsafe { libc::mkdirat(self.fd.as_raw_fd(), c.as_ptr(), mode as libc::mode_t) } == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EEXIST) && self.stat(name)?.kind == Kind::Dir {
+            return Ok(());
+        }
+        Err(e)
+    }
+
+    /// Removes the empty folder `name` (`unlinkat` with `AT_REMOVEDIR`; a link is not a folder).
+    pub fn remove_dir(&self, name: &OsStr) -> io::Result<()> {
+        let c = single(name)?;
+        // SAFETY: `self.fd` is an open folder and `c` a NUL-terminated single component.
+        if unsafe { libc::unlinkat(self.fd.as_raw_fd(), c.as_ptr(), libc::AT_REMOVEDIR) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Removes the entry `name` whatever it is: a folder with everything in it (never following
+    /// a link inside), a file, a link (itself). Absent is fine.
+    pub fn remove_all(&self, name: &OsStr) -> io::Result<()> {
+        match self.stat(name) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+            Ok(s) if s.kind == Kind::Dir => {
+                let sub = self.beneath(Path::new(name))?;
+                for (n, _) in sub.entries()? {
+                    sub.remove_all(&n)?;
+                }
+                self.remove_dir(name)
+            }
+            Ok(_) => self.remove_file(name),
+        }
+    }
+
+    /// Makes the symbolic link `name` → `target` (`symlinkat`). Errors: `EEXIST` when taken.
+    pub fn symlink(&self, target: &Path, name: &OsStr) -> io::Result<()> {
+        let (t, c) = (cstr(target.as_os_str())?, single(name)?);
+        // SAFETY: valid C strings and an open folder.
+        if unsafe { libc::symlinkat(t.as_ptr(), self.fd.as_raw_fd(), c.as_ptr()) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Sets the permission bits of the folder or plain file `name` (opened without following a
+    /// link, then `fchmod`); a link is left alone (`ELOOP`).
+    pub fn set_mode(&self, name: &OsStr, mode: u32) -> io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        let c = single(name)?;
+        let fd = open_at(
+            &self.fd,
+            &c,
+            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )?;
+        // fchmod refuses an O_PATH descriptor: go through its /proc name, which names that
+        // very inode (no path is resolved again).
+        let proc = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+        if !matches!(self.stat(name)?.kind, Kind::File | Kind::Dir) {
+            return Err(io::Error::from_raw_os_error(libc::ELOOP));
+        }
+        std::fs::set_permissions(&proc, std::fs::Permissions::from_mode(mode & 0o7777))
+    }
+
+    /// The whole `stat` of the entry `name`, not following it (`fstatat`, `AT_SYMLINK_NOFOLLOW`):
+    /// for callers that need the inode, change time or device number too.
+    pub fn lstat(&self, name: &OsStr) -> io::Result<libc::stat> {
+        let name = single(name)?;
+        // SAFETY: a zeroed `stat` is a valid out-parameter; fstatat fills it on success.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: `self.fd` is an open folder, `name` a NUL-terminated component, `st` ours.
+        let r = unsafe {
+            libc::fstatat(
+                self.fd.as_raw_fd(),
+                name.as_ptr(),
+                &mut st,
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(st)
+    }
+
+    /// The text of the link `name` (`readlinkat`), never followed.
+    pub fn read_link(&self, name: &OsStr) -> io::Result<PathBuf> {
+        let c = single(name)?;
+        let mut buf = vec![0u8; 4096];
+        // SAFETY: an open folder, a NUL-terminated component, a buffer and its length.
+        let n = unsafe {
+            libc::readlinkat(
+                self.fd.as_raw_fd(),
+                c.as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        };
+        let n = usize::try_from(n).map_err(|_| io::Error::last_os_error())?;
+        buf.truncate(n);
+        Ok(PathBuf::from(OsString::from_vec(buf)))
+    }
+
+    /// The extended attribute `key` of this folder itself (`fgetxattr`); None when absent or
+    /// unreadable.
+    pub fn xattr(&self, key: &CStr) -> Option<Vec<u8>> {
+        let mut buf = vec![0u8; 256];
+        // SAFETY: an open descriptor, a NUL-terminated key, a buffer and its length.
+        let n = unsafe {
+            libc::fgetxattr(
+                self.fd.as_raw_fd(),
+                key.as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        };
+        let n = usize::try_from(n).ok()?;
+        buf.truncate(n);
+        Some(buf)
+    }
+
+    /// The names of this folder's entries (without `.` and `..`), unsorted, nothing followed.
+    pub fn names(&self) -> io::Result<Vec<OsString>> {
+        Ok(self.entries_raw()?)
     }
 
     /// fsyncs the folder so a rename or a new entry in it is durable; errors are ignored (some

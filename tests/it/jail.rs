@@ -157,7 +157,6 @@ fn git_hooks_and_config_cannot_be_planted_but_commits_work() {
             "printf '#!/bin/sh\\ntouch /tmp/pwned-hook\\n' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; echo rc=$?",
             "git config core.fsmonitor 'touch /tmp/pwned-fsmonitor'; echo rc=$?; git config core.hooksPath /tmp; echo rc=$?",
             "mv .git .git-old; echo rc=$?; rm -rf .git/hooks; echo rc=$?",
-            "echo hi > a.txt && git add a.txt && git -c user.name=t -c user.email=t@t commit -qm first && git log --oneline | wc -l",
         ],
     );
     assert!(
@@ -169,18 +168,23 @@ fn git_hooks_and_config_cannot_be_planted_but_commits_work() {
         config,
         "{outs:?}"
     );
+    // The door holds each back and says why (the model's own view keeps what it did).
+    assert!(outs[0].contains(".git/hooks/pre-commit"), "{outs:?}");
+    assert!(outs[1].contains(".git/config"), "{outs:?}");
     assert!(
         ws.path().join(".git/hooks").is_dir() && !ws.path().join(".git-old").exists(),
         "{outs:?}"
     );
-    assert!(
-        outs[3].trim_end().starts_with("1\n")
-            || outs[3].contains("\n1\n")
-            || outs[3].starts_with('1'),
-        "commit failed: {outs:?}"
+    // The next session's jail sees the repository as the person has it, and commits reach it.
+    let outs = run_cmds(
+        &ws,
+        &[],
+        &["echo hi > a.txt && git add a.txt && git -c user.name=t -c user.email=t@t commit -qm first && git log --oneline | wc -l"],
     );
+    assert!(outs[0].starts_with('1'), "commit failed: {outs:?}");
     let log = git(&["log", "--format=%s"]);
     assert_eq!(String::from_utf8_lossy(&log.stdout).trim(), "first");
+    assert!(git(&["status", "--short"]).status.success());
 }
 
 /// Under `--no-network` no socket family reaches the host: TCP (IPv4 and IPv6), UDP, and
@@ -643,11 +647,12 @@ fn a_killed_jail_is_replaced_at_the_next_command() {
         let ready = ready.clone();
         let marker = marker.clone();
         std::thread::spawn(move || {
-            // `ready` is touched before bash starts the sleep: wait for the sleep itself (a
-            // loaded machine can take a while between the two).
+            // Wait for the sleep itself (a loaded machine can take a while). `ready` is written
+            // in the command's layer: it reaches the workspace only through the door, after
+            // the command, so it is not waited for here.
+            let _ = &ready;
             let ok = crate::support::procs::eventually(std::time::Duration::from_secs(30), || {
-                ready.exists()
-                    && !crate::support::procs::pids_running(&["sleep", &marker]).is_empty()
+                !crate::support::procs::pids_running(&["sleep", &marker]).is_empty()
             });
             assert!(ok, "the first command never started");
             // The sleep's parent chain on the host: sleep → bash → the jail's init.
@@ -759,34 +764,42 @@ fn a_fork_bomb_stops_at_the_process_limit() {
 }
 
 /// Found by a new user: a nested repository the command registers as a submodule carries its own
-/// `.git/config` (a `core.fsmonitor`) into the person's next `git status`; tern says so, to the
-/// model and as a warning to the person, naming the entry.
+/// `.git/config` (a `core.fsmonitor`) into the person's next `git status`. With the door, the
+/// nested repository's `.git` is a new repository: kept aside, never applied, said to the model
+/// and to the person (a `door` event naming it); the person's `git status` runs nothing.
 #[test]
 fn a_submodule_added_by_a_command_is_named() {
     let ws = Ws::new();
     git_in(ws.path(), &["init", "-q"]);
+    let marker = ws.path().join("pwned-submodule");
     let outs = run_cmds(
         &ws,
         &[],
         &[
             "echo first",
-            "git init -q sub && cd sub && git config core.fsmonitor 'touch /tmp/x-never; false' && echo x > f && git add f && git -c user.email=a@b -c user.name=a commit -qm s && cd .. && git add sub && echo added",
+            &format!("git init -q sub && cd sub && git config core.fsmonitor 'touch {}; false' && echo x > f && git add f && git -c user.email=a@b -c user.name=a commit -qm s && cd .. && git add sub && echo added", marker.display()),
         ],
     );
-    assert!(!outs[0].contains("submodule"), "{outs:?}");
+    assert!(!outs[0].contains("sub"), "{outs:?}");
     assert!(outs[1].contains("added"), "{outs:?}");
     assert!(
-        outs[1].contains("sub") && outs[1].contains("submodule"),
+        outs[1].contains("sub/.git") && outs[1].contains("new repository"),
         "{outs:?}"
     );
+    assert!(!ws.path().join("sub/.git").exists());
     let events = jsonl(&ws.current_dir().join("events.jsonl"));
     assert!(
-        events
-            .iter()
-            .any(|e| e["type"] == "warning"
-                && e["message"].as_str().unwrap_or("").contains("submodule")),
-        "the person is warned"
+        events.iter().any(|e| e["type"] == "door"
+            && e["held"][0]["path"] == "sub/.git"
+            && e["held"][0]["n"].as_u64() > Some(0)),
+        "the person is told"
     );
+    // The model's own git ran its fsmonitor in the jail (its marker is the model's work);
+    // the person's must not.
+    let _ = std::fs::remove_file(&marker);
+    let st = git_in(ws.path(), &["status", "--short"]);
+    assert!(st.status.success());
+    assert!(!marker.exists(), "the model's fsmonitor ran as the person");
 }
 
 /// Found by a new user: `--add-dir DIR` makes DIR writable (the jail's view and Landlock's

@@ -375,8 +375,14 @@ fn spawn(
     let ruleset_fd = ruleset.as_ref().map(AsRawFd::as_raw_fd);
     if let Some(fd) = ruleset_fd {
         // The jail's own `/dev/pts` (a devpts instance tern cannot name from the host): its
-        // terminals are the command's to open (`openpty`, `script`, test runners).
-        allow_ptys(fd);
+        // terminals are the command's to open (`openpty`, `script`, test runners), write_file
+        // only.
+        allow_beneath(fd, c"/dev/pts", 1 << 1);
+        if let Some(l) = &spec.layer
+            && let Ok(at) = std::ffi::CString::new(l.at.as_os_str().as_encoded_bytes())
+        {
+            allow_beneath(fd, &at, crate::sandbox::layer_rule_bits());
+        }
     }
     let progs: Option<Vec<seccompiler::BpfProgram>> = progs.map(<[_]>::to_vec);
     let mut cmd = Command::new(&program);
@@ -433,34 +439,27 @@ fn spawn(
     })
 }
 
-/// Adds to the Landlock ruleset `ruleset` (not yet enforced) the right to open the jail's
-/// pseudo-terminals for writing: a rule beneath the jail's `/dev/pts` granting `write_file`
-/// only (Landlock ABI 1, `landlock_add_rule(2)`). Best effort: without it a pty cannot be
-/// opened, nothing else changes.
-fn allow_ptys(ruleset: RawFd) {
+/// Adds a Landlock rule to `ruleset` granting `rights` beneath the folder `path` as this mount
+/// namespace shows it (`/dev/pts` for a pseudo-terminal; the workspace's layer, whose overlayfs
+/// inodes tern's own rule on the real workspace does not reach). Best effort: a rule the kernel
+/// refuses leaves the right refused.
+fn allow_beneath(ruleset: RawFd, path: &std::ffi::CStr, rights: u64) {
     const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
-    const LANDLOCK_ACCESS_FS_WRITE_FILE: u64 = 1 << 1;
     #[repr(C, packed)]
     struct PathBeneath {
         allowed_access: u64,
         parent_fd: i32,
     }
-    // SAFETY: open(2) of a fixed path with O_PATH; the descriptor is closed below.
-    let pts = unsafe {
-        libc::open(
-            c"/dev/pts".as_ptr(),
-            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        )
-    };
-    if pts < 0 {
+    // SAFETY: a NUL-terminated path; the descriptor is closed below.
+    let dir = unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+    if dir < 0 {
         return;
     }
     let attr = PathBeneath {
-        allowed_access: LANDLOCK_ACCESS_FS_WRITE_FILE,
-        parent_fd: pts,
+        allowed_access: rights,
+        parent_fd: dir,
     };
-    // SAFETY: landlock_add_rule with a valid ruleset fd, the rule type and a live attribute
-    // struct of that type; then close(2) of our own descriptor.
+    // SAFETY: a ruleset descriptor, the rule type, a live packed attribute struct, no flags.
     unsafe {
         libc::syscall(
             libc::SYS_landlock_add_rule,
@@ -469,12 +468,10 @@ fn allow_ptys(ruleset: RawFd) {
             &attr as *const PathBeneath,
             0u32,
         );
-        libc::close(pts);
+        libc::close(dir);
     }
 }
 
-/// Drops every capability for good: the bounding set (so an exec as uid 0 gains none), the
-/// ambient set, then the current sets.
 fn drop_capabilities() -> io::Result<()> {
     // SAFETY: prctl and capset with integer arguments and valid header/data structs.
     unsafe {

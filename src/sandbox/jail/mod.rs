@@ -44,9 +44,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-mod git;
+pub(crate) mod git;
 pub mod init;
-mod mounts;
+pub(crate) mod mounts;
 mod seccomp;
 pub(crate) mod wire;
 
@@ -173,6 +173,22 @@ pub struct JailSpec {
     /// Every git dir with a shadow, for the copy-back of its data files. Kept by tern; not
     /// sent to the jail.
     pub git_dirs: Vec<PathBuf>,
+    /// The workspace's layer (issue 42): commands see the workspace through it and write its
+    /// upper folder; tern's door applies the changes. None: the workspace is bound writable
+    /// (the bind walls: shadows of git's top levels).
+    pub layer: Option<Layer>,
+}
+
+/// Where a workspace's layer lives (all absolute; `upper` and `work` on one file system,
+/// outside the workspace and hidden from commands).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layer {
+    /// The workspace.
+    pub at: PathBuf,
+    /// The upper folder: what commands wrote.
+    pub upper: PathBuf,
+    /// overlayfs's work folder.
+    pub work: PathBuf,
 }
 
 /// What the jail's own paths come from.
@@ -204,6 +220,9 @@ pub struct JailPaths<'a> {
     pub read_only: &'a [PathBuf],
     /// `--no-network`.
     pub no_network: bool,
+    /// The workspace's layer in workspace-write: (upper, work) folders tern made. None: the
+    /// workspace is bound writable behind the bind walls.
+    pub layer: Option<(&'a Path, &'a Path)>,
 }
 
 impl JailSpec {
@@ -217,8 +236,21 @@ impl JailSpec {
             ..JailSpec::default()
         };
         let workspace = canon(p.workspace);
+        let layer = match (p.workspace_writable, &workspace, p.layer) {
+            (true, Some(ws), Some((upper, work))) => match (canon(upper), canon(work)) {
+                (Some(upper), Some(work)) => Some(Layer {
+                    at: ws.clone(),
+                    upper,
+                    work,
+                }),
+                _ => None,
+            },
+            _ => None,
+        };
         if p.workspace_writable {
-            s.writable.extend(workspace.clone());
+            if layer.is_none() {
+                s.writable.extend(workspace.clone());
+            }
             s.writable
                 .extend(p.add_dirs.iter().filter_map(|d| canon(d)));
         }
@@ -228,8 +260,9 @@ impl JailSpec {
         s.read_only
             .extend(p.read_only.iter().filter_map(|f| canon(f)));
         if let Some(ws) = &workspace {
-            s.add_git(ws, p.workspace_writable, p.shadows);
+            s.add_git(ws, p.workspace_writable, p.shadows, layer.is_some());
         }
+        s.layer = layer;
         if let Some(home) = p.home.and_then(canon) {
             for e in HOME_READABLE {
                 // Canonical, so a link to elsewhere shows its target (read-only).
@@ -265,10 +298,19 @@ impl JailSpec {
     /// The repositories of `ws` (see `git.rs`): in workspace-write, each shown as a shadow
     /// written under `shadows`, its data folders bound through; otherwise (or when a shadow
     /// cannot be written) shown read-only, so git reads them and writes nothing.
-    fn add_git(&mut self, ws: &Path, writable: bool, shadows: Option<&Path>) {
+    ///
+    /// With a layer, the repositories inside the workspace need neither: the door applies only
+    /// git's data from the layer (DESIGN §10); those outside it (a linked worktree's main
+    /// repository) still get their shadows.
+    fn add_git(&mut self, ws: &Path, writable: bool, shadows: Option<&Path>, layer: bool) {
         let plan = git::plan(ws);
-        self.read_only.extend(plan.read_only.iter().cloned());
+        let walled = |p: &PathBuf| !layer || !p.starts_with(ws);
+        self.read_only
+            .extend(plan.read_only.iter().filter(|p| walled(p)).cloned());
         for (i, root) in plan.roots.iter().enumerate() {
+            if !walled(root) {
+                continue;
+            }
             let inside: Vec<PathBuf> = plan
                 .git_dirs
                 .iter()
@@ -312,6 +354,12 @@ impl JailSpec {
             .paths(&self.hidden);
         let (real, copies): (Vec<PathBuf>, Vec<PathBuf>) = self.git_shadows.iter().cloned().unzip();
         w.paths(&real).paths(&copies).paths(&self.git_data);
+        let layer: Vec<PathBuf> = self
+            .layer
+            .iter()
+            .flat_map(|l| [l.at.clone(), l.upper.clone(), l.work.clone()])
+            .collect();
+        w.paths(&layer);
     }
 
     fn decode(r: &mut Reader<'_>) -> io::Result<JailSpec> {
@@ -330,6 +378,14 @@ impl JailSpec {
             },
             git_data: r.paths()?,
             git_dirs: Vec::new(),
+            layer: match r.paths()?.as_slice() {
+                [at, upper, work] => Some(Layer {
+                    at: at.clone(),
+                    upper: upper.clone(),
+                    work: work.clone(),
+                }),
+                _ => None,
+            },
         })
     }
 }
@@ -389,6 +445,9 @@ pub enum JailSlot {
 pub struct Reach {
     /// `--no-jail`: Landlock alone in the sandboxed modes (the holes are in the README).
     pub no_jail: bool,
+    /// `--no-layer`: in workspace-write, commands write the workspace directly (behind the
+    /// bind walls) instead of a layer tern applies through its door (DESIGN §10).
+    pub no_layer: bool,
     /// `--add-dir`: more writable folders (workspace-write), absolute.
     pub add_dirs: Vec<PathBuf>,
     /// `--read-dir`: more readable folders under the hidden home folder, absolute.

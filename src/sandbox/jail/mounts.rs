@@ -55,6 +55,13 @@ const HOME_COVER: &str = "mode=755,size=256m";
 /// `/dev/shm` in the jail.
 const SHM_OPTIONS: &str = "mode=1777,size=256m";
 
+/// `fsopen` / `fsconfig` / `fsmount` constants (linux/mount.h).
+const FSOPEN_CLOEXEC: libc::c_uint = 1;
+const FSCONFIG_SET_FLAG: libc::c_uint = 0;
+const FSCONFIG_SET_STRING: libc::c_uint = 1;
+const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
+const FSMOUNT_CLOEXEC: libc::c_uint = 1;
+
 /// The device nodes a command gets (the rest of the host's `/dev` is not there).
 const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
 
@@ -178,6 +185,17 @@ pub enum Step {
         /// The real git dir it stands for in the jail.
         at: PathBuf,
     },
+    /// The workspace's layer (issue 42): an overlayfs mount made detached now (while `upper`
+    /// and `work` are still visible) with the workspace `at` as its lower layer, and attached
+    /// at `at` in the workspace's place. Commands write `upper`; tern's door applies it.
+    Layer {
+        /// The workspace (the lower layer, and where the mount goes).
+        at: PathBuf,
+        /// The upper layer tern owns.
+        upper: PathBuf,
+        /// overlayfs's work folder (same file system as `upper`).
+        work: PathBuf,
+    },
     /// A copy of the device node `/dev/NAME`, for the minimal `/dev`.
     Device(&'static str),
     /// The whole host tree read-only, `nosuid`, `nodev`, in one recursive `mount_setattr`.
@@ -272,6 +290,14 @@ pub fn plan(spec: &JailSpec, host: &Host<'_>) -> Vec<Step> {
             }
         }
     }
+    if let Some(l) = &spec.layer {
+        steps.push(Step::Layer {
+            at: l.at.clone(),
+            upper: l.upper.clone(),
+            work: l.work.clone(),
+        });
+        attach.push((l.at.clone(), true));
+    }
     for (real, copy) in &spec.git_shadows {
         if (host.kind)(copy) == Some(true) {
             steps.push(Step::Shadow {
@@ -362,6 +388,11 @@ pub(super) fn build(spec: &JailSpec) -> io::Result<Vec<String>> {
                 copies.push((path, fd));
             }
             Step::Shadow { copy, at } => copies.push((at, clone_tree(&copy)?)),
+            Step::Layer { at, upper, work } => {
+                let fd = layer(&at, &upper, &work)
+                    .map_err(|e| io::Error::new(e.kind(), format!("{LAYER_STEP}: {e}")))?;
+                copies.push((at, fd));
+            }
             Step::Device(d) => devices.push((d, clone_tree(&Path::new("/dev").join(d))?)),
             Step::HostReadOnly => set_attr(None, Path::new("/"), ro, 0, true)?,
             Step::Cover { path, options } => mount_fs("tmpfs", &path, tmpfs_flags, options)?,
@@ -393,6 +424,74 @@ pub(super) fn build(spec: &JailSpec) -> io::Result<Vec<String>> {
 /// Covers `p` if it is still visible in the view: a folder with an empty read-only tmpfs, a
 /// file with an empty read-only file. A link or another entry is left (covering it would
 /// follow it), with a note.
+/// The words a layer's failure starts with, so tern can tell it from the rest of the jail's
+/// steps and fall back to the bind walls (DESIGN §10).
+pub const LAYER_STEP: &str = "the workspace's layer (overlayfs)";
+
+/// A detached overlayfs mount: `at` below, `upper` above, `work` its work folder, with
+/// `userxattr` (required in a user namespace, overlayfs documentation) and `nosuid,nodev`.
+/// The lower layer is given with `lowerdir+` (Linux 6.8, no escaping) or else as an escaped
+/// `lowerdir`.
+fn layer(at: &Path, upper: &Path, work: &Path) -> io::Result<OwnedFd> {
+    // SAFETY: a NUL-terminated file system name; flags per fsopen(2).
+    let fs = unsafe { libc::syscall(libc::SYS_fsopen, c"overlay".as_ptr(), FSOPEN_CLOEXEC) };
+    let fs = check(fs, "fsopen overlay", at)?;
+    // SAFETY: fsopen returned a new descriptor we own.
+    let fs = unsafe { OwnedFd::from_raw_fd(fs as RawFd) };
+    let set = |key: &std::ffi::CStr, value: Option<&[u8]>| -> io::Result<()> {
+        let v = value.map(CString::new).transpose().map_err(io::Error::other)?;
+        let (cmd, ptr) = match &v {
+            Some(v) => (FSCONFIG_SET_STRING, v.as_ptr()),
+            None => (FSCONFIG_SET_FLAG, std::ptr::null()),
+        };
+        // SAFETY: an fs context descriptor, NUL-terminated key and value (or null for a flag).
+        let r = unsafe {
+            libc::syscall(libc::SYS_fsconfig, fs.as_raw_fd(), cmd, key.as_ptr(), ptr, 0)
+        };
+        check(r, &format!("fsconfig {}", key.to_string_lossy()), at).map(|_| ())
+    };
+    let escaped = |p: &Path, colon: bool| {
+        let mut out = Vec::new();
+        for &b in p.as_os_str().as_bytes() {
+            if b == b'\\' || (colon && (b == b':' || b == b',')) {
+                out.push(b'\\');
+            }
+            out.push(b);
+        }
+        out
+    };
+    if set(c"lowerdir+", Some(at.as_os_str().as_bytes())).is_err() {
+        set(c"lowerdir", Some(&escaped(at, true)))?;
+    }
+    set(c"upperdir", Some(&escaped(upper, false)))?;
+    set(c"workdir", Some(&escaped(work, false)))?;
+    set(c"userxattr", None)?;
+    // SAFETY: an fs context descriptor; no key or value for the create command.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            FSCONFIG_CMD_CREATE,
+            std::ptr::null::<libc::c_char>(),
+            std::ptr::null::<libc::c_char>(),
+            0,
+        )
+    };
+    check(r, "creating the overlay", at)?;
+    // SAFETY: the configured context; flags and attributes per fsmount(2).
+    let m = unsafe {
+        libc::syscall(
+            libc::SYS_fsmount,
+            fs.as_raw_fd(),
+            FSMOUNT_CLOEXEC,
+            MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        )
+    };
+    let m = check(m, "fsmount overlay", at)?;
+    // SAFETY: fsmount returned a new descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(m as RawFd) })
+}
+
 fn hide(p: &Path, notes: &mut Vec<String>) -> io::Result<()> {
     match std::fs::symlink_metadata(p) {
         Ok(m) if m.is_dir() => mount_fs(

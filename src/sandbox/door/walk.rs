@@ -1,0 +1,516 @@
+//! The door's hands: walks the layer's upper folder, gathers what the workspace holds now for
+//! each change (the facts [`rules::judge`] needs), and does what the verdict says. Both trees
+//! are walked with folder descriptors that never follow a link.
+
+use std::ffi::{OsStr, OsString};
+use std::io::{self, Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::rules::{self, Change, Entry, Now, Reason, Special, Verdict};
+use super::{Door, Fp, HELD_DIR, HELD_LOG, Held, Report, Seen};
+use crate::store::dirfd::{Dir, Kind};
+
+/// overlayfs's mark of a folder that hides the lower one's entries, in a user namespace mount
+/// (`userxattr`: the `user.overlay.` prefix; overlayfs documentation, "User xattr").
+const OPAQUE: &std::ffi::CStr = c"user.overlay.opaque";
+
+/// Temporary names the door writes before its rename (never left behind on success).
+const TEMP: &str = ".tern-door-";
+
+pub(super) fn pass(door: &mut Door, report: &mut Report) {
+    let (up, ws) = match (Dir::hold(&door.upper), Dir::hold(&door.root)) {
+        (Ok(u), Ok(w)) => (u, w),
+        (Err(e), _) | (_, Err(e)) => {
+            report.failed.push(format!("the layer or the workspace: {e}"));
+            return;
+        }
+    };
+    let mut w = Walker {
+        door,
+        ws_root: ws,
+        report,
+    };
+    w.folder(&up, Path::new(""));
+}
+
+struct Walker<'a> {
+    door: &'a mut Door,
+    ws_root: Dir,
+    report: &'a mut Report,
+}
+
+impl Walker<'_> {
+    /// Every entry of the upper folder `up` (at `rel`), folders after their own verdict.
+    fn folder(&mut self, up: &Dir, rel: &Path) {
+        let Ok(mut names) = up.names() else {
+            return;
+        };
+        names.sort();
+        for name in names {
+            if name.as_bytes().starts_with(TEMP.as_bytes()) && rel.as_os_str().is_empty() {
+                continue;
+            }
+            let Ok(st) = up.lstat(&name) else { continue };
+            let rel = rel.join(&name);
+            let fp = Fp::of(&st);
+            let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+            let unchanged = self.door.seen.get(&rel).is_some_and(|s| s.upper == fp);
+            let go_in = if unchanged {
+                // A folder's own stat does not change when a file inside is rewritten.
+                is_dir && !self.held_here(&rel)
+            } else {
+                self.one(up, &name, &st, &rel, fp)
+            };
+            if go_in && let Ok(sub) = up.beneath(Path::new(&name)) {
+                self.folder(&sub, &rel);
+            }
+        }
+    }
+
+    /// Whether `rel` was held back whole (a new repository): its content is not walked.
+    fn held_here(&self, rel: &Path) -> bool {
+        self.door.seen.get(rel).is_some_and(|s| s.whole)
+    }
+
+    /// Judges and handles one changed entry; true when it is a folder to walk into.
+    fn one(&mut self, up: &Dir, name: &OsStr, st: &libc::stat, rel: &Path, fp: Fp) -> bool {
+        if self.held_here(rel) {
+            // A new repository held back before: said once; its kept copy is refreshed when
+            // the jail ends ([`super::Door::finish`]).
+            if let Some(s) = self.door.seen.get_mut(rel) {
+                s.upper = fp;
+            }
+            return false;
+        }
+        let entry = entry_of(up, name, st);
+        let change = Change {
+            rel: rel.to_path_buf(),
+            entry,
+        };
+        let (parent, ws_st) = self.ws_at(rel);
+        if let (Entry::Dir { mode, opaque: false }, Some(ws)) = (&change.entry, &ws_st)
+            && kind_of(ws) == Kind::Dir
+            && ws.st_mode & 0o7777 == *mode
+        {
+            // A folder the workspace has already, copied up because something beneath it
+            // changed: not a change itself; what is beneath is judged.
+            self.door.seen.insert(
+                rel.to_path_buf(),
+                Seen {
+                    upper: fp,
+                    ws: Some(Fp::of(ws)),
+                    whole: false,
+                },
+            );
+            return true;
+        }
+        let now = self.now_for(&change, ws_st.as_ref());
+        let verdict = match &parent {
+            Some(_) => rules::judge(&change, &now),
+            // Held back itself, or a link or a file on the way in the workspace: nothing is
+            // written through it.
+            None => Verdict::Hold(Reason::NoFolder),
+        };
+        match verdict {
+            Verdict::Apply { listed } => {
+                let Some(parent) = parent else { return false };
+                match apply(up, &parent, name, &change.entry, ws_st.as_ref()) {
+                    Ok(()) => {
+                        let ws = parent.lstat(name).ok().map(|s| Fp::of(&s));
+                        let whole = false;
+                        self.door
+                            .seen
+                            .insert(rel.to_path_buf(), Seen { upper: fp, ws, whole });
+                        if !matches!(change.entry, Entry::Dir { .. }) || ws_st.is_none() {
+                            self.report.applied += 1;
+                        }
+                        if listed {
+                            self.report.listed.push(rel.to_path_buf());
+                        }
+                        matches!(change.entry, Entry::Dir { .. })
+                    }
+                    Err(e) => {
+                        self.report
+                            .failed
+                            .push(format!("{}: {e}", rel.display()));
+                        false
+                    }
+                }
+            }
+            Verdict::Hold(reason) => {
+                let keep = matches!(reason, Reason::NewRepository | Reason::PersonChanged);
+                let kept = if keep { self.keep(up, name, rel, &reason) } else { None };
+                let ws = ws_st.as_ref().map(Fp::of);
+                let whole = reason == Reason::NewRepository;
+                let ws = if whole { None } else { ws };
+                self.door
+                    .seen
+                    .insert(rel.to_path_buf(), Seen { upper: fp, ws, whole });
+                if reason == Reason::PersonChanged
+                    && let (Some(parent), Some(_)) = (&parent, &kept)
+                {
+                    // The jail sees the person's version from now on (written into the layer's
+                    // own file, in place, so overlayfs serves the new bytes).
+                    let _ = refresh_upper(up, name, parent);
+                    if let Ok(s) = up.lstat(name) {
+                        let ws = parent.lstat(name).ok().map(|s| Fp::of(&s));
+                        let seen = Seen {
+                            upper: Fp::of(&s),
+                            ws,
+                            whole: false,
+                        };
+                        self.door.seen.insert(rel.to_path_buf(), seen);
+                    }
+                }
+                self.report.held.push(Held {
+                    n: kept.as_ref().map_or(0, |(n, _)| *n),
+                    path: rel.to_path_buf(),
+                    reason: reason.to_string(),
+                    kept: kept.map(|(_, p)| p),
+                });
+                false
+            }
+        }
+    }
+
+    /// The workspace folder holding `rel` (None: a link or a file on the way) and what is at
+    /// `rel` there now.
+    fn ws_at(&self, rel: &Path) -> (Option<Dir>, Option<libc::stat>) {
+        let parent = rel.parent().unwrap_or(Path::new(""));
+        let Ok(dir) = self.ws_root.beneath(parent) else {
+            return (None, None);
+        };
+        let name = rel.file_name().unwrap_or_default();
+        let st = dir.lstat(name).ok();
+        (Some(dir), st)
+    }
+
+    fn now_for(&self, c: &Change, ws: Option<&libc::stat>) -> Now {
+        let kind = ws.map(kind_of);
+        let person_changed = match (self.door.seen.get(&c.rel).and_then(|s| s.ws), ws) {
+            (Some(was), Some(st)) => was != Fp::of(st),
+            (None, Some(st)) => time_of(st.st_ctime, st.st_ctime_nsec) > self.door.last_look,
+            (_, None) => false,
+        };
+        let root = &self.door.root;
+        let upper = &self.door.upper;
+        let is_repo = |p: &Path| looks_like_repo(&root.join(p)) || looks_like_repo(&upper.join(p));
+        let link_inside = match &c.entry {
+            Entry::Link(t) => rules::lexical_target(root, &c.rel, t).is_some_and(|to| {
+                rules::git_place(&to.join("x"), &is_repo).is_none()
+                    && to.components().all(|c| c.as_os_str() != ".git")
+                    && resolves_inside(root, &to)
+            }),
+            _ => false,
+        };
+        Now {
+            kind,
+            person_changed,
+            git: rules::git_place(&c.rel, &is_repo),
+            link_inside,
+            listed: rules::runs_on_its_own(&c.rel, &self.door.named),
+            tern_state: self.door.state.as_ref().is_some_and(|s| c.rel.starts_with(s)),
+        }
+    }
+
+    /// Copies the layer's entry aside into `held/N/<rel>` and records it in `held.jsonl`.
+    fn keep(&mut self, up: &Dir, name: &OsStr, rel: &Path, reason: &Reason) -> Option<(u32, PathBuf)> {
+        let n = self.door.kept + 1;
+        let dest = self.door.session.join(HELD_DIR).join(n.to_string()).join(rel);
+        if let Some(p) = dest.parent() {
+            std::fs::create_dir_all(p).ok()?;
+        }
+        copy_out(up, name, &dest).ok()?;
+        let h = Held {
+            n,
+            path: rel.to_path_buf(),
+            reason: reason.to_string(),
+            kept: Some(dest.clone()),
+        };
+        let line = serde_json::to_string(&h).ok()?;
+        crate::store::fsutil::append_line(&self.door.session.join(HELD_LOG), &line).ok()?;
+        self.door.kept = n;
+        if *reason == Reason::NewRepository {
+            self.door.repos.push((rel.to_path_buf(), dest.clone()));
+        }
+        Some((n, dest))
+    }
+}
+
+/// What the layer holds at `name` (never followed).
+fn entry_of(up: &Dir, name: &OsStr, st: &libc::stat) -> Entry {
+    let mode = st.st_mode & 0o7777;
+    match st.st_mode & libc::S_IFMT {
+        libc::S_IFREG => Entry::File { mode },
+        libc::S_IFDIR => Entry::Dir {
+            mode,
+            opaque: up
+                .beneath(Path::new(name))
+                .ok()
+                .and_then(|d| d.xattr(OPAQUE))
+                .is_some_and(|v| v == b"y"),
+        },
+        libc::S_IFLNK => up
+            .read_link(name)
+            .map_or(Entry::Special(Special::Device), Entry::Link),
+        libc::S_IFCHR if st.st_rdev == 0 => Entry::Whiteout,
+        libc::S_IFIFO => Entry::Special(Special::Fifo),
+        libc::S_IFSOCK => Entry::Special(Special::Socket),
+        _ => Entry::Special(Special::Device),
+    }
+}
+
+fn kind_of(st: &libc::stat) -> Kind {
+    match st.st_mode & libc::S_IFMT {
+        libc::S_IFREG => Kind::File,
+        libc::S_IFDIR => Kind::Dir,
+        libc::S_IFLNK => Kind::Link,
+        _ => Kind::Other,
+    }
+}
+
+fn time_of(secs: i64, nanos: i64) -> SystemTime {
+    let d = Duration::new(
+        u64::try_from(secs).unwrap_or(0),
+        u32::try_from(nanos).unwrap_or(0).min(999_999_999),
+    );
+    UNIX_EPOCH + d
+}
+
+/// A folder that holds a repository by its content (`HEAD`, `objects/`, `refs/`): git would
+/// take it for one (a bare repository, a `gitdir:` target).
+fn looks_like_repo(p: &Path) -> bool {
+    let is = |n: &str, dir: bool| std::fs::symlink_metadata(p.join(n)).is_ok_and(|m| m.is_dir() == dir);
+    is("HEAD", false) && is("objects", true) && is("refs", true)
+}
+
+/// Whether the workspace path `to` (relative), as far as it exists, resolves inside `root`
+/// (a link already in the workspace could lead elsewhere).
+fn resolves_inside(root: &Path, to: &Path) -> bool {
+    let Ok(root) = std::fs::canonicalize(root) else {
+        return false;
+    };
+    let mut p = root.join(to);
+    loop {
+        if let Ok(c) = std::fs::canonicalize(&p) {
+            return c.starts_with(&root);
+        }
+        if !p.pop() {
+            return false;
+        }
+    }
+}
+
+/// Does what an applied change says in the workspace folder `ws` at `name`.
+fn apply(up: &Dir, ws: &Dir, name: &OsStr, entry: &Entry, now: Option<&libc::stat>) -> io::Result<()> {
+    let now_kind = now.map(kind_of);
+    match entry {
+        Entry::Whiteout => ws.remove_all(name),
+        Entry::Dir { mode, opaque } => {
+            if now_kind.is_some_and(|k| k != Kind::Dir) {
+                ws.remove_all(name)?;
+            }
+            ws.make_dir(name, 0o700)?;
+            ws.set_mode(name, *mode)?;
+            if *opaque && now_kind == Some(Kind::Dir) {
+                // Replaced whole: what the workspace has beneath and the layer does not goes.
+                let (u, w) = (up.beneath(Path::new(name))?, ws.beneath(Path::new(name))?);
+                let keep: Vec<OsString> = u.names()?;
+                for n in w.names()? {
+                    if !keep.contains(&n) {
+                        w.remove_all(&n)?;
+                    }
+                }
+            }
+            Ok(())
+        }
+        Entry::File { mode } => {
+            if now_kind == Some(Kind::Dir) {
+                ws.remove_all(name)?;
+            }
+            let mut src = up.open_file(name, libc::O_RDONLY, 0)?;
+            if !src.metadata()?.is_file() {
+                return Err(io::Error::other("not a plain file"));
+            }
+            put(ws, name, &mut src, *mode)
+        }
+        Entry::Link(target) => {
+            if now_kind == Some(Kind::Dir) {
+                ws.remove_all(name)?;
+            }
+            let tmp = OsString::from(format!("{TEMP}{}", std::process::id()));
+            let _ = ws.remove_file(&tmp);
+            ws.symlink(target, &tmp)?;
+            ws.rename(&tmp, ws, name)
+        }
+        Entry::Special(_) => Err(io::Error::other("never applied")),
+    }
+}
+
+/// Writes `src` as `name` in `ws` with `mode`: a new file there, then a rename over the name
+/// (a link at the name is replaced, never followed).
+fn put(ws: &Dir, name: &OsStr, src: &mut impl Read, mode: u32) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let (mut tmp, tmp_name) = ws.create_unique_mode(TEMP, "", 0o600)?;
+    let done = (|| {
+        io::copy(src, &mut tmp)?;
+        tmp.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        tmp.flush()?;
+        ws.rename(&tmp_name, ws, name)
+    })();
+    if done.is_err() {
+        let _ = ws.remove_file(&tmp_name);
+    }
+    done
+}
+
+/// Rewrites the layer's file `name` in place with the workspace's bytes (same inode, so the
+/// jail's open view follows).
+fn refresh_upper(up: &Dir, name: &OsStr, ws: &Dir) -> io::Result<()> {
+    let mut src = ws.open_file(name, libc::O_RDONLY, 0)?;
+    if !src.metadata()?.is_file() {
+        return Ok(());
+    }
+    let mut dst = up.open_file(name, libc::O_WRONLY | libc::O_TRUNC, 0)?;
+    io::copy(&mut src, &mut dst)?;
+    Ok(())
+}
+
+/// Copies the layer's entry `name` (a file, a link as a link, a folder whole) to `dest`.
+fn copy_out(up: &Dir, name: &OsStr, dest: &Path) -> io::Result<()> {
+    let st = up.lstat(name)?;
+    match st.st_mode & libc::S_IFMT {
+        libc::S_IFDIR => {
+            std::fs::create_dir_all(dest)?;
+            let sub = up.beneath(Path::new(name))?;
+            for n in sub.names()? {
+                copy_out(&sub, &n, &dest.join(&n))?;
+            }
+            Ok(())
+        }
+        libc::S_IFREG => {
+            let mut src = up.open_file(name, libc::O_RDONLY, 0)?;
+            let mut out = std::fs::File::create(dest)?;
+            io::copy(&mut src, &mut out).map(|_| ())
+        }
+        libc::S_IFLNK => std::os::unix::fs::symlink(up.read_link(name)?, dest),
+        _ => Ok(()),
+    }
+}
+
+/// Copies kept-aside content at `kept` to `dest` (files, folders, links as links), for
+/// `tern held take`.
+pub(super) fn take(kept: &Path, dest: &Path) -> io::Result<()> {
+    let parent = kept.parent().ok_or_else(|| io::Error::other("no parent"))?;
+    let name = kept.file_name().ok_or_else(|| io::Error::other("no name"))?;
+    let up = Dir::hold(parent)?;
+    if let Some(p) = dest.parent() {
+        std::fs::create_dir_all(p)?;
+    }
+    if std::fs::symlink_metadata(dest).is_ok_and(|m| m.is_dir()) {
+        std::fs::remove_dir_all(dest)?;
+    } else if std::fs::symlink_metadata(dest).is_ok() {
+        std::fs::remove_file(dest)?;
+    }
+    copy_out(&up, name, dest)
+}
+
+/// Copies the layer's `rel` (a new repository) over its kept copy `dest` again (reached from
+/// the layer's root without following a link).
+pub(super) fn refresh_kept(upper: &Path, rel: &Path, dest: &Path) -> io::Result<()> {
+    let parent = rel.parent().unwrap_or(Path::new(""));
+    let name = rel.file_name().ok_or_else(|| io::Error::other("no name"))?;
+    let up = Dir::hold(upper)?.beneath(parent)?;
+    if dest.exists() {
+        std::fs::remove_dir_all(dest)?;
+    }
+    copy_out(&up, name, dest)
+}
+
+/// The highest `n` in a `held.jsonl` (0: none).
+pub(super) fn last_kept(log: &Path) -> u32 {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Held>(l).ok())
+        .map(|h| h.n)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Bytes and entries under `upper` (links not followed).
+pub(super) fn size(upper: &Path) -> (u64, u64) {
+    fn walk(d: &Dir, acc: &mut (u64, u64)) {
+        for n in d.names().unwrap_or_default() {
+            let Ok(st) = d.lstat(&n) else { continue };
+            acc.1 += 1;
+            acc.0 += u64::try_from(st.st_blocks).unwrap_or(0) * 512;
+            if st.st_mode & libc::S_IFMT == libc::S_IFDIR
+                && let Ok(sub) = d.beneath(Path::new(&n))
+            {
+                walk(&sub, acc);
+            }
+        }
+    }
+    let mut acc = (0, 0);
+    if let Ok(d) = Dir::hold(upper) {
+        walk(&d, &mut acc);
+    }
+    acc
+}
+
+/// Workspace paths (relative) the repository's git config names as programs or hook folders
+/// (`core.hooksPath`, `core.fsmonitor`, filters, textconv, …): listed when changed.
+pub(super) fn named_by_git_config(root: &Path) -> Vec<PathBuf> {
+    const KEYS: [&str; 9] = [
+        "hookspath", "fsmonitor", "textconv", "clean", "smudge", "process", "sshcommand",
+        "editor", "askpass",
+    ];
+    let text = std::fs::read_to_string(root.join(".git/config")).unwrap_or_default();
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let Some((k, v)) = line.split_once('=') else { continue };
+        if !KEYS.contains(&k.trim().to_ascii_lowercase().as_str()) {
+            continue;
+        }
+        let v = v.trim().trim_matches('"');
+        let first = v.split_whitespace().next().unwrap_or("");
+        let p = Path::new(first);
+        let rel = if p.is_absolute() {
+            p.strip_prefix(root).ok().map(Path::to_path_buf)
+        } else {
+            rules::lexical_target(root, Path::new("x"), p)
+        };
+        if let Some(r) = rel.filter(|r| !r.as_os_str().is_empty()) {
+            out.push(r);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn git_config_names_programs_and_hook_folders_in_the_workspace() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join(".git")).unwrap();
+        let root = d.path();
+        std::fs::write(
+            root.join(".git/config"),
+            format!(
+                "[core]\n\thooksPath = .githooks2\n\tfsmonitor = \"tools/mon.sh\"\n[diff \"x\"]\n\ttextconv = {}/bin/conv --flag\n\teditor = vim\n",
+                root.display()
+            ),
+        )
+        .unwrap();
+        let got = named_by_git_config(root);
+        assert_eq!(
+            got,
+            vec![PathBuf::from(".githooks2"), "tools/mon.sh".into(), "bin/conv".into(), "vim".into()]
+        );
+    }
+}
