@@ -540,6 +540,62 @@ fn fit(line: &str, cols: usize) -> &str {
     line
 }
 
+/// `tern held [take N]`: what the door kept aside in a session (DESIGN §10) — a new repository,
+/// the model's version of a file the person changed meanwhile — listed (`--json`: one object a
+/// line), or the change `n` applied to the workspace after the person has looked. Exit 0; 2 for
+/// an unknown session or change; 1 when the copy failed.
+pub fn held(l: &Launcher, t: &Target, take: Option<u32>) -> i32 {
+    let s = match session(l, t) {
+        Ok(s) => s,
+        Err(e) => {
+            crate::errln!("tern: {e}");
+            return e.exit_code();
+        }
+    };
+    if let Some(n) = take {
+        return match crate::sandbox::door::take(&s.dir, &l.state.workspace, n) {
+            Ok(p) => {
+                crate::outln!("applied kept-aside change {n}: {}", p.display());
+                0
+            }
+            Err(e) => {
+                crate::errln!("tern held take: {e}");
+                if e.starts_with("no kept-aside") || e.contains("was not kept") {
+                    2
+                } else {
+                    1
+                }
+            }
+        };
+    }
+    let held = crate::sandbox::door::held_in(&s.dir);
+    if t.json {
+        for h in &held {
+            crate::output::print_json_line(&serde_json::json!(h));
+        }
+        return 0;
+    }
+    if held.is_empty() {
+        crate::outln!("nothing kept aside in session {}", s.id);
+        return 0;
+    }
+    for h in &held {
+        crate::outln!(
+            "{:>3}  {}  ({})\n     kept at {}",
+            h.n,
+            h.path.display(),
+            h.reason,
+            h.kept
+                .as_ref()
+                .map_or(String::new(), |k| k.display().to_string())
+        );
+    }
+    crate::outln!(
+        "\nLook at one, then `tern held take N` copies it into the workspace (replacing what is there)."
+    );
+    0
+}
+
 #[cfg(test)]
 mod wrap_tests {
     use super::wrap_words;

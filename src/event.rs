@@ -9,6 +9,8 @@
 //! [`Event::examples`].
 
 use crate::message::is_zero;
+use std::path::PathBuf;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -592,13 +594,29 @@ pub enum Event {
     Door {
         /// Held back: path, reason and where it is kept.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        held: Vec<crate::sandbox::door::Held>,
+        held: Vec<Held>,
         /// Applied files a person's tool runs on its own (relative to the workspace).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         listed: Vec<String>,
     },
     /// The last event of `tern exec`, also on failure and Ctrl-C.
     Result(ResultFields),
+}
+
+/// One change the door held back (DESIGN §10), for the model's result, the `door` event and
+/// `tern held` (a line of `held.jsonl` when kept aside).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Held {
+    /// The number `tern held take N` takes it by (0 when not kept aside).
+    #[serde(default)]
+    pub n: u32,
+    /// The path in the workspace, relative.
+    pub path: PathBuf,
+    /// Why, one clause ([`Reason`]'s words).
+    pub reason: String,
+    /// Where the model's version is kept (absolute), when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<PathBuf>,
 }
 
 /// What one hook run decided (Claude Code's exit codes and JSON fields).
@@ -928,7 +946,7 @@ impl Event {
                 error: Some(s("MCP server github: tools/call: no answer in 120 s")),
             },
             Event::Door {
-                held: vec![crate::sandbox::door::Held {
+                held: vec![Held {
                     n: 1,
                     path: "vendor/x/.git".into(),
                     reason: s("a new repository is kept aside"),

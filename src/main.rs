@@ -408,6 +408,14 @@ enum Cmd {
         #[command(flatten)]
         state: StateArgs,
     },
+    /// What the door kept aside instead of applying (a new repository, your concurrent
+    /// change's rival): list them, or `take N` to copy one into the workspace.
+    Held {
+        #[command(flatten)]
+        target: TargetArgs,
+        #[command(subcommand)]
+        take: Option<HeldCmd>,
+    },
     /// The sidebar: To-do ledger, goal, budget, plan state and cache figures.
     Status {
         #[command(flatten)]
@@ -571,6 +579,15 @@ struct TargetArgs {
     json: bool,
     #[command(flatten)]
     state: StateArgs,
+}
+
+#[derive(Subcommand)]
+enum HeldCmd {
+    /// Copy kept-aside change N into the workspace, replacing what is at its path.
+    Take {
+        /// Its number (`tern held` lists them).
+        n: u32,
+    },
 }
 
 #[derive(Subcommand)]
@@ -924,6 +941,7 @@ fn main() -> ExitCode {
         Some(
             Cmd::Stats { .. }
             | Cmd::Status { .. }
+            | Cmd::Held { .. }
             | Cmd::Steer { .. }
             | Cmd::Fleet { .. }
             | Cmd::Hooks { .. }
@@ -1063,6 +1081,10 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
             }
             SessionArgs::note_settings(&mut l.env, approval, sandbox);
             tern::cli::status(&l, &target.as_cli(), height.map(usize::from))
+        }),
+        Cmd::Held { target, take } => with_launcher(ctx, &target.state, |l| {
+            let n = take.map(|HeldCmd::Take { n }| n);
+            tern::cli::held(l, &target.as_cli(), n)
         }),
         Cmd::Watch { target, height } => with_launcher(ctx, &target.state, |l| {
             tern::cli::watch(l, &ctx.process, &target.as_cli(), height.map(usize::from))

@@ -103,6 +103,7 @@ fn calls_and_start() -> R<String> {
         shadows: None,
         read_only: &[],
         no_network: false,
+        layer: None,
     });
     let exe = Path::new(TERN);
     let mut starts = Vec::new();

@@ -165,9 +165,10 @@ impl Mapper {
                 None => Vec::new(),
             },
             Event::Warning { message } => chunk(&notice("warning", message)),
-            Event::Door { held, listed } => {
-                chunk(&notice("door", &crate::sandbox::door::describe(held, listed)))
-            }
+            Event::Door { held, listed } => chunk(&notice(
+                "door",
+                &crate::sandbox::door::describe(held, listed),
+            )),
             Event::Boundary {
                 kind: BoundaryKind::ModelSwitch,
                 to: Some(to),

@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{NotRun, Rules};
-use crate::sandbox::jail::mounts::LAYER_STEP;
 use crate::policy::Mode;
 use crate::procs::ProcessGroups;
 use crate::sandbox::door::{Door, Report};
+use crate::sandbox::jail::mounts::LAYER_STEP;
 use crate::sandbox::jail::{Jail, JailError, JailPaths, JailSlot, JailSpec};
 use crate::store::{Session, files};
 
@@ -35,6 +35,10 @@ struct LayerRoom {
     refused: Option<String>,
     /// One-time notices not yet said.
     unsaid: Vec<String>,
+    /// A turn ended: the next command may start the jail anew (fresh overlayfs lookups).
+    refresh: bool,
+    /// The next jail mounts the running layer again (its door and what it holds go on).
+    reuse: bool,
 }
 
 impl Keeper {
@@ -61,14 +65,26 @@ impl Keeper {
                 j.spec().writable.iter().any(|w| w == t)
                     || std::fs::canonicalize(t).is_ok_and(|t| j.spec().writable.contains(&t))
             });
-            if same_tmp && j.is_alive() {
+            // At a turn's first command, a jail with a layer and nothing running is started
+            // anew over the same layer: overlayfs keeps what it looked up, so a file the
+            // person replaced (an editor's save) between turns would show stale in the jail.
+            let refresh = std::mem::take(&mut self.layer.refresh)
+                && self.layer.door.is_some()
+                && Arc::strong_count(j) == 1
+                && j.idle();
+            if same_tmp && j.is_alive() && !refresh {
                 return Ok(Some(j.clone()));
+            }
+            if refresh && same_tmp {
+                self.layer.reuse = true;
             }
             // What the old jail's git wrote since the last command goes back before its
             // shadows go; what its commands wrote goes through the door before its layer goes.
             j.sync_git();
             self.slot = JailSlot::Unstarted;
-            self.finish_layer();
+            if !self.layer.reuse {
+                self.finish_layer();
+            }
         }
         if let JailSlot::Refused(why) = &self.slot {
             return Err(NotRun::Refused(why.clone()));
@@ -83,7 +99,13 @@ impl Keeper {
             .filter(|x| !x.is_empty())
             .map(|x| PathBuf::from(x).join("tern"))
             .or_else(|| home.as_ref().map(|h| h.join(".config/tern")));
-        let layer_dirs = self.layer.next(rules, session);
+        let layer_dirs = if std::mem::take(&mut self.layer.reuse) {
+            // The old jail (and its mount) is gone first.
+            self.slot = JailSlot::Unstarted;
+            self.layer.dirs.dir.clone()
+        } else {
+            self.layer.next(rules, session)
+        };
         let layer = layer_dirs
             .as_ref()
             .map(|d| (d.join("upper"), d.join("work")));
@@ -121,7 +143,7 @@ impl Keeper {
         };
         match started {
             Ok((j, spec)) => {
-                if let Some(l) = &spec.layer {
+                if let Some(l) = spec.layer.as_ref().filter(|_| self.layer.door.is_none()) {
                     self.layer.door = Some(Door::new(
                         &l.at,
                         &l.upper,
@@ -178,8 +200,10 @@ impl Keeper {
         Some(r)
     }
 
-    /// The listed files the door applied since the turn began (each once).
+    /// The listed files the door applied since the turn began (each once). A turn ends here:
+    /// the next command may refresh the jail's view.
     pub(super) fn take_listed(&mut self) -> Vec<PathBuf> {
+        self.layer.refresh = true;
         self.layer
             .door
             .as_mut()
@@ -244,7 +268,15 @@ impl LayerRoom {
         }
         self.dirs.remove();
         self.dirs.started += 1;
-        let base = layer_base().or_else(|| Some(session.state_root()?.join("layers")))?;
+        // The state folder first: on the workspace's file system (what a command writes is
+        // counted where the door will write it), swept with tern's other folders, and hidden
+        // in the jail (the state folder is read-only there, and overlayfs refuses to show a
+        // layer through itself).
+        let base = session
+            .state_root()
+            .map(|r| r.join("layers"))
+            .filter(|b| crate::store::fsutil::ensure_dir(b).is_ok())
+            .or_else(layer_base)?;
         sweep(&base);
         let d = base.join(folder_name(std::process::id(), self.dirs.started));
         for sub in ["upper", "work"] {
@@ -255,16 +287,18 @@ impl LayerRoom {
     }
 }
 
-/// Where layers live: a folder of the person's own on a disk file system (what `npm install`
-/// writes can be large), outside every workspace and hidden in the jail (the home folder and
-/// `/var/tmp` are covered there): `$XDG_STATE_HOME/tern/layers`, else
+/// Where layers live when the session has no state folder: a folder of the person's own on a
+/// disk file system (what `npm install` writes can be large), hidden in the jail (the home
+/// folder and `/var/tmp` are covered there): `$XDG_STATE_HOME/tern/layers`, else
 /// `~/.local/state/tern/layers`, else `/var/tmp/tern-layers-<uid>`; made mode 0700, and one
 /// that exists must be this user's alone.
 fn layer_base() -> Option<PathBuf> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     // SAFETY: getuid(2) cannot fail.
     let uid = unsafe { libc::getuid() };
-    let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
     let candidates = [
         std::env::var_os("XDG_STATE_HOME")
             .filter(|d| !d.is_empty())
@@ -274,7 +308,10 @@ fn layer_base() -> Option<PathBuf> {
     ];
     candidates.into_iter().flatten().find(|d| {
         if let Some(p) = d.parent() {
-            let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(p);
+            let _ = std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(p);
         }
         let _ = std::fs::DirBuilder::new().mode(0o700).create(d);
         std::fs::symlink_metadata(d)

@@ -158,7 +158,7 @@ pub enum Ran {
         /// What tern refused or undid of it.
         verdict: Option<Verdict>,
         /// What the door applied and held back of it (with a layer; DESIGN §10).
-        door: Option<crate::sandbox::door::Report>,
+        door: Option<Box<crate::sandbox::door::Report>>,
     },
 }
 
@@ -317,7 +317,7 @@ impl Commands {
             }
         };
         // Through the door: what the command wrote in its layer reaches the workspace now.
-        let door = self.jail.pass();
+        let door = self.jail.pass().map(Box::new);
         Ran::Done { out, verdict, door }
     }
 

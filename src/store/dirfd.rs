@@ -447,7 +447,7 @@ impl Dir {
 
     /// The names of this folder's entries (without `.` and `..`), unsorted, nothing followed.
     pub fn names(&self) -> io::Result<Vec<OsString>> {
-        Ok(self.entries_raw()?)
+        self.entries_raw()
     }
 
     /// fsyncs the folder so a rename or a new entry in it is durable; errors are ignored (some

@@ -510,15 +510,18 @@ fn a_submodules_git_dir_cannot_be_planted() {
     );
 }
 
-/// A nested repository near the top of the workspace is shadowed too; a repository a command
-/// creates is the model's work (README), and `core.hooksPath` in the workspace is read-only.
+/// A nested repository at any depth keeps its config and hooks (the door holds them back); a
+/// `core.hooksPath` in the workspace is the model's work by the door's rules (DESIGN §10):
+/// applied, and named to the person as a file their tools run on their own (in the result and
+/// a `door` event at the end of the turn).
 #[test]
 fn a_nested_repository_and_a_hooks_path_hold() {
     let ws = Ws::new();
     git(ws.path(), &["init", "-q"]);
     std::fs::create_dir_all(ws.path().join(".githooks")).unwrap();
     git(ws.path(), &["config", "core.hooksPath", ".githooks"]);
-    let nested = ws.path().join("libs/x");
+    // Deeper than any bounded walk, under a folder a walk would skip.
+    let nested = ws.path().join("node_modules/a/b/c/libs/x");
     std::fs::create_dir_all(&nested).unwrap();
     git(&nested, &["init", "-q"]);
     let config = std::fs::read(nested.join(".git/config")).unwrap();
@@ -528,22 +531,29 @@ fn a_nested_repository_and_a_hooks_path_hold() {
         &[],
         |_| {},
         &[
-            &format!("cd libs/x && {}", plant(".git", &marker)),
-            &format!(
-                "printf '#!/bin/sh\\ntouch {}\\n' > .githooks/post-checkout; echo hook=$?",
-                marker.display()
-            ),
+            &format!("cd node_modules/a/b/c/libs/x && {}", plant(".git", &marker)),
+            "printf '#!/bin/sh\\necho model-hook\\n' > .githooks/post-checkout; echo hook=$?",
         ],
     );
     assert!(outs[0].contains("planted"), "{outs:?}");
     assert_eq!(std::fs::read(nested.join(".git/config")).unwrap(), config);
+    assert!(!nested.join(".git/hooks/post-checkout").exists());
+    assert!(!nested.join(".git/commondir").exists());
+    git(&nested, &["status"]);
+    assert!(!marker.exists(), "the person's git ran a planted command");
     assert!(
-        !ws.path().join(".githooks/post-checkout").exists(),
+        ws.path().join(".githooks/post-checkout").exists(),
         "{outs:?}"
     );
-    git(&nested, &["status"]);
-    git(ws.path(), &["checkout", "-q", "-b", "y"]);
-    assert!(!marker.exists());
+    assert!(outs[1].contains(".githooks/post-checkout"), "{outs:?}");
+    let events = jsonl(&ws.current_dir().join("events.jsonl"));
+    assert!(
+        events.iter().any(|e| e["type"] == "door"
+            && e["listed"]
+                .as_array()
+                .is_some_and(|l| l.iter().any(|p| p == ".githooks/post-checkout"))),
+        "named at the end of the turn"
+    );
 }
 
 /// A project's hooks file and the script its hook names, trusted with `tern hooks trust`.

@@ -179,7 +179,9 @@ fn git_hooks_and_config_cannot_be_planted_but_commits_work() {
     let outs = run_cmds(
         &ws,
         &[],
-        &["echo hi > a.txt && git add a.txt && git -c user.name=t -c user.email=t@t commit -qm first && git log --oneline | wc -l"],
+        &[
+            "echo hi > a.txt && git add a.txt && git -c user.name=t -c user.email=t@t commit -qm first && git log --oneline | wc -l",
+        ],
     );
     assert!(outs[0].starts_with('1'), "commit failed: {outs:?}");
     let log = git(&["log", "--format=%s"]);
@@ -777,7 +779,10 @@ fn a_submodule_added_by_a_command_is_named() {
         &[],
         &[
             "echo first",
-            &format!("git init -q sub && cd sub && git config core.fsmonitor 'touch {}; false' && echo x > f && git add f && git -c user.email=a@b -c user.name=a commit -qm s && cd .. && git add sub && echo added", marker.display()),
+            &format!(
+                "git init -q sub && cd sub && git config core.fsmonitor 'touch {}; false' && echo x > f && git add f && git -c user.email=a@b -c user.name=a commit -qm s && cd .. && git add sub && echo added",
+                marker.display()
+            ),
         ],
     );
     assert!(!outs[0].contains("sub"), "{outs:?}");

@@ -26,11 +26,10 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use serde::{Deserialize, Serialize};
-
 pub mod rules;
 mod walk;
 
+pub use crate::event::Held;
 pub use rules::{Reason, Verdict};
 
 /// The session folder's record of what the door kept aside, one JSON line each (DESIGN §3).
@@ -71,21 +70,6 @@ struct Seen {
     whole: bool,
 }
 
-/// One change held back, for the model's result, the person's events and `tern held`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Held {
-    /// The number `tern held take N` takes it by (0 when not kept aside).
-    #[serde(default)]
-    pub n: u32,
-    /// The path in the workspace, relative.
-    pub path: PathBuf,
-    /// Why, one clause ([`Reason`]'s words).
-    pub reason: String,
-    /// Where the model's version is kept (absolute), when it is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kept: Option<PathBuf>,
-}
-
 /// What one pass did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Report {
@@ -106,7 +90,10 @@ pub struct Report {
 impl Report {
     /// Nothing worth saying.
     pub fn is_quiet(&self) -> bool {
-        self.held.is_empty() && self.listed.is_empty() && self.failed.is_empty() && self.said.is_empty()
+        self.held.is_empty()
+            && self.listed.is_empty()
+            && self.failed.is_empty()
+            && self.said.is_empty()
     }
 }
 
@@ -122,7 +109,12 @@ impl fmt::Display for Report {
         };
         for h in &self.held {
             sep(f)?;
-            write!(f, "Not applied to the workspace: {}: {}", h.path.display(), h.reason)?;
+            write!(
+                f,
+                "Not applied to the workspace: {}: {}",
+                h.path.display(),
+                h.reason
+            )?;
             if let Some(k) = &h.kept {
                 write!(f, " (kept at {})", k.display())?;
             }
@@ -285,7 +277,9 @@ pub fn take(session_dir: &Path, root: &Path, n: u32) -> Result<PathBuf, String> 
     let h = held_in(session_dir)
         .into_iter()
         .find(|h| h.n == n && n > 0)
-        .ok_or_else(|| format!("no kept-aside change {n} in this session (tern held lists them)"))?;
+        .ok_or_else(|| {
+            format!("no kept-aside change {n} in this session (tern held lists them)")
+        })?;
     let kept = h
         .kept
         .ok_or_else(|| format!("change {n} was not kept aside"))?;

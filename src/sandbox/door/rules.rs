@@ -206,9 +206,9 @@ pub fn git_place(rel: &Path, is_git_dir: &dyn Fn(&Path) -> bool) -> Option<GitPl
             _ => None,
         })
         .collect();
-    let deepest = (1..comps.len()).rev().find(|&k| {
-        comps[k - 1] == ".git" || is_git_dir(&comps[..k].iter().collect::<PathBuf>())
-    });
+    let deepest = (1..comps.len())
+        .rev()
+        .find(|&k| comps[k - 1] == ".git" || is_git_dir(&comps[..k].iter().collect::<PathBuf>()));
     // The repository's own folder: named `.git`, or holding one by its content (a bare
     // repository made in the workspace is a new repository like a `.git`).
     if comps.last() == Some(&OsStr::new(".git")) || (!comps.is_empty() && is_git_dir(rel)) {
@@ -373,10 +373,6 @@ mod tests {
                 opaque: false,
             },
         };
-        let existing = |mut n: Now, k| {
-            n.kind = Some(k);
-            n
-        };
         let cases: Vec<(Change, Now, Verdict)> = vec![
             (file("src/a.rs"), now_for("src/a.rs"), apply.clone()),
             (dir("src"), now_for("src"), apply.clone()),
@@ -410,6 +406,28 @@ mod tests {
                 },
                 apply.clone(),
             ),
+        ];
+        for (c, now, want) in cases {
+            assert_eq!(judge(&c, &now), want, "{c:?} {now:?}");
+        }
+    }
+
+    #[test]
+    fn the_git_rules_as_data() {
+        use Verdict::{Apply, Hold};
+        let apply = Apply { listed: false };
+        let dir = |rel: &str| Change {
+            rel: rel.into(),
+            entry: Entry::Dir {
+                mode: 0o755,
+                opaque: false,
+            },
+        };
+        let existing = |mut n: Now, k| {
+            n.kind = Some(k);
+            n
+        };
+        let cases: Vec<(Change, Now, Verdict)> = vec![
             // git: a new repository anywhere is kept aside; an existing one's folder passes.
             (dir(".git"), now_for(".git"), Hold(Reason::NewRepository)),
             (
@@ -463,6 +481,20 @@ mod tests {
                 },
                 Hold(Reason::GitLink),
             ),
+        ];
+        for (c, now, want) in cases {
+            assert_eq!(judge(&c, &now), want, "{c:?} {now:?}");
+        }
+    }
+
+    #[test]
+    fn the_persons_change_tern_and_listed_files_as_data() {
+        use Verdict::{Apply, Hold};
+        let existing = |mut n: Now, k| {
+            n.kind = Some(k);
+            n
+        };
+        let cases: Vec<(Change, Now, Verdict)> = vec![
             // The person's concurrent change wins over a file, a link or a removal.
             (
                 file("src/a.rs"),
@@ -538,7 +570,12 @@ mod tests {
         ] {
             assert!(runs_on_its_own(Path::new(rel), &named), "{rel}");
         }
-        for rel in ["src/main.rs", "README.md", "scripts/other.sh", "x/.cargo/config.toml"] {
+        for rel in [
+            "src/main.rs",
+            "README.md",
+            "scripts/other.sh",
+            "x/.cargo/config.toml",
+        ] {
             assert!(!runs_on_its_own(Path::new(rel), &named), "{rel}");
         }
     }

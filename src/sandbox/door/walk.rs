@@ -23,7 +23,9 @@ pub(super) fn pass(door: &mut Door, report: &mut Report) {
     let (up, ws) = match (Dir::hold(&door.upper), Dir::hold(&door.root)) {
         (Ok(u), Ok(w)) => (u, w),
         (Err(e), _) | (_, Err(e)) => {
-            report.failed.push(format!("the layer or the workspace: {e}"));
+            report
+                .failed
+                .push(format!("the layer or the workspace: {e}"));
             return;
         }
     };
@@ -90,7 +92,13 @@ impl Walker<'_> {
             entry,
         };
         let (parent, ws_st) = self.ws_at(rel);
-        if let (Entry::Dir { mode, opaque: false }, Some(ws)) = (&change.entry, &ws_st)
+        if let (
+            Entry::Dir {
+                mode,
+                opaque: false,
+            },
+            Some(ws),
+        ) = (&change.entry, &ws_st)
             && kind_of(ws) == Kind::Dir
             && ws.st_mode & 0o7777 == *mode
         {
@@ -114,65 +122,96 @@ impl Walker<'_> {
             None => Verdict::Hold(Reason::NoFolder),
         };
         match verdict {
-            Verdict::Apply { listed } => {
-                let Some(parent) = parent else { return false };
-                match apply(up, &parent, name, &change.entry, ws_st.as_ref()) {
-                    Ok(()) => {
-                        let ws = parent.lstat(name).ok().map(|s| Fp::of(&s));
-                        let whole = false;
-                        self.door
-                            .seen
-                            .insert(rel.to_path_buf(), Seen { upper: fp, ws, whole });
-                        if !matches!(change.entry, Entry::Dir { .. }) || ws_st.is_none() {
-                            self.report.applied += 1;
-                        }
-                        if listed {
-                            self.report.listed.push(rel.to_path_buf());
-                        }
-                        matches!(change.entry, Entry::Dir { .. })
-                    }
-                    Err(e) => {
-                        self.report
-                            .failed
-                            .push(format!("{}: {e}", rel.display()));
-                        false
-                    }
-                }
-            }
+            Verdict::Apply { listed } => match parent {
+                Some(parent) => self.apply_one(up, &parent, &change, ws_st.as_ref(), fp, listed),
+                None => false,
+            },
             Verdict::Hold(reason) => {
-                let keep = matches!(reason, Reason::NewRepository | Reason::PersonChanged);
-                let kept = if keep { self.keep(up, name, rel, &reason) } else { None };
-                let ws = ws_st.as_ref().map(Fp::of);
-                let whole = reason == Reason::NewRepository;
-                let ws = if whole { None } else { ws };
-                self.door
-                    .seen
-                    .insert(rel.to_path_buf(), Seen { upper: fp, ws, whole });
-                if reason == Reason::PersonChanged
-                    && let (Some(parent), Some(_)) = (&parent, &kept)
-                {
-                    // The jail sees the person's version from now on (written into the layer's
-                    // own file, in place, so overlayfs serves the new bytes).
-                    let _ = refresh_upper(up, name, parent);
-                    if let Ok(s) = up.lstat(name) {
-                        let ws = parent.lstat(name).ok().map(|s| Fp::of(&s));
-                        let seen = Seen {
-                            upper: Fp::of(&s),
-                            ws,
-                            whole: false,
-                        };
-                        self.door.seen.insert(rel.to_path_buf(), seen);
-                    }
-                }
-                self.report.held.push(Held {
-                    n: kept.as_ref().map_or(0, |(n, _)| *n),
-                    path: rel.to_path_buf(),
-                    reason: reason.to_string(),
-                    kept: kept.map(|(_, p)| p),
-                });
+                self.hold_one(up, parent.as_ref(), &change.rel, ws_st.as_ref(), fp, reason);
                 false
             }
         }
+    }
+
+    /// Applies one change; true when it is a folder to walk into.
+    fn apply_one(
+        &mut self,
+        up: &Dir,
+        parent: &Dir,
+        change: &Change,
+        ws_st: Option<&libc::stat>,
+        fp: Fp,
+        listed: bool,
+    ) -> bool {
+        let rel = &change.rel;
+        let name = rel.file_name().unwrap_or_default();
+        match apply(up, parent, name, &change.entry, ws_st) {
+            Ok(()) => {
+                let ws = parent.lstat(name).ok().map(|s| Fp::of(&s));
+                let seen = Seen {
+                    upper: fp,
+                    ws,
+                    whole: false,
+                };
+                self.door.seen.insert(rel.clone(), seen);
+                if !matches!(change.entry, Entry::Dir { .. }) || ws_st.is_none() {
+                    self.report.applied += 1;
+                }
+                if listed {
+                    self.report.listed.push(rel.clone());
+                }
+                matches!(change.entry, Entry::Dir { .. })
+            }
+            Err(e) => {
+                self.report.failed.push(format!("{}: {e}", rel.display()));
+                false
+            }
+        }
+    }
+
+    /// Holds one change back: kept aside when it is a new repository or a file the person
+    /// changed meanwhile (then the jail is shown the person's version), said always.
+    fn hold_one(
+        &mut self,
+        up: &Dir,
+        parent: Option<&Dir>,
+        rel: &Path,
+        ws_st: Option<&libc::stat>,
+        fp: Fp,
+        reason: Reason,
+    ) {
+        let name = rel.file_name().unwrap_or_default();
+        let keep = matches!(reason, Reason::NewRepository | Reason::PersonChanged);
+        let kept = if keep {
+            self.keep(up, name, rel, &reason)
+        } else {
+            None
+        };
+        let whole = reason == Reason::NewRepository;
+        let ws = if whole { None } else { ws_st.map(Fp::of) };
+        let mut seen = Seen {
+            upper: fp,
+            ws,
+            whole,
+        };
+        if reason == Reason::PersonChanged
+            && let (Some(parent), Some(_)) = (parent, &kept)
+        {
+            // The jail sees the person's version from now on (written into the layer's own
+            // file, in place, so overlayfs serves the new bytes).
+            let _ = refresh_upper(up, name, parent);
+            if let Ok(s) = up.lstat(name) {
+                seen.upper = Fp::of(&s);
+                seen.ws = parent.lstat(name).ok().map(|s| Fp::of(&s));
+            }
+        }
+        self.door.seen.insert(rel.to_path_buf(), seen);
+        self.report.held.push(Held {
+            n: kept.as_ref().map_or(0, |(n, _)| *n),
+            path: rel.to_path_buf(),
+            reason: reason.to_string(),
+            kept: kept.map(|(_, p)| p),
+        });
     }
 
     /// The workspace folder holding `rel` (None: a link or a file on the way) and what is at
@@ -211,14 +250,29 @@ impl Walker<'_> {
             git: rules::git_place(&c.rel, &is_repo),
             link_inside,
             listed: rules::runs_on_its_own(&c.rel, &self.door.named),
-            tern_state: self.door.state.as_ref().is_some_and(|s| c.rel.starts_with(s)),
+            tern_state: self
+                .door
+                .state
+                .as_ref()
+                .is_some_and(|s| c.rel.starts_with(s)),
         }
     }
 
     /// Copies the layer's entry aside into `held/N/<rel>` and records it in `held.jsonl`.
-    fn keep(&mut self, up: &Dir, name: &OsStr, rel: &Path, reason: &Reason) -> Option<(u32, PathBuf)> {
+    fn keep(
+        &mut self,
+        up: &Dir,
+        name: &OsStr,
+        rel: &Path,
+        reason: &Reason,
+    ) -> Option<(u32, PathBuf)> {
         let n = self.door.kept + 1;
-        let dest = self.door.session.join(HELD_DIR).join(n.to_string()).join(rel);
+        let dest = self
+            .door
+            .session
+            .join(HELD_DIR)
+            .join(n.to_string())
+            .join(rel);
         if let Some(p) = dest.parent() {
             std::fs::create_dir_all(p).ok()?;
         }
@@ -282,7 +336,8 @@ fn time_of(secs: i64, nanos: i64) -> SystemTime {
 /// A folder that holds a repository by its content (`HEAD`, `objects/`, `refs/`): git would
 /// take it for one (a bare repository, a `gitdir:` target).
 fn looks_like_repo(p: &Path) -> bool {
-    let is = |n: &str, dir: bool| std::fs::symlink_metadata(p.join(n)).is_ok_and(|m| m.is_dir() == dir);
+    let is =
+        |n: &str, dir: bool| std::fs::symlink_metadata(p.join(n)).is_ok_and(|m| m.is_dir() == dir);
     is("HEAD", false) && is("objects", true) && is("refs", true)
 }
 
@@ -304,7 +359,13 @@ fn resolves_inside(root: &Path, to: &Path) -> bool {
 }
 
 /// Does what an applied change says in the workspace folder `ws` at `name`.
-fn apply(up: &Dir, ws: &Dir, name: &OsStr, entry: &Entry, now: Option<&libc::stat>) -> io::Result<()> {
+fn apply(
+    up: &Dir,
+    ws: &Dir,
+    name: &OsStr,
+    entry: &Entry,
+    now: Option<&libc::stat>,
+) -> io::Result<()> {
     let now_kind = now.map(kind_of);
     match entry {
         Entry::Whiteout => ws.remove_all(name),
@@ -404,7 +465,9 @@ fn copy_out(up: &Dir, name: &OsStr, dest: &Path) -> io::Result<()> {
 /// `tern held take`.
 pub(super) fn take(kept: &Path, dest: &Path) -> io::Result<()> {
     let parent = kept.parent().ok_or_else(|| io::Error::other("no parent"))?;
-    let name = kept.file_name().ok_or_else(|| io::Error::other("no name"))?;
+    let name = kept
+        .file_name()
+        .ok_or_else(|| io::Error::other("no name"))?;
     let up = Dir::hold(parent)?;
     if let Some(p) = dest.parent() {
         std::fs::create_dir_all(p)?;
@@ -465,13 +528,22 @@ pub(super) fn size(upper: &Path) -> (u64, u64) {
 /// (`core.hooksPath`, `core.fsmonitor`, filters, textconv, …): listed when changed.
 pub(super) fn named_by_git_config(root: &Path) -> Vec<PathBuf> {
     const KEYS: [&str; 9] = [
-        "hookspath", "fsmonitor", "textconv", "clean", "smudge", "process", "sshcommand",
-        "editor", "askpass",
+        "hookspath",
+        "fsmonitor",
+        "textconv",
+        "clean",
+        "smudge",
+        "process",
+        "sshcommand",
+        "editor",
+        "askpass",
     ];
     let text = std::fs::read_to_string(root.join(".git/config")).unwrap_or_default();
     let mut out = Vec::new();
     for line in text.lines() {
-        let Some((k, v)) = line.split_once('=') else { continue };
+        let Some((k, v)) = line.split_once('=') else {
+            continue;
+        };
         if !KEYS.contains(&k.trim().to_ascii_lowercase().as_str()) {
             continue;
         }
@@ -510,7 +582,12 @@ mod tests {
         let got = named_by_git_config(root);
         assert_eq!(
             got,
-            vec![PathBuf::from(".githooks2"), "tools/mon.sh".into(), "bin/conv".into(), "vim".into()]
+            vec![
+                PathBuf::from(".githooks2"),
+                "tools/mon.sh".into(),
+                "bin/conv".into(),
+                "vim".into()
+            ]
         );
     }
 }

@@ -451,7 +451,12 @@ fn allow_beneath(ruleset: RawFd, path: &std::ffi::CStr, rights: u64) {
         parent_fd: i32,
     }
     // SAFETY: a NUL-terminated path; the descriptor is closed below.
-    let dir = unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+    let dir = unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
     if dir < 0 {
         return;
     }

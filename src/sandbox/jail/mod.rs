@@ -280,7 +280,9 @@ impl JailSpec {
             // folder itself is shown read-only in it, so no command creates a start-up file,
             // `~/.ssh/authorized_keys` or `~/.local/bin/git`, existing or not (a workspace
             // that *is* the home folder is refused before this: `policy::wide_root`).
-            if s.writable.iter().any(|w| home.starts_with(w) && *w != home) {
+            if s.writable_roots()
+                .any(|w| home.starts_with(w) && *w != home)
+            {
                 s.read_only.push(home.clone());
             }
             s.home = Some(home);
@@ -293,6 +295,11 @@ impl JailSpec {
             s.hidden.push(c);
         }
         s
+    }
+
+    /// The folders commands may write: [`JailSpec::writable`] and the workspace's layer.
+    pub fn writable_roots(&self) -> impl Iterator<Item = &PathBuf> {
+        self.writable.iter().chain(self.layer.iter().map(|l| &l.at))
     }
 
     /// The repositories of `ws` (see `git.rs`): in workspace-write, each shown as a shadow
@@ -608,6 +615,29 @@ impl Jail {
         }
         let mut outer = self.outer.lock().unwrap_or_else(|p| p.into_inner());
         matches!(outer.try_wait(), Ok(None))
+    }
+
+    /// Whether nothing runs in the jail but its init (no command, no background job): the
+    /// init's children on the host, from `/proc/PID/task/PID/children` (every process of the
+    /// jail descends from its init, orphans included). A jail whose processes cannot be listed
+    /// counts as busy.
+    pub fn idle(&self) -> bool {
+        let children = |pid: u32| -> Option<Vec<u32>> {
+            let s = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+            Some(
+                s.split_whitespace()
+                    .filter_map(|p| p.parse().ok())
+                    .collect(),
+            )
+        };
+        let outer = {
+            let o = self.outer.lock().unwrap_or_else(|p| p.into_inner());
+            o.id()
+        };
+        let Some(init) = children(outer).and_then(|c| c.first().copied()) else {
+            return false;
+        };
+        children(init).is_some_and(|c| c.is_empty())
     }
 
     /// Copies git's data files between each repository and its shadow (see `git.rs`), the

@@ -329,7 +329,7 @@ pub fn plan(spec: &JailSpec, host: &Host<'_>) -> Vec<Step> {
         // A home inside a writable root (the workspace is the home folder, or above it) stays:
         // covering it would hide the work. Its credentials are hidden in step 6. A home under a
         // cover (`/tmp/…`) is hidden already.
-        let in_root = spec.writable.iter().any(|w| home.starts_with(w));
+        let in_root = spec.writable_roots().any(|w| home.starts_with(w));
         let hidden = covered.iter().any(|c| home.starts_with(c));
         if (host.kind)(home) == Some(true) && !in_root && !hidden {
             steps.push(Step::Cover {
@@ -439,14 +439,24 @@ fn layer(at: &Path, upper: &Path, work: &Path) -> io::Result<OwnedFd> {
     // SAFETY: fsopen returned a new descriptor we own.
     let fs = unsafe { OwnedFd::from_raw_fd(fs as RawFd) };
     let set = |key: &std::ffi::CStr, value: Option<&[u8]>| -> io::Result<()> {
-        let v = value.map(CString::new).transpose().map_err(io::Error::other)?;
+        let v = value
+            .map(CString::new)
+            .transpose()
+            .map_err(io::Error::other)?;
         let (cmd, ptr) = match &v {
             Some(v) => (FSCONFIG_SET_STRING, v.as_ptr()),
             None => (FSCONFIG_SET_FLAG, std::ptr::null()),
         };
         // SAFETY: an fs context descriptor, NUL-terminated key and value (or null for a flag).
         let r = unsafe {
-            libc::syscall(libc::SYS_fsconfig, fs.as_raw_fd(), cmd, key.as_ptr(), ptr, 0)
+            libc::syscall(
+                libc::SYS_fsconfig,
+                fs.as_raw_fd(),
+                cmd,
+                key.as_ptr(),
+                ptr,
+                0,
+            )
         };
         check(r, &format!("fsconfig {}", key.to_string_lossy()), at).map(|_| ())
     };
