@@ -18,6 +18,7 @@ mod checkpoints;
 mod config;
 mod construct;
 mod cost;
+mod door;
 
 mod durable;
 mod endings;

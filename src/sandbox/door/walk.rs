@@ -368,7 +368,7 @@ fn apply(
 ) -> io::Result<()> {
     let now_kind = now.map(kind_of);
     match entry {
-        Entry::Whiteout => ws.remove_all(name),
+        Entry::Whiteout => remove_keeping_git(ws, name).map(|_| ()),
         Entry::Dir { mode, opaque } => {
             if now_kind.is_some_and(|k| k != Kind::Dir) {
                 ws.remove_all(name)?;
@@ -381,7 +381,7 @@ fn apply(
                 let keep: Vec<OsString> = u.names()?;
                 for n in w.names()? {
                     if !keep.contains(&n) {
-                        w.remove_all(&n)?;
+                        remove_keeping_git(&w, &n)?;
                     }
                 }
             }
@@ -408,6 +408,32 @@ fn apply(
         }
         Entry::Special(_) => Err(io::Error::other("never applied")),
     }
+}
+
+/// Removes the entry `name` of `ws` and everything beneath it but any repository (`.git`)
+/// there, which stays with the folders holding it: a removal never takes a repository the
+/// checkpoints cannot bring back (they do not record nested repositories). True when all went.
+fn remove_keeping_git(ws: &Dir, name: &OsStr) -> io::Result<bool> {
+    if name == ".git" {
+        return Ok(false);
+    }
+    let st = match ws.lstat(name) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(true),
+        other => other?,
+    };
+    if kind_of(&st) != Kind::Dir {
+        ws.remove_file(name)?;
+        return Ok(true);
+    }
+    let sub = ws.beneath(Path::new(name))?;
+    let mut all = true;
+    for n in sub.names()? {
+        all &= remove_keeping_git(&sub, &n)?;
+    }
+    if all {
+        ws.remove_dir(name)?;
+    }
+    Ok(all)
 }
 
 /// Writes `src` as `name` in `ws` with `mode`: a new file there, then a rename over the name

@@ -1,0 +1,428 @@
+//! The door (issue 42, DESIGN §10): commands write a layer, and tern applies its changes to the
+//! workspace by rules. The attacks of the last lists as data — (setup, the model's commands,
+//! what the person runs afterwards, what must not happen) — run with the real binary, the fake
+//! provider, real bash and git, this kernel's overlayfs; as root here, and again as a plain user
+//! by `.ci/run`. A marker outside the workspace (the jail cannot write there) says whether a
+//! planted program ran as the person.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::support::body::tool_result;
+use crate::support::cli::{Ws, ok_no_stdin};
+use crate::support::files::jsonl;
+use crate::support::script::bash;
+use crate::support::{FakeServer, Wire, openai_text};
+
+/// The model's `commands` in one `tern exec` with `args`; each call's tool result text.
+fn run(ws: &Ws, args: &[&str], commands: &[String]) -> Vec<String> {
+    let mut script: Vec<_> = commands
+        .iter()
+        .enumerate()
+        .map(|(i, c)| bash(Wire::OpenAi, &format!("c{i}"), c))
+        .collect();
+    script.push(openai_text("done"));
+    let fake = FakeServer::start(script);
+    let mut cmd = ws.tern(&fake);
+    cmd.arg("exec").args(args).arg("go");
+    ok_no_stdin(cmd);
+    let conv: Vec<Value> = jsonl(&ws.current_dir().join("conversation.jsonl"));
+    (0..commands.len())
+        .map(|i| {
+            tool_result(&conv, &format!("c{i}"))["content"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect()
+}
+
+/// git as the person runs it: no system config, an identity, local file transport.
+fn git(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new("git")
+        .args(["-c", "protocol.file.allow=always"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "p")
+        .env("GIT_AUTHOR_EMAIL", "p@p")
+        .env("GIT_COMMITTER_NAME", "p")
+        .env("GIT_COMMITTER_EMAIL", "p@p")
+        .output()
+        .expect("git")
+}
+
+/// A repository at `dir` with one commit.
+fn repo(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    git(dir, &["init", "-q"]);
+    std::fs::write(dir.join("r.txt"), "r\n").unwrap();
+    git(dir, &["add", "r.txt"]);
+    git(dir, &["commit", "-qm", "r"]);
+}
+
+/// One attack: how the workspace is before, what the model runs (`{M}` is the marker's path),
+/// what the person runs afterwards (git in these folders: `status`, then `commit`), and what
+/// else must hold.
+struct Attack {
+    name: &'static str,
+    setup: fn(&Path),
+    model: &'static [&'static str],
+    /// Folders (relative) where the person then runs `git status` and a commit.
+    person_git: &'static [&'static str],
+    check: fn(&Path, &[String]) -> Result<(), String>,
+}
+
+fn nothing(_: &Path) {}
+
+fn fine(_: &Path, _: &[String]) -> Result<(), String> {
+    Ok(())
+}
+
+fn plant(gitdir: &str) -> String {
+    format!(
+        "printf '[core]\\n\\tfsmonitor = touch {{M}}; false\\n' >> {gitdir}/config; \
+         mkdir -p {gitdir}/hooks; printf '#!/bin/sh\\ntouch {{M}}\\n' > {gitdir}/hooks/pre-commit; \
+         chmod +x {gitdir}/hooks/pre-commit; cp {gitdir}/hooks/pre-commit {gitdir}/hooks/post-checkout; echo planted"
+    )
+}
+
+fn attacks() -> Vec<Attack> {
+    vec![
+        Attack {
+            name: "a renamed nested repository, and a new .git in its place",
+            setup: |ws| repo(&ws.join("sub")),
+            model: &[
+                "mv sub sub-old && mkdir -p sub && cd sub && git init -q && git config core.fsmonitor 'touch {M}; false' && echo x > f && echo made",
+            ],
+            person_git: &["sub", "."],
+            check: |ws, _| {
+                let ok = ws.join("sub/.git/HEAD").exists() && !ws.join("sub-old/.git").exists();
+                ok.then_some(())
+                    .ok_or("the person's sub/.git was replaced or moved".into())
+            },
+        },
+        Attack {
+            name: "nested repositories at any depth and under skipped folders",
+            setup: |ws| {
+                for d in [
+                    "vendor/v",
+                    "node_modules/n",
+                    "build/b",
+                    "dist/d",
+                    "target/t",
+                    ".cache/c",
+                    "a/b/c/d/deep",
+                ] {
+                    repo(&ws.join(d));
+                }
+            },
+            model: &[
+                "for d in vendor/v node_modules/n build/b dist/d target/t .cache/c a/b/c/d/deep; do printf '[core]\\n\\tfsmonitor = touch {M}; false\\n' >> $d/.git/config; printf '#!/bin/sh\\ntouch {M}\\n' > $d/.git/hooks/pre-commit; chmod +x $d/.git/hooks/pre-commit; done; echo planted",
+            ],
+            person_git: &[
+                "vendor/v",
+                "node_modules/n",
+                "build/b",
+                "dist/d",
+                "target/t",
+                ".cache/c",
+                "a/b/c/d/deep",
+            ],
+            check: fine,
+        },
+        Attack {
+            name: "the workspace's own git: config, hooks, commondir, info",
+            setup: |ws| repo(ws),
+            model: &[
+                "PLANT_ROOT",
+                "echo ../evil > .git/commondir; mkdir -p .git/info && echo '* filter=x' > .git/info/attributes; echo done",
+            ],
+            person_git: &["."],
+            check: |ws, _| {
+                (!ws.join(".git/commondir").exists())
+                    .then_some(())
+                    .ok_or("commondir applied".into())
+            },
+        },
+        Attack {
+            name: "a link in git's logs leading out",
+            setup: |ws| repo(ws),
+            model: &["rm -f .git/logs/HEAD && ln -s {OUT} .git/logs/HEAD && echo linked"],
+            person_git: &["."],
+            check: |ws, _| {
+                let m = std::fs::symlink_metadata(ws.join(".git/logs/HEAD"));
+                (!m.is_ok_and(|m| m.file_type().is_symlink()))
+                    .then_some(())
+                    .ok_or("the link reached .git/logs".into())
+            },
+        },
+        Attack {
+            name: "a new repository and a bare one made by the model",
+            setup: nothing,
+            model: &[
+                "git init -q mine && git -C mine config core.fsmonitor 'touch {M}; false' && git init -q --bare bare.git && printf '#!/bin/sh\\ntouch {M}\\n' > bare.git/hooks/pre-receive && echo made",
+                "cd mine && echo m > m && git add m && git -c user.name=m -c user.email=m@m commit -qm m && git log --oneline | wc -l",
+            ],
+            person_git: &[],
+            check: |ws, outs| {
+                if ws.join("mine/.git").exists() || ws.join("bare.git/config").exists() {
+                    return Err("a new repository reached the workspace".into());
+                }
+                if !outs[1].ends_with("1\n[exit 0]") {
+                    return Err(format!(
+                        "the model's own repository is not usable in the jail: {outs:?}"
+                    ));
+                }
+                if !ws.join("mine/m").exists() {
+                    return Err(
+                        "the model's work beside its repository did not reach the workspace".into(),
+                    );
+                }
+                Ok(())
+            },
+        },
+        Attack {
+            name: "a background job planting between commands",
+            setup: |ws| repo(ws),
+            model: &[
+                "(for i in $(seq 200); do printf '[core]\\n\\tfsmonitor = touch {M}; false\\n' >> .git/config; printf '#!/bin/sh\\ntouch {M}\\n' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; sleep 0.02; done) >/dev/null 2>&1 & echo started",
+                "sleep 1; echo later",
+                "sleep 1; echo last",
+            ],
+            person_git: &["."],
+            check: fine,
+        },
+        Attack {
+            name: "a removal of a folder holding a repository",
+            setup: |ws| repo(&ws.join("vendor/x")),
+            model: &["rm -rf vendor && echo gone"],
+            person_git: &["vendor/x"],
+            check: |ws, _| {
+                (ws.join("vendor/x/.git/HEAD").exists() && !ws.join("vendor/x/r.txt").exists())
+                    .then_some(())
+                    .ok_or("the repository went with its folder, or nothing was removed".into())
+            },
+        },
+        Attack {
+            name: "a FIFO, a socket and links leading out",
+            setup: nothing,
+            model: &[
+                "mkfifo fifo; python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); s.bind('sock')\" 2>/dev/null; ln -s {OUT} out-link; ln -s /etc/passwd abs-link; ln -s ../../.. up-link; echo ok > kept.txt; ln -s kept.txt in-link; echo made",
+            ],
+            person_git: &[],
+            check: |ws, _| {
+                for p in ["fifo", "sock", "out-link", "abs-link", "up-link"] {
+                    if std::fs::symlink_metadata(ws.join(p)).is_ok() {
+                        return Err(format!("{p} reached the workspace"));
+                    }
+                }
+                let inside = std::fs::read_link(ws.join("in-link")).ok();
+                (inside == Some(PathBuf::from("kept.txt")))
+                    .then_some(())
+                    .ok_or("a link inside the workspace was not applied".into())
+            },
+        },
+        Attack {
+            name: "a .git file rewritten, and git's folder removed",
+            setup: |ws| {
+                repo(ws);
+                std::fs::create_dir_all(ws.join("wt")).unwrap();
+                std::fs::write(ws.join("wt/.git"), "gitdir: ../.git\n").unwrap();
+            },
+            model: &["echo 'gitdir: ../evil' > wt/.git; rm -rf .git; echo gone"],
+            person_git: &["."],
+            check: |ws, _| {
+                let file = std::fs::read_to_string(ws.join("wt/.git")).unwrap_or_default();
+                (file.contains("../.git") && ws.join(".git/HEAD").exists())
+                    .then_some(())
+                    .ok_or(format!("the .git file or the repository changed: {file}"))
+            },
+        },
+    ]
+}
+
+/// The model's command with its placeholders: `{M}` the marker, `{OUT}` a file outside, and
+/// `PLANT_ROOT` the workspace repository's planting.
+fn expand(c: &str, marker: &Path, out: &Path) -> String {
+    let c = if c == "PLANT_ROOT" {
+        plant(".git")
+    } else {
+        c.to_string()
+    };
+    c.replace("{M}", &marker.display().to_string())
+        .replace("{OUT}", &out.display().to_string())
+}
+
+#[test]
+fn no_attack_of_the_lists_reaches_the_persons_tools() {
+    let mut failures = Vec::new();
+    for a in attacks() {
+        let ws = Ws::new();
+        let outside = tempfile::tempdir().unwrap();
+        let marker = outside.path().join("ran-as-the-person");
+        let out_file = outside.path().join("target-file");
+        std::fs::write(&out_file, "untouched\n").unwrap();
+        (a.setup)(ws.path());
+        let cmds: Vec<String> = a
+            .model
+            .iter()
+            .map(|c| expand(c, &marker, &out_file))
+            .collect();
+        let outs = run(&ws, &[], &cmds);
+        // What the model's own git ran inside the jail never reaches the marker (outside the
+        // workspace, read-only there); anything that touches it now ran as the person.
+        for d in a.person_git {
+            let dir = ws.path().join(d);
+            git(&dir, &["status"]);
+            std::fs::write(dir.join("person.txt"), "p\n").unwrap();
+            git(&dir, &["add", "person.txt"]);
+            git(&dir, &["commit", "-qm", "person"]);
+            git(&dir, &["checkout", "-q", "-b", "person-branch"]);
+        }
+        if marker.exists() {
+            failures.push(format!(
+                "{}: a planted program ran as the person: {outs:?}",
+                a.name
+            ));
+        }
+        if std::fs::read_to_string(&out_file).unwrap_or_default() != "untouched\n" {
+            failures.push(format!("{}: a file outside the workspace changed", a.name));
+        }
+        if let Err(e) = (a.check)(ws.path(), &outs) {
+            failures.push(format!("{}: {e}", a.name));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// The person changes a file while the model's command rewrites it: the person's version stays,
+/// the model's is kept aside (held.jsonl, `tern held`), and the model is told; `tern held take`
+/// applies it when the person chooses.
+#[test]
+fn the_persons_concurrent_change_wins_and_the_models_is_kept() {
+    let ws = Ws::new();
+    std::fs::write(ws.path().join("f.txt"), "base\n").unwrap();
+    let go = ws.path().join(".home/go");
+    std::fs::create_dir_all(ws.home()).unwrap();
+    let f = ws.path().join("f.txt");
+    let person = std::thread::spawn(move || {
+        // The model's command has copied the file up and waits: the person saves now.
+        let ok = crate::support::procs::eventually(std::time::Duration::from_secs(30), || {
+            !crate::support::procs::pids_running(&["sleep", "2.5"]).is_empty()
+        });
+        assert!(ok, "the command never started");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        std::fs::write(&f, "person\n").unwrap();
+        let _ = go;
+    });
+    let outs = run(
+        &ws,
+        &[],
+        &["echo model > f.txt; sleep 2.5; echo wrote".to_string()],
+    );
+    person.join().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("f.txt")).unwrap(),
+        "person\n"
+    );
+    assert!(
+        outs[0].contains("f.txt") && outs[0].contains("kept at"),
+        "{outs:?}"
+    );
+    let held = tern::sandbox::door::held_in(&ws.current_dir());
+    assert_eq!(held.len(), 1, "{held:?}");
+    let kept = held[0].kept.clone().unwrap();
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), "model\n");
+    // `tern held` lists it; `tern held take N` applies it.
+    let fake = FakeServer::start(vec![]);
+    let mut c = ws.tern(&fake);
+    c.args(["held"]);
+    let out = ok_no_stdin(c);
+    assert!(out.stdout.contains("f.txt"), "{}", out.stdout);
+    let mut c = ws.tern(&fake);
+    c.args(["held", "take", &held[0].n.to_string()]);
+    ok_no_stdin(c);
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("f.txt")).unwrap(),
+        "model\n"
+    );
+    let mut c = ws.tern(&fake);
+    c.args(["held", "take", "99"]);
+    let o = crate::support::cli::output(c);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+}
+
+/// Everyday work through the door: files, folders, modes, removals, renames of folders that came
+/// from the workspace (overlayfs answers EXDEV; `mv` copies), `git mv` of a file, a local
+/// `git clone --no-hardlinks` (its repository is the model's, kept aside), and the model's commits in the
+/// workspace's repository reaching the person's git.
+#[test]
+fn everyday_work_passes_the_door() {
+    let ws = Ws::new();
+    repo(ws.path());
+    std::fs::create_dir_all(ws.path().join("dir/sub")).unwrap();
+    std::fs::write(ws.path().join("dir/sub/a.txt"), "a\n").unwrap();
+    std::fs::write(ws.path().join("gone.txt"), "g\n").unwrap();
+    std::fs::write(ws.path().join("run.sh"), "#!/bin/sh\n").unwrap();
+    git(ws.path(), &["add", "-A"]);
+    git(ws.path(), &["commit", "-qm", "base"]);
+    let outs = run(
+        &ws,
+        &[],
+        &[
+            "mkdir -p new/deep && echo n > new/deep/n.txt && rm gone.txt && chmod +x run.sh && mv dir dir2 && echo moved".into(),
+            "git mv r.txt r2.txt && git -c user.name=m -c user.email=m@m commit -qm model && echo committed".into(),
+            // A local clone hard-links objects by default, and overlayfs shows a hard link to a
+            // workspace file under two inode numbers, which git's check refuses (README).
+            "git clone -q --no-hardlinks . clone && ls clone/r2.txt".into(),
+        ],
+    );
+    assert!(outs[0].contains("moved"), "{outs:?}");
+    let p = ws.path();
+    assert_eq!(
+        std::fs::read_to_string(p.join("new/deep/n.txt")).unwrap(),
+        "n\n"
+    );
+    assert!(!p.join("gone.txt").exists());
+    assert!(
+        p.join("dir2/sub/a.txt").exists() && !p.join("dir").exists(),
+        "{outs:?}"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(p.join("run.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert!(mode & 0o100 != 0, "{mode:o}");
+    assert!(outs[1].contains("committed"), "{outs:?}");
+    let log = git(p, &["log", "--format=%s"]);
+    assert!(
+        String::from_utf8_lossy(&log.stdout).starts_with("model"),
+        "{log:?}"
+    );
+    let st = git(p, &["status", "--short"]);
+    assert!(st.status.success(), "{st:?}");
+    assert!(outs[2].contains("clone/r2.txt"), "{outs:?}");
+    assert!(p.join("clone/r2.txt").exists() && !p.join("clone/.git").exists());
+}
+
+/// Where the kernel refuses the layer (here `--no-layer`, the person's own choice), commands
+/// write the workspace directly behind the bind walls, as before the door.
+#[test]
+fn without_the_layer_commands_write_the_workspace_directly() {
+    let ws = Ws::new();
+    let outs = run(
+        &ws,
+        &["--no-layer"],
+        &["echo direct > d.txt && mkfifo p && echo ok".into()],
+    );
+    assert!(outs[0].contains("ok"), "{outs:?}");
+    assert!(ws.path().join("d.txt").exists());
+    assert!(
+        ws.path().join("p").exists(),
+        "without the door a FIFO lands directly"
+    );
+}
