@@ -200,6 +200,19 @@ impl Keeper {
         Some(r)
     }
 
+    /// The door's pass after a hook ran in the jail: applied and kept aside as always; what is
+    /// to be said waits for the next command's pass.
+    pub(super) fn pass_quietly(&mut self) {
+        if let Some(d) = self.layer.door.as_mut() {
+            let r = d.pass();
+            self.layer.unsaid.extend(
+                r.failed
+                    .into_iter()
+                    .map(|f| format!("not applied yet: {f}")),
+            );
+        }
+    }
+
     /// The listed files the door applied since the turn began (each once). A turn ends here:
     /// the next command may refresh the jail's view.
     pub(super) fn take_listed(&mut self) -> Vec<PathBuf> {

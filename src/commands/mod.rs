@@ -422,6 +422,9 @@ impl Commands {
         self.ran = true;
         let split = bash::run_split(&req, &input_file, max, cancel);
         self.clear_tmp();
+        // What it wrote goes through the door now (its held changes are recorded and said
+        // with the next command's pass; files a person's tool runs are named at the turn's end).
+        self.jail.pass_quietly();
         split.map_err(|e| NotRun::Failed(e.into()))
     }
 
@@ -492,6 +495,12 @@ impl Commands {
         // What commands write lands in the layer first: its file system fills.
         v.extend(self.jail.layer_dir().map(Path::to_path_buf));
         v
+    }
+
+    /// Whether commands run in a jail here (a sandboxed mode, the jail not turned off and not
+    /// refused by the kernel): where a hook that runs workspace code runs by default.
+    pub fn jail_available(&self) -> bool {
+        self.rules.mode.is_sandboxed() && !self.rules.reach.no_jail && !self.jail.refused()
     }
 
     /// The files a person's tools run on their own that the door applied since the last call

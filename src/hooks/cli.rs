@@ -160,9 +160,16 @@ pub fn trust(files: &Files) -> Result<String, HookError> {
         }
     }
     for (e, _, h) in now.listing() {
-        if let (Some(r), false) = (&h.opaque, h.jail) {
+        let workspace_code = !h.covered.is_empty() || h.opaque.is_some();
+        if workspace_code && h.jail {
             receipt.push_str(&format!(
-                "\nNote: the {} hook `{}` runs code that commands can change ({r} runs what the workspace's own files say, which tern cannot name): it is trusted as such; to run it inside the jail instead, add \"jail\": true to it.",
+                "\nNote: the {} hook `{}` runs code the workspace holds, so it runs inside the jail with the model's authority (what a command rewrote gains nothing more); \"jail\": false runs it outside as you, with whatever a command wrote into those files since you read them.",
+                e.as_str(),
+                h.command
+            ));
+        } else if let (Some(r), false) = (&h.opaque, h.jail) {
+            receipt.push_str(&format!(
+                "\nNote: the {} hook `{}` runs code that commands can change ({r} runs what the workspace's own files say, which tern cannot name) outside the jail, as you (\"jail\": false): it is trusted as such.",
                 e.as_str(),
                 h.command
             ));

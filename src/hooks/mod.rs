@@ -187,9 +187,16 @@ pub struct Handler {
     pub timeout: Duration,
     /// The file it came from.
     pub source: Source,
-    /// Run inside the jail, like the model's commands (`"jail": true`, tern's own field): for a
-    /// hook that runs workspace code commands can change.
+    /// Run inside the jail, like the model's commands (issue 42, DESIGN §10): by default when
+    /// its command could run a program the workspace holds (it names a workspace file, or runs
+    /// a runner such as `npm` or `make` that reads the workspace), so a script a command
+    /// rewrote gains nothing the model's own commands lack; `"jail": true` / `false` (tern's
+    /// own field) decides it per entry.
     pub jail: bool,
+    /// `"jail"` as the entry gives it (None: not given, the default above applies). An asked
+    /// jail is never left out; a default one is, in a mode with no jail (the model's commands
+    /// then reach as far).
+    pub jail_asked: Option<bool>,
     /// The workspace files its command names (see `covered.rs`), each with the SHA-256 it is
     /// trusted with (the project file's: recorded by `tern hooks trust`; the person's: as the
     /// session found it). None: never trusted. Read-only inside the jail.
@@ -250,6 +257,8 @@ impl Handler {
     ) {
         let scan = covered::scan(&self.command, workspace);
         self.opaque = scan.opaque;
+        let workspace_code = !scan.named.is_empty() || self.opaque.is_some();
+        self.jail = self.jail_asked.unwrap_or(workspace_code);
         self.covered = scan
             .named
             .into_iter()
@@ -606,7 +615,14 @@ fn parse_handler(
             }
         },
     };
-    let jail = flag(h, "jail", &place, errors);
+    let jail = match h.get("jail") {
+        None | Some(Value::Null) => Some(None),
+        Some(Value::Bool(b)) => Some(Some(*b)),
+        Some(_) => {
+            errors.push(format!("{place}.jail: must be true or false"));
+            None
+        }
+    };
     let cond = match h.get("if") {
         None | Some(Value::Null) => Some(None),
         Some(Value::String(r)) => match rule::Rule::parse(r) {
@@ -633,7 +649,8 @@ fn parse_handler(
         command: command?.to_string(),
         timeout: timeout?,
         source,
-        jail: jail?,
+        jail: jail?.unwrap_or(false),
+        jail_asked: jail?,
         covered: Vec::new(),
         opaque: None,
         cond: cond?,

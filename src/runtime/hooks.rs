@@ -141,7 +141,10 @@ impl Runtime {
             &mut verdict,
             ui,
             &mut |h| {
-                if h.background && !h.jail {
+                // A default jail (the hook runs workspace code) is left out only where the
+                // model's commands have no jail either; an asked one never is.
+                let jail = h.jail && (h.jail_asked == Some(true) || commands.jail_available());
+                if h.background && !jail {
                     background(
                         h,
                         event,
@@ -153,7 +156,7 @@ impl Runtime {
                     );
                     return Ok(None);
                 }
-                Ok(Some(if h.jail {
+                Ok(Some(if jail {
                     in_jail(
                         commands,
                         &h.command,
@@ -587,7 +590,14 @@ pub(crate) fn run_each(
                 continue;
             }
         };
-        let (decision, message) = read_answer(event, &ran, h.timeout, verdict);
+        // An async hook decides nothing, also when it ran in the jail (where it runs to its end
+        // before the call: the jail is the runtime's, not a background thread's).
+        let (decision, message) = if h.background {
+            let (_, m) = read_answer(event, &ran, h.timeout, &mut Verdict::default());
+            (HookDecision::None, m)
+        } else {
+            read_answer(event, &ran, h.timeout, verdict)
+        };
         let message = message.map(|m| {
             let m = crate::store::redact::redact(m.trim()).into_owned();
             crate::text::cut(&m, EVENT_MESSAGE_CHARS).to_string()

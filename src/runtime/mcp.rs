@@ -85,7 +85,11 @@ impl SessionGate {
             &mut verdict,
             &mut super::Quiet,
             &mut |h| {
-                if h.background && h.jail {
+                // Only an asked jail stops an MCP call's hook: the channel's threads cannot reach
+                // the jail, and a default one (the hook names workspace code) runs outside with
+                // its trust checked as it starts (README, Hooks: the gap).
+                let jail = h.jail_asked == Some(true);
+                if h.background && jail {
                     // It decides nothing, so not reaching the jail blocks nothing: said, skipped.
                     self.emit(Event::Hook {
                         event,
@@ -110,7 +114,7 @@ impl SessionGate {
                     );
                     return Ok(None);
                 }
-                if h.jail {
+                if jail {
                     return Err(format!(
                         "the hook `{}` runs in the jail, which an MCP call cannot reach: the call is not run",
                         h.command

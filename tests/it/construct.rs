@@ -662,7 +662,7 @@ fn a_hook_that_runs_workspace_code_is_named_and_can_run_in_the_jail() {
     let out = ws.ok(&["hooks", "trust"]);
     let receipt = String::from_utf8_lossy(&out.stdout);
     assert!(
-        receipt.contains("npm run lint") && receipt.contains("runs code that commands can change"),
+        receipt.contains("npm run lint") && receipt.contains("runs code the workspace holds"),
         "{receipt}"
     );
     ws.push(vec![

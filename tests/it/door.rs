@@ -426,3 +426,51 @@ fn without_the_layer_commands_write_the_workspace_directly() {
         "without the door a FIFO lands directly"
     );
 }
+
+/// A trusted hook's script calls a helper the hooks file does not name; a command rewrites the
+/// helper. The hook names workspace code, so it runs inside the jail by default: the rewritten
+/// helper runs with the model's authority (it cannot write outside the workspace), never as
+/// the person. `"jail": false` is the person's explicit choice to run it outside.
+#[test]
+fn a_rewritten_helper_of_a_trusted_hook_runs_in_the_jail() {
+    let ws = Ws::new();
+    let outside = tempfile::Builder::new()
+        .prefix("tern-door-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let marker = outside.path().join("helper-ran-as-the-person");
+    std::fs::create_dir_all(ws.path().join("scripts")).unwrap();
+    std::fs::write(
+        ws.path().join("scripts/guard.sh"),
+        "#!/bin/sh\ncat >/dev/null\nsh \"$(dirname \"$0\")/helper.sh\"\nexit 0\n",
+    )
+    .unwrap();
+    std::fs::write(ws.path().join("scripts/helper.sh"), "true\n").unwrap();
+    let dir = ws.home().join(".config/tern");
+    std::fs::create_dir_all(&dir).unwrap();
+    let hooks = serde_json::json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
+        {"type": "command", "command": "sh \"$TERN_PROJECT_DIR/scripts/guard.sh\""}]}]}});
+    std::fs::write(dir.join("hooks.json"), hooks.to_string()).unwrap();
+    let outs = run(
+        &ws,
+        &[],
+        &[
+            format!(
+                "printf 'touch {}\\n' > scripts/helper.sh && echo rewrote",
+                marker.display()
+            ),
+            "echo next".into(),
+        ],
+    );
+    assert!(
+        outs[0].contains("rewrote") && outs[1].contains("next"),
+        "{outs:?}"
+    );
+    assert!(
+        std::fs::read_to_string(ws.path().join("scripts/helper.sh"))
+            .unwrap()
+            .contains("touch"),
+        "the model's helper reached the workspace (it is the model's work)"
+    );
+    assert!(!marker.exists(), "the rewritten helper ran as the person");
+}
