@@ -21,17 +21,35 @@ pub struct LowDisk {
     pub free: u64,
     /// The floor in bytes.
     pub floor: u64,
+    /// Inodes ran low, not bytes (`free` and `floor` then count files).
+    pub inodes: bool,
+    /// Found between commands (a background job): the jail's processes were stopped.
+    pub between: bool,
 }
 
 impl fmt::Display for LowDisk {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "the disk holding {} has only {} free, below tern's floor of {} (TERN_DISK_FLOOR), which keeps room for everyone's files and tern's own records",
-            self.path.display(),
-            crate::checkpoint::size_text(self.free),
-            crate::checkpoint::size_text(self.floor)
-        )
+        if self.inodes {
+            write!(
+                f,
+                "the disk holding {} has room for only {} more files, below tern's floor of {} (5 % of its files), which keeps room for everyone's files and tern's own records",
+                self.path.display(),
+                self.free,
+                self.floor
+            )?;
+        } else {
+            write!(
+                f,
+                "the disk holding {} has only {} free, below tern's floor of {} (TERN_DISK_FLOOR), which keeps room for everyone's files and tern's own records",
+                self.path.display(),
+                crate::checkpoint::size_text(self.free),
+                crate::checkpoint::size_text(self.floor)
+            )?;
+        }
+        if self.between {
+            f.write_str("; it happened between commands, so tern stopped every process the earlier commands left running in the jail")?;
+        }
+        Ok(())
     }
 }
 
@@ -40,12 +58,17 @@ struct Watched {
     path: PathBuf,
     floor: u64,
     start: u64,
+    /// The inode floor (0: the file system has no fixed count) and the free inodes at start.
+    inode_floor: u64,
+    inode_start: u64,
 }
 
 impl Watched {
     /// Room a command may still take on a disk that is below the floor when it starts (so
     /// `rm` and small writes still run there, and a runaway writer is still stopped).
     const SLACK: u64 = 1 << 20;
+    /// The inode floor's slack, as [`Watched::SLACK`] for bytes.
+    const INODE_SLACK: u64 = 1000;
 
     /// The folders to watch and their floors (none for a file system that cannot be read).
     fn all(folders: &[PathBuf], floor: DiskFloor) -> Vec<Watched> {
@@ -58,6 +81,8 @@ impl Watched {
                     path: p.clone(),
                     floor,
                     start: s.free,
+                    inode_floor: s.files_total / 20,
+                    inode_start: s.files_free,
                 })
             })
             .collect()
@@ -66,21 +91,45 @@ impl Watched {
     /// Low now: below the floor, and (when it started below) lower still by more than the
     /// slack.
     fn low(&self) -> Option<LowDisk> {
-        let free = crate::store::fsutil::space(&self.path)?.free;
+        let s = crate::store::fsutil::space(&self.path)?;
         let limit = self.floor.min(self.start.saturating_sub(Self::SLACK));
-        (free < limit).then(|| LowDisk {
+        if s.free < limit {
+            return Some(LowDisk {
+                path: self.path.clone(),
+                free: s.free,
+                floor: self.floor,
+                inodes: false,
+                between: false,
+            });
+        }
+        // Files, not bytes: tiny files by the hundred thousand fill the inode table first.
+        let limit = self
+            .inode_floor
+            .min(self.inode_start.saturating_sub(Self::INODE_SLACK));
+        (self.inode_floor > 0 && s.files_free < limit).then(|| LowDisk {
             path: self.path.clone(),
-            free,
-            floor: self.floor,
+            free: s.files_free,
+            floor: self.inode_floor,
+            inodes: true,
+            between: false,
         })
     }
 }
 
 /// What the runtime and its watcher thread share.
+/// What the watcher stops when a floor is passed.
+enum Stop {
+    /// A running command (its own token).
+    Command(CancelToken),
+    /// Between commands: the jail's process group on the host.
+    Jail(i32),
+}
+
 #[derive(Default)]
 struct Slot {
-    /// The running command's file systems and token; None between commands.
-    job: Option<(Vec<Watched>, CancelToken)>,
+    /// What is watched and what to stop: a command's token, or (between commands, while its
+    /// background jobs run) the jail's process group; None: nothing to watch.
+    job: Option<(Vec<Watched>, Stop)>,
     /// What the watcher found for the current command.
     found: Option<LowDisk>,
     /// The runtime ends: the thread returns.
@@ -104,11 +153,25 @@ impl DiskWatch {
     /// Watches `folders` (their free space now is the start) against `floor` until
     /// [`DiskWatch::end`], cancelling `cancel` with the reason when one runs low. Nothing to
     /// watch (floor off, no readable file system): no thread is woken.
-    pub fn begin(&mut self, folders: &[PathBuf], floor: DiskFloor, cancel: &CancelToken) {
-        self.watch(Watched::all(folders, floor), cancel);
+    pub fn begin(
+        &mut self,
+        folders: &[PathBuf],
+        floor: DiskFloor,
+        cancel: &CancelToken,
+    ) -> Option<LowDisk> {
+        let between = self.end();
+        self.watch(Watched::all(folders, floor), Stop::Command(cancel.clone()));
+        between
     }
 
-    fn watch(&mut self, watched: Vec<Watched>, cancel: &CancelToken) {
+    /// Watches `folders` between commands while the jail (process group `pgid` on the host)
+    /// still runs something the commands left: below a floor, the whole jail is killed (a new
+    /// one starts at the next command) and [`DiskWatch::begin`] returns what was found.
+    pub fn between(&mut self, folders: &[PathBuf], floor: DiskFloor, pgid: i32) {
+        self.watch(Watched::all(folders, floor), Stop::Jail(pgid));
+    }
+
+    fn watch(&mut self, watched: Vec<Watched>, stop: Stop) {
         if watched.is_empty() {
             return;
         }
@@ -121,7 +184,7 @@ impl DiskWatch {
         }
         let (lock, wake) = &*self.shared;
         let mut slot = lock.lock().unwrap_or_else(|p| p.into_inner());
-        slot.job = Some((watched, cancel.clone()));
+        slot.job = Some((watched, stop));
         slot.found = None;
         wake.notify_one();
     }
@@ -171,11 +234,19 @@ fn watch(shared: &(Mutex<Slot>, Condvar)) {
             .wait_timeout(slot, DiskWatch::EVERY)
             .map(|(s, _)| s)
             .unwrap_or_else(|p| p.into_inner().0);
-        let Some((watched, token)) = slot.job.as_ref() else {
+        let Some((watched, stop)) = slot.job.as_ref() else {
             continue;
         };
-        if let Some(low) = watched.iter().find_map(Watched::low) {
-            token.cancel_for_budget(low.to_string());
+        if let Some(mut low) = watched.iter().find_map(Watched::low) {
+            match stop {
+                Stop::Command(token) => token.cancel_for_budget(low.to_string()),
+                Stop::Jail(pgid) => {
+                    low.between = true;
+                    // SAFETY: kill(2) of the jail's own process group: its init dies, and the
+                    // kernel ends everything in its PID namespace.
+                    unsafe { libc::kill(-*pgid, libc::SIGKILL) };
+                }
+            }
             slot.found = Some(low);
             slot.job = None;
         }
@@ -193,7 +264,7 @@ mod tests {
         let mut w = DiskWatch::default();
         // Off: nothing watched, no thread.
         let cancel = CancelToken::new();
-        w.begin(&folders, DiskFloor::Off, &cancel);
+        assert_eq!(w.begin(&folders, DiskFloor::Off, &cancel), None);
         assert!(w.thread.is_none());
         assert_eq!(w.end(), None);
         // A disk below the floor since the start, and lower by more than the slack since:
@@ -204,8 +275,10 @@ mod tests {
                 path: dir.path().to_path_buf(),
                 floor: u64::MAX,
                 start: u64::MAX,
+                inode_floor: 0,
+                inode_start: 0,
             };
-            w.watch(vec![gone], &cancel);
+            w.watch(vec![gone], Stop::Command(cancel.clone()));
             let low = (0..500)
                 .find_map(|_| {
                     std::thread::sleep(Duration::from_millis(10));
@@ -215,9 +288,24 @@ mod tests {
             assert_eq!(low.path, dir.path());
             assert!(low.to_string().contains("below tern's floor"));
         }
+        // Files, not bytes: an inode floor above what is free is found and said as files.
+        let files = Watched {
+            path: dir.path().to_path_buf(),
+            floor: 1,
+            start: u64::MAX,
+            inode_floor: u64::MAX,
+            inode_start: u64::MAX,
+        };
+        if crate::store::fsutil::space(dir.path()).is_some_and(|s| s.files_total > 0) {
+            let low = files.low().expect("the inode floor is passed");
+            assert!(
+                low.inodes && low.to_string().contains("more files"),
+                "{low}"
+            );
+        }
         // A floor every disk meets: nothing found, the token untouched.
         let cancel = CancelToken::new();
-        w.begin(&folders, DiskFloor::Bytes(1), &cancel);
+        assert_eq!(w.begin(&folders, DiskFloor::Bytes(1), &cancel), None);
         std::thread::sleep(DiskWatch::EVERY * 3);
         assert_eq!(w.end(), None);
         assert!(!cancel.is_cancelled());

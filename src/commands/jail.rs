@@ -150,6 +150,7 @@ impl Keeper {
                         &session.dir,
                         &state,
                         self.pins.relative_to(&l.at),
+                        rules.disk_floor,
                     ));
                 }
                 let j = Arc::new(j);

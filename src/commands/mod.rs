@@ -288,7 +288,7 @@ impl Commands {
         self.ran = true;
         // The command's own token: the disk floor stops this command, never the turn.
         let cancel = req.cancel.child();
-        self.disk.begin(&watched, self.rules.disk_floor, &cancel);
+        let low_between = self.disk.begin(&watched, self.rules.disk_floor, &cancel);
         let ran = bash::run(&breq, &cancel);
         let low = self.disk.end();
         let mut out = match ran {
@@ -317,8 +317,22 @@ impl Commands {
             }
         };
         // Through the door: what the command wrote in its layer reaches the workspace now.
-        let door = self.jail.pass().map(Box::new);
-        Ran::Done { out, verdict, door }
+        let mut door = self.jail.pass();
+        if let Some(b) = low_between {
+            door.get_or_insert_with(Default::default)
+                .said
+                .push(b.to_string());
+        }
+        // What the command left running is watched until the next one: the floors hold between
+        // commands too.
+        if let Some(j) = jail.as_ref().filter(|j| !j.idle()) {
+            self.disk.between(&watched, self.rules.disk_floor, j.pgid());
+        }
+        Ran::Done {
+            out,
+            verdict,
+            door: door.map(Box::new),
+        }
     }
 
     /// The private `TMPDIR`, the jail and the Landlock ruleset of one call (the same for the
@@ -475,6 +489,7 @@ impl Commands {
     /// left running (found by `TERN_SESSION_DIR`) is killed, unless another process holds the
     /// session (those are its commands). `holds` says whether this runtime holds the lease.
     pub fn end(&mut self, session: &Session, holds: bool) {
+        let _ = self.disk.end();
         if self.jail.end() {
             return;
         }

@@ -682,6 +682,10 @@ pub struct Space {
     pub free: u64,
     /// The file system's size.
     pub total: u64,
+    /// Free inodes for an unprivileged user (`f_favail`).
+    pub files_free: u64,
+    /// Inodes in all (`f_files`; 0 on file systems without a fixed count, e.g. btrfs).
+    pub files_total: u64,
 }
 
 /// The space of the file system holding `path` (`statvfs(3)`); None when it cannot be read.
@@ -695,6 +699,8 @@ pub fn space(path: &Path) -> Option<Space> {
     (r == 0).then(|| Space {
         free: (st.f_bavail as u64).saturating_mul(frsize),
         total: (st.f_blocks as u64).saturating_mul(frsize),
+        files_free: st.f_favail as u64,
+        files_total: st.f_files as u64,
     })
 }
 

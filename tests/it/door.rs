@@ -474,3 +474,50 @@ fn a_rewritten_helper_of_a_trusted_hook_runs_in_the_jail() {
     );
     assert!(!marker.exists(), "the rewritten helper ran as the person");
 }
+
+/// The disk floor holds between commands: a job a command left running keeps writing after it
+/// ended; below the floor tern stops every process left in the jail, and the next command's
+/// result says so. The door never copies a file that would take the workspace below it.
+#[test]
+fn the_disk_floor_holds_between_commands() {
+    let ws = Ws::new();
+    let Some(space) = tern::store::fsutil::space(ws.path()) else {
+        return;
+    };
+    // A floor 40 MB under what is free now: 200 MB written in the background passes it.
+    let floor = space.free.saturating_sub(40 << 20);
+    let cmds = [
+        "(sleep 0.5; for i in $(seq 200); do head -c 1048576 /dev/zero >> big.bin || break; sleep 0.01; done; echo finished > bg-done) >/dev/null 2>&1 & echo started",
+        "ls",
+    ];
+    let mut script: Vec<_> = cmds
+        .iter()
+        .enumerate()
+        .map(|(i, c)| bash(Wire::OpenAi, &format!("c{i}"), c))
+        .collect();
+    // The model thinks for 6 s before the second command: the job writes meanwhile.
+    script[1] = script[1]
+        .clone()
+        .delay_before(std::time::Duration::from_secs(6));
+    script.push(openai_text("done"));
+    let fake = FakeServer::start(script);
+    let mut cmd = ws.tern(&fake);
+    cmd.env("TERN_DISK_FLOOR", floor.to_string())
+        .args(["exec", "go"]);
+    ok_no_stdin(cmd);
+    let conv: Vec<Value> = jsonl(&ws.current_dir().join("conversation.jsonl"));
+    let second = tool_result(&conv, "c1")["content"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        second.contains("between commands") && second.contains("below tern's floor"),
+        "{second}"
+    );
+    assert!(
+        !ws.path().join("bg-done").exists(),
+        "the job was not stopped: {second}"
+    );
+    let big = std::fs::metadata(ws.path().join("big.bin")).map_or(0, |m| m.len());
+    assert!(big < 200 << 20, "{big}");
+}

@@ -187,6 +187,8 @@ pub struct Door {
     repos: Vec<(PathBuf, PathBuf)>,
     /// Listed files applied since the turn began, each once.
     listed: Vec<PathBuf>,
+    /// The disk floor: the door never writes the workspace's file system below it.
+    floor: crate::policy::DiskFloor,
 }
 
 impl Door {
@@ -200,6 +202,7 @@ impl Door {
         session: &Path,
         state: &Path,
         named: Vec<PathBuf>,
+        floor: crate::policy::DiskFloor,
     ) -> Door {
         let mut named = named;
         named.extend(walk::named_by_git_config(root));
@@ -214,6 +217,7 @@ impl Door {
             kept: walk::last_kept(&session.join(HELD_LOG)),
             repos: Vec::new(),
             listed: Vec::new(),
+            floor,
         }
     }
 

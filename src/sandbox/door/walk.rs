@@ -145,6 +145,12 @@ impl Walker<'_> {
     ) -> bool {
         let rel = &change.rel;
         let name = rel.file_name().unwrap_or_default();
+        if let Entry::File { .. } = change.entry
+            && let Err(e) = self.room_for(up, name)
+        {
+            self.report.failed.push(format!("{}: {e}", rel.display()));
+            return false;
+        }
         match apply(up, parent, name, &change.entry, ws_st) {
             Ok(()) => {
                 let ws = parent.lstat(name).ok().map(|s| Fp::of(&s));
@@ -167,6 +173,26 @@ impl Walker<'_> {
                 false
             }
         }
+    }
+
+    /// Whether the workspace's file system keeps its floor after taking the layer's file
+    /// `name` (the door never fills the disk a command was stopped from filling).
+    fn room_for(&self, up: &Dir, name: &OsStr) -> io::Result<()> {
+        let len = up
+            .lstat(name)
+            .map(|s| u64::try_from(s.st_size).unwrap_or(0))?;
+        let Some(s) = crate::store::fsutil::space(&self.door.root) else {
+            return Ok(());
+        };
+        let floor = self.door.floor.bytes(s.total);
+        if floor > 0 && s.free.saturating_sub(len) < floor {
+            return Err(io::Error::other(format!(
+                "the disk holding the workspace would fall below tern's floor ({} free, the file is {})",
+                crate::checkpoint::size_text(s.free),
+                crate::checkpoint::size_text(len)
+            )));
+        }
+        Ok(())
     }
 
     /// Holds one change back: kept aside when it is a new repository or a file the person
