@@ -554,6 +554,8 @@ mod tests {
             path: PathBuf::from("/w"),
             free: 1000,
             floor: 2_000_000,
+            inodes: false,
+            between: false,
         };
         assert!(
             Verdict::DiskFloor(low)
