@@ -61,6 +61,21 @@ struct Watched {
     /// The inode floor (0: the file system has no fixed count) and the free inodes at start.
     inode_floor: u64,
     inode_start: u64,
+    /// A layer on another file system than the folder it stands for: what the layer may take
+    /// of its own file system before the folder's would fall below its floor once the door
+    /// applies it (bytes), and the folder (for the message).
+    budget: Option<(u64, PathBuf)>,
+}
+
+/// What a command may fill: folders it writes directly (the workspace, `--add-dir`s, `TMPDIR`,
+/// the layers' folder) and each layer's (upper folder, the folder it stands for).
+#[derive(Debug, Clone, Default)]
+pub struct Watch {
+    /// Folders whose file systems are watched against their own floors.
+    pub folders: Vec<PathBuf>,
+    /// (upper folder, the folder the door writes): watched as a budget when the two lie on
+    /// different file systems.
+    pub layers: Vec<(PathBuf, PathBuf)>,
 }
 
 impl Watched {
@@ -71,7 +86,43 @@ impl Watched {
     const INODE_SLACK: u64 = 1000;
 
     /// The folders to watch and their floors (none for a file system that cannot be read).
-    fn all(folders: &[PathBuf], floor: DiskFloor) -> Vec<Watched> {
+    fn all(w: &Watch, floor: DiskFloor) -> Vec<Watched> {
+        let mut v = Self::folders(&w.folders, floor);
+        v.extend(
+            w.layers
+                .iter()
+                .filter_map(|(upper, root)| Self::budget(upper, root, floor)),
+        );
+        v
+    }
+
+    /// A layer's budget: its upper folder's file system may lose what the folder's can take
+    /// before its floor (None: same file system, watched already; or no floor).
+    fn budget(upper: &PathBuf, root: &PathBuf, floor: DiskFloor) -> Option<Watched> {
+        use std::os::unix::fs::MetadataExt;
+        let (u, r) = (
+            std::fs::metadata(upper).ok()?,
+            std::fs::metadata(root).ok()?,
+        );
+        if u.dev() == r.dev() {
+            return None;
+        }
+        let (us, rs) = (
+            crate::store::fsutil::space(upper)?,
+            crate::store::fsutil::space(root)?,
+        );
+        let f = floor.bytes(rs.total);
+        (f > 0).then(|| Watched {
+            path: upper.clone(),
+            floor: f,
+            start: us.free,
+            inode_floor: 0,
+            inode_start: 0,
+            budget: Some((rs.free.saturating_sub(f), root.clone())),
+        })
+    }
+
+    fn folders(folders: &[PathBuf], floor: DiskFloor) -> Vec<Watched> {
         folders
             .iter()
             .filter_map(|p| {
@@ -83,6 +134,7 @@ impl Watched {
                     start: s.free,
                     inode_floor: s.files_total / 20,
                     inode_start: s.files_free,
+                    budget: None,
                 })
             })
             .collect()
@@ -92,6 +144,16 @@ impl Watched {
     /// slack.
     fn low(&self) -> Option<LowDisk> {
         let s = crate::store::fsutil::space(&self.path)?;
+        if let Some((budget, root)) = &self.budget {
+            let taken = self.start.saturating_sub(s.free);
+            return (taken > *budget).then(|| LowDisk {
+                path: root.clone(),
+                free: (budget + self.floor).saturating_sub(taken),
+                floor: self.floor,
+                inodes: false,
+                between: false,
+            });
+        }
         let limit = self.floor.min(self.start.saturating_sub(Self::SLACK));
         if s.free < limit {
             return Some(LowDisk {
@@ -155,7 +217,7 @@ impl DiskWatch {
     /// watch (floor off, no readable file system): no thread is woken.
     pub fn begin(
         &mut self,
-        folders: &[PathBuf],
+        folders: &Watch,
         floor: DiskFloor,
         cancel: &CancelToken,
     ) -> Option<LowDisk> {
@@ -167,7 +229,7 @@ impl DiskWatch {
     /// Watches `folders` between commands while the jail (process group `pgid` on the host)
     /// still runs something the commands left: below a floor, the whole jail is killed (a new
     /// one starts at the next command) and [`DiskWatch::begin`] returns what was found.
-    pub fn between(&mut self, folders: &[PathBuf], floor: DiskFloor, pgid: i32) {
+    pub fn between(&mut self, folders: &Watch, floor: DiskFloor, pgid: i32) {
         self.watch(Watched::all(folders, floor), Stop::Jail(pgid));
     }
 
@@ -260,7 +322,10 @@ mod tests {
     #[test]
     fn a_floor_above_the_disk_stops_the_command_and_the_watcher_serves_the_next() {
         let dir = tempfile::tempdir().unwrap();
-        let folders = vec![dir.path().to_path_buf()];
+        let folders = Watch {
+            folders: vec![dir.path().to_path_buf()],
+            layers: Vec::new(),
+        };
         let mut w = DiskWatch::default();
         // Off: nothing watched, no thread.
         let cancel = CancelToken::new();
@@ -277,6 +342,7 @@ mod tests {
                 start: u64::MAX,
                 inode_floor: 0,
                 inode_start: 0,
+                budget: None,
             };
             w.watch(vec![gone], Stop::Command(cancel.clone()));
             let low = (0..500)
@@ -295,6 +361,7 @@ mod tests {
             start: u64::MAX,
             inode_floor: u64::MAX,
             inode_start: u64::MAX,
+            budget: None,
         };
         if crate::store::fsutil::space(dir.path()).is_some_and(|s| s.files_total > 0) {
             let low = files.low().expect("the inode floor is passed");

@@ -30,7 +30,8 @@ pub(super) struct Keeper {
 #[derive(Debug, Default)]
 struct LayerRoom {
     dirs: Shadows,
-    door: Option<Door>,
+    /// One door per layer: the workspace's first, then each `--add-dir`'s.
+    doors: Vec<Door>,
     /// The kernel refused the layer: why (said once with the next command's notes).
     refused: Option<String>,
     /// One-time notices not yet said.
@@ -69,7 +70,7 @@ impl Keeper {
             // anew over the same layer: overlayfs keeps what it looked up, so a file the
             // person replaced (an editor's save) between turns would show stale in the jail.
             let refresh = std::mem::take(&mut self.layer.refresh)
-                && self.layer.door.is_some()
+                && !self.layer.doors.is_empty()
                 && Arc::strong_count(j) == 1
                 && j.idle();
             if same_tmp && j.is_alive() && !refresh {
@@ -106,9 +107,6 @@ impl Keeper {
         } else {
             self.layer.next(rules, session)
         };
-        let layer = layer_dirs
-            .as_ref()
-            .map(|d| (d.join("upper"), d.join("work")));
         let mut paths = JailPaths {
             workspace: &rules.workspace,
             workspace_writable: rules.mode == Mode::WorkspaceWrite,
@@ -122,11 +120,11 @@ impl Keeper {
             shadows: shadows.as_deref(),
             read_only: self.pins.files(),
             no_network: rules.no_network,
-            layer: layer.as_ref().map(|(u, w)| (u.as_path(), w.as_path())),
+            layer: layer_dirs.as_deref(),
         };
         let spec = JailSpec::new(&paths);
         let started = match start(rules, &spec, groups) {
-            Err(e) if spec.layer.is_some() && e.reason.contains(LAYER_STEP) => {
+            Err(e) if !spec.layers.is_empty() && e.reason.contains(LAYER_STEP) => {
                 // The kernel refused the layer: the bind walls, said once (DESIGN §10).
                 let why = format!(
                     "the kernel refused the workspace's layer ({}); commands write the workspace directly, behind the bind walls (README, Sandbox)",
@@ -143,15 +141,25 @@ impl Keeper {
         };
         match started {
             Ok((j, spec)) => {
-                if let Some(l) = spec.layer.as_ref().filter(|_| self.layer.door.is_none()) {
-                    self.layer.door = Some(Door::new(
-                        &l.at,
-                        &l.upper,
-                        &session.dir,
-                        &state,
-                        self.pins.relative_to(&l.at),
-                        rules.disk_floor,
-                    ));
+                if self.layer.doors.is_empty() {
+                    self.layer.doors = spec
+                        .layers
+                        .iter()
+                        .enumerate()
+                        .map(|(i, l)| {
+                            // An `--add-dir`'s changes are named by their full path.
+                            let mut d = Door::new(
+                                &l.at,
+                                &l.upper,
+                                &session.dir,
+                                &state,
+                                self.pins.relative_to(&l.at),
+                                rules.disk_floor,
+                            );
+                            d.name_absolute(i > 0);
+                            d
+                        })
+                        .collect();
                 }
                 let j = Arc::new(j);
                 self.slot = JailSlot::Running(j.clone());
@@ -189,22 +197,24 @@ impl Keeper {
         true
     }
 
-    /// The door's pass after a command (None: no layer), with what is to be said once.
+    /// The doors' pass after a command (None: no layer), with what is to be said once.
     pub(super) fn pass(&mut self) -> Option<Report> {
         let unsaid = std::mem::take(&mut self.layer.unsaid);
-        let mut r = match self.layer.door.as_mut() {
-            Some(d) => d.pass(),
-            None if unsaid.is_empty() => return None,
-            None => Report::default(),
-        };
+        if self.layer.doors.is_empty() && unsaid.is_empty() {
+            return None;
+        }
+        let mut r = Report::default();
+        for d in &mut self.layer.doors {
+            r.merge(d.pass());
+        }
         r.said = unsaid;
         Some(r)
     }
 
-    /// The door's pass after a hook ran in the jail: applied and kept aside as always; what is
+    /// The doors' pass after a hook ran in the jail: applied and kept aside as always; what is
     /// to be said waits for the next command's pass.
     pub(super) fn pass_quietly(&mut self) {
-        if let Some(d) = self.layer.door.as_mut() {
+        for d in &mut self.layer.doors {
             let r = d.pass();
             self.layer.unsaid.extend(
                 r.failed
@@ -214,20 +224,35 @@ impl Keeper {
         }
     }
 
-    /// The listed files the door applied since the turn began (each once). A turn ends here:
+    /// The listed files the doors applied since the turn began (each once). A turn ends here:
     /// the next command may refresh the jail's view.
     pub(super) fn take_listed(&mut self) -> Vec<PathBuf> {
         self.layer.refresh = true;
         self.layer
-            .door
-            .as_mut()
-            .map(Door::take_listed)
-            .unwrap_or_default()
+            .doors
+            .iter_mut()
+            .flat_map(Door::take_listed)
+            .collect()
     }
 
-    /// The layer's size in bytes and entries (None: no layer).
+    /// The layers' size in bytes and entries (None: no layer).
     pub(super) fn layer_size(&self) -> Option<(u64, u64)> {
-        self.layer.door.as_ref().map(Door::size)
+        (!self.layer.doors.is_empty()).then(|| {
+            self.layer
+                .doors
+                .iter()
+                .map(Door::size)
+                .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+        })
+    }
+
+    /// Each layer's (upper folder, the folder its door writes).
+    pub(super) fn layer_pairs(&self) -> Vec<(PathBuf, PathBuf)> {
+        self.layer
+            .doors
+            .iter()
+            .map(|d| (d.upper().to_path_buf(), d.root().to_path_buf()))
+            .collect()
     }
 
     /// The layer's folder (the disk and inode floors watch its file system).
@@ -238,7 +263,7 @@ impl Keeper {
     /// The last pass of the old layer's door (its jail is gone), then the layer goes. What it
     /// held back is kept aside or was said; what it could not apply is said next.
     fn finish_layer(&mut self) {
-        if let Some(mut d) = self.layer.door.take() {
+        for mut d in std::mem::take(&mut self.layer.doors) {
             let r = d.finish();
             self.layer.unsaid.extend(r.failed.iter().map(|f| {
                 format!("a change of the last jail could not be applied and is lost: {f}")
@@ -293,8 +318,11 @@ impl LayerRoom {
             .or_else(layer_base)?;
         sweep(&base);
         let d = base.join(folder_name(std::process::id(), self.dirs.started));
-        for sub in ["upper", "work"] {
-            std::fs::create_dir_all(d.join(sub)).ok()?;
+        // 0: the workspace's layer; 1…: each `--add-dir`'s.
+        for i in 0..=rules.reach.add_dirs.len() {
+            for sub in ["upper", "work"] {
+                std::fs::create_dir_all(d.join(i.to_string()).join(sub)).ok()?;
+            }
         }
         self.dirs.dir = Some(d.clone());
         Some(d)

@@ -499,17 +499,20 @@ impl Commands {
     }
 
     /// The folders whose file systems a command may fill: the workspace and `--add-dir`s (in
-    /// the modes that write them), the private `TMPDIR`.
-    fn watched_folders(&self) -> Vec<PathBuf> {
+    /// the modes that write them), the private `TMPDIR`, the layers' folder (what commands
+    /// write lands there first), and each layer against the folder it stands for.
+    fn watched_folders(&self) -> disk::Watch {
         let mut v = Vec::new();
         if self.rules.mode != Mode::ReadOnly {
             v.push(self.rules.workspace.clone());
             v.extend(self.rules.reach.add_dirs.iter().cloned());
         }
         v.extend(self.tmp.as_ref().map(|t| t.path().to_path_buf()));
-        // What commands write lands in the layer first: its file system fills.
         v.extend(self.jail.layer_dir().map(Path::to_path_buf));
-        v
+        disk::Watch {
+            folders: v,
+            layers: self.jail.layer_pairs(),
+        }
     }
 
     /// Whether commands run in a jail here (a sandboxed mode, the jail not turned off and not

@@ -521,3 +521,69 @@ fn the_disk_floor_holds_between_commands() {
     let big = std::fs::metadata(ws.path().join("big.bin")).map_or(0, |m| m.len());
     assert!(big < 200 << 20, "{big}");
 }
+
+/// `--add-dir` is a layer too: what commands write there reaches the folder through the door,
+/// and no socket in it — there at start, or made by the person's program later — can be
+/// connected to from the jail (overlayfs serves a socket of the layer below as a name with no
+/// listener behind it), whatever the folder's name.
+#[test]
+fn an_added_folders_sockets_are_out_of_reach_present_or_later() {
+    if std::process::Command::new("python3")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        return;
+    }
+    let ws = Ws::new();
+    let extra = tempfile::Builder::new()
+        .prefix("tern-add-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let dir = extra.path().to_path_buf();
+    std::fs::create_dir_all(dir.join("deep/er")).unwrap();
+    // A listener at start, two levels down; another made after the jail started.
+    let listen = |path: PathBuf| {
+        let l = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        l.set_nonblocking(true).unwrap();
+        l
+    };
+    let early = listen(dir.join("deep/er/early.sock"));
+    let later_path = dir.join("later.sock");
+    let connect = |p: &str| {
+        format!(
+            "python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); s.connect('{p}'); print('CONNECTED')\" 2>&1 | tail -1"
+        )
+    };
+    let later_sock = later_path.clone();
+    let maker = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        listen(later_sock)
+    });
+    let outs = run(
+        &ws,
+        &["--add-dir", dir.to_str().unwrap()],
+        &[
+            format!(
+                "{}; echo added > {}/made.txt",
+                connect(&format!("{}/deep/er/early.sock", dir.display())),
+                dir.display()
+            ),
+            format!("sleep 2.5; {}", connect(&later_path.display().to_string())),
+        ],
+    );
+    let later = maker.join().unwrap();
+    assert!(
+        !outs[0].contains("CONNECTED") && !outs[1].contains("CONNECTED"),
+        "{outs:?}"
+    );
+    assert!(
+        early.accept().is_err() && later.accept().is_err(),
+        "a connection arrived"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("made.txt")).unwrap(),
+        "added\n",
+        "{outs:?}"
+    );
+}

@@ -88,6 +88,15 @@ pub struct Report {
 }
 
 impl Report {
+    /// Adds another door's pass to this one.
+    pub fn merge(&mut self, other: Report) {
+        self.applied += other.applied;
+        self.held.extend(other.held);
+        self.listed.extend(other.listed);
+        self.failed.extend(other.failed);
+        self.said.extend(other.said);
+    }
+
     /// Nothing worth saying.
     pub fn is_quiet(&self) -> bool {
         self.held.is_empty()
@@ -189,6 +198,8 @@ pub struct Door {
     listed: Vec<PathBuf>,
     /// The disk floor: the door never writes the workspace's file system below it.
     floor: crate::policy::DiskFloor,
+    /// Paths are said and kept by their full path (an `--add-dir`'s door), not relative.
+    absolute: bool,
 }
 
 impl Door {
@@ -218,12 +229,33 @@ impl Door {
             repos: Vec::new(),
             listed: Vec::new(),
             floor,
+            absolute: false,
         }
     }
 
     /// The layer's upper folder.
     pub fn upper(&self) -> &Path {
         &self.upper
+    }
+
+    /// The folder the door writes (the workspace, or an `--add-dir`).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Says and keeps paths by their full path (an `--add-dir`'s door, whose root is not the
+    /// workspace).
+    pub fn name_absolute(&mut self, on: bool) {
+        self.absolute = on;
+    }
+
+    /// `rel` as this door says it.
+    fn shown(&self, rel: &Path) -> PathBuf {
+        if self.absolute {
+            self.root.join(rel)
+        } else {
+            rel.to_path_buf()
+        }
     }
 
     /// Brings every change of the layer not seen yet into the workspace, or holds it back (see
@@ -234,6 +266,14 @@ impl Door {
         let mut report = Report::default();
         walk::pass(self, &mut report);
         self.last_look = started;
+        if self.absolute {
+            for h in &mut report.held {
+                h.path = self.shown(&h.path);
+            }
+            for l in &mut report.listed {
+                *l = self.shown(l);
+            }
+        }
         for l in &report.listed {
             if !self.listed.contains(l) {
                 self.listed.push(l.clone());

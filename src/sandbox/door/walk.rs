@@ -305,7 +305,7 @@ impl Walker<'_> {
         copy_out(up, name, &dest).ok()?;
         let h = Held {
             n,
-            path: rel.to_path_buf(),
+            path: self.door.shown(rel),
             reason: reason.to_string(),
             kept: Some(dest.clone()),
         };

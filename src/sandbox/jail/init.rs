@@ -378,10 +378,11 @@ fn spawn(
         // terminals are the command's to open (`openpty`, `script`, test runners), write_file
         // only.
         allow_beneath(fd, c"/dev/pts", 1 << 1);
-        if let Some(l) = &spec.layer
-            && let Ok(at) = std::ffi::CString::new(l.at.as_os_str().as_encoded_bytes())
-        {
-            allow_beneath(fd, &at, crate::sandbox::layer_rule_bits());
+        let bits = crate::sandbox::layer_rule_bits();
+        for l in &spec.layers {
+            if let Ok(at) = std::ffi::CString::new(l.at.as_os_str().as_encoded_bytes()) {
+                allow_beneath(fd, &at, bits);
+            }
         }
     }
     let progs: Option<Vec<seccompiler::BpfProgram>> = progs.map(<[_]>::to_vec);

@@ -173,10 +173,11 @@ pub struct JailSpec {
     /// Every git dir with a shadow, for the copy-back of its data files. Kept by tern; not
     /// sent to the jail.
     pub git_dirs: Vec<PathBuf>,
-    /// The workspace's layer (issue 42): commands see the workspace through it and write its
-    /// upper folder; tern's door applies the changes. None: the workspace is bound writable
-    /// (the bind walls: shadows of git's top levels).
-    pub layer: Option<Layer>,
+    /// The layers (issue 42): the workspace's first, then each `--add-dir`'s. Commands see
+    /// those folders through them and write their upper folders; tern's door applies the
+    /// changes. Empty: the folders are bound writable (the bind walls: shadows of git's top
+    /// levels).
+    pub layers: Vec<Layer>,
 }
 
 /// Where a workspace's layer lives (all absolute; `upper` and `work` on one file system,
@@ -220,9 +221,10 @@ pub struct JailPaths<'a> {
     pub read_only: &'a [PathBuf],
     /// `--no-network`.
     pub no_network: bool,
-    /// The workspace's layer in workspace-write: (upper, work) folders tern made. None: the
-    /// workspace is bound writable behind the bind walls.
-    pub layer: Option<(&'a Path, &'a Path)>,
+    /// The layers' folder in workspace-write (tern made `N/upper` and `N/work` in it: 0 for
+    /// the workspace, 1… for the `--add-dir`s in order). None: the folders are bound writable
+    /// behind the bind walls.
+    pub layer: Option<&'a Path>,
 }
 
 impl JailSpec {
@@ -236,33 +238,38 @@ impl JailSpec {
             ..JailSpec::default()
         };
         let workspace = canon(p.workspace);
-        let layer = match (p.workspace_writable, &workspace, p.layer) {
-            (true, Some(ws), Some((upper, work))) => match (canon(upper), canon(work)) {
-                (Some(upper), Some(work)) => Some(Layer {
-                    at: ws.clone(),
-                    upper,
-                    work,
-                }),
-                _ => None,
-            },
-            _ => None,
+        let layer_at = |i: usize, at: &Path| -> Option<Layer> {
+            let base = p.layer?.join(i.to_string());
+            Some(Layer {
+                at: at.to_path_buf(),
+                upper: canon(&base.join("upper"))?,
+                work: canon(&base.join("work"))?,
+            })
         };
         if p.workspace_writable {
-            if layer.is_none() {
-                s.writable.extend(workspace.clone());
+            let roots = workspace
+                .iter()
+                .cloned()
+                .chain(p.add_dirs.iter().filter_map(|d| canon(d)));
+            for (i, root) in roots.enumerate() {
+                match layer_at(i, &root) {
+                    Some(l) => s.layers.push(l),
+                    None => s.writable.push(root),
+                }
             }
-            s.writable
-                .extend(p.add_dirs.iter().filter_map(|d| canon(d)));
         }
+        // The workspace's own layer (the first, when it has one).
+        let ws_layered = workspace
+            .as_ref()
+            .is_some_and(|w| s.layers.first().is_some_and(|l| l.at == *w));
         s.writable.extend(p.tmpdir.and_then(canon));
         s.writable_files.extend(p.draft.and_then(canon));
         s.read_only.extend(canon(p.state_dir));
         s.read_only
             .extend(p.read_only.iter().filter_map(|f| canon(f)));
         if let Some(ws) = &workspace {
-            s.add_git(ws, p.workspace_writable, p.shadows, layer.is_some());
+            s.add_git(ws, p.workspace_writable, p.shadows, ws_layered);
         }
-        s.layer = layer;
         if let Some(home) = p.home.and_then(canon) {
             for e in HOME_READABLE {
                 // Canonical, so a link to elsewhere shows its target (read-only).
@@ -299,7 +306,9 @@ impl JailSpec {
 
     /// The folders commands may write: [`JailSpec::writable`] and the workspace's layer.
     pub fn writable_roots(&self) -> impl Iterator<Item = &PathBuf> {
-        self.writable.iter().chain(self.layer.iter().map(|l| &l.at))
+        self.writable
+            .iter()
+            .chain(self.layers.iter().map(|l| &l.at))
     }
 
     /// The repositories of `ws` (see `git.rs`): in workspace-write, each shown as a shadow
@@ -361,12 +370,12 @@ impl JailSpec {
             .paths(&self.hidden);
         let (real, copies): (Vec<PathBuf>, Vec<PathBuf>) = self.git_shadows.iter().cloned().unzip();
         w.paths(&real).paths(&copies).paths(&self.git_data);
-        let layer: Vec<PathBuf> = self
-            .layer
+        let layers: Vec<PathBuf> = self
+            .layers
             .iter()
             .flat_map(|l| [l.at.clone(), l.upper.clone(), l.work.clone()])
             .collect();
-        w.paths(&layer);
+        w.paths(&layers);
     }
 
     fn decode(r: &mut Reader<'_>) -> io::Result<JailSpec> {
@@ -385,14 +394,15 @@ impl JailSpec {
             },
             git_data: r.paths()?,
             git_dirs: Vec::new(),
-            layer: match r.paths()?.as_slice() {
-                [at, upper, work] => Some(Layer {
-                    at: at.clone(),
-                    upper: upper.clone(),
-                    work: work.clone(),
-                }),
-                _ => None,
-            },
+            layers: r
+                .paths()?
+                .chunks_exact(3)
+                .map(|c| Layer {
+                    at: c[0].clone(),
+                    upper: c[1].clone(),
+                    work: c[2].clone(),
+                })
+                .collect(),
         })
     }
 }

@@ -290,7 +290,7 @@ pub fn plan(spec: &JailSpec, host: &Host<'_>) -> Vec<Step> {
             }
         }
     }
-    if let Some(l) = &spec.layer {
+    for l in &spec.layers {
         steps.push(Step::Layer {
             at: l.at.clone(),
             upper: l.upper.clone(),
