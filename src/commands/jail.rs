@@ -141,26 +141,9 @@ impl Keeper {
         };
         match started {
             Ok((j, spec)) => {
-                if self.layer.doors.is_empty() {
-                    self.layer.doors = spec
-                        .layers
-                        .iter()
-                        .enumerate()
-                        .map(|(i, l)| {
-                            // An `--add-dir`'s changes are named by their full path.
-                            let mut d = Door::new(
-                                &l.at,
-                                &l.upper,
-                                &session.dir,
-                                &state,
-                                self.pins.relative_to(&l.at),
-                                rules.disk_floor,
-                            );
-                            d.name_absolute(i > 0);
-                            d
-                        })
-                        .collect();
-                }
+                let pinned = |at: &Path| self.pins.relative_to(at);
+                self.layer
+                    .open_doors(&spec, session, &state, &pinned, rules.disk_floor);
                 let j = Arc::new(j);
                 self.slot = JailSlot::Running(j.clone());
                 Ok(Some(j))
@@ -299,6 +282,32 @@ fn start(rules: &Rules, spec: &JailSpec, groups: &Arc<ProcessGroups>) -> Result<
 struct Pins(Vec<PathBuf>);
 
 impl LayerRoom {
+    /// The doors of a jail's layers, made when the layers are new (a refreshed jail over the
+    /// same layers keeps its doors and what they have seen).
+    fn open_doors(
+        &mut self,
+        spec: &JailSpec,
+        session: &Session,
+        state: &Path,
+        pinned: &dyn Fn(&Path) -> Vec<PathBuf>,
+        floor: crate::policy::DiskFloor,
+    ) {
+        if !self.doors.is_empty() {
+            return;
+        }
+        self.doors = spec
+            .layers
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let mut d = Door::new(&l.at, &l.upper, &session.dir, state, pinned(&l.at), floor);
+                // An `--add-dir`'s changes are named by their full path.
+                d.name_absolute(i > 0);
+                d
+            })
+            .collect();
+    }
+
     /// The folder for the next jail's layer (`upper/` and `work/` made in it), in
     /// workspace-write unless the kernel refused layers. None: no layer.
     fn next(&mut self, rules: &Rules, session: &Session) -> Option<PathBuf> {
