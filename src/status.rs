@@ -41,6 +41,20 @@ pub struct Snapshot {
     /// The finished sub-agents' cost in USD (`agent_end` events), and how many of them had no
     /// known price.
     pub children_cost: (f64, usize),
+    /// The door (DESIGN §10): what it did that the person should see.
+    pub door: DoorView,
+}
+
+/// The door as `tern status` shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DoorView {
+    /// Files a person's tool runs on its own that the door applied since the latest turn
+    /// began (`door` events), shown until the next turn.
+    pub listed: Vec<String>,
+    /// Changes kept aside in this session (`held.jsonl`; `tern held`).
+    pub kept: usize,
+    /// The running session's layers: bytes and entries (None: no layer runs).
+    pub layer: Option<(u64, u64)>,
 }
 
 /// Reads a snapshot of `session`. Damaged files do not fail the view: they are listed in
@@ -74,9 +88,15 @@ pub fn snapshot(session: &Session) -> Snapshot {
     let mut tokens: u64 = 0;
     let mut hooks = (0, None);
     let mut children_cost = (0.0, 0);
+    let mut door = DoorView::default();
     match session.read_envelopes() {
         Ok(events) => {
             for e in &events {
+                match &e.event {
+                    Event::TurnStart { .. } => door.listed.clear(),
+                    Event::Door { listed, .. } => door.listed.extend(listed.iter().cloned()),
+                    _ => {}
+                }
                 if matches!(e.event, Event::Hook { .. }) {
                     hooks = (hooks.0 + 1, crate::hooks::run_line(&e.event));
                 }
@@ -115,6 +135,13 @@ pub fn snapshot(session: &Session) -> Snapshot {
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map(|d| d.as_secs());
     let instructions = pinned_instructions(session, meta.as_ref());
+    door.kept = crate::sandbox::door::held_in(&session.dir).len();
+    door.layer = meta
+        .as_ref()
+        .and_then(|m| m.pid)
+        .filter(|_| crate::store::held_elsewhere(session).is_some())
+        .and_then(|pid| Some(crate::sandbox::door::layers_of(&session.state_root()?, pid)))
+        .filter(|(_, n)| *n > 0);
     Snapshot {
         ledger,
         meta,
@@ -128,6 +155,7 @@ pub fn snapshot(session: &Session) -> Snapshot {
         goal,
         hooks,
         children_cost,
+        door,
     }
 }
 
@@ -293,8 +321,35 @@ pub fn footer(session: &Session, snap: &Snapshot) -> Vec<String> {
             if *n == 1 { "" } else { "s" }
         ));
     }
+    lines.extend(door_lines(&snap.door));
     for p in &snap.problems {
         lines.push(format!("! {p}"));
+    }
+    lines
+}
+
+/// The door's lines: the files a person's tool runs that changed, what is kept aside, the
+/// layer's size.
+fn door_lines(d: &DoorView) -> Vec<String> {
+    let mut lines = Vec::new();
+    if !d.listed.is_empty() {
+        lines.push(format!(
+            "Files your tools run on their own changed: {}",
+            crate::render::safe(&d.listed.join(", "))
+        ));
+    }
+    if d.kept > 0 {
+        lines.push(format!(
+            "Kept aside: {} change{} (tern held)",
+            d.kept,
+            if d.kept == 1 { "" } else { "s" }
+        ));
+    }
+    if let Some((bytes, n)) = d.layer {
+        lines.push(format!(
+            "Layer: {} in {n} entries written by commands (the door applies them)",
+            crate::checkpoint::size_text(bytes)
+        ));
     }
     lines
 }
@@ -495,6 +550,12 @@ pub fn snapshot_json(session: &Session, snap: &Snapshot) -> Value {
         "instructions": snap.instructions.iter().map(|(l, c)| json!({"source": l, "changed": c})).collect::<Vec<_>>(),
         "goal": snap.goal,
         "hooks": {"runs": snap.hooks.0, "last": snap.hooks.1},
+        "door": {
+            "listed": snap.door.listed,
+            "kept": snap.door.kept,
+            "layer_bytes": snap.door.layer.map(|l| l.0),
+            "layer_entries": snap.door.layer.map(|l| l.1),
+        },
         "problems": snap.problems,
     })
 }

@@ -587,3 +587,35 @@ fn an_added_folders_sockets_are_out_of_reach_present_or_later() {
         "{outs:?}"
     );
 }
+
+/// Files a person's tool runs on its own are applied and named: in the model's result, in a
+/// `door` event at the end of the turn, and by `tern status` until the next turn.
+#[test]
+fn files_your_tools_run_are_named_until_the_next_turn() {
+    let ws = Ws::new();
+    let outs = run(
+        &ws,
+        &[],
+        &["echo 'export X=1' > .envrc && mkdir -p .husky/_ && echo 'echo hi' > .husky/_/pre-commit && echo ok > plain.txt && echo done".into()],
+    );
+    assert!(
+        outs[0].contains(".envrc") && outs[0].contains(".husky/_/pre-commit"),
+        "{outs:?}"
+    );
+    assert!(!outs[0].contains("plain.txt"), "{outs:?}");
+    assert!(ws.path().join(".envrc").exists());
+    let fake = FakeServer::start(vec![]);
+    let mut c = ws.tern(&fake);
+    c.arg("status");
+    let out = ok_no_stdin(c);
+    assert!(
+        out.stdout
+            .contains("Files your tools run on their own changed: .envrc, .husky/_/pre-commit"),
+        "{}",
+        out.stdout
+    );
+    let mut c = ws.tern(&fake);
+    c.args(["status", "--json"]);
+    let v: Value = serde_json::from_str(ok_no_stdin(c).stdout.trim()).unwrap();
+    assert_eq!(v["door"]["listed"].as_array().map(Vec::len), Some(2), "{v}");
+}

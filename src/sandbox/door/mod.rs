@@ -303,6 +303,20 @@ impl Door {
     }
 }
 
+/// The bytes and entries of the layers process `pid` runs under the state folder `state_root`
+/// (`layers/<pid>-<n>/`, every layer of each), for `tern status`.
+pub fn layers_of(state_root: &Path, pid: u32) -> (u64, u64) {
+    let prefix = format!("{pid}-");
+    let Ok(rd) = std::fs::read_dir(state_root.join("layers")) else {
+        return (0, 0);
+    };
+    rd.flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .flat_map(|e| std::fs::read_dir(e.path()).into_iter().flatten().flatten())
+        .map(|l| walk::size(&l.path().join("upper")))
+        .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+}
+
 /// The kept-aside changes of a session folder (its `held.jsonl`), oldest first; a torn or
 /// foreign line is skipped.
 pub fn held_in(session_dir: &Path) -> Vec<Held> {
