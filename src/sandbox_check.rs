@@ -45,6 +45,11 @@ pub struct CheckReport {
     /// The jail's layers (user, PID, mount, IPC namespaces; seccomp), or why this machine
     /// refuses it.
     pub jail: Result<crate::sandbox::jail::Layers, String>,
+    /// Which construction runs in workspace-write (DESIGN §10): `Ok` the workspace's layer
+    /// (commands write a layer, tern applies it through its door), `Err` why the kernel refused
+    /// it (the bind walls run instead); None: not tried (no jail).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layer: Option<Result<(), String>>,
     /// The self-tests, in order.
     pub self_test: Vec<SelfTest>,
     /// Landlock is there and every self-test passed.
@@ -90,6 +95,17 @@ impl fmt::Display for CheckReport {
                 f,
                 "jail: refused ({e}); sandboxed modes refuse commands unless --no-jail (Landlock alone) or --sandbox danger-full-access"
             )?,
+        }
+        match &self.layer {
+            Some(Ok(())) => writeln!(
+                f,
+                "the workspace's layer (overlayfs): yes; commands write a layer, tern applies it to the workspace through its door"
+            )?,
+            Some(Err(e)) => writeln!(
+                f,
+                "the workspace's layer (overlayfs): refused ({e}); commands write the workspace directly behind the bind walls (shadows of git's folders)"
+            )?,
+            None => {}
         }
         // The rules are probed with --no-network (to test the network rules too), which the
         // person did not give: the heading says the check added it.
@@ -161,6 +177,7 @@ pub fn check(workspace: &Path, exe: &Path) -> CheckReport {
         network_rules,
         rules: None,
         jail: Err("not tried".into()),
+        layer: None,
         self_test: Vec::new(),
         ok: false,
         workspace_note: workspace_note(workspace),
@@ -363,7 +380,10 @@ fn construct_tests(report: &mut CheckReport, exe: &Path, spill: &Path) {
     };
     let has_git = git(&["init", "-q"]);
     let shadows = state.join("jail/check");
-    let spec = JailSpec::new(&JailPaths {
+    let layers = root.join("layers");
+    let _ = std::fs::create_dir_all(layers.join("0/upper"))
+        .and_then(|()| std::fs::create_dir_all(layers.join("0/work")));
+    let mut paths = JailPaths {
         workspace: &ws,
         workspace_writable: true,
         state_dir: &state,
@@ -376,10 +396,42 @@ fn construct_tests(report: &mut CheckReport, exe: &Path, spill: &Path) {
         shadows: Some(&shadows),
         read_only: &[],
         no_network: false,
-        layer: None,
+        layer: Some(&layers),
+    };
+    let spec = JailSpec::new(&paths);
+    let (jail, spec) = match Jail::start(exe, &spec, None) {
+        Ok(j) => {
+            report.layer = Some(Ok(()));
+            (j, spec)
+        }
+        Err(e) if e.reason.contains(crate::sandbox::jail::mounts::LAYER_STEP) => {
+            report.layer = Some(Err(e.reason));
+            paths.layer = None;
+            let spec = JailSpec::new(&paths);
+            let Ok(j) = Jail::start(exe, &spec, None) else {
+                return;
+            };
+            (j, spec)
+        }
+        Err(_) => return,
+    };
+    // The door of the layer, when one runs: what a test's command wrote reaches the scratch
+    // workspace only through it, as in a session.
+    let door = spec.layers.first().map(|l| {
+        std::cell::RefCell::new(crate::sandbox::door::Door::new(
+            &l.at,
+            &l.upper,
+            &root,
+            &state,
+            Vec::new(),
+            crate::policy::DiskFloor::Off,
+        ))
     });
-    let Ok(jail) = Jail::start(exe, &spec, None) else {
-        return;
+    let settle = || {
+        jail.sync_git();
+        if let Some(d) = &door {
+            d.borrow_mut().pass();
+        }
     };
     let ctx = Ctx {
         workspace: &ws,
@@ -394,7 +446,7 @@ fn construct_tests(report: &mut CheckReport, exe: &Path, spill: &Path) {
         .chain(spec.git_data.iter().cloned())
         .collect();
     if has_git {
-        git_tests(report, &ctx, &p, &jail, &ws);
+        git_tests(report, &ctx, &p, (&jail, &settle), &ws);
     }
     reach_tests(report, &ctx, &p, &jail, &home);
     drop(jail);
@@ -406,7 +458,7 @@ fn git_tests(
     report: &mut CheckReport,
     ctx: &Ctx<'_>,
     p: &Policy,
-    jail: &crate::sandbox::jail::Jail,
+    (jail, settle): (&crate::sandbox::jail::Jail, &dyn Fn()),
     ws: &Path,
 ) {
     let config = std::fs::read(ws.join(".git/config")).unwrap_or_default();
@@ -420,7 +472,7 @@ fn git_tests(
             false,
             None,
         );
-        jail.sync_git();
+        settle();
         let landed = ws.join(".git/commondir").exists()
             || ws.join(".git/hooks/post-checkout").exists()
             || std::fs::read(ws.join(".git/config")).unwrap_or_default() != config;
@@ -429,7 +481,7 @@ fn git_tests(
         t.detail = if landed {
             "it reached the repository".into()
         } else {
-            "the jail's git works on a copy; nothing reached the repository".into()
+            "nothing reached the repository (the door holds git's own files back; without a layer the jail's git works on a copy)".into()
         };
         report.self_test.push(t);
         let commit = "git -c user.name=check -c user.email=check@check -c core.fsmonitor=false commit -q --allow-empty --no-verify -m check";
@@ -441,7 +493,7 @@ fn git_tests(
             true,
             None,
         );
-        jail.sync_git();
+        settle();
         let landed = std::process::Command::new("git")
             .args(["log", "--format=%s"])
             .current_dir(ws)

@@ -333,10 +333,25 @@ impl LayerRoom {
                 std::fs::create_dir_all(d.join(i.to_string()).join(sub)).ok()?;
             }
         }
+        // Debug builds only: a test switch that makes the kernel refuse the layer for real
+        // (overlayfs wants its work folder on the upper folder's file system).
+        #[cfg(debug_assertions)]
+        if std::env::var_os(FAKE_NO_LAYER_ENV).is_some() {
+            let elsewhere =
+                PathBuf::from(format!("/dev/shm/tern-fake-work-{}", std::process::id()));
+            let _ = std::fs::create_dir_all(&elsewhere);
+            let work = d.join("0/work");
+            let _ = std::fs::remove_dir(&work);
+            let _ = std::os::unix::fs::symlink(&elsewhere, &work);
+        }
         self.dirs.dir = Some(d.clone());
         Some(d)
     }
 }
+
+/// Debug builds only: when set, the workspace's layer is set up so the kernel refuses it
+/// (its work folder on another file system), so the fallback to the bind walls can be tested.
+pub const FAKE_NO_LAYER_ENV: &str = "TERN_SANDBOX_FAKE_NO_LAYER";
 
 /// Where layers live when the session has no state folder: a folder of the person's own on a
 /// disk file system (what `npm install` writes can be large), hidden in the jail (the home

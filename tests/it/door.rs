@@ -619,3 +619,54 @@ fn files_your_tools_run_are_named_until_the_next_turn() {
     let v: Value = serde_json::from_str(ok_no_stdin(c).stdout.trim()).unwrap();
     assert_eq!(v["door"]["listed"].as_array().map(Vec::len), Some(2), "{v}");
 }
+
+/// Where the kernel refuses the layer (here made to, for real: its work folder on another file
+/// system, a debug-build switch), tern says so once — to the model and as a warning — and runs
+/// the commands behind the bind walls; nothing is refused.
+#[test]
+fn a_refused_layer_is_said_once_and_the_bind_walls_run() {
+    if !Path::new("/dev/shm").is_dir() {
+        return;
+    }
+    let ws = Ws::new();
+    let script = vec![
+        bash(Wire::OpenAi, "c0", "echo one > one.txt && echo ran"),
+        bash(Wire::OpenAi, "c1", "echo two > two.txt && echo ran"),
+        openai_text("done"),
+    ];
+    let fake = FakeServer::start(script);
+    let mut cmd = ws.tern(&fake);
+    cmd.env("TERN_SANDBOX_FAKE_NO_LAYER", "1")
+        .args(["exec", "go"]);
+    ok_no_stdin(cmd);
+    let conv: Vec<Value> = jsonl(&ws.current_dir().join("conversation.jsonl"));
+    let first = tool_result(&conv, "c0")["content"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    let second = tool_result(&conv, "c1")["content"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        first.contains("refused the workspace's layer") && first.contains("ran"),
+        "{first}"
+    );
+    assert!(
+        !second.contains("refused the workspace's layer"),
+        "said once: {second}"
+    );
+    assert!(ws.path().join("one.txt").exists() && ws.path().join("two.txt").exists());
+    let events = jsonl(&ws.current_dir().join("events.jsonl"));
+    let warned = events
+        .iter()
+        .filter(|e| {
+            e["type"] == "warning"
+                && e["message"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("refused the workspace's layer")
+        })
+        .count();
+    assert_eq!(warned, 1);
+}

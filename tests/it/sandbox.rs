@@ -697,6 +697,12 @@ fn check_reports_support_and_passes_its_self_test() {
     assert!(report.self_test.len() >= 4, "{text}");
     assert!(report.self_test.iter().any(|t| !t.should_succeed), "{text}");
     assert!(report.self_test.iter().any(|t| t.should_succeed), "{text}");
+    // Issue 42: which construction runs is said (the layer here; the kernel allows it).
+    assert_eq!(report.layer, Some(Ok(())), "{text}");
+    assert!(
+        text.contains("the workspace's layer (overlayfs): yes"),
+        "{text}"
+    );
     // Issue 29: a test per class of "by construction", each passing here.
     for class in [
         "read a credential inside a toolchain folder",
