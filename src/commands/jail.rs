@@ -166,6 +166,12 @@ impl Keeper {
         self.pins.add(files);
     }
 
+    /// Shows a program's binary (this tern's) read-only to commands from the next jail on.
+    pub(super) fn pin_binary(&mut self, exe: PathBuf) {
+        self.pins.1.push(exe.clone());
+        self.pins.add(vec![exe]);
+    }
+
     /// The runtime ends: the last word of git's data files, then the jail (and all it left
     /// running) goes, then the door's last pass, then its shadows and layer. Whether a jail was
     /// running.
@@ -279,7 +285,7 @@ fn start(rules: &Rules, spec: &JailSpec, groups: &Arc<ProcessGroups>) -> Result<
 /// Workspace files shown read-only to commands (the scripts hooks and MCP servers run, this
 /// tern's binary), each once, in the order first pinned.
 #[derive(Debug, Default)]
-struct Pins(Vec<PathBuf>);
+struct Pins(Vec<PathBuf>, Vec<PathBuf>);
 
 impl LayerRoom {
     /// The doors of a jail's layers, made when the layers are new (a refreshed jail over the
@@ -386,12 +392,27 @@ fn layer_base() -> Option<PathBuf> {
 }
 
 impl Pins {
-    /// The pinned files inside `root`, relative to it (the door lists them when changed).
+    /// The pinned files inside `root`, relative to it, and the folders holding them (not the
+    /// root itself): the door lists a change there (a module beside a server's script is code
+    /// the server runs as well).
     fn relative_to(&self, root: &Path) -> Vec<PathBuf> {
-        self.0
-            .iter()
-            .filter_map(|f| f.strip_prefix(root).ok().map(Path::to_path_buf))
-            .collect()
+        let mut v: Vec<PathBuf> = Vec::new();
+        for f in &self.0 {
+            let Ok(rel) = f.strip_prefix(root) else {
+                continue;
+            };
+            // A program's own binary (this tern's) is shown read-only, its build folder not
+            // named: it is nobody's script.
+            let parent = rel
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty() && !self.1.contains(f));
+            for p in [Some(rel), parent].into_iter().flatten() {
+                if !v.iter().any(|x| x == p) {
+                    v.push(p.to_path_buf());
+                }
+            }
+        }
+        v
     }
 
     fn add(&mut self, files: Vec<PathBuf>) {
@@ -506,6 +527,24 @@ mod tests {
         assert_eq!(
             p.files(),
             [PathBuf::from("/w/a"), "/w/b".into(), "/w/c".into()]
+        );
+    }
+
+    #[test]
+    fn pinned_files_name_their_folders_but_never_the_root() {
+        let mut p = Pins::default();
+        p.add(vec![
+            "/w/tools/mcp/server.py".into(),
+            "/w/hook.sh".into(),
+            "/elsewhere/x".into(),
+        ]);
+        assert_eq!(
+            p.relative_to(Path::new("/w")),
+            [
+                PathBuf::from("tools/mcp/server.py"),
+                "tools/mcp".into(),
+                "hook.sh".into()
+            ]
         );
     }
 

@@ -448,6 +448,12 @@ impl Commands {
         self.jail.pin(files);
     }
 
+    /// Shows a program's binary (this tern's) read-only to commands, wherever it lies; unlike a
+    /// script, its folder is not named by the door.
+    pub fn protect_binary(&mut self, exe: PathBuf) {
+        self.jail.pin_binary(exe);
+    }
+
     /// The guard between commands (before each model request): what a process an earlier
     /// command left behind changed in tern's files, put back where tern can. None when nothing
     /// changed or the guard has no baseline yet.

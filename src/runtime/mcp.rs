@@ -237,7 +237,7 @@ impl Runtime {
         // The jail shows this tern's binary (read-only) wherever it lies, so a command's `tern
         // mcp` finds it even where the jail hides its folder (a build under `/tmp`).
         if let Some(exe) = self.commands.tern_exe() {
-            self.commands.protect(vec![exe]);
+            self.commands.protect_binary(exe);
         }
     }
 }
