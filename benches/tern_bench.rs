@@ -42,6 +42,8 @@ mod cancel_section;
 mod checkpoints_section;
 #[path = "sections/compaction.rs"]
 mod compaction_section;
+#[path = "sections/door.rs"]
+mod door_section;
 #[path = "sections/drain.rs"]
 mod drain_section;
 #[path = "sections/hooks.rs"]
@@ -178,6 +180,10 @@ fn main() -> ExitCode {
     // `cargo bench -- --compaction-only`: section 14 alone, printed, BENCHMARKS.md left as it is.
     if args.iter().any(|a| a == "--compaction-only") {
         return printed(compaction_section::bench_compaction());
+    }
+    // `cargo bench -- --door-only`: section 15 alone, printed, BENCHMARKS.md left as it is.
+    if args.iter().any(|a| a == "--door-only") {
+        return printed(door_section::bench_door());
     }
     // `cargo bench -- --responses-only`: section 13 alone, printed, BENCHMARKS.md left as it is.
     if args.iter().any(|a| a == "--responses-only") {
@@ -323,6 +329,8 @@ fn run_all() -> R<()> {
     let responses = responses_section::bench_responses()?;
     eprintln!("[14/14] what a compaction keeps …");
     let compaction = compaction_section::bench_compaction()?;
+    eprintln!("[15/15] the door …");
+    let door = door_section::bench_door()?;
 
     let load_after = fs::read_to_string("/proc/loadavg").unwrap_or_default();
     md.push_str(&machine(&load_before, &load_after, started.elapsed()));
@@ -353,6 +361,7 @@ fn run_all() -> R<()> {
     md.push_str(&mcp);
     md.push_str(&responses);
     md.push_str(&compaction);
+    md.push_str(&door);
 
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("BENCHMARKS.md");
     fs::write(&path, &md).map_err(|e| format!("write {}: {e}", path.display()))?;

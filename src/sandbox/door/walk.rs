@@ -33,6 +33,9 @@ pub(super) fn pass(door: &mut Door, report: &mut Report) {
         door,
         ws_root: ws,
         report,
+        parent: None,
+        repos: std::cell::RefCell::new(std::collections::HashMap::new()),
+        room: None,
     };
     w.folder(&up, Path::new(""));
 }
@@ -41,6 +44,13 @@ struct Walker<'a> {
     door: &'a mut Door,
     ws_root: Dir,
     report: &'a mut Report,
+    /// The workspace folder last opened (changes come folder by folder), None inside when a
+    /// link or a file is on the way.
+    parent: Option<(PathBuf, Option<std::rc::Rc<Dir>>)>,
+    /// Whether a folder holds a repository by its content, per path, for this pass.
+    repos: std::cell::RefCell<std::collections::HashMap<PathBuf, bool>>,
+    /// The workspace file system's free bytes and floor, read once a pass and counted down.
+    room: Option<(u64, u64)>,
 }
 
 impl Walker<'_> {
@@ -127,7 +137,14 @@ impl Walker<'_> {
                 None => false,
             },
             Verdict::Hold(reason) => {
-                self.hold_one(up, parent.as_ref(), &change.rel, ws_st.as_ref(), fp, reason);
+                self.hold_one(
+                    up,
+                    parent.as_deref(),
+                    &change.rel,
+                    ws_st.as_ref(),
+                    fp,
+                    reason,
+                );
                 false
             }
         }
@@ -177,21 +194,25 @@ impl Walker<'_> {
 
     /// Whether the workspace's file system keeps its floor after taking the layer's file
     /// `name` (the door never fills the disk a command was stopped from filling).
-    fn room_for(&self, up: &Dir, name: &OsStr) -> io::Result<()> {
+    fn room_for(&mut self, up: &Dir, name: &OsStr) -> io::Result<()> {
         let len = up
             .lstat(name)
             .map(|s| u64::try_from(s.st_size).unwrap_or(0))?;
-        let Some(s) = crate::store::fsutil::space(&self.door.root) else {
+        if self.room.is_none() {
+            self.room = crate::store::fsutil::space(&self.door.root)
+                .map(|s| (s.free, self.door.floor.bytes(s.total)));
+        }
+        let Some((free, floor)) = self.room.as_mut() else {
             return Ok(());
         };
-        let floor = self.door.floor.bytes(s.total);
-        if floor > 0 && s.free.saturating_sub(len) < floor {
+        if *floor > 0 && free.saturating_sub(len) < *floor {
             return Err(io::Error::other(format!(
                 "the disk holding the workspace would fall below tern's floor ({} free, the file is {})",
-                crate::checkpoint::size_text(s.free),
+                crate::checkpoint::size_text(*free),
                 crate::checkpoint::size_text(len)
             )));
         }
+        *free = free.saturating_sub(len);
         Ok(())
     }
 
@@ -242,9 +263,17 @@ impl Walker<'_> {
 
     /// The workspace folder holding `rel` (None: a link or a file on the way) and what is at
     /// `rel` there now.
-    fn ws_at(&self, rel: &Path) -> (Option<Dir>, Option<libc::stat>) {
+    fn ws_at(&mut self, rel: &Path) -> (Option<std::rc::Rc<Dir>>, Option<libc::stat>) {
         let parent = rel.parent().unwrap_or(Path::new(""));
-        let Ok(dir) = self.ws_root.beneath(parent) else {
+        let dir = match &self.parent {
+            Some((p, d)) if p == parent => d.clone(),
+            _ => {
+                let d = self.ws_root.beneath(parent).ok().map(std::rc::Rc::new);
+                self.parent = Some((parent.to_path_buf(), d.clone()));
+                d
+            }
+        };
+        let Some(dir) = dir else {
             return (None, None);
         };
         let name = rel.file_name().unwrap_or_default();
@@ -261,7 +290,14 @@ impl Walker<'_> {
         };
         let root = &self.door.root;
         let upper = &self.door.upper;
-        let is_repo = |p: &Path| looks_like_repo(&root.join(p)) || looks_like_repo(&upper.join(p));
+        let is_repo = |p: &Path| {
+            if let Some(known) = self.repos.borrow().get(p) {
+                return *known;
+            }
+            let is = looks_like_repo(&root.join(p)) || looks_like_repo(&upper.join(p));
+            self.repos.borrow_mut().insert(p.to_path_buf(), is);
+            is
+        };
         let link_inside = match &c.entry {
             Entry::Link(t) => rules::lexical_target(root, &c.rel, t).is_some_and(|to| {
                 rules::git_place(&to.join("x"), &is_repo).is_none()
