@@ -101,6 +101,9 @@ pub struct Client {
     restarts: u32,
     /// What is worth telling the caller (a restart).
     notes: Vec<String>,
+    /// The hashes of the workspace files its command names, as the session found them: checked
+    /// again each time the server starts.
+    pinned: std::collections::BTreeMap<String, Option<String>>,
 }
 
 impl Client {
@@ -115,7 +118,28 @@ impl Client {
             next_id: 1,
             restarts: 0,
             notes: Vec::new(),
+            pinned: std::collections::BTreeMap::new(),
         }
+    }
+
+    /// Starts the server only while the workspace files its command names still hash as in
+    /// `pinned` (path → SHA-256; None: absent then).
+    pub fn pinned(mut self, pinned: std::collections::BTreeMap<String, Option<String>>) -> Client {
+        self.pinned = pinned;
+        self
+    }
+
+    /// Why the server must not start now: a workspace file its command names changed since the
+    /// session opened (a command may have written it). None: unchanged.
+    fn changed_since_trusted(&self) -> Option<String> {
+        let now = super::config::covered_hashes(std::slice::from_ref(&self.server), &self.opts.cwd);
+        now.iter()
+            .find(|(p, sha)| self.pinned.get(*p).is_some_and(|was| was != *sha) || !self.pinned.contains_key(*p))
+            .map(|(p, _)| {
+                format!(
+                    "{p} changed since the session opened (a command may have written it), so the server is not started; read it, then run `tern mcp trust` (a project server) and start a new session"
+                )
+            })
     }
 
     /// The server.
@@ -150,6 +174,12 @@ impl Client {
     }
 
     fn start_link(&self) -> Result<Box<dyn Link>, McpError> {
+        if let Some(why) = self.changed_since_trusted() {
+            return Err(McpError::Start(format!(
+                "MCP server {}: {why}",
+                self.server.name
+            )));
+        }
         match &self.server.transport {
             Transport::Stdio { command, args, env } => StdioLink::start(
                 command,

@@ -189,6 +189,10 @@ pub struct Hub {
     /// Outside a session: a temporary folder for the servers' logs, so a server that dies is
     /// named with what it said.
     _logs: Option<tempfile::TempDir>,
+    /// The SHA-256 of every workspace file a stdio server's command names, as the hub was made
+    /// (the session opened, the project file's checked against its trust then): a server starts
+    /// only while they still match (issue 42: trust is checked when the program starts).
+    pinned: BTreeMap<String, Option<String>>,
 }
 
 impl Hub {
@@ -207,9 +211,11 @@ impl Hub {
         if let Some(d) = &logs {
             opts.logs = Some(d.path().to_path_buf());
         }
+        let pinned = config::covered_hashes(&servers.list, &opts.cwd);
         Hub {
             servers,
             opts,
+            pinned,
             slots: Mutex::new(BTreeMap::new()),
             saves,
             gate: None,
@@ -238,7 +244,8 @@ impl Hub {
             .entry(name.to_string())
             .or_insert_with(|| {
                 Arc::new(Mutex::new(Slot {
-                    client: Client::new(server.clone(), self.opts.clone()),
+                    client: Client::new(server.clone(), self.opts.clone())
+                        .pinned(self.pinned.clone()),
                     tools: None,
                 }))
             })

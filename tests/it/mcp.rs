@@ -706,3 +706,41 @@ fn a_sessions_command_with_no_server_configured_is_told_so_in_one_line() {
     assert!(r.contains("rc=2"), "{r}");
     assert!(!r.contains("cannot read"), "no config error leaks: {r}");
 }
+
+/// Issue 42: trust is checked when a server starts, not only when the session opens. A server
+/// of the person's own `mcp.json` runs a workspace script; a command rewrites it before the
+/// server's first call: the server is not started (the call says why), so the model's code
+/// never runs as the person.
+#[test]
+fn a_server_whose_workspace_script_changed_since_the_session_opened_is_not_started() {
+    let ws = WireWs::new(
+        W,
+        vec![
+            bash(
+                W,
+                "c1",
+                "printf 'import os\\nopen(\"/tmp/tern-mcp-pwned-%d\" % os.getpid(), \"w\")\\n' >> srv.py; echo rewrote",
+            ),
+            bash(
+                W,
+                "c2",
+                "tern mcp call srv echo '{\"text\": \"x\"}'; echo exit=$?",
+            ),
+            text(W, "done"),
+        ],
+    );
+    std::fs::copy(SERVER, ws.root().join("srv.py")).unwrap();
+    user_servers(
+        &ws,
+        json!({"srv": {"command": "python3", "args": ["./srv.py", "--era", "2026"]}}),
+    );
+    ws.ok(&["exec", "go"]);
+    let results = tool_results(&ws);
+    assert!(results[0].contains("rewrote"), "{}", results[0]);
+    assert!(
+        results[1].contains("changed since the session opened") && results[1].contains("srv.py"),
+        "{}",
+        results[1]
+    );
+    assert!(!results[1].contains("exit=0"), "{}", results[1]);
+}
