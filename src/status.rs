@@ -92,10 +92,11 @@ pub fn snapshot(session: &Session) -> Snapshot {
     match session.read_envelopes() {
         Ok(events) => {
             for e in &events {
-                match &e.event {
-                    Event::TurnStart { .. } => door.listed.clear(),
-                    Event::Door { listed, .. } => door.listed.extend(listed.iter().cloned()),
-                    _ => {}
+                if matches!(e.event, Event::TurnStart { .. }) {
+                    door.listed.clear();
+                }
+                if let Event::Door { listed, .. } = &e.event {
+                    door.listed.extend(listed.iter().cloned());
                 }
                 if matches!(e.event, Event::Hook { .. }) {
                     hooks = (hooks.0 + 1, crate::hooks::run_line(&e.event));

@@ -44,6 +44,10 @@ const SCRIPTS: [&str; 9] = ["sh", "bash", "py", "js", "mjs", "ts", "rb", "pl", "
 pub struct Scan {
     /// Paths it names inside the workspace (absolute, not checked to exist).
     pub named: Vec<PathBuf>,
+    /// Those of them it runs: a command's program, the script an interpreter at a command's
+    /// start is given, or a file with a script's extension (a file it only writes or reads,
+    /// `touch "$TERN_PROJECT_DIR/done"`, is named but not run).
+    pub ran: Vec<PathBuf>,
     /// The runner it calls whose code tern cannot name (`npm`, `make`, …).
     pub opaque: Option<String>,
 }
@@ -54,11 +58,18 @@ pub struct Scan {
 /// script's extension), and a known script runner (`bash`, `python3`, `node`…) at a command's start.
 pub fn scan(command: &str, workspace: &Path) -> Scan {
     let ws = workspace.display().to_string();
+    const INTERPRETERS: [&str; 13] = [
+        "sh", "bash", "zsh", "dash", "python", "python3", "node", "ruby", "perl", "php", "deno",
+        "bun", "source",
+    ];
     let mut out = Scan::default();
     let mut at_start = true;
+    // The word before was an interpreter at a command's start: the next path is its script.
+    let mut script_next = false;
     for word in words(command) {
         if matches!(word.as_str(), "|" | "||" | "&&" | ";" | "&" | "(" | ")") {
             at_start = true;
+            script_next = false;
             continue;
         }
         let w = word
@@ -69,6 +80,14 @@ pub fn scan(command: &str, workspace: &Path) -> Scan {
         let starts = at_start;
         // An assignment (`FOO=1 cmd`) keeps the command's start.
         at_start = at_start && w.contains('=') && !w.starts_with('=');
+        let runs_script = std::mem::take(&mut script_next);
+        if starts && INTERPRETERS.contains(&w.rsplit('/').next().unwrap_or("")) {
+            script_next = true;
+        }
+        // An interpreter's options come before its script.
+        if runs_script && w.starts_with('-') {
+            script_next = true;
+        }
         if starts && out.opaque.is_none() && RUNNERS.contains(&w.as_str()) {
             out.opaque = Some(w.clone());
         }
@@ -84,9 +103,14 @@ pub fn scan(command: &str, workspace: &Path) -> Scan {
         };
         if let Some(n) = named.map(|n| normal(&n))
             && n.starts_with(workspace)
-            && !out.named.contains(&n)
         {
-            out.named.push(n);
+            let ext = n.extension().and_then(|e| e.to_str()).unwrap_or("");
+            if (starts || runs_script || SCRIPTS.contains(&ext)) && !out.ran.contains(&n) {
+                out.ran.push(n.clone());
+            }
+            if !out.named.contains(&n) {
+                out.named.push(n);
+            }
         }
     }
     out
@@ -175,6 +199,31 @@ mod tests {
         );
         let s = scan("bash ${TERN_PROJECT_DIR}/a/../b.sh", ws());
         assert_eq!(s.named, [PathBuf::from("/w/b.sh")]);
+    }
+
+    #[test]
+    fn what_a_command_runs_is_told_from_what_it_only_writes() {
+        let s = scan(
+            "touch \"$TERN_PROJECT_DIR/done\"; tern steer x > \"$TERN_PROJECT_DIR\"/log/out",
+            ws(),
+        );
+        assert_eq!(s.named.len(), 2, "{s:?}");
+        assert!(s.ran.is_empty(), "{s:?}");
+        let s = scan(
+            "python3 -u tools/srv; ./bin/tool --x; sh -e \"$CLAUDE_PROJECT_DIR\"/hook",
+            ws(),
+        );
+        assert_eq!(
+            s.ran,
+            [
+                PathBuf::from("/w/tools/srv"),
+                PathBuf::from("/w/bin/tool"),
+                PathBuf::from("/w/hook")
+            ]
+        );
+        // A script's extension runs wherever it stands (`xargs bash x.sh`, `exec x.py`).
+        let s = scan("env FOO=1 exec helpers/x.py", ws());
+        assert_eq!(s.ran, [PathBuf::from("/w/helpers/x.py")]);
     }
 
     #[test]
