@@ -188,9 +188,9 @@ pub struct Handler {
     /// The file it came from.
     pub source: Source,
     /// Run inside the jail, like the model's commands (issue 42, DESIGN §10): by default when
-    /// its command could run a program the workspace holds (it names a workspace file, or runs
-    /// a runner such as `npm` or `make` that reads the workspace), so a script a command
-    /// rewrote gains nothing the model's own commands lack; `"jail": true` / `false` (tern's
+    /// its command could run a program the workspace holds (it runs a workspace file commands
+    /// can write, or a runner such as `npm` or `make` that reads the workspace), so a script a
+    /// command rewrote gains nothing the model's own commands lack; `"jail": true` / `false` (tern's
     /// own field) decides it per entry.
     pub jail: bool,
     /// `"jail"` as the entry gives it (None: not given, the default above applies). An asked
