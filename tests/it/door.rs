@@ -373,7 +373,7 @@ fn everyday_work_passes_the_door() {
         &ws,
         &[],
         &[
-            "mkdir -p new/deep && echo n > new/deep/n.txt && rm gone.txt && chmod +x run.sh && mv dir dir2 && echo moved".into(),
+            "mkdir -p new/deep && echo n > new/deep/n.txt && rm gone.txt && chmod +x run.sh && mv dir dir2 && echo x > suid.sh && chmod 6755 suid.sh && echo moved".into(),
             "git mv r.txt r2.txt && git -c user.name=m -c user.email=m@m commit -qm model && echo committed".into(),
             // A local clone hard-links objects by default, and overlayfs shows a hard link to a
             // workspace file under two inode numbers, which git's check refuses (README).
@@ -397,6 +397,12 @@ fn everyday_work_passes_the_door() {
         .permissions()
         .mode();
     assert!(mode & 0o100 != 0, "{mode:o}");
+    // Set-id bits never pass (the jail is nosuid, the workspace is not).
+    let suid = std::fs::metadata(p.join("suid.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(suid & 0o6000, 0, "{suid:o}");
     assert!(outs[1].contains("committed"), "{outs:?}");
     let log = git(p, &["log", "--format=%s"]);
     assert!(

@@ -14,13 +14,13 @@ use crate::store::dirfd::Kind;
 pub enum Entry {
     /// A plain file with these permission bits.
     File {
-        /// `st_mode & 0o7777`.
+        /// `st_mode & 0o1777`: the set-id bits never pass.
         mode: u32,
     },
     /// A folder with these permission bits; `opaque` when it replaced a folder of the
     /// workspace whole (overlayfs's opaque mark: `rm -rf d && mkdir d`).
     Dir {
-        /// `st_mode & 0o7777`.
+        /// `st_mode & 0o1777`.
         mode: u32,
         /// The folder hides what the workspace has beneath it.
         opaque: bool,

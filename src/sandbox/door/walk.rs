@@ -110,7 +110,7 @@ impl Walker<'_> {
             Some(ws),
         ) = (&change.entry, &ws_st)
             && kind_of(ws) == Kind::Dir
-            && ws.st_mode & 0o7777 == *mode
+            && ws.st_mode & 0o1777 == *mode
         {
             // A folder the workspace has already, copied up because something beneath it
             // changed: not a change itself; what is beneath is judged.
@@ -357,7 +357,10 @@ impl Walker<'_> {
 
 /// What the layer holds at `name` (never followed).
 fn entry_of(up: &Dir, name: &OsStr, st: &libc::stat) -> Entry {
-    let mode = st.st_mode & 0o7777;
+    // Set-user-ID and set-group-ID never pass the door: the jail mounts with nosuid, the
+    // workspace does not, and a set-id file a command made (as root: owned by root) would run
+    // with its owner's rights for whoever starts it.
+    let mode = st.st_mode & 0o1777;
     match st.st_mode & libc::S_IFMT {
         libc::S_IFREG => Entry::File { mode },
         libc::S_IFDIR => Entry::Dir {
