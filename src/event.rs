@@ -610,13 +610,80 @@ pub struct Held {
     /// The number `tern held take N` takes it by (0 when not kept aside).
     #[serde(default)]
     pub n: u32,
-    /// The path in the workspace, relative.
+    /// The path in the workspace, relative (an `--add-dir`'s: absolute), as text (bytes that
+    /// are not UTF-8 shown as U+FFFD; `path_bytes` then holds them).
+    #[serde(with = "path_text")]
     pub path: PathBuf,
+    /// The path's bytes, only when they are not UTF-8 (JSON strings cannot hold them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_bytes: Option<Vec<u8>>,
     /// Why, one clause ([`Reason`]'s words).
     pub reason: String,
-    /// Where the model's version is kept (absolute), when it is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Where the model's version is kept (absolute, as text), when it is.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "opt_path_text"
+    )]
     pub kept: Option<PathBuf>,
+}
+
+impl Held {
+    /// A held change at `path`, its bytes kept apart when they are not UTF-8.
+    pub fn new(n: u32, path: PathBuf, reason: String, kept: Option<PathBuf>) -> Held {
+        use std::os::unix::ffi::OsStrExt;
+        let path_bytes = path
+            .to_str()
+            .is_none()
+            .then(|| path.as_os_str().as_bytes().to_vec());
+        Held {
+            n,
+            path,
+            path_bytes,
+            reason,
+            kept,
+        }
+    }
+
+    /// The path with its real bytes.
+    pub fn real_path(&self) -> PathBuf {
+        use std::os::unix::ffi::OsStringExt;
+        match &self.path_bytes {
+            Some(b) => PathBuf::from(std::ffi::OsString::from_vec(b.clone())),
+            None => self.path.clone(),
+        }
+    }
+}
+
+/// A path as JSON text (lossy: see [`Held::path_bytes`]).
+mod path_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::path::{Path, PathBuf};
+
+    pub fn serialize<S: Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&p.to_string_lossy())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
+        String::deserialize(d).map(PathBuf::from)
+    }
+}
+
+/// An optional path as JSON text (lossy).
+mod opt_path_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::path::PathBuf;
+
+    pub fn serialize<S: Serializer>(p: &Option<PathBuf>, s: S) -> Result<S::Ok, S::Error> {
+        match p {
+            Some(p) => s.serialize_str(&p.to_string_lossy()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PathBuf>, D::Error> {
+        Option::<String>::deserialize(d).map(|o| o.map(PathBuf::from))
+    }
 }
 
 /// What one hook run decided (Claude Code's exit codes and JSON fields).
@@ -946,12 +1013,12 @@ impl Event {
                 error: Some(s("MCP server github: tools/call: no answer in 120 s")),
             },
             Event::Door {
-                held: vec![Held {
-                    n: 1,
-                    path: "vendor/x/.git".into(),
-                    reason: s("a new repository is kept aside"),
-                    kept: Some(".tern/sessions/s/held/1/vendor/x/.git".into()),
-                }],
+                held: vec![Held::new(
+                    1,
+                    "vendor/x/.git".into(),
+                    s("a new repository is kept aside"),
+                    Some(".tern/sessions/s/held/1/vendor/x/.git".into()),
+                )],
                 listed: vec![s(".husky/pre-commit")],
             },
             Event::Result(ResultFields {

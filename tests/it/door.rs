@@ -676,3 +676,30 @@ fn a_refused_layer_is_said_once_and_the_bind_walls_run() {
         .count();
     assert_eq!(warned, 1);
 }
+
+/// A name that is not UTF-8 on a change the door holds back (a FIFO) or keeps aside: said and
+/// recorded without breaking the event log or the run.
+#[test]
+fn a_held_name_that_is_not_utf8_is_said() {
+    let ws = Ws::new();
+    let outs = run(
+        &ws,
+        &[],
+        &["mkfifo \"$(printf 'p\\377')\" && mkdir -p \"$(printf 'd\\376')\" && cd \"$(printf 'd\\376')\" && git init -q && echo made".into()],
+    );
+    assert!(outs[0].contains("made"), "{outs:?}");
+    assert!(
+        outs[0].contains("FIFO") && outs[0].contains("new repository"),
+        "{outs:?}"
+    );
+    let events = jsonl(&ws.current_dir().join("events.jsonl"));
+    assert!(events.iter().any(|e| e["type"] == "door"), "{events:?}");
+    let held = tern::sandbox::door::held_in(&ws.current_dir());
+    assert_eq!(held.len(), 1, "{held:?}");
+    // Taken by its real bytes.
+    let got = tern::sandbox::door::take(&ws.current_dir(), ws.path(), held[0].n).unwrap();
+    use std::os::unix::ffi::OsStrExt;
+    let dir = ws.path().join(std::ffi::OsStr::from_bytes(b"d\xfe"));
+    assert_eq!(got, dir.join(".git"));
+    assert!(dir.join(".git/HEAD").exists());
+}

@@ -268,7 +268,12 @@ impl Door {
         self.last_look = started;
         if self.absolute {
             for h in &mut report.held {
-                h.path = self.shown(&h.path);
+                *h = Held::new(
+                    h.n,
+                    self.shown(&h.real_path()),
+                    h.reason.clone(),
+                    h.kept.clone(),
+                );
             }
             for l in &mut report.listed {
                 *l = self.shown(l);
@@ -338,15 +343,22 @@ pub fn take(session_dir: &Path, root: &Path, n: u32) -> Result<PathBuf, String> 
         .ok_or_else(|| {
             format!("no kept-aside change {n} in this session (tern held lists them)")
         })?;
-    let kept = h
-        .kept
-        .ok_or_else(|| format!("change {n} was not kept aside"))?;
-    walk::take(&kept, &root.join(&h.path)).map_err(|e| {
+    if h.kept.is_none() {
+        return Err(format!("change {n} was not kept aside"));
+    }
+    // Where it is kept and where it goes, from its real bytes (the record's text is lossy).
+    let rel = h.real_path();
+    let dest = root.join(&rel);
+    let kept = session_dir
+        .join(HELD_DIR)
+        .join(n.to_string())
+        .join(rel.strip_prefix("/").unwrap_or(&rel));
+    walk::take(&kept, &dest).map_err(|e| {
         format!(
             "could not copy {} to {}: {e}",
             kept.display(),
-            root.join(&h.path).display()
+            dest.display()
         )
     })?;
-    Ok(root.join(&h.path))
+    Ok(dest)
 }

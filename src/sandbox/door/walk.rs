@@ -253,12 +253,12 @@ impl Walker<'_> {
             }
         }
         self.door.seen.insert(rel.to_path_buf(), seen);
-        self.report.held.push(Held {
-            n: kept.as_ref().map_or(0, |(n, _)| *n),
-            path: rel.to_path_buf(),
-            reason: reason.to_string(),
-            kept: kept.map(|(_, p)| p),
-        });
+        self.report.held.push(Held::new(
+            kept.as_ref().map_or(0, |(n, _)| *n),
+            rel.to_path_buf(),
+            reason.to_string(),
+            kept.map(|(_, p)| p),
+        ));
     }
 
     /// The workspace folder holding `rel` (None: a link or a file on the way) and what is at
@@ -339,12 +339,12 @@ impl Walker<'_> {
             std::fs::create_dir_all(p).ok()?;
         }
         copy_out(up, name, &dest).ok()?;
-        let h = Held {
+        let h = Held::new(
             n,
-            path: self.door.shown(rel),
-            reason: reason.to_string(),
-            kept: Some(dest.clone()),
-        };
+            self.door.shown(rel),
+            reason.to_string(),
+            Some(dest.clone()),
+        );
         let line = serde_json::to_string(&h).ok()?;
         crate::store::fsutil::append_line(&self.door.session.join(HELD_LOG), &line).ok()?;
         self.door.kept = n;
