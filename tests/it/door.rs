@@ -703,3 +703,31 @@ fn a_held_name_that_is_not_utf8_is_said() {
     assert_eq!(got, dir.join(".git"));
     assert!(dir.join(".git/HEAD").exists());
 }
+
+/// A new repository made in an `--add-dir` is kept aside under its full path and taken back
+/// there.
+#[test]
+fn a_repository_made_in_an_added_folder_is_kept_and_taken_by_its_full_path() {
+    let ws = Ws::new();
+    let extra = tempfile::Builder::new()
+        .prefix("tern-add-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let dir = extra.path().to_path_buf();
+    let outs = run(
+        &ws,
+        &["--add-dir", dir.to_str().unwrap()],
+        &[format!(
+            "cd {} && git init -q r && echo made",
+            dir.display()
+        )],
+    );
+    assert!(outs[0].contains("made"), "{outs:?}");
+    assert!(!dir.join("r/.git").exists(), "{outs:?}");
+    let held = tern::sandbox::door::held_in(&ws.current_dir());
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(held[0].path, dir.join("r/.git"));
+    let got = tern::sandbox::door::take(&ws.current_dir(), ws.path(), held[0].n).unwrap();
+    assert_eq!(got, dir.join("r/.git"));
+    assert!(dir.join("r/.git/HEAD").exists());
+}

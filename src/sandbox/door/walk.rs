@@ -329,12 +329,14 @@ impl Walker<'_> {
         reason: &Reason,
     ) -> Option<(u32, PathBuf)> {
         let n = self.door.kept + 1;
+        // Kept under the path it is said by (an `--add-dir`'s full path, less its root).
+        let shown = self.door.shown(rel);
         let dest = self
             .door
             .session
             .join(HELD_DIR)
             .join(n.to_string())
-            .join(rel);
+            .join(shown.strip_prefix("/").unwrap_or(&shown));
         if let Some(p) = dest.parent() {
             std::fs::create_dir_all(p).ok()?;
         }
