@@ -331,6 +331,9 @@ impl LayerRoom {
             .map(|r| r.join("layers"))
             .filter(|b| crate::store::fsutil::ensure_dir(b).is_ok())
             .or_else(layer_base)?;
+        // What a tern that ended without its door's last pass (killed) left in its layers goes
+        // through a door now, before they are swept: nothing a command wrote is lost.
+        self.unsaid.extend(recover(&base, rules.disk_floor));
         sweep(&base);
         let d = base.join(folder_name(std::process::id(), self.dirs.started));
         // 0: the workspace's layer; 1…: each `--add-dir`'s.
@@ -339,6 +342,17 @@ impl LayerRoom {
                 std::fs::create_dir_all(d.join(i.to_string()).join(sub)).ok()?;
             }
         }
+        // Where its changes go, for a later tern to recover them if this one is killed.
+        let state = session.state_root().unwrap_or_else(|| session.dir.clone());
+        let origin = Origin {
+            session: session.dir.clone(),
+            state,
+            roots: std::iter::once(&rules.workspace)
+                .chain(&rules.reach.add_dirs)
+                .map(|r| std::fs::canonicalize(r).unwrap_or_else(|_| r.clone()))
+                .collect(),
+        };
+        std::fs::write(d.join(ORIGIN), serde_json::to_vec(&origin).ok()?).ok()?;
         // Debug builds only: a test switch that makes the kernel refuse the layer for real
         // (overlayfs wants its work folder on the upper folder's file system).
         #[cfg(debug_assertions)]
@@ -353,6 +367,87 @@ impl LayerRoom {
         self.dirs.dir = Some(d.clone());
         Some(d)
     }
+}
+
+/// The file in a layer folder naming where its changes go (`Origin`).
+const ORIGIN: &str = "origin.json";
+
+/// Where a layer folder's changes go: the session (kept-aside changes), the state folder, and
+/// each layer's folder (`0`: the workspace, then the `--add-dir`s).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Origin {
+    session: PathBuf,
+    state: PathBuf,
+    roots: Vec<PathBuf>,
+}
+
+/// Passes the layers of tern processes that are gone through a door each (the person's changes
+/// since their jail started win: a file changed after it is kept aside, never overwritten),
+/// then leaves them to the sweep. Each is first renamed to this process's name, so two terns
+/// starting at once never recover one twice. Returns what is worth saying.
+fn recover(base: &Path, floor: crate::policy::DiskFloor) -> Vec<String> {
+    let mut said = Vec::new();
+    let Ok(rd) = std::fs::read_dir(base) else {
+        return said;
+    };
+    for (k, e) in rd.flatten().enumerate() {
+        let Some(pid) = e.file_name().to_str().and_then(maker) else {
+            continue;
+        };
+        // SAFETY: kill(2) with signal 0 only asks whether the process exists.
+        let gone = unsafe { libc::kill(pid, 0) } != 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if !gone {
+            continue;
+        }
+        let mine = base.join(folder_name(
+            std::process::id(),
+            1_000_000 + u32::try_from(k).unwrap_or(0),
+        ));
+        if std::fs::rename(e.path(), &mine).is_err() {
+            continue;
+        }
+        let Ok(text) = std::fs::read(mine.join(ORIGIN)) else {
+            continue;
+        };
+        let Ok(origin) = serde_json::from_slice::<Origin>(&text) else {
+            continue;
+        };
+        let started = std::fs::metadata(mine.join(ORIGIN))
+            .and_then(|m| m.modified())
+            .unwrap_or(std::time::UNIX_EPOCH);
+        for (i, root) in origin.roots.iter().enumerate() {
+            let upper = mine.join(i.to_string()).join("upper");
+            if !upper.is_dir() {
+                continue;
+            }
+            let mut d = Door::new(
+                root,
+                &upper,
+                &origin.session,
+                &origin.state,
+                Vec::new(),
+                floor,
+            );
+            d.name_absolute(i > 0);
+            d.looked_at(started);
+            let r = d.finish();
+            if r.applied > 0 || !r.held.is_empty() || !r.failed.is_empty() {
+                said.push(format!(
+                    "an earlier tern (process {pid}) ended before applying its commands' last changes: {} applied now, {} held back{}",
+                    r.applied,
+                    r.held.len(),
+                    if r.failed.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", not applied: {}", r.failed.join("; "))
+                    }
+                ));
+            }
+        }
+        let _ = std::fs::remove_dir_all(&mine);
+    }
+    said
 }
 
 /// Debug builds only: when set, the workspace's layer is set up so the kernel refuses it

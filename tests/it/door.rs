@@ -731,3 +731,51 @@ fn a_repository_made_in_an_added_folder_is_kept_and_taken_by_its_full_path() {
     assert_eq!(got, dir.join("r/.git"));
     assert!(dir.join("r/.git/HEAD").exists());
 }
+
+/// tern is killed while a command runs (SIGKILL: no last pass): what the command had written
+/// in its layer is not lost — the next tern passes the dead one's layer through a door before
+/// sweeping it, and says so.
+#[test]
+fn a_killed_terns_layer_is_applied_by_the_next_one() {
+    let ws = Ws::new();
+    let marker = format!("{}.{}", 41, std::process::id());
+    let fake = FakeServer::start(vec![bash(
+        Wire::OpenAi,
+        "c0",
+        &format!("echo data > crash.txt && mkdir -p d && echo deep > d/f && sleep {marker}"),
+    )]);
+    let mut cmd = ws.tern(&fake);
+    cmd.args(["exec", "go"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let started = crate::support::procs::eventually(std::time::Duration::from_secs(30), || {
+        !crate::support::procs::pids_running(&["sleep", &marker]).is_empty()
+    });
+    child.kill().unwrap();
+    let _ = child.wait();
+    assert!(started, "the command never started");
+    assert!(
+        !ws.path().join("crash.txt").exists(),
+        "applied before the command ended"
+    );
+    // The next tern, a new session.
+    let outs = run(&ws, &[], &["echo next".into()]);
+    assert!(outs[0].contains("an earlier tern"), "{outs:?}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("crash.txt")).unwrap(),
+        "data\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("d/f")).unwrap(),
+        "deep\n"
+    );
+    let layers: Vec<_> = std::fs::read_dir(ws.path().join(".tern/layers"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert!(
+        layers.is_empty(),
+        "the dead tern's layer was swept: {layers:?}"
+    );
+}

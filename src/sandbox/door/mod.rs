@@ -243,6 +243,12 @@ impl Door {
         &self.root
     }
 
+    /// Sets when the layer last looked at the workspace (a recovered layer: its jail's start),
+    /// so a change the person made since counts as theirs.
+    pub fn looked_at(&mut self, t: SystemTime) {
+        self.last_look = t;
+    }
+
     /// Says and keeps paths by their full path (an `--add-dir`'s door, whose root is not the
     /// workspace).
     pub fn name_absolute(&mut self, on: bool) {
