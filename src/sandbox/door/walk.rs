@@ -4,7 +4,6 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io::{self, Read, Write};
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -61,9 +60,6 @@ impl Walker<'_> {
         };
         names.sort();
         for name in names {
-            if name.as_bytes().starts_with(TEMP.as_bytes()) && rel.as_os_str().is_empty() {
-                continue;
-            }
             let Ok(st) = up.lstat(&name) else { continue };
             let rel = rel.join(&name);
             let fp = Fp::of(&st);
