@@ -126,7 +126,7 @@ impl fmt::Display for Reason {
                 "git's {what} is never changed from the jail (only objects, refs, logs, index and *_HEAD are)"
             ),
             Reason::NewRepository => f.write_str(
-                "a new repository is kept aside for the person to take (tern held), never applied",
+                "a new repository is never applied: it stays usable in the jail and is kept aside for the person to read and take",
             ),
             Reason::GitEntry => {
                 f.write_str("a repository's .git is never replaced or removed from the jail")
