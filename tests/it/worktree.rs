@@ -252,7 +252,8 @@ fn six_jobs_in_one_workspace(extra: &[&str]) {
             Some(bash(
                 W,
                 "c1",
-                "echo job >> shared.log; touch f_$RANDOM; sleep 1",
+                // Each job's own line (two random numbers: no two jobs write the same bytes).
+                "echo job $RANDOM$RANDOM >> shared.log; touch f_$RANDOM$RANDOM; sleep 1",
             ))
         }
     });
@@ -297,8 +298,9 @@ fn six_jobs_in_one_workspace(extra: &[&str]) {
         .count();
     if extra.is_empty() {
         // In the jail each job writes a layer of its own: the door applies the first job's
-        // `shared.log`, and keeps each other job's version aside (another writer changed the
-        // file meanwhile: never overwritten), said in its `door` events. Nothing is lost.
+        // `shared.log`, and keeps each later job's version aside unless it already held the
+        // lines applied before it (another writer changed the file meanwhile: never
+        // overwritten), said in its `door` events. Every job's line is in the file or kept.
         let sessions = std::fs::read_dir(ws.root().join(".tern/sessions")).unwrap();
         let held: usize = sessions
             .flatten()
