@@ -394,10 +394,7 @@ fn recover(base: &Path, floor: crate::policy::DiskFloor) -> Vec<String> {
         let Some(pid) = e.file_name().to_str().and_then(maker) else {
             continue;
         };
-        // SAFETY: kill(2) with signal 0 only asks whether the process exists.
-        let gone = unsafe { libc::kill(pid, 0) } != 0
-            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
-        if !gone {
+        if !gone(pid) {
             continue;
         }
         let mine = base.join(folder_name(
@@ -591,6 +588,13 @@ fn shadow_base() -> Option<PathBuf> {
     })
 }
 
+/// Whether process `pid` is gone (kill(2) with signal 0 answers ESRCH).
+fn gone(pid: i32) -> bool {
+    // SAFETY: kill(2) with signal 0 only asks whether the process exists.
+    let refused = unsafe { libc::kill(pid, 0) } != 0;
+    refused && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+}
+
 /// Removes the shadow folders under `base` whose process is gone (a tern killed before it
 /// could remove its own).
 fn sweep(base: &Path) {
@@ -601,10 +605,7 @@ fn sweep(base: &Path) {
         let Some(pid) = e.file_name().to_str().and_then(maker) else {
             continue;
         };
-        // SAFETY: kill(2) with signal 0 only asks whether the process exists.
-        let gone = unsafe { libc::kill(pid, 0) } != 0
-            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
-        if gone {
+        if gone(pid) {
             let _ = std::fs::remove_dir_all(e.path());
         }
     }

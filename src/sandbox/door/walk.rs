@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::rules::{self, Change, Entry, Now, Reason, Special, Verdict};
 use super::{Door, Fp, HELD_DIR, HELD_LOG, Held, Report, Seen};
+use crate::sandbox::jail::git::is_git_dir;
 use crate::store::dirfd::{Dir, Kind};
 
 /// overlayfs's mark of a folder that hides the lower one's entries, in a user namespace mount
@@ -306,7 +307,7 @@ impl Walker<'_> {
             if let Some(known) = self.repos.borrow().get(p) {
                 return *known;
             }
-            let is = looks_like_repo(&root.join(p)) || looks_like_repo(&upper.join(p));
+            let is = is_git_dir(&root.join(p)) || is_git_dir(&upper.join(p));
             self.repos.borrow_mut().insert(p.to_path_buf(), is);
             is
         };
@@ -410,14 +411,6 @@ fn time_of(secs: i64, nanos: i64) -> SystemTime {
         u32::try_from(nanos).unwrap_or(0).min(999_999_999),
     );
     UNIX_EPOCH + d
-}
-
-/// A folder that holds a repository by its content (`HEAD`, `objects/`, `refs/`): git would
-/// take it for one (a bare repository, a `gitdir:` target).
-fn looks_like_repo(p: &Path) -> bool {
-    let is =
-        |n: &str, dir: bool| std::fs::symlink_metadata(p.join(n)).is_ok_and(|m| m.is_dir() == dir);
-    is("HEAD", false) && is("objects", true) && is("refs", true)
 }
 
 /// Whether the workspace path `to` (relative), as far as it exists, resolves inside `root`

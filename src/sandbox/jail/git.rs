@@ -152,9 +152,15 @@ fn git_dirs_of(dot: &Path) -> Option<(Vec<PathBuf>, Option<PathBuf>)> {
     Some((dirs, file))
 }
 
-/// Whether `d` looks like a git dir (`HEAD` and `objects`, or `HEAD` and a `commondir`).
-fn is_git_dir(d: &Path) -> bool {
-    d.join("HEAD").is_file() && (d.join("objects").is_dir() || d.join("commondir").is_file())
+/// Whether `d` looks like a git dir (`HEAD` and `objects`, or `HEAD` and a `commondir`), not
+/// following a link at those names (git's own layout has none there). The door asks it too:
+/// a folder git would take for a repository, whatever its name.
+pub(crate) fn is_git_dir(d: &Path) -> bool {
+    let is = |n: &str, dir: bool| {
+        std::fs::symlink_metadata(d.join(n))
+            .is_ok_and(|m| if dir { m.is_dir() } else { m.is_file() })
+    };
+    is("HEAD", false) && (is("objects", true) || is("commondir", false))
 }
 
 /// `root` and every git dir inside it (`modules/…` of submodules at any depth, `worktrees/*`
