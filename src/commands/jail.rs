@@ -132,7 +132,8 @@ impl Keeper {
                 );
                 self.layer.refused = Some(why.clone());
                 self.layer.unsaid.push(why);
-                self.layer.dirs.remove();
+                // A layer that ran before (a refreshed jail) goes through its door first.
+                self.layer.finish();
                 paths.layer = None;
                 let spec = JailSpec::new(&paths);
                 start(rules, &spec, groups).map(|j| (j, spec))
@@ -249,16 +250,9 @@ impl Keeper {
         self.layer.dirs.dir.as_deref()
     }
 
-    /// The last pass of the old layer's door (its jail is gone), then the layer goes. What it
-    /// held back is kept aside or was said; what it could not apply is said next.
+    /// The last pass of the old layers' doors (its jail is gone), then the layers go.
     fn finish_layer(&mut self) {
-        for mut d in std::mem::take(&mut self.layer.doors) {
-            let r = d.finish();
-            self.layer.unsaid.extend(r.failed.iter().map(|f| {
-                format!("a change of the last jail could not be applied and is lost: {f}")
-            }));
-        }
-        self.layer.dirs.remove();
+        self.layer.finish();
     }
 }
 
@@ -288,6 +282,18 @@ fn start(rules: &Rules, spec: &JailSpec, groups: &Arc<ProcessGroups>) -> Result<
 struct Pins(Vec<PathBuf>, Vec<PathBuf>);
 
 impl LayerRoom {
+    /// The last pass of each door (its jail is gone), then the layers go. What they held back
+    /// is kept aside or was said; what they could not apply is said next.
+    fn finish(&mut self) {
+        for mut d in std::mem::take(&mut self.doors) {
+            let r = d.finish();
+            self.unsaid.extend(r.failed.iter().map(|f| {
+                format!("a change of the last jail could not be applied and is lost: {f}")
+            }));
+        }
+        self.dirs.remove();
+    }
+
     /// The doors of a jail's layers, made when the layers are new (a refreshed jail over the
     /// same layers keeps its doors and what they have seen).
     fn open_doors(
