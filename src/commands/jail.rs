@@ -448,7 +448,7 @@ fn recover(base: &Path, floor: crate::policy::DiskFloor) -> Vec<String> {
                 ));
             }
         }
-        let _ = std::fs::remove_dir_all(&mine);
+        remove_tree(&mine);
     }
     said
 }
@@ -552,10 +552,10 @@ impl Shadows {
         Some(d)
     }
 
-    /// Removes the running jail's shadows.
+    /// Removes the running jail's shadows (or layers).
     fn remove(&mut self) {
         if let Some(d) = self.dir.take() {
-            let _ = std::fs::remove_dir_all(d);
+            remove_tree(&d);
         }
     }
 }
@@ -594,6 +594,29 @@ fn shadow_base() -> Option<PathBuf> {
     })
 }
 
+/// Removes the folder `d` and all in it, first opening up the folders that cannot be listed
+/// (overlayfs leaves its `work/work` with mode 000, which only root could remove as it is).
+/// Links are not followed.
+fn remove_tree(d: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    fn open_up(p: &Path) {
+        let Ok(m) = std::fs::symlink_metadata(p) else {
+            return;
+        };
+        if !m.is_dir() {
+            return;
+        }
+        if m.permissions().mode() & 0o700 != 0o700 {
+            let _ = std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o700));
+        }
+        for e in std::fs::read_dir(p).into_iter().flatten().flatten() {
+            open_up(&e.path());
+        }
+    }
+    open_up(d);
+    let _ = std::fs::remove_dir_all(d);
+}
+
 /// Whether process `pid` is gone (kill(2) with signal 0 answers ESRCH).
 fn gone(pid: i32) -> bool {
     // SAFETY: kill(2) with signal 0 only asks whether the process exists.
@@ -612,7 +635,7 @@ fn sweep(base: &Path) {
             continue;
         };
         if gone(pid) {
-            let _ = std::fs::remove_dir_all(e.path());
+            remove_tree(&e.path());
         }
     }
 }
