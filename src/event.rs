@@ -617,7 +617,7 @@ pub struct Held {
     /// The path's bytes, only when they are not UTF-8 (JSON strings cannot hold them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path_bytes: Option<Vec<u8>>,
-    /// Why, one clause ([`Reason`]'s words).
+    /// Why, one clause ([`crate::sandbox::door::Reason`]'s words).
     pub reason: String,
     /// Where the model's version is kept (absolute, as text), when it is.
     #[serde(

@@ -196,7 +196,7 @@ pub fn judge(c: &Change, now: &Now) -> Verdict {
 
 /// The place of `rel` among git directories: the deepest proper ancestor that is one (named
 /// `.git`, or a folder `is_git_dir` says holds a repository: `HEAD`, `objects/`, `refs/`) decides;
-/// the path beneath it is data or control ([`DATA_DIRS`], [`DATA_FILES`], a linked worktree's
+/// the path beneath it is data or control (git's data folders and files, a linked worktree's
 /// `worktrees/NAME/` files and logs). A path whose own name is `.git` is [`GitPlace::Entry`].
 pub fn git_place(rel: &Path, is_git_dir: &dyn Fn(&Path) -> bool) -> Option<GitPlace> {
     let comps: Vec<&OsStr> = rel
