@@ -313,7 +313,7 @@ impl Runtime {
             content.push_str("\nError: ");
             content.push_str(&v.to_string());
         }
-        if let Some(r) = door.filter(|r| !r.is_quiet()) {
+        if let Some(r) = door.filter(|r| !r.is_quiet_for_model()) {
             // The model reads what the door held back and named; the person sees the same.
             content.push('\n');
             content.push_str(&r.to_string());

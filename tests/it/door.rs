@@ -594,8 +594,9 @@ fn an_added_folders_sockets_are_out_of_reach_present_or_later() {
     );
 }
 
-/// Files a person's tool runs on its own are applied and named: in the model's result, in a
-/// `door` event at the end of the turn, and by `tern status` until the next turn.
+/// Files a person's tool runs on its own are applied and named to the person: in a `door` event
+/// at the end of the turn, and by `tern status` until the next turn (the model's result stays
+/// as the command left it).
 #[test]
 fn files_your_tools_run_are_named_until_the_next_turn() {
     let ws = Ws::new();
@@ -604,12 +605,16 @@ fn files_your_tools_run_are_named_until_the_next_turn() {
         &[],
         &["echo 'export X=1' > .envrc && mkdir -p .husky/_ && echo 'echo hi' > .husky/_/pre-commit && echo ok > plain.txt && echo done".into()],
     );
-    assert!(
-        outs[0].contains(".envrc") && outs[0].contains(".husky/_/pre-commit"),
-        "{outs:?}"
-    );
-    assert!(!outs[0].contains("plain.txt"), "{outs:?}");
+    // Named to the person (the event, `tern status`), not to the model: no tokens for it.
+    assert_eq!(outs[0], "done\n[exit 0]", "{outs:?}");
     assert!(ws.path().join(".envrc").exists());
+    let events = jsonl(&ws.current_dir().join("events.jsonl"));
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "door" && e["listed"].as_array().map(Vec::len) == Some(2)),
+        "{events:?}"
+    );
     let fake = FakeServer::start(vec![]);
     let mut c = ws.tern(&fake);
     c.arg("status");

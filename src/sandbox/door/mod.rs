@@ -97,6 +97,12 @@ impl Report {
         self.said.extend(other.said);
     }
 
+    /// Nothing the model reads: what was held back, not applied or said (the listed files are
+    /// the person's to read, in the `door` event at the turn's end: no tokens for the model).
+    pub fn is_quiet_for_model(&self) -> bool {
+        self.held.is_empty() && self.failed.is_empty() && self.said.is_empty()
+    }
+
     /// Nothing worth saying.
     pub fn is_quiet(&self) -> bool {
         self.held.is_empty()
@@ -107,7 +113,8 @@ impl Report {
 }
 
 impl fmt::Display for Report {
-    /// The sentences the model reads after its command's output.
+    /// The sentences the model reads after its command's output: what was held back, not
+    /// applied, or is said once.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut first = true;
         let mut sep = |f: &mut fmt::Formatter<'_>| {
@@ -128,14 +135,6 @@ impl fmt::Display for Report {
                 write!(f, " (kept at {})", k.display())?;
             }
             f.write_str(".")?;
-        }
-        if !self.listed.is_empty() {
-            sep(f)?;
-            write!(
-                f,
-                "Applied, and named to the person because their tools run them on their own: {}.",
-                join(&self.listed)
-            )?;
         }
         for line in &self.failed {
             sep(f)?;
