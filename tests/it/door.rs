@@ -413,6 +413,18 @@ fn everyday_work_passes_the_door() {
     assert!(st.status.success(), "{st:?}");
     assert!(outs[2].contains("clone/r2.txt"), "{outs:?}");
     assert!(p.join("clone/r2.txt").exists() && !p.join("clone/.git").exists());
+    // The door made its new files in the layer's staging folder, never beside their names: no
+    // temporary name is left in the workspace.
+    let found = Command::new("find")
+        .arg(p)
+        .args(["-name", ".tern-door-*"])
+        .output()
+        .unwrap();
+    assert!(
+        found.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&found.stdout)
+    );
 }
 
 /// Where the kernel refuses the layer (here `--no-layer`, the person's own choice), commands

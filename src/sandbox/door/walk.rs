@@ -29,6 +29,7 @@ pub(super) fn pass(door: &mut Door, report: &mut Report) {
             return;
         }
     };
+    let staging = staging(&door.upper, &door.root);
     let mut w = Walker {
         door,
         ws_root: ws,
@@ -36,8 +37,19 @@ pub(super) fn pass(door: &mut Door, report: &mut Report) {
         parent: None,
         repos: std::cell::RefCell::new(std::collections::HashMap::new()),
         room: None,
+        staging,
     };
     w.folder(&up, Path::new(""));
+}
+
+/// The layer's staging folder beside its upper folder, when it is on the workspace's file
+/// system (a rename cannot cross file systems).
+fn staging(upper: &Path, root: &Path) -> Option<Dir> {
+    use std::os::unix::fs::MetadataExt;
+    let d = upper.parent()?.join("staging");
+    let _ = std::fs::create_dir(&d);
+    let same = std::fs::symlink_metadata(&d).ok()?.dev() == std::fs::metadata(root).ok()?.dev();
+    same.then(|| Dir::hold(&d).ok()).flatten()
 }
 
 struct Walker<'a> {
@@ -51,6 +63,8 @@ struct Walker<'a> {
     repos: std::cell::RefCell<std::collections::HashMap<PathBuf, bool>>,
     /// The workspace file system's free bytes and floor, read once a pass and counted down.
     room: Option<(u64, u64)>,
+    /// Where new files are made before their rename (see [`put`]).
+    staging: Option<Dir>,
 }
 
 impl Walker<'_> {
@@ -181,7 +195,14 @@ impl Walker<'_> {
             self.report.failed.push(format!("{}: {e}", rel.display()));
             return false;
         }
-        match apply(up, parent, name, &change.entry, ws_st) {
+        match apply(
+            up,
+            parent,
+            self.staging.as_ref(),
+            name,
+            &change.entry,
+            ws_st,
+        ) {
             Ok(()) => {
                 let ws = parent.lstat(name).ok().map(|s| Fp::of(&s));
                 let seen = Seen {
@@ -458,6 +479,7 @@ fn same_bytes(up: &Dir, ws: &Dir, name: &OsStr) -> bool {
 fn apply(
     up: &Dir,
     ws: &Dir,
+    staging: Option<&Dir>,
     name: &OsStr,
     entry: &Entry,
     now: Option<&libc::stat>,
@@ -491,16 +513,17 @@ fn apply(
             if !src.metadata()?.is_file() {
                 return Err(io::Error::other("not a plain file"));
             }
-            put(ws, name, &mut src, *mode)
+            put(ws, name, &mut src, *mode, staging)
         }
         Entry::Link(target) => {
             if now_kind == Some(Kind::Dir) {
                 ws.remove_all(name)?;
             }
+            let at = staging.unwrap_or(ws);
             let tmp = OsString::from(format!("{TEMP}{}", std::process::id()));
-            let _ = ws.remove_file(&tmp);
-            ws.symlink(target, &tmp)?;
-            ws.rename(&tmp, ws, name)
+            let _ = at.remove_file(&tmp);
+            at.symlink(target, &tmp)?;
+            at.rename(&tmp, ws, name)
         }
         Entry::Special(_) => Err(io::Error::other("never applied")),
     }
@@ -534,17 +557,28 @@ fn remove_keeping_git(ws: &Dir, name: &OsStr) -> io::Result<bool> {
 
 /// Writes `src` as `name` in `ws` with `mode`: a new file there, then a rename over the name
 /// (a link at the name is replaced, never followed).
-fn put(ws: &Dir, name: &OsStr, src: &mut impl Read, mode: u32) -> io::Result<()> {
+///
+/// The new file is made in `staging` (the layer's own folder, on the workspace's file system)
+/// when there is one, so a tern killed between the copy and the rename leaves nothing in the
+/// workspace (the layer's folder is removed or recovered whole); else beside the name.
+fn put(
+    ws: &Dir,
+    name: &OsStr,
+    src: &mut impl Read,
+    mode: u32,
+    staging: Option<&Dir>,
+) -> io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    let (mut tmp, tmp_name) = ws.create_unique_mode(TEMP, "", 0o600)?;
+    let at = staging.unwrap_or(ws);
+    let (mut tmp, tmp_name) = at.create_unique_mode(TEMP, "", 0o600)?;
     let done = (|| {
         io::copy(src, &mut tmp)?;
         tmp.set_permissions(std::fs::Permissions::from_mode(mode))?;
         tmp.flush()?;
-        ws.rename(&tmp_name, ws, name)
+        at.rename(&tmp_name, ws, name)
     })();
     if done.is_err() {
-        let _ = ws.remove_file(&tmp_name);
+        let _ = at.remove_file(&tmp_name);
     }
     done
 }
