@@ -102,14 +102,6 @@ impl Report {
     pub fn is_quiet_for_model(&self) -> bool {
         self.held.is_empty() && self.failed.is_empty() && self.said.is_empty()
     }
-
-    /// Nothing worth saying.
-    pub fn is_quiet(&self) -> bool {
-        self.held.is_empty()
-            && self.listed.is_empty()
-            && self.failed.is_empty()
-            && self.said.is_empty()
-    }
 }
 
 impl fmt::Display for Report {
@@ -166,15 +158,6 @@ pub fn describe(held: &[Held], listed: &[String]) -> String {
         ));
     }
     parts.join("; ")
-}
-
-/// Paths joined with ", " for a sentence.
-pub fn join(paths: &[PathBuf]) -> String {
-    paths
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// The door of one layer: the workspace it writes, the layer it reads, what it has seen.
