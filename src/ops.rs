@@ -906,7 +906,7 @@ fn checkpoint_op(
                     message: cp::undo(&store()?, session, n.unwrap_or(1), force)?,
                 }),
                 OpId::Redo => Ok(OpOutput::Done {
-                    message: cp::redo(&store()?)?,
+                    message: cp::redo(&store()?, session)?,
                 }),
                 OpId::Fork => {
                     let s = cp::fork(state, session, n, mark)?;

@@ -105,6 +105,22 @@ impl Git {
         finish(args, supervised(self.command(args), input))
     }
 
+    /// [`Git::run`] where the exit codes `ok` count as success too (`check-ignore` exits 1
+    /// when no path is ignored).
+    pub fn run_ok(
+        &self,
+        args: &[&str],
+        input: Option<&[u8]>,
+        ok: &[i32],
+    ) -> Result<Vec<u8>, GitError> {
+        let out = supervised(self.command(args), input)
+            .map_err(|e| GitError(format!("could not run git: {e}")))?;
+        match out.status.and_then(|s| s.code()) {
+            Some(c) if ok.contains(&c) => Ok(out.stdout),
+            _ => finish(args, Ok(out)),
+        }
+    }
+
     /// [`Git::run`] returning stdout as trimmed text (ids, single lines).
     pub fn text(&self, args: &[&str], input: Option<&[u8]>) -> Result<String, GitError> {
         self.run(args, input)

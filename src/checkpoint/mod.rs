@@ -18,6 +18,8 @@
 
 pub mod git;
 pub mod modes;
+pub mod patch;
+pub mod record;
 pub mod store;
 pub mod turns;
 
@@ -217,13 +219,16 @@ impl Tracker {
         }
     }
 
-    /// A command is about to run: the turn's checkpoint, once per turn. Returns what to say
-    /// and, when the store was written, the files of it the guard keeps.
+    /// A command is about to run: the turn's checkpoint, once per turn. `through_door`: the
+    /// runtime's commands change the workspace only through the door, whose record
+    /// ([`record`]) is the checkpoint: nothing is taken here. Returns what to say and, when
+    /// the store was written, the files of it the guard keeps.
     pub fn before_command(
         &mut self,
         session: &Session,
         workspace: &Path,
         limits: Limits,
+        through_door: bool,
     ) -> (Vec<String>, Vec<PathBuf>) {
         let Some(turn) = self.turn else {
             return (Vec::new(), Vec::new());
@@ -232,6 +237,9 @@ impl Tracker {
             return (Vec::new(), Vec::new());
         }
         self.recorded = true;
+        if through_door {
+            return (Vec::new(), Vec::new());
+        }
         let notes = match self.store(session, workspace, limits) {
             Ok(s) => match s.record_turn(&session.id, turn) {
                 Ok((_, n)) => n,
@@ -336,12 +344,17 @@ pub fn undo(store: &Store, session: &Session, n: u32, force: bool) -> Result<Str
             "undo takes a number of turns, 1 or more".into(),
         ));
     }
-    // The session's turns ended when its history was last written: a file newer than that is
-    // the person's, not the undone turns'.
-    let ended = std::fs::metadata(session.path(crate::store::session::files::CONVERSATION))
-        .and_then(|m| m.modified())
-        .ok();
-    let r = store.undo(&session.id, n, ended, force).map_err(failed)?;
+    let r = match door_undo(store, session, n, force)? {
+        Some(r) => r,
+        None => {
+            // The session's turns ended when its history was last written: a file newer than
+            // that is the person's, not the undone turns'.
+            let ended = std::fs::metadata(session.path(crate::store::session::files::CONVERSATION))
+                .and_then(|m| m.modified())
+                .ok();
+            store.undo(&session.id, n, ended, force).map_err(failed)?
+        }
+    };
     let turn = r
         .turn
         .map_or(String::new(), |t| format!(" before turn {t}"));
@@ -484,9 +497,80 @@ fn person_repository(workspace: &Path) -> Option<(PathBuf, PathBuf)> {
     None
 }
 
-/// `tern redo`: puts back what the last undo (or rewind) replaced.
-pub fn redo(store: &Store) -> Result<String, Error> {
-    let r = store.redo().map_err(failed)?;
+/// The door's record of `session` (its top-level session's), when the door recorded anything
+/// there: its turns ran on a layer, and undo, redo and diff read it (issue 42).
+fn door_record(store: &Store, session: &Session) -> Result<Option<record::Record>, Error> {
+    let r = record::Record::open(&session.dir, store.workspace()).map_err(failed)?;
+    Ok(r.is_used().then_some(r))
+}
+
+/// The door's undo of the last `n` turns of `session` with changes, when the newest turns to
+/// undo are the door's (newer than any snapshot checkpoint). None: the snapshot store's.
+fn door_undo(
+    store: &Store,
+    session: &Session,
+    n: u32,
+    force: bool,
+) -> Result<Option<Restored>, Error> {
+    let Some(mut rec) = door_record(store, session)? else {
+        return Ok(None);
+    };
+    let ignored = |p: &[String]| store.ignored(p);
+    let recovered = rec.recover(&ignored).map_err(failed)?;
+    let turns = rec.undoable(&ignored);
+    let newest_snapshot = store
+        .entries(&session.id)
+        .ok()
+        .and_then(|e| e.last().map(|e| e.turn));
+    if turns.is_empty() || newest_snapshot.is_some_and(|s| turns.first().is_some_and(|d| *d < s)) {
+        return Ok(None);
+    }
+    let n = n as usize;
+    if turns.len() < n {
+        return Err(Error::Failed(format!(
+            "only {} turn(s) of this session can be undone; nothing changed",
+            turns.len()
+        )));
+    }
+    let mut r = rec.undo(&turns[..n], force, &ignored).map_err(failed)?;
+    r.recovered = recovered;
+    Ok(Some(r))
+}
+
+/// `tern redo`: puts back what the last undo (or rewind) replaced: the door's record of
+/// `session` first, else the snapshot store's.
+pub fn redo(store: &Store, session: &Session) -> Result<String, Error> {
+    // A rewind forks: its undo is in the record of the session it forked from.
+    let origin = session
+        .read_meta()
+        .ok()
+        .and_then(|m| m.forked_from)
+        .and_then(|l| session.dir.parent().map(|p| p.join(l.session)));
+    let door = match door_record(store, session)?
+        .filter(record::Record::can_redo)
+        .or(match origin {
+            Some(dir) => record::Record::open(&dir, store.workspace())
+                .ok()
+                .filter(|r| r.is_used()),
+            None => None,
+        }) {
+        Some(mut rec) => {
+            let ignored = |p: &[String]| store.ignored(p);
+            let recovered = rec.recover(&ignored).map_err(failed)?;
+            if rec.can_redo() {
+                let mut r = rec.redo().map_err(failed)?;
+                r.recovered = recovered;
+                Some(r)
+            } else {
+                None
+            }
+        }
+        None => None,
+    };
+    let r = match door {
+        Some(r) => r,
+        None => store.redo().map_err(failed)?,
+    };
     let what = match r.turn {
         Some(t) => format!("as checkpointed before turn {t}"),
         None => "as it was before the undo".into(),
@@ -512,8 +596,44 @@ pub struct Row {
     pub bytes: u64,
 }
 
-/// `tern checkpoints`: the session's checkpoints with what each turn changed.
+/// `tern checkpoints`: the session's checkpoints with what each turn changed (the door's
+/// record's turns and the snapshot store's, by turn).
 pub fn list(store: &Store, session: &Session) -> Result<Vec<Row>, Error> {
+    let mut rows = snapshot_rows(store, session)?;
+    if let Some(rec) = door_record(store, session)? {
+        let ignored = |p: &[String]| store.ignored(p);
+        let times: BTreeMap<u32, String> = turns::read(session)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|l| (l.turn, l.ts))
+            .collect();
+        for turn in rec.turns() {
+            let (files, bytes) = rec.size_of(turn, &ignored);
+            if files == 0 {
+                continue;
+            }
+            let time = times.get(&turn).cloned().unwrap_or_default();
+            rows.push(Row {
+                turn,
+                time: time_text_of(&time),
+                files,
+                bytes,
+            });
+        }
+        rows.sort_by_key(|r| r.turn);
+    }
+    Ok(rows)
+}
+
+/// An RFC 3339 time as [`time_text`] writes it (to the second, UTC); unreadable: as it is.
+fn time_text_of(ts: &str) -> String {
+    humantime::parse_rfc3339_weak(ts)
+        .map(|t| humantime::format_rfc3339_seconds(t).to_string())
+        .unwrap_or_else(|_| ts.to_string())
+}
+
+/// The rows of the snapshot store's checkpoints.
+fn snapshot_rows(store: &Store, session: &Session) -> Result<Vec<Row>, Error> {
     let entries = store.entries(&session.id).map_err(failed)?;
     let now = if entries.is_empty() {
         State::default()
@@ -574,6 +694,26 @@ pub fn render_rows(rows: &[Row]) -> String {
 pub fn diff(store: &Store, session: &Session, turn: Option<u32>) -> Result<String, Error> {
     let entries = store.entries(&session.id).map_err(failed)?;
     let last = turns::last(session).map_err(failed)?;
+    if let Some(rec) = door_record(store, session)? {
+        let ignored = |p: &[String]| store.ignored(p);
+        let door_turns: Vec<u32> = rec
+            .turns()
+            .into_iter()
+            .filter(|t| rec.size_of(*t, &ignored).0 > 0)
+            .collect();
+        let newest_snapshot = entries.last().map(|e| e.turn);
+        let pick = match turn {
+            Some(t) if door_turns.contains(&t) => Some(t),
+            Some(_) => None,
+            None => door_turns
+                .last()
+                .copied()
+                .filter(|d| newest_snapshot.is_none_or(|s| *d > s)),
+        };
+        if let Some(t) = pick {
+            return rec.diff(t, 256 * 1024, &ignored).map_err(failed);
+        }
+    }
     let turn = match turn {
         Some(t) if t == 0 || t > last => {
             return Err(Error::Usage(format!(
@@ -699,13 +839,29 @@ pub fn rewind(
     // Checked before any file changes: the history must be there to fork.
     turns::state_at(from, turn).map_err(|e| Error::Usage(e.to_string()))?;
     let mut recovered = String::new();
-    let files = match end_of_turn(store, from, turn)? {
-        Some(target) => {
+    // The door's turns after `turn` are taken back first (as an undo: redo returns).
+    let mut door_files = None;
+    if let Some(mut rec) = door_record(store, from)? {
+        let ignored = |p: &[String]| store.ignored(p);
+        recovered.push_str(&lines_of(&rec.recover(&ignored).map_err(failed)?));
+        let later: Vec<u32> = rec
+            .undoable(&ignored)
+            .into_iter()
+            .filter(|t| *t > turn)
+            .collect();
+        if !later.is_empty() {
+            let r = rec.undo(&later, true, &ignored).map_err(failed)?;
+            door_files = Some(r.summary());
+        }
+    }
+    let files = match (end_of_turn(store, from, turn)?, door_files) {
+        (Some(target), _) => {
             let r = store.restore(&from.id, &target).map_err(failed)?;
-            recovered = r.recovered_lines();
+            recovered.push_str(&r.recovered_lines());
             format!("{}{}", r.summary(), index_note(store, &r.changes))
         }
-        None => "no later turn ran a command, so the files are as it left them".into(),
+        (None, Some(summary)) => summary,
+        (None, None) => "no later turn ran a command, so the files are as it left them".into(),
     };
     let forked = fork(state, from, Some(turn), mark_current)?;
     let msg = format!(
@@ -719,6 +875,11 @@ pub fn rewind(
 fn time_text(secs: i64) -> String {
     let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs.max(0) as u64);
     humantime::format_rfc3339_seconds(t).to_string()
+}
+
+/// Notes, each as a line.
+fn lines_of(notes: &[String]) -> String {
+    notes.iter().map(|n| format!("{n}\n")).collect()
 }
 
 fn failed(e: std::io::Error) -> Error {

@@ -23,6 +23,8 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use std::collections::BTreeSet;
+
 use super::git::{Git, split_z};
 use super::modes::{self, Modes, Tracked};
 use super::{Limits, Restored};
@@ -112,7 +114,7 @@ struct Standing {
 }
 
 /// Up to 8 paths, shown safely, then how many more.
-fn names(paths: &[String]) -> String {
+pub(super) fn names(paths: &[String]) -> String {
     let mut out: Vec<String> = paths
         .iter()
         .take(8)
@@ -223,6 +225,32 @@ impl Store {
             fsutil::atomic_write(&file, want.as_bytes())?;
         }
         Ok(())
+    }
+
+    /// Which of `paths` (workspace-relative) `.gitignore`, `.ternignore` and git's excludes
+    /// leave out, by their patterns alone (`check-ignore --no-index`): the door's record honours
+    /// them as the snapshots do. Any failure: none.
+    pub fn ignored(&self, paths: &[String]) -> BTreeSet<String> {
+        if paths.is_empty() || self.sync_excludes().is_err() {
+            return BTreeSet::new();
+        }
+        let mut input = Vec::new();
+        for p in paths {
+            input.extend_from_slice(p.as_bytes());
+            input.push(0);
+        }
+        self.git
+            .run_ok(
+                &["check-ignore", "--no-index", "--stdin", "-z"],
+                Some(&input),
+                &[0, 1],
+            )
+            .map(|out| {
+                split_z(&out)
+                    .map(|p| String::from_utf8_lossy(p).into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// Removes what a killed creation or exclude write left in the store of the state folder

@@ -143,8 +143,14 @@ impl Keeper {
         match started {
             Ok((j, spec)) => {
                 let pinned = |at: &Path| self.pins.relative_to(at);
-                self.layer
-                    .open_doors(&spec, session, &state, &pinned, rules.disk_floor);
+                self.layer.open_doors(
+                    &spec,
+                    session,
+                    &state,
+                    &pinned,
+                    rules.disk_floor,
+                    rules.record,
+                );
                 let j = Arc::new(j);
                 self.slot = JailSlot::Running(j.clone());
                 Ok(Some(j))
@@ -163,6 +169,16 @@ impl Keeper {
     }
 
     /// Shows `files` read-only to commands from the next jail on.
+    /// The kernel refused the layer (commands write the workspace behind the bind walls).
+    pub(super) fn layer_refused(&self) -> bool {
+        self.layer.refused.is_some()
+    }
+
+    /// The running jail has a layer and its doors.
+    pub(super) fn has_doors(&self) -> bool {
+        !self.layer.doors.is_empty()
+    }
+
     pub(super) fn pin(&mut self, files: Vec<PathBuf>) {
         self.pins.add(files);
     }
@@ -303,6 +319,7 @@ impl LayerRoom {
         state: &Path,
         pinned: &dyn Fn(&Path) -> Vec<PathBuf>,
         floor: crate::policy::DiskFloor,
+        record: Option<u64>,
     ) {
         if !self.doors.is_empty() {
             return;
@@ -315,6 +332,13 @@ impl LayerRoom {
                 let mut d = Door::new(&l.at, &l.upper, &session.dir, state, pinned(&l.at), floor);
                 // An `--add-dir`'s changes are named by their full path.
                 d.name_absolute(i > 0);
+                // The workspace's door is the checkpoint (issue 42): what it applies is
+                // recorded for undo, redo and diff.
+                if i == 0
+                    && let Some(max) = record
+                {
+                    d.record(crate::checkpoint::record::Recorder::new(&session.dir, max));
+                }
                 d
             })
             .collect();

@@ -51,6 +51,9 @@ pub struct Rules {
     pub jail_exe: Option<PathBuf>,
     /// The free space a command must leave on what it writes.
     pub disk_floor: crate::policy::DiskFloor,
+    /// The workspace's door records what it applies for undo (checkpoints on): the most bytes
+    /// of a replaced file it copies when linking it crosses file systems. None: no record.
+    pub record: Option<u64>,
 }
 
 /// One command to run.
@@ -519,6 +522,26 @@ impl Commands {
             folders: v,
             layers: self.jail.layer_pairs(),
         }
+    }
+
+    /// Whether this runtime's commands change the workspace only through the door, which
+    /// records what it applies (issue 42): then that record is the turn's checkpoint and no
+    /// snapshot is taken. With `start`, the jail is started now when it has not been (the
+    /// command about to run needs it anyway), so a kernel that refuses the layer is known
+    /// before the command runs; without, the answer is what the settings promise.
+    pub fn through_door(&mut self, session: &Session, start: bool) -> bool {
+        if self.rules.record.is_none()
+            || self.rules.mode != Mode::WorkspaceWrite
+            || self.rules.reach.no_layer
+            || !self.jail_available()
+            || self.jail.layer_refused()
+        {
+            return false;
+        }
+        if !start {
+            return true;
+        }
+        self.sandbox_for(session).is_ok() && self.jail.has_doors()
     }
 
     /// Whether commands run in a jail here (a sandboxed mode, the jail not turned off and not

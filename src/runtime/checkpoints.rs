@@ -25,13 +25,18 @@ impl Runtime {
                 self.checkpoints.turn_started(&self.session, n)
             }
             Moment::BeforeCommand => {
-                if self.checkpoints.records_now() {
+                // Through the door, its record is the checkpoint: asked once a turn (it may
+                // start the jail the command needs anyway).
+                let door = self.checkpoints.records_now()
+                    && self.commands.through_door(&self.session, true);
+                if self.checkpoints.records_now() && !door {
                     ui.progress("recording the workspace for undo…");
                 }
                 let (notes, written) = self.checkpoints.before_command(
                     &self.session,
                     self.commands.workspace(),
                     limits,
+                    door,
                 );
                 // tern's own writes: the guard's baseline, not a command's change.
                 for p in written {

@@ -522,6 +522,11 @@ impl Runtime {
             reach: parts.cfg.reach.clone(),
             jail_exe: parts.cfg.jail_exe.clone(),
             disk_floor: parts.cfg.disk_floor,
+            record: parts
+                .cfg
+                .checkpoints
+                .enabled
+                .then_some(parts.cfg.checkpoints.max_file_bytes),
         };
         Runtime {
             session,

@@ -231,6 +231,27 @@ impl Dir {
         Ok(())
     }
 
+    /// Makes `to` in `dest` a second name of the entry `name` of this folder (`linkat(2)`
+    /// without `AT_SYMLINK_FOLLOW`: a link is linked itself). Errors: `EXDEV` across file
+    /// systems, `EEXIST` when `to` is taken.
+    pub fn link(&self, name: &OsStr, dest: &Dir, to: &OsStr) -> io::Result<()> {
+        let (from, to) = (single(name)?, single(to)?);
+        // SAFETY: both descriptors are open folders and both names NUL-terminated components.
+        let r = unsafe {
+            libc::linkat(
+                self.fd.as_raw_fd(),
+                from.as_ptr(),
+                dest.fd.as_raw_fd(),
+                to.as_ptr(),
+                0,
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
     /// Removes the entry `name` (not a folder) of this folder; a link is removed itself, never
     /// its target.
     pub fn remove_file(&self, name: &OsStr) -> io::Result<()> {

@@ -305,6 +305,7 @@ fn warnings(events: &[Value]) -> Vec<String> {
         .collect()
 }
 
+/// (The snapshot store's case: `--no-layer`, commands write the workspace directly.)
 #[test]
 fn a_big_file_is_left_out_and_said_so() {
     let ws = WireWs::new(
@@ -319,7 +320,7 @@ fn a_big_file_is_left_out_and_said_so() {
         .unwrap()
         .set_len(20_000_000)
         .unwrap();
-    ws.ok(&["exec", "go"]);
+    ws.ok(&["exec", "--no-layer", "go"]);
     let w = warnings(&ws.events());
     assert!(
         w.iter()
@@ -348,6 +349,7 @@ fn a_big_file_is_left_out_and_said_so() {
 /// Issue 34: a file over the size limit is named once per session: not again at the next turn,
 /// nor by the next process that resumes the session, however it grows (its size is in the
 /// sentence, so it was said again every turn it grew and once per process).
+/// (The snapshot store's case: `--no-layer`, commands write the workspace directly.)
 #[test]
 fn a_big_file_is_named_once_per_session() {
     let ws = WireWs::new(
@@ -365,9 +367,9 @@ fn a_big_file_is_named_once_per_session() {
         .unwrap()
         .set_len(20_000_000)
         .unwrap();
-    ws.ok(&["exec", "one"]);
-    ws.ok(&["exec", "--continue", "two"]);
-    ws.ok(&["exec", "--continue", "three"]);
+    ws.ok(&["exec", "--no-layer", "one"]);
+    ws.ok(&["exec", "--no-layer", "--continue", "two"]);
+    ws.ok(&["exec", "--no-layer", "--continue", "three"]);
     let said: Vec<String> = warnings(&ws.events())
         .into_iter()
         .filter(|m| m.contains("big.bin"))
@@ -392,6 +394,7 @@ fn dir_size(p: &Path) -> u64 {
     n
 }
 
+/// (The snapshot store's case: `--no-layer`, commands write the workspace directly.)
 #[test]
 fn the_budget_prunes_the_oldest_checkpoints() {
     let mut script = Vec::new();
@@ -411,9 +414,9 @@ fn the_budget_prunes_the_oldest_checkpoints() {
         assert_eq!(o.status.code(), Some(0), "{o:?}");
         o
     };
-    run(&["exec", "t1"]);
+    run(&["exec", "--no-layer", "t1"]);
     for t in ["t2", "t3", "t4"] {
-        run(&["exec", "--continue", t]);
+        run(&["exec", "--no-layer", "--continue", t]);
     }
     let w = warnings(&ws.events());
     assert!(
@@ -550,6 +553,7 @@ fn a_command_cannot_change_what_steers_the_store() {
 /// Item 5 in full: in the jail (the default: the state folder is read-only to commands) every
 /// part of the store, refs and objects, is out of the commands' reach. (With `--no-jail` only
 /// the files of the test above are put back.)
+/// (The snapshot store's case: `--no-layer`, commands write the workspace directly.)
 #[test]
 fn a_command_cannot_change_the_store() {
     let ws = WireWs::new(
@@ -565,10 +569,10 @@ fn a_command_cannot_change_the_store() {
             text(W, "two"),
         ],
     );
-    ws.ok(&["exec", "first"]);
+    ws.ok(&["exec", "--no-layer", "first"]);
     let store = ws.root().join(".tern/checkpoints");
     let before = crate::support::files::snapshot(&store);
-    ws.ok(&["exec", "--continue", "second"]);
+    ws.ok(&["exec", "--no-layer", "--continue", "second"]);
     let after = crate::support::files::snapshot(&store);
     let gone: Vec<&String> = before.keys().filter(|k| !after.contains_key(*k)).collect();
     assert!(gone.is_empty(), "removed by a command: {gone:?}");
@@ -585,6 +589,7 @@ fn a_command_cannot_change_the_store() {
 
 /// Found by a new user: a file the person makes after the turn ended is theirs, not the model's:
 /// `tern undo` keeps it (and says so) instead of removing it with the turn's own new files.
+/// (The snapshot store's case: `--no-layer`, commands write the workspace directly.)
 #[test]
 fn undo_keeps_a_file_made_after_the_turn() {
     let w = Wire::OpenAi;
@@ -596,7 +601,7 @@ fn undo_keeps_a_file_made_after_the_turn() {
         ],
     );
     std::fs::write(ws.root().join("a.txt"), "v0\n").unwrap();
-    ws.ok(&["exec", "change a"]);
+    ws.ok(&["exec", "--no-layer", "change a"]);
     // A moment later the person writes their own file.
     std::thread::sleep(std::time::Duration::from_millis(50));
     std::fs::write(ws.root().join("mine.txt"), "my work\n").unwrap();
@@ -993,6 +998,7 @@ fn a_folder_replaced_by_a_link_does_not_wedge_checkpoints() {
 
 /// The file an undo kept (made after the turn) never blocks the redo right after it, and a
 /// second undo in the chain keeps it too.
+/// (The snapshot store's case: `--no-layer`, commands write the workspace directly.)
 #[test]
 fn a_kept_file_never_blocks_redo_nor_a_chained_undo() {
     let ws = WireWs::new(
@@ -1005,8 +1011,8 @@ fn a_kept_file_never_blocks_redo_nor_a_chained_undo() {
         ],
     );
     std::fs::write(ws.root().join("a.txt"), "zero\n").unwrap();
-    ws.ok(&["exec", "first"]);
-    ws.ok(&["exec", "--continue", "second"]);
+    ws.ok(&["exec", "--no-layer", "first"]);
+    ws.ok(&["exec", "--no-layer", "--continue", "second"]);
     std::thread::sleep(std::time::Duration::from_millis(50));
     std::fs::write(ws.root().join("mine.txt"), "my work\n").unwrap();
     let before = tree(ws.root());
@@ -1048,6 +1054,7 @@ fn a_kept_file_never_blocks_redo_nor_a_chained_undo() {
 /// `tern redo`, which then failed on the stale lock. Now the redo says the undo was finished,
 /// the stale lock is removed under the store's lock, and the redo runs: the workspace is as
 /// before the undo.
+/// (The snapshot store's case: `--no-layer`, commands write the workspace directly.)
 #[test]
 fn a_killed_undo_is_finished_and_said_and_a_stale_index_lock_does_not_stop_redo() {
     let make = || {
@@ -1063,7 +1070,7 @@ fn a_killed_undo_is_finished_and_said_and_a_stale_index_lock_does_not_stop_redo(
             ],
         );
         std::fs::write(ws.root().join("a.txt"), "orig\n").unwrap();
-        ws.ok(&["exec", "many files"]);
+        ws.ok(&["exec", "--no-layer", "many files"]);
         ws
     };
     // A dry run on a twin workspace finds the fault point's number.
@@ -1140,6 +1147,7 @@ fn undo_never_overwrites_bits_the_person_changed_after_the_turn() {
 /// they were before the turn
 /// (a record of bits is written before the commit that names it, and a cut-short restore is
 /// finished with its record).
+/// (The snapshot store's case: `--no-layer`, commands write the workspace directly.)
 #[test]
 fn a_kill_at_any_point_of_a_chmod_turn_or_its_undo_loses_no_bits() {
     use std::os::unix::fs::PermissionsExt;
@@ -1191,16 +1199,16 @@ fn a_kill_at_any_point_of_a_chmod_turn_or_its_undo_loses_no_bits() {
         assert!(!found.is_empty(), "{lines}");
         found
     };
-    let next = ["exec", "--continue", "again"];
+    let next = ["exec", "--no-layer", "--continue", "again"];
     let dry = make();
-    dry.ok(&["exec", "go"]);
+    dry.ok(&["exec", "--no-layer", "go"]);
     let in_turn = points(&dry, &next);
     let in_undo = points(&dry, &["undo"]);
     assert_eq!(bits(&dry), [0o644, 0o640]);
     for (phase, list) in [("next turn", in_turn), ("undo", in_undo)] {
         for k in list {
             let ws = make();
-            ws.ok(&["exec", "go"]);
+            ws.ok(&["exec", "--no-layer", "go"]);
             assert_eq!(bits(&ws), [0o600, 0o755]);
             let args: &[&str] = if phase == "undo" {
                 ws.ok(&next);
@@ -1236,6 +1244,7 @@ fn a_kill_at_any_point_of_a_chmod_turn_or_its_undo_loses_no_bits() {
 /// renamed into place). Killed at every point of the first checkpoint's store creation, the
 /// next start leaves no temp in the store, and the store, when there is one, is whole (its
 /// `info/attributes` written), so the next command's checkpoint works.
+/// (The snapshot store's case: `--no-layer`, commands write the workspace directly.)
 #[test]
 fn a_killed_store_creation_leaves_no_temp_and_no_half_store() {
     let make = || {
@@ -1251,7 +1260,7 @@ fn a_killed_store_creation_leaves_no_temp_and_no_half_store() {
     };
     let dry = make();
     let log = dry.root().join("fault.log");
-    let mut cmd = dry.cmd(&["exec", "write"]);
+    let mut cmd = dry.cmd(&["exec", "--no-layer", "write"]);
     cmd.env("TERN_FAULT_LOG", &log);
     assert_eq!(crate::support::cli::output(cmd).status.code(), Some(0));
     let lines = std::fs::read_to_string(&log).unwrap();
@@ -1269,7 +1278,7 @@ fn a_killed_store_creation_leaves_no_temp_and_no_half_store() {
     );
     for k in points {
         let ws = make();
-        let mut cmd = ws.cmd(&["exec", "write"]);
+        let mut cmd = ws.cmd(&["exec", "--no-layer", "write"]);
         cmd.env("TERN_FAULT_AT", k.to_string());
         assert_eq!(
             crate::support::cli::output(cmd).status.code(),
@@ -1277,7 +1286,7 @@ fn a_killed_store_creation_leaves_no_temp_and_no_half_store() {
             "killed at point {k}"
         );
         // The next start, which runs a command (so checkpoints again).
-        ws.ok(&["exec", "--continue", "go on"]);
+        ws.ok(&["exec", "--no-layer", "--continue", "go on"]);
         let store = ws.root().join(".tern/checkpoints");
         for d in [store.clone(), store.join("git/info")] {
             let left: Vec<_> = std::fs::read_dir(&d)

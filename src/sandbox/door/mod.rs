@@ -182,6 +182,8 @@ pub struct Door {
     floor: crate::policy::DiskFloor,
     /// Paths are said and kept by their full path (an `--add-dir`'s door), not relative.
     absolute: bool,
+    /// Where what this door applies is recorded for undo (the workspace's door).
+    record: Option<crate::checkpoint::record::Recorder>,
 }
 
 impl Door {
@@ -212,7 +214,13 @@ impl Door {
             listed: Vec::new(),
             floor,
             absolute: false,
+            record: None,
         }
+    }
+
+    /// Records what this door applies (the workspace's door: its record is the checkpoint).
+    pub fn record(&mut self, recorder: Option<crate::checkpoint::record::Recorder>) {
+        self.record = recorder;
     }
 
     /// The layer's upper folder.

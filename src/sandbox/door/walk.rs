@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::rules::{self, Change, Entry, Now, Reason, Special, Verdict};
 use super::{Door, Fp, HELD_DIR, HELD_LOG, Held, Report, Seen};
+use crate::checkpoint::record::{self, Node, Recorder};
 use crate::sandbox::jail::git::is_git_dir;
 use crate::store::dirfd::{Dir, Kind};
 
@@ -38,6 +39,7 @@ pub(super) fn pass(door: &mut Door, report: &mut Report) {
         repos: std::cell::RefCell::new(std::collections::HashMap::new()),
         room: None,
         staging,
+        turn: None,
     };
     w.folder(&up, Path::new(""));
 }
@@ -65,6 +67,23 @@ struct Walker<'a> {
     room: Option<(u64, u64)>,
     /// Where new files are made before their rename (see [`put`]).
     staging: Option<Dir>,
+    /// The top-level session's turn, read at this pass's first recorded change.
+    turn: Option<u32>,
+}
+
+/// Where one applied change is recorded (the workspace's door), and under which turn.
+#[derive(Clone, Copy)]
+struct Log<'a> {
+    rec: &'a Recorder,
+    turn: u32,
+}
+
+impl Log<'_> {
+    /// Records the change at `rel`. A failed line fails the change (it is tried again at the
+    /// next pass): nothing is applied that undo would not know of.
+    fn change(&self, rel: &Path, before: Node, after: Node) -> io::Result<()> {
+        self.rec.change(self.turn, rel, before, after)
+    }
 }
 
 impl Walker<'_> {
@@ -195,13 +214,24 @@ impl Walker<'_> {
             self.report.failed.push(format!("{}: {e}", rel.display()));
             return false;
         }
+        // What git writes in a repository's own folder is the person's repository's data,
+        // never part of a turn's undo: not recorded.
+        let in_git = rel.components().any(|c| c.as_os_str() == ".git");
+        let log = match &self.door.record {
+            Some(rec) if !in_git => Some(Log {
+                rec,
+                turn: *self.turn.get_or_insert_with(|| rec.turn()),
+            }),
+            _ => None,
+        };
         match apply(
             up,
             parent,
             self.staging.as_ref(),
-            name,
+            rel,
             &change.entry,
             ws_st,
+            log,
         ) {
             Ok(()) => {
                 let ws = parent.lstat(name).ok().map(|s| Fp::of(&s));
@@ -475,31 +505,46 @@ fn same_bytes(up: &Dir, ws: &Dir, name: &OsStr) -> bool {
     }
 }
 
-/// Does what an applied change says in the workspace folder `ws` at `name`.
+/// Does what an applied change says in the workspace folder `ws` at `rel`'s name, recording
+/// it in `log` (each replaced entry kept first, its line written before the rename).
 fn apply(
     up: &Dir,
     ws: &Dir,
     staging: Option<&Dir>,
-    name: &OsStr,
+    rel: &Path,
     entry: &Entry,
     now: Option<&libc::stat>,
+    log: Option<Log<'_>>,
 ) -> io::Result<()> {
+    let name = rel.file_name().unwrap_or_default();
     let now_kind = now.map(kind_of);
     match entry {
-        Entry::Whiteout => remove_keeping_git(ws, name).map(|_| ()),
+        Entry::Whiteout => remove_keeping_git(ws, name, rel, log).map(|_| ()),
         Entry::Dir { mode, opaque } => {
             if now_kind.is_some_and(|k| k != Kind::Dir) {
-                ws.remove_all(name)?;
+                remove_keeping_git(ws, name, rel, log)?;
             }
+            let before = match now {
+                Some(st) if now_kind == Some(Kind::Dir) => Node::Dir {
+                    mode: st.st_mode & 0o7777,
+                },
+                _ => Node::Absent,
+            };
             ws.make_dir(name, 0o700)?;
             ws.set_mode(name, *mode)?;
+            let after = Node::Dir { mode: *mode };
+            if let Some(l) = log
+                && before != after
+            {
+                l.change(rel, before, after)?;
+            }
             if *opaque && now_kind == Some(Kind::Dir) {
                 // Replaced whole: what the workspace has beneath and the layer does not goes.
                 let (u, w) = (up.beneath(Path::new(name))?, ws.beneath(Path::new(name))?);
                 let keep: Vec<OsString> = u.names()?;
                 for n in w.names()? {
                     if !keep.contains(&n) {
-                        remove_keeping_git(&w, &n)?;
+                        remove_keeping_git(&w, &n, &rel.join(&n), log)?;
                     }
                 }
             }
@@ -507,32 +552,60 @@ fn apply(
         }
         Entry::File { mode } => {
             if now_kind == Some(Kind::Dir) {
-                ws.remove_all(name)?;
+                remove_keeping_git(ws, name, rel, log)?;
             }
             let mut src = up.open_file(name, libc::O_RDONLY, 0)?;
             if !src.metadata()?.is_file() {
                 return Err(io::Error::other("not a plain file"));
             }
-            put(ws, name, &mut src, *mode, staging)
+            put(ws, name, &mut src, *mode, staging, &mut |made| match log {
+                Some(l) => {
+                    let before = l.rec.keep(ws, name)?;
+                    l.change(rel, before, Node::File(record::file_node(made, None)))
+                }
+                None => Ok(()),
+            })
         }
         Entry::Link(target) => {
             if now_kind == Some(Kind::Dir) {
-                ws.remove_all(name)?;
+                remove_keeping_git(ws, name, rel, log)?;
             }
             let at = staging.unwrap_or(ws);
             let tmp = OsString::from(format!("{TEMP}{}", std::process::id()));
             let _ = at.remove_file(&tmp);
             at.symlink(target, &tmp)?;
+            if let Some(l) = log {
+                let before = l.rec.keep(ws, name)?;
+                let t = target.to_string_lossy().into_owned();
+                let target_bytes = target
+                    .to_str()
+                    .is_none()
+                    .then(|| target.as_os_str().as_encoded_bytes().to_vec());
+                let after = Node::Link {
+                    target: t,
+                    target_bytes,
+                };
+                if let Err(e) = l.change(rel, before, after) {
+                    let _ = at.remove_file(&tmp);
+                    return Err(e);
+                }
+            }
             at.rename(&tmp, ws, name)
         }
         Entry::Special(_) => Err(io::Error::other("never applied")),
     }
 }
 
-/// Removes the entry `name` of `ws` and everything beneath it but any repository (`.git`)
-/// there, which stays with the folders holding it: a removal never takes a repository the
-/// checkpoints cannot bring back (they do not record nested repositories). True when all went.
-fn remove_keeping_git(ws: &Dir, name: &OsStr) -> io::Result<bool> {
+/// Removes the entry `name` of `ws` (at `rel`) and everything beneath it but any repository
+/// (`.git`) there, which stays with the folders holding it: a removal never takes a
+/// repository the checkpoints cannot bring back (they do not record nested repositories).
+/// Each entry removed is recorded in `log` (a file moved into the record). True when all went.
+fn remove_keeping_git(
+    ws: &Dir,
+    name: &OsStr,
+    rel: &Path,
+    log: Option<Log<'_>>,
+) -> io::Result<bool> {
     if name == ".git" {
         return Ok(false);
     }
@@ -541,15 +614,28 @@ fn remove_keeping_git(ws: &Dir, name: &OsStr) -> io::Result<bool> {
         other => other?,
     };
     if kind_of(&st) != Kind::Dir {
-        ws.remove_file(name)?;
+        match log {
+            Some(l) => {
+                let (before, obj) = l.rec.plan_removal(ws, name)?;
+                l.change(rel, before, Node::Absent)?;
+                l.rec.remove(ws, name, obj.as_deref())?;
+            }
+            None => ws.remove_file(name)?,
+        }
         return Ok(true);
     }
     let sub = ws.beneath(Path::new(name))?;
     let mut all = true;
     for n in sub.names()? {
-        all &= remove_keeping_git(&sub, &n)?;
+        all &= remove_keeping_git(&sub, &n, &rel.join(&n), log)?;
     }
     if all {
+        if let Some(l) = log {
+            let before = Node::Dir {
+                mode: st.st_mode & 0o7777,
+            };
+            l.change(rel, before, Node::Absent)?;
+        }
         ws.remove_dir(name)?;
     }
     Ok(all)
@@ -567,6 +653,7 @@ fn put(
     src: &mut impl Read,
     mode: u32,
     staging: Option<&Dir>,
+    before_rename: &mut dyn FnMut(&libc::stat) -> io::Result<()>,
 ) -> io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let at = staging.unwrap_or(ws);
@@ -575,6 +662,7 @@ fn put(
         io::copy(src, &mut tmp)?;
         tmp.set_permissions(std::fs::Permissions::from_mode(mode))?;
         tmp.flush()?;
+        before_rename(&at.lstat(&tmp_name)?)?;
         at.rename(&tmp_name, ws, name)
     })();
     if done.is_err() {
