@@ -355,6 +355,12 @@ pub fn undo(store: &Store, session: &Session, n: u32, force: bool) -> Result<Str
             store.undo(&session.id, n, ended, force).map_err(failed)?
         }
     };
+    if r.turn.is_none() && r.changes.is_empty() && !r.recovered.is_empty() {
+        return Ok(format!(
+            "{}nothing more to undo now; `tern redo` puts back what it undid.",
+            r.recovered_lines()
+        ));
+    }
     let turn = r
         .turn
         .map_or(String::new(), |t| format!(" before turn {t}"));
@@ -522,6 +528,16 @@ fn door_undo(
         .entries(&session.id)
         .ok()
         .and_then(|e| e.last().map(|e| e.turn));
+    if turns.is_empty() && !recovered.is_empty() {
+        // The cut-short undo was this one's work: finished, and said.
+        return Ok(Some(Restored {
+            turn: None,
+            changes: Vec::new(),
+            kept: Vec::new(),
+            overwritten: Vec::new(),
+            recovered,
+        }));
+    }
     if turns.is_empty() || newest_snapshot.is_some_and(|s| turns.first().is_some_and(|d| *d < s)) {
         return Ok(None);
     }

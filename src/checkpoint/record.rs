@@ -297,6 +297,23 @@ impl Recorder {
         }
     }
 
+    /// The record's folder when it is on `ws`'s file system (a restore's new file is made
+    /// there, then renamed into place). None: another file system.
+    fn staging_for(&self, ws: &Dir) -> Option<Dir> {
+        let objects = self.objects().ok()?;
+        let dev = |d: &Dir| d.lstat(OsStr::new(".")).ok().map(|s| s.st_dev);
+        (dev(&objects)? == dev(ws)?).then_some(objects)
+    }
+
+    /// Whether the record keeps the inode `ino` (a file linked into it, still in the
+    /// workspace: a door killed between keeping it and its rename).
+    pub fn holds(&self, ino: u64) -> bool {
+        use std::os::unix::fs::DirEntryExt;
+        std::fs::read_dir(self.top.join(OBJECTS))
+            .map(|rd| rd.flatten().any(|e| e.ino() == ino))
+            .unwrap_or(false)
+    }
+
     /// Appends the door's change at `rel`.
     pub fn change(&self, turn: u32, rel: &Path, before: Node, after: Node) -> io::Result<()> {
         let (path, path_bytes) = text_of(rel);
@@ -568,6 +585,9 @@ impl Record {
     /// the target, the last one's `after` is expected), newest last line first. `follow`: a
     /// later `restore` line of the same path (another undo or redo) is what it holds now.
     fn steps(&self, pick: impl Fn(&Rec) -> bool, follow: bool) -> Vec<Step> {
+        // Only finished groups are followed: a cut-short one's lines are what its recovery
+        // does again, not what the paths hold.
+        let finished: BTreeSet<u32> = self.finished_groups().iter().map(|g| g.0).collect();
         let mut by_path: BTreeMap<PathBuf, Step> = BTreeMap::new();
         for (pos, r) in self.recs.iter().enumerate() {
             let (path, path_bytes, before, after) = match r {
@@ -602,7 +622,7 @@ impl Record {
                         pos,
                     });
             } else if follow
-                && matches!(r, Rec::Restore { .. })
+                && matches!(r, Rec::Restore { group, .. } if finished.contains(group))
                 && let Some(s) = by_path.get_mut(&rel)
             {
                 s.expected = after.clone();
@@ -630,6 +650,30 @@ impl Record {
         }
     }
 
+    /// Where the record keeps `f`'s bytes: its own object, or — when a kill cut its change
+    /// short before the file moved there — the object a later line kept the same file in
+    /// (same inode, size and time). None: not kept.
+    fn kept_bytes(&self, f: &FileNode) -> Option<PathBuf> {
+        let objects = self.top.join(OBJECTS);
+        if let Some(obj) = &f.obj
+            && objects.join(obj).is_file()
+        {
+            return Some(objects.join(obj));
+        }
+        self.recs.iter().find_map(|r| {
+            let (Rec::Change { before, .. } | Rec::Restore { before, .. }) = r else {
+                return None;
+            };
+            match before {
+                Node::File(b) if b.ino == f.ino && b.len == f.len && b.mtime_ns == f.mtime_ns => {
+                    let p = objects.join(b.obj.as_ref()?);
+                    p.is_file().then_some(p)
+                }
+                _ => None,
+            }
+        })
+    }
+
     /// Whether the workspace file at `rel` holds the kept bytes and bits of `target`.
     fn same_content(&self, ws: &Dir, rel: &Path, now: &Node, target: &Node) -> bool {
         let (Node::File(n), Node::File(t)) = (now, target) else {
@@ -638,11 +682,10 @@ impl Record {
         if n.len != t.len || n.mode != t.mode {
             return false;
         }
-        let Some(obj) = &t.obj else { return false };
-        let (Ok(a), Ok(b)) = (
-            open_rel(ws, rel),
-            std::fs::File::open(self.top.join(OBJECTS).join(obj)),
-        ) else {
+        let Some(kept) = self.kept_bytes(t) else {
+            return false;
+        };
+        let (Ok(a), Ok(b)) = (open_rel(ws, rel), std::fs::File::open(kept)) else {
             return false;
         };
         same_stream(a, b)
@@ -660,6 +703,18 @@ impl Record {
         };
         let ws = self.ws()?;
         for s in &steps {
+            // A restore's temporary name made beside the path (the record on another file
+            // system) is gone first.
+            if let Ok(d) = ws.beneath(s.rel.parent().unwrap_or(Path::new("")))
+                && let Ok(names) = d.names()
+            {
+                for n in names
+                    .iter()
+                    .filter(|n| n.as_bytes().starts_with(TEMP.as_bytes()))
+                {
+                    let _ = d.remove_file(n);
+                }
+            }
             if self.standing(&ws, s) == Standing::Expected {
                 self.put_back(&ws, g, s)?;
             }
@@ -868,7 +923,7 @@ impl Record {
                 self.restore_line(g, rel, before, Node::Dir { mode: *mode })?;
             }
             Node::File(f) => {
-                let Some(obj) = &f.obj else {
+                let Some(kept) = self.kept_bytes(f) else {
                     return Err(io::Error::other(format!(
                         "{}: its bytes were not kept (over the size limit on another file system)",
                         rel.display()
@@ -877,8 +932,12 @@ impl Record {
                 if matches!(now, Node::Dir { .. }) {
                     remove_tree_recorded(self, &rec, &parent, &name, rel, g)?;
                 }
-                let mut src = std::fs::File::open(self.top.join(OBJECTS).join(obj))?;
-                let (mut tmp, tmp_name) = parent.create_unique_mode(TEMP, "", 0o600)?;
+                let mut src = std::fs::File::open(kept)?;
+                // Made in the record's folder (a kill leaves nothing in the workspace), beside
+                // the name when that is another file system (a rename cannot cross it).
+                let at = rec.staging_for(&parent);
+                let at = at.as_ref().unwrap_or(&parent);
+                let (mut tmp, tmp_name) = at.create_unique_mode(TEMP, "", 0o600)?;
                 let done = (|| {
                     io::copy(&mut src, &mut tmp)?;
                     tmp.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(f.mode))?;
@@ -886,10 +945,10 @@ impl Record {
                     let after = Node::File(file_node_of_meta(&tmp.metadata()?));
                     let before = rec.keep(&parent, &name)?;
                     self.restore_line(g, rel, before, after)?;
-                    parent.rename(&tmp_name, &parent, &name)
+                    at.rename(&tmp_name, &parent, &name)
                 })();
                 if done.is_err() {
-                    let _ = parent.remove_file(&tmp_name);
+                    let _ = at.remove_file(&tmp_name);
                 }
                 done?;
             }
@@ -902,10 +961,12 @@ impl Record {
                 }
                 let t = real(target, target_bytes.as_ref());
                 let tmp = OsString::from(format!("{TEMP}{}", object_name()));
-                parent.symlink(&t, &tmp)?;
+                let at = rec.staging_for(&parent);
+                let at = at.as_ref().unwrap_or(&parent);
+                at.symlink(&t, &tmp)?;
                 let before = rec.keep(&parent, &name)?;
                 self.restore_line(g, rel, before, step.target.clone())?;
-                parent.rename(&tmp, &parent, &name)?;
+                at.rename(&tmp, &parent, &name)?;
             }
         }
         Ok(status.map(|status| Change {
@@ -935,8 +996,8 @@ impl Record {
             return Some(Vec::new());
         };
         let read_obj = |obj: &str| std::fs::read(self.top.join(OBJECTS).join(obj)).ok();
-        if let Some(obj) = &f.obj {
-            return read_obj(obj);
+        if f.obj.is_some() {
+            return self.kept_bytes(f).and_then(|p| std::fs::read(p).ok());
         }
         // The file a change put: the next line that replaced it kept it.
         for r in &self.recs[pos + 1..] {

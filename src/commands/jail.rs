@@ -363,7 +363,8 @@ impl LayerRoom {
             .or_else(layer_base)?;
         // What a tern that ended without its door's last pass (killed) left in its layers goes
         // through a door now, before they are swept: nothing a command wrote is lost.
-        self.unsaid.extend(recover(&base, rules.disk_floor));
+        self.unsaid
+            .extend(recover(&base, rules.disk_floor, rules.record));
         sweep(&base);
         let d = base.join(folder_name(std::process::id(), self.dirs.started));
         // 0: the workspace's layer; 1…: each `--add-dir`'s.
@@ -415,7 +416,7 @@ struct Origin {
 /// since their jail started win: a file changed after it is kept aside, never overwritten),
 /// then leaves them to the sweep. Each is first renamed to this process's name, so two terns
 /// starting at once never recover one twice. Returns what is worth saying.
-fn recover(base: &Path, floor: crate::policy::DiskFloor) -> Vec<String> {
+fn recover(base: &Path, floor: crate::policy::DiskFloor, record: Option<u64>) -> Vec<String> {
     let mut said = Vec::new();
     let Ok(rd) = std::fs::read_dir(base) else {
         return said;
@@ -458,6 +459,15 @@ fn recover(base: &Path, floor: crate::policy::DiskFloor) -> Vec<String> {
             );
             d.name_absolute(i > 0);
             d.looked_at(started);
+            // Recorded as the door it finishes would have: the session's turn now.
+            if i == 0
+                && let Some(max) = record
+            {
+                d.record(crate::checkpoint::record::Recorder::new(
+                    &origin.session,
+                    max,
+                ));
+            }
             let r = d.finish();
             if r.applied > 0 || !r.held.is_empty() || !r.failed.is_empty() {
                 said.push(format!(

@@ -1306,3 +1306,284 @@ fn a_killed_store_creation_leaves_no_temp_and_no_half_store() {
         );
     }
 }
+
+// The door's record is the checkpoint (issue 42, part 2): where commands run on a layer (the
+// default in workspace-write here), the door records each change as it applies it; no snapshot
+// is taken before a turn's first command, and undo, redo, diff and rewind read the record.
+
+/// Whether the snapshot store holds a checkpoint of any turn of a session.
+fn snapshot_refs(root: &Path) -> Vec<String> {
+    let dir = root.join(".tern/checkpoints/git/refs/tern/s");
+    let mut out = Vec::new();
+    for s in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        for t in std::fs::read_dir(s.path()).into_iter().flatten().flatten() {
+            out.push(t.path().display().to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn through_the_door_no_snapshot_is_taken_and_undo_touches_only_the_turns_paths() {
+    let ws = WireWs::new(
+        W,
+        vec![
+            bash(
+                W,
+                "c1",
+                "echo one > a.txt; rm c.txt; mkdir -p d && echo deep > d/e.txt; ln -s a.txt l; chmod 600 p.txt",
+            ),
+            text(W, "done1"),
+            bash(W, "c2", "echo two > a.txt; echo new > n.txt"),
+            text(W, "done2"),
+        ],
+    );
+    let root = ws.root();
+    std::fs::write(root.join("a.txt"), "zero\n").unwrap();
+    std::fs::write(root.join("c.txt"), "gone soon\n").unwrap();
+    std::fs::write(root.join("keep.txt"), "the person's\n").unwrap();
+    std::fs::write(root.join("p.txt"), "bits\n").unwrap();
+    let s0 = tree(root);
+    ws.ok(&["exec", "first"]);
+    let s1 = tree(root);
+    // Between the turns the person edits a file the model never touched.
+    std::fs::write(root.join("keep.txt"), "mine now\n").unwrap();
+    ws.ok(&["exec", "--continue", "second"]);
+    let s2 = tree(root);
+    assert!(
+        snapshot_refs(root).is_empty(),
+        "no snapshot before a turn's first command: {:?}",
+        snapshot_refs(root)
+    );
+    let record = ws.read("door-record.jsonl");
+    assert!(
+        record.contains("\"kind\":\"change\"") && record.contains("\"turn\":2"),
+        "{record}"
+    );
+
+    let diff = stdout(&ws.ok(&["diff", "1"]));
+    for want in [
+        "-zero",
+        "+one",
+        "c.txt",
+        "d/e.txt",
+        "+deep",
+        "permissions of p.txt: 0644 -> 0600",
+    ] {
+        assert!(diff.contains(want), "{want} in {diff}");
+    }
+    assert!(!diff.contains("keep.txt"), "{diff}");
+    let list = stdout(&ws.ok(&["checkpoints"]));
+    let rows = list
+        .lines()
+        .filter(|l| l.trim_start().starts_with(['1', '2']))
+        .count();
+    assert_eq!(rows, 2, "{list}");
+
+    let said = stdout(&ws.ok(&["undo", "2"]));
+    let mut want = s0.clone();
+    want.insert("keep.txt".into(), Node::File(b"mine now\n".to_vec()));
+    assert_eq!(tree(root), want, "{said}");
+    assert!(
+        !said.contains("keep.txt"),
+        "never the undo's business: {said}"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let bits = |p: &str| {
+        std::fs::metadata(root.join(p))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    assert_eq!(bits("p.txt"), 0o644, "{said}");
+    ws.ok(&["redo"]);
+    assert_eq!(tree(root), s2);
+    assert_eq!(bits("p.txt"), 0o600);
+    ws.ok(&["undo"]);
+    let mut want = s1.clone();
+    want.insert("keep.txt".into(), Node::File(b"mine now\n".to_vec()));
+    assert_eq!(tree(root), want, "one turn back");
+}
+
+#[test]
+fn through_the_door_a_persons_later_edit_refuses_the_undo_and_force_keeps_it_for_redo() {
+    let ws = WireWs::new(
+        W,
+        vec![
+            bash(W, "c1", "echo one > a.txt; echo made > m.txt"),
+            text(W, "done"),
+        ],
+    );
+    let root = ws.root();
+    std::fs::write(root.join("a.txt"), "zero\n").unwrap();
+    ws.ok(&["exec", "go"]);
+    std::fs::write(root.join("a.txt"), "my edit\n").unwrap();
+    std::fs::write(root.join("m.txt"), "mine too\n").unwrap();
+    let before = tree(root);
+    let err = ws.refused(&["undo"]);
+    assert!(err.contains("a.txt") && err.contains("--force"), "{err}");
+    assert_eq!(tree(root), before, "a refused undo changes nothing");
+    let said = stdout(&ws.ok(&["undo", "--force"]));
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "zero\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("m.txt")).unwrap(),
+        "mine too\n",
+        "a file the undo would remove that the person changed is kept: {said}"
+    );
+    assert!(
+        said.contains("Kept 1 file") && said.contains("m.txt"),
+        "{said}"
+    );
+    ws.ok(&["redo"]);
+    assert_eq!(tree(root), before, "redo brings the person's edit back");
+}
+
+#[test]
+fn through_the_door_a_big_file_is_undone_exactly_without_a_copy() {
+    let ws = WireWs::new(
+        W,
+        vec![
+            bash(W, "c1", "head -c 12000000 /dev/zero | tr '\\0' b > big.bin"),
+            text(W, "done"),
+        ],
+    );
+    let root = ws.root();
+    let old: Vec<u8> = (0..12_000_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(root.join("big.bin"), &old).unwrap();
+    let out = ws.ok(&["exec", "rewrite it"]);
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("left out"),
+        "no size limit: the replaced file is linked, not copied"
+    );
+    assert_eq!(
+        std::fs::read(root.join("big.bin")).unwrap().len(),
+        12_000_000
+    );
+    let objects = ws.path("door-record");
+    let kept: u64 = std::fs::read_dir(&objects)
+        .unwrap()
+        .flatten()
+        .map(|e| e.metadata().unwrap().len())
+        .sum();
+    assert_eq!(kept, 12_000_000, "the old bytes, once");
+    ws.ok(&["undo"]);
+    assert!(std::fs::read(root.join("big.bin")).unwrap() == old);
+}
+
+/// Killed at every point of the door's record writes while a turn's changes are applied, and
+/// at every point of an undo's: nothing is lost — undoing every turn gives the workspace as it
+/// was before the first, and a cut-short undo is finished by the next verb (then redo returns).
+#[test]
+fn a_kill_at_any_point_of_the_door_s_record_loses_nothing() {
+    let cmd1 = "echo one > a.txt; rm c.txt; mkdir d && echo e > d/e.txt; chmod 600 b.txt";
+    let make = || {
+        let ws = WireWs::new(
+            W,
+            vec![
+                bash(W, "c1", cmd1),
+                text(W, "done"),
+                bash(W, "c2", "true"),
+                text(W, "done"),
+            ],
+        );
+        std::fs::write(ws.root().join("a.txt"), "zero\n").unwrap();
+        std::fs::write(ws.root().join("b.txt"), "b\n").unwrap();
+        std::fs::write(ws.root().join("c.txt"), "c\n").unwrap();
+        ws
+    };
+    let bits = |ws: &WireWs| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(ws.root().join("b.txt"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    let points = |ws: &WireWs, args: &[&str]| {
+        let log = ws.root().join(".tern/fault.log");
+        let _ = std::fs::remove_file(&log);
+        let mut cmd = ws.cmd(args);
+        cmd.env("TERN_FAULT_LOG", &log);
+        let out = crate::support::cli::output(cmd);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let lines = std::fs::read_to_string(&log).unwrap();
+        let found: Vec<(u64, String)> = lines
+            .lines()
+            .filter(|l| l.contains("door-record"))
+            .filter_map(|l| Some((l.split(' ').next()?.parse().ok()?, l.to_string())))
+            .collect();
+        assert!(!found.is_empty(), "{lines}");
+        found
+    };
+    let dry = make();
+    let s0 = tree(dry.root());
+    let in_turn = points(&dry, &["exec", "go"]);
+    let s1 = tree(dry.root());
+    let in_undo = points(&dry, &["undo"]);
+    assert_eq!(tree(dry.root()), s0);
+    for (k, point) in in_turn {
+        let ws = make();
+        let mut cmd = ws.cmd(&["exec", "go"]);
+        cmd.env("TERN_FAULT_AT", k.to_string());
+        let code = crate::support::cli::output(cmd).status.code();
+        assert!(
+            matches!(code, None | Some(0)),
+            "turn: point {k}: exit {code:?}"
+        );
+        // The next runs finish the killed door's pass (its layer) in a turn of their own (the
+        // first may take the killed turn's last answer, and run no command).
+        ws.ok(&["exec", "--continue", "again"]);
+        ws.ok(&["exec", "--continue", "again"]);
+        assert_eq!(
+            tree(ws.root()),
+            s1,
+            "turn: killed at {point}, then recovered"
+        );
+        // Undo every turn with a change, one at a time, until nothing is left to undo.
+        let mut said = String::new();
+        for _ in 0..5 {
+            let out = crate::support::cli::output(ws.cmd(&["undo"]));
+            said.push_str(&stdout(&out));
+            said.push_str(&String::from_utf8_lossy(&out.stderr));
+            if out.status.code() != Some(0) {
+                break;
+            }
+        }
+        assert_eq!(
+            (tree(ws.root()), bits(&ws)),
+            (s0.clone(), 0o644),
+            "turn: killed at {point}; then undo said {said}"
+        );
+    }
+    for (k, point) in in_undo {
+        let ws = make();
+        ws.ok(&["exec", "go"]);
+        let mut cmd = ws.cmd(&["undo"]);
+        cmd.env("TERN_FAULT_AT", k.to_string());
+        let code = crate::support::cli::output(cmd).status.code();
+        assert!(
+            matches!(code, None | Some(0)),
+            "undo: point {k}: exit {code:?}"
+        );
+        // The next verb finishes what was cut short (and says so); nothing more to undo.
+        let out = crate::support::cli::output(ws.cmd(&["undo"]));
+        assert_eq!(
+            (tree(ws.root()), bits(&ws)),
+            (s0.clone(), 0o644),
+            "undo: killed at {point}; then undo said {}{}",
+            stdout(&out),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ws.ok(&["redo"]);
+        assert_eq!(tree(ws.root()), s1, "undo: killed at {point}, redo");
+    }
+}

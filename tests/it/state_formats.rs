@@ -158,7 +158,7 @@ impl Docs {
                         }
                     }
                 }
-                "turns.jsonl" | "checkpoint-notes.jsonl" => {
+                "turns.jsonl" | "checkpoint-notes.jsonl" | "door-record.jsonl" => {
                     for (where_, t) in json_lines() {
                         problems.extend(check(self.shape(at), &t, &where_));
                     }
@@ -456,8 +456,11 @@ fn examples_match_the_documented_formats() {
     // inbox entry lives only between a steer and the next request (tests/it/steer.rs); only a
     // `--goal` writes goal.json (tests/it/hooks.rs checks it against its shape); only MCP
     // servers write `mcp/` (tests/it/mcp.rs reads their logs and saved parts); only a file over
-    // the checkpoint size limit writes checkpoint-notes.jsonl (tests/it/checkpoints.rs).
-    const CRASH_ONLY: [&str; 7] = [
+    // the checkpoint size limit writes checkpoint-notes.jsonl (tests/it/checkpoints.rs); only a
+    // change that replaces or removes a file keeps one in door-record/ (tests/it/checkpoints.rs
+    // reads it).
+    const CRASH_ONLY: [&str; 8] = [
+        "door-record/*",
         "archive/events-NNNN.jsonl",
         "report.md",
         "agents/*",

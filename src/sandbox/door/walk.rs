@@ -349,7 +349,17 @@ impl Walker<'_> {
         let kind = ws.map(kind_of);
         let person_changed = match (self.door.seen.get(&c.rel).and_then(|s| s.ws), ws) {
             (Some(was), Some(st)) => was != Fp::of(st),
-            (None, Some(st)) => time_of(st.st_ctime, st.st_ctime_nsec) > self.door.last_look,
+            (None, Some(st)) => {
+                time_of(st.st_ctime, st.st_ctime_nsec) > self.door.last_look
+                    // A door killed mid-change had linked this very file into its record
+                    // (which changed its change time): not the person's.
+                    && !(st.st_nlink > 1
+                        && self
+                            .door
+                            .record
+                            .as_ref()
+                            .is_some_and(|r| r.holds(st.st_ino)))
+            }
             (_, None) => false,
         };
         let root = &self.door.root;
