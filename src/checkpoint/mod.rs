@@ -238,7 +238,23 @@ impl Tracker {
         }
         self.recorded = true;
         if through_door {
-            return (Vec::new(), Vec::new());
+            // The door's record is this turn's checkpoint: only its budget is kept here.
+            let budget = limits.budget_bytes.unwrap_or_else(|| {
+                let gib = 1u64 << 30;
+                store::free_space(&session.dir).map_or(gib, |f| gib.min(f / 10))
+            });
+            // The log is read only when the kept entries are over the budget.
+            let notes = if record::kept_size(&session.dir) <= budget {
+                Vec::new()
+            } else {
+                match record::Record::open(&session.dir, workspace)
+                    .and_then(|mut r| r.prune(budget))
+                {
+                    Ok(said) => said.into_iter().collect(),
+                    Err(e) => vec![format!("the undo record: {e}")],
+                }
+            };
+            return (self.fresh(notes), Vec::new());
         }
         let notes = match self.store(session, workspace, limits) {
             Ok(s) => match s.record_turn(&session.id, turn) {

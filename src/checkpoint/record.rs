@@ -129,6 +129,12 @@ pub enum Rec {
         /// The group.
         group: u32,
     },
+    /// The record went over its budget: the entries kept for turns up to `through` (and for
+    /// the undos of those turns) were removed; those turns can no longer be undone.
+    Pruned {
+        /// The newest turn pruned.
+        through: u32,
+    },
 }
 
 /// A record line's path with its real bytes.
@@ -455,10 +461,12 @@ impl Record {
     fn redoable(&self) -> Option<u32> {
         let groups = self.finished_groups();
         let reversed: BTreeSet<u32> = groups.iter().filter_map(|g| g.2).collect();
+        let pruned = self.pruned_through();
         groups
             .iter()
             .rev()
             .find(|g| g.2.is_none() && !reversed.contains(&g.0))
+            .filter(|g| g.1.iter().all(|t| *t > pruned))
             .map(|g| g.0)
     }
 
@@ -473,6 +481,70 @@ impl Record {
             })
             .collect();
         set.into_iter().collect()
+    }
+
+    /// The newest turn whose kept entries were pruned (0: none).
+    fn pruned_through(&self) -> u32 {
+        self.recs
+            .iter()
+            .filter_map(|r| match r {
+                Rec::Pruned { through } => Some(*through),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Keeps the record's kept entries within `budget` bytes: while over it, the entries of the
+    /// oldest turn (never the newest) and of the undos of the turns pruned are removed, and a
+    /// `pruned` line says how far. Returns what to say (None: within the budget).
+    pub fn prune(&mut self, budget: u64) -> io::Result<Option<String>> {
+        let size = self.size();
+        if size <= budget {
+            return Ok(None);
+        }
+        let objects = self.top.join(OBJECTS);
+        let turns = self.turns();
+        let mut through = self.pruned_through();
+        let mut left = size;
+        for t in turns.iter().take(turns.len().saturating_sub(1)) {
+            if *t <= through {
+                continue;
+            }
+            if left <= budget {
+                break;
+            }
+            through = *t;
+            let groups: BTreeSet<u32> = self
+                .finished_groups()
+                .iter()
+                .filter(|(_, ts, redo_of)| redo_of.is_some() || ts.iter().any(|x| *x <= through))
+                .map(|g| g.0)
+                .collect();
+            for r in &self.recs {
+                let kept = match r {
+                    Rec::Change { turn, before, .. } if *turn == *t => before,
+                    Rec::Restore { group, before, .. } if groups.contains(group) => before,
+                    _ => continue,
+                };
+                if let Node::File(FileNode { obj: Some(o), .. }) = kept {
+                    let p = objects.join(o);
+                    if let Ok(m) = std::fs::symlink_metadata(&p)
+                        && std::fs::remove_file(&p).is_ok()
+                    {
+                        left = left.saturating_sub(m.len());
+                    }
+                }
+            }
+        }
+        if through == self.pruned_through() {
+            return Ok(None);
+        }
+        self.push(Rec::Pruned { through })?;
+        Ok(Some(format!(
+            "the undo record went over its budget ({}): turns up to {through} can no longer be undone (TERN_CHECKPOINT_BUDGET)",
+            super::size_text(budget)
+        )))
     }
 
     /// The turns undone now: those of each finished undo group no finished redo reversed.
@@ -735,10 +807,11 @@ impl Record {
     /// there are in all.
     pub fn undoable(&self, ignored: Ignored<'_>) -> Vec<u32> {
         let undone = self.undone();
+        let pruned = self.pruned_through();
         self.turns()
             .into_iter()
             .rev()
-            .filter(|t| !undone.contains(t))
+            .filter(|t| !undone.contains(t) && *t > pruned)
             .filter(|t| {
                 !self
                     .undo_steps(&BTreeSet::from([*t]), ignored, false)
@@ -1149,15 +1222,25 @@ impl Record {
 
     /// Bytes the record's kept entries take.
     pub fn size(&self) -> u64 {
-        std::fs::read_dir(self.top.join(OBJECTS))
-            .map(|rd| {
-                rd.flatten()
-                    .filter_map(|e| e.metadata().ok())
-                    .map(|m| m.len())
-                    .sum()
-            })
-            .unwrap_or(0)
+        objects_size(&self.top.join(OBJECTS))
     }
+}
+
+/// Bytes the kept entries of `session_dir`'s record take (its top-level session's): what the
+/// budget is checked against before the log is read.
+pub fn kept_size(session_dir: &Path) -> u64 {
+    top_level(session_dir).map_or(0, |t| objects_size(&t.join(OBJECTS)))
+}
+
+fn objects_size(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
 }
 
 /// The position of the first line of `s`'s path in the turn (its `before`'s line).
@@ -1373,3 +1456,172 @@ fn same_stream(mut a: impl Read, mut b: impl Read) -> bool {
 
 /// Paths (text) → the set of those ignored; the verbs pass git's answer, tests their own.
 pub type Ignored<'a> = &'a dyn Fn(&[String]) -> BTreeSet<String>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A state folder with a session and a workspace beside it.
+    struct Place {
+        _tmp: tempfile::TempDir,
+        session: PathBuf,
+        ws: PathBuf,
+    }
+
+    fn place() -> Place {
+        let tmp = tempfile::tempdir().unwrap();
+        let session = tmp.path().join("state/sessions/s1");
+        let ws = tmp.path().join("ws");
+        std::fs::create_dir_all(&session).unwrap();
+        std::fs::create_dir_all(&ws).unwrap();
+        Place {
+            _tmp: tmp,
+            session,
+            ws,
+        }
+    }
+
+    /// Writes `bytes` at `name` the door's way: a new file, the old one kept, the line, the
+    /// rename.
+    fn door_write(rec: &Recorder, ws: &Dir, turn: u32, name: &str, bytes: &[u8]) {
+        let tmp = OsString::from(format!(".new-{name}"));
+        std::fs::write(ws.path().join(&tmp), bytes).unwrap();
+        let made = ws.lstat(&tmp).unwrap();
+        let before = rec.keep(ws, OsStr::new(name)).unwrap();
+        rec.change(
+            turn,
+            Path::new(name),
+            before,
+            Node::File(file_node(&made, None)),
+        )
+        .unwrap();
+        ws.rename(&tmp, ws, OsStr::new(name)).unwrap();
+    }
+
+    fn door_remove(rec: &Recorder, ws: &Dir, turn: u32, name: &str) {
+        let (before, obj) = rec.plan_removal(ws, OsStr::new(name)).unwrap();
+        rec.change(turn, Path::new(name), before, Node::Absent)
+            .unwrap();
+        rec.remove(ws, OsStr::new(name), obj.as_deref()).unwrap();
+    }
+
+    fn read(p: &Place, name: &str) -> Option<String> {
+        std::fs::read_to_string(p.ws.join(name)).ok()
+    }
+
+    const NONE: Ignored<'static> = &|_| BTreeSet::new();
+
+    #[test]
+    fn the_turn_of_a_turns_file_is_its_last_whole_line() {
+        let p = place();
+        let f = p.session.join("turns.jsonl");
+        assert_eq!(last_turn(&f), 0);
+        let long = "x".repeat(100_000);
+        std::fs::write(
+            &f,
+            format!("{{\"turn\":1,\"system\":\"{long}\"}}\n{{\"turn\":2,\"plan\":\"{long}\"}}\n{{\"turn\":3,\"at"),
+        )
+        .unwrap();
+        assert_eq!(last_turn(&f), 2, "a torn last line is not a turn");
+    }
+
+    #[test]
+    fn undo_puts_back_what_the_door_replaced_and_redo_returns() {
+        let p = place();
+        std::fs::write(p.ws.join("a.txt"), "zero\n").unwrap();
+        std::fs::write(p.ws.join("c.txt"), "gone\n").unwrap();
+        let rec = Recorder::new(&p.session, u64::MAX).unwrap();
+        let ws = Dir::hold(&p.ws).unwrap();
+        door_write(&rec, &ws, 1, "a.txt", b"one\n");
+        door_remove(&rec, &ws, 1, "c.txt");
+        door_write(&rec, &ws, 2, "a.txt", b"two\n");
+        door_write(&rec, &ws, 2, "n.txt", b"new\n");
+
+        let mut r = Record::open(&p.session, &p.ws).unwrap();
+        assert_eq!(r.undoable(NONE), vec![2, 1]);
+        let done = r.undo(&[2], false, NONE).unwrap();
+        assert_eq!(done.changes.len(), 2, "{:?}", done.changes);
+        assert_eq!(read(&p, "a.txt").as_deref(), Some("one\n"));
+        assert_eq!(read(&p, "n.txt"), None);
+        let mut r = Record::open(&p.session, &p.ws).unwrap();
+        assert_eq!(r.undoable(NONE), vec![1], "a chained undo goes on back");
+        r.undo(&[1], false, NONE).unwrap();
+        assert_eq!(read(&p, "a.txt").as_deref(), Some("zero\n"));
+        assert_eq!(read(&p, "c.txt").as_deref(), Some("gone\n"));
+        let mut r = Record::open(&p.session, &p.ws).unwrap();
+        r.redo().unwrap();
+        r.redo().unwrap();
+        assert_eq!(read(&p, "a.txt").as_deref(), Some("two\n"));
+        assert_eq!(read(&p, "c.txt"), None);
+        assert_eq!(read(&p, "n.txt").as_deref(), Some("new\n"));
+        assert!(r.redo().is_err(), "nothing more to redo");
+        // Undone again after a redo: the restored copies are followed, not the door's inodes.
+        let mut r = Record::open(&p.session, &p.ws).unwrap();
+        r.undo(&[2, 1], false, NONE).unwrap();
+        assert_eq!(read(&p, "a.txt").as_deref(), Some("zero\n"));
+    }
+
+    #[test]
+    fn a_path_the_person_changed_is_kept_or_refuses_and_ignored_paths_are_left_alone() {
+        let p = place();
+        std::fs::write(p.ws.join("a.txt"), "zero\n").unwrap();
+        let rec = Recorder::new(&p.session, u64::MAX).unwrap();
+        let ws = Dir::hold(&p.ws).unwrap();
+        door_write(&rec, &ws, 1, "a.txt", b"one\n");
+        door_write(&rec, &ws, 1, "m.txt", b"made\n");
+        door_write(&rec, &ws, 1, "x.log", b"log\n");
+        std::fs::write(p.ws.join("a.txt"), "mine\n").unwrap();
+        std::fs::write(p.ws.join("m.txt"), "mine too\n").unwrap();
+        let logs: Ignored<'_> = &|paths: &[String]| {
+            paths
+                .iter()
+                .filter(|p| p.ends_with(".log"))
+                .cloned()
+                .collect()
+        };
+        let mut r = Record::open(&p.session, &p.ws).unwrap();
+        let e = r.undo(&[1], false, logs).unwrap_err().to_string();
+        assert!(e.contains("a.txt") && !e.contains("m.txt"), "{e}");
+        assert_eq!(
+            read(&p, "a.txt").as_deref(),
+            Some("mine\n"),
+            "nothing changed"
+        );
+        let done = r.undo(&[1], true, logs).unwrap();
+        assert_eq!(done.kept, vec!["m.txt".to_string()]);
+        assert_eq!(done.overwritten, vec!["a.txt".to_string()]);
+        assert_eq!(read(&p, "a.txt").as_deref(), Some("zero\n"));
+        assert_eq!(read(&p, "m.txt").as_deref(), Some("mine too\n"));
+        assert_eq!(
+            read(&p, "x.log").as_deref(),
+            Some("log\n"),
+            "ignored: untouched"
+        );
+        r.redo().unwrap();
+        assert_eq!(
+            read(&p, "a.txt").as_deref(),
+            Some("mine\n"),
+            "redo brings it back"
+        );
+    }
+
+    #[test]
+    fn the_budget_prunes_the_oldest_turns_but_never_the_newest() {
+        let p = place();
+        std::fs::write(p.ws.join("a.txt"), vec![1u8; 1000]).unwrap();
+        let rec = Recorder::new(&p.session, u64::MAX).unwrap();
+        let ws = Dir::hold(&p.ws).unwrap();
+        for t in 1..=4u8 {
+            door_write(&rec, &ws, u32::from(t), "a.txt", &vec![t + 1; 1000]);
+        }
+        let mut r = Record::open(&p.session, &p.ws).unwrap();
+        assert_eq!(r.size(), 4000);
+        assert!(r.prune(10_000).unwrap().is_none());
+        let said = r.prune(1500).unwrap().unwrap();
+        assert!(said.contains("turns up to 3"), "{said}");
+        assert_eq!(r.size(), 1000);
+        assert_eq!(r.undoable(NONE), vec![4]);
+        let r = Record::open(&p.session, &p.ws).unwrap();
+        assert_eq!(r.undoable(NONE), vec![4], "read back from the log");
+    }
+}

@@ -1587,3 +1587,52 @@ fn a_kill_at_any_point_of_the_door_s_record_loses_nothing() {
         assert_eq!(tree(ws.root()), s1, "undo: killed at {point}, redo");
     }
 }
+
+#[test]
+fn through_the_door_the_record_keeps_to_its_budget_by_pruning_the_oldest_turns() {
+    let rewrite = |id: &str| bash(W, id, "head -c 300000 /dev/urandom > big.bin");
+    let ws = WireWs::new(
+        W,
+        vec![
+            rewrite("c1"),
+            text(W, "1"),
+            rewrite("c2"),
+            text(W, "2"),
+            rewrite("c3"),
+            text(W, "3"),
+            rewrite("c4"),
+            text(W, "4"),
+        ],
+    );
+    std::fs::write(ws.root().join("big.bin"), vec![7u8; 300_000]).unwrap();
+    let run = |args: &[&str]| {
+        let mut c = ws.cmd(args);
+        c.env("TERN_CHECKPOINT_BUDGET", "700000");
+        crate::support::cli::output(c)
+    };
+    let mut said = String::new();
+    for (i, t) in ["one", "two", "three", "four"].iter().enumerate() {
+        let args: Vec<&str> = if i == 0 {
+            vec!["exec", t]
+        } else {
+            vec!["exec", "--continue", t]
+        };
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(0));
+        said.push_str(&String::from_utf8_lossy(&out.stderr));
+        said.push_str(&stdout(&out));
+    }
+    let objects = ws.path("door-record");
+    let kept: u64 = std::fs::read_dir(&objects)
+        .unwrap()
+        .flatten()
+        .map(|e| e.metadata().unwrap().len())
+        .sum();
+    assert!(kept <= 700_000 + 300_000, "kept {kept} bytes");
+    assert!(said.contains("can no longer be undone"), "{said}");
+    assert!(ws.read("door-record.jsonl").contains("\"kind\":\"pruned\""));
+    // The newest turns still undo; the pruned ones are said to be out of reach.
+    ws.ok(&["undo"]);
+    let err = ws.refused(&["undo", "4"]);
+    assert!(err.contains("can be undone"), "{err}");
+}
