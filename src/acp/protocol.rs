@@ -645,6 +645,7 @@ pub fn mcp_servers(list: &[Value]) -> (Vec<crate::mcp::Server>, Vec<String>) {
             name: name.to_string(),
             transport,
             source: Source::Editor,
+            timeouts: Default::default(),
         });
     }
     (ok, refused)

@@ -13,9 +13,6 @@ use super::config::{Server, Transport};
 use super::rpc::{self, Agreed, Era, Tool};
 use super::transport::{Fault, Hints, HttpLink, Link, StdioLink};
 
-/// How long `server/discover` may take on stdio before tern tries `initialize`: a server of the
-/// older era may say nothing to a request that comes before `initialize`.
-const DISCOVER_WAIT: Duration = Duration::from_secs(3);
 /// Pages of `tools/list` followed at most (a server whose cursors never end stops here).
 const MAX_PAGES: usize = 100;
 
@@ -169,6 +166,16 @@ impl Client {
         }
     }
 
+    /// How long starting it may take: its entry's `startup_timeout_sec`, else `MCP_TIMEOUT`.
+    fn startup(&self) -> Duration {
+        self.server.timeouts.startup.unwrap_or(self.opts.startup)
+    }
+
+    /// How long one request may take: its entry's `tool_timeout_sec`, else `MCP_TOOL_TIMEOUT`.
+    fn tool_timeout(&self) -> Duration {
+        self.server.timeouts.tool.unwrap_or(self.opts.request)
+    }
+
     fn fail(&self, what: impl std::fmt::Display) -> McpError {
         McpError::Server(format!("MCP server {}: {what}", self.server.name))
     }
@@ -221,7 +228,7 @@ impl Client {
             }
             self.agreed = None;
         }
-        let deadline = Instant::now() + self.opts.startup;
+        let deadline = Instant::now() + self.startup();
         self.link = Some(self.start_link()?);
         match self.handshake(deadline) {
             Ok(a) => {
@@ -244,14 +251,33 @@ impl Client {
         let first = self.prefer;
         let mut last = String::new();
         let mut gone = 0;
+        let mut deadline = deadline;
+        let stdio = matches!(self.server.transport, Transport::Stdio { .. });
         for era in [first, first.other()] {
             match self.try_era(era, deadline) {
                 Ok(Some(a)) => return Ok(a),
                 Ok(None) => {}
+                // Silent to `server/discover` for the whole start timeout: a server of the
+                // older era that ignores a request before `initialize` (a slow start answers
+                // before the limit, so it is never asked twice on one pipe). Started again and
+                // asked `initialize` first, with the limit anew.
+                Err(Fault::Timeout) if stdio && era == Era::Stateless && era == first => {
+                    if let Some(mut l) = self.link.take() {
+                        l.close();
+                    }
+                    self.notes.push(format!(
+                        "MCP server {} said nothing to server/discover in {} s: tern started it again and asked initialize (MCP 2025-11-25)",
+                        self.server.name,
+                        self.startup().as_secs_f64().round()
+                    ));
+                    deadline = Instant::now() + self.startup();
+                    self.link = Some(self.start_link()?);
+                    last = "no answer".into();
+                }
                 Err(Fault::Timeout) if Instant::now() >= deadline => {
                     return Err(self.fail(format!(
-                        "no answer to its start-up in {} s (MCP_TIMEOUT sets the limit in ms){}",
-                        self.opts.startup.as_secs_f64().round(),
+                        "no answer to its start-up in {} s (MCP_TIMEOUT, or its entry's startup_timeout_sec, sets the limit){}",
+                        self.startup().as_secs_f64().round(),
                         self.log_path()
                             .map(|p| format!("; its log: {}", p.display()))
                             .unwrap_or_default()
@@ -293,12 +319,9 @@ impl Client {
     fn try_era(&mut self, era: Era, deadline: Instant) -> Result<Option<Agreed>, Fault> {
         match era {
             Era::Stateless => {
-                let stdio = matches!(self.server.transport, Transport::Stdio { .. });
-                let until = if stdio {
-                    deadline.min(Instant::now() + DISCOVER_WAIT)
-                } else {
-                    deadline
-                };
+                // The server's first answer is waited for up to the start timeout: a slow
+                // start is not a "no" (issue 43).
+                let until = deadline;
                 // A server that refuses the version it is asked in may name the ones it speaks:
                 // asked again once when it names ours.
                 for _ in 0..2 {
@@ -388,7 +411,7 @@ impl Client {
     ) -> Result<Value, McpError> {
         self.open()?;
         let version = self.agreed.as_ref().map(|a| a.version.clone());
-        let deadline = Instant::now() + self.opts.request;
+        let deadline = Instant::now() + self.tool_timeout();
         match self.raw(method, Some(params), name, version.as_deref(), deadline) {
             Ok(Ok(result)) => {
                 rpc::complete(&result).map_err(|e| self.fail(&e))?;
@@ -398,8 +421,8 @@ impl Client {
             Err(f) => {
                 let why = match &f {
                     Fault::Timeout => format!(
-                        "{method}: no answer in {} s (MCP_TOOL_TIMEOUT sets the limit in ms)",
-                        self.opts.request.as_secs_f64().round()
+                        "{method}: no answer in {} s (MCP_TOOL_TIMEOUT, or its entry's tool_timeout_sec, sets the limit)",
+                        self.tool_timeout().as_secs_f64().round()
                     ),
                     other => format!("{method}: {other}"),
                 };

@@ -73,6 +73,46 @@ pub struct Server {
     pub transport: Transport,
     /// Where its entry came from.
     pub source: Source,
+    /// Its own limits, when its entry sets them (else `MCP_TIMEOUT` / `MCP_TOOL_TIMEOUT`).
+    pub timeouts: Timeouts,
+}
+
+/// A server entry's own time limits, named as Codex CLI's config names them
+/// (`startup_timeout_sec`, `tool_timeout_sec`; `startup_timeout_ms` too): seconds, fractions
+/// allowed, greater than 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Starting the server and agreeing on the protocol.
+    pub startup: Option<std::time::Duration>,
+    /// One request.
+    pub tool: Option<std::time::Duration>,
+}
+
+/// An entry's [`Timeouts`]. Errors: a value that is not a positive number (named).
+fn timeouts_of(entry: &Value) -> Result<Timeouts, String> {
+    let secs = |key: &str, scale: f64| -> Result<Option<std::time::Duration>, String> {
+        match entry.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_f64()
+                .filter(|x| x.is_finite() && *x > 0.0 && *x * scale <= 86_400.0)
+                .map(|x| Some(std::time::Duration::from_secs_f64(x * scale)))
+                .ok_or_else(|| {
+                    format!(
+                        "{key} is not a number of {} above 0 (at most a day)",
+                        if scale < 1.0 {
+                            "milliseconds"
+                        } else {
+                            "seconds"
+                        }
+                    )
+                }),
+        }
+    };
+    Ok(Timeouts {
+        startup: secs("startup_timeout_sec", 1.0)?.or(secs("startup_timeout_ms", 0.001)?),
+        tool: secs("tool_timeout_sec", 1.0)?,
+    })
 }
 
 impl Server {
@@ -349,11 +389,12 @@ pub fn parse(
             ));
             continue;
         }
-        match entry_of(entry, env) {
-            Ok(transport) => out.push(Server {
+        match entry_of(entry, env).and_then(|t| Ok((t, timeouts_of(entry)?))) {
+            Ok((transport, timeouts)) => out.push(Server {
                 name: name.clone(),
                 transport,
                 source: source.clone(),
+                timeouts,
             }),
             Err(why) => broken.push(bad(name, why)),
         }
@@ -602,6 +643,48 @@ mod tests {
     }
 
     #[test]
+    fn an_entry_s_own_timeouts_are_codex_s_names_and_bad_ones_are_named() {
+        use std::time::Duration;
+        let src = Source::User(PathBuf::from("/u/mcp.json"));
+        let (mut out, mut broken) = (Vec::new(), Vec::new());
+        parse(
+            br#"{"mcpServers":{
+                "a":{"command":"x","startup_timeout_sec":2.5,"tool_timeout_sec":60},
+                "b":{"command":"x","startup_timeout_ms":1500},
+                "c":{"command":"x"},
+                "bad":{"command":"x","startup_timeout_sec":"ten"},
+                "zero":{"command":"x","tool_timeout_sec":0}
+            }}"#,
+            &src,
+            &env(&[]),
+            &mut out,
+            &mut broken,
+        );
+        let t: Vec<Timeouts> = out.iter().map(|s| s.timeouts).collect();
+        assert_eq!(
+            t,
+            [
+                Timeouts {
+                    startup: Some(Duration::from_millis(2500)),
+                    tool: Some(Duration::from_secs(60))
+                },
+                Timeouts {
+                    startup: Some(Duration::from_millis(1500)),
+                    tool: None
+                },
+                Timeouts::default(),
+            ]
+        );
+        let why: Vec<(&str, &str)> = broken
+            .iter()
+            .map(|b| (b.name.as_str(), b.why.as_str()))
+            .collect();
+        assert_eq!(why.len(), 2, "{why:?}");
+        assert!(why[0].1.contains("startup_timeout_sec"), "{why:?}");
+        assert!(why[1].1.contains("tool_timeout_sec"), "{why:?}");
+    }
+
+    #[test]
     fn a_project_file_runs_only_once_trusted_and_unchanged() {
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path().join("ws");
@@ -646,6 +729,7 @@ mod tests {
                 headers: vec![],
             },
             source: Source::Editor,
+            timeouts: Timeouts::default(),
         };
         let s = files.load(&e, std::slice::from_ref(&ed));
         assert_eq!(s.list, vec![ed]);

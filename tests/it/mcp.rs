@@ -187,17 +187,50 @@ fn list_schema_and_call_work_against_both_eras_on_stdio_pages_followed() {
 #[test]
 fn a_stateful_server_that_dies_or_says_nothing_before_initialize_still_answers() {
     let ws = WireWs::new(W, vec![]);
+    let mut silent = stdio("2025", &["--before-init", "silent"]);
+    // Silent for its whole start timeout (its own, as Codex names it): started again and asked
+    // `initialize`.
+    silent["startup_timeout_sec"] = json!(1.5);
     user_servers(
         &ws,
         json!({
             "dies": stdio("2025", &["--before-init", "die"]),
-            "silent": stdio("2025", &["--before-init", "silent"]),
+            "silent": silent,
         }),
     );
     for srv in ["dies", "silent"] {
         let (code, out, err) = mcp(&ws, &["call", srv, "echo", r#"{"text":"ok"}"#]);
         assert_eq!((code, out.as_str()), (0, "ok\n"), "{srv}: {err}");
     }
+}
+
+/// Issue 43: a server that takes 5 s to start is waited for (up to the start timeout), never
+/// asked `initialize` on the pipe it has not answered yet: one that speaks only 2026-07-28 and
+/// one that speaks only 2025-11-25 both open; a start timeout shorter than the start fails
+/// with the setting's names.
+#[test]
+fn a_server_that_starts_in_five_seconds_opens_in_either_era() {
+    let ws = WireWs::new(W, vec![]);
+    let mut short = stdio("2026", &["--start-delay", "5"]);
+    short["startup_timeout_ms"] = json!(1000);
+    user_servers(
+        &ws,
+        json!({
+            "new": stdio("2026", &["--start-delay", "5"]),
+            "old": stdio("2025", &["--start-delay", "5"]),
+            "short": short,
+        }),
+    );
+    for srv in ["new", "old"] {
+        let (code, out, err) = mcp(&ws, &["call", srv, "echo", r#"{"text":"slow"}"#]);
+        assert_eq!((code, out.as_str()), (0, "slow\n"), "{srv}: {err}");
+    }
+    let (code, _, err) = mcp(&ws, &["call", "short", "echo", r#"{"text":"x"}"#]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("no answer to its start-up") && err.contains("startup_timeout_sec"),
+        "{err}"
+    );
 }
 
 #[test]

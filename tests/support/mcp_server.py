@@ -35,6 +35,8 @@ p.add_argument("--tools", type=int, default=0)
 p.add_argument("--page", type=int, default=3)
 p.add_argument("--log")
 p.add_argument("--hang", action="store_true", help="never answer anything")
+p.add_argument("--start-delay", type=float, default=0.0,
+               help="stdio: seconds of start-up before the first line is read (a slow start)")
 p.add_argument("--reject-first", action="store_true",
                help="2026: refuse the first request with -32022 (supported: 2026-07-28)")
 args = p.parse_args()
@@ -291,4 +293,5 @@ if args.http:
         os.rename(tmp, args.port_file)
     srv.serve_forever()
 else:
+    time.sleep(args.start_delay)
     stdio()
