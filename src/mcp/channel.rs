@@ -23,8 +23,10 @@ pub const FD: RawFd = crate::sandbox::jail::CHANNEL_FD;
 pub const ENV: &str = "TERN_MCP_FD";
 /// Largest arguments `tern mcp call` takes, in bytes (they travel in one message).
 pub const MAX_ARGUMENT_BYTES: usize = 8 << 20;
-/// Questions answered at once; more wait for their turn to be refused.
-const MAX_OPEN: usize = 16;
+/// Questions read at once (one thread each); more are answered "busy" (exit
+/// [`super::BUSY_EXIT`]) after their question is read, never dropped. Calls to one server wait
+/// for a place among its [`super::PER_SERVER`].
+const MAX_OPEN: usize = 128;
 /// The greeting that carries a question's descriptor.
 const HELLO: &[u8] = b"tern-mcp/1";
 
@@ -54,11 +56,9 @@ impl Channel {
                                 let (hub, open, undo) = (hub.clone(), open.clone(), open.clone());
                                 if open.fetch_add(1, Ordering::SeqCst) >= MAX_OPEN {
                                     open.fetch_sub(1, Ordering::SeqCst);
-                                    let r = Reply::fail(
-                                        2,
-                                        "too many MCP calls at once from this session's commands",
-                                    );
-                                    let _ = reply(fd.as_raw_fd(), &r);
+                                    // Its question is read first (the caller is writing it: a
+                                    // reply before would meet a closed socket there).
+                                    refuse_busy(&fd);
                                     continue;
                                 }
                                 let spawned = std::thread::Builder::new()
@@ -120,14 +120,26 @@ fn reply(fd: RawFd, r: &Reply) -> io::Result<()> {
     wire::send(fd, &bytes, &[])
 }
 
-/// Answers one question on `fd`.
-fn answer(hub: &Hub, fd: &OwnedFd) {
+/// Reads the question on `fd` (waiting a second at most) and answers it "busy".
+fn refuse_busy(fd: &OwnedFd) {
+    set_timeout(fd, 1);
+    let _ = wire::recv(fd.as_raw_fd());
+    let r = Reply::fail(
+        super::BUSY_EXIT,
+        &format!(
+            "busy: more than {MAX_OPEN} MCP questions at once from this session's commands; try again"
+        ),
+    );
+    let _ = reply(fd.as_raw_fd(), &r);
+}
+
+/// A receive timeout of `secs` on our own socket `fd`.
+fn set_timeout(fd: &OwnedFd, secs: libc::time_t) {
     let tv = libc::timeval {
-        tv_sec: 30,
+        tv_sec: secs,
         tv_usec: 0,
     };
-    // SAFETY: setsockopt on our own socket with a valid timeval and its size. A question that
-    // never comes does not hold a thread for ever.
+    // SAFETY: setsockopt on our own socket with a valid timeval and its size.
     unsafe {
         libc::setsockopt(
             fd.as_raw_fd(),
@@ -137,9 +149,28 @@ fn answer(hub: &Hub, fd: &OwnedFd) {
             std::mem::size_of::<libc::timeval>() as libc::socklen_t,
         );
     }
+}
+
+/// Whether the asker at the other end of `fd` went away (its `tern mcp call` killed: its end
+/// of the pair closed).
+fn asker_gone(fd: RawFd) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: poll(2) of one valid pollfd, not waiting.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n > 0 && p.revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR) != 0
+}
+
+/// Answers one question on `fd`.
+fn answer(hub: &Hub, fd: &OwnedFd) {
+    // A question that never comes does not hold a thread for ever.
+    set_timeout(fd, 30);
     let r = match wire::recv(fd.as_raw_fd()) {
         Ok(Received::Message(m, _)) => match serde_json::from_slice::<Verb>(&m) {
-            Ok(verb) => hub.run(&verb),
+            Ok(verb) => hub.run_watching(&verb, &|| asker_gone(fd.as_raw_fd())),
             Err(e) => Reply::fail(2, &format!("a question tern does not understand: {e}")),
         },
         Ok(Received::Closed) | Err(_) => return,

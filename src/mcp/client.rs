@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::config::{Server, Transport};
 use super::rpc::{self, Agreed, Era, Tool};
-use super::transport::{Fault, Hints, HttpLink, Link, StdioLink};
+use super::transport::{Fault, Hints, HttpLink, Link, Outcome, Pending, StdioLink};
 
 /// Pages of `tools/list` followed at most (a server whose cursors never end stops here).
 const MAX_PAGES: usize = 100;
@@ -101,6 +101,25 @@ pub struct Client {
     /// The hashes of the workspace files its command names, as the session found them: checked
     /// again each time the server starts.
     pinned: std::collections::BTreeMap<String, Option<String>>,
+    /// The last request timed out and the server was stopped: started again at the next one,
+    /// with a note.
+    after_timeout: bool,
+}
+
+/// A request sent, its answer on its way (see [`Client::send_call`]).
+pub struct Sent {
+    pending: Box<dyn Pending>,
+    method: &'static str,
+    deadline: Instant,
+}
+
+impl Sent {
+    /// Waits for the answer (the client not held): until the request's time limit, or until
+    /// `gone()` says the caller went away (the server is then told to cancel). Returns the
+    /// method and the outcome, for [`Client::settle`].
+    pub fn wait(self, gone: &dyn Fn() -> bool) -> (&'static str, Outcome) {
+        (self.method, self.pending.wait(self.deadline, gone))
+    }
 }
 
 impl Client {
@@ -116,6 +135,7 @@ impl Client {
             restarts: 0,
             notes: Vec::new(),
             pinned: std::collections::BTreeMap::new(),
+            after_timeout: false,
         }
     }
 
@@ -227,6 +247,12 @@ impl Client {
                 ));
             }
             self.agreed = None;
+        }
+        if std::mem::take(&mut self.after_timeout) {
+            self.notes.push(format!(
+                "MCP server {} was stopped after a call it did not finish (past its time limit, or its caller went away); tern started it again",
+                self.server.name
+            ));
         }
         let deadline = Instant::now() + self.startup();
         self.link = Some(self.start_link()?);
@@ -401,40 +427,120 @@ impl Client {
         link.exchange(&req, id, &hints, deadline)
     }
 
-    /// One request after the handshake. Errors: the server failed to answer, answered an
-    /// error, or a result tern cannot take.
+    /// One request after the handshake, waited for here. Errors: the server failed to answer,
+    /// answered an error, or a result tern cannot take.
     fn request(
         &mut self,
-        method: &str,
+        method: &'static str,
         params: Value,
         name: Option<&str>,
     ) -> Result<Value, McpError> {
+        let sent = self.send(method, params, name)?;
+        let outcome = sent.pending.wait(sent.deadline, &|| false);
+        self.settle(method, outcome)
+    }
+
+    /// Sends one request after the handshake (the server started and agreed with first); its
+    /// answer is waited for with [`Sent::wait`] without this client, so several are in flight
+    /// at once, then given to [`Client::settle`].
+    ///
+    /// Errors: the server could not be started, or is gone.
+    fn send(
+        &mut self,
+        method: &'static str,
+        params: Value,
+        name: Option<&str>,
+    ) -> Result<Sent, McpError> {
         self.open()?;
         let version = self.agreed.as_ref().map(|a| a.version.clone());
         let deadline = Instant::now() + self.tool_timeout();
-        match self.raw(method, Some(params), name, version.as_deref(), deadline) {
+        let id = self.next_id;
+        self.next_id += 1;
+        let version_text = version
+            .clone()
+            .unwrap_or_else(|| rpc::STATELESS.to_string());
+        let req = rpc::request(id, method, Some(params), &version_text);
+        let hints = Hints {
+            method,
+            name,
+            version: version.as_deref(),
+        };
+        let sent = match self.link.as_mut() {
+            Some(link) => link.send(&req, id, &hints),
+            None => Err(Fault::Gone("not connected".into())),
+        };
+        match sent {
+            Ok(pending) => Ok(Sent {
+                pending,
+                method,
+                deadline,
+            }),
+            Err(f) => Err(self.fault(method, f)),
+        }
+    }
+
+    /// Sends `tools/call` of `tool` with `arguments` (see [`Client::send`]).
+    ///
+    /// Errors: [`McpError`].
+    pub fn send_call(&mut self, tool: &str, arguments: Value) -> Result<Sent, McpError> {
+        self.send(
+            "tools/call",
+            json!({"name": tool, "arguments": arguments}),
+            Some(tool),
+        )
+    }
+
+    /// What the answer to a request sent means: its result, or the error to say.
+    ///
+    /// Errors: the server answered an error, a result tern cannot take, or no answer.
+    pub fn settle(&mut self, method: &str, outcome: Outcome) -> Result<Value, McpError> {
+        match outcome {
             Ok(Ok(result)) => {
                 rpc::complete(&result).map_err(|e| self.fail(&e))?;
                 Ok(result)
             }
             Ok(Err(e)) => Err(self.fail(format!("{method}: {e}"))),
-            Err(f) => {
-                let why = match &f {
-                    Fault::Timeout => format!(
-                        "{method}: no answer in {} s (MCP_TOOL_TIMEOUT, or its entry's tool_timeout_sec, sets the limit)",
-                        self.tool_timeout().as_secs_f64().round()
-                    ),
-                    other => format!("{method}: {other}"),
-                };
-                // The connection is not trusted after a fault: the next request opens it again.
-                if let Some(l) = self.link.as_mut()
-                    && !matches!(f, Fault::Http(..))
-                {
+            Err(f) => Err(self.fault(method, f)),
+        }
+    }
+
+    /// The error of a request that got no answer, the connection dealt with: closed after a
+    /// fault (the next request starts it again), but not under requests still in flight on it;
+    /// after a timeout (the server was told to cancel) it is started again at the next request
+    /// with a note, never counted as a crash.
+    fn fault(&mut self, method: &str, f: Fault) -> McpError {
+        let why = match &f {
+            Fault::Timeout => format!(
+                "{method}: no answer in {} s (MCP_TOOL_TIMEOUT, or its entry's tool_timeout_sec, sets the limit); the server was told to cancel it",
+                self.tool_timeout().as_secs_f64().round()
+            ),
+            Fault::Gone(w) => match self.link.as_mut() {
+                Some(l) => format!("{method}: {}", l.why_gone(w)),
+                None => format!("{method}: {w}"),
+            },
+            other => format!("{method}: {other}"),
+        };
+        let busy = self.link.as_ref().is_some_and(|l| l.in_flight() > 0);
+        match f {
+            Fault::Http(..) => {}
+            Fault::Timeout | Fault::Cancelled if busy => {}
+            // A server left working on a call nobody waits for (one that ignores the cancel)
+            // would hold up the next: stopped, and started again at the next request.
+            Fault::Timeout | Fault::Cancelled => {
+                if let Some(mut l) = self.link.take() {
                     l.close();
                 }
-                Err(self.fail(&why))
+                self.agreed = None;
+                self.after_timeout = true;
+            }
+            _ if busy => {}
+            _ => {
+                if let Some(l) = self.link.as_mut() {
+                    l.close();
+                }
             }
         }
+        self.fail(&why)
     }
 
     /// Every tool the server lists, following `nextCursor` (at most 100 pages).
@@ -464,11 +570,9 @@ impl Client {
     ///
     /// Errors: [`McpError`].
     pub fn call(&mut self, tool: &str, arguments: Value) -> Result<Value, McpError> {
-        self.request(
-            "tools/call",
-            json!({"name": tool, "arguments": arguments}),
-            Some(tool),
-        )
+        let sent = self.send_call(tool, arguments)?;
+        let outcome = sent.pending.wait(sent.deadline, &|| false);
+        self.settle("tools/call", outcome)
     }
 
     /// Ends the connection (a stdio server is stopped).

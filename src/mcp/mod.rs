@@ -182,6 +182,8 @@ pub struct Hub {
     servers: Servers,
     opts: Options,
     slots: Mutex<BTreeMap<String, Arc<Mutex<Slot>>>>,
+    /// Each server's places for calls in flight.
+    places: Mutex<BTreeMap<String, Arc<Places>>>,
     /// Where non-text parts are saved (`<session>/mcp/`); None: the system's temporary folder.
     saves: Option<PathBuf>,
     gate: Option<Box<dyn Gate>>,
@@ -193,6 +195,53 @@ pub struct Hub {
     /// (the session opened, the project file's checked against its trust then): a server starts
     /// only while they still match (issue 42: trust is checked when the program starts).
     pinned: BTreeMap<String, Option<String>>,
+}
+
+/// Calls in flight to one server at most (JSON-RPC lets many share one connection; a server
+/// is not asked more at once).
+pub const PER_SERVER: usize = 8;
+
+/// The exit code of a call answered "busy" (sysexits' `EX_TEMPFAIL`: try again later).
+pub const BUSY_EXIT: i32 = 75;
+
+/// The places of one server's calls in flight.
+#[derive(Default)]
+pub struct Places {
+    taken: Mutex<usize>,
+    freed: std::sync::Condvar,
+}
+
+/// A place taken, given back when dropped.
+pub struct Place<'a>(&'a Places);
+
+impl Places {
+    /// A place for one call, waited for up to `limit` while `gone()` is false. None: none came.
+    fn take(&self, limit: std::time::Duration, gone: &dyn Fn() -> bool) -> Option<Place<'_>> {
+        let until = Instant::now() + limit;
+        let mut n = self.taken.lock().unwrap_or_else(|p| p.into_inner());
+        while *n >= PER_SERVER {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() || gone() {
+                return None;
+            }
+            let step = left.min(std::time::Duration::from_millis(100));
+            n = self
+                .freed
+                .wait_timeout(n, step)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|p| p.into_inner().0);
+        }
+        *n += 1;
+        Some(Place(self))
+    }
+}
+
+impl Drop for Place<'_> {
+    fn drop(&mut self) {
+        let mut n = self.0.taken.lock().unwrap_or_else(|p| p.into_inner());
+        *n = n.saturating_sub(1);
+        self.0.freed.notify_one();
+    }
 }
 
 impl Hub {
@@ -217,6 +266,7 @@ impl Hub {
             opts,
             pinned,
             slots: Mutex::new(BTreeMap::new()),
+            places: Mutex::new(BTreeMap::new()),
             saves,
             gate: None,
             saved: AtomicU64::new(0),
@@ -254,6 +304,13 @@ impl Hub {
 
     /// Runs one verb: what to print and the exit code.
     pub fn run(&self, verb: &Verb) -> Reply {
+        self.run_watching(verb, &|| false)
+    }
+
+    /// [`Hub::run`] for a caller that may go away: `gone()` is asked while a call waits for
+    /// its answer or its place; once it says so the server is told to cancel the call (MCP
+    /// `notifications/cancelled`) and the reply is [`Fault::Cancelled`]'s.
+    pub fn run_watching(&self, verb: &Verb, gone: &dyn Fn() -> bool) -> Reply {
         match verb {
             Verb::List { server } => self.list(server.as_deref()),
             Verb::Schema { server, tool } => self.schema(server, tool),
@@ -262,8 +319,18 @@ impl Hub {
                 tool,
                 arguments,
                 json,
-            } => self.call(server, tool, arguments, *json),
+            } => self.call(server, tool, arguments, *json, gone),
         }
+    }
+
+    /// The places of calls in flight to `server` (made at its first call).
+    fn places(&self, server: &str) -> Arc<Places> {
+        self.places
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(server.to_string())
+            .or_default()
+            .clone()
     }
 
     /// The tools of `slot`, listed once (again when `fresh`).
@@ -389,7 +456,14 @@ impl Hub {
         }
     }
 
-    fn call(&self, server: &str, tool: &str, arguments: &Value, json: bool) -> Reply {
+    fn call(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: &Value,
+        json: bool,
+        gone: &dyn Fn() -> bool,
+    ) -> Reply {
         let started = Instant::now();
         let mut arguments = arguments.clone();
         if !arguments.is_object() {
@@ -433,10 +507,43 @@ impl Hub {
                 }
             }
         }
-        let result = {
+        // At most PER_SERVER calls in flight to one server; a call over it waits for a place
+        // (while its caller is there), then is answered "busy" (BUSY_EXIT) at its time limit.
+        let places = self.places(server);
+        let Some(_place) = places.take(self.opts.request, gone) else {
+            let mut r = if gone() {
+                Reply::fail(
+                    2,
+                    &format!("MCP server {server}: cancelled: the caller went away"),
+                )
+            } else {
+                Reply::fail(
+                    BUSY_EXIT,
+                    &format!(
+                        "MCP server {server} is busy: {PER_SERVER} calls to it were in flight for {} s; try again",
+                        self.opts.request.as_secs_f64().round()
+                    ),
+                )
+            };
+            finish(&mut r, &arguments, None);
+            return r;
+        };
+        // The request is sent with the server held, and waited for without it: answers are
+        // routed by their id, so calls to one server run at once.
+        let sent = {
             let mut s = slot.lock().unwrap_or_else(|p| p.into_inner());
-            let r = s.client.call(tool, arguments.clone());
-            (r, s.client.take_notes())
+            s.client.send_call(tool, arguments.clone())
+        };
+        let result = match sent {
+            Ok(sent) => {
+                let (method, outcome) = sent.wait(gone);
+                let mut s = slot.lock().unwrap_or_else(|p| p.into_inner());
+                (s.client.settle(method, outcome), s.client.take_notes())
+            }
+            Err(e) => {
+                let mut s = slot.lock().unwrap_or_else(|p| p.into_inner());
+                (Err(e), s.client.take_notes())
+            }
         };
         let (result, notes) = result;
         let mut reply = match &result {

@@ -179,6 +179,13 @@ pub fn notification(method: &str) -> Value {
     json!({"jsonrpc": "2.0", "method": method})
 }
 
+/// `notifications/cancelled` for request `id`: the client no longer wants its answer (MCP
+/// 2025-11-25, "Cancellation": the server should stop the work and send no response).
+pub fn cancelled(id: u64, reason: &str) -> Value {
+    json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+           "params": {"requestId": id, "reason": reason}})
+}
+
 /// tern's answer to a server's request: `ping` is answered with an empty result, anything else
 /// (sampling, elicitation, roots: capabilities tern does not declare) with "method not found".
 pub fn answer(id: Value, method: &str) -> Value {

@@ -10,7 +10,8 @@ use super::McpError;
 use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, sync_channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -48,17 +49,36 @@ pub enum Fault {
     Protocol(String),
     /// An HTTP status with no JSON-RPC body: the status and a snippet of the body.
     Http(u16, String),
+    /// The caller went away (its `tern mcp call` was killed, its turn cancelled): the server
+    /// was told to stop.
+    Cancelled,
 }
 
 impl std::fmt::Display for Fault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Fault::Timeout => f.write_str("no answer in time"),
+            Fault::Cancelled => f.write_str("cancelled: the caller went away"),
             Fault::Gone(why) | Fault::Protocol(why) => f.write_str(why),
             Fault::Http(status, body) if body.is_empty() => write!(f, "HTTP {status}"),
             Fault::Http(status, body) => write!(f, "HTTP {status}: {body}"),
         }
     }
+}
+
+/// An answer, or why there is none.
+pub type Outcome = Result<Result<Value, RpcError>, Fault>;
+
+/// A request sent, its answer on its way: waited for without holding the link, so several
+/// requests are in flight on one connection at once (JSON-RPC 2.0: each has its own id and the
+/// answers are routed by it).
+pub trait Pending: Send {
+    /// Waits for the answer until `deadline`; `gone()` is asked every 100 ms whether the caller
+    /// went away. On a timeout or a caller gone, the server is told to stop
+    /// (`notifications/cancelled` with the request's id: MCP 2025-11-25, "Cancellation").
+    ///
+    /// Errors: [`Fault`] ([`Fault::Cancelled`] when the caller went away).
+    fn wait(self: Box<Self>, deadline: Instant, gone: &dyn Fn() -> bool) -> Outcome;
 }
 
 /// A connection to one server.
@@ -73,6 +93,19 @@ pub trait Link: Send {
         hints: &Hints<'_>,
         deadline: Instant,
     ) -> Result<Result<Value, RpcError>, Fault>;
+    /// Sends request `req` (whose id is `id`) and returns its answer on its way.
+    ///
+    /// Errors: [`Fault`] (the server is gone).
+    fn send(&mut self, req: &Value, id: u64, hints: &Hints<'_>) -> Result<Box<dyn Pending>, Fault>;
+    /// Why a server that stopped answering is gone, from `what`: with its exit status and the
+    /// end of its log, when it has them.
+    fn why_gone(&mut self, what: &str) -> String {
+        what.to_string()
+    }
+    /// Requests in flight now (sent, not yet answered or given up).
+    fn in_flight(&self) -> usize {
+        0
+    }
     /// Sends a notification.
     ///
     /// Errors: [`Fault`].
@@ -90,15 +123,132 @@ enum Line {
     End,
 }
 
+/// Where the answers of a stdio server go: one waiter per request in flight, by id.
+#[derive(Default)]
+struct Router {
+    waiting: std::collections::HashMap<u64, SyncSender<Outcome>>,
+    /// Why the server's output ended (nothing more will be routed).
+    ended: Option<Fault>,
+}
+
+impl Router {
+    /// The output ended: every waiter gets `why`, and every later request.
+    fn end(&mut self, why: Fault) {
+        for (_, tx) in self.waiting.drain() {
+            let _ = tx.try_send(Err(why.clone()));
+        }
+        self.ended = Some(why);
+    }
+}
+
+/// The server's stdin, shared by the requests and the thread that answers its own requests.
+type Input = Arc<Mutex<Option<ChildStdin>>>;
+
 /// A server process speaking JSON-RPC on stdio.
 pub struct StdioLink {
     child: Child,
     pgid: i32,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<Line>,
+    stdin: Input,
+    router: Arc<Mutex<Router>>,
     log: Option<PathBuf>,
     _registered: Option<crate::procs::OwnedRegistration>,
     closed: bool,
+}
+
+/// Writes `msg` as one line to `stdin`. Errors: the input is closed.
+fn write_line(stdin: &Input, msg: &Value) -> std::io::Result<()> {
+    let mut line = msg.to_string();
+    line.push('\n');
+    let mut w = stdin.lock().unwrap_or_else(|p| p.into_inner());
+    match w.as_mut() {
+        Some(w) => w.write_all(line.as_bytes()).and_then(|()| w.flush()),
+        None => Err(std::io::Error::other("closed")),
+    }
+}
+
+/// The router of a stdio server's output: each answer to its request's waiter, the server's
+/// own requests answered, its notifications skipped; at the end (or a line that is not
+/// JSON-RPC) every waiter is told, and every later request.
+fn route(lines: &Receiver<Line>, to: &Mutex<Router>, input: &Input) {
+    for line in lines {
+        let end = match line {
+            Line::Message(v) => match rpc::classify(v) {
+                Incoming::Response { id, outcome } => {
+                    let waiter = id.as_u64().and_then(|id| {
+                        to.lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .waiting
+                            .remove(&id)
+                    });
+                    if let Some(w) = waiter {
+                        let _ = w.try_send(Ok(outcome));
+                    }
+                    None
+                }
+                Incoming::Request { id, method } => {
+                    let _ = write_line(input, &rpc::answer(id, &method));
+                    None
+                }
+                Incoming::Notification => None,
+                Incoming::Invalid(why) => Some(Fault::Protocol(why)),
+            },
+            Line::Bad(why) => Some(Fault::Protocol(why)),
+            Line::End => Some(Fault::Gone("its output closed".into())),
+        };
+        if let Some(why) = end {
+            to.lock().unwrap_or_else(|p| p.into_inner()).end(why);
+            return;
+        }
+    }
+    to.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .end(Fault::Gone("its output closed".into()));
+}
+
+/// A stdio request in flight.
+struct StdioPending {
+    id: u64,
+    rx: Receiver<Outcome>,
+    router: Arc<Mutex<Router>>,
+    stdin: Input,
+}
+
+impl Pending for StdioPending {
+    fn wait(self: Box<Self>, deadline: Instant, gone: &dyn Fn() -> bool) -> Outcome {
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                self.give_up("the client's time limit passed");
+                return Err(Fault::Timeout);
+            }
+            match self.rx.recv_timeout(left.min(Duration::from_millis(100))) {
+                Ok(outcome) => return outcome,
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(Fault::Gone("its output closed".into()));
+                }
+                Err(RecvTimeoutError::Timeout) if gone() => {
+                    self.give_up("the caller went away");
+                    return Err(Fault::Cancelled);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+        }
+    }
+}
+
+impl StdioPending {
+    /// Stops waiting for the answer and tells the server to stop working on it.
+    fn give_up(&self, reason: &str) {
+        let was = self
+            .router
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .waiting
+            .remove(&self.id);
+        if was.is_some() {
+            let _ = write_line(&self.stdin, &rpc::cancelled(self.id, reason));
+        }
+    }
 }
 
 impl StdioLink {
@@ -143,7 +293,7 @@ impl StdioLink {
             .map_err(|e| McpError::Start(format!("could not start {command}: {e}")))?;
         let pgid = i32::try_from(child.id()).unwrap_or(i32::MAX);
         let registered = groups.map(|g| crate::procs::ProcessGroups::register_owned(g, pgid));
-        let stdin = child.stdin.take();
+        let stdin: Input = Arc::new(Mutex::new(child.stdin.take()));
         let Some(stdout) = child.stdout.take() else {
             return Err(McpError::Start(format!(
                 "could not read {command}'s output"
@@ -151,6 +301,9 @@ impl StdioLink {
         };
         // Bounded: a server that floods notifications waits for tern rather than fill memory.
         let (tx, lines) = sync_channel::<Line>(64);
+        let router = Arc::new(Mutex::new(Router::default()));
+        let (to, input) = (router.clone(), stdin.clone());
+        std::thread::spawn(move || route(&lines, &to, &input));
         std::thread::spawn(move || {
             let mut r = std::io::BufReader::new(stdout);
             loop {
@@ -188,7 +341,7 @@ impl StdioLink {
             child,
             pgid,
             stdin,
-            lines,
+            router,
             log: log.map(Path::to_path_buf),
             _registered: registered,
             closed: false,
@@ -196,18 +349,8 @@ impl StdioLink {
     }
 
     fn write(&mut self, msg: &Value) -> Result<(), Fault> {
-        let mut line = msg.to_string();
-        line.push('\n');
-        let gone = |s: &mut Self, e: std::io::Error| {
-            Fault::Gone(s.died(&format!("its input closed ({e})")))
-        };
-        match self.stdin.as_mut() {
-            Some(w) => match w.write_all(line.as_bytes()).and_then(|()| w.flush()) {
-                Ok(()) => Ok(()),
-                Err(e) => Err(gone(self, e)),
-            },
-            None => Err(Fault::Gone("closed".into())),
-        }
+        write_line(&self.stdin, msg)
+            .map_err(|e| Fault::Gone(self.died(&format!("its input closed ({e})"))))
     }
 
     /// Why the server is gone: `what`, its exit status when it has one, the end of its log.
@@ -251,33 +394,60 @@ impl Link for StdioLink {
         &mut self,
         req: &Value,
         id: u64,
-        _hints: &Hints<'_>,
+        hints: &Hints<'_>,
         deadline: Instant,
     ) -> Result<Result<Value, RpcError>, Fault> {
-        self.write(req)?;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(Fault::Timeout);
-            }
-            let line = match self.lines.recv_timeout(left) {
-                Ok(l) => l,
-                Err(RecvTimeoutError::Timeout) => return Err(Fault::Timeout),
-                Err(RecvTimeoutError::Disconnected) => Line::End,
-            };
-            match line {
-                Line::End => return Err(Fault::Gone(self.died("its output closed"))),
-                Line::Bad(why) => return Err(Fault::Protocol(why)),
-                Line::Message(v) => match rpc::classify(v) {
-                    Incoming::Response { id: got, outcome } if got.as_u64() == Some(id) => {
-                        return Ok(outcome);
-                    }
-                    Incoming::Request { id, method } => self.write(&rpc::answer(id, &method))?,
-                    Incoming::Response { .. } | Incoming::Notification => {}
-                    Incoming::Invalid(why) => return Err(Fault::Protocol(why)),
-                },
-            }
+        let pending = self.send(req, id, hints)?;
+        match pending.wait(deadline, &|| false) {
+            Err(Fault::Gone(why)) => Err(Fault::Gone(self.died(&why))),
+            other => other,
         }
+    }
+
+    fn send(
+        &mut self,
+        req: &Value,
+        id: u64,
+        _hints: &Hints<'_>,
+    ) -> Result<Box<dyn Pending>, Fault> {
+        let (tx, rx) = sync_channel(1);
+        {
+            let mut r = self.router.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(why) = r.ended.clone() {
+                drop(r);
+                return Err(match why {
+                    Fault::Gone(w) => Fault::Gone(self.died(&w)),
+                    other => other,
+                });
+            }
+            r.waiting.insert(id, tx);
+        }
+        if let Err(f) = self.write(req) {
+            self.router
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .waiting
+                .remove(&id);
+            return Err(f);
+        }
+        Ok(Box::new(StdioPending {
+            id,
+            rx,
+            router: self.router.clone(),
+            stdin: self.stdin.clone(),
+        }))
+    }
+
+    fn why_gone(&mut self, what: &str) -> String {
+        self.died(what)
+    }
+
+    fn in_flight(&self) -> usize {
+        self.router
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .waiting
+            .len()
     }
 
     fn notify(&mut self, msg: &Value, _hints: &Hints<'_>, _deadline: Instant) -> Result<(), Fault> {
@@ -294,7 +464,7 @@ impl Link for StdioLink {
         }
         self.closed = true;
         // Closing stdin is MCP's way to ask a stdio server to leave; TERM, then KILL, make sure.
-        self.stdin = None;
+        *self.stdin.lock().unwrap_or_else(|p| p.into_inner()) = None;
         let wait = |child: &mut Child, d: Duration| {
             let until = Instant::now() + d;
             while Instant::now() < until {
@@ -323,7 +493,45 @@ impl Drop for StdioLink {
     }
 }
 
+/// An HTTP request in flight: its own POST on a copy of the link (the agent's connections are
+/// shared), made when it is waited for.
+struct HttpPending {
+    link: HttpLink,
+    req: Value,
+    id: u64,
+    method: String,
+    name: Option<String>,
+    version: Option<String>,
+}
+
+impl Pending for HttpPending {
+    fn wait(mut self: Box<Self>, deadline: Instant, _gone: &dyn Fn() -> bool) -> Outcome {
+        let hints = Hints {
+            method: &self.method,
+            name: self.name.as_deref(),
+            version: self.version.as_deref(),
+        };
+        let (req, id) = (self.req.clone(), self.id);
+        let out = self.link.exchange(&req, id, &hints, deadline);
+        if matches!(out, Err(Fault::Timeout)) {
+            let h = Hints {
+                method: "notifications/cancelled",
+                name: None,
+                version: hints.version,
+            };
+            let left = Instant::now() + Duration::from_secs(2);
+            let _ = self.link.notify(
+                &rpc::cancelled(id, "the client's time limit passed"),
+                &h,
+                left,
+            );
+        }
+        out
+    }
+}
+
 /// A server at a URL (streamable HTTP).
+#[derive(Clone)]
 pub struct HttpLink {
     agent: ureq::Agent,
     url: String,
@@ -528,6 +736,20 @@ fn read_body(body: ureq::Body) -> Result<Vec<u8>, Fault> {
 }
 
 impl Link for HttpLink {
+    fn send(&mut self, req: &Value, id: u64, hints: &Hints<'_>) -> Result<Box<dyn Pending>, Fault> {
+        if self.closed {
+            return Err(Fault::Gone("closed".into()));
+        }
+        Ok(Box::new(HttpPending {
+            link: self.clone(),
+            req: req.clone(),
+            id,
+            method: hints.method.to_string(),
+            name: hints.name.map(str::to_string),
+            version: hints.version.map(str::to_string),
+        }))
+    }
+
     fn exchange(
         &mut self,
         req: &Value,

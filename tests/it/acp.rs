@@ -2064,7 +2064,10 @@ fn tern_steer_extension_steers_the_running_turn() {
     let ws = Ws::new();
     let w = Wire::OpenAi;
     let fake = FakeServer::start(vec![
-        script::bash(w, "s1", "while [ ! -e go ]; do sleep 0.05; done"),
+        // The go-ahead file is in the state folder, which the jail sees directly (read-only):
+        // a name the person makes in the workspace while a command runs may stay unseen by
+        // the jail's layer (overlayfs keeps what it looked up; README, Sandbox).
+        script::bash(w, "s1", "while [ ! -e .tern/go ]; do sleep 0.05; done"),
         script::text(w, "done as you said"),
         script::text(w, "ok"),
     ]);
@@ -2088,7 +2091,7 @@ fn tern_steer_extension_steers_the_running_turn() {
     });
     let r = a.call("_tern/steer", json!({"sessionId": sid, "text": "use tabs"}));
     assert_eq!(r["result"]["delivered"], "next_request", "{r}");
-    std::fs::write(ws.path().join("go"), "").unwrap();
+    std::fs::write(ws.path().join(".tern/go"), "").unwrap();
     let (r, before) = a.response(first);
     assert_eq!(stop_reason(&r), "end_turn", "{r}");
     assert!(chunks_text(&before, "user_message_chunk").contains("use tabs"));

@@ -777,3 +777,75 @@ fn a_server_whose_workspace_script_changed_since_the_session_opened_is_not_start
     );
     assert!(!results[1].contains("exit=0"), "{}", results[1]);
 }
+
+/// Issue 43: 24 `tern mcp call`s at once from the model's command, against a server not yet
+/// started, all answer: the first starts it, the others wait for it and for a place (8 in
+/// flight to one server), and their answers come back by id however the server orders them.
+#[test]
+fn twenty_four_parallel_calls_all_answer() {
+    let cmd = "for i in $(seq 24); do (tern mcp call srv slow '{\"seconds\": 0.3}' > out.$i 2>&1; echo $? > code.$i) & done; wait; \
+               cat code.* | sort | uniq -c | sed 's/^ */codes=/'; cat out.* | sort | uniq -c | sed 's/^ */outs=/'";
+    let ws = WireWs::new(W, vec![bash(W, "c1", cmd), text(W, "done")]);
+    let log = ws.root().join(".tern/srv-calls.log");
+    let mut entry = stdio("2026", &["--concurrent"]);
+    entry["args"]
+        .as_array_mut()
+        .unwrap()
+        .extend([json!("--log"), json!(log.display().to_string())]);
+    user_servers(&ws, json!({"srv": entry}));
+    ws.ok(&["exec", "go"]);
+    let r = &tool_results(&ws)[0];
+    assert!(r.contains("codes=24 0"), "{r}");
+    assert!(r.contains("outs=24 slept"), "{r}");
+    // More than one call was in flight at once on the one connection.
+    let lines = std::fs::read_to_string(&log).unwrap();
+    let calls = lines.lines().filter(|l| l.contains("tools/call")).count();
+    assert_eq!(calls, 24, "{lines}");
+}
+
+/// Issue 43: a `tern mcp call` killed while its call runs sends `notifications/cancelled` for
+/// it, and the next call is answered at once; a call past its time limit is cancelled the same
+/// way, and a server that timed out twice answers again (started anew, with a note) instead of
+/// being disabled for the session.
+#[test]
+fn a_killed_or_timed_out_call_is_cancelled_and_never_blocks_the_next() {
+    let cmd = "tern mcp call srv slow '{\"seconds\": 20}' > /dev/null 2>&1 & p=$!; sleep 1; \
+               kill -9 $p; \
+               tern mcp call seq slow '{\"seconds\": 20}' > /dev/null 2>&1 & p=$!; sleep 1; \
+               kill -9 $p; sleep 0.3; start=$(date +%s%N); \
+               tern mcp call seq echo '{\"text\": \"next\"}'; \
+               echo \"ms=$(( ($(date +%s%N) - start) / 1000000 ))\"; \
+               for i in 1 2; do tern mcp call t slow '{\"seconds\": 5}'; echo \"slow=$?\"; done; \
+               tern mcp call t echo '{\"text\": \"back\"}'; echo \"echo=$?\"";
+    let ws = WireWs::new(W, vec![bash(W, "c1", cmd), text(W, "done")]);
+    let log = ws.root().join(".tern/srv-calls.log");
+    let mut entry = stdio("2026", &["--concurrent"]);
+    entry["args"]
+        .as_array_mut()
+        .unwrap()
+        .extend([json!("--log"), json!(log.display().to_string())]);
+    let mut timed = stdio("2026", &[]);
+    timed["tool_timeout_sec"] = json!(1);
+    // `seq` answers one request at a time and ignores a cancel: it is started again.
+    user_servers(
+        &ws,
+        json!({"srv": entry, "seq": stdio("2026", &[]), "t": timed}),
+    );
+    ws.ok(&["exec", "go"]);
+    let r = &tool_results(&ws)[0];
+    assert!(r.contains("next\n"), "{r}");
+    let ms: u64 = r
+        .lines()
+        .find_map(|l| l.strip_prefix("ms="))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{r}"));
+    assert!(ms < 5000, "the next call waited {ms} ms: {r}");
+    let lines = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        lines.contains("notifications/cancelled"),
+        "the killed call was cancelled at the server: {lines}"
+    );
+    assert_eq!(r.matches("slow=2").count(), 2, "{r}");
+    assert!(r.contains("echo=0") && r.contains("back\n"), "{r}");
+    assert!(r.contains("started it again"), "{r}");
+}

@@ -35,6 +35,8 @@ p.add_argument("--tools", type=int, default=0)
 p.add_argument("--page", type=int, default=3)
 p.add_argument("--log")
 p.add_argument("--hang", action="store_true", help="never answer anything")
+p.add_argument("--concurrent", action="store_true",
+               help="stdio: each tools/call answered from a thread of its own")
 p.add_argument("--start-delay", type=float, default=0.0,
                help="stdio: seconds of start-up before the first line is read (a slow start)")
 p.add_argument("--reject-first", action="store_true",
@@ -179,6 +181,18 @@ def handle(msg, headers=None):
 
 
 def stdio():
+    out = threading.Lock()
+
+    def one(msg):
+        answer, _ = handle(msg)
+        if answer is not None:
+            with out:
+                # A notification of the server's own comes first, as real servers send logs.
+                sys.stdout.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/message",
+                                             "params": {"level": "info", "data": "working"}}) + "\n")
+                sys.stdout.write(json.dumps(answer) + "\n")
+                sys.stdout.flush()
+
     for line in sys.stdin:
         line = line.strip()
         if not line:
@@ -188,13 +202,11 @@ def stdio():
             msg = json.loads(line)
         except ValueError:
             continue
-        answer, _ = handle(msg)
-        if answer is not None:
-            # A notification of the server's own comes first, as real servers send logs.
-            sys.stdout.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/message",
-                                         "params": {"level": "info", "data": "working"}}) + "\n")
-            sys.stdout.write(json.dumps(answer) + "\n")
-            sys.stdout.flush()
+        if args.concurrent and msg.get("method") == "tools/call":
+            # Each call in a thread of its own: answers come back in any order, by id.
+            threading.Thread(target=one, args=(msg,), daemon=True).start()
+        else:
+            one(msg)
 
 
 class Handler(BaseHTTPRequestHandler):
