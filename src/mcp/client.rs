@@ -384,6 +384,7 @@ impl Client {
                     method: "notifications/initialized",
                     name: None,
                     version: Some(&agreed.version),
+                    params: &[],
                 };
                 if let Some(link) = self.link.as_mut() {
                     link.notify(
@@ -420,6 +421,7 @@ impl Client {
             method,
             name,
             version: header_version,
+            params: &[],
         };
         let Some(link) = self.link.as_mut() else {
             return Err(Fault::Gone("not connected".into()));
@@ -435,7 +437,7 @@ impl Client {
         params: Value,
         name: Option<&str>,
     ) -> Result<Value, McpError> {
-        let sent = self.send(method, params, name)?;
+        let sent = self.send(method, params, name, &[])?;
         let outcome = sent.pending.wait(sent.deadline, &|| false);
         self.settle(method, outcome)
     }
@@ -450,6 +452,7 @@ impl Client {
         method: &'static str,
         params: Value,
         name: Option<&str>,
+        headers: &[(String, String)],
     ) -> Result<Sent, McpError> {
         self.open()?;
         let version = self.agreed.as_ref().map(|a| a.version.clone());
@@ -464,6 +467,7 @@ impl Client {
             method,
             name,
             version: version.as_deref(),
+            params: headers,
         };
         let sent = match self.link.as_mut() {
             Some(link) => link.send(&req, id, &hints),
@@ -479,14 +483,19 @@ impl Client {
         }
     }
 
-    /// Sends `tools/call` of `tool` with `arguments` (see [`Client::send`]).
+    /// Sends `tools/call` of `tool` with `arguments` (see [`Client::send`]); on HTTP the
+    /// arguments the tool's schema marks `x-mcp-header` go as `Mcp-Param-*` headers too
+    /// (SEP-2243).
     ///
     /// Errors: [`McpError`].
-    pub fn send_call(&mut self, tool: &str, arguments: Value) -> Result<Sent, McpError> {
+    pub fn send_call(&mut self, tool: &Tool, arguments: Value) -> Result<Sent, McpError> {
+        let marked = rpc::param_headers(&tool.input_schema).unwrap_or_default();
+        let headers = rpc::param_header_pairs(&marked, &arguments);
         self.send(
             "tools/call",
-            json!({"name": tool, "arguments": arguments}),
-            Some(tool),
+            json!({"name": tool.name, "arguments": arguments}),
+            Some(&tool.name),
+            &headers,
         )
     }
 
@@ -555,7 +564,14 @@ impl Client {
                 None => json!({}),
             };
             let result = self.request("tools/list", params, None)?;
-            let (tools, next) = rpc::tools_page(&result).map_err(|e| self.fail(&e))?;
+            let (tools, left_out, next) =
+                rpc::tools_page_checked(&result).map_err(|e| self.fail(&e))?;
+            for (name, why) in left_out {
+                self.notes.push(format!(
+                    "MCP server {}: tool {name} left out: {why} (MCP 2026-07-28, x-mcp-header)",
+                    self.server.name
+                ));
+            }
             all.extend(tools);
             match next {
                 Some(n) if Some(&n) != cursor.as_ref() => cursor = Some(n),
@@ -569,7 +585,7 @@ impl Client {
     /// caller's to read).
     ///
     /// Errors: [`McpError`].
-    pub fn call(&mut self, tool: &str, arguments: Value) -> Result<Value, McpError> {
+    pub fn call(&mut self, tool: &Tool, arguments: Value) -> Result<Value, McpError> {
         let sent = self.send_call(tool, arguments)?;
         let outcome = sent.pending.wait(sent.deadline, &|| false);
         self.settle("tools/call", outcome)

@@ -489,7 +489,7 @@ impl Hub {
                 }
             }
         };
-        let (slot, _) = match self.find(server, tool) {
+        let (slot, found) = match self.find(server, tool) {
             Ok(x) => x,
             Err(mut r) => {
                 finish(&mut r, &arguments, None);
@@ -532,7 +532,7 @@ impl Hub {
         // routed by their id, so calls to one server run at once.
         let sent = {
             let mut s = slot.lock().unwrap_or_else(|p| p.into_inner());
-            s.client.send_call(tool, arguments.clone())
+            s.client.send_call(&found, arguments.clone())
         };
         let result = match sent {
             Ok(sent) => {

@@ -292,6 +292,102 @@ pub fn supported(e: &RpcError) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The arguments a tool asks to see mirrored as HTTP headers (MCP 2026-07-28, SEP-2243,
+/// "x-mcp-header"): (property, header name) for each property of its input schema that has
+/// `x-mcp-header`. Errors (the tool is then left out: "clients MUST reject such tools"): a name
+/// that is empty or not an HTTP token (ASCII letters, digits and ``!#$%&'*+-.^_`|~``: no space,
+/// colon or control character), a property that is not a string, integer or boolean, or a
+/// name used twice (case-insensitively).
+pub fn param_headers(schema: &Value) -> Result<Vec<(String, String)>, String> {
+    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+        return Ok(Vec::new());
+    };
+    let mut out: Vec<(String, String)> = Vec::new();
+    for (prop, def) in props {
+        let Some(h) = def.get("x-mcp-header") else {
+            continue;
+        };
+        let name = h
+            .as_str()
+            .ok_or_else(|| format!("{prop}: x-mcp-header is not a string"))?;
+        let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+        if name.is_empty() || !name.chars().all(token) {
+            return Err(format!(
+                "{prop}: x-mcp-header {name:?} is not a header name"
+            ));
+        }
+        let kind = def.get("type").and_then(Value::as_str).unwrap_or("");
+        if !matches!(kind, "string" | "integer" | "boolean") {
+            return Err(format!(
+                "{prop}: x-mcp-header on a {} (only a string, integer or boolean)",
+                if kind.is_empty() {
+                    "value of no type"
+                } else {
+                    kind
+                }
+            ));
+        }
+        if out.iter().any(|(_, n)| n.eq_ignore_ascii_case(name)) {
+            return Err(format!("x-mcp-header {name:?} is used twice"));
+        }
+        out.push((prop.clone(), name.to_string()));
+    }
+    Ok(out)
+}
+
+/// The `Mcp-Param-NAME` header value of an argument (SEP-2243, "Value encoding"): an integer
+/// or a boolean as its JSON text; a string as it is when every character is printable ASCII
+/// and it neither starts nor ends with whitespace, else `=?base64?…?=` of its UTF-8 bytes.
+/// None: null or another type (no header).
+pub fn param_header_value(v: &Value) -> Option<String> {
+    match v {
+        Value::Bool(b) => Some(b.to_string()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::String(s) => {
+            let plain = s.chars().all(|c| (' '..='~').contains(&c)) && s.trim() == s;
+            Some(if plain {
+                s.clone()
+            } else {
+                format!("=?base64?{}?=", base64(s.as_bytes()))
+            })
+        }
+        _ => None,
+    }
+}
+
+/// The `Mcp-Param-*` headers of a call of a tool with `headers` (from [`param_headers`]).
+pub fn param_header_pairs(
+    headers: &[(String, String)],
+    arguments: &Value,
+) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter_map(|(prop, name)| {
+            let v = param_header_value(arguments.get(prop)?)?;
+            Some((format!("Mcp-Param-{name}"), v))
+        })
+        .collect()
+}
+
+/// Standard base64 with padding (RFC 4648 §4).
+fn base64(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for c in bytes.chunks(3) {
+        let n = (u32::from(c[0]) << 16)
+            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*c.get(2).unwrap_or(&0));
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
 /// One tool as `tools/list` gives it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tool {
@@ -320,7 +416,18 @@ impl Tool {
 ///
 /// Errors: no `tools` array. A tool without a name is skipped.
 pub fn tools_page(result: &Value) -> Result<(Vec<Tool>, Option<String>), McpError> {
-    let tools = result
+    tools_page_checked(result).map(|(tools, _, next)| (tools, next))
+}
+
+/// One page of `tools/list`: the usable tools, those left out because their `x-mcp-header` is
+/// invalid ((name, why) each; SEP-2243: the others stay usable), the next cursor.
+pub type Page = (Vec<Tool>, Vec<(String, String)>, Option<String>);
+
+/// [`tools_page`], with the tools left out (see [`Page`]).
+///
+/// Errors: no `tools` array.
+pub fn tools_page_checked(result: &Value) -> Result<Page, McpError> {
+    let all: Vec<Tool> = result
         .get("tools")
         .and_then(Value::as_array)
         .ok_or_else(|| McpError::Protocol("tools/list answered without a tools array".into()))?
@@ -340,12 +447,20 @@ pub fn tools_page(result: &Value) -> Result<(Vec<Tool>, Option<String>), McpErro
             })
         })
         .collect();
+    let mut tools = Vec::new();
+    let mut left_out = Vec::new();
+    for t in all {
+        match param_headers(&t.input_schema) {
+            Ok(_) => tools.push(t),
+            Err(why) => left_out.push((t.name, why)),
+        }
+    }
     let next = result
         .get("nextCursor")
         .and_then(Value::as_str)
         .filter(|c| !c.is_empty())
         .map(str::to_string);
-    Ok((tools, next))
+    Ok((tools, left_out, next))
 }
 
 /// Checks a result's `resultType` (2026-07-28): absent or `complete` is a result; anything
@@ -365,6 +480,49 @@ pub fn complete(result: &Value) -> Result<(), McpError> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn x_mcp_header_names_types_and_values_follow_sep_2243() {
+        use super::*;
+        let schema = |props: Value| json!({"type": "object", "properties": props});
+        let ok = param_headers(&schema(json!({
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "n": {"type": "integer", "x-mcp-header": "N"},
+            "plain": {"type": "string"}
+        })))
+        .unwrap();
+        assert_eq!(ok.len(), 2);
+        for bad in [
+            json!({"v": {"type": "string", "x-mcp-header": ""}}),
+            json!({"v": {"type": "string", "x-mcp-header": "My Region"}}),
+            json!({"v": {"type": "string", "x-mcp-header": "Region:1"}}),
+            json!({"v": {"type": "string", "x-mcp-header": "Région"}}),
+            json!({"v": {"type": "string", "x-mcp-header": "Tab\there"}}),
+            json!({"v": {"type": "number", "x-mcp-header": "V"}}),
+            json!({"v": {"type": "object", "x-mcp-header": "V"}}),
+            json!({"a": {"type": "string", "x-mcp-header": "K"}, "b": {"type": "string", "x-mcp-header": "k"}}),
+        ] {
+            assert!(param_headers(&schema(bad.clone())).is_err(), "{bad}");
+        }
+        let v = |x: Value| param_header_value(&x);
+        assert_eq!(v(json!("us-west1")).as_deref(), Some("us-west1"));
+        assert_eq!(v(json!("us west 1")).as_deref(), Some("us west 1"));
+        assert_eq!(v(json!("")).as_deref(), Some(""));
+        assert_eq!(v(json!(42)).as_deref(), Some("42"));
+        assert_eq!(v(json!(false)).as_deref(), Some("false"));
+        assert_eq!(
+            v(json!(" padded ")).as_deref(),
+            Some("=?base64?IHBhZGRlZCA=?=")
+        );
+        assert_eq!(
+            v(json!("Hello, 世界")).as_deref(),
+            Some("=?base64?SGVsbG8sIOS4lueVjA==?=")
+        );
+        assert_eq!(v(json!("a\nb")).as_deref(), Some("=?base64?YQpi?="));
+        assert_eq!(v(Value::Null), None);
+        let pairs = param_header_pairs(&ok, &json!({"region": "eu", "n": null, "plain": "x"}));
+        assert_eq!(pairs, [("Mcp-Param-Region".to_string(), "eu".to_string())]);
+    }
+
     use super::*;
 
     #[test]

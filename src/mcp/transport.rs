@@ -35,6 +35,8 @@ pub struct Hints<'a> {
     pub name: Option<&'a str>,
     /// The protocol version (`MCP-Protocol-Version`), once known.
     pub version: Option<&'a str>,
+    /// The arguments a tool asks to see as `Mcp-Param-*` headers (SEP-2243), with their values.
+    pub params: &'a [(String, String)],
 }
 
 /// Why an exchange got no answer.
@@ -502,14 +504,17 @@ struct HttpPending {
     method: String,
     name: Option<String>,
     version: Option<String>,
+    params: Vec<(String, String)>,
 }
 
 impl Pending for HttpPending {
     fn wait(mut self: Box<Self>, deadline: Instant, _gone: &dyn Fn() -> bool) -> Outcome {
+        let params = std::mem::take(&mut self.params);
         let hints = Hints {
             method: &self.method,
             name: self.name.as_deref(),
             version: self.version.as_deref(),
+            params: &params,
         };
         let (req, id) = (self.req.clone(), self.id);
         let out = self.link.exchange(&req, id, &hints, deadline);
@@ -518,6 +523,7 @@ impl Pending for HttpPending {
                 method: "notifications/cancelled",
                 name: None,
                 version: hints.version,
+                params: &[],
             };
             let left = Instant::now() + Duration::from_secs(2);
             let _ = self.link.notify(
@@ -582,6 +588,9 @@ impl HttpLink {
         }
         if let Some(n) = hints.name {
             req = req.header("Mcp-Name", n);
+        }
+        for (k, v) in hints.params {
+            req = req.header(k, v);
         }
         if let Some(s) = &self.session {
             req = req.header("Mcp-Session-Id", s);
@@ -662,6 +671,7 @@ impl HttpLink {
                             method: "",
                             name: None,
                             version: hints.version,
+                            params: &[],
                         };
                         let _ = self.post(&rpc::answer(id, &method), &h, deadline);
                     }
@@ -747,6 +757,7 @@ impl Link for HttpLink {
             method: hints.method.to_string(),
             name: hints.name.map(str::to_string),
             version: hints.version.map(str::to_string),
+            params: hints.params.to_vec(),
         }))
     }
 

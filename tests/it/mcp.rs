@@ -655,11 +655,13 @@ fn a_resumed_session_whose_servers_changed_gets_one_declared_boundary() {
     assert_eq!(sys(&reqs[1]), sys(&reqs[2]));
 }
 
-/// The MCP project's own conformance suite (`@modelcontextprotocol/conformance`), its client
-/// scenarios for tool listing and calling, in both eras. Opt-in: `TERN_MCP_CONFORMANCE` names the
-/// command that runs the suite (`npx @modelcontextprotocol/conformance`, or `node
-/// …/dist/index.js`; it needs Node.js 22). The result is in the README ("MCP servers, as
-/// commands").
+/// The MCP project's own conformance suite (`@modelcontextprotocol/conformance`, pinned in
+/// `.ci/run`): every client scenario it lists for a dated protocol version runs against `tern
+/// mcp` (through `tests/support/conformance_client.sh`), four at a time; those in
+/// `tests/support/conformance_expected_failures.txt` must fail (with the reason there), every
+/// other must pass with no failed check. `TERN_MCP_CONFORMANCE` names the command that runs the
+/// suite (it needs Node.js 22); unset (the registries unreachable when `.ci/run` installed it),
+/// the test says it is skipped. The results are in the README ("Conformance").
 #[test]
 fn conformance_suite_client_scenarios_pass() {
     let Some(suite) = std::env::var("TERN_MCP_CONFORMANCE")
@@ -669,62 +671,134 @@ fn conformance_suite_client_scenarios_pass() {
         use std::io::Write as _;
         let _ = writeln!(
             std::io::stderr(),
-            "skipped conformance_suite_client_scenarios_pass: set TERN_MCP_CONFORMANCE to the command that runs @modelcontextprotocol/conformance"
+            "skipped conformance_suite_client_scenarios_pass: set TERN_MCP_CONFORMANCE to the command that runs @modelcontextprotocol/conformance (.ci/run does, when npm's registry answers)"
         );
         return;
+    };
+    let expected = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/support/conformance_expected_failures.txt"
+    ))
+    .unwrap();
+    let expected: Vec<(String, String, String)> = expected
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .filter_map(|l| {
+            let (head, why) = l.split_once(": ")?;
+            let (sc, v) = head.split_once(' ')?;
+            Some((sc.to_string(), v.to_string(), why.to_string()))
+        })
+        .collect();
+    let listed = Command::new("sh")
+        .args(["-c", &format!("{suite} list")])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    // "  - NAME [V1,V2]" lines under "Client scenarios".
+    let mut runs: Vec<(String, String)> = Vec::new();
+    let mut in_client = false;
+    for l in listed.lines() {
+        if !l.starts_with("  ") {
+            in_client = l.starts_with("Client scenarios");
+            continue;
+        }
+        let Some((name, versions)) = l.trim().trim_start_matches("- ").split_once(" [") else {
+            continue;
+        };
+        if !in_client {
+            continue;
+        }
+        for v in versions.trim_end_matches(']').split(',') {
+            if v.starts_with("20") && v >= "2025-11-25" {
+                runs.push((name.to_string(), v.to_string()));
+            }
+        }
+    }
+    assert!(runs.len() > 10, "the suite listed: {listed}");
+    let matches = |pat: &str, s: &str| match pat.strip_suffix('*') {
+        Some(head) => s.starts_with(head),
+        None => pat == s,
     };
     let client = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/support/conformance_client.sh"
     );
-    for (scenario, version) in [
-        ("initialize", "2025-11-25"),
-        ("tools_call", "2025-11-25"),
-        ("tools_call", "2026-07-28"),
-        ("request-metadata", "2026-07-28"),
-        ("sse-retry", "2025-11-25"),
-    ] {
-        let out_dir = tempfile::tempdir().unwrap();
-        let line = format!(
-            "{suite} client --command '{client}' --scenario {scenario} --spec-version {version} -o '{}'",
-            out_dir.path().display()
-        );
-        let mut cmd = Command::new("sh");
-        cmd.args(["-c", &line])
-            .env("TERN", crate::support::cli::TERN);
-        let out = run_within(cmd, None, Duration::from_secs(180)).output();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(out.status.success(), "{scenario} {version}:\n{text}");
-        let mut checks = Vec::new();
-        let mut stack = vec![out_dir.path().to_path_buf()];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).unwrap().flatten() {
-                let p = e.path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else if p.file_name().is_some_and(|n| n == "checks.json") {
-                    let v: Value =
-                        serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
-                    checks.extend(v.as_array().cloned().unwrap_or_default());
+    let results = std::sync::Mutex::new(Vec::new());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                loop {
+                    let k = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let Some((scenario, version)) = runs.get(k) else {
+                        return;
+                    };
+                    let out_dir = tempfile::tempdir().unwrap();
+                    let line = format!(
+                        "{suite} client --command '{client}' --scenario {scenario} --spec-version {version} -o '{}'",
+                        out_dir.path().display()
+                    );
+                    let mut cmd = Command::new("sh");
+                    cmd.args(["-c", &line]).env("TERN", crate::support::cli::TERN);
+                    let out = run_within(cmd, None, Duration::from_secs(180)).output();
+                    let (mut passed, mut failed) = (0, Vec::new());
+                    let mut stack = vec![out_dir.path().to_path_buf()];
+                    while let Some(d) = stack.pop() {
+                        for e in std::fs::read_dir(&d).unwrap().flatten() {
+                            let p = e.path();
+                            if p.is_dir() {
+                                stack.push(p);
+                            } else if p.file_name().is_some_and(|n| n == "checks.json") {
+                                let v: Value =
+                                    serde_json::from_str(&std::fs::read_to_string(&p).unwrap())
+                                        .unwrap_or(Value::Null);
+                                for c in v.as_array().cloned().unwrap_or_default() {
+                                    match c["status"].as_str() {
+                                        Some("SUCCESS") => passed += 1,
+                                        Some("FAILURE") => failed.push(c["name"].to_string()),
+                                        _ => {}
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    let ok = out.status.success() && failed.is_empty() && passed > 0;
+                    results.lock().unwrap().push((
+                        scenario.clone(),
+                        version.clone(),
+                        ok,
+                        passed,
+                        failed,
+                    ));
                 }
-            }
+            });
         }
-        assert!(
-            !checks.is_empty(),
-            "{scenario} {version}: no checks.json\n{text}"
-        );
-        let failed: Vec<&Value> = checks.iter().filter(|c| c["status"] == "FAILURE").collect();
-        assert!(failed.is_empty(), "{scenario} {version}: {failed:#?}");
+    });
+    let mut problems = Vec::new();
+    let mut results = results.into_inner().unwrap();
+    results.sort();
+    for (scenario, version, ok, passed, failed) in &results {
+        let why = expected
+            .iter()
+            .find(|(sc, v, _)| matches(sc, scenario) && matches(v, version))
+            .map(|e| e.2.clone());
         eprintln!(
-            "conformance {scenario} {version}: {} checks, {} passed, 0 failed",
-            checks.len(),
-            checks.iter().filter(|c| c["status"] == "SUCCESS").count()
+            "conformance {scenario} {version}: {} ({passed} checks passed, {} failed){}",
+            if *ok { "pass" } else { "FAIL" },
+            failed.len(),
+            why.as_deref()
+                .map(|w| format!(" — expected: {w}"))
+                .unwrap_or_default()
         );
+        match (ok, &why) {
+            (false, None) => problems.push(format!("{scenario} {version} failed: {failed:?}")),
+            (true, Some(_)) => problems.push(format!(
+                "{scenario} {version} passes now: remove its line from conformance_expected_failures.txt"
+            )),
+            _ => {}
+        }
     }
+    assert!(problems.is_empty(), "{problems:#?}");
 }
 
 #[test]
@@ -848,4 +922,61 @@ fn a_killed_or_timed_out_call_is_cancelled_and_never_blocks_the_next() {
     assert_eq!(r.matches("slow=2").count(), 2, "{r}");
     assert!(r.contains("echo=0") && r.contains("back\n"), "{r}");
     assert!(r.contains("started it again"), "{r}");
+}
+
+/// A variable naming a real server's runtime (`.ci/run` installs them, pinned); unset: the test
+/// says it is skipped (the registries did not answer).
+fn real_server(var: &str, test: &str) -> Option<String> {
+    let v = std::env::var(var).ok().filter(|v| !v.trim().is_empty());
+    if v.is_none() {
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "skipped {test}: set {var} (.ci/run does, when the package registries answer)"
+        );
+    }
+    v
+}
+
+/// Issue 43: servers people run, through a fake-model turn in the jail: one built on the MCP
+/// project's Python SDK (2026-07-28) that takes 5 s to start, and the Node reference server
+/// `everything` (2025-11-25).
+#[test]
+fn real_sdk_servers_answer_the_model_in_the_jail() {
+    let python = real_server(
+        "TERN_MCP_PYTHON",
+        "real_sdk_servers_answer_the_model_in_the_jail (Python SDK)",
+    );
+    let node = real_server(
+        "TERN_MCP_NODE",
+        "real_sdk_servers_answer_the_model_in_the_jail (Node reference server)",
+    );
+    let everything = std::env::var("TERN_MCP_EVERYTHING").ok();
+    let mut servers = serde_json::Map::new();
+    let mut cmd = String::new();
+    if let Some(py) = &python {
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/support/python_sdk_server.py"
+        );
+        servers.insert("py".into(), json!({"command": py, "args": [script, "5"]}));
+        cmd.push_str("tern mcp call py add '{\"a\": 2, \"b\": 40}' | sed 's/^/py=/'; ");
+    }
+    if let (Some(node), Some(ev)) = (&node, &everything) {
+        servers.insert("ev".into(), json!({"command": node, "args": [ev, "stdio"]}));
+        cmd.push_str("tern mcp call ev echo '{\"message\": \"from the jail\"}' | sed 's/^/ev=/'; ");
+    }
+    if servers.is_empty() {
+        return;
+    }
+    let ws = WireWs::new(W, vec![bash(W, "c1", &cmd), text(W, "done")]);
+    user_servers(&ws, Value::Object(servers));
+    ws.ok(&["exec", "go"]);
+    let r = &tool_results(&ws)[0];
+    if python.is_some() {
+        assert!(r.contains("py=42"), "{r}");
+    }
+    if node.is_some() && everything.is_some() {
+        assert!(r.contains("ev=Echo: from the jail"), "{r}");
+    }
 }
