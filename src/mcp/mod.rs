@@ -309,7 +309,7 @@ impl Hub {
 
     /// [`Hub::run`] for a caller that may go away: `gone()` is asked while a call waits for
     /// its answer or its place; once it says so the server is told to cancel the call (MCP
-    /// `notifications/cancelled`) and the reply is [`Fault::Cancelled`]'s.
+    /// `notifications/cancelled`) and the reply says the call was cancelled (exit 2).
     pub fn run_watching(&self, verb: &Verb, gone: &dyn Fn() -> bool) -> Reply {
         match verb {
             Verb::List { server } => self.list(server.as_deref()),
