@@ -483,7 +483,7 @@ impl Client {
         }
     }
 
-    /// Sends `tools/call` of `tool` with `arguments` (its answer waited for with [`Sent::wait`], then given to [`Client::settle`]); on HTTP the
+    /// Sends `tools/call` of `tool` with `arguments` (its answer waited for with `Sent::wait`, then given to `Client::settle`); on HTTP the
     /// arguments the tool's schema marks `x-mcp-header` go as `Mcp-Param-*` headers too
     /// (SEP-2243).
     ///
