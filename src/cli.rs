@@ -134,6 +134,71 @@ pub fn steer(l: &Launcher, t: &Target, text: &str, queue: bool) -> i32 {
     }
 }
 
+/// `tern prices [--json]`: the person's prices (config `price`, `prices`, priced `models`
+/// entries) and the built-in table, each with its source (and, for the table, the date it was
+/// read). JSON: `{"configured": [{model, price, source}], "default": {model?, price, source}?,
+/// "table": [{names, price, source, read}]}`. Exit 0.
+pub fn prices(l: &Launcher, json: bool) -> i32 {
+    let book = &l.config.prices;
+    if json {
+        let v = serde_json::json!({
+            "configured": book.models.iter().map(|(m, p)| serde_json::json!({
+                "model": m, "price": p.price, "source": p.source,
+            })).collect::<Vec<_>>(),
+            "default": book.default.as_ref().map(|(m, p)| serde_json::json!({
+                "model": m, "price": p.price, "source": p.source,
+            })),
+            "table": crate::cost::table::TABLE,
+        });
+        crate::outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        return 0;
+    }
+    let row = |name: &str, p: &crate::cost::Price, tail: &str| {
+        format!(
+            "{name:<22} {:>8} {:>8} {:>8} {:>8} {:>8}  {tail}",
+            p.input, p.cached_input, p.cache_write, p.cache_write_1h, p.output
+        )
+    };
+    crate::outln!(
+        "{:<22} {:>8} {:>8} {:>8} {:>8} {:>8}  (USD per million tokens)",
+        "model",
+        "input",
+        "cached",
+        "write5m",
+        "write1h",
+        "output"
+    );
+    if !book.models.is_empty() || book.default.is_some() {
+        crate::outln!("yours (they win over the table):");
+        for (m, p) in &book.models {
+            crate::outln!("{}", row(m, &p.price, &p.source));
+        }
+        if let Some((m, p)) = &book.default {
+            let name = m.as_deref().unwrap_or("(every other model)");
+            crate::outln!("{}", row(name, &p.price, &p.source));
+        }
+    }
+    crate::outln!(
+        "the built-in table (a name matches alone or with a date or -latest tag; any other model: cost unknown):"
+    );
+    for e in crate::cost::table::TABLE {
+        let aliases = if e.names.len() > 1 {
+            format!(" (also {})", e.names[1..].join(", "))
+        } else {
+            String::new()
+        };
+        crate::outln!(
+            "{}",
+            row(
+                e.names[0],
+                &e.price,
+                &format!("{} read {}{aliases}", e.source, e.read)
+            )
+        );
+    }
+    0
+}
+
 /// `tern status [--json] [--height N]`.
 pub fn status(l: &Launcher, t: &Target, height: Option<usize>) -> i32 {
     // A fresh workspace (after `tern setup`): no session at all yet (not a broken `current`),

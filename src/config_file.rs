@@ -8,6 +8,7 @@
 //!  "models": ["qwen", {"name": "qwen-big", "price": {"input": 0.2, "output": 0.6}}],
 //!  "max_output_tokens": 4096, "temperature": 0.2, "approval": "ask", "sandbox": "workspace-write",
 //!  "price": {"input": 0.1, "cached_input": 0.01, "output": 0.3}, "max_cost": 5.0,
+//!  "prices": {"claude-opus-4-6": {"input": 5, "output": 25}},
 //!  "cache_ttl": "1h", "api_key": "…" | "api_key_command": "pass show openai"}
 //! ```
 //!
@@ -30,7 +31,7 @@
 //! - A project's file may name the server (`provider`, `base_url`) only when the key does not
 //!   come from the user's file: a cloned repository must not be able to send the person's key
 //!   to a server of its choosing (refused, saying so).
-//! - Prices (`price`, a `models` entry's `price`) only in the user's file: they decide what a
+//! - Prices (`price`, `prices`, a `models` entry's `price`) only in the user's file: they decide what a
 //!   spending limit lets through, and a cloned repository must not change that.
 //! - The file lives under `~/.config/tern/`, which the sandbox's jail hides from commands.
 
@@ -93,6 +94,10 @@ pub struct FileConfig {
     /// tokens (user file only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub price: Option<crate::cost::Price>,
+    /// Prices of any models by name, USD per million tokens (user file only): they win over
+    /// the built-in table (`tern prices` shows both).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub prices: BTreeMap<String, crate::cost::Price>,
     /// The spending limit of a run in USD (`--max-cost` wins).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_cost: Option<f64>,
@@ -215,6 +220,11 @@ pub fn costs(loaded: &Loaded) -> Result<Costs, ConfigError> {
                 .push((name.clone(), priced(*price, "models")?));
         }
     }
+    for (name, p) in &c.prices {
+        if !prices.models.iter().any(|(m, _)| m == name) {
+            prices.models.push((name.clone(), priced(*p, "prices")?));
+        }
+    }
     if let Some(p) = c.price {
         prices.default = Some((c.model.clone(), priced(p, "price")?));
     }
@@ -320,6 +330,7 @@ pub fn read(path: &Path, project: bool) -> Result<Option<FileConfig>, ConfigErro
         )));
     }
     let priced = cfg.price.is_some()
+        || !cfg.prices.is_empty()
         || cfg
             .models
             .iter()
@@ -403,6 +414,10 @@ pub fn load(env: &Env, state_root: &Path) -> Result<Loaded, ConfigError> {
         take!(api_key_command);
         take!(api_key_command_timeout);
         take!(price);
+        if !c.prices.is_empty() {
+            m.prices = c.prices.clone();
+            set("prices");
+        }
         take!(max_cost);
         take!(cache_ttl);
         if !c.models.is_empty() {

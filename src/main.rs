@@ -408,6 +408,15 @@ enum Cmd {
         #[command(flatten)]
         state: StateArgs,
     },
+    /// The prices tern uses: yours (config `price`, `prices`, `models`), then the built-in
+    /// table with each entry's source and the date it was read.
+    Prices {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        state: StateArgs,
+    },
     /// What the door kept aside instead of applying (a new repository, your concurrent
     /// change's rival): list them, or `take N` to copy one into the workspace.
     Held {
@@ -940,6 +949,7 @@ fn main() -> ExitCode {
         ) => true,
         Some(
             Cmd::Stats { .. }
+            | Cmd::Prices { .. }
             | Cmd::Status { .. }
             | Cmd::Held { .. }
             | Cmd::Steer { .. }
@@ -1082,6 +1092,7 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
             SessionArgs::note_settings(&mut l.env, approval, sandbox);
             tern::cli::status(&l, &target.as_cli(), height.map(usize::from))
         }),
+        Cmd::Prices { json, state } => with_launcher(ctx, &state, |l| tern::cli::prices(l, json)),
         Cmd::Held { target, take } => with_launcher(ctx, &target.state, |l| {
             let n = take.map(|HeldCmd::Take { n }| n);
             tern::cli::held(l, &target.as_cli(), n)

@@ -105,17 +105,43 @@ impl CacheRules {
         ttl_s: 300,
     };
 
-    /// Anthropic's (docs.anthropic.com, prompt caching): 1,024 tokens (2,048 for Haiku), 5
-    /// minutes, or 1 hour with `cache_ttl: "1h"`.
+    /// Anthropic's (docs.anthropic.com, "Prompt caching": "Cache limitations", minimum
+    /// cacheable prompt length): 4,096 tokens for Claude Opus 4.5 and Haiku 4.5 and the models
+    /// after them, 2,048 for Haiku 3 and 3.5, 1,024 for the rest (Opus 4.1, Opus 4, Sonnet 4.5,
+    /// Sonnet 4, Sonnet 3.7); 5 minutes, or 1 hour with `cache_ttl: "1h"`.
     pub fn anthropic(model: &str, long: bool) -> CacheRules {
         CacheRules {
-            min_tokens: if model.to_ascii_lowercase().contains("haiku") {
-                2048
-            } else {
-                1024
-            },
+            min_tokens: anthropic_min_tokens(model),
             ttl_s: if long { 3600 } else { 300 },
         }
+    }
+}
+
+/// The fewest prompt tokens Anthropic caches for `model` (see [`CacheRules::anthropic`]): by its
+/// family (opus, sonnet, haiku) and version (`claude-opus-4-5`, `claude-3-5-haiku-latest`, a
+/// `vendor/` prefix and a date tag allowed). A name tern cannot read: 1,024.
+pub fn anthropic_min_tokens(model: &str) -> u64 {
+    let name = model.trim().to_ascii_lowercase();
+    let name = name.rsplit_once('/').map_or(name.as_str(), |(_, m)| m);
+    let name = name.split('@').next().unwrap_or(name);
+    // The version: the first one or two short numbers (a date is 8 digits).
+    let nums: Vec<u32> = name
+        .split(['-', '.'])
+        .filter(|p| !p.is_empty() && p.len() <= 2 && p.bytes().all(|b| b.is_ascii_digit()))
+        .filter_map(|p| p.parse().ok())
+        .take(2)
+        .collect();
+    let version = (
+        nums.first().copied().unwrap_or(0),
+        nums.get(1).copied().unwrap_or(0),
+    );
+    let newer = version >= (4, 5);
+    if name.contains("haiku") {
+        if newer { 4096 } else { 2048 }
+    } else if name.contains("opus") && newer {
+        4096
+    } else {
+        1024
     }
 }
 
@@ -225,6 +251,27 @@ pub fn diagnose(prev: Option<&Previous>, now: &Sent, rules: CacheRules) -> Optio
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn anthropic_s_cache_minimum_follows_the_model() {
+        for (model, min) in [
+            ("claude-haiku-4-5", 4096),
+            ("claude-haiku-4-5-20251001", 4096),
+            ("anthropic/claude-opus-4-5", 4096),
+            ("claude-opus-4-6", 4096),
+            ("claude-opus-4-1-20250805", 1024),
+            ("claude-opus-4", 1024),
+            ("claude-sonnet-4-5", 1024),
+            ("claude-sonnet-4-20250514", 1024),
+            ("claude-3-7-sonnet-latest", 1024),
+            ("claude-3-5-haiku-20241022", 2048),
+            ("claude-3-haiku-20240307", 2048),
+            ("claude-haiku-4-5@20251001", 4096),
+            ("something-else", 1024),
+        ] {
+            assert_eq!(anthropic_min_tokens(model), min, "{model}");
+        }
+    }
+
     use super::*;
 
     const MIN: u64 = 60_000;
