@@ -101,14 +101,22 @@ impl Runtime {
     }
 
     /// After a resume: the session's last request on record (model, time), so the first request
-    /// of this process is measured against it.
+    /// of this process is measured against it, and a change tern made to the prefix since in
+    /// another process (`tern compact`, a plan confirm), which that request's miss names. The
+    /// previous process's body is gone, so the first changed byte is not known: 0.
     pub(super) fn recall_last_request(&mut self) {
-        if let Some((model, at_ms, request_bytes)) = self.session.last_request() {
-            self.meter.spend.prev = Some(miss::Previous {
-                model,
-                at_ms,
-                request_bytes,
-            });
+        if let Some((prev, changed)) = self.session.last_request() {
+            // What the previous request sent is at most its size of what is stored now (an
+            // answer stored after it was never sent as a prompt).
+            let sent = usize::try_from(prev.request_bytes).unwrap_or(usize::MAX);
+            self.meter.last_body.truncate(sent);
+            self.meter.spend.prev = Some(prev);
+            if let Some(cause) = changed
+                && self.meter.spend.changed.is_none()
+            {
+                self.meter.spend.changed = Some((cause, 0));
+                self.meter.spend.new_from = Some(self.stored_body().len() as u64);
+            }
         }
     }
 

@@ -692,30 +692,24 @@ impl Session {
         Ok(rec)
     }
 
-    /// The session's last model request on record: its model, when it was sent (ms since the
-    /// Unix epoch) and its body size in bytes, from the last `usage` event in the last 256 KiB of `events.jsonl` (a
-    /// resume reads no more). None when there is none there.
-    pub fn last_request(&self) -> Option<(String, u64, u64)> {
+    /// The session's last model request on record and the change tern made to the prefix
+    /// since, from the events in the last 256 KiB of `events.jsonl` (a resume reads no more):
+    /// see [`crate::cost::miss::recall`]. None when there is none there.
+    pub fn last_request(
+        &self,
+    ) -> Option<(
+        crate::cost::miss::Previous,
+        Option<crate::cost::miss::Cause>,
+    )> {
         let (bytes, _) = fsutil::read_suffix(&self.path(files::EVENTS), 256 << 10)
             .ok()
             .flatten()?;
-        bytes
+        let events: Vec<Envelope> = bytes
             .split(|&b| b == b'\n')
-            .rev()
-            .filter(|l| l.windows(16).any(|w| w == b"\"type\":\"usage\""))
-            .find_map(|l| {
-                let v: Value = serde_json::from_slice(l).ok()?;
-                let e = Envelope::from_value(v).ok()?;
-                let crate::event::Event::Usage {
-                    model,
-                    request_bytes,
-                    ..
-                } = e.event
-                else {
-                    return None;
-                };
-                Some((model, crate::clock::parse_rfc3339_ms(&e.ts)?, request_bytes))
-            })
+            .filter_map(|l| serde_json::from_slice::<Value>(l).ok())
+            .filter_map(|v| Envelope::from_value(v).ok())
+            .collect();
+        crate::cost::miss::recall(&events)
     }
 
     /// Reads every event as a typed [`Envelope`]; lines that are torn or of a kind this build

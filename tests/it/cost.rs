@@ -604,3 +604,67 @@ fn bad_money_settings_name_the_setting() {
         assert!(ws.fake.requests().is_empty());
     }
 }
+
+/// Issue 44: the first request of a new process is measured against the session's last request
+/// on record, whatever process sent it: after `tern compact` (another process) the next
+/// `--continue` names the compaction, a `--continue -m other` names the model change, and a
+/// `--continue` after nothing changed reads the cache (no miss).
+#[test]
+fn miss_reasons_hold_across_processes() {
+    let w = Wire::OpenAi;
+    let long_answer = (0..400)
+        .map(|i| format!("item {i}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let ws = WireWs::new(
+        w,
+        vec![
+            text(w, "one"),
+            text(w, &long_answer),
+            text(w, "Summary: turns one and two were asked and answered."),
+            text(w, "three"),
+            text(w, "four"),
+            text(w, "five"),
+        ],
+    );
+    // The person's long first message is recalled verbatim after the summary: its bytes move.
+    let long_prompt = format!(
+        "turn one, my rules: {}",
+        (0..400)
+            .map(|i| format!("rule {i}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    ws.ok(&["exec", &long_prompt]);
+    ws.ok(&["exec", "--continue", "turn two"]);
+    ws.ok(&["compact"]);
+    ws.ok(&["exec", "--continue", "turn three"]);
+    ws.ok(&["exec", "--continue", "-m", "m2", "turn four"]);
+    ws.ok(&["exec", "--continue", "-m", "m2", "turn five"]);
+    let out = ws.ok(&["stats", "--json"]);
+    let stats: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let reqs = stats["requests"].as_array().unwrap();
+    let why: Vec<String> = reqs
+        .iter()
+        .map(|r| {
+            format!(
+                "{}:{}:{}",
+                r["purpose"].as_str().unwrap_or("?"),
+                r["miss"]["reason"].as_str().unwrap_or("-"),
+                r["miss"]["cause"].as_str().unwrap_or("-")
+            )
+        })
+        .collect();
+    assert_eq!(
+        why,
+        [
+            "turn:first_request:-",
+            "turn:-:-",
+            "compaction:-:-",
+            "turn:prefix_changed:compaction",
+            "turn:model_changed:model_switch",
+            "turn:-:-",
+        ],
+        "{stats:#}"
+    );
+}
