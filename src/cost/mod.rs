@@ -9,8 +9,7 @@
 pub mod miss;
 pub mod table;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
@@ -192,13 +191,54 @@ pub fn usd_json(usd: f64) -> f64 {
     (usd * 1e6).round() / 1e6
 }
 
-/// A spending limit shared by a run and its sub-agents: what they spent so far, checked before
-/// each request against the limit (`--max-cost`). Spent amounts are kept in nano-dollars so
-/// threads add them without a lock.
+/// A spending limit shared by a run and its sub-agents (the whole session tree: one budget):
+/// what they spent so far and what requests in flight may still cost, checked before each
+/// request against the limit (`--max-cost`). A request **reserves** its worst case before it is
+/// sent — atomically, under one lock, so two requests sent at once by parallel children cannot
+/// both fit where only one does (issue 44) — and the reservation becomes the real cost when the
+/// usage arrives ([`Reservation::settle`]), or is released if the request fails (dropped).
+/// Amounts are nano-dollars.
 #[derive(Debug)]
 pub struct Budget {
     limit_usd: f64,
-    spent_nusd: AtomicU64,
+    /// (spent, reserved by requests in flight), nano-dollars.
+    state: Mutex<(u64, u64)>,
+}
+
+/// A request's worst case held against a [`Budget`] while it is in flight: [`Reservation::settle`]
+/// replaces it by what the request cost; dropped unsettled, it is released.
+#[derive(Debug)]
+pub struct Reservation {
+    budget: Arc<Budget>,
+    nusd: u64,
+}
+
+impl Reservation {
+    /// The request cost `usd`: counted as spent, the reservation released.
+    pub fn settle(mut self, usd: f64) {
+        let mut s = self.budget.lock();
+        s.1 = s.1.saturating_sub(self.nusd);
+        s.0 = s.0.saturating_add(nusd(usd));
+        self.nusd = 0;
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if self.nusd > 0 {
+            let mut s = self.budget.lock();
+            s.1 = s.1.saturating_sub(self.nusd);
+        }
+    }
+}
+
+/// Dollars as nano-dollars (negative and non-finite amounts: none).
+fn nusd(usd: f64) -> u64 {
+    if usd.is_finite() && usd > 0.0 {
+        (usd.min(MAX_TOTAL_USD) * 1e9).round() as u64
+    } else {
+        0
+    }
 }
 
 /// A request the limit refused: what was spent and what it could have cost.
@@ -208,6 +248,8 @@ pub struct OverBudget {
     pub limit: f64,
     /// Spent so far by the run (and its sub-agents), USD.
     pub spent: f64,
+    /// Reserved by its other requests in flight (a sub-agent's), USD.
+    pub reserved: f64,
     /// The refused request's worst case, USD.
     pub next: f64,
 }
@@ -216,9 +258,17 @@ impl std::fmt::Display for OverBudget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "the spending limit of {} (--max-cost) would be passed: {} spent so far, and the next request could cost up to {}",
+            "the spending limit of {} (--max-cost) would be passed: {} spent so far{}, and the next request could cost up to {}",
             usd_text(Some(self.limit)),
             usd_text(Some(self.spent)),
+            if self.reserved > 0.0 {
+                format!(
+                    ", {} held by requests in flight",
+                    usd_text(Some(self.reserved))
+                )
+            } else {
+                String::new()
+            },
             usd_text(Some(self.next))
         )
     }
@@ -229,8 +279,12 @@ impl Budget {
     pub fn new(limit_usd: f64) -> Arc<Budget> {
         Arc::new(Budget {
             limit_usd,
-            spent_nusd: AtomicU64::new(0),
+            state: Mutex::new((0, 0)),
         })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, (u64, u64)> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The limit in USD.
@@ -240,28 +294,34 @@ impl Budget {
 
     /// Spent so far, USD.
     pub fn spent(&self) -> f64 {
-        self.spent_nusd.load(Ordering::SeqCst) as f64 / 1e9
+        self.lock().0 as f64 / 1e9
     }
 
-    /// Whether a request whose worst case is `next` dollars may be sent. Errors: what it would
-    /// pass.
-    pub fn allow(&self, next: f64) -> Result<(), OverBudget> {
-        let spent = self.spent();
-        if spent + next > self.limit_usd {
-            Err(OverBudget {
+    /// Reserves `next` dollars (a request's worst case) if the spent amount, what requests in
+    /// flight hold and `next` stay within the limit. Errors: what it would pass (nothing held).
+    pub fn reserve(self: &Arc<Self>, next: f64) -> Result<Reservation, OverBudget> {
+        let n = nusd(next);
+        let mut s = self.lock();
+        let (spent, held) = (s.0 as f64 / 1e9, s.1 as f64 / 1e9);
+        if spent + held + n as f64 / 1e9 > self.limit_usd {
+            return Err(OverBudget {
                 limit: self.limit_usd,
                 spent,
+                reserved: held,
                 next,
-            })
-        } else {
-            Ok(())
+            });
         }
+        s.1 = s.1.saturating_add(n);
+        Ok(Reservation {
+            budget: self.clone(),
+            nusd: n,
+        })
     }
 
-    /// Counts `usd` spent.
+    /// Counts `usd` spent (a request that had no reservation).
     pub fn spend(&self, usd: f64) {
-        let n = (usd.max(0.0) * 1e9).round() as u64;
-        self.spent_nusd.fetch_add(n, Ordering::SeqCst);
+        let mut s = self.lock();
+        s.0 = s.0.saturating_add(nusd(usd));
     }
 }
 
@@ -338,12 +398,46 @@ mod tests {
         let w = p.worst_case(10_000, 8_000, 1_000, false);
         assert!((w - (2_000.0 * 2.5 + 8_000.0 * 1.25 + 1_000.0 * 10.0) / 1e6).abs() < 1e-12);
         let b = Budget::new(0.05);
-        assert!(b.allow(0.05).is_ok());
+        drop(b.reserve(0.05).unwrap());
         b.spend(0.03);
-        let over = b.allow(0.03).unwrap_err();
+        let over = b.reserve(0.03).unwrap_err();
         assert!((over.spent - 0.03).abs() < 1e-9);
         assert!(over.to_string().contains("$0.0500"), "{over}");
-        assert!(b.allow(0.02).is_ok());
+        assert!(b.reserve(0.02).is_ok());
+    }
+
+    /// Two requests at once: the second sees the first's reservation; a settled one counts its
+    /// real cost, a dropped one frees its place. Threads racing never pass the limit.
+    #[test]
+    fn reservations_hold_the_limit_for_requests_in_flight() {
+        let b = Budget::new(1.0);
+        let first = b.reserve(0.6).unwrap();
+        let over = b.reserve(0.6).unwrap_err();
+        assert!((over.reserved - 0.6).abs() < 1e-9, "{over}");
+        assert!(over.to_string().contains("held by requests in flight"));
+        first.settle(0.1);
+        assert!((b.spent() - 0.1).abs() < 1e-9);
+        let second = b.reserve(0.6).unwrap();
+        drop(second);
+        assert!(
+            (b.spent() - 0.1).abs() < 1e-9,
+            "a failed request spends nothing"
+        );
+        // 8 threads, each reserving its worst case and spending all of it.
+        let b = Budget::new(1.0);
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                let b = b.clone();
+                s.spawn(move || {
+                    for _ in 0..100 {
+                        if let Ok(r) = b.reserve(0.013) {
+                            r.settle(0.013);
+                        }
+                    }
+                });
+            }
+        });
+        assert!(b.spent() <= 1.0 + 1e-9, "{}", b.spent());
     }
 
     #[test]

@@ -248,6 +248,7 @@ impl Runtime {
                 {
                     self.record_request(purpose, Usage::default(), false, body, reuse, ui);
                 }
+                self.release_held();
                 return Err(e);
             }
         };

@@ -29,6 +29,9 @@ pub(crate) struct Spend {
     skew: Duration,
     /// `provider_missed` in a row, and whether the person was told.
     missed: (u32, bool),
+    /// The worst case of the request in flight, held against the spending limit until its
+    /// usage arrives (then its real cost) or it fails (released).
+    held: Option<crate::cost::Reservation>,
 }
 
 /// What one request cost and why it missed the cache, for its `usage` event.
@@ -123,8 +126,10 @@ impl Runtime {
     /// Refuses a request of `body_bytes` whose worst case (the prompt not proven cached at full
     /// price, the whole output cap at the output price) would pass the run's spending limit.
     /// Errors: [`Failure::Budget`] saying what was spent and what the request could cost.
-    pub(super) fn within_budget(&self, body: &[u8]) -> Result<(), Failure> {
-        let Some(budget) = &self.lineage.budget else {
+    pub(super) fn within_budget(&mut self, body: &[u8]) -> Result<(), Failure> {
+        // A reservation of an earlier attempt goes first.
+        self.meter.spend.held = None;
+        let Some(budget) = self.lineage.budget.clone() else {
             return Ok(());
         };
         let (body_bytes, reuse) = (
@@ -168,11 +173,18 @@ impl Runtime {
             u64::from(self.cfg.max_output_tokens) + u64::from(thinking),
             self.cfg.long_cache,
         );
-        budget.allow(worst).map_err(|over| {
+        let held = budget.reserve(worst).map_err(|over| {
             Failure::Budget(format!(
                 "{over}. Nothing was sent; the session is kept: go on with a higher limit (tern --continue --max-cost USD, tern exec --continue --max-cost USD, or max_cost in the config)"
             ))
-        })
+        })?;
+        self.meter.spend.held = Some(held);
+        Ok(())
+    }
+
+    /// The request in flight failed with no usage: its reservation is released.
+    pub(super) fn release_held(&mut self) {
+        self.meter.spend.held = None;
     }
 
     /// Prices a request that reached the server and explains a cache miss; counts the spend
@@ -183,11 +195,19 @@ impl Runtime {
         match cost {
             Some(c) => {
                 self.meter.totals.cost_usd += c;
-                if let Some(b) = &self.lineage.budget {
-                    b.spend(c);
+                match self.meter.spend.held.take() {
+                    Some(r) => r.settle(c),
+                    None => {
+                        if let Some(b) = &self.lineage.budget {
+                            b.spend(c);
+                        }
+                    }
                 }
             }
-            None => self.meter.totals.unpriced += 1,
+            None => {
+                self.meter.spend.held = None;
+                self.meter.totals.unpriced += 1;
+            }
         }
         let now_ms = self.now_ms();
         let sent = miss::Sent {

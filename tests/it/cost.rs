@@ -668,3 +668,66 @@ fn miss_reasons_hold_across_processes() {
         "{stats:#}"
     );
 }
+
+/// Issue 44: parallel sub-agents share their parent's limit, and a request reserves its worst
+/// case before it is sent, so two children sending at once never both fit where one does: with
+/// two and with four children spending together (their requests slowed so they overlap), 30
+/// runs each, the session tree never passes `--max-cost`.
+#[test]
+fn parallel_children_never_pass_the_limit() {
+    let w = Wire::OpenAi;
+    let mut cfg = fast_config();
+    cfg.approval = tern::policy::Approval::Auto;
+    cfg.prices = PriceBook {
+        models: Vec::new(),
+        default: Some((
+            None,
+            Priced {
+                price: Price {
+                    input: 1000.0,
+                    cached_input: 1000.0,
+                    cache_write: 1000.0,
+                    cache_write_1h: 1000.0,
+                    output: 0.0,
+                },
+                source: "test".into(),
+            },
+        )),
+    };
+    // About seven requests fit: the parent's first, then the children's.
+    cfg.max_cost = Some(9.0);
+    for children in [2usize, 4] {
+        for run in 0..30 {
+            let list: Vec<(String, &str, Value)> = (0..children)
+                .map(|i| {
+                    (
+                        format!("a{i}"),
+                        "agent",
+                        json!({"task": format!("count {i}")}),
+                    )
+                })
+                .collect();
+            let refs: Vec<(&str, &str, Value)> = list
+                .iter()
+                .map(|(id, n, v)| (id.as_str(), *n, v.clone()))
+                .collect();
+            let h = InProc::new(
+                w,
+                vec![crate::support::script::calls(w, &refs)],
+                cfg.clone(),
+            );
+            // Every later request (the children's) runs a command, slowly: they overlap.
+            h.fake
+                .set_default(bash(w, "k", "true").delay_before(Duration::from_millis(40)));
+            let mut ui = Collect::default();
+            let mut rt = h.open(&mut ui);
+            let _ = rt.run_turn("go", &mut ui);
+            let (spent, limit) = rt.budget_state().unwrap();
+            assert!(
+                spent <= limit + 1e-9,
+                "{children} children, run {run}: spent {spent} of {limit}"
+            );
+            assert!(h.fake.requests().len() > 2, "the children spent");
+        }
+    }
+}
