@@ -187,8 +187,9 @@ pub struct Costs {
     pub prices: crate::cost::PriceBook,
     /// `max_cost`.
     pub max_cost: Option<f64>,
-    /// `cache_ttl: "1h"`.
-    pub long_cache: bool,
+    /// `cache_ttl`: `Some(true)` for `"1h"`, `Some(false)` for `"5m"`, None when no file says
+    /// (the surface chooses: one hour for the REPL and editors, five minutes for `exec`).
+    pub long_cache: Option<bool>,
 }
 
 /// The money settings of `loaded`. Errors (naming the file and the setting): a price with a
@@ -239,7 +240,7 @@ pub fn costs(loaded: &Loaded) -> Result<Costs, ConfigError> {
     Ok(Costs {
         prices,
         max_cost: c.max_cost,
-        long_cache: c.cache_ttl == Some(CacheTtl::OneHour),
+        long_cache: c.cache_ttl.map(|t| t == CacheTtl::OneHour),
     })
 }
 

@@ -755,13 +755,22 @@ fn report(r: Result<i32, Fail>) -> i32 {
 
 impl Ctx {
     /// The config files' prices and cache lifetime onto `cfg`, and their spending limit where
-    /// no flag gave one.
+    /// no flag gave one. The lifetime where no file sets `cache_ttl`: five minutes (what `exec`
+    /// and the verbs keep; [`Ctx::surface_cache`] gives the REPL and editors an hour).
     fn costs_onto(&self, cfg: &mut Config) {
         cfg.prices = self.costs.prices.clone();
-        cfg.long_cache = self.costs.long_cache;
+        cfg.long_cache = self.costs.long_cache.unwrap_or(false);
         if cfg.max_cost.is_none() {
             cfg.max_cost = self.costs.max_cost;
         }
+    }
+
+    /// The cache lifetime of a surface where a person thinks between turns (the REPL, an
+    /// editor): one hour unless a config file's `cache_ttl` says otherwise (issue 44: a pause
+    /// outlives a 5-minute cache, and its expiry bills the whole prefix again; an hour's write
+    /// costs 2× the input price instead of 1.25× on Anthropic, and nothing elsewhere).
+    fn surface_cache(&self) -> bool {
+        self.costs.long_cache.unwrap_or(true)
     }
 
     /// A launcher for the current folder's workspace (or `--state-dir`).
@@ -1010,6 +1019,7 @@ fn chat(ctx: &Ctx, args: ChatArgs) -> i32 {
             .and_then(|w| {
                 let mut l = args.model.launcher(cfg, &args.state, ctx)?;
                 l.worktree = w;
+                l.config.long_cache = ctx.surface_cache();
                 args.session.note_flags(&mut l.env);
                 Ok(l)
             })
@@ -1378,6 +1388,7 @@ fn acp(ctx: &Ctx, a: AcpArgs) -> Result<i32, Fail> {
     cfg.disk_floor = vars::disk_floor(&ctx.env).map_err(Fail::usage)?;
     cfg.checkpoints = vars::checkpoints(&ctx.env).map_err(Fail::usage)?;
     ctx.costs_onto(&mut cfg);
+    cfg.long_cache = ctx.surface_cache();
     model.output_env(&mut cfg, &ctx.env).map_err(Fail::usage)?;
     // An editor stops `tern acp` with SIGINT as readily as with SIGTERM: both leave.
     let _ = signal_hook::flag::register(signal_hook::consts::SIGINT, ctx.process.term.clone());

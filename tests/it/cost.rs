@@ -731,3 +731,33 @@ fn parallel_children_never_pass_the_limit() {
         }
     }
 }
+
+/// Issue 44: a person thinking between turns outlives a 5-minute cache, so the REPL (and an
+/// editor) ask Anthropic for the one-hour cache by default; `exec` keeps five minutes; a
+/// config's `cache_ttl` wins for every surface.
+#[test]
+fn the_repl_asks_for_the_one_hour_cache_and_exec_for_five_minutes() {
+    let w = Wire::Anthropic;
+    for (cfg, surface, want) in [
+        (json!({}), "chat", true),
+        (json!({}), "exec", false),
+        (json!({"cache_ttl": "5m"}), "chat", false),
+        (json!({"cache_ttl": "1h"}), "exec", true),
+    ] {
+        let ws = WireWs::new(w, vec![text(w, "Done.")]);
+        config(&ws.ws.home(), cfg.clone());
+        let out = if surface == "chat" {
+            ws.tern_in(&["chat"], "go\n")
+        } else {
+            ws.tern(&["exec", "go"])
+        };
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let b = &ws.raw_bodies()[0];
+        assert!(b.contains("\"cache_control\""), "{b}");
+        assert_eq!(
+            b.contains("\"ttl\":\"1h\""),
+            want,
+            "{surface} with {cfg}: {b}"
+        );
+    }
+}
