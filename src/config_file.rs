@@ -223,6 +223,14 @@ pub fn costs(loaded: &Loaded) -> Result<Costs, ConfigError> {
     }
     for (name, p) in &c.prices {
         if !prices.models.iter().any(|(m, _)| m == name) {
+            let named = p.complete().check().map_err(|e| {
+                ConfigError::File(format!(
+                    "{}: {}",
+                    file("prices"),
+                    e.replacen("price.", &format!("prices.{name:?}."), 1)
+                ))
+            });
+            named?;
             prices.models.push((name.clone(), priced(*p, "prices")?));
         }
     }

@@ -722,6 +722,23 @@ impl Record {
         }
     }
 
+    /// Errors (nothing changed yet) when a file some step puts back has no kept bytes (over
+    /// the size limit on another file system, or removed from the record): each named.
+    fn all_kept(&self, steps: &[Step]) -> io::Result<()> {
+        let missing: Vec<String> = steps
+            .iter()
+            .filter(|s| matches!(&s.target, Node::File(f) if self.kept_bytes(f).is_none()))
+            .map(|s| s.rel.to_string_lossy().into_owned())
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(io::Error::other(format!(
+            "refused: the bytes of {} to put back were not kept (over the size limit on another file system, or removed from {OBJECTS}/); nothing was changed",
+            super::store::names(&missing)
+        )))
+    }
+
     /// Where the record keeps `f`'s bytes: its own object, or — when a kill cut its change
     /// short before the file moved there — the object a later line kept the same file in
     /// (same inode, size and time). None: not kept.
@@ -869,6 +886,7 @@ impl Record {
                 }
             }
         }
+        self.all_kept(&todo)?;
         if !refused.is_empty() {
             return Err(io::Error::other(format!(
                 "refused: {} file(s) that undo would put back were changed after the turn ended (your edits, not the model's): {}. Nothing was changed. `tern undo --force` undoes anyway; your versions are saved first, and `tern redo` brings them back.",
@@ -918,6 +936,7 @@ impl Record {
                 super::store::names(&changed)
             )));
         }
+        self.all_kept(&steps)?;
         let g = self.next_group();
         self.push(Rec::Begin {
             group: g,

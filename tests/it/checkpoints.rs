@@ -1636,3 +1636,66 @@ fn through_the_door_the_record_keeps_to_its_budget_by_pruning_the_oldest_turns()
     let err = ws.refused(&["undo", "4"]);
     assert!(err.contains("can be undone"), "{err}");
 }
+
+/// The door's record damaged (a line that is not JSON, a change of a kind this build does not
+/// know, a kept entry gone, a torn last line): the verbs answer with a clear line or still work
+/// on what is whole, never a panic.
+#[test]
+fn a_damaged_door_record_is_read_around_and_said() {
+    let ws = WireWs::new(
+        W,
+        vec![
+            bash(W, "c1", "echo one > a.txt; echo two > b.txt"),
+            text(W, "done"),
+        ],
+    );
+    std::fs::write(ws.root().join("a.txt"), "zero\n").unwrap();
+    std::fs::write(ws.root().join("b.txt"), "bee\n").unwrap();
+    ws.ok(&["exec", "go"]);
+    let log = ws.path("door-record.jsonl");
+    let mut text = std::fs::read_to_string(&log).unwrap();
+    text.push_str("not json at all\n{\"kind\":\"teleport\",\"turn\":1}\n");
+    std::fs::write(&log, format!("{text}{{\"kind\":\"change\",\"tu")).unwrap();
+    // The kept bytes of b.txt are gone.
+    let objects = ws.path("door-record");
+    let lines: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let b_obj = lines
+        .iter()
+        .find(|l| l["path"] == "b.txt")
+        .and_then(|l| l["before"]["file"]["obj"].as_str())
+        .unwrap()
+        .to_string();
+    std::fs::remove_file(objects.join(b_obj)).unwrap();
+    for verb in [&["checkpoints"][..], &["diff"], &["diff", "1"]] {
+        let out = ws.tern(verb);
+        assert!(
+            matches!(out.status.code(), Some(0 | 1)),
+            "{verb:?}: {out:?}"
+        );
+    }
+    let out = ws.tern(&["undo"]);
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("b.txt") && said.contains("not kept"),
+        "{said}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("a.txt")).unwrap(),
+        "one\n",
+        "a refused undo changes nothing"
+    );
+    let out = ws.tern(&["undo"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "still refused, never half done: {out:?}"
+    );
+}
