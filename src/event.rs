@@ -383,6 +383,10 @@ pub enum Event {
         /// when all but the new messages was read from the cache.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         miss: Option<crate::cost::miss::Miss>,
+        /// The cache lifetime the request asked for, in seconds, where tern asks for one (the
+        /// Anthropic wire: 300, or 3600 for the one-hour cache); absent elsewhere.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cache_ttl_s: Option<u64>,
     },
     /// A plan lifecycle transition.
     PlanState {
@@ -911,6 +915,7 @@ impl Event {
                     tokens: 3,
                     cost_usd: Some(0.00001),
                 }),
+                cache_ttl_s: Some(3600),
             },
             Event::PlanState {
                 from: PlanState::Idle,

@@ -35,6 +35,12 @@ pub struct RequestStats {
     pub cost_usd: Option<f64>,
     /// Why more than its new messages was billed in full (None: it was not).
     pub miss: Option<Miss>,
+    /// When its usage arrived, ms since the Unix epoch (None: unreadable).
+    #[serde(skip)]
+    pub at_ms: Option<u64>,
+    /// The cache lifetime it asked for, seconds (Anthropic; None elsewhere).
+    #[serde(skip)]
+    pub cache_ttl_s: Option<u64>,
 }
 
 /// Reads the `usage` events of `session`, oldest first.
@@ -60,6 +66,7 @@ pub fn requests_from(events: &[Envelope]) -> Vec<RequestStats> {
                 estimated,
                 cost_usd,
                 miss,
+                cache_ttl_s,
                 ..
             } = &e.event
             else {
@@ -77,6 +84,8 @@ pub fn requests_from(events: &[Envelope]) -> Vec<RequestStats> {
                 estimated: *estimated,
                 cost_usd: *cost_usd,
                 miss: miss.clone(),
+                at_ms: crate::clock::parse_rfc3339_ms(&e.ts),
+                cache_ttl_s: *cache_ttl_s,
             })
         })
         .collect()
@@ -143,12 +152,71 @@ pub fn why(reqs: &[RequestStats]) -> Vec<WhyRow> {
         .collect()
 }
 
+/// What the cache's lifetime did (issue 44): the pauses that outlived the cache (their misses,
+/// `cache_expired`), and the requests the one-hour cache kept — asked with a one-hour lifetime
+/// after a pause longer than five minutes and shorter than an hour, with tokens read from the
+/// cache: under the five-minute cache those tokens would have been billed in full.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct Lifetime {
+    /// Requests whose pause outlived the cache.
+    pub expired_requests: usize,
+    /// Their tokens billed in full again.
+    pub expired_tokens: u64,
+    /// What those cost, USD (None: no price known, or none).
+    pub expired_cost_usd: Option<f64>,
+    /// Requests the one-hour cache kept warm across a pause of 5 to 60 minutes.
+    pub kept_requests: usize,
+    /// The tokens they read from the cache.
+    pub kept_tokens: u64,
+    /// Tokens written with the one-hour lifetime (each costs 2× the input price instead of
+    /// 1.25× on Anthropic: the price of the choice).
+    pub long_write_tokens: u64,
+}
+
+/// [`Lifetime`] of `reqs`.
+pub fn lifetime(reqs: &[RequestStats]) -> Lifetime {
+    let mut l = Lifetime::default();
+    for m in reqs.iter().filter_map(|r| r.miss.as_ref()) {
+        if m.reason == Reason::CacheExpired {
+            l.expired_requests += 1;
+            l.expired_tokens += m.tokens;
+            l.expired_cost_usd = match (l.expired_cost_usd, m.cost_usd) {
+                (None, c) | (c, None) => c,
+                (Some(a), Some(b)) => Some(a + b),
+            };
+        }
+    }
+    let mut last_at = None;
+    for r in reqs {
+        if r.cache_ttl_s == Some(3600) {
+            l.long_write_tokens += r.cache_write_tokens;
+            let pause = match (last_at, r.at_ms) {
+                (Some(a), Some(b)) => b.saturating_sub(a),
+                _ => 0,
+            };
+            if pause > 300_000 && pause <= 3_600_000 && r.cached_tokens > 0 {
+                l.kept_requests += 1;
+                l.kept_tokens += r.cached_tokens;
+            }
+        }
+        last_at = r.at_ms.or(last_at);
+    }
+    l
+}
+
 /// `tern stats --why` as text.
 pub fn render_why(session_id: &str, reqs: &[RequestStats]) -> String {
     let rows = why(reqs);
     let mut s = format!(
         "session {session_id}: prompt tokens billed in full beyond each request's new messages, by reason\n"
     );
+    let life = lifetime(reqs);
+    if life.kept_requests > 0 || life.long_write_tokens > 0 {
+        s.push_str(&format!(
+            "the one-hour cache kept {} request(s) warm across pauses of 5 to 60 minutes ({} tokens read from the cache that five minutes would have billed in full); it wrote {} tokens at the one-hour price\n",
+            life.kept_requests, life.kept_tokens, life.long_write_tokens
+        ));
+    }
     if rows.is_empty() {
         s.push_str("none: every request read all but its new messages from the provider's cache\n");
         return s;
@@ -291,5 +359,52 @@ pub fn to_json(session_id: &str, reqs: &[RequestStats]) -> Value {
         "requests": requests,
         "total": one(&total(reqs)),
         "why": why(reqs),
+        "lifetime": lifetime(reqs),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(at_s: u64, ttl: Option<u64>, cached: u64, written: u64) -> RequestStats {
+        RequestStats {
+            purpose: "turn".into(),
+            input_tokens: 5000,
+            cached_tokens: cached,
+            cache_write_tokens: written,
+            at_ms: Some(at_s * 1000),
+            cache_ttl_s: ttl,
+            ..RequestStats::default()
+        }
+    }
+
+    #[test]
+    fn the_one_hour_cache_is_credited_only_across_pauses_it_outlived() {
+        let reqs = [
+            req(0, Some(3600), 0, 4000),
+            // 2 minutes: five minutes would have kept it too.
+            req(120, Some(3600), 4000, 100),
+            // 10 minutes: only the hour kept it.
+            req(720, Some(3600), 4100, 50),
+            // 2 hours: expired anyway (nothing read).
+            req(7920, Some(3600), 0, 4150),
+            // The five-minute cache after 10 minutes: nothing kept.
+            req(8520, Some(300), 0, 10),
+        ];
+        let l = lifetime(&reqs);
+        assert_eq!((l.kept_requests, l.kept_tokens), (1, 4100));
+        assert_eq!(l.long_write_tokens, 4000 + 100 + 50 + 4150);
+        let mut expired = req(9000, Some(300), 0, 0);
+        expired.miss = Some(Miss {
+            reason: Reason::CacheExpired,
+            at_byte: 0,
+            cause: None,
+            tokens: 3000,
+            cost_usd: Some(0.009),
+        });
+        let l = lifetime(&[expired]);
+        assert_eq!((l.expired_requests, l.expired_tokens), (1, 3000));
+        assert_eq!(l.expired_cost_usd, Some(0.009));
+    }
 }

@@ -325,6 +325,8 @@ impl Runtime {
                 estimated,
                 cost_usd: priced.cost_usd.map(crate::cost::usd_json),
                 miss: priced.miss,
+                cache_ttl_s: (self.provider.name() == crate::provider::Wire::Anthropic)
+                    .then(|| self.cache_rules().ttl_s),
             },
         );
         if let Some(w) = priced.warning {

@@ -68,7 +68,7 @@ impl Runtime {
     }
 
     /// The provider's cache rules for this runtime's wire and model.
-    fn cache_rules(&self) -> CacheRules {
+    pub(super) fn cache_rules(&self) -> CacheRules {
         match self.provider.name() {
             Wire::Anthropic => CacheRules::anthropic(&self.cfg.model, self.cfg.long_cache),
             _ => CacheRules::OPENAI,

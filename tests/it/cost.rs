@@ -759,5 +759,16 @@ fn the_repl_asks_for_the_one_hour_cache_and_exec_for_five_minutes() {
             want,
             "{surface} with {cfg}: {b}"
         );
+        // The usage event says which lifetime was asked for (`tern stats --why` counts it).
+        let usage = ws
+            .events()
+            .into_iter()
+            .find(|e| e["type"] == "usage")
+            .unwrap();
+        assert_eq!(
+            usage["cache_ttl_s"],
+            json!(if want { 3600 } else { 300 }),
+            "{usage}"
+        );
     }
 }
