@@ -156,48 +156,6 @@ pub struct Previous {
     pub request_bytes: u64,
 }
 
-/// The request before a process's first one, from the session's records (`events.jsonl`, in
-/// order): the last `usage` event's model, time and body size, and the first change tern made to
-/// the prefix after it — a compaction that archived messages (a plan confirm's is
-/// [`Cause::PlanConfirm`]), a model, sandbox or MCP switch — which that first request's miss
-/// then names. A `usage` event with no time tern can read is skipped. None: no request on record.
-pub fn recall(events: &[crate::event::Envelope]) -> Option<(Previous, Option<Cause>)> {
-    use crate::event::{BoundaryKind, CompactTrigger, Event};
-    let last = events.iter().rposition(|e| {
-        matches!(e.event, Event::Usage { .. }) && crate::clock::parse_rfc3339_ms(&e.ts).is_some()
-    })?;
-    let Event::Usage {
-        model,
-        request_bytes,
-        ..
-    } = &events[last].event
-    else {
-        return None;
-    };
-    let prev = Previous {
-        model: model.clone(),
-        at_ms: crate::clock::parse_rfc3339_ms(&events[last].ts)?,
-        request_bytes: *request_bytes,
-    };
-    let changed = events[last + 1..].iter().find_map(|e| match &e.event {
-        Event::Compaction {
-            trigger,
-            archived_messages,
-            ..
-        } if *archived_messages > 0 => Some(match trigger {
-            CompactTrigger::PlanConfirm => Cause::PlanConfirm,
-            _ => Cause::Compaction,
-        }),
-        Event::Boundary { kind, .. } => match kind {
-            BoundaryKind::ModelSwitch => Some(Cause::ModelSwitch),
-            BoundaryKind::SandboxSwitch | BoundaryKind::McpServers => Some(Cause::SystemPrompt),
-            BoundaryKind::ToolsOff => None,
-        },
-        _ => None,
-    });
-    Some((prev, changed))
-}
-
 /// This request as sent and as billed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sent {
@@ -293,43 +251,6 @@ pub fn diagnose(prev: Option<&Previous>, now: &Sent, rules: CacheRules) -> Optio
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn the_previous_request_and_the_change_since_are_recalled_from_the_records() {
-        use crate::event::Envelope;
-        let ev = |v: serde_json::Value| Envelope::from_value(v).expect("an event");
-        let usage = |ts: &str, model: &str, bytes: u64| {
-            ev(
-                serde_json::json!({"type": "usage", "seq": 1, "ts": ts, "session": "s",
-                "purpose": "turn", "model": model, "input_tokens": 10, "cached_tokens": 0,
-                "cache_write_tokens": 0, "output_tokens": 1, "cache_hit_ratio": 0.0,
-                "request_bytes": bytes, "prefix_reuse_bytes": 0}),
-            )
-        };
-        let compaction = |trigger: &str, archived: u64| {
-            ev(
-                serde_json::json!({"type": "compaction", "seq": 2, "ts": "2026-12-06T10:00:02.000Z",
-                "session": "s", "trigger": trigger, "archived_messages": archived,
-                "kept_messages": 1}),
-            )
-        };
-        assert_eq!(recall(&[]), None);
-        let a = usage("2026-12-06T10:00:00.000Z", "m", 4000);
-        let b = usage("2026-12-06T10:00:01.500Z", "m2", 5000);
-        let (prev, changed) = recall(&[a.clone(), b.clone()]).unwrap();
-        assert_eq!((prev.model.as_str(), prev.request_bytes), ("m2", 5000));
-        assert_eq!(prev.at_ms % 100_000, 1_500);
-        assert_eq!(changed, None);
-        let (_, changed) = recall(&[a.clone(), compaction("manual", 4)]).unwrap();
-        assert_eq!(changed, Some(Cause::Compaction));
-        let (_, changed) = recall(&[a.clone(), compaction("plan_confirm", 4)]).unwrap();
-        assert_eq!(changed, Some(Cause::PlanConfirm));
-        // A compaction that archived nothing changed nothing; one before the request is old.
-        assert_eq!(
-            recall(&[a.clone(), compaction("manual", 0)]).unwrap().1,
-            None
-        );
-        assert_eq!(recall(&[compaction("manual", 4), a]).unwrap().1, None);
-    }
 
     #[test]
     fn anthropic_s_cache_minimum_follows_the_model() {
