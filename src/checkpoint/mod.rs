@@ -239,10 +239,7 @@ impl Tracker {
         self.recorded = true;
         if through_door {
             // The door's record is this turn's checkpoint: only its budget is kept here.
-            let budget = limits.budget_bytes.unwrap_or_else(|| {
-                let gib = 1u64 << 30;
-                store::free_space(&session.dir).map_or(gib, |f| gib.min(f / 10))
-            });
+            let budget = store::budget_of(limits, &session.dir);
             // The log is read only when the kept entries are over the budget.
             let notes = if record::kept_size(&session.dir) <= budget {
                 Vec::new()

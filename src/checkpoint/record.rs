@@ -777,7 +777,7 @@ impl Record {
         let (Ok(a), Ok(b)) = (open_rel(ws, rel), std::fs::File::open(kept)) else {
             return false;
         };
-        same_stream(a, b)
+        fsutil::same_content(a, b)
     }
 
     /// Finishes a restore a kill cut short (its plan again: what is done stays done). Returns
@@ -1455,22 +1455,6 @@ fn same(now: &Node, want: &Node) -> bool {
 fn open_rel(ws: &Dir, rel: &Path) -> io::Result<std::fs::File> {
     let parent = ws.beneath(rel.parent().unwrap_or(Path::new("")))?;
     parent.open_file(rel.file_name().unwrap_or_default(), libc::O_RDONLY, 0)
-}
-
-fn same_stream(mut a: impl Read, mut b: impl Read) -> bool {
-    let (mut x, mut y) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
-    loop {
-        let n = match a.read(&mut x) {
-            Ok(n) => n,
-            Err(_) => return false,
-        };
-        if b.read_exact(&mut y[..n]).is_err() || x[..n] != y[..n] {
-            return false;
-        }
-        if n == 0 {
-            return b.read(&mut y[..1]).is_ok_and(|m| m == 0);
-        }
-    }
 }
 
 /// Paths (text) → the set of those ignored; the verbs pass git's answer, tests their own.

@@ -1332,11 +1332,7 @@ impl Store {
     /// The budget in bytes: the configured one, else 1 GiB or a tenth of the free space of the
     /// store's file system, whichever is smaller.
     pub fn budget(&self) -> u64 {
-        if let Some(b) = self.limits.budget_bytes {
-            return b;
-        }
-        let gib = 1u64 << 30;
-        free_space(&self.folder).map_or(gib, |f| gib.min(f / 10))
+        budget_of(self.limits, &self.folder)
     }
 
     /// Removes the oldest checkpoints while the store is over its budget (never the newest,
@@ -1607,6 +1603,17 @@ fn dir_size(dir: &Path, depth: usize) -> u64 {
         }
     }
     total
+}
+
+/// The budget of checkpoints kept on the file system of `path`: the configured one, else 1 GiB
+/// or a tenth of the free space there, whichever is smaller (the snapshot store's and the door
+/// record's alike).
+pub fn budget_of(limits: Limits, path: &Path) -> u64 {
+    if let Some(b) = limits.budget_bytes {
+        return b;
+    }
+    let gib = 1u64 << 30;
+    free_space(path).map_or(gib, |f| gib.min(f / 10))
 }
 
 /// Free bytes of the file system holding `path`.

@@ -713,6 +713,24 @@ pub fn stamp(path: &Path) -> Option<FileStamp> {
     Some((m.len(), m.modified().ok()?))
 }
 
+/// Whether two readers give the same bytes to their ends (read in 64 KiB blocks; any read
+/// error counts as different).
+pub fn same_content(mut a: impl std::io::Read, mut b: impl std::io::Read) -> bool {
+    let (mut x, mut y) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
+    loop {
+        let n = match a.read(&mut x) {
+            Ok(n) => n,
+            Err(_) => return false,
+        };
+        if b.read_exact(&mut y[..n]).is_err() || x[..n] != y[..n] {
+            return false;
+        }
+        if n == 0 {
+            return b.read(&mut y[..1]).is_ok_and(|m| m == 0);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -494,24 +494,12 @@ fn resolves_inside(root: &Path, to: &Path) -> bool {
 /// Whether the layer's file `name` and the workspace's hold the same bytes (both read in
 /// blocks; any error counts as different).
 fn same_bytes(up: &Dir, ws: &Dir, name: &OsStr) -> bool {
-    let (Ok(mut a), Ok(mut b)) = (
+    match (
         up.open_file(name, libc::O_RDONLY, 0),
         ws.open_file(name, libc::O_RDONLY, 0),
-    ) else {
-        return false;
-    };
-    let (mut x, mut y) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
-    loop {
-        let n = match a.read(&mut x) {
-            Ok(n) => n,
-            Err(_) => return false,
-        };
-        if b.read_exact(&mut y[..n]).is_err() || x[..n] != y[..n] {
-            return false;
-        }
-        if n == 0 {
-            return b.read(&mut y[..1]).is_ok_and(|m| m == 0);
-        }
+    ) {
+        (Ok(a), Ok(b)) => crate::store::fsutil::same_content(a, b),
+        _ => false,
     }
 }
 
