@@ -300,7 +300,7 @@ impl From<ConfigError> for String {
 
 /// The message shown when no provider is configured.
 pub const NO_PROVIDER: &str = "no model provider configured.
-Set one of:
+Run `tern setup` to choose one and save it (~/.config/tern/config.json), or set one of:
   OPENAI_API_KEY (and optionally OPENAI_BASE_URL) for OpenAI or any OpenAI-compatible server
     (DeepSeek, OpenRouter, vLLM, llama.cpp, Ollama: OPENAI_BASE_URL=http://127.0.0.1:8080/v1 needs no key)
   ANTHROPIC_API_KEY (and optionally ANTHROPIC_BASE_URL) for Anthropic
