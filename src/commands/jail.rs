@@ -489,6 +489,7 @@ fn recover(base: &Path, floor: crate::policy::DiskFloor, record: Option<u64>) ->
 
 /// Debug builds only: when set, the workspace's layer is set up so the kernel refuses it
 /// (its work folder on another file system), so the fallback to the bind walls can be tested.
+#[cfg(debug_assertions)]
 pub const FAKE_NO_LAYER_ENV: &str = "TERN_SANDBOX_FAKE_NO_LAYER";
 
 /// Where layers live when the session has no state folder: a folder of the person's own on a
