@@ -298,7 +298,26 @@ pub struct Loaded {
 /// Reads `path`: None when absent. Errors name the file: unreadable, not JSON, an unknown field,
 /// a key in a file others can read, any key in the project's file.
 pub fn read(path: &Path, project: bool) -> Result<Option<FileConfig>, ConfigError> {
-    // Not blocking on a FIFO; a config file is small, 1 MiB is far past any real one.
+    // A link to nothing is a mistake to name, not "no config" (issue 46).
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
+        && std::fs::metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+    {
+        let to = std::fs::read_link(path)
+            .map(|t| t.display().to_string())
+            .unwrap_or_default();
+        return Err(ConfigError::File(format!(
+            "{} is a link to {to}, which does not exist: point it at your config or remove it",
+            path.display()
+        )));
+    }
+    // Not blocking on a FIFO; a config file is small, 1 MiB is far past any real one: a bigger
+    // one is named, never cut and misread.
+    if std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() > 1 << 20) {
+        return Err(ConfigError::File(format!(
+            "{} is larger than 1 MiB: a config file is a few lines (is it the right file?)",
+            path.display()
+        )));
+    }
     let text = match crate::store::fsutil::read_regular(path, 1 << 20).and_then(|b| {
         b.map(|b| String::from_utf8(b).map_err(|_| std::io::Error::other("not valid UTF-8")))
             .transpose()

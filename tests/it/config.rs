@@ -551,3 +551,31 @@ fn status_shows_every_setting_with_its_source_flags_included() {
     assert_eq!(line(&out.stdout, "approval "), "approval auto flag");
     assert_eq!(line(&out.stdout, "sandbox "), "sandbox read-only flag");
 }
+
+/// Issue 46: a config file over 1 MiB is named (it was cut and misread: "EOF while parsing …
+/// column 1048576"), and a link to a config that does not exist is named, not taken for no
+/// config; the no-provider message names `tern setup`.
+#[test]
+fn a_huge_config_and_a_dangling_link_are_named_and_no_provider_names_setup() {
+    let ws = Ws::new();
+    let path = config_path(&ws);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let out = run(tern(&ws, &["exec", "go"]), "");
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("tern setup"), "{}", out.stderr);
+    let big = format!("{{\"model\": \"m\", \"x\": \"{}\"}}", "a".repeat(1 << 20));
+    std::fs::write(&path, big).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let out = run(tern(&ws, &["status"]), "");
+    assert_ne!(out.code, Some(0), "{out:?}");
+    assert!(out.stderr.contains("larger than 1 MiB"), "{}", out.stderr);
+    std::fs::remove_file(&path).unwrap();
+    std::os::unix::fs::symlink(ws.path().join("nowhere.json"), &path).unwrap();
+    let out = run(tern(&ws, &["status"]), "");
+    assert_ne!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stderr.contains("which does not exist") && out.stderr.contains("nowhere.json"),
+        "{}",
+        out.stderr
+    );
+}
