@@ -358,18 +358,47 @@ impl Runtime {
     ) -> Result<String, ToolError> {
         let io = |e: std::io::Error| ToolError::Failed(e.to_string());
         let lock = self.session.lock().map_err(io)?;
-        let ledger: Ledger = self
-            .session
-            .read_json(files::LEDGER)
-            .map_err(|e| {
-                ToolError::Failed(format!(
-                    "the ledger cannot be read ({e}); fix or delete ledger.json"
-                ))
-            })?
-            .unwrap_or_default();
+        // A damaged ledger (not JSON, not a ledger) is kept in the archive and started anew,
+        // said to the model and the person: nobody else can fix it (the session folder is
+        // read-only to commands), and the work must go on (issue 46).
+        let mut anew = None;
+        let ledger: Ledger = match self.session.read_json(files::LEDGER) {
+            Ok(l) => l.unwrap_or_default(),
+            Err(e) => {
+                let text = self.session.read_text(files::LEDGER).ok().flatten();
+                let kept = self
+                    .session
+                    .write_archive_locked(&lock, "ledger", "json", &text.unwrap_or_default())
+                    .map_err(|w| {
+                        ToolError::Failed(format!(
+                            "the ledger cannot be read ({e}), and could not be kept aside ({w}); fix or delete ledger.json"
+                        ))
+                    })?;
+                let said = format!(
+                    "ledger.json could not be read ({e}): it is kept at {} and the ledger starts anew",
+                    kept.display()
+                );
+                // Said once the lock is let go (an event takes it too).
+                anew = Some(said);
+                Ledger::default()
+            }
+        };
+        let with_note = |reply: String| match &anew {
+            Some(said) => format!("{reply}\n[tern: {said}]"),
+            None => reply,
+        };
         if name == "todo_list" {
+            if anew.is_some() {
+                self.session
+                    .write_json_locked(&lock, files::LEDGER, &ledger)
+                    .map_err(|e| ToolError::Failed(format!("could not save the ledger: {e}")))?;
+            }
+            drop(lock);
+            if let Some(said) = &anew {
+                self.emit(ui, Event::warning(said.clone()));
+            }
             // Reads only: the rendered To-do body, the same bytes as the work-state block's.
-            return Ok(work::todo_list(&ledger));
+            return Ok(with_note(work::todo_list(&ledger)));
         }
         let mut plan =
             super::plan::plan_file(&self.session).map_err(|e| ToolError::Failed(e.to_string()))?;
@@ -383,7 +412,7 @@ impl Runtime {
         .map_err(|e| ToolError::Arguments(e.into()))?;
         // Any accepted write counts (the reply names the new revision).
         let changed = applied.ledger != ledger;
-        if changed {
+        if changed || anew.is_some() {
             self.session
                 .write_json_locked(&lock, files::LEDGER, &applied.ledger)
                 .map_err(|e| ToolError::Failed(format!("could not save the ledger: {e}")))?;
@@ -400,6 +429,9 @@ impl Runtime {
             None
         };
         drop(lock);
+        if let Some(said) = &anew {
+            self.emit(ui, Event::warning(said.clone()));
+        }
         if changed {
             let l = &applied.ledger;
             let in_progress = l.in_progress().map(|(_, i)| ActiveItem {
@@ -419,7 +451,7 @@ impl Runtime {
         if let Some(t) = transition {
             self.emit(ui, super::plan::transition_event(&t));
         }
-        Ok(applied.reply)
+        Ok(with_note(applied.reply))
     }
 
     fn tool_strategy(&mut self, args: &serde_json::Value) -> Result<String, ToolError> {

@@ -1273,3 +1273,47 @@ fn a_non_utf8_draft_is_reported_not_fatal() {
         b"1. step \xff\xfe\n"
     );
 }
+
+/// Issue 46: a damaged `ledger.json` is kept in the archive and the ledger starts anew, said to
+/// the model (in the tool's result) and the person (a warning); the next call finds a good file.
+#[test]
+fn a_damaged_ledger_is_kept_aside_and_started_anew() {
+    let w = Wire::OpenAi;
+    let ws = WireWs::new(
+        w,
+        vec![
+            text(w, "ok"),
+            call(
+                w,
+                "w1",
+                "work_update",
+                json!({"todos": [todo("1", "one", "in_progress")]}),
+            ),
+            text(w, "done"),
+        ],
+    );
+    ws.ok(&["exec", "first"]);
+    std::fs::write(ws.path("ledger.json"), "{not a ledger").unwrap();
+    ws.ok(&["exec", "--continue", "second"]);
+    let archived: Vec<_> = std::fs::read_dir(ws.path("archive"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("ledger-"))
+        .collect();
+    assert_eq!(archived.len(), 1);
+    assert_eq!(
+        std::fs::read_to_string(archived[0].path()).unwrap(),
+        "{not a ledger"
+    );
+    let ledger: Value = serde_json::from_str(&ws.read("ledger.json")).unwrap();
+    assert_eq!(ledger["items"][0]["content"], "one", "{ledger}");
+    let events = ws.events();
+    assert!(
+        events.iter().any(|e| e["type"] == "warning"
+            && e["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("ledger.json could not be read")),
+        "{events:?}"
+    );
+}

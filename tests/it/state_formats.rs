@@ -459,8 +459,10 @@ fn examples_match_the_documented_formats() {
     // the checkpoint size limit writes checkpoint-notes.jsonl (tests/it/checkpoints.rs); only a
     // change that replaces or removes a file keeps one in door-record/ (tests/it/checkpoints.rs
     // reads it).
-    const CRASH_ONLY: [&str; 8] = [
+    const CRASH_ONLY: [&str; 9] = [
         "door-record/*",
+        // Only a damaged ledger.json is kept there (tests/it/lifecycle.rs).
+        "archive/ledger-NNNN.json",
         "archive/events-NNNN.jsonl",
         "report.md",
         "agents/*",
