@@ -149,6 +149,10 @@ impl fmt::Display for CheckReport {
                 "the sandbox works on this machine"
             } else if self.landlock_missing.is_some() {
                 "no sandbox on this machine"
+            } else if self.workspace_note.is_some() {
+                // The folder, not the machine (issue 46): what fails here is what this folder
+                // shares with everyone (see the note).
+                "a check failed because of this folder (see the note), not the machine: run `tern sandbox check` in a project folder to check the machine"
             } else {
                 "the sandbox does NOT work as documented on this machine"
             }

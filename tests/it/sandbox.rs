@@ -1445,3 +1445,20 @@ mod through_exec {
         assert_eq!(ws.json("meta.json")["sandbox"]["enforced"], false);
     }
 }
+
+/// Issue 46: `tern sandbox check` run in `/tmp` (a folder shared with every program) fails a
+/// test because of the folder, and says so instead of blaming the machine.
+#[test]
+fn the_check_in_a_shared_folder_blames_the_folder_not_the_machine() {
+    let home = tempfile::tempdir().unwrap();
+    let mut c = crate::support::cli::tern_clean(home.path());
+    c.current_dir("/tmp").args(["sandbox", "check"]);
+    let out = crate::support::cli::run_within(c, None, Duration::from_secs(120)).output();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("this workspace is /tmp"), "{text}");
+    let last = text.lines().last().unwrap_or("");
+    assert!(
+        !last.contains("does NOT work as documented on this machine"),
+        "{last}"
+    );
+}
