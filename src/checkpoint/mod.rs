@@ -13,7 +13,7 @@
 //!   any turn; its first request repeats the original's bytes. [`rewind`] = fork + restore.
 //!
 //! The one door into the runtime is `Runtime::checkpoint` (src/runtime/checkpoints.rs), called
-//! at three moments ([`Moment`]); it drives a [`Tracker`]. The store lives under the state folder, which the jail makes read-only
+//! at the moments of [`Moment`]; it drives a [`Tracker`]. The store lives under the state folder, which the jail makes read-only
 //! to commands.
 
 pub mod git;
@@ -122,6 +122,9 @@ pub enum Moment {
     TurnStart,
     /// A command (bash, or a sub-agent) is about to run: the turn's checkpoint, once.
     BeforeCommand,
+    /// Sub-agents are about to run (they run commands of their own, through their own jails
+    /// and doors): the turn's checkpoint, once, without starting this runtime's jail.
+    BeforeAgents,
 }
 
 /// The runtime's checkpoint state.

@@ -549,18 +549,18 @@ impl Record {
 
     /// The turns undone now: those of each finished undo group no finished redo reversed.
     pub fn undone(&self) -> BTreeSet<u32> {
+        let groups = self.finished_groups();
         let mut out = BTreeSet::new();
-        for (g, turns, redo_of) in self.finished_groups() {
+        for (_, turns, redo_of) in &groups {
             match redo_of {
-                None => out.extend(turns),
+                None => out.extend(turns.iter().copied()),
+                // A redo gives back the turns of the undo it reverses.
                 Some(of) => {
-                    if let Some((_, t, _)) = self.finished_groups().into_iter().find(|x| x.0 == of)
-                    {
-                        for x in t {
-                            out.remove(&x);
+                    if let Some((_, undone, _)) = groups.iter().find(|x| x.0 == *of) {
+                        for t in undone {
+                            out.remove(t);
                         }
                     }
-                    let _ = g;
                 }
             }
         }

@@ -1,5 +1,5 @@
 //! The checkpoint door (src/checkpoint): the one place the runtime passes through it, at three
-//! moments ([`Moment`]): the session opened, a turn began, a command is about to run. Never
+//! moments ([`Moment`]): the session opened, a turn began, a command or sub-agents are about to run. Never
 //! fails a turn: what the checkpoint room says becomes `warning` events.
 
 use super::{Runtime, Surface};
@@ -24,11 +24,13 @@ impl Runtime {
                 let n = self.prefix.history.len();
                 self.checkpoints.turn_started(&self.session, n)
             }
-            Moment::BeforeCommand => {
-                // Through the door, its record is the checkpoint: asked once a turn (it may
-                // start the jail the command needs anyway).
+            Moment::BeforeCommand | Moment::BeforeAgents => {
+                // Through the door, its record is the checkpoint: asked once a turn. A command
+                // starts the jail it needs anyway, so the kernel's answer on the layer is known
+                // first; sub-agents use jails of their own, so this one is not started for them.
+                let start = moment == Moment::BeforeCommand;
                 let door = self.checkpoints.records_now()
-                    && self.commands.through_door(&self.session, true);
+                    && self.commands.through_door(&self.session, start);
                 if self.checkpoints.records_now() && !door {
                     ui.progress("recording the workspace for undo…");
                 }

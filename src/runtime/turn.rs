@@ -338,9 +338,11 @@ impl Runtime {
         let at = self.inflight_at();
         let mut pending = calls.into_iter().peekable();
         while let Some(c) = pending.next() {
-            if matches!(c.call.name.as_str(), "bash" | crate::tools::agent::NAME) {
-                // The workspace as it is before the turn's first command (once per turn).
+            // The workspace as it is before the turn's first command (once per turn).
+            if c.call.name == "bash" {
                 self.checkpoint(crate::checkpoint::Moment::BeforeCommand, ui);
+            } else if c.call.name == crate::tools::agent::NAME {
+                self.checkpoint(crate::checkpoint::Moment::BeforeAgents, ui);
             }
             if c.call.name == crate::tools::agent::NAME && !self.cancelled() {
                 // Consecutive agent calls run at once; their results are stored in call order.
