@@ -1,6 +1,6 @@
-//! The checkpoint door (src/checkpoint): the one place the runtime passes through it, at three
-//! moments ([`Moment`]): the session opened, a turn began, a command or sub-agents are about to run. Never
-//! fails a turn: what the checkpoint room says becomes `warning` events.
+//! The checkpoint door (src/checkpoint): the one place the runtime passes through it, at the
+//! moments of [`Moment`]: the session opened, a turn began, a command or sub-agents are about to
+//! run. Never fails a turn: what the checkpoint room says becomes `warning` events.
 
 use super::{Runtime, Surface};
 use crate::checkpoint::Moment;
