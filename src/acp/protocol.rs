@@ -646,6 +646,7 @@ pub fn mcp_servers(list: &[Value]) -> (Vec<crate::mcp::Server>, Vec<String>) {
             transport,
             source: Source::Editor,
             timeouts: Default::default(),
+            jail: None,
         });
     }
     (ok, refused)

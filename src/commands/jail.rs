@@ -351,7 +351,7 @@ impl LayerRoom {
             return None;
         }
         self.dirs.remove();
-        self.dirs.started += 1;
+        self.dirs.started = next_number();
         // The state folder first: on the workspace's file system (what a command writes is
         // counted where the door will write it), swept with tern's other folders, and hidden
         // in the jail (the state folder is read-only there, and overlayfs refuses to show a
@@ -566,7 +566,7 @@ impl Pins {
 /// ([`shadow_base`]) or else `<state folder>/jail`.
 #[derive(Debug, Default)]
 struct Shadows {
-    /// Jails started so far.
+    /// The number of the last folder made ([`next_number`]).
     started: u32,
     /// The running jail's folder.
     dir: Option<PathBuf>,
@@ -578,7 +578,7 @@ impl Shadows {
     /// file system of the person's and no state folder).
     fn next(&mut self, state_root: Option<&Path>) -> Option<PathBuf> {
         self.remove();
-        self.started += 1;
+        self.started = next_number();
         let base = shadow_base().or_else(|| Some(state_root?.join("jail")))?;
         sweep(&base);
         let d = base.join(folder_name(std::process::id(), self.started));
@@ -593,6 +593,13 @@ impl Shadows {
             remove_tree(&d);
         }
     }
+}
+
+/// The next folder number of this process: one count for every keeper (the commands' jail
+/// and each MCP server's), so two keepers never share a folder.
+fn next_number() -> u32 {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// The shadow folder of the `n`th jail of process `pid` (pure).
@@ -726,7 +733,8 @@ mod tests {
         assert!(first.is_dir());
         let second = s.next(Some(d.path())).unwrap();
         assert!(second.is_dir() && !first.exists(), "{first:?} {second:?}");
-        assert!(second.ends_with(folder_name(std::process::id(), 2)));
+        assert!(second.ends_with(folder_name(std::process::id(), s.started)));
+        assert_ne!(first, second);
         s.remove();
         assert!(!second.exists());
     }

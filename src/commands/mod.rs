@@ -16,6 +16,7 @@
 mod disk;
 mod guard;
 mod jail;
+mod servers;
 
 use std::ffi::OsString;
 use std::fmt;
@@ -31,6 +32,8 @@ use crate::sandbox::TempFolder;
 use crate::sandbox::jail::{Jail, Reach};
 use crate::store::{Session, files};
 use crate::tools::bash::{self, BashOutcome};
+
+pub use servers::{JailedServer, ServerIo, ServerJails};
 
 pub use disk::LowDisk;
 pub use guard::{GuardReport, Site};
@@ -357,32 +360,12 @@ impl Commands {
             .jail
             .get(&self.rules, session, tmp.as_deref(), &self.groups)
             .map_err(|e| NotRun::Refused(format!("not run: {e}")))?;
-        let policy = crate::sandbox::Policy {
-            mode: self.rules.mode,
-            workspace: self.rules.workspace.clone(),
-            no_network: self.rules.no_network,
-            // In the jail the network namespace holds it, and loopback inside still works.
-            network_in_namespace: jail.is_some(),
-            add_dirs: self
-                .rules
-                .reach
-                .add_dirs
-                .iter()
-                .cloned()
-                // In the jail the repositories are their shadows (the copies tern wrote) and the
-                // real data folders bound in them: Landlock's second layer lets git write there.
-                .chain(jail.iter().flat_map(|j| {
-                    let s = j.spec();
-                    s.git_shadows
-                        .iter()
-                        .map(|(_, copy)| copy.clone())
-                        .chain(s.git_data.iter().cloned())
-                        .collect::<Vec<_>>()
-                }))
-                .collect(),
-            draft_file: Some(session.path(files::DRAFT)),
-            tmpdir: tmp,
-        };
+        let policy = policy_of(
+            &self.rules,
+            jail.as_deref(),
+            Some(session.path(files::DRAFT)),
+            tmp,
+        );
         let prepared = crate::sandbox::prepare(&policy)
             .map_err(|e| NotRun::Refused(format!("not run: {e}")))?;
         Ok((jail, prepared))
@@ -544,6 +527,13 @@ impl Commands {
         self.sandbox_for(session).is_ok() && self.jail.has_doors()
     }
 
+    /// Jails for the session's MCP servers under these rules (None where commands have no
+    /// jail: danger-full-access, `--no-jail`, a kernel that refused it).
+    pub fn server_jails(&self, session: &Session) -> Option<ServerJails> {
+        self.jail_available()
+            .then(|| ServerJails::new(&self.rules, session, self.groups.clone()))
+    }
+
     /// Whether commands run in a jail here (a sandboxed mode, the jail not turned off and not
     /// refused by the kernel): where a hook that runs workspace code runs by default.
     pub fn jail_available(&self) -> bool {
@@ -568,6 +558,42 @@ impl Commands {
         if self.tmp.as_ref().is_some_and(|t| t.clear().is_err()) {
             self.tmp = None;
         }
+    }
+}
+
+/// The Landlock policy of one call under `rules` (the model's commands, a hook or an MCP server
+/// in a jail): the workspace and `--add-dir`s by mode, the private `tmp`, the writable `draft`
+/// file, and in `jail` its repositories' shadows and git data folders.
+fn policy_of(
+    rules: &Rules,
+    jail: Option<&Jail>,
+    draft: Option<PathBuf>,
+    tmp: Option<PathBuf>,
+) -> crate::sandbox::Policy {
+    crate::sandbox::Policy {
+        mode: rules.mode,
+        workspace: rules.workspace.clone(),
+        no_network: rules.no_network,
+        // In the jail the network namespace holds it, and loopback inside still works.
+        network_in_namespace: jail.is_some(),
+        add_dirs: rules
+            .reach
+            .add_dirs
+            .iter()
+            .cloned()
+            // In the jail the repositories are their shadows (the copies tern wrote) and the
+            // real data folders bound in them: Landlock's second layer lets git write there.
+            .chain(jail.iter().flat_map(|j| {
+                let s = j.spec();
+                s.git_shadows
+                    .iter()
+                    .map(|(_, copy)| copy.clone())
+                    .chain(s.git_data.iter().cloned())
+                    .collect::<Vec<_>>()
+            }))
+            .collect(),
+        draft_file: draft,
+        tmpdir: tmp,
     }
 }
 

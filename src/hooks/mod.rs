@@ -257,8 +257,11 @@ impl Handler {
     ) {
         let scan = covered::scan(&self.command, workspace);
         self.opaque = scan.opaque;
-        let workspace_code =
-            scan.ran.iter().any(|p| commands_can_write(p, workspace)) || self.opaque.is_some();
+        let workspace_code = scan
+            .ran
+            .iter()
+            .any(|p| crate::trust::covered::commands_can_write(p, workspace))
+            || self.opaque.is_some();
         self.jail = self.jail_asked.unwrap_or(workspace_code);
         self.covered = scan
             .named
@@ -669,27 +672,6 @@ fn flag(h: &Value, key: &str, place: &str, errors: &mut Vec<String>) -> Option<b
             None
         }
     }
-}
-
-/// Whether the jail's commands can write `p` (a file a hook names): inside the workspace and not
-/// in what the jail shows read-only or hides there — the state folder, tern's config, a home
-/// folder the workspace holds (DESIGN §10). Such a hook runs workspace code.
-fn commands_can_write(p: &Path, workspace: &Path) -> bool {
-    let var = |k: &str| {
-        std::env::var_os(k)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    let home = var("HOME");
-    let config = var("XDG_CONFIG_HOME")
-        .or_else(|| home.as_ref().map(|h| h.join(".config")))
-        .map(|c| c.join("tern"));
-    let shielded = [
-        Some(workspace.join(".tern")),
-        config,
-        home.filter(|h| h.starts_with(workspace) && h != workspace),
-    ];
-    p.starts_with(workspace) && !shielded.iter().flatten().any(|s| p.starts_with(s))
 }
 
 /// A file's bytes, None when it does not exist; refused over [`MAX_FILE_BYTES`] or when it is a

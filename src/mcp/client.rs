@@ -63,6 +63,10 @@ pub struct Options {
     pub logs: Option<PathBuf>,
     /// The registry server process groups go in (killed at tern's emergency exit).
     pub groups: Option<Arc<crate::procs::ProcessGroups>>,
+    /// The jails stdio servers that run workspace code start in (a session whose commands
+    /// run in a jail; issue 42). None: every server runs as tern's own child, and one whose
+    /// entry says `"jail": true` is refused.
+    pub jails: Option<Arc<crate::commands::ServerJails>>,
 }
 
 impl Options {
@@ -81,6 +85,7 @@ impl Options {
             cwd,
             logs: None,
             groups: None,
+            jails: None,
         }
     }
 }
@@ -215,11 +220,36 @@ impl Client {
                 &self.opts.cwd,
                 self.log_path().as_deref(),
                 self.opts.groups.as_ref(),
+                self.place()?,
             )
             .map(|l| Box::new(l) as Box<dyn Link>)
             .map_err(|e| self.fail(&e)),
             Transport::Http { url, headers } => Ok(Box::new(HttpLink::new(url, headers))),
         }
+    }
+
+    /// Where this stdio server runs: in a jail of its own when its entry asks (`"jail": true`)
+    /// or, unless it says `"jail": false`, when it runs workspace code and the session has
+    /// jails. Errors: it asks for a jail and there is none.
+    fn place(&self) -> Result<super::transport::Place<'_>, McpError> {
+        let jails = self.opts.jails.as_deref();
+        let jailed = match self.server.jail {
+            Some(false) => false,
+            Some(true) => true,
+            None => jails.is_some() && self.server.runs_workspace_code(&self.opts.cwd),
+        };
+        match (jailed, jails) {
+            (false, _) => Ok(None),
+            (true, Some(j)) => Ok(Some((j, self.server.name.as_str()))),
+            (true, None) => Err(self.fail(
+                "its entry asks to run in a jail (\"jail\": true) and this session has none (--sandbox danger-full-access, --no-jail, or `tern mcp` outside a session): not started",
+            )),
+        }
+    }
+
+    /// Whether this server runs in a jail of its own (see [`Client::place`]).
+    pub fn jailed(&self) -> bool {
+        matches!(self.place(), Ok(Some(_)))
     }
 
     /// Opens the connection if it is not open (or the server died: started again once).

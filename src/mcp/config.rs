@@ -75,6 +75,10 @@ pub struct Server {
     pub source: Source,
     /// Its own limits, when its entry sets them (else `MCP_TIMEOUT` / `MCP_TOOL_TIMEOUT`).
     pub timeouts: Timeouts,
+    /// `"jail"` as its entry gives it (issue 42): `true` runs a stdio server in a jail of its
+    /// own, `false` outside; None: in one exactly when it runs workspace code
+    /// ([`Server::runs_workspace_code`]) and the session's commands have a jail.
+    pub jail: Option<bool>,
 }
 
 /// A server entry's own time limits, named as Codex CLI's config names them
@@ -116,6 +120,23 @@ fn timeouts_of(entry: &Value) -> Result<Timeouts, String> {
 }
 
 impl Server {
+    /// Whether this stdio server runs a file the session's commands can write: its program, the
+    /// script an interpreter is given, a script named by its extension, or a runner whose code
+    /// tern cannot name (`npm run`, `make`: `covered::Scan::opaque`). Such a server runs in a
+    /// jail by default: a command that rewrote the file (or put `json.py` beside it) gains
+    /// nothing by it. An HTTP server runs nothing here.
+    pub fn runs_workspace_code(&self, workspace: &Path) -> bool {
+        let Transport::Stdio { command, args, .. } = &self.transport else {
+            return false;
+        };
+        let scan = covered::scan(&command_line(command, args), workspace);
+        scan.opaque.is_some()
+            || scan
+                .ran
+                .iter()
+                .any(|p| covered::commands_can_write(p, workspace))
+    }
+
     /// `stdio` or `http`.
     pub fn kind(&self) -> &'static str {
         match self.transport {
@@ -319,18 +340,22 @@ pub fn covered_hashes(
     let mut out = std::collections::BTreeMap::new();
     for s in servers {
         if let Transport::Stdio { command, args, .. } = &s.transport {
-            let line = std::iter::once(command.as_str())
-                .chain(args.iter().map(String::as_str))
-                .map(shell_word)
-                .collect::<Vec<_>>()
-                .join(" ");
-            for p in covered::scan(&line, workspace).named {
+            for p in covered::scan(&command_line(command, args), workspace).named {
                 let sha = file_sha(&p);
                 out.insert(p.display().to_string(), sha);
             }
         }
     }
     out
+}
+
+/// A stdio server's command and arguments as one line for the covered-file scan.
+fn command_line(command: &str, args: &[String]) -> String {
+    std::iter::once(command)
+        .chain(args.iter().map(String::as_str))
+        .map(shell_word)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// `w` quoted for the covered-file scan when it holds a space.
@@ -389,12 +414,18 @@ pub fn parse(
             ));
             continue;
         }
-        match entry_of(entry, env).and_then(|t| Ok((t, timeouts_of(entry)?))) {
-            Ok((transport, timeouts)) => out.push(Server {
+        let jail = match entry.get("jail") {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(_) => Err("jail is true or false".to_string()),
+        };
+        match entry_of(entry, env).and_then(|t| Ok((t, timeouts_of(entry)?, jail?))) {
+            Ok((transport, timeouts, jail)) => out.push(Server {
                 name: name.clone(),
                 transport,
                 source: source.clone(),
                 timeouts,
+                jail,
             }),
             Err(why) => broken.push(bad(name, why)),
         }
@@ -552,14 +583,24 @@ pub fn trust(files: &Files, env: &Vars) -> Result<String, String> {
     .map_err(|e| e.to_string())?
     .sha;
     let mut receipt = format!(
-        "trusted {} (sha256 {sha}); any change to it needs `tern mcp trust` again. Its servers (they run outside the jail, with your rights):",
+        "trusted {} (sha256 {sha}); any change to it needs `tern mcp trust` again. Its servers (a stdio server that runs workspace code starts in a jail of its own, with the model's rights, where the session's commands have one; the others run with your rights):",
         files.project.display()
     );
     for s in &servers {
         match &s.transport {
             Transport::Stdio { command, args, .. } => {
+                let place = match s.jail {
+                    Some(false) => {
+                        " [\"jail\": false: runs outside the jail with your rights, whatever a command wrote in the workspace]"
+                    }
+                    Some(true) => " [\"jail\": true: always in a jail of its own]",
+                    None if s.runs_workspace_code(&files.workspace) => {
+                        " [runs workspace code: in a jail of its own]"
+                    }
+                    None => " [runs with your rights]",
+                };
                 receipt.push_str(&format!(
-                    "\n  {} (stdio): {command} {}",
+                    "\n  {} (stdio): {command} {}{place}",
                     s.name,
                     args.join(" ")
                 ));
@@ -730,6 +771,7 @@ mod tests {
             },
             source: Source::Editor,
             timeouts: Timeouts::default(),
+            jail: None,
         };
         let s = files.load(&e, std::slice::from_ref(&ed));
         assert_eq!(s.list, vec![ed]);

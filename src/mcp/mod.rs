@@ -556,6 +556,13 @@ impl Hub {
         for n in notes {
             reply.stderr.insert_str(0, &format!("tern: {n}\n"));
         }
+        // What a server in a jail of its own wrote reaches the workspace through its door now;
+        // the model reads what the door held back, as after its own commands (issue 42).
+        if let Some(said) = self.opts.jails.as_ref().and_then(|j| j.pass(server)) {
+            reply
+                .stderr
+                .push_str(&format!("tern: {}\n", said.trim_end()));
+        }
         finish(&mut reply, &arguments, result.as_ref().ok());
         reply
     }
@@ -589,6 +596,16 @@ impl Hub {
         }
     }
 
+    /// The files a person's tools run on their own that the doors of the servers' jails
+    /// applied since the last call (a turn's end), relative to the workspace.
+    pub fn take_listed(&self) -> Vec<PathBuf> {
+        self.opts
+            .jails
+            .as_ref()
+            .map(|j| j.take_listed())
+            .unwrap_or_default()
+    }
+
     /// Stops every server this hub started. A server busy with a call is not waited for: its
     /// process group is in the registry tern kills at exit, and it sees its stdin close when
     /// tern leaves.
@@ -603,6 +620,10 @@ impl Hub {
             if let Some(mut g) = slot {
                 g.client.close();
             }
+        }
+        // The servers' jails go, each after its door's last pass.
+        if let Some(j) = &self.opts.jails {
+            j.end();
         }
     }
 }

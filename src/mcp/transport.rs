@@ -8,8 +8,10 @@
 
 use super::McpError;
 use std::io::{BufRead, Read, Write};
+use std::io::{PipeReader, PipeWriter};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -144,12 +146,38 @@ impl Router {
 }
 
 /// The server's stdin, shared by the requests and the thread that answers its own requests.
-type Input = Arc<Mutex<Option<ChildStdin>>>;
+type Input = Arc<Mutex<Option<PipeWriter>>>;
+
+/// A stdio server's process: tern's own child, or one started in a jail of its own.
+enum Proc {
+    Host { child: Child, pgid: i32 },
+    Jailed(crate::commands::JailedServer),
+}
+
+impl Proc {
+    /// Its exit status once it exited (never blocks).
+    fn try_wait(&mut self) -> Option<ExitStatus> {
+        match self {
+            Proc::Host { child, .. } => child.try_wait().ok().flatten(),
+            Proc::Jailed(j) => j.try_wait(),
+        }
+    }
+
+    /// Sends `sig` to its process group.
+    fn signal(&self, sig: i32) {
+        match self {
+            Proc::Host { pgid, .. } => crate::child::signal_group(*pgid, sig),
+            Proc::Jailed(j) => j.signal_group(sig),
+        }
+    }
+}
+
+/// Where a stdio server runs: `Some((jails, server))` in a jail of its own (issue 42).
+pub type Place<'a> = Option<(&'a crate::commands::ServerJails, &'a str)>;
 
 /// A server process speaking JSON-RPC on stdio.
 pub struct StdioLink {
-    child: Child,
-    pgid: i32,
+    proc: Proc,
     stdin: Input,
     router: Arc<Mutex<Router>>,
     log: Option<PathBuf>,
@@ -256,7 +284,8 @@ impl StdioPending {
 impl StdioLink {
     /// Starts `command args` in `cwd` with tern's environment plus `env`, in a process group of
     /// its own (registered in `groups`, so tern's emergency exit kills it), its stderr appended
-    /// to `log` (None: discarded).
+    /// to `log` (None: discarded). With `place`, in the server's own jail instead
+    /// ([`crate::commands::ServerJails::spawn`]: the jail's process group is registered there).
     ///
     /// Errors: the program could not start (named).
     pub fn start(
@@ -266,41 +295,64 @@ impl StdioLink {
         cwd: &Path,
         log: Option<&Path>,
         groups: Option<&std::sync::Arc<crate::procs::ProcessGroups>>,
+        place: Place<'_>,
     ) -> Result<StdioLink, McpError> {
-        let stderr = match log {
-            Some(p) => {
-                if let Some(dir) = p.parent() {
-                    let _ = std::fs::create_dir_all(dir);
-                }
-                match crate::store::fsutil::open_append(p) {
-                    Ok(f) => Stdio::from(f),
-                    Err(_) => Stdio::null(),
-                }
+        let log_file = log.and_then(|p| {
+            if let Some(dir) = p.parent() {
+                let _ = std::fs::create_dir_all(dir);
             }
-            None => Stdio::null(),
+            crate::store::fsutil::open_append(p).ok()
+        });
+        let cant = |e: std::io::Error| McpError::Start(format!("could not start {command}: {e}"));
+        let (proc, stdin, stdout, registered) = if let Some((jails, server)) = place {
+            let (in_r, in_w) = std::io::pipe().map_err(cant)?;
+            let (out_r, out_w) = std::io::pipe().map_err(cant)?;
+            let null;
+            let err_fd = match &log_file {
+                Some(f) => f.as_raw_fd(),
+                None => {
+                    null = std::fs::File::create("/dev/null").map_err(cant)?;
+                    null.as_raw_fd()
+                }
+            };
+            let io = crate::commands::ServerIo {
+                stdin: in_r.as_raw_fd(),
+                stdout: out_w.as_raw_fd(),
+                stderr: err_fd,
+            };
+            let j = jails
+                .spawn(server, command, args, env, io)
+                .map_err(|e| McpError::Start(format!("could not start {command}: {e}")))?;
+            // Our copies of its ends: its output ends when it does.
+            drop((in_r, out_w));
+            (Proc::Jailed(j), in_w, out_r, None)
+        } else {
+            let mut cmd = Command::new(command);
+            cmd.args(args)
+                .envs(env.iter().map(|(k, v)| (k, v)))
+                .current_dir(cwd)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(log_file.map_or_else(Stdio::null, Stdio::from));
+            // Its own process group, so closing it kills what it started too. No PDEATHSIG:
+            // that fires when the *thread* that started it ends, and servers outlive the call
+            // that started them; a server whose tern died sees its stdin close.
+            std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+            let mut child = cmd.spawn().map_err(cant)?;
+            let pgid = i32::try_from(child.id()).unwrap_or(i32::MAX);
+            let registered = groups.map(|g| crate::procs::ProcessGroups::register_owned(g, pgid));
+            let (Some(i), Some(o)) = (child.stdin.take(), child.stdout.take()) else {
+                return Err(McpError::Start(format!(
+                    "could not read {command}'s output"
+                )));
+            };
+            let (i, o) = (
+                PipeWriter::from(OwnedFd::from(i)),
+                PipeReader::from(OwnedFd::from(o)),
+            );
+            (Proc::Host { child, pgid }, i, o, registered)
         };
-        let mut cmd = Command::new(command);
-        cmd.args(args)
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .current_dir(cwd)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(stderr);
-        // Its own process group, so closing it kills what it started too. No PDEATHSIG: that
-        // fires when the *thread* that started it ends, and servers outlive the call that
-        // started them; a server whose tern died sees its stdin close.
-        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| McpError::Start(format!("could not start {command}: {e}")))?;
-        let pgid = i32::try_from(child.id()).unwrap_or(i32::MAX);
-        let registered = groups.map(|g| crate::procs::ProcessGroups::register_owned(g, pgid));
-        let stdin: Input = Arc::new(Mutex::new(child.stdin.take()));
-        let Some(stdout) = child.stdout.take() else {
-            return Err(McpError::Start(format!(
-                "could not read {command}'s output"
-            )));
-        };
+        let stdin: Input = Arc::new(Mutex::new(Some(stdin)));
         // Bounded: a server that floods notifications waits for tern rather than fill memory.
         let (tx, lines) = sync_channel::<Line>(64);
         let router = Arc::new(Mutex::new(Router::default()));
@@ -340,8 +392,7 @@ impl StdioLink {
             }
         });
         Ok(StdioLink {
-            child,
-            pgid,
+            proc,
             stdin,
             router,
             log: log.map(Path::to_path_buf),
@@ -361,7 +412,7 @@ impl StdioLink {
         let until = Instant::now() + Duration::from_millis(300);
         let mut status = None;
         while Instant::now() < until {
-            if let Ok(Some(s)) = self.child.try_wait() {
+            if let Some(s) = self.proc.try_wait() {
                 status = Some(s);
                 break;
             }
@@ -457,7 +508,7 @@ impl Link for StdioLink {
     }
 
     fn alive(&mut self) -> bool {
-        !self.closed && matches!(self.child.try_wait(), Ok(None))
+        !self.closed && self.proc.try_wait().is_none()
     }
 
     fn close(&mut self) {
@@ -467,25 +518,29 @@ impl Link for StdioLink {
         self.closed = true;
         // Closing stdin is MCP's way to ask a stdio server to leave; TERM, then KILL, make sure.
         *self.stdin.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        let wait = |child: &mut Child, d: Duration| {
+        let wait = |proc: &mut Proc, d: Duration| {
             let until = Instant::now() + d;
             while Instant::now() < until {
-                if !matches!(child.try_wait(), Ok(None)) {
+                if proc.try_wait().is_some() {
                     return true;
                 }
                 std::thread::sleep(Duration::from_millis(10));
             }
             false
         };
-        if !wait(&mut self.child, Duration::from_millis(500)) {
-            crate::child::signal_group(self.pgid, libc::SIGTERM);
-            if !wait(&mut self.child, Duration::from_secs(2)) {
-                crate::child::signal_group(self.pgid, libc::SIGKILL);
-                let _ = self.child.wait();
+        if !wait(&mut self.proc, Duration::from_millis(500)) {
+            self.proc.signal(libc::SIGTERM);
+            if !wait(&mut self.proc, Duration::from_secs(2)) {
+                self.proc.signal(libc::SIGKILL);
+                if let Proc::Host { child, .. } = &mut self.proc {
+                    let _ = child.wait();
+                } else {
+                    wait(&mut self.proc, Duration::from_secs(2));
+                }
             }
         }
         // What it started in its group goes too.
-        crate::child::signal_group(self.pgid, libc::SIGKILL);
+        self.proc.signal(libc::SIGKILL);
     }
 }
 

@@ -232,6 +232,8 @@ impl Runtime {
         };
         let mut opts = opts;
         opts.groups = Some(self.commands.groups_arc());
+        // Servers that run workspace code start in jails of their own (issue 42).
+        opts.jails = self.commands.server_jails(&self.session).map(Arc::new);
         let hub = Hub::new(servers, opts, Some(self.session.path("mcp"))).with_gate(Box::new(gate));
         self.mcp = crate::mcp::link::Link::new(Arc::new(hub), shown, self.commands.tern_exe());
         // The jail shows this tern's binary (read-only) wherever it lies, so a command's `tern

@@ -537,7 +537,9 @@ impl Runtime {
         }
         // The files a person's tool runs on its own that the door applied this turn, named
         // once at its end on every surface (DESIGN §10).
-        let listed = self.commands.take_listed();
+        let mut listed = self.commands.take_listed();
+        // And those the MCP servers in jails of their own wrote (issue 42).
+        listed.extend(self.mcp.hub().map(|h| h.take_listed()).unwrap_or_default());
         if !listed.is_empty() {
             let listed = listed.iter().map(|p| p.display().to_string()).collect();
             self.emit(

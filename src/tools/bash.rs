@@ -192,7 +192,7 @@ fn command_env(req: &BashRequest<'_>) -> Vec<(std::ffi::OsString, std::ffi::OsSt
 }
 
 /// The program `bash` as the command's `PATH` finds it (absolute), for the jail's exec.
-fn find_bash(env: &[(std::ffi::OsString, std::ffi::OsString)]) -> PathBuf {
+pub(crate) fn find_bash(env: &[(std::ffi::OsString, std::ffi::OsString)]) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let path = env
         .iter()
@@ -477,6 +477,7 @@ pub fn run(req: &BashRequest<'_>, cancel: &CancelToken) -> Result<BashOutcome, T
             std::ffi::OsStr::new(req.command),
         ];
         let spawned = jail.spawn(&crate::sandbox::jail::Spawn {
+            stdin: None,
             program: &bash,
             args: &args,
             env: &env,
@@ -753,6 +754,7 @@ pub fn run_split(
     let script = format!("exec < {}\n{}", shell_quote(input), req.command);
     let args = [std::ffi::OsStr::new("-c"), std::ffi::OsStr::new(&script)];
     let spawned = jail.spawn(&crate::sandbox::jail::Spawn {
+        stdin: None,
         program: &bash,
         args: &args,
         env: &env,

@@ -52,6 +52,27 @@ pub struct Scan {
     pub opaque: Option<String>,
 }
 
+/// Whether the jail's commands can write `p` (a file a hook names): inside the workspace and not
+/// in what the jail shows read-only or hides there — the state folder, tern's config, a home
+/// folder the workspace holds (DESIGN §10). Such a hook runs workspace code.
+pub fn commands_can_write(p: &Path, workspace: &Path) -> bool {
+    let var = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let home = var("HOME");
+    let config = var("XDG_CONFIG_HOME")
+        .or_else(|| home.as_ref().map(|h| h.join(".config")))
+        .map(|c| c.join("tern"));
+    let shielded = [
+        Some(workspace.join(".tern")),
+        config,
+        home.filter(|h| h.starts_with(workspace) && h != workspace),
+    ];
+    p.starts_with(workspace) && !shielded.iter().flatten().any(|s| p.starts_with(s))
+}
+
 /// What `command` (run with `bash -c` in `workspace`, with `$CLAUDE_PROJECT_DIR` and
 /// `$TERN_PROJECT_DIR` set to it) runs from the workspace: words that name a path there after
 /// expanding those two variables (absolute inside the workspace, or relative with a `/` or a

@@ -980,3 +980,117 @@ fn real_sdk_servers_answer_the_model_in_the_jail() {
         assert!(r.contains("ev=Echo: from the jail"), "{r}");
     }
 }
+
+/// Issue 42: a stdio server that runs workspace code starts in a jail of its own: what it
+/// writes in the workspace reaches it through its door after the call, it cannot write outside
+/// the workspace, and the model's commands (in another jail) never see its environment. An
+/// entry with `"jail": false` runs outside, as the person asked.
+#[test]
+fn a_server_running_workspace_code_runs_in_a_jail_of_its_own() {
+    let home = tempfile::tempdir().unwrap();
+    let outside = home.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let jailed_out = outside.join("from-jailed");
+    let free_out = outside.join("from-free");
+    let cmd = format!(
+        "tern mcp call srv write '{{\"path\": \"{j}\", \"text\": \"x\"}}'; echo jailed-out=$?; \
+         tern mcp call srv write '{{\"path\": \"made.txt\", \"text\": \"hello\"}}'; echo made=$?; \
+         cat made.txt; echo; \
+         tern mcp call srv env '{{\"name\": \"SRV_TOKEN\"}}'; \
+         echo seen=$(grep -l s3cret-xyz /proc/[0-9]*/environ 2>/dev/null | wc -l); \
+         tern mcp call free write '{{\"path\": \"{f}\", \"text\": \"y\"}}'; echo free-out=$?",
+        j = jailed_out.display(),
+        f = free_out.display()
+    );
+    let ws = WireWs::new(W, vec![bash(W, "c1", &cmd), text(W, "done")]);
+    std::fs::copy(SERVER, ws.root().join("srv.py")).unwrap();
+    user_servers(
+        &ws,
+        json!({
+            "srv": {"command": "python3", "args": ["./srv.py", "--era", "2026"],
+                    "env": {"SRV_TOKEN": "s3cret-xyz"}},
+            "free": {"command": "python3", "args": ["./srv.py", "--era", "2026"], "jail": false},
+        }),
+    );
+    ws.ok(&["exec", "go"]);
+    let r = &tool_results(&ws)[0];
+    assert!(r.contains("refused:"), "{r}");
+    assert!(!jailed_out.exists(), "the jailed server wrote outside: {r}");
+    assert!(r.contains("made=0") && r.contains("hello"), "{r}");
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("made.txt")).unwrap(),
+        "hello"
+    );
+    assert!(r.contains("s3cret-xyz"), "the server has its variable: {r}");
+    assert!(
+        r.contains("seen=0"),
+        "a command saw the server's environment: {r}"
+    );
+    assert!(r.contains("free-out=0") && free_out.exists(), "{r}");
+}
+
+/// Issue 42, the attack of the last list: the model's command puts a `json.py` beside a server
+/// that imports `json` (no file trust names changes). The server that runs workspace code
+/// starts in its jail, so the planted module's write outside the workspace fails; the same
+/// server with `"jail": false` shows the attack is real.
+#[test]
+fn a_module_put_beside_a_server_runs_with_the_models_authority_only() {
+    let outside = tempfile::tempdir().unwrap();
+    let (ma, mb) = (outside.path().join("a"), outside.path().join("b"));
+    let plant = |dir: &str, marker: &Path| {
+        format!(
+            "printf 'try:\\n    open(\"{}\", \"w\").write(\"pwned\")\\nexcept OSError:\\n    pass\\nraise SystemExit(0)\\n' > {dir}/json.py",
+            marker.display()
+        )
+    };
+    // Planted by one command (its writes reach the workspace through the door when it ends),
+    // the servers started by the next.
+    let first = format!("{}; {}", plant("a", &ma), plant("b", &mb));
+    let second = "tern mcp call a echo '{\"text\": \"x\"}'; echo a=$?; tern mcp call b echo '{\"text\": \"x\"}'; echo b=$?";
+    let ws = WireWs::new(
+        W,
+        vec![
+            bash(W, "c1", &first),
+            bash(W, "c2", second),
+            text(W, "done"),
+        ],
+    );
+    for d in ["a", "b"] {
+        std::fs::create_dir_all(ws.root().join(d)).unwrap();
+        std::fs::copy(SERVER, ws.root().join(d).join("srv.py")).unwrap();
+    }
+    user_servers(
+        &ws,
+        json!({
+            "a": {"command": "python3", "args": ["./a/srv.py"]},
+            "b": {"command": "python3", "args": ["./b/srv.py"], "jail": false},
+        }),
+    );
+    ws.ok(&["exec", "go"]);
+    let r = &tool_results(&ws)[1];
+    assert!(!ma.exists(), "the planted module ran as the person: {r}");
+    assert!(
+        mb.exists(),
+        "the attack did not happen where the jail was turned off: {r}"
+    );
+}
+
+/// Issue 42: an entry that asks for a jail (`"jail": true`) in a session with none (here
+/// danger-full-access) is not started, and the reason names the setting; the same server with
+/// no `"jail"` runs as tern's child there.
+#[test]
+fn a_server_that_asks_for_a_jail_is_refused_where_there_is_none() {
+    let cmd = "tern mcp call j echo '{\"text\": \"x\"}'; echo j=$?; tern mcp call n echo '{\"text\": \"y\"}'; echo n=$?";
+    let ws = WireWs::new(W, vec![bash(W, "c1", cmd), text(W, "done")]);
+    let mut asked = stdio("2026", &[]);
+    asked["jail"] = json!(true);
+    user_servers(&ws, json!({"j": asked, "n": stdio("2026", &[])}));
+    ws.ok(&["exec", "--sandbox", "danger-full-access", "go"]);
+    let r = &tool_results(&ws)[0];
+    assert!(
+        r.contains("\"jail\": true") && r.contains("not started"),
+        "{r}"
+    );
+    assert!(!r.contains("j=0"), "{r}");
+    assert!(r.contains("y\n") && r.contains("n=0"), "{r}");
+}

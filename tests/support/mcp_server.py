@@ -69,6 +69,8 @@ def tools():
         {"name": "slow", "description": "Sleeps.", "inputSchema": {"type": "object"}},
         {"name": "die", "description": "The server exits.", "inputSchema": {"type": "object"}},
         {"name": "boom", "description": "A protocol error.", "inputSchema": {"type": "object"}},
+        {"name": "write", "description": "Writes a file.",
+         "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}, "text": {"type": "string"}}}},
     ]
     base += [{"name": f"tool_{i}", "description": f"Extra tool {i}.", "inputSchema": {"type": "object"}}
              for i in range(args.tools)]
@@ -102,6 +104,13 @@ def call(params):
     if name == "die":
         sys.stdout.flush()
         os._exit(3)
+    if name == "write":
+        try:
+            with open(str(a.get("path", "")), "w") as f:
+                f.write(str(a.get("text", "")))
+            return text("wrote")
+        except OSError as e:
+            return text(f"refused: {e}", error=True)
     if name == "boom":
         raise RpcError(-32603, "the tool exploded")
     if name and name.startswith("tool_"):

@@ -361,12 +361,14 @@ fn spawn(
     let draft = r.paths()?.into_iter().next();
     let has_ruleset = r.u8()? != 0;
     let has_mcp = r.u8()? != 0;
+    let has_stdin = r.u8()? != 0;
     let mut fds = fds.into_iter();
     let (Some(sock), Some(out), Some(err)) = (fds.next(), fds.next(), fds.next()) else {
         return Err(io::Error::other("a spawn request without its descriptors"));
     };
     let ruleset = if has_ruleset { fds.next() } else { None };
     let mcp = if has_mcp { fds.next() } else { None };
+    let stdin = if has_stdin { fds.next() } else { None };
     let mcp_fd = mcp.as_ref().map(AsRawFd::as_raw_fd);
     let draft = draft.map(|d| std::fs::canonicalize(&d).unwrap_or(d));
     if let Some(d) = draft.filter(|d| spec.writable_files.contains(d)) {
@@ -391,7 +393,7 @@ fn spawn(
         .env_clear()
         .envs(env)
         .current_dir(&cwd)
-        .stdin(Stdio::null())
+        .stdin(stdin.map_or_else(Stdio::null, Stdio::from))
         .stdout(Stdio::from(out))
         .stderr(Stdio::from(err));
     // SAFETY: the init is single-threaded, so the child may run ordinary code before exec.

@@ -696,9 +696,11 @@ impl Jail {
         w.paths(&s.draft.iter().map(|d| d.to_path_buf()).collect::<Vec<_>>());
         w.u8(u8::from(s.ruleset.is_some()));
         w.u8(u8::from(s.mcp.is_some()));
+        w.u8(u8::from(s.stdin.is_some()));
         let mut fds = vec![theirs.as_raw_fd(), s.stdout, s.stderr];
         fds.extend(s.ruleset);
         fds.extend(s.mcp);
+        fds.extend(s.stdin);
         let ctl = self.ctl.lock().unwrap_or_else(|p| p.into_inner());
         wire::send(ctl.as_raw_fd(), &w.0, &fds)?;
         drop(theirs);
@@ -754,6 +756,8 @@ pub struct Spawn<'a> {
     pub stdout: RawFd,
     /// Its stderr.
     pub stderr: RawFd,
+    /// Its stdin (None: `/dev/null`): an MCP server's requests (issue 42).
+    pub stdin: Option<RawFd>,
     /// The session's MCP channel, given to it at [`crate::mcp::channel::FD`].
     pub mcp: Option<RawFd>,
 }
