@@ -69,6 +69,7 @@ pub mod runtime;
 pub mod sandbox;
 pub mod sandbox_check;
 pub mod setup;
+pub mod skills;
 pub mod stats;
 pub mod status;
 pub mod store;

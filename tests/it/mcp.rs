@@ -119,7 +119,7 @@ fn list_schema_and_call_work_against_both_eras_on_stdio_pages_followed() {
     let (code, out, err) = mcp(&ws, &["list"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("new (stdio, MCP 2026-07-28, from "), "{out}");
-    assert!(out.contains(": 13 tools"), "every page followed: {out}");
+    assert!(out.contains(": 14 tools"), "every page followed: {out}");
     assert!(out.contains("  tool_4 — Extra tool 4."), "{out}");
     assert!(out.contains("old (stdio, MCP 2025-11-25, from "), "{out}");
     assert!(
@@ -260,7 +260,7 @@ fn both_eras_over_http_json_and_sse_answers_session_ids_and_version_headers() {
     let (code, out, err) = tern_env(&ws, &["mcp", "list", "sse"], &env);
     assert_eq!(code, 0, "{err}");
     assert!(
-        out.contains("MCP 2025-11-25") && out.contains(": 12 tools"),
+        out.contains("MCP 2025-11-25") && out.contains(": 13 tools"),
         "{out}"
     );
     // 2026: refused once with -32022, asked again; the version header matches _meta everywhere.
