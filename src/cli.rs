@@ -134,6 +134,99 @@ pub fn steer(l: &Launcher, t: &Target, text: &str, queue: bool) -> i32 {
     }
 }
 
+/// `tern skills [--json] [show NAME]`: the skills found here (the ones that count, by name,
+/// with source, size and the catalog's bytes; the invalid ones with why; the ones a nearer skill
+/// hides), or one skill's `SKILL.md`. Exit 0; 1 when `show` names no valid skill.
+pub fn skills(l: &Launcher, json: bool, show: Option<&str>) -> i32 {
+    let (found, catalog) = l.skills(l.config.context_window);
+    if let Some(name) = show {
+        let Some(s) = found.get(name) else {
+            let why = found
+                .invalid
+                .iter()
+                .find(|i| i.path.file_name().is_some_and(|f| f == name))
+                .map(|i| format!(": {}", i.why))
+                .unwrap_or_default();
+            crate::errln!("tern: no valid skill named {name:?}{why} (`tern skills` lists them)");
+            return 1;
+        };
+        return match crate::store::fsutil::read_regular(&s.path, crate::skills::MAX_SKILL_BYTES) {
+            Ok(Some(b)) => {
+                crate::outln!("{}", String::from_utf8_lossy(&b).trim_end());
+                0
+            }
+            Ok(None) => {
+                crate::errln!("tern: {} is gone", s.path.display());
+                1
+            }
+            Err(e) => {
+                crate::errln!("tern: {}: {e}", s.path.display());
+                1
+            }
+        };
+    }
+    let skill_json = |s: &crate::skills::Skill, listed: bool| {
+        serde_json::json!({
+            "name": s.name, "description": s.description, "path": s.path,
+            "source": s.origin.as_str(), "bytes": s.bytes, "in_catalog": listed,
+        })
+    };
+    if json {
+        let v = serde_json::json!({
+            "skills": found.skills.iter().map(|s| skill_json(s, !catalog.left_out.contains(&s.name))).collect::<Vec<_>>(),
+            "invalid": found.invalid.iter().map(|i| serde_json::json!({"path": i.path, "why": i.why})).collect::<Vec<_>>(),
+            "shadowed": found.shadowed.iter().map(|s| skill_json(s, false)).collect::<Vec<_>>(),
+            "catalog_bytes": catalog.text.len(),
+            "budget_bytes": crate::skills::budget_for(l.config.context_window),
+        });
+        crate::outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        return 0;
+    }
+    if found.skills.is_empty() && found.invalid.is_empty() {
+        crate::outln!(
+            "no skills here. A skill is a folder with a SKILL.md (front matter: name, description) in .claude/skills/, .agents/skills/ or .tern/skills/ of the project, or in ~/.config/tern/skills/, ~/.agents/skills/, ~/.claude/skills/, ~/.codex/skills/"
+        );
+        return 0;
+    }
+    for s in &found.skills {
+        let out = if catalog.left_out.contains(&s.name) {
+            "  [left out of the catalog: over its budget; $name still works]"
+        } else {
+            ""
+        };
+        crate::outln!(
+            "{:<24} {:<7} {:>7} B  {}{out}\n  {}",
+            s.name,
+            s.origin.as_str(),
+            s.bytes,
+            s.path.display(),
+            crate::text::cut(&s.description, 160)
+        );
+    }
+    for s in &found.shadowed {
+        crate::outln!(
+            "{:<24} hidden by a nearer skill of the same name: {}",
+            s.name,
+            s.path.display()
+        );
+    }
+    for i in &found.invalid {
+        crate::outln!("INVALID {}: {}", i.path.display(), i.why);
+    }
+    crate::outln!(
+        "catalog: {} skill(s), {} bytes of the system prompt (budget {} bytes, about 2 % of the context window){}",
+        catalog.listed,
+        catalog.text.len(),
+        crate::skills::budget_for(l.config.context_window),
+        if catalog.shortened > 0 {
+            format!("; {} description(s) shortened to fit", catalog.shortened)
+        } else {
+            String::new()
+        }
+    );
+    0
+}
+
 /// `tern prices [--json]`: the person's prices (config `price`, `prices`, priced `models`
 /// entries) and the built-in table, each with its source (and, for the table, the date it was
 /// read). JSON: `{"configured": [{model, price, source}], "default": {model?, price, source}?,
@@ -267,7 +360,14 @@ pub fn stats_json(l: &Launcher, t: &Target, why: bool) -> i32 {
             0
         }
         Ok(r) => {
-            crate::output::print_json_line(&crate::stats::to_json(&s.id, &r));
+            let mut v = crate::stats::to_json(&s.id, &r);
+            let f = crate::stats::Fixed::of(&s);
+            v["fixed"] = serde_json::json!({
+                "system_bytes": f.system_bytes,
+                "skills": f.skills,
+                "skills_catalog_bytes": f.skills_bytes,
+            });
+            crate::output::print_json_line(&v);
             0
         }
         Err(e) => {

@@ -196,6 +196,26 @@ impl Launcher {
         }
     }
 
+    /// Where Agent Skills are looked for: the project's folders from the workspace root down to
+    /// where tern started, and the person's (`crate::skills::Roots::new`).
+    pub fn skill_roots(&self) -> crate::skills::Roots {
+        let path = |k: &str| self.env.get(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+        crate::skills::Roots::new(
+            &self.state.workspace,
+            &self.here,
+            path("HOME").as_deref(),
+            path("XDG_CONFIG_HOME").as_deref(),
+        )
+    }
+
+    /// The skills found now and their catalog for a model with `context_window` tokens.
+    pub fn skills(&self, context_window: u64) -> (crate::skills::Found, crate::skills::Catalog) {
+        let found = crate::skills::discover(&self.skill_roots());
+        let catalog =
+            crate::skills::catalog(&found.skills, crate::skills::budget_for(context_window));
+        (found, catalog)
+    }
+
     /// The state folder for `cwd` and an override (`--state-dir` / TERN_STATE_DIR).
     pub fn locate(cwd: &std::path::Path, state_dir: Option<PathBuf>, env: &Env) -> StateDir {
         let dir = state_dir.or_else(|| env.get("TERN_STATE_DIR").map(PathBuf::from));
@@ -390,6 +410,7 @@ impl Launcher {
                 cfg.model
             )));
         }
+        cfg.skills = Some(self.skill_roots());
         Ok(Parts {
             provider,
             cfg,
@@ -414,9 +435,11 @@ impl Launcher {
         let hooks = self.load_hooks()?;
         let servers = self.mcp_servers();
         let (mode, no_network) = (parts.cfg.sandbox, parts.cfg.no_network);
+        let (found, catalog) = self.skills(parts.cfg.context_window);
         let system = system::base_from(
             &self.lookup(),
             &system::sandbox_lines(mode, no_network, &servers.names()),
+            &catalog.text,
         );
         let meta = Meta {
             sandbox: Some(crate::sandbox::probe(
@@ -448,6 +471,9 @@ impl Launcher {
         rt.set_hooks(hooks.0, hooks.1);
         self.set_mcp(&mut rt, servers);
         rt.begin(ui, false, None)?;
+        for w in crate::skills::warnings(&found, &catalog) {
+            rt.emit(ui, crate::event::Event::warning(w));
+        }
         Ok(rt)
     }
 

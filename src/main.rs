@@ -417,6 +417,19 @@ enum Cmd {
         #[command(flatten)]
         state: StateArgs,
     },
+    /// The Agent Skills tern finds here (SKILL.md folders in the project's `.claude/skills`,
+    /// `.agents/skills`, `.tern/skills` and your `~/.config/tern/skills`, `~/.agents/skills`,
+    /// `~/.claude/skills`, `~/.codex/skills`): each with its source, size and validity; `show
+    /// NAME` prints one.
+    Skills {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(subcommand)]
+        show: Option<SkillsCmd>,
+        #[command(flatten)]
+        state: StateArgs,
+    },
     /// What the door kept aside instead of applying (a new repository, your concurrent
     /// change's rival): list them, or `take N` to copy one into the workspace.
     Held {
@@ -588,6 +601,15 @@ struct TargetArgs {
     json: bool,
     #[command(flatten)]
     state: StateArgs,
+}
+
+#[derive(Subcommand)]
+enum SkillsCmd {
+    /// Print skill NAME's SKILL.md.
+    Show {
+        /// Its name.
+        name: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -959,6 +981,7 @@ fn main() -> ExitCode {
         Some(
             Cmd::Stats { .. }
             | Cmd::Prices { .. }
+            | Cmd::Skills { .. }
             | Cmd::Status { .. }
             | Cmd::Held { .. }
             | Cmd::Steer { .. }
@@ -1103,6 +1126,10 @@ fn run(ctx: &Ctx, cmd: Cmd) -> i32 {
             tern::cli::status(&l, &target.as_cli(), height.map(usize::from))
         }),
         Cmd::Prices { json, state } => with_launcher(ctx, &state, |l| tern::cli::prices(l, json)),
+        Cmd::Skills { json, show, state } => with_launcher(ctx, &state, |l| {
+            let name = show.map(|SkillsCmd::Show { name }| name);
+            tern::cli::skills(l, json, name.as_deref())
+        }),
         Cmd::Held { target, take } => with_launcher(ctx, &target.state, |l| {
             let n = take.map(|HeldCmd::Take { n }| n);
             tern::cli::held(l, &target.as_cli(), n)

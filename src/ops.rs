@@ -408,6 +408,8 @@ pub enum OpOutput {
         session: String,
         /// Per request.
         requests: Vec<RequestStats>,
+        /// The fixed part of every request the session pinned.
+        fixed: crate::stats::Fixed,
     },
     /// `/sessions`.
     Sessions {
@@ -450,7 +452,15 @@ impl OpOutput {
             OpOutput::Done { message } => message.clone(),
             OpOutput::Status { text } => text.clone(),
             OpOutput::Relay { path, text } => format!("{text}\n(written to {})", path.display()),
-            OpOutput::Stats { session, requests } => crate::stats::render(session, requests),
+            OpOutput::Stats {
+                session,
+                requests,
+                fixed,
+            } => format!(
+                "{}{}",
+                crate::stats::render(session, requests),
+                fixed.line()
+            ),
             OpOutput::Sessions { root, rows } => render_sessions(root, rows),
             OpOutput::Checkpoints { rows } => crate::checkpoint::render_rows(rows),
             OpOutput::Diff { text } => crate::render::safe(text).into_owned(),
@@ -659,6 +669,15 @@ fn open_session(op: &Op, target: &Target<'_>) -> Result<Option<Session>, OpError
     Ok(target.launcher.find(&r)?)
 }
 
+/// `/stats`: the session's requests and the fixed part of each.
+fn stats_of(s: &Session) -> Result<OpOutput, OpError> {
+    Ok(OpOutput::Stats {
+        session: s.id.clone(),
+        requests: crate::stats::requests(s)?,
+        fixed: crate::stats::Fixed::of(s),
+    })
+}
+
 /// The one dispatch of ops: an exhaustive match on [`OpId`].
 fn dispatch(
     op: &Op,
@@ -732,13 +751,7 @@ fn dispatch(
                 ),
             })
         }
-        OpId::Stats => {
-            let s = need()?;
-            Ok(OpOutput::Stats {
-                session: s.id.clone(),
-                requests: crate::stats::requests(s)?,
-            })
-        }
+        OpId::Stats => stats_of(need()?),
         OpId::Relay => {
             let (path, text) = crate::relay::write(need()?).map_err(OpError::Failed)?;
             Ok(OpOutput::Relay { path, text })

@@ -124,6 +124,7 @@ pub fn start(launcher: &Launcher, from: &Session) -> Result<Session, String> {
                     launcher.config.no_network,
                     &launcher.mcp_servers().names(),
                 ),
+                &launcher.skills(launcher.config.context_window).1.text,
             ),
             plan.locked.as_deref(),
         ),

@@ -661,7 +661,15 @@ impl Repl<'_> {
             None => (cmd, None),
         };
         let Some(op) = ops::by_slash(name) else {
-            crate::errln!("unknown command /{name}; /help lists them");
+            // A skill's name (tern's own commands win a clash: `$name` reaches that skill).
+            if crate::skills::discover(&self.launcher.skill_roots())
+                .get(name)
+                .is_some()
+            {
+                self.turn(&format!("/{cmd}"), input);
+                return false;
+            }
+            crate::errln!("unknown command /{name}; /help and `tern skills` list them");
             return false;
         };
         match op.id {

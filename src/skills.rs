@@ -182,7 +182,10 @@ pub fn discover(roots: &Roots) -> Found {
         let mut entries: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
         entries.sort();
         for folder in entries.into_iter().take(MAX_PER_FOLDER) {
-            let Some(fname) = folder.file_name().and_then(|n| n.to_str()).map(str::to_string)
+            let Some(fname) = folder
+                .file_name()
+                .and_then(|n| n.to_str())
+                .map(str::to_string)
             else {
                 continue;
             };
@@ -343,7 +346,9 @@ fn front_matter(text: &str) -> Result<BTreeMap<String, String>, String> {
         } else {
             let mut v = unquote(rest)?;
             // A plain scalar may go on over indented lines.
-            while i < body.len() && body[i].starts_with([' ', '\t']) && !rest.starts_with(['"', '\''])
+            while i < body.len()
+                && body[i].starts_with([' ', '\t'])
+                && !rest.starts_with(['"', '\''])
             {
                 v.push(' ');
                 v.push_str(body[i].trim());
@@ -473,7 +478,11 @@ pub fn catalog(skills: &[Skill], budget: usize) -> Catalog {
     };
     let fixed = OPEN.len() + HEAD.len() + CLOSE.len();
     let total = |n: usize, max: usize| -> usize {
-        fixed + skills[..n].iter().map(|s| line(s, max).len()).sum::<usize>()
+        fixed
+            + skills[..n]
+                .iter()
+                .map(|s| line(s, max).len())
+                .sum::<usize>()
     };
     let mut n = skills.len();
     let mut max = MAX_DESCRIPTION;
@@ -514,6 +523,36 @@ pub fn catalog(skills: &[Skill], budget: usize) -> Catalog {
     }
 }
 
+/// What a session start says about skills, one line each: invalid ones (named, with
+/// `tern skills` for the reasons) and ones the budget left out. Nothing when all is well.
+pub fn warnings(found: &Found, catalog: &Catalog) -> Vec<String> {
+    let mut v = Vec::new();
+    if !found.invalid.is_empty() {
+        let names: Vec<String> = found
+            .invalid
+            .iter()
+            .map(|i| i.path.display().to_string())
+            .collect();
+        v.push(format!(
+            "{} skill folder(s) are not valid skills and are left out: {} (`tern skills` says why)",
+            names.len(),
+            names.join(", ")
+        ));
+    }
+    if !catalog.left_out.is_empty() {
+        v.push(format!(
+            "the skills catalog is over its budget (about 2 % of the context window): left out {}; they still work with $name",
+            catalog.left_out.join(", ")
+        ));
+    }
+    v
+}
+
+/// How many skills a catalog section lists (its `- ` lines).
+pub fn listed_in(section: &str) -> usize {
+    section.lines().filter(|l| l.starts_with("- ")).count()
+}
+
 /// The catalog section at the start of `rest` (what follows the sandbox lines of a system
 /// prompt): its length in bytes, 0 when there is none.
 pub fn section_len(rest: &str) -> usize {
@@ -530,9 +569,7 @@ pub fn section_len(rest: &str) -> usize {
 pub fn invoke(prompt: &str, found: &Found) -> Option<Result<String, String>> {
     let t = prompt.trim_start();
     let rest = t.strip_prefix('$').or_else(|| t.strip_prefix('/'))?;
-    let end = rest
-        .find(|c: char| c.is_whitespace())
-        .unwrap_or(rest.len());
+    let end = rest.find(|c: char| c.is_whitespace()).unwrap_or(rest.len());
     let skill = found.get(&rest[..end])?;
     let ask = rest[end..].trim();
     Some(skill.instructions().map(|body| {
@@ -584,12 +621,32 @@ mod tests {
             ("no front matter", "# x\n", "does not start"),
             ("never ends", "---\nname: a\n", "never ends"),
             ("no name", "---\ndescription: d\n---\n", "no name"),
-            ("upper", "---\nname: Abc\ndescription: d\n---\n", "lowercase"),
-            ("double hyphen", "---\nname: a--b\ndescription: d\n---\n", "lowercase"),
-            ("edge hyphen", "---\nname: -a\ndescription: d\n---\n", "lowercase"),
-            ("folder", "---\nname: other\ndescription: d\n---\n", "folder"),
+            (
+                "upper",
+                "---\nname: Abc\ndescription: d\n---\n",
+                "lowercase",
+            ),
+            (
+                "double hyphen",
+                "---\nname: a--b\ndescription: d\n---\n",
+                "lowercase",
+            ),
+            (
+                "edge hyphen",
+                "---\nname: -a\ndescription: d\n---\n",
+                "lowercase",
+            ),
+            (
+                "folder",
+                "---\nname: other\ndescription: d\n---\n",
+                "folder",
+            ),
             ("no description", "---\nname: a\n---\n", "no description"),
-            ("not yaml", "---\nname: a\njust words\n---\n", "does not parse"),
+            (
+                "not yaml",
+                "---\nname: a\njust words\n---\n",
+                "does not parse",
+            ),
         ];
         for (what, text, why) in cases {
             let folder = if what == "upper" {
@@ -623,7 +680,11 @@ mod tests {
         // Shortened: every skill still there, within the budget.
         let mid = catalog(&skills, 5000);
         assert_eq!(mid.listed, 20);
-        assert!(mid.shortened > 0 && mid.text.len() <= 5000, "{}", mid.text.len());
+        assert!(
+            mid.shortened > 0 && mid.text.len() <= 5000,
+            "{}",
+            mid.text.len()
+        );
         // Too small even then: the last ones are left out, and said.
         let small = catalog(&skills, 1200);
         assert!(small.listed < 20 && small.text.len() <= 1200);
@@ -680,7 +741,12 @@ mod tests {
         // Used explicitly: its body, then the ask.
         let msg = invoke("$mine please", &f).unwrap().unwrap();
         assert!(msg.contains("Do it.") && msg.ends_with("please") && !msg.contains("---"));
-        assert!(invoke("/mine", &f).unwrap().unwrap().ends_with("Use the mine skill."));
+        assert!(
+            invoke("/mine", &f)
+                .unwrap()
+                .unwrap()
+                .ends_with("Use the mine skill.")
+        );
         assert!(invoke("$nothing here", &f).is_none());
         assert!(invoke("plain words", &f).is_none());
     }

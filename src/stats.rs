@@ -323,6 +323,52 @@ pub fn render(session_id: &str, reqs: &[RequestStats]) -> String {
     s
 }
 
+/// The fixed part of a session's requests that tern writes: the pinned system prompt, and the
+/// skills catalog inside it (issue 45: the catalog is prefix bytes every request pays for).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Fixed {
+    /// Bytes of `system.txt`.
+    pub system_bytes: usize,
+    /// Skills the catalog lists.
+    pub skills: usize,
+    /// Bytes of the catalog.
+    pub skills_bytes: usize,
+}
+
+impl Fixed {
+    /// Read from `session`'s `system.txt` (all 0 when it cannot be read).
+    pub fn of(session: &Session) -> Fixed {
+        let Ok(Some(system)) = session.read_text(crate::store::files::SYSTEM) else {
+            return Fixed::default();
+        };
+        let (skills, skills_bytes) = crate::runtime::system::pinned_skills(&system);
+        Fixed {
+            system_bytes: system.len(),
+            skills,
+            skills_bytes,
+        }
+    }
+
+    /// `fixed prefix: …` as `tern stats` ends (empty when unknown).
+    pub fn line(&self) -> String {
+        if self.system_bytes == 0 {
+            return String::new();
+        }
+        let skills = if self.skills > 0 {
+            format!(
+                ", of which the skills catalog {} bytes ({} skills)",
+                self.skills_bytes, self.skills
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            "fixed prefix: system prompt {} bytes{skills}\n",
+            self.system_bytes
+        )
+    }
+}
+
 /// The stats as JSON: `{session, requests: [...], total: {..., cache_hit_ratio, prefix_reuse_ratio}}`.
 pub fn to_json(session_id: &str, reqs: &[RequestStats]) -> Value {
     let one = |r: &RequestStats| {

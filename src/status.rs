@@ -43,6 +43,8 @@ pub struct Snapshot {
     pub children_cost: (f64, usize),
     /// The door (DESIGN §10): what it did that the person should see.
     pub door: DoorView,
+    /// The skills catalog pinned in `system.txt`: skills listed and its bytes.
+    pub skills: (usize, usize),
 }
 
 /// The door as `tern status` shows it.
@@ -136,6 +138,7 @@ pub fn snapshot(session: &Session) -> Snapshot {
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map(|d| d.as_secs());
     let instructions = pinned_instructions(session, meta.as_ref());
+    let skills = crate::stats::Fixed::of(session);
     door.kept = crate::sandbox::door::held_in(&session.dir).len();
     door.layer = meta
         .as_ref()
@@ -157,6 +160,7 @@ pub fn snapshot(session: &Session) -> Snapshot {
         hooks,
         children_cost,
         door,
+        skills: (skills.skills, skills.skills_bytes),
     }
 }
 
@@ -306,6 +310,12 @@ pub fn footer(session: &Session, snap: &Snapshot) -> Vec<String> {
         }
     }
     lines.extend(instructions_line(&snap.instructions));
+    if snap.skills.0 > 0 {
+        lines.push(format!(
+            "Skills: {} in the catalog, {} bytes of the system prompt (`tern skills` lists them)",
+            snap.skills.0, snap.skills.1
+        ));
+    }
     if let Ok((waiting, _)) = crate::runtime::steer::waiting(session)
         && !waiting.is_empty()
     {
@@ -549,6 +559,7 @@ pub fn snapshot_json(session: &Session, snap: &Snapshot) -> Value {
         },
         "children": snap.children,
         "instructions": snap.instructions.iter().map(|(l, c)| json!({"source": l, "changed": c})).collect::<Vec<_>>(),
+        "skills": {"listed": snap.skills.0, "catalog_bytes": snap.skills.1},
         "goal": snap.goal,
         "hooks": {"runs": snap.hooks.0, "last": snap.hooks.1},
         "door": {

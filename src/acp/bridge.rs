@@ -64,6 +64,8 @@ struct Handle {
     thread: Option<JoinHandle<()>>,
     dir: PathBuf,
     next: u64,
+    /// The skills of its workspace when it opened, offered as commands (`/name`).
+    skills: Vec<crate::skills::Skill>,
 }
 
 /// The runtime side of `tern acp`: the open sessions of this connection.
@@ -147,6 +149,7 @@ impl Bridge {
             &self.settings.process,
         );
         launcher.idle_timeout = self.settings.idle_timeout;
+        let skills = crate::skills::discover(&launcher.skill_roots()).skills;
         let (servers, refused) = super::protocol::mcp_servers(mcp_servers);
         launcher.mcp_editor = servers;
         launcher
@@ -189,6 +192,7 @@ impl Bridge {
                 thread: Some(thread),
                 dir,
                 next: 0,
+                skills,
             },
         );
         Ok((id, mode, model))
@@ -575,7 +579,12 @@ impl Backend for Bridge {
     }
 
     fn opened(&mut self, id: &str) {
-        session::send_commands(&self.wire, id);
+        let skills = self
+            .sessions
+            .get(id)
+            .map(|h| h.skills.as_slice())
+            .unwrap_or_default();
+        session::send_commands(&self.wire, id, skills);
     }
 
     fn shutdown(&mut self) {

@@ -420,13 +420,23 @@ fn run_op(
     );
 }
 
-/// Sends the commands a client may offer for session `id`.
-pub fn send_commands(wire: &Wire, id: &str) {
+/// Sends the commands a client may offer for session `id`: tern's, then each of `skills` whose
+/// name is not one of them (a prompt `/name …` puts the skill's instructions in the message).
+pub fn send_commands(wire: &Wire, id: &str, skills: &[crate::skills::Skill]) {
+    let mut available = super::mode::available_commands();
+    for s in skills {
+        if !available.iter().any(|c| c.name == s.name) {
+            available.push(super::protocol::AvailableCommand {
+                name: s.name.clone(),
+                description: format!("skill: {}", crate::text::cut(&s.description, 200)),
+            });
+        }
+    }
     notify(
         wire,
         id,
         SessionUpdate::AvailableCommandsUpdate {
-            available_commands: super::mode::available_commands(),
+            available_commands: available,
         },
     );
 }

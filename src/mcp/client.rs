@@ -247,11 +247,6 @@ impl Client {
         }
     }
 
-    /// Whether this server runs in a jail of its own (see [`Client::place`]).
-    pub fn jailed(&self) -> bool {
-        matches!(self.place(), Ok(Some(_)))
-    }
-
     /// Opens the connection if it is not open (or the server died: started again once).
     fn open(&mut self) -> Result<(), McpError> {
         if let Some(link) = self.link.as_mut() {

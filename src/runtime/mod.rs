@@ -149,6 +149,9 @@ pub struct Config {
     pub reasoning: crate::provider::reasoning::Settings,
     /// The config's `reasoning_replay` (None: the provider host's rule, set by the launcher).
     pub reasoning_replay: Option<crate::provider::reasoning::Replay>,
+    /// Where Agent Skills are looked for (`crate::skills`): the catalog is refreshed from them
+    /// at a deliberate boundary, and `$name` reads them. None: no skills (tests, embedders).
+    pub skills: Option<crate::skills::Roots>,
 }
 
 /// Sub-agent limits (`--agent-depth`, `--agents-parallel`, `--agent-max-turns`,
@@ -209,6 +212,7 @@ impl Config {
             long_cache: false,
             reasoning: Default::default(),
             reasoning_replay: None,
+            skills: None,
         }
     }
 }

@@ -317,8 +317,10 @@ impl Runtime {
                 self.session
                     .write_archive_locked(&lock, "plan", "md", old)?;
             }
-            let new_system =
-                system::with_plan(system::strip_plan(&self.prefix.system), Some(draft));
+            let new_system = system::with_plan(
+                &self.fresh_skills(system::strip_plan(&self.prefix.system)),
+                Some(draft),
+            );
             let t = plan.confirm(draft, &crate::clock::now_rfc3339());
             self.session
                 .write_json_locked(&lock, files::PLAN_STATE, &plan)?;
@@ -336,6 +338,20 @@ impl Runtime {
         self.seen.warned_plan_md = false;
         self.emit(ui, transition_event(&t));
         Ok(t)
+    }
+
+    /// `base` with the skills catalog read now (a deliberate boundary: PlanConfirm, PlanClear;
+    /// the only moment a skill added, changed or removed mid-session reaches the prompt, so no
+    /// request between boundaries changes its prefix). Unchanged without skill folders.
+    fn fresh_skills(&self, base: &str) -> String {
+        match &self.cfg.skills {
+            Some(roots) => {
+                let found = crate::skills::discover(roots);
+                let budget = crate::skills::budget_for(self.cfg.context_window);
+                system::with_skills(base, &crate::skills::catalog(&found.skills, budget).text)
+            }
+            None => base.to_string(),
+        }
     }
 
     /// PlanClear: compact (keeping `history[keep_from..]`) → archive `plan.md` → remove the plan
@@ -362,7 +378,7 @@ impl Runtime {
             let locked = plan.locked.clone().unwrap_or_default();
             self.session
                 .write_archive_locked(&lock, "plan", "md", &locked)?;
-            let new_system = system::strip_plan(&self.prefix.system).to_string();
+            let new_system = self.fresh_skills(system::strip_plan(&self.prefix.system));
             // The commit point is plan.json; plan.md and system.txt are derived from it (see
             // `reconcile`).
             let t = plan.clear();

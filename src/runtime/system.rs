@@ -216,16 +216,44 @@ pub fn instruction_changed(workspace: &Path, label: &str, pinned: &str) -> Optio
 /// workspace root's `AGENTS.md` (read now; the result is pinned in `system.txt` so later edits
 /// do not move the prefix). See [`base_from`] for the whole lookup.
 pub fn base(workspace: &Path, sandbox: &str) -> String {
-    base_from(&Lookup::at(workspace), sandbox)
+    base_from(&Lookup::at(workspace), sandbox, "")
 }
 
-/// The system prompt without a plan, with the instruction files of `lookup`.
-pub fn base_from(lookup: &Lookup, sandbox: &str) -> String {
+/// The system prompt without a plan, with the instruction files of `lookup` and the skills'
+/// `catalog` (`crate::skills::catalog`; empty: none, no bytes) between the sandbox lines and
+/// the instructions.
+pub fn base_from(lookup: &Lookup, sandbox: &str, catalog: &str) -> String {
     let mut s = SYSTEM_MD.trim_end().to_string();
     s.push('\n');
     s.push_str(sandbox);
+    s.push_str(catalog);
     s.push_str(&instructions(lookup));
     s
+}
+
+/// `system` with its skills catalog replaced by `catalog` (PlanConfirm, PlanClear: a deliberate
+/// boundary, the only place a skill added mid-session reaches the prompt). Unchanged when it
+/// was not made by this build's bundled prompt.
+pub fn with_skills(system: &str, catalog: &str) -> String {
+    let head = format!("{}\n", SYSTEM_MD.trim_end());
+    if !system.starts_with(head.as_str()) {
+        return system.to_string();
+    }
+    let at = head.len() + sandbox_of(system).len();
+    let old = crate::skills::section_len(&system[at..]);
+    format!("{}{catalog}{}", &system[..at], &system[at + old..])
+}
+
+/// The skills catalog pinned in `system`: how many skills it lists and its bytes ((0, 0):
+/// none).
+pub fn pinned_skills(system: &str) -> (usize, usize) {
+    let head = format!("{}\n", SYSTEM_MD.trim_end());
+    if !system.starts_with(head.as_str()) {
+        return (0, 0);
+    }
+    let at = head.len() + sandbox_of(system).len();
+    let section = &system[at..at + crate::skills::section_len(&system[at..])];
+    (crate::skills::listed_in(section), section.len())
 }
 
 /// The sandbox lines a pinned system prompt carries (empty when it has none, or was not made by
@@ -416,10 +444,11 @@ mod tests {
             !s.contains(&*d.path().to_string_lossy()),
             "no absolute path"
         );
-        let labels: Vec<String> = pinned_instructions(&with_plan(&base_from(&l, ""), Some("p")))
-            .into_iter()
-            .map(|(l, _)| l)
-            .collect();
+        let labels: Vec<String> =
+            pinned_instructions(&with_plan(&base_from(&l, "", ""), Some("p")))
+                .into_iter()
+                .map(|(l, _)| l)
+                .collect();
         assert_eq!(labels, [GLOBAL_LABEL, "AGENTS.md", "a/b/AGENTS.md"]);
         // A folder with only CLAUDE.md gives it; the global override replaces the global file.
         std::fs::write(l.workspace.join("a/CLAUDE.md"), "claude's").unwrap();
@@ -467,7 +496,7 @@ mod tests {
         let (d, l) = tree();
         assert_eq!(instructions(&l), "");
         assert_eq!(
-            base_from(&l, "x\n"),
+            base_from(&l, "x\n", ""),
             format!("{}\nx\n", SYSTEM_MD.trim_end())
         );
         let secret = d.path().join("secret.txt");

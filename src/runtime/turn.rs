@@ -106,6 +106,8 @@ impl Runtime {
 
     /// Runs one turn for `prompt` (empty: continue from the stored history, e.g. after resume).
     pub fn run_turn(&mut self, prompt: &str, ui: &mut dyn Surface) -> TurnOutcome {
+        let expanded = self.skill_prompt(prompt, ui);
+        let prompt = expanded.as_deref().unwrap_or(prompt);
         let requests_before = self.meter.totals.requests;
         self.hook_state.goal = None;
         self.meter.answer_cut = false;
@@ -120,6 +122,27 @@ impl Runtime {
         };
         self.end_turn(&outcome, requests_before, ui);
         outcome
+    }
+
+    /// A person's `$name` / `/name` naming a skill: the message with the skill's instructions
+    /// (`crate::skills::invoke`, read now, so a skill added mid-session works too). None: it
+    /// names no skill; a skill that cannot be read is said and the message goes as typed.
+    fn skill_prompt(&mut self, prompt: &str, ui: &mut dyn Surface) -> Option<String> {
+        let t = prompt.trim_start();
+        if !(t.starts_with('$') || t.starts_with('/')) {
+            return None;
+        }
+        let found = crate::skills::discover(self.cfg.skills.as_ref()?);
+        match crate::skills::invoke(prompt, &found)? {
+            Ok(text) => Some(text),
+            Err(e) => {
+                self.emit(
+                    ui,
+                    Event::warning(format!("the skill could not be read: {e}")),
+                );
+                None
+            }
+        }
     }
 
     /// The loop: check, ask, answer, run the calls; until an answer ends the turn or

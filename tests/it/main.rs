@@ -42,6 +42,7 @@ mod runtime;
 mod sandbox;
 mod scale;
 mod shown;
+mod skills;
 mod small_models;
 mod state_formats;
 mod steer;

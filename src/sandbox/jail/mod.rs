@@ -64,7 +64,7 @@ pub const JAIL_ARG: &str = "__jail";
 /// whose config and credential files — `~/.cargo/credentials.toml`, `~/.m2/settings.xml`,
 /// `~/.config/git/credentials` — stay hidden). The rest of the home folder is hidden. Extend with
 /// `--read-dir` (read) or `--add-dir` (write).
-pub const HOME_READABLE: [&str; 37] = [
+pub const HOME_READABLE: [&str; 41] = [
     ".cargo/bin",
     ".cargo/env",
     ".cargo/registry",
@@ -102,6 +102,12 @@ pub const HOME_READABLE: [&str; 37] = [
     ".stack/snapshots",
     ".opam",
     ".elan",
+    // Agent Skills (issue 45): the model `cat`s a SKILL.md the catalog names. Only the skills
+    // folders: `~/.codex/auth.json` and `~/.claude/.credentials.json` stay hidden.
+    ".agents/skills",
+    ".claude/skills",
+    ".codex/skills",
+    ".config/tern/skills",
 ];
 
 /// Credential paths in the home folder, hidden from commands even where the home folder is

@@ -325,12 +325,16 @@ pub fn plan(spec: &JailSpec, host: &Host<'_>) -> Vec<Step> {
             });
         }
     }
+    let mut home_covered = false;
     if let Some(home) = &spec.home {
         // A home inside a writable root (the workspace is the home folder, or above it) stays:
         // covering it would hide the work. Its credentials are hidden in step 6. A home under a
         // cover (`/tmp/…`) is hidden already.
         let in_root = spec.writable_roots().any(|w| home.starts_with(w));
         let hidden = covered.iter().any(|c| home.starts_with(c));
+        // Covered either way (its own cover, or one of a folder above it): only what is
+        // attached under it shows.
+        home_covered = !in_root && (hidden || (host.kind)(home) == Some(true));
         if (host.kind)(home) == Some(true) && !in_root && !hidden {
             steps.push(Step::Cover {
                 path: home.clone(),
@@ -347,9 +351,37 @@ pub fn plan(spec: &JailSpec, host: &Host<'_>) -> Vec<Step> {
             .into_iter()
             .map(|(path, dir)| Step::Attach { path, dir }),
     );
-    // 6. Credentials, wherever they are still visible.
-    steps.extend(spec.hidden.iter().cloned().map(Step::Hide));
+    // 6. Credentials, wherever they are still visible. Under the home folder's cover only what
+    // was attached shows, so a hidden folder that merely holds an attached one (tern's config
+    // folder around `~/.config/tern/skills`) is left: covering it would hide what was chosen
+    // to show, and nothing else of it is there.
+    let hides = hides(spec, &steps, home_covered);
+    steps.extend(hides);
     steps
+}
+
+/// The credentials to hide ([`JailSpec::hidden`]), but a folder under the covered home folder
+/// that only holds attached paths of `steps` (see [`plan`], step 6).
+fn hides(spec: &JailSpec, steps: &[Step], home_covered: bool) -> Vec<Step> {
+    let attached: Vec<&PathBuf> = steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Attach { path, .. } => Some(path),
+            _ => None,
+        })
+        .collect();
+    let under_cover =
+        |h: &Path| home_covered && spec.home.as_ref().is_some_and(|home| h.starts_with(home));
+    spec.hidden
+        .iter()
+        .filter(|h| {
+            let holds_one = attached.iter().any(|a| a.starts_with(h) && *a != *h);
+            let inside_one = attached.iter().any(|a| h.starts_with(a));
+            !(under_cover(h) && holds_one && !inside_one)
+        })
+        .cloned()
+        .map(Step::Hide)
+        .collect()
 }
 
 /// Builds the view of `spec` (see the module docs): runs [`plan`]'s steps. Returns notes (a
@@ -742,6 +774,34 @@ mod tests {
                 Step::Hide(p("/home/u/.ssh")),
             ]
         );
+    }
+
+    #[test]
+    fn a_hidden_folder_that_only_holds_a_shown_one_under_the_home_cover_is_not_covered() {
+        // `~/.config/tern` is hidden (keys), `~/.config/tern/skills` shown (issue 45): under
+        // the home folder's cover the skills are attached and the tern folder is not covered
+        // over them; `~/.ssh` is hidden as always.
+        let mut s = spec();
+        s.readable.push(p("/home/u/.config/tern/skills"));
+        s.hidden.push(p("/home/u/.config/tern"));
+        let mut dirs = HOST_DIRS.to_vec();
+        dirs.push("/home/u/.config/tern/skills");
+        let steps = plan_on(&s, &dirs, &[], None);
+        assert!(steps.contains(&Step::Attach {
+            path: p("/home/u/.config/tern/skills"),
+            dir: true
+        }));
+        assert!(!steps.contains(&Step::Hide(p("/home/u/.config/tern"))));
+        assert!(steps.contains(&Step::Hide(p("/home/u/.ssh"))));
+        // Where the home folder shows (a workspace that holds it), the tern folder is hidden.
+        s.writable = vec![p("/home")];
+        let steps = plan_on(
+            &s,
+            &["/home", "/home/u", "/home/u/.config/tern/skills"],
+            &[],
+            None,
+        );
+        assert!(steps.contains(&Step::Hide(p("/home/u/.config/tern"))));
     }
 
     #[test]
