@@ -58,6 +58,8 @@ mod peers_section;
 mod responses_section;
 #[path = "sections/sandbox.rs"]
 mod sandbox_section;
+#[path = "sections/skills.rs"]
+mod skills_section;
 #[path = "sections/startup.rs"]
 mod startup_section;
 #[path = "sections/turns.rs"]
@@ -180,6 +182,11 @@ fn main() -> ExitCode {
     // `cargo bench -- --compaction-only`: section 14 alone, printed, BENCHMARKS.md left as it is.
     if args.iter().any(|a| a == "--compaction-only") {
         return printed(compaction_section::bench_compaction());
+    }
+    // `cargo bench -- --skills-only`: section 16 alone, printed (side by side with
+    // TERN_BENCH_BASELINE when it is set), BENCHMARKS.md left as it is.
+    if args.iter().any(|a| a == "--skills-only") {
+        return printed(skills_section::bench_skills());
     }
     // `cargo bench -- --door-only`: section 15 alone, printed, BENCHMARKS.md left as it is.
     if args.iter().any(|a| a == "--door-only") {

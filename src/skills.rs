@@ -67,6 +67,11 @@ pub struct Skill {
     pub description: String,
     /// Its `SKILL.md`, absolute.
     pub path: PathBuf,
+    /// Its `SKILL.md` as the catalog writes it: relative to the workspace root (where the
+    /// model's commands start) for a project skill, `~/…` under the home folder: no absolute
+    /// path in the prompt, so every session of a project (and every machine) starts with the
+    /// same bytes.
+    pub shown: String,
     /// Where it was found.
     pub origin: Origin,
     /// The size of its `SKILL.md`, in bytes.
@@ -111,6 +116,8 @@ pub struct Roots {
     pub project: Vec<PathBuf>,
     /// User skill folders, highest precedence first.
     pub user: Vec<PathBuf>,
+    /// The home folder (a user skill's path is written `~/…` under it).
+    pub home: Option<PathBuf>,
 }
 
 impl Roots {
@@ -150,6 +157,7 @@ impl Roots {
             workspace: workspace.to_path_buf(),
             project,
             user,
+            home: home.map(Path::to_path_buf),
         }
     }
 }
@@ -198,10 +206,12 @@ pub fn discover(roots: &Roots) -> Found {
             };
             match read_skill(&folder, &fname, within) {
                 Ok((name, description, bytes)) => {
+                    let path = folder.join(SKILL_MD);
                     let skill = Skill {
                         name: name.clone(),
                         description,
-                        path: folder.join(SKILL_MD),
+                        shown: shown(&path, &origin, roots),
+                        path,
                         origin: origin.clone(),
                         bytes,
                     };
@@ -215,6 +225,29 @@ pub fn discover(roots: &Roots) -> Found {
     }
     found.skills = by_name.into_values().collect();
     found
+}
+
+/// `path` as the catalog writes it (see [`Skill::shown`]): relative to the workspace for a
+/// project skill, `~/…` for one under the home folder, else absolute. A path with a space or a
+/// quote is written absolute and quoted, so the model's `cat` of it works as written.
+fn shown(path: &Path, origin: &Origin, roots: &Roots) -> String {
+    let plain = |s: &str| !s.contains(|c: char| c.is_whitespace() || "'\"$`\\".contains(c));
+    let rel = match origin {
+        Origin::Project => path
+            .strip_prefix(&roots.workspace)
+            .ok()
+            .map(|r| r.display().to_string()),
+        Origin::User => roots
+            .home
+            .as_deref()
+            .and_then(|h| path.strip_prefix(h).ok())
+            .map(|r| format!("~/{}", r.display())),
+    };
+    match rel.filter(|r| plain(r)) {
+        Some(r) => r,
+        None if plain(&path.display().to_string()) => path.display().to_string(),
+        None => format!("'{}'", path.display().to_string().replace('\'', "'\\''")),
+    }
 }
 
 /// One skill folder's name, description and size. Errors: why it is not a valid skill.
@@ -474,7 +507,7 @@ pub fn catalog(skills: &[Skill], budget: usize) -> Catalog {
         } else {
             d
         };
-        format!("- {}: {} ({})\n", s.name, d, s.path.display())
+        format!("- {}: {} ({})\n", s.name, d, s.shown)
     };
     let fixed = OPEN.len() + HEAD.len() + CLOSE.len();
     let total = |n: usize, max: usize| -> usize {
@@ -491,7 +524,7 @@ pub fn catalog(skills: &[Skill], budget: usize) -> Catalog {
         let names: usize = skills
             .iter()
             // "- ", ": ", " (", ")\n", and the ellipsis's two more bytes.
-            .map(|s| s.name.len() + s.path.as_os_str().len() + 10)
+            .map(|s| s.name.len() + s.shown.len() + 10)
             .sum();
         let share = budget.saturating_sub(fixed + names) / n.max(1);
         max = share.clamp(MIN_DESCRIPTION, MAX_DESCRIPTION);
@@ -596,6 +629,7 @@ mod tests {
             name: name.into(),
             description: desc.into(),
             path: PathBuf::from(format!("/s/{name}/SKILL.md")),
+            shown: format!("~/s/{name}/SKILL.md"),
             origin: Origin::User,
             bytes: 10,
         }
@@ -732,6 +766,15 @@ mod tests {
         assert_eq!(f.get("shared").unwrap().description, "nearest");
         assert_eq!(f.get("shared").unwrap().origin, Origin::Project);
         assert_eq!(f.get("mine").unwrap().origin, Origin::User);
+        // No absolute path in the prompt: relative to the root, or under `~`.
+        assert_eq!(
+            f.get("shared").unwrap().shown,
+            "pkg/.agents/skills/shared/SKILL.md"
+        );
+        assert_eq!(
+            f.get("mine").unwrap().shown,
+            "~/.codex/skills/mine/SKILL.md"
+        );
         assert_eq!(f.shadowed.len(), 2);
         assert_eq!(f.invalid.len(), 1, "{:?}", f.invalid);
         assert!(f.invalid[0].path.ends_with("broken"));

@@ -137,7 +137,7 @@ fn repl_approvals_slash_commands_and_status_lines() {
     }
     assert!(
         out.stderr
-            .contains("unknown command /foo; /help lists them"),
+            .contains("unknown command /foo; /help and `tern skills` list them"),
         "{out:?}"
     );
 

@@ -67,14 +67,14 @@ fn system_of(ws: &WireWs, i: usize) -> String {
 #[test]
 fn a_project_skill_and_a_user_skill_work_unchanged() {
     let h = home();
-    let user = put(
+    put(
         &h.path().join(".codex/skills"),
         "deploy",
         "deploy",
         "Ship the service. Use when asked to deploy.",
         "Run ./ship.sh then say SHIPPED-USER.",
     );
-    let mine = put(
+    put(
         &h.path().join(".config/tern/skills"),
         "notes",
         "notes",
@@ -84,10 +84,9 @@ fn a_project_skill_and_a_user_skill_work_unchanged() {
     // tern's config folder around the skills stays hidden (the keys live there).
     let secret = h.path().join(".config/tern/keys.txt");
     std::fs::write(&secret, "TOPSECRET-KEY").unwrap();
+    // As the catalog writes them (`~/…`, relative to the root).
     let cmd = format!(
-        "cat {} {} .claude/skills/review/SKILL.md; cat {}; ls -a {}",
-        user.display(),
-        mine.display(),
+        "cat ~/.codex/skills/deploy/SKILL.md ~/.config/tern/skills/notes/SKILL.md .claude/skills/review/SKILL.md; cat {}; ls -a {}",
         secret.display(),
         h.path().join(".config/tern").display()
     );
@@ -116,13 +115,19 @@ fn a_project_skill_and_a_user_skill_work_unchanged() {
     );
     let system = system_of(&ws, 0);
     assert!(
-        system.contains(&format!(
-            "- deploy: Ship the service. Use when asked to deploy. ({})",
-            user.display()
-        )),
+        system.contains(
+            "- deploy: Ship the service. Use when asked to deploy. (~/.codex/skills/deploy/SKILL.md)"
+        ),
         "{system}"
     );
-    assert!(system.contains("- review: Review a change."), "{system}");
+    assert!(
+        system.contains("- review: Review a change. Use when asked for a review. (.claude/skills/review/SKILL.md)"),
+        "{system}"
+    );
+    assert!(
+        !system.contains(&h.path().display().to_string()),
+        "{system}"
+    );
     assert!(system.contains("- notes: Keep notes."), "{system}");
     assert!(!system.contains("never listed") && !system.contains("broken"));
     // The model's `cat` of each SKILL.md works in the jail (user folders shown read-only).
@@ -221,4 +226,76 @@ fn no_skill_folders_cost_no_byte() {
     assert_eq!(system_of(&bare, 0), system_of(&empty, 0));
     let none = ok(&bare, h.path(), &["skills"]);
     assert!(none.starts_with("no skills here."), "{none}");
+}
+
+/// The REPL: `/name` of a skill runs a turn with its instructions (tern's own commands keep
+/// their names; an unknown one says where the names are).
+#[test]
+fn a_skill_named_with_a_slash_in_the_repl() {
+    let h = home();
+    let ws = WireWs::new(W, vec![text(W, "checked")]);
+    put(
+        &ws.root().join(".tern/skills"),
+        "check",
+        "check",
+        "Check the build.",
+        "Run the checks; say CHECK-BODY.",
+    );
+    let mut c = ws.cmd(&["chat"]);
+    c.env("HOME", h.path());
+    let out = run_within(c, Some("/check the parser\n/nope\n/quit\n"), LIMIT).output();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("unknown command /nope; /help and `tern skills` list them"),
+        "{err}"
+    );
+    let body = String::from_utf8_lossy(&ws.fake.requests()[0].body).into_owned();
+    assert!(
+        body.contains("CHECK-BODY") && body.contains("the parser"),
+        "{body}"
+    );
+}
+
+/// The catalog reaches a skill added mid-session at the next deliberate boundary: PlanConfirm
+/// (the compaction rewrites the prefix anyway), not before.
+#[test]
+fn a_plan_confirm_refreshes_the_catalog() {
+    use crate::support::script::call;
+    let h = home();
+    let ws = WireWs::new(W, vec![text(W, "one")]);
+    put(
+        &ws.root().join(".agents/skills"),
+        "first",
+        "first",
+        "The first skill.",
+        "First.",
+    );
+    ok(&ws, h.path(), &["exec", "hello"]);
+    put(
+        &ws.root().join(".agents/skills"),
+        "later",
+        "later",
+        "Added mid-session.",
+        "Later.",
+    );
+    ws.push(vec![
+        bash(
+            W,
+            "c0",
+            "printf '1. step\\n' > \"$PLAN_DRAFT_FILE\" && echo wrote",
+        ),
+        call(W, "c1", "plan_confirm", serde_json::json!({})),
+        text(W, "Summary: drafted."),
+        text(W, "done"),
+    ]);
+    ok(&ws, h.path(), &["exec", "--continue", "plan it"]);
+    let reqs = ws.fake.requests();
+    // Before the confirm: the pinned catalog; after it: the new skill too.
+    assert!(!system_of(&ws, 2).contains("- later:"));
+    let last = system_of(&ws, reqs.len() - 1);
+    assert!(
+        last.contains("- later: Added mid-session.") && last.contains("- first:"),
+        "{last}"
+    );
+    assert!(ws.read("system.txt").contains("- later:"));
 }
