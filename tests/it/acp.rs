@@ -2273,3 +2273,44 @@ fn a_reasoning_stream_reaches_the_editor_as_thought_chunks() {
     );
     a.finish();
 }
+
+/// Issue 45: the workspace's skills are offered as commands, and `/name` puts the skill's
+/// instructions into the prompt the model gets.
+#[test]
+fn skills_are_offered_as_commands_and_a_slash_prompt_carries_one() {
+    let ws = Ws::new();
+    let d = ws.path().join(".claude/skills/review");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(
+        d.join("SKILL.md"),
+        "---\nname: review\ndescription: Review a change.\n---\nSay REVIEW-BODY.\n",
+    )
+    .unwrap();
+    let fake = FakeServer::start(vec![script::text(Wire::OpenAi, "reviewed")]);
+    let mut a = Agent::spawn(&ws, &fake, &[]);
+    a.init();
+    let r = a.call(
+        "session/new",
+        json!({"cwd": ws.path().display().to_string(), "mcpServers": []}),
+    );
+    let sid = r["result"]["sessionId"].as_str().unwrap().to_string();
+    let (u, _) = a.until("available_commands_update", |v| {
+        v["params"]["update"]["sessionUpdate"] == "available_commands_update"
+    });
+    let names: Vec<&str> = u["params"]["update"]["availableCommands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert!(names.contains(&"review") && names.contains(&"plan"), "{u}");
+    let id = a.prompt(&sid, "/review the parser");
+    let (r, _) = a.response(id);
+    assert_eq!(stop_reason(&r), "end_turn");
+    let body = fake.requests()[0].body_str();
+    assert!(
+        body.contains("Say REVIEW-BODY.") && body.contains("the parser"),
+        "{body}"
+    );
+    a.finish();
+}
