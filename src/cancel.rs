@@ -4,7 +4,28 @@
 //! on a child token, so the person's Ctrl-C stops every child while a child's budget ending stops
 //! only that child.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+/// The last of SIGINT, SIGTERM, SIGHUP this process received (0: none): what stopped a turn
+/// when no budget did, so a result says "stopped by SIGTERM" rather than blame a person who
+/// pressed nothing (issue 46). Written by the signal handlers (an atomic store is
+/// async-signal-safe).
+static LAST_SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+/// Records that signal `sig` arrived; for signal handlers (async-signal-safe).
+pub fn note_signal(sig: i32) {
+    LAST_SIGNAL.store(sig, Ordering::SeqCst);
+}
+
+/// Why a run was stopped when no budget did, in words: "interrupted by the user" (Ctrl-C, an
+/// editor's cancel), "stopped by SIGTERM", "stopped by SIGHUP (the terminal closed)".
+pub fn who_stopped() -> &'static str {
+    match LAST_SIGNAL.load(Ordering::SeqCst) {
+        libc::SIGTERM => "stopped by SIGTERM",
+        libc::SIGHUP => "stopped by SIGHUP (the terminal closed)",
+        _ => "interrupted by the user",
+    }
+}
 use std::sync::{Arc, Mutex};
 
 /// A shareable cancel flag with an optional parent. Cheap to clone (one `Arc`).

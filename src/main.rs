@@ -875,6 +875,11 @@ fn install_signals(p: &Process) {
         })
     };
     for sig in [SIGINT, SIGTERM, SIGHUP] {
+        // Which signal it was, first: the cancel it sets is read by threads at once.
+        // SAFETY: an atomic store only, async-signal-safe.
+        let _ = unsafe {
+            signal_hook::low_level::register(sig, move || tern::cancel::note_signal(sig))
+        };
         let _ = signal_hook::flag::register(sig, p.cancel.flag());
     }
     for sig in [SIGTERM, SIGHUP] {

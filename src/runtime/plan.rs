@@ -59,7 +59,7 @@ pub fn transition_event(t: &Transition) -> Event {
 /// A file error as a tool error.
 fn failed(e: Failure) -> ToolError {
     match e {
-        Failure::Interrupted => ToolError::Interrupted("interrupted by the user".into()),
+        Failure::Interrupted => ToolError::Interrupted(crate::cancel::who_stopped().into()),
         other => ToolError::Failed(other.to_string()),
     }
 }

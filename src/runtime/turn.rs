@@ -64,7 +64,7 @@ impl Runtime {
     fn not_run(&self) -> String {
         match self.cancel.budget() {
             Some(why) => format!("Error: not run: stopped: {why}."),
-            None => "Error: not run: interrupted by the user.".into(),
+            None => format!("Error: not run: {}.", crate::cancel::who_stopped()),
         }
     }
 

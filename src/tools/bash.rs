@@ -707,7 +707,8 @@ fn stop_notes(
                 after.as_secs_f64().round()
             ),
             None => format!(
-                "[interrupted by the user after {} s; process group killed]",
+                "[{} after {} s; process group killed]",
+                crate::cancel::who_stopped(),
                 after.as_secs_f64().round()
             ),
         }),

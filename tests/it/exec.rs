@@ -1322,6 +1322,13 @@ fn c20_json_result_is_last_on_sigterm_during_a_tool_call() {
     assert_gone(needle);
     let conv = ws.conversation(&ws.current());
     assert_eq!(roles(&conv), ["user", "assistant", "tool"]);
+    // Issue 46: the result names the signal; no person interrupted anything.
+    let c = tool_results(&conv)[0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(c.contains("[stopped by SIGTERM after"), "{c}");
+    assert!(!c.contains("interrupted by the user"), "{c}");
 }
 
 /// Issue 34: SessionEnd runs when tern gets SIGTERM (the runs a scheduler kills, where cleanup
