@@ -35,7 +35,8 @@ pub fn to_json(files: &Files, hooks: &Hooks) -> serde_json::Value {
         .into_iter()
         .map(|(e, m, h)| {
             json!({"event": e.as_str(), "matcher": m, "command": h.command,
-                   "timeout_s": h.timeout.as_secs_f64(), "source": h.source})
+                   "timeout_s": h.timeout.as_secs_f64(), "source": h.source,
+                   "if": h.cond_text, "async": h.background, "jail": h.jail})
         })
         .collect();
     json!({"files": rows, "hooks": list, "notes": hooks.notes, "errors": hooks.errors})
@@ -81,14 +82,31 @@ pub fn render(files: &Files, hooks: &Hooks) -> String {
     }
     if list.is_empty() {
         out.push_str("no hooks run here\n");
+        if let (false, Some(n)) = (p.exists(), claude_settings_hooks(&files.workspace)) {
+            out.push_str(&format!(
+                "note: .claude/settings.json here has {n} hook event(s) (Claude Code's); tern reads the same format from {}: copy it there (`cp .claude/settings.json {}`), read it, then `tern hooks trust`\n",
+                files.project.display(),
+                files.project.display()
+            ));
+        }
     }
     for (e, m, h) in list {
         let src = match h.source {
             super::Source::User => "user",
             super::Source::Project => "project",
         };
+        let mut extra = String::new();
+        if let Some(c) = &h.cond_text {
+            extra.push_str(&format!(", if {c}"));
+        }
+        if h.background {
+            extra.push_str(", async");
+        }
+        if h.jail {
+            extra.push_str(", in the jail");
+        }
         out.push_str(&format!(
-            "{:<16} {:<12} {}  (timeout {} s, {src})\n",
+            "{:<16} {:<12} {}  (timeout {} s, {src}{extra})\n",
             e.as_str(),
             m,
             h.command.replace('\n', " "),
@@ -99,6 +117,16 @@ pub fn render(files: &Files, hooks: &Hooks) -> String {
         out.push_str(&format!("note: {n}\n"));
     }
     out.trim_end().to_string()
+}
+
+/// How many hook events the workspace's `.claude/settings.json` configures (None: no such file,
+/// or none there): what a repository set up for Claude Code already has.
+fn claude_settings_hooks(workspace: &std::path::Path) -> Option<usize> {
+    let p = workspace.join(".claude/settings.json");
+    let bytes = crate::store::fsutil::read_regular(&p, 1 << 20).ok()??;
+    let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    let n = v.get("hooks")?.as_object()?.len();
+    (n > 0).then_some(n)
 }
 
 /// `tern hooks trust`: records the project file's hash and the hashes of the workspace files
@@ -152,6 +180,13 @@ pub fn trust(files: &Files) -> Result<String, HookError> {
     );
     for (e, m, h) in now.listing() {
         receipt.push_str(&format!("\n  {} {m}: {}", e.as_str(), h.command));
+    }
+    // What `tern hooks` calls invalid, said now: no session starts until it is fixed.
+    if !now.errors.is_empty() {
+        receipt.push_str("\nINVALID: no session starts until these are fixed:");
+        for e in &now.errors {
+            receipt.push_str(&format!("\n  {e}"));
+        }
     }
     if !covered.is_empty() {
         receipt.push_str("\nThe files they name are covered by this trust (read-only to commands; a change stops the hook until trusted again):");

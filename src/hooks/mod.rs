@@ -206,6 +206,8 @@ pub struct Handler {
     /// Its `if` (Claude Code's permission-rule syntax, see [`rule`]): it runs only for the tool
     /// calls the rule names. None: whenever its group matches.
     pub cond: Option<rule::Rule>,
+    /// Its `if` as written (shown by `tern hooks`).
+    pub cond_text: Option<String>,
     /// `"async": true`: it runs in the background and decides nothing; its outcome is logged as
     /// a `hook` event when it ends.
     pub background: bool,
@@ -658,6 +660,7 @@ fn parse_handler(
         covered: Vec::new(),
         opaque: None,
         cond: cond?,
+        cond_text: h.get("if").and_then(Value::as_str).map(str::to_string),
         background: background?,
     })
 }

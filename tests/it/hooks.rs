@@ -801,3 +801,43 @@ fn an_async_hook_runs_in_the_background_and_decides_nothing() {
         .unwrap();
     assert!(!content(&tool).contains("would block"));
 }
+
+/// Issue 46: `tern hooks` shows each hook's `if` and `async`; `tern hooks trust` of a file with
+/// a malformed `if` prints the same INVALID lines (it used to print "Its hooks:" and nothing);
+/// a repository with only Claude Code's `.claude/settings.json` is told how to use its hooks.
+#[test]
+fn hooks_show_if_and_async_and_trust_names_what_is_invalid() {
+    let ws = WireWs::new(W, vec![]);
+    std::fs::create_dir_all(ws.root().join(".claude")).unwrap();
+    std::fs::write(
+        ws.root().join(".claude/settings.json"),
+        json!({"hooks": one("Stop", "", "echo hi")}).to_string(),
+    )
+    .unwrap();
+    let listed = String::from_utf8_lossy(&ws.ok(&["hooks"]).stdout).into_owned();
+    assert!(
+        listed.contains("no hooks run here") && listed.contains(".claude/settings.json here has 1 hook"),
+        "{listed}"
+    );
+    let project = ws.root().join(".tern/hooks.json");
+    let hooks = json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
+        {"type": "command", "command": "echo guard", "if": "Bash(rm *)"},
+        {"type": "command", "command": "echo later", "async": true},
+        {"type": "command", "command": "echo broken", "if": "Bash(rm *"}
+    ]}]}});
+    std::fs::write(&project, hooks.to_string()).unwrap();
+    let trusted = String::from_utf8_lossy(&ws.tern(&["hooks", "trust"]).stdout).into_owned();
+    assert!(
+        trusted.contains("INVALID") && trusted.contains(".if"),
+        "{trusted}"
+    );
+    let hooks = json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
+        {"type": "command", "command": "echo guard", "if": "Bash(rm *)"},
+        {"type": "command", "command": "echo later", "async": true}
+    ]}]}});
+    std::fs::write(&project, hooks.to_string()).unwrap();
+    ws.ok(&["hooks", "trust"]);
+    let listed = String::from_utf8_lossy(&ws.tern(&["hooks"]).stdout).into_owned();
+    assert!(listed.contains("if Bash(rm *)") && listed.contains("async"), "{listed}");
+    assert!(!listed.contains(".claude/settings.json here"), "{listed}");
+}
