@@ -5,7 +5,7 @@
 use super::*;
 
 /// Rounds of the comparison (each arm once per round, in rotation).
-const SKILLS_ROUNDS: usize = 5;
+const SKILLS_ROUNDS: usize = 9;
 /// Model requests of each session.
 const SKILLS_TURNS: usize = 100;
 /// Skills of the catalog arm.
