@@ -44,6 +44,18 @@ pub struct HookState {
     pub(crate) goal: Option<crate::event::GoalResult>,
     /// The hooks files and the trust record (the state-folder guard keeps them).
     protected: Vec<std::path::PathBuf>,
+    /// `"async": true` hooks started and not yet waited for.
+    asyncs: Vec<AsyncRun>,
+}
+
+/// An async hook running on a thread of its own: waited for when the run ends, within its own
+/// timeout, so its last upload or notification is not lost (issue 46).
+#[derive(Debug)]
+pub(super) struct AsyncRun {
+    command: String,
+    timeout: std::time::Duration,
+    /// Whether its timeout killed it.
+    thread: std::thread::JoinHandle<bool>,
 }
 
 impl HookState {
@@ -135,6 +147,8 @@ impl Runtime {
         let input = Value::Object(input).to_string();
         let (session, parent) = (&self.session, self.lineage.parent.as_deref());
         let (commands, cancel) = (&mut self.commands, &self.cancel);
+        let asyncs = &mut self.hook_state.asyncs;
+        asyncs.retain(|a| !a.thread.is_finished());
         run_each(
             &handlers,
             event,
@@ -145,7 +159,7 @@ impl Runtime {
                 // model's commands have no jail either; an asked one never is.
                 let jail = h.jail && (h.jail_asked == Some(true) || commands.jail_available());
                 if h.background && !jail {
-                    background(
+                    asyncs.extend(background(
                         h,
                         event,
                         &input,
@@ -153,7 +167,7 @@ impl Runtime {
                         commands.groups_arc(),
                         session,
                         parent,
-                    );
+                    ));
                     return Ok(None);
                 }
                 Ok(Some(if jail {
@@ -359,6 +373,43 @@ impl Runtime {
         let run_token = std::mem::take(&mut self.cancel);
         self.run_hooks(HookEvent::SessionEnd, Some(reason), f, ui);
         self.cancel = run_token;
+        self.wait_async_hooks(ui);
+    }
+
+    /// The run ends: waits for the async hooks still running, each within its own timeout (its
+    /// runner kills it there), saying so first; one its timeout killed is named, on stderr and
+    /// in its `hook` event. A second SIGTERM or SIGHUP leaves at once (see `main`).
+    pub(crate) fn wait_async_hooks(&mut self, ui: &mut dyn Surface) {
+        let running: Vec<AsyncRun> = std::mem::take(&mut self.hook_state.asyncs)
+            .into_iter()
+            .filter(|a| !a.thread.is_finished())
+            .collect();
+        if running.is_empty() {
+            return;
+        }
+        let longest = running.iter().map(|a| a.timeout).max().unwrap_or_default();
+        ui.progress(&format!(
+            "waiting for {} async hook(s) still running (up to {} s): {}",
+            running.len(),
+            longest.as_secs(),
+            running
+                .iter()
+                .map(|a| format!("`{}`", crate::text::cut(&a.command, 60)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        for a in running {
+            if let Ok(true) = a.thread.join() {
+                self.emit(
+                    ui,
+                    Event::warning(format!(
+                        "async hook `{}` was still running when the run ended and was killed at its timeout of {} s",
+                        crate::text::cut(&a.command, 200),
+                        a.timeout.as_secs()
+                    )),
+                );
+            }
+        }
     }
 
     /// Before a compaction (`trigger` `manual` or `auto`). tern compacts anyway: a blocked
@@ -489,7 +540,7 @@ pub(super) fn background(
     groups: Arc<crate::procs::ProcessGroups>,
     session: &crate::store::Session,
     parent: Option<&str>,
-) {
+) -> Option<AsyncRun> {
     let (command, input, cwd, timeout) = (
         h.command.clone(),
         input.to_string(),
@@ -501,7 +552,8 @@ pub(super) fn background(
         session.dir.clone(),
         parent.map(str::to_string),
     );
-    let _ = std::thread::Builder::new()
+    let shown = command.clone();
+    std::thread::Builder::new()
         .name("tern-async-hook".into())
         .spawn(move || {
             let ran = crate::hooks::run::run(
@@ -514,9 +566,12 @@ pub(super) fn background(
             );
             let mut ignored = Verdict::default();
             let (_, message) = read_answer(event, &ran, timeout, &mut ignored);
-            let said = message
+            let mut said = message
                 .map(|m| crate::store::redact::redact(m.trim()).into_owned())
                 .unwrap_or_default();
+            if ran.timed_out {
+                said = format!("killed at its timeout of {} s; {said}", timeout.as_secs());
+            }
             let session = crate::store::Session::at(&id, dir);
             super::emit_to(
                 &session,
@@ -538,7 +593,14 @@ pub(super) fn background(
                     ),
                 },
             );
-        });
+            ran.timed_out
+        })
+        .ok()
+        .map(|thread| AsyncRun {
+            command: shown,
+            timeout,
+            thread,
+        })
 }
 
 /// Runs `handlers` of `event` one at a time, combining their answers into `verdict`, each

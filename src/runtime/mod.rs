@@ -502,6 +502,7 @@ impl Drop for Runtime {
     fn drop(&mut self) {
         self.save_totals(&mut Quiet);
         self.hook_session_end(crate::hooks::EndReason::Other, &mut Quiet);
+        self.wait_async_hooks(&mut Quiet);
         let holds = self.seen.lease.is_some();
         // The channel's thread stops and the servers the session started go with it, before
         // the commands (and their jail) end.

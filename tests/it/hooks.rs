@@ -816,7 +816,8 @@ fn hooks_show_if_and_async_and_trust_names_what_is_invalid() {
     .unwrap();
     let listed = String::from_utf8_lossy(&ws.ok(&["hooks"]).stdout).into_owned();
     assert!(
-        listed.contains("no hooks run here") && listed.contains(".claude/settings.json here has 1 hook"),
+        listed.contains("no hooks run here")
+            && listed.contains(".claude/settings.json here has 1 hook"),
         "{listed}"
     );
     let project = ws.root().join(".tern/hooks.json");
@@ -838,6 +839,46 @@ fn hooks_show_if_and_async_and_trust_names_what_is_invalid() {
     std::fs::write(&project, hooks.to_string()).unwrap();
     ws.ok(&["hooks", "trust"]);
     let listed = String::from_utf8_lossy(&ws.tern(&["hooks"]).stdout).into_owned();
-    assert!(listed.contains("if Bash(rm *)") && listed.contains("async"), "{listed}");
+    assert!(
+        listed.contains("if Bash(rm *)") && listed.contains("async"),
+        "{listed}"
+    );
     assert!(!listed.contains(".claude/settings.json here"), "{listed}");
+}
+
+/// Issue 46: an async hook still running when `tern exec` ends is waited for within its own
+/// timeout (its upload finishes), and one its timeout kills is named on stderr and in its
+/// `hook` event, never lost without a word.
+#[test]
+fn async_hooks_still_running_at_the_end_are_waited_for_or_named() {
+    let ws = WireWs::new(W, vec![bash(W, "c1", "echo hi"), text(W, "done")]);
+    let done = ws.root().join("uploaded");
+    user_hooks(
+        &ws,
+        json!({"PostToolUse": [{"matcher": "Bash", "hooks": [
+            {"type": "command", "async": true,
+             "command": format!("sleep 1.5; touch {}", done.display())},
+            {"type": "command", "async": true, "timeout": 1, "command": "sleep 30"}
+        ]}]}),
+    );
+    let out = ws.ok(&["exec", "go"]);
+    assert!(done.exists(), "the async hook was cut short");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("async hook `sleep 30` was still running when the run ended and was killed at its timeout of 1 s"),
+        "{err}"
+    );
+    let hooks: Vec<Value> = ws
+        .events()
+        .into_iter()
+        .filter(|e| e["type"] == "hook")
+        .collect();
+    assert!(
+        hooks.iter().any(|h| h["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("killed at its timeout of 1 s")),
+        "{hooks:?}"
+    );
+    assert_eq!(hooks.len(), 2, "{hooks:?}");
 }
