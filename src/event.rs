@@ -436,6 +436,9 @@ pub enum Event {
         delay_ms: u64,
         /// What went wrong.
         error: String,
+        /// How long tern goes on retrying after this wait (the retry time left, `RetryPolicy`'s
+        /// `max_total`), so a surface can say when it gives up.
+        left_ms: u64,
     },
     /// Something the person should know; nothing stopped.
     Warning {
@@ -944,6 +947,7 @@ impl Event {
                 attempt: 1,
                 delay_ms: 100,
                 error: s("HTTP 529"),
+                left_ms: 299_000,
             },
             Event::warning("w"),
             Event::Boundary {

@@ -145,7 +145,14 @@ pub struct Human {
     /// call goes on (progress, its result, anything else), and dropped when an approval question
     /// shows the whole command instead (so the question does not repeat it).
     pending_call: Option<String>,
+    /// When the last retry line was printed, and the retries not shown since (a server that
+    /// answers 429 with `Retry-After: 1` is retried every second for minutes: one line every
+    /// [`RETRY_LINE_EVERY`] says as much).
+    retries: (Option<std::time::Instant>, u32),
 }
+
+/// The least time between two retry lines on a person's stderr.
+pub const RETRY_LINE_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Human {
     /// A new human surface.
@@ -273,6 +280,29 @@ impl Surface for Human {
         if matches!(ev.event, Event::Usage { .. } | Event::Assistant { .. }) {
             self.streamed = false;
         }
+        if let Event::Retry { .. } = ev.event {
+            let now = std::time::Instant::now();
+            if self
+                .retries
+                .0
+                .is_some_and(|t| now.duration_since(t) < RETRY_LINE_EVERY)
+            {
+                self.retries.1 += 1;
+                return;
+            }
+            let n = std::mem::take(&mut self.retries.1);
+            self.retries.0 = Some(now);
+            if let Some(line) = describe(ev) {
+                self.end_text_line();
+                let more = if n > 0 {
+                    format!(" ({n} more since the last line)")
+                } else {
+                    String::new()
+                };
+                crate::errln!("{}{more}", safe(&line));
+            }
+            return;
+        }
         if let Some(line) = describe(ev) {
             self.end_text_line();
             if matches!(&ev.event, Event::ToolCall { name, .. } if name == "bash") {
@@ -341,9 +371,11 @@ pub fn describe(env: &Envelope) -> Option<String> {
             attempt,
             delay_ms,
             error,
+            left_ms,
         } => format!(
-            "retry {attempt} in {:.1} s: {error}",
-            *delay_ms as f64 / 1000.0
+            "retry {attempt} in {:.1} s: {error} (tern gives up in {} s)",
+            *delay_ms as f64 / 1000.0,
+            left_ms.div_ceil(1000)
         ),
         Event::PlanState {
             from, to, trigger, ..

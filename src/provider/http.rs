@@ -235,6 +235,7 @@ impl Transport {
         let mut error_body: Vec<u8> = Vec::new();
         let mut parser = SseParser::new();
         let mut streamed = 0usize;
+        let mut noted = Instant::now();
         loop {
             if cancel.is_cancelled() {
                 return Err(ProviderError::new(
@@ -243,6 +244,14 @@ impl Transport {
                 ));
             }
             let Some(msg) = next_msg(rx, idle, last_progress, head.is_some())? else {
+                let silent = last_progress.elapsed();
+                if silent >= STALL_NOTE_EVERY && noted.elapsed() >= STALL_NOTE_EVERY {
+                    noted = Instant::now();
+                    on_text(crate::provider::Streamed::Waiting {
+                        silent,
+                        left: idle.saturating_sub(silent),
+                    });
+                }
                 continue;
             };
             match msg {
@@ -293,6 +302,11 @@ impl Transport {
         }
     }
 }
+
+/// The least time between two [`crate::provider::Streamed::Waiting`] notes, and the silence
+/// before the first: a stalled stream is said every 10 s with the time left, not 300 s of
+/// nothing (issue 46).
+pub const STALL_NOTE_EVERY: Duration = Duration::from_secs(10);
 
 /// The reader's next message, waiting at most one slice: None when none came yet. Errors: the
 /// server was silent past `idle` since the last progress, or the reader stopped without a

@@ -311,6 +311,14 @@ pub enum Streamed<'a> {
     Text(&'a str),
     /// Reasoning.
     Thought(&'a str),
+    /// Nothing has come for `silent` (a stalled stream, or a server still thinking); tern gives
+    /// up on it after `left` more. Sent at most every [`http::STALL_NOTE_EVERY`].
+    Waiting {
+        /// Since the last complete event (or the request).
+        silent: std::time::Duration,
+        /// Until the idle timeout ends the attempt.
+        left: std::time::Duration,
+    },
 }
 
 /// makes exactly one attempt.

@@ -925,6 +925,7 @@ mod tests {
         let c = decode_chunks(&[s.as_bytes()], &mut Decoder::new(None), &mut |t| match t {
             crate::provider::Streamed::Text(t) => text.push_str(t),
             crate::provider::Streamed::Thought(t) => thought.push_str(t),
+            crate::provider::Streamed::Waiting { .. } => {}
         })
         .unwrap();
         assert_eq!((text.as_str(), thought.as_str()), ("ok", "let me think"));

@@ -207,6 +207,8 @@ impl Runtime {
         let (session, parent) = (&self.session, self.lineage.parent.as_deref());
         let provider = &mut self.provider;
         let ui = RefCell::new(ui);
+        let started = std::time::Instant::now();
+        let max_total = self.cfg.retry.max_total;
         let result = retry::run(
             &self.cfg.retry,
             || {
@@ -216,6 +218,18 @@ impl Runtime {
                             crate::provider::Streamed::Text(t) => ui.borrow_mut().text_delta(t),
                             crate::provider::Streamed::Thought(t) => {
                                 ui.borrow_mut().thought_delta(t)
+                            }
+                            crate::provider::Streamed::Waiting { silent, left } => {
+                                super::emit_to(
+                                    session,
+                                    parent,
+                                    &mut **ui.borrow_mut(),
+                                    Event::warning(format!(
+                                        "nothing from the model for {} s; tern waits {} s more before it retries",
+                                        silent.as_secs(),
+                                        left.as_secs_f64().ceil()
+                                    )),
+                                );
                             }
                         }
                     }
@@ -231,6 +245,9 @@ impl Runtime {
                         attempt,
                         delay_ms: delay.as_millis() as u64,
                         error: err.message.clone(),
+                        left_ms: max_total
+                            .saturating_sub(started.elapsed() + delay)
+                            .as_millis() as u64,
                     },
                 );
             },

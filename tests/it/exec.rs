@@ -1946,3 +1946,62 @@ fn codex_exec_habits_short_flags_and_piped_input_as_context() {
     let user = crate::support::body::content(msgs.iter().find(|m| m["role"] == "user").unwrap());
     assert_eq!(user, "just this");
 }
+
+/// Issue 46: a server that answers 429 with `Retry-After: 1` for a while is retried every
+/// second, but a person's stderr gets one retry line every 10 s at most, with how many were not
+/// shown and when tern gives up (it printed a line a second for five minutes).
+#[test]
+fn long_retries_print_a_line_every_ten_seconds_at_most() {
+    let mut script: Vec<Reply> = (0..12)
+        .map(|_| {
+            Reply::status(429, r#"{"error":{"message":"slow down"}}"#).header("Retry-After", "1")
+        })
+        .collect();
+    script.push(openai_text("done"));
+    let server = FakeServer::start(script);
+    let ws = Ws::new();
+    let out = exec(ws.openai(&server), &["hi"]);
+    out.expect_code(0);
+    let lines: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("retry "))
+        .collect();
+    assert!(
+        (1..=3).contains(&lines.len()),
+        "{} retry lines: {}",
+        lines.len(),
+        out.stderr
+    );
+    assert!(lines[0].contains("tern gives up in"), "{}", out.stderr);
+    assert!(
+        lines.iter().any(|l| l.contains("more since the last line")),
+        "{}",
+        out.stderr
+    );
+    // Every retry is still an event.
+    let retries = jsonl(&ws.session(&ws.current()).join("events.jsonl"))
+        .into_iter()
+        .filter(|e| e["type"] == "retry")
+        .count();
+    assert_eq!(retries, 12);
+}
+
+/// Issue 46: a stream that says nothing is said every 10 s with the time left before tern
+/// gives up on it, not 300 s of silence.
+#[test]
+fn a_silent_model_is_said_every_ten_seconds() {
+    let server = FakeServer::start(vec![
+        openai_text("late but fine").delay_before(Duration::from_millis(11_500)),
+    ]);
+    let ws = Ws::new();
+    let out = exec(ws.openai(&server), &["hi"]);
+    out.expect_code(0);
+    assert!(
+        out.stderr
+            .contains("nothing from the model for 10 s; tern waits 290 s more before it retries"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stdout.contains("late but fine"));
+}
