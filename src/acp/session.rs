@@ -356,12 +356,19 @@ fn run_turn(
         }
         // tern could not finish the turn (the provider is down, the session is held
         // elsewhere): not a refusal by the model but an error carrying tern's reason (ACP v1,
-        // prompt turn: an error response ends the turn).
-        Err(f) => Err(RpcError {
-            code: super::rpc::INTERNAL_ERROR,
-            message: format!("tern: {f}"),
-            data: Some(json!({"tern": {"status": f.kind(), "error": f.to_string()}})),
-        }),
+        // prompt turn: an error response ends the turn). The reason goes into the thread first,
+        // as an agent message: some clients show an error response only as "the agent failed"
+        // (issue 46).
+        Err(f) => {
+            let mut ui = AcpSurface::new(&ctx.wire, &ctx.slot, session_of(rt), map, cancel);
+            ui.message(&format!("tern: {f}"));
+            drop(ui);
+            Err(RpcError {
+                code: super::rpc::INTERNAL_ERROR,
+                message: format!("tern: {f}"),
+                data: Some(json!({"tern": {"status": f.kind(), "error": f.to_string()}})),
+            })
+        }
     };
     answer(ctx, seq, reply, result);
 }

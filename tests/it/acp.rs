@@ -1039,8 +1039,14 @@ fn max_turns_and_provider_failures_have_their_stop_reasons() {
     // tern could not finish the turn: an error response with tern's reason, never `refusal`
     // (a client shows that as "the agent refused").
     let id = a.prompt(&sid, "fail");
-    let (r, _) = a.response(id);
+    let (r, msgs) = a.response(id);
     assert_eq!(error_code(&r), -32603, "{r}");
+    // The reason is in the thread too, before the error ends the turn (issue 46).
+    let said = chunks_text(&msgs, "agent_message_chunk");
+    assert!(
+        said.contains("tern: ") && said.contains("model not found"),
+        "{said}"
+    );
     let message = r["error"]["message"].as_str().unwrap();
     assert!(
         message.starts_with("tern: ") && message.contains("model not found"),
