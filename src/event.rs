@@ -296,6 +296,13 @@ pub enum Event {
         /// until `tern hooks trust`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         untrusted_hooks: Option<String>,
+        /// The worktree the session runs in (`--worktree NAME`), and its branch: a JSONL log of
+        /// parallel runs says which is which (issue 46).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        worktree: Option<String>,
+        /// The worktree's branch (`tern/NAME`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        branch: Option<String>,
     },
     /// A turn began; `prompt` is empty when it continues the stored history.
     TurnStart {
@@ -730,6 +737,12 @@ pub struct ResultFields {
     /// Totals of this process's requests; absent before a session existed.
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub totals: Option<ResultTotals>,
+    /// The worktree the session ran in (`--worktree NAME`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<String>,
+    /// The worktree's branch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
 }
 
 /// How a `--goal` ended, in the `result` event.
@@ -865,6 +878,8 @@ impl Event {
                     jail: true,
                 },
                 untrusted_hooks: Some(s(".tern/hooks.json")),
+                worktree: Some(s("fix-a")),
+                branch: Some(s("tern/fix-a")),
             },
             Event::TurnStart { prompt: s("hi") },
             Event::Steer {
@@ -1039,6 +1054,8 @@ impl Event {
                     attempts: 1,
                     output: Some(s("[exit 0]")),
                 }),
+                worktree: Some(s("fix-a")),
+                branch: Some(s("tern/fix-a")),
                 error: None,
                 exit_code: 0,
                 totals: Some(ResultTotals {

@@ -164,8 +164,8 @@ impl SessionArgs {
         let here =
             std::env::current_dir().map_err(|e| Fail::usage(format!("no current folder: {e}")))?;
         let w = tern::worktree::enter(&here, name).map_err(Fail::usage)?;
-        std::env::set_current_dir(&w.path)
-            .map_err(|e| Fail::usage(format!("--worktree {name}: {}: {e}", w.path.display())))?;
+        std::env::set_current_dir(&w.start)
+            .map_err(|e| Fail::usage(format!("--worktree {name}: {}: {e}", w.start.display())))?;
         tern::errln!(
             "tern: worktree {} at {} (branch {}{})",
             w.name,

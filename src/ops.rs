@@ -1296,8 +1296,13 @@ fn render_sessions(root: &std::path::Path, rows: &[SessionRow]) -> String {
     if !worktrees.is_empty() {
         tail.push_str("\nworktrees (each with sessions of its own: `tern exec --worktree NAME`, or cd there):");
         for w in &worktrees {
+            let running = w
+                .running
+                .as_ref()
+                .map(|(id, pid)| format!("  RUNNING {id} (pid {pid})"))
+                .unwrap_or_default();
             tail.push_str(&format!(
-                "\n  {:<22} {:<24} {} session{}  {}",
+                "\n  {:<22} {:<24} {} session{}  {}{running}",
                 w.name,
                 w.branch.as_deref().unwrap_or("(no branch)"),
                 w.sessions,

@@ -103,6 +103,8 @@ pub fn print_sessionless_result(error: &str, code: i32) {
             error: Some(error.to_string()),
             exit_code: code,
             totals: None,
+            worktree: None,
+            branch: None,
         }),
     );
     env.seq = 1;

@@ -25,6 +25,9 @@ pub struct Worktree {
     pub path: PathBuf,
     /// It was made now (rather than found).
     pub made: bool,
+    /// Where the session starts: the same subfolder of the worktree tern was started in within
+    /// its repository (when the worktree has it), else the worktree's root.
+    pub start: PathBuf,
 }
 
 /// One worktree as `git worktree list --porcelain` gives it.
@@ -292,7 +295,17 @@ pub fn enter(from: &Path, name: &str) -> Result<Worktree, WorktreeError> {
         .map(|d| d.join(name))
         .unwrap_or_else(|_| path.clone());
     let made = match plan(name, &real, &listed, exists, occupied) {
-        Plan::Use => false,
+        Plan::Use => {
+            // Parallel agents never share a tree: a worktree another tern is working in is
+            // refused, with who holds it (issue 46).
+            if let Some((id, pid)) = running_session(&real.join(".tern")) {
+                return Err(WorktreeError::Refused(format!(
+                    "worktree {name} has a session running: {id} (pid {pid}); give this agent a worktree of its own (--worktree OTHER-NAME), or to work beside it on purpose, cd {} and run tern there",
+                    real.display()
+                )));
+            }
+            false
+        }
         Plan::Make => {
             let target = real.display().to_string();
             if let Err(e) = git(&root, &["worktree", "add", "-b", &branch, &target, "HEAD"]) {
@@ -309,11 +322,18 @@ pub fn enter(from: &Path, name: &str) -> Result<Worktree, WorktreeError> {
     // Its own state folder: the worktree is the session's workspace.
     let own = crate::store::StateDir::at(&real, &real, None);
     own.init().map_err(|e| e.to_string())?;
+    // Started in `pkg/app` of the repository: the session starts in `pkg/app` of the worktree.
+    let prefix = git(from, &["rev-parse", "--show-prefix"]).unwrap_or_default();
+    let prefix = prefix.trim();
+    let start = Some(real.join(prefix))
+        .filter(|p| !prefix.is_empty() && !prefix.starts_with("..") && p.is_dir())
+        .unwrap_or_else(|| real.clone());
     Ok(Worktree {
         name: name.to_string(),
         branch,
         path: real,
         made,
+        start,
     })
 }
 
@@ -328,6 +348,22 @@ pub struct Made {
     pub branch: Option<String>,
     /// Its sessions.
     pub sessions: usize,
+    /// A session a live process holds there now: its id and pid.
+    pub running: Option<(String, u32)>,
+}
+
+/// A session of the state folder `state_root` that a live process holds now (its id and pid):
+/// a worktree with one is taken by that agent.
+pub fn running_session(state_root: &Path) -> Option<(String, u32)> {
+    let rd = std::fs::read_dir(state_root.join("sessions")).ok()?;
+    rd.flatten().find_map(|e| {
+        let id = e.file_name().into_string().ok()?;
+        if id.starts_with('.') {
+            return None;
+        }
+        let s = crate::store::Session::at(&id, e.path());
+        crate::store::held_elsewhere(&s).map(|pid| (id, pid))
+    })
 }
 
 /// The worktrees under `<state_root>/worktrees/` (read from files: the worktree's `.git`
@@ -369,6 +405,7 @@ pub fn made(state_root: &Path) -> Vec<Made> {
                 })
                 .unwrap_or(0);
             Some(Made {
+                running: running_session(&path.join(".tern")),
                 name,
                 path,
                 branch,

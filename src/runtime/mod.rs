@@ -1026,9 +1026,16 @@ impl Runtime {
                 error,
                 exit_code: code,
                 totals: Some(self.result_totals()),
+                worktree: self.worktree().map(|w| w.name),
+                branch: self.worktree().map(|w| w.branch),
             }),
         );
         code
+    }
+
+    /// The worktree this session was started in (`meta.json`'s `worktree`).
+    pub(crate) fn worktree(&self) -> Option<crate::store::WorktreeLink> {
+        self.session.read_meta().ok().and_then(|m| m.worktree)
     }
 }
 

@@ -15,6 +15,7 @@ impl Runtime {
         before: Option<(&Meta, bool)>,
     ) -> Result<(), Failure> {
         let untrusted = self.hooks().untrusted.clone();
+        let worktree = self.worktree();
         self.emit(
             ui,
             Event::SessionStart {
@@ -23,6 +24,8 @@ impl Runtime {
                 resumed,
                 sandbox: self.sandbox(),
                 untrusted_hooks: untrusted.as_ref().map(|u| u.path.display().to_string()),
+                worktree: worktree.as_ref().map(|w| w.name.clone()),
+                branch: worktree.map(|w| w.branch),
             },
         );
         // Hooks that do not run are never skipped silently: the untrusted file is named in

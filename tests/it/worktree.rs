@@ -383,3 +383,57 @@ fn checkpoints_and_undo_of_two_sessions_at_once_leave_the_store_whole() {
         String::from_utf8_lossy(&fsck.stderr)
     );
 }
+
+/// Issue 46: a worktree another session is running in is refused to a second one, with the
+/// session's id and pid; `tern sessions` marks it; the JSONL names the worktree and its branch;
+/// started from a subfolder, the session starts in the same subfolder of the worktree.
+#[test]
+fn a_busy_worktree_is_refused_and_the_jsonl_names_the_worktree() {
+    let ws = repo(vec![
+        text(W, "first").delay_before(std::time::Duration::from_secs(4)),
+        text(W, "sub"),
+    ]);
+    std::fs::create_dir_all(ws.root().join("pkg")).unwrap();
+    std::fs::write(ws.root().join("pkg/AGENTS.md"), "Use tabs in pkg.\n").unwrap();
+    git(ws.root(), &["add", "pkg/AGENTS.md"]);
+    git(ws.root(), &["commit", "-qm", "pkg"]);
+    let mut first = ws.spawn(&["exec", "--json", "--worktree", "busy", "slow one"]);
+    // Wait until its session holds the worktree.
+    let wt = ws.root().join(".tern/worktrees/busy");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while ws.fake.requests().is_empty() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let (code, err) = code_and_err(&ws, &["exec", "--worktree", "busy", "second"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("worktree busy has a session running: ") && err.contains("(pid "),
+        "{err}"
+    );
+    let listed = String::from_utf8_lossy(&ws.ok(&["sessions"]).stdout).into_owned();
+    assert!(listed.contains("RUNNING"), "{listed}");
+    let out = first.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let start = lines.iter().find(|e| e["type"] == "session_start").unwrap();
+    let result = lines.iter().find(|e| e["type"] == "result").unwrap();
+    for e in [start, result] {
+        assert_eq!(e["worktree"], "busy", "{e}");
+        assert_eq!(e["branch"], "tern/busy", "{e}");
+    }
+    // From `pkg/`: the session starts in `pkg/` of the worktree (its AGENTS.md is read).
+    let mut c = ws.cmd(&["exec", "--worktree", "sub", "from pkg"]);
+    c.current_dir(ws.root().join("pkg"));
+    let out = run_within(c, None, LIMIT).output();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let body = String::from_utf8_lossy(&ws.fake.requests().last().unwrap().body).into_owned();
+    assert!(body.contains("Use tabs in pkg."), "{body}");
+    assert!(wt.exists());
+}
