@@ -397,7 +397,7 @@ fn a_busy_worktree_is_refused_and_the_jsonl_names_the_worktree() {
     std::fs::write(ws.root().join("pkg/AGENTS.md"), "Use tabs in pkg.\n").unwrap();
     git(ws.root(), &["add", "pkg/AGENTS.md"]);
     git(ws.root(), &["commit", "-qm", "pkg"]);
-    let mut first = ws.spawn(&["exec", "--json", "--worktree", "busy", "slow one"]);
+    let first = ws.spawn(&["exec", "--json", "--worktree", "busy", "slow one"]);
     // Wait until its session holds the worktree.
     let wt = ws.root().join(".tern/worktrees/busy");
     let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
