@@ -140,7 +140,9 @@ fn read_prompt(opts: &ExecOptions, cancel: &CancelToken) -> Result<String, Optio
                 .map_err(|_| Some("the prompt read from stdin is not UTF-8 text".to_string()))?
         }
         Some(p) if stdin_is_data() => {
-            let room = MAX_PROMPT_BYTES.saturating_sub(p.len() + 64);
+            // The prompt, the `<stdin>` block's tags and the note fit in the prompt's limit
+            // (the room was short of them, so a cut stdin was then refused as too long).
+            let room = MAX_PROMPT_BYTES.saturating_sub(p.len() + 256);
             let bytes = read_stdin(room as u64 + 1, cancel)?;
             let piped = String::from_utf8_lossy(&bytes);
             if piped.trim().is_empty() {
@@ -150,7 +152,11 @@ fn read_prompt(opts: &ExecOptions, cancel: &CancelToken) -> Result<String, Optio
                 let kept = crate::text::cut(&piped, room);
                 let mut t = format!("{p}\n\n<stdin>\n{}\n</stdin>", kept.trim_end());
                 if cut {
-                    let note = format!("[stdin cut at {} KiB: the rest was not read]", room >> 10);
+                    let note = format!(
+                        "[stdin cut at {} KiB: a prompt holds at most {} KiB; the rest was not read — put it in a file and point the model at it]",
+                        room >> 10,
+                        MAX_PROMPT_BYTES >> 10
+                    );
                     crate::errln!("tern: {note}");
                     t.push('\n');
                     t.push_str(&note);

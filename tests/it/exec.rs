@@ -2005,3 +2005,20 @@ fn a_silent_model_is_said_every_ten_seconds() {
     );
     assert!(out.stdout.contains("late but fine"));
 }
+
+/// Issue 46: piped context over the prompt's limit is cut with a note naming the real limit,
+/// and the run goes on (it used to say "cut at 1023 KiB" and then refuse the prompt as too long).
+#[test]
+fn piped_stdin_over_a_mebibyte_is_cut_and_the_run_goes_on() {
+    let ws = crate::support::cli::WireWs::new(Wire::OpenAi, vec![openai_text("read it")]);
+    let big = "0123456789abcdef\n".repeat(2 * 1024 * 1024 / 17);
+    let out = ws.tern_in(&["exec", "summarize this"], &big);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("[stdin cut at ") && err.contains("a prompt holds at most 1024 KiB"),
+        "{err}"
+    );
+    let body = &ws.fake.requests()[0].body;
+    assert!(body.len() > 1_000_000 && body.len() < 1_200_000, "{}", body.len());
+}
