@@ -111,6 +111,7 @@ pub fn run(launcher: &Launcher, opts: ExecOptions) -> i32 {
         )));
     }
     rt.hook_session_end(crate::hooks::EndReason::Other, ui);
+    let outcome = rt.with_records(outcome);
     let code = rt.finish(&outcome, ui);
     if !opts.json {
         match &outcome {

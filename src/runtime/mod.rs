@@ -329,8 +329,45 @@ impl std::fmt::Display for Failure {
 
 impl From<std::io::Error> for Failure {
     fn from(e: std::io::Error) -> Self {
-        Failure::Failed(crate::store::redact::redact(&e.to_string()).into_owned())
+        let mut m = crate::store::redact::redact(&e.to_string()).into_owned();
+        m.push_str(full_disk_hint(&e));
+        Failure::Failed(m)
     }
+}
+
+/// What a person should know when a write failed because the disk (or a quota) is full: the
+/// session is kept, and `--continue` resumes it. Empty for any other error.
+pub(crate) fn full_disk_hint(e: &std::io::Error) -> &'static str {
+    let full = matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+        || matches!(
+            e.kind(),
+            std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+        );
+    if full {
+        " (the disk is full: the session is kept as far as it was written; free some space, then `tern exec --continue` resumes it)"
+    } else {
+        ""
+    }
+}
+
+/// The first write of a session's records (`events.jsonl`, `meta.json`) that failed in this
+/// process, in words: the run then ends non-zero, whatever the turn did (issue 46: it exited 0
+/// with `meta.json` still saying running).
+static RECORDS_LOST: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// Notes that `what` (a record file and the error) could not be written (the first one is kept).
+pub(crate) fn records_lost(what: String) {
+    let mut lost = RECORDS_LOST.lock().unwrap_or_else(|p| p.into_inner());
+    lost.get_or_insert(what);
+}
+
+/// The first record this process could not write since the last call, if any (taken: a
+/// REPL's next run starts clean).
+fn lost_records() -> Option<String> {
+    RECORDS_LOST
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take()
 }
 
 /// What the launcher hands a runtime besides its session: everything per process or per parent.
@@ -1011,6 +1048,19 @@ impl Runtime {
         }
     }
 
+    /// `outcome`, failed when records of the session could not all be written during the run
+    /// (`events.jsonl`, `meta.json`): a script must not take a run whose session says less than
+    /// what happened for a success (issue 46). The failure names the record and says the
+    /// session is kept for `--continue`.
+    pub fn with_records(&self, outcome: TurnOutcome) -> TurnOutcome {
+        match (outcome, lost_records()) {
+            (Ok(_), Some(lost)) => Err(Failure::Failed(format!(
+                "the turn finished, but the session's records could not all be written ({lost}); the session is kept, and `tern exec --continue` resumes it once they can be"
+            ))),
+            (outcome, _) => outcome,
+        }
+    }
+
     /// Emits the final `result` event for `outcome` and returns the exit code (DESIGN.md §8).
     pub fn finish(&self, outcome: &TurnOutcome, ui: &mut dyn Surface) -> i32 {
         let (status, text, error, code) = match outcome {
@@ -1060,6 +1110,7 @@ pub fn emit_to(
     let mut env = Envelope::new(&session.id, parent, event);
     if let Err(e) = session.append_event(&mut env) {
         ui.event(&env);
+        records_lost(format!("events.jsonl: {e}{}", full_disk_hint(&e)));
         let warn = Envelope::new(
             &session.id,
             parent,

@@ -540,6 +540,7 @@ impl Runtime {
             unsaved.onto(m);
         }) {
             self.meter.unsaved = unsaved;
+            super::records_lost(format!("meta.json: {e}{}", super::full_disk_hint(&e)));
             self.emit(
                 ui,
                 Event::warning(format!("could not update meta.json: {e}")),

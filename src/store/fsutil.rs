@@ -185,6 +185,25 @@ pub mod fault {
             die();
         }
     }
+
+    /// With `TERN_FAULT_FULL=NAME,…`, whether a write to a file named one of NAME must fail as a
+    /// full disk would (`ENOSPC`): a disk that refuses only some records (issue 46).
+    pub fn full(name: &std::ffi::OsStr) -> bool {
+        std::env::var("TERN_FAULT_FULL").is_ok_and(|v| {
+            v.split(',')
+                .any(|n| !n.is_empty() && std::ffi::OsStr::new(n) == name)
+        })
+    }
+
+    /// [`full`] for the open file `f` (its name from /proc, looked up only when set).
+    pub fn full_in(f: &std::fs::File) -> bool {
+        use std::os::fd::AsRawFd;
+        std::env::var_os("TERN_FAULT_FULL").is_some()
+            && std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd()))
+                .ok()
+                .and_then(|p| p.file_name().map(full))
+                .unwrap_or(false)
+    }
 }
 
 /// A no-op in release builds (see the debug `fault` module).
@@ -211,6 +230,16 @@ pub mod fault {
     /// Nothing.
     #[inline(always)]
     pub fn point_in(_kind: &str, _f: &std::fs::File) {}
+    /// Never a full disk of its own making.
+    #[inline(always)]
+    pub fn full(_name: &std::ffi::OsStr) -> bool {
+        false
+    }
+    /// Never a full disk of its own making.
+    #[inline(always)]
+    pub fn full_in(_f: &std::fs::File) -> bool {
+        false
+    }
 }
 
 /// Writes `bytes` to `path` atomically: a uniquely named tempfile (mode 0600) in the same
@@ -241,6 +270,9 @@ pub enum Perm {
 /// on failure. Errors: as the system calls (`ENOENT` when the folder was removed).
 pub fn atomic_write_in(dir: &Dir, name: &OsStr, bytes: &[u8], perm: Perm) -> io::Result<()> {
     let path = dir.path().join(name);
+    if fault::full(name) {
+        return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+    }
     fault::point("create", &path);
     let existing = match perm {
         Perm::Private => None,
@@ -434,6 +466,9 @@ pub fn append_to(f: &mut File, len: u64, line: &str) -> io::Result<u64> {
     }
     buf.extend_from_slice(line.as_bytes());
     buf.push(b'\n');
+    if fault::full_in(f) {
+        return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+    }
     if fault::hit_in("torn", f) {
         // A crash in the middle of the write: half a line reaches the file.
         let _ = f.write_all(&buf[..buf.len() / 2]);

@@ -424,3 +424,45 @@ fn a_full_disk_turn_is_not_called_interrupted_later() {
     }
     assert_eq!(meta(&ws)["status"], "completed");
 }
+
+/// Issue 46: when a session's records cannot be written (a disk that refuses `events.jsonl`
+/// and `meta.json`, injected in debug builds) the run does not exit 0 with `meta.json` saying
+/// running: it fails, names the record, and says the session is kept for `--continue`.
+#[test]
+fn records_that_cannot_be_written_fail_the_run() {
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    let ws = crate::support::cli::WireWs::new(
+        Wire::OpenAi,
+        vec![
+            openai_text("first"),
+            openai_text("second"),
+            openai_text("third"),
+        ],
+    );
+    ws.ok(&["exec", "one"]);
+    let mut c = ws.cmd(&["exec", "--continue", "two"]);
+    c.env("TERN_FAULT_FULL", "events.jsonl");
+    let out = crate::support::cli::run_within(c, None, crate::support::cli::LIMIT).output();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("records could not all be written")
+            && err.contains("events.jsonl")
+            && err.contains("--continue"),
+        "{err}"
+    );
+    // A disk that refuses the history too: the error says the session is kept.
+    let mut c = ws.cmd(&["exec", "--continue", "three"]);
+    c.env("TERN_FAULT_FULL", "conversation.jsonl,meta.json");
+    let out = crate::support::cli::run_within(c, None, crate::support::cli::LIMIT).output();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("the disk is full: the session is kept") && err.contains("--continue"),
+        "{err}"
+    );
+    // Once the disk takes them again, --continue goes on.
+    ws.ok(&["exec", "--continue", "three"]);
+}

@@ -2020,5 +2020,9 @@ fn piped_stdin_over_a_mebibyte_is_cut_and_the_run_goes_on() {
         "{err}"
     );
     let body = &ws.fake.requests()[0].body;
-    assert!(body.len() > 1_000_000 && body.len() < 1_200_000, "{}", body.len());
+    assert!(
+        body.len() > 1_000_000 && body.len() < 1_200_000,
+        "{}",
+        body.len()
+    );
 }
