@@ -42,11 +42,65 @@ impl Surface for Json {
     }
 }
 
+/// The approval question's last line (the REPL reads its answer as one key too).
+pub const APPROVE_PROMPT: &str = "run it? [y]es / [n]o / [a]lways (until tern exits): ";
+
+/// The answer a key (or a typed word) gives to the approval question; None: not an answer.
+pub fn approval_answer(typed: &str) -> Option<Answer> {
+    match typed.trim().to_lowercase().as_str() {
+        "y" | "yes" => Some(Answer::Yes),
+        "n" | "no" => Some(Answer::No),
+        "a" | "always" => Some(Answer::Always),
+        _ => None,
+    }
+}
+
+/// Reads one key from the terminal `fd` without waiting for Enter (issue 46: the approval
+/// question took `y` then Enter): canonical mode and echo off for one byte, then the terminal's
+/// settings back. What was typed before the question is dropped first, so typeahead never
+/// answers it. Ctrl-C comes back as byte 3 (the caller stops the turn), Ctrl-D as 4.
+///
+/// Errors: `fd` is not a terminal (`ENOTTY`: read a line instead), the read was interrupted
+/// (a signal: `ErrorKind::Interrupted`), or the terminal is gone (`UnexpectedEof`).
+pub fn read_key(fd: std::os::fd::RawFd) -> std::io::Result<u8> {
+    // SAFETY: tcgetattr fills a termios we own; the same descriptor throughout.
+    let mut saved: libc::termios = unsafe { std::mem::zeroed() };
+    if unsafe { libc::tcgetattr(fd, &mut saved) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut raw = saved;
+    // ISIG off too: a Ctrl-C is read as byte 3, since a signal handler that restarts the read
+    // would leave the question waiting for another key.
+    raw.c_lflag &= !(libc::ICANON | libc::ECHO | libc::ISIG);
+    raw.c_cc[libc::VMIN] = 1;
+    raw.c_cc[libc::VTIME] = 0;
+    // SAFETY: a termios copied from this terminal's own; TCIFLUSH drops unread typeahead.
+    unsafe {
+        libc::tcflush(fd, libc::TCIFLUSH);
+        if libc::tcsetattr(fd, libc::TCSANOW, &raw) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    let mut b = [0u8; 1];
+    // SAFETY: reads one byte into a buffer we own.
+    let n = unsafe { libc::read(fd, b.as_mut_ptr().cast(), 1) };
+    let err = std::io::Error::last_os_error();
+    // SAFETY: puts back the settings read above.
+    unsafe { libc::tcsetattr(fd, libc::TCSANOW, &saved) };
+    match n {
+        1 => Ok(b[0]),
+        0 => Err(std::io::ErrorKind::UnexpectedEof.into()),
+        _ => Err(err),
+    }
+}
+
 /// `--approval ask` outside the REPL: the question and the answer go through the controlling
-/// terminal (`/dev/tty`, so it works even when stdin carries the prompt); with no terminal to
-/// ask on, the command is not run and the model is told why, never run unasked.
+/// terminal (`/dev/tty`, so it works even when stdin carries the prompt), one key answering it;
+/// with no terminal to ask on, the command is not run and the model is told why, never run
+/// unasked.
 pub fn ask_on_terminal(command: &str) -> Answer {
     use std::io::{BufRead, BufReader};
+    use std::os::fd::AsRawFd;
     let Ok(tty) = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -62,19 +116,37 @@ pub fn ask_on_terminal(command: &str) -> Answer {
     let mut input = BufReader::new(&tty);
     let _ = write!(out, "{}", crate::render::approval_question(command));
     loop {
-        let _ = write!(out, "run it? [y]es / [n]o / [a]lways (until tern exits): ");
+        let _ = write!(out, "{APPROVE_PROMPT}");
         let _ = out.flush();
-        let mut line = String::new();
-        match input.read_line(&mut line) {
-            Ok(0) | Err(_) => return Answer::No,
-            Ok(_) => match line.trim().to_lowercase().as_str() {
-                "y" | "yes" => return Answer::Yes,
-                "n" | "no" => return Answer::No,
-                "a" | "always" => return Answer::Always,
-                _ => {
-                    let _ = writeln!(out, "answer y, n or a");
+        let typed = match read_key(tty.as_raw_fd()) {
+            // Ctrl-C: what it means everywhere, stop the turn.
+            Ok(3) => {
+                let _ = writeln!(out);
+                // SAFETY: raise(3) of a signal whose handlers only set flags.
+                unsafe { libc::raise(libc::SIGINT) };
+                return Answer::No;
+            }
+            Ok(4) => return Answer::No,
+            Ok(k) => {
+                let shown = if k.is_ascii_graphic() { k as char } else { ' ' };
+                let _ = writeln!(out, "{shown}");
+                (k as char).to_string()
+            }
+            // Not a terminal after all: a line.
+            Err(e) if e.raw_os_error() == Some(libc::ENOTTY) => {
+                let mut line = String::new();
+                match input.read_line(&mut line) {
+                    Ok(0) | Err(_) => return Answer::No,
+                    Ok(_) => line,
                 }
-            },
+            }
+            Err(_) => return Answer::No,
+        };
+        match approval_answer(&typed) {
+            Some(a) => return a,
+            None => {
+                let _ = writeln!(out, "answer y, n or a");
+            }
         }
     }
 }

@@ -87,6 +87,25 @@ impl Input {
                 );
             }
             for prompt in prompt_rx {
+                // The approval question takes one key in a terminal (issue 46).
+                if editor.is_some() && prompt == crate::output::APPROVE_PROMPT {
+                    eprint!("{prompt}");
+                    let line = match crate::output::read_key(libc::STDIN_FILENO) {
+                        Ok(3) => Line::Interrupted,
+                        Ok(4) => Line::Eof,
+                        Ok(k) => {
+                            let shown = if k.is_ascii_graphic() { k as char } else { ' ' };
+                            eprintln!("{shown}");
+                            Line::Text((k as char).to_string())
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Line::Interrupted,
+                        Err(_) => Line::Eof,
+                    };
+                    if line_tx.send(line).is_err() {
+                        break;
+                    }
+                    continue;
+                }
                 let line = match editor.as_mut() {
                     Some(ed) => match ed.readline(&prompt) {
                         Ok(l) => {
@@ -459,15 +478,10 @@ impl Surface for ReplSurface<'_> {
 impl ReplSurface<'_> {
     fn ask(&mut self) -> Answer {
         loop {
-            match self
-                .input
-                .read("run it? [y]es / [n]o / [a]lways (until tern exits): ", true)
-            {
-                Line::Text(a) => match a.trim().to_lowercase().as_str() {
-                    "y" | "yes" => return Answer::Yes,
-                    "n" | "no" => return Answer::No,
-                    "a" | "always" => return Answer::Always,
-                    _ => crate::errln!("answer y, n or a"),
+            match self.input.read(crate::output::APPROVE_PROMPT, true) {
+                Line::Text(a) => match crate::output::approval_answer(&a) {
+                    Some(answer) => return answer,
+                    None => crate::errln!("answer y, n or a"),
                 },
                 // Ctrl-C here means what it means everywhere: stop the turn.
                 Line::Interrupted | Line::Terminated => {

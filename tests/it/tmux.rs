@@ -134,6 +134,15 @@ pub(crate) fn start_chat_args(
     extra_env: &str,
     args: &[&str],
 ) {
+    let mut all = vec!["chat"];
+    all.extend_from_slice(args);
+    start_tern(tmux, ws, fake, extra_env, &all);
+    tmux.wait_for_prompt_after("/help for commands");
+}
+
+/// `tern ARGS` in pane `t`, in workspace `ws`, talking to `fake`; the pane says its exit status
+/// when it ends (`[tern exited with N]`).
+fn start_tern(tmux: &Tmux, ws: &Path, fake: &FakeServer, extra_env: &str, args: &[&str]) {
     let tern = env!("CARGO_BIN_EXE_tern");
     let path_env = format!("PATH={}", std::env::var("PATH").unwrap_or_default());
     let home = format!("HOME={}", ws.join(".home").display());
@@ -166,11 +175,9 @@ pub(crate) fn start_chat_args(
         "-c",
         "trap '' INT; \"$0\" \"$@\"; echo \"[tern exited with $?]\"",
         tern,
-        "chat",
     ];
     cmd.extend_from_slice(args);
     tmux.run(&cmd);
-    tmux.wait_for_prompt_after("/help for commands");
 }
 
 /// A temporary folder holding the tmux server's files and a workspace `ws/` with its own
@@ -556,4 +563,45 @@ fn an_approval_answer_is_not_steered_in_tmux() {
     let reqs = fake.requests();
     let msgs = second_request_messages(&reqs);
     assert_eq!(roles(&msgs), ["system", "user", "assistant", "tool"]);
+}
+
+/// Issue 46: in a terminal the approval question takes one key (no Enter).
+#[test]
+fn the_approval_question_takes_one_key() {
+    let Some((_dir, tmux, ws)) = setup("the_approval_question_takes_one_key") else {
+        return;
+    };
+    let fake = FakeServer::strict(vec![
+        openai_tool_calls(&[("call_1", "bash", r#"{"command":"touch one-key.txt"}"#)]),
+        openai_text("Made it with one key."),
+    ]);
+    start_chat_approval(&tmux, &ws, &fake, "TERN_TEST=1", "ask");
+    tmux.keys(&["make a file", "Enter"]);
+    tmux.wait_for("run it?");
+    tmux.keys(&["y"]);
+    let screen = tmux.wait_for("Made it with one key.");
+    assert!(ws.join("one-key.txt").exists(), "{screen}");
+}
+
+/// Issue 46: `tern exec --approval ask` in a terminal asks on it, and one key answers.
+#[test]
+fn exec_asks_on_the_terminal_and_one_key_answers() {
+    let Some((_dir, tmux, ws)) = setup("exec_asks_on_the_terminal_and_one_key_answers") else {
+        return;
+    };
+    let fake = FakeServer::strict(vec![
+        openai_tool_calls(&[("call_1", "bash", r#"{"command":"touch exec-key.txt"}"#)]),
+        openai_text("Done with one key."),
+    ]);
+    start_tern(
+        &tmux,
+        &ws,
+        &fake,
+        "TERN_TEST=1",
+        &["exec", "--approval", "ask", "make a file"],
+    );
+    tmux.wait_for("run it?");
+    tmux.keys(&["y"]);
+    let screen = tmux.wait_for("[tern exited with 0]");
+    assert!(ws.join("exec-key.txt").exists(), "{screen}");
 }
