@@ -358,7 +358,7 @@ impl Runtime {
     ) -> Result<String, ToolError> {
         let io = |e: std::io::Error| ToolError::Failed(e.to_string());
         let lock = self.session.lock().map_err(io)?;
-        // A damaged ledger (not JSON, not a ledger) is kept in the archive and started anew,
+        // A damaged ledger (not JSON, not a ledger) is kept in the archive and rebuilt from the history (or started anew),
         // said to the model and the person: nobody else can fix it (the session folder is
         // read-only to commands), and the work must go on (issue 46).
         let mut anew = None;
@@ -374,13 +374,22 @@ impl Runtime {
                             "the ledger cannot be read ({e}), and could not be kept aside ({w}); fix or delete ledger.json"
                         ))
                     })?;
-                let said = format!(
-                    "ledger.json could not be read ({e}): it is kept at {} and the ledger starts anew",
-                    kept.display()
-                );
+                // Rebuilt from the history: the ledger calls the model made, replayed in order.
+                let rebuilt = ledger_from_history(&self.prefix.history);
+                let said = match &rebuilt {
+                    Some(l) => format!(
+                        "ledger.json could not be read ({e}): it is kept at {} and the ledger was rebuilt from this session's history ({} items)",
+                        kept.display(),
+                        l.items.len()
+                    ),
+                    None => format!(
+                        "ledger.json could not be read ({e}): it is kept at {} and the ledger starts anew",
+                        kept.display()
+                    ),
+                };
                 // Said once the lock is let go (an event takes it too).
                 anew = Some(said);
-                Ledger::default()
+                rebuilt.unwrap_or_default()
             }
         };
         let with_note = |reply: String| match &anew {
@@ -466,4 +475,41 @@ impl Runtime {
             .map_err(|e| ToolError::Failed(format!("could not save the strategy: {e}")))?;
         Ok(ack)
     }
+}
+
+/// The ledger the stored history's ledger calls make, replayed in order from an empty one (a
+/// damaged `ledger.json` is rebuilt so; issue 46): each call the model made to a ledger tool
+/// whose result was not an error. None: the history holds none (a compaction took them).
+fn ledger_from_history(history: &[crate::message::Message]) -> Option<Ledger> {
+    use crate::message::Message;
+    let failed: std::collections::HashSet<&str> = history
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool {
+                tool_call_id,
+                is_error: true,
+                ..
+            } => Some(tool_call_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut ledger = Ledger::default();
+    let mut any = false;
+    for m in history {
+        let Message::Assistant { tool_calls, .. } = m else {
+            continue;
+        };
+        for c in tool_calls {
+            let is_ledger = c.name == crate::domain::ledger::WORK_UPDATE
+                || crate::domain::ledger::LEGACY_ALIASES.contains(&c.name.as_str());
+            if !is_ledger || failed.contains(c.id.as_str()) {
+                continue;
+            }
+            if let Ok(a) = ledger::apply(&ledger, &c.name, &c.arguments, false, 0) {
+                ledger = a.ledger;
+                any = true;
+            }
+        }
+    }
+    any.then_some(ledger)
 }

@@ -1274,7 +1274,7 @@ fn a_non_utf8_draft_is_reported_not_fatal() {
     );
 }
 
-/// Issue 46: a damaged `ledger.json` is kept in the archive and the ledger starts anew, said to
+/// Issue 46: a damaged `ledger.json` is kept in the archive and the ledger goes on, said to
 /// the model (in the tool's result) and the person (a warning); the next call finds a good file.
 #[test]
 fn a_damaged_ledger_is_kept_aside_and_started_anew() {
@@ -1314,6 +1314,43 @@ fn a_damaged_ledger_is_kept_aside_and_started_anew() {
                 .as_str()
                 .unwrap_or("")
                 .contains("ledger.json could not be read")),
+        "{events:?}"
+    );
+}
+
+/// Issue 46: a damaged `ledger.json` is rebuilt from the session's history (the ledger calls
+/// the model made, replayed), not lost: the next read shows the items it had.
+#[test]
+fn a_damaged_ledger_is_rebuilt_from_the_history() {
+    let w = Wire::OpenAi;
+    let ws = WireWs::new(
+        w,
+        vec![
+            call(
+                w,
+                "w1",
+                "work_update",
+                json!({"todos": [todo("1", "first item", "completed"), todo("2", "second item", "in_progress")]}),
+            ),
+            text(w, "ok"),
+            call(w, "r1", "todo_list", json!({})),
+            text(w, "read"),
+        ],
+    );
+    ws.ok(&["exec", "first"]);
+    std::fs::write(ws.path("ledger.json"), "garbage").unwrap();
+    ws.ok(&["exec", "--continue", "second"]);
+    let ledger: Value = serde_json::from_str(&ws.read("ledger.json")).unwrap();
+    let items = ledger["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "{ledger}");
+    assert_eq!(items[1]["content"], "second item");
+    let events = ws.events();
+    assert!(
+        events.iter().any(|e| e["type"] == "warning"
+            && e["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("rebuilt from this session's history (2 items)")),
         "{events:?}"
     );
 }
