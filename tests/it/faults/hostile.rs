@@ -303,9 +303,30 @@ fn non_json_tool_arguments_are_an_error_result() {
 }
 
 /// A local port nothing listens on.
-fn closed_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port()
+/// A port on 127.0.0.1 that refuses connections for as long as the returned socket lives: the
+/// socket is bound there but never listens, so a connect gets RST and no other server (a
+/// parallel test's) can take the port meanwhile. A port released at once (the old way) was
+/// taken by another test's server during the retries once (issue 46).
+fn closed_port() -> (std::os::fd::OwnedFd, u16) {
+    use std::os::fd::FromRawFd;
+    // SAFETY: socket(2), bind(2) and getsockname(2) on a descriptor we own, with a zeroed
+    // sockaddr_in of the right size.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let owned = std::os::fd::OwnedFd::from_raw_fd(fd);
+        let mut addr: libc::sockaddr_in = std::mem::zeroed();
+        addr.sin_family = libc::AF_INET as libc::sa_family_t;
+        addr.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        let r = libc::bind(fd, (&raw const addr).cast(), len);
+        assert_eq!(r, 0, "bind: {}", std::io::Error::last_os_error());
+        let mut got: libc::sockaddr_in = std::mem::zeroed();
+        let mut got_len = len;
+        let r = libc::getsockname(fd, (&raw mut got).cast(), &mut got_len);
+        assert_eq!(r, 0, "getsockname: {}", std::io::Error::last_os_error());
+        (owned, u16::from_be(got.sin_port))
+    }
 }
 
 /// With tern's default retry time (300 s), a server that is not there must still fail fast
@@ -332,7 +353,8 @@ fn unreachable(name: &str, base: &str, names: &str) {
 
 #[test]
 fn a_refused_connection_fails_fast() {
-    let port = closed_port();
+    // Held (bound, not listening) until the test ends.
+    let (_held, port) = closed_port();
     unreachable(
         "refused connection",
         &format!("http://127.0.0.1:{port}/v1"),
