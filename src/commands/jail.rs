@@ -127,7 +127,7 @@ impl Keeper {
             Err(e) if !spec.layers.is_empty() && e.reason.contains(LAYER_STEP) => {
                 // The kernel refused the layer: the bind walls, said once (DESIGN §10).
                 let why = format!(
-                    "the kernel refused the workspace's layer ({}); commands write the workspace directly, behind the bind walls (README, Sandbox)",
+                    "the kernel refused the workspace's layer ({}); commands write the workspace directly, behind the bind walls (docs/sandbox.md)",
                     e.reason
                 );
                 self.layer.refused = Some(why.clone());

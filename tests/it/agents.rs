@@ -2333,8 +2333,9 @@ fn a_child_whose_request_fails_ends_failed() {
 /// (`Ending::ALL`, the type of the `agent_end` status and the result's head), no more, no less.
 #[test]
 fn the_readme_lists_every_status_a_child_can_end_with() {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("README.md");
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/agents.md"))
+            .expect("docs/agents.md");
     let start = readme
         .find("A child's status is one of:")
         .expect("the README lists a child's statuses");

@@ -33,6 +33,7 @@ mod links;
 mod mcp;
 mod prefix;
 mod provider;
+mod readme;
 mod reasoning;
 mod recall;
 mod records;

@@ -483,7 +483,7 @@ pub struct Reach {
 /// two choices (never a silent downgrade).
 pub fn refusal(mode: super::Mode, e: &JailError) -> String {
     format!(
-        "sandbox {mode} runs commands in a jail of Linux namespaces and this machine refuses it ({e}); commands are refused, never run with fewer layers. Choose --no-jail (Landlock alone: commands can then read your home folder, reach host sockets such as tmux's and see other processes; README, Sandbox) or --sandbox danger-full-access"
+        "sandbox {mode} runs commands in a jail of Linux namespaces and this machine refuses it ({e}); commands are refused, never run with fewer layers. Choose --no-jail (Landlock alone: commands can then read your home folder, reach host sockets such as tmux's and see other processes; docs/sandbox.md) or --sandbox danger-full-access"
     )
 }
 
