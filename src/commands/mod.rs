@@ -7,8 +7,10 @@
 //! running dies with the runtime).
 //!
 //! The room knows nothing of MCP or hooks (they sit above it): a command is handed the
-//! descriptor it inherits ([`Request::channel`]), and a hook that runs in the jail is one more
-//! command ([`Commands::run_in_jail`]).
+//! descriptor it inherits ([`Request::channel`]), a hook that runs in the jail is one more
+//! command ([`Commands::run_in_jail`]), and a long-lived program that must not share the
+//! commands' jail (an MCP server running workspace code) gets a jail of its own from
+//! [`ServerJails`] (`servers.rs`), built from the same rules.
 //!
 //! What the model reads about tern's refusals is typed ([`Verdict`]: a [`GuardReport`] or the
 //! jail's [`JailNotes`]) and worded once, by its `Display`.

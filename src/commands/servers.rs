@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::os::fd::RawFd;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use super::jail::Keeper;
@@ -175,10 +175,5 @@ impl ServerJails {
         for (_, mut one) in std::mem::take(&mut *each) {
             one.keeper.end();
         }
-    }
-
-    /// The workspace these jails show (where a server runs).
-    pub fn workspace(&self) -> &Path {
-        &self.rules.workspace
     }
 }
