@@ -482,12 +482,14 @@ impl Runtime {
 /// whose result was not an error. None: the history holds none (a compaction took them).
 fn ledger_from_history(history: &[crate::message::Message]) -> Option<Ledger> {
     use crate::message::Message;
-    let failed: std::collections::HashSet<&str> = history
+    // Only calls answered without an error: the call being run now has no result yet, and
+    // replaying it here would apply it twice.
+    let answered: std::collections::HashSet<&str> = history
         .iter()
         .filter_map(|m| match m {
             Message::Tool {
                 tool_call_id,
-                is_error: true,
+                is_error: false,
                 ..
             } => Some(tool_call_id.as_str()),
             _ => None,
@@ -502,7 +504,7 @@ fn ledger_from_history(history: &[crate::message::Message]) -> Option<Ledger> {
         for c in tool_calls {
             let is_ledger = c.name == crate::domain::ledger::WORK_UPDATE
                 || crate::domain::ledger::LEGACY_ALIASES.contains(&c.name.as_str());
-            if !is_ledger || failed.contains(c.id.as_str()) {
+            if !is_ledger || !answered.contains(c.id.as_str()) {
                 continue;
             }
             if let Ok(a) = ledger::apply(&ledger, &c.name, &c.arguments, false, 0) {

@@ -704,6 +704,6 @@ fn damaged_ledger_is_reported_not_fatal() {
     assert!(
         content(&result).contains("ledger.json could not be read")
             && content(&result).contains("starts anew"),
-        "{result}"
+        "no earlier ledger call to rebuild from: {result}"
     );
 }
