@@ -21,10 +21,11 @@ pub(super) struct Call {
 }
 
 impl Runtime {
-    /// True when the previous assistant message made the same tool call (name and arguments) and
-    /// got the same result: small models loop like this once the work is done. For the tools
-    /// whose result is only a receipt (the To-do, the plan tools, the strategy) the call alone
-    /// counts: each receipt differs (a new revision) while nothing new happens.
+    /// True when the previous assistant message made the same tool call (its name and the work
+    /// its arguments ask for, [`same_work`]) and got the same result: small models loop like this
+    /// once the work is done. For the tools whose result is only a receipt (the To-do, the plan
+    /// tools, the strategy) the call alone counts: each receipt differs (a new revision) while
+    /// nothing new happens.
     pub(super) fn repeats_previous_step(&self, call: &ToolCall, content: &str) -> bool {
         let mut assistants = self
             .prefix
@@ -41,7 +42,7 @@ impl Runtime {
         };
         let Some(prev) = tool_calls
             .iter()
-            .find(|p| p.name == call.name && p.arguments == call.arguments)
+            .find(|p| p.name == call.name && same_work(&call.name, &p.arguments, &call.arguments))
         else {
             return false;
         };
@@ -192,4 +193,14 @@ mod tests {
         let v = parse_arguments("{\n  \"command\": \"echo hi > hello.txt\"\n}").unwrap();
         assert_eq!(v["command"], "echo hi > hello.txt");
     }
+}
+
+/// Whether two calls of tool `name` do the same work: the same arguments, except that a bash
+/// call's `timeout_s` does not count (a small model looping on `echo hello` with 600, 100, 200…
+/// as its timeout was never seen looping; found running the README with Qwen2.5-Coder-0.5B).
+fn same_work(name: &str, a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    if name == "bash" {
+        return a.get("command") == b.get("command");
+    }
+    a == b
 }

@@ -58,6 +58,39 @@ fn the_loop_guard_sees_repeated_receipt_calls() {
     assert_eq!(h.fake.requests().len(), 4);
 }
 
+/// The same bash command again and again with another `timeout_s` each time (seen with the
+/// 0.5B model following the README: 50 `echo hello` with 600, 100, 200… to the turn limit): the
+/// timeout asks for no other work, so the guard sees the loop.
+#[test]
+fn the_loop_guard_sees_a_command_repeated_with_other_timeouts() {
+    let w = Wire::OpenAi;
+    let with = |id: &str, t: u64| {
+        call(
+            w,
+            id,
+            "bash",
+            json!({"command": "echo hello", "timeout_s": t}),
+        )
+    };
+    let h = InProc::new(
+        w,
+        vec![
+            with("a", 600),
+            with("b", 100),
+            with("c", 200),
+            text(w, "It says hello."),
+        ],
+        fast_config(),
+    );
+    let mut ui = Collect::default();
+    let mut rt = h.open(&mut ui);
+    assert_eq!(
+        rt.run_turn("say hello", &mut ui).as_deref(),
+        Ok("It says hello.")
+    );
+    assert_eq!(h.fake.requests().len(), 4);
+}
+
 /// The same `agent` call again and again (seen with the 0.5B model: 12 identical calls with an
 /// unknown member, to the turn limit): each result names a new child, or the same error, and
 /// the guard judges by the call, as for receipts. A failing one and a succeeding one.
