@@ -172,6 +172,16 @@ fn this_call(name: &str) -> String {
     }
 }
 
+/// Whether two calls of tool `name` do the same work: the same arguments, except that a bash
+/// call's `timeout_s` does not count (a small model looping on `echo hello` with 600, 100, 200…
+/// as its timeout was never seen looping; found running the README with Qwen2.5-Coder-0.5B).
+fn same_work(name: &str, a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    if name == "bash" {
+        return a.get("command") == b.get("command");
+    }
+    a == b
+}
+
 #[cfg(test)]
 mod tests {
     use super::{parse_arguments, this_call};
@@ -193,14 +203,4 @@ mod tests {
         let v = parse_arguments("{\n  \"command\": \"echo hi > hello.txt\"\n}").unwrap();
         assert_eq!(v["command"], "echo hi > hello.txt");
     }
-}
-
-/// Whether two calls of tool `name` do the same work: the same arguments, except that a bash
-/// call's `timeout_s` does not count (a small model looping on `echo hello` with 600, 100, 200…
-/// as its timeout was never seen looping; found running the README with Qwen2.5-Coder-0.5B).
-fn same_work(name: &str, a: &serde_json::Value, b: &serde_json::Value) -> bool {
-    if name == "bash" {
-        return a.get("command") == b.get("command");
-    }
-    a == b
 }
