@@ -14,15 +14,21 @@ const SERVER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/mcp_ser
 
 /// A config folder whose `tern/mcp.json` names `n` stdio servers of the test kit.
 fn config(n: usize) -> R<tempfile::TempDir> {
+    config_with(n, None)
+}
+
+/// [`config`] with each entry's `"jail"` set (None: not given).
+fn config_with(n: usize, jail: Option<bool>) -> R<tempfile::TempDir> {
     let cfg = tempfile::tempdir().map_err(|e| e.to_string())?;
     let dir = cfg.path().join("tern");
     fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let mut servers = serde_json::Map::new();
     for i in 0..n {
-        servers.insert(
-            format!("srv{i}"),
-            json!({"command": "python3", "args": [SERVER, "--era", "2026"]}),
-        );
+        let mut entry = json!({"command": "python3", "args": [SERVER, "--era", "2026"]});
+        if let Some(j) = jail {
+            entry["jail"] = json!(j);
+        }
+        servers.insert(format!("srv{i}"), entry);
     }
     fs::write(
         dir.join("mcp.json"),
@@ -66,44 +72,15 @@ pub(super) fn bench_mcp() -> R<String> {
             );
         }
     }
-    // One call per turn through the session's tern (the server started once, kept).
+    // One call per turn through the session's tern (the server started once, kept): a server
+    // as tern's own child, and one in a jail of its own (`"jail": true`, issue 42: its door
+    // passed after each call).
     let one = config(1)?;
     let one_path = one.path().to_str().ok_or("config path is not UTF-8")?;
-    let s = run_program(
-        TERN,
-        &[("XDG_CONFIG_HOME", one_path)],
-        script(MCP_CALLS + 1, |k| {
-            bash_call(
-                &format!("call_{k}"),
-                &format!("tern mcp call srv0 echo '{{\"text\": \"{k}\"}}'"),
-            )
-        }),
-        MCP_CALLS + 1,
-        "Call the echo tool until told to stop.",
-        &std::env::temp_dir(),
-    )?;
-    let ok = s
-        .events
-        .iter()
-        .filter(|e| e["type"] == "mcp_call" && e["exit_code"] == 0)
-        .count();
-    if ok < MCP_CALLS {
-        let first = s
-            .tool_results()
-            .next()
-            .map(|r| r["content"].to_string())
-            .unwrap_or_default();
-        return Err(format!(
-            "only {ok} of {MCP_CALLS} MCP calls answered; the first result: {first}"
-        ));
-    }
-    let call_ms: Vec<f64> = s
-        .events
-        .iter()
-        .filter(|e| e["type"] == "mcp_call")
-        .filter_map(|e| e["duration_ms"].as_f64())
-        .collect();
-    let session_wall = s.m.wall.as_secs_f64() * 1000.0 / (MCP_CALLS + 1) as f64;
+    let (ok, call_ms, session_wall) = per_call(one_path)?;
+    let jailed = config_with(1, Some(true))?;
+    let jailed_path = jailed.path().to_str().ok_or("config path is not UTF-8")?;
+    let (ok_j, call_ms_j, session_wall_j) = per_call(jailed_path)?;
     // The same call from a shell: a new server each time.
     let ws = tempfile::tempdir().map_err(|e| e.to_string())?;
     let mut direct = Vec::new();
@@ -171,5 +148,57 @@ pub(super) fn bench_mcp() -> R<String> {
         median(&direct),
         direct.len()
     );
+    let _ = writeln!(
+        md,
+        "The same {MCP_CALLS} turns with the server in a jail of its own (`\"jail\": true`, as a \
+         server that runs workspace code gets by default; issue 42) ({ok_j} answered): the call \
+         median **{:.0} ms** (p90 {:.0} ms), the whole turn {:.1} ms (as tern's child: {:.1} ms), \
+         the door's pass after each call included.\n",
+        median(&call_ms_j),
+        percentile(&call_ms_j, 90.0),
+        session_wall_j,
+        session_wall
+    );
     Ok(md)
+}
+
+/// [`MCP_CALLS`] turns each calling `srv0` of the config folder `cfg` through the session's
+/// tern: how many answered, each call's time (the `mcp_call` event's), the wall per turn.
+fn per_call(cfg: &str) -> R<(usize, Vec<f64>, f64)> {
+    let s = run_program(
+        TERN,
+        &[("XDG_CONFIG_HOME", cfg)],
+        script(MCP_CALLS + 1, |k| {
+            bash_call(
+                &format!("call_{k}"),
+                &format!("tern mcp call srv0 echo '{{\"text\": \"{k}\"}}'"),
+            )
+        }),
+        MCP_CALLS + 1,
+        "Call the echo tool until told to stop.",
+        &std::env::temp_dir(),
+    )?;
+    let ok = s
+        .events
+        .iter()
+        .filter(|e| e["type"] == "mcp_call" && e["exit_code"] == 0)
+        .count();
+    if ok < MCP_CALLS {
+        let first = s
+            .tool_results()
+            .next()
+            .map(|r| r["content"].to_string())
+            .unwrap_or_default();
+        return Err(format!(
+            "only {ok} of {MCP_CALLS} MCP calls answered; the first result: {first}"
+        ));
+    }
+    let call_ms: Vec<f64> = s
+        .events
+        .iter()
+        .filter(|e| e["type"] == "mcp_call")
+        .filter_map(|e| e["duration_ms"].as_f64())
+        .collect();
+    let session_wall = s.m.wall.as_secs_f64() * 1000.0 / (MCP_CALLS + 1) as f64;
+    Ok((ok, call_ms, session_wall))
 }
