@@ -528,9 +528,15 @@ pub fn catalog(skills: &[Skill], budget: usize) -> Catalog {
             .sum();
         let share = budget.saturating_sub(fixed + names) / n.max(1);
         max = share.clamp(MIN_DESCRIPTION, MAX_DESCRIPTION);
-        while n > 0 && total(n, max) > budget {
-            n -= 1;
-        }
+        // As many skills, in order, as fit (each line measured once).
+        let mut used = fixed;
+        n = skills
+            .iter()
+            .take_while(|s| {
+                used += line(s, max).len();
+                used <= budget
+            })
+            .count();
     }
     if n == 0 {
         return Catalog {
