@@ -258,6 +258,14 @@ impl Door {
     /// the module docs). Never fails as a whole: what could not be done is in
     /// [`Report::failed`] and tried again next time.
     pub fn pass(&mut self) -> Report {
+        // One door at a time over a state folder's layers: the doors of two sessions (or of
+        // a session and its server's jail) apply to the same workspace, and a door's look at
+        // a file and its rename over it must not straddle another door's rename (a parallel
+        // job's line was lost so: it looked, the other renamed, it renamed over). Best effort:
+        // a lock that cannot be taken leaves the pass as it was.
+        let _one = self.upper.ancestors().nth(3).and_then(|layers| {
+            crate::store::lock::SessionLock::acquire(&layers.join(DOOR_LOCK)).ok()
+        });
         let started = SystemTime::now();
         let mut report = Report::default();
         walk::pass(self, &mut report);
@@ -303,6 +311,10 @@ impl Door {
         walk::size(&self.upper)
     }
 }
+
+/// The lock every door of a state folder's layers takes for its pass, in the layers' folder
+/// (`<state>/layers/.door.lock`): not a layer folder's name, so the sweep leaves it.
+const DOOR_LOCK: &str = ".door.lock";
 
 /// The bytes and entries of the layers process `pid` runs under the state folder `state_root`
 /// (`layers/<pid>-<n>/`, every layer of each), for `tern status`.
