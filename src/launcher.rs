@@ -202,7 +202,7 @@ impl Launcher {
         let path = |k: &str| self.env.get(k).filter(|v| !v.is_empty()).map(PathBuf::from);
         crate::skills::Roots::new(
             &self.state.workspace,
-            &self.here,
+            &self.lookup().folders(),
             path("HOME").as_deref(),
             path("XDG_CONFIG_HOME").as_deref(),
         )

@@ -121,22 +121,15 @@ pub struct Roots {
 }
 
 impl Roots {
-    /// The folders for a workspace, the folder tern started in (`here`; outside the workspace
-    /// only the root counts), the home folder and `$XDG_CONFIG_HOME` (None: not set).
+    /// The folders for a workspace, the project's `levels` (the workspace root first, then each
+    /// folder down to where tern started: the launcher passes the walk that finds `AGENTS.md`,
+    /// `Lookup::folders`), the home folder and `$XDG_CONFIG_HOME` (None: not set).
     pub fn new(
         workspace: &Path,
-        here: &Path,
+        levels: &[PathBuf],
         home: Option<&Path>,
         xdg_config: Option<&Path>,
     ) -> Roots {
-        let mut levels = vec![workspace.to_path_buf()];
-        if let Ok(rest) = here.strip_prefix(workspace) {
-            let mut at = workspace.to_path_buf();
-            for c in rest.components() {
-                at.push(c);
-                levels.push(at.clone());
-            }
-        }
         let project = levels
             .iter()
             .flat_map(|l| PROJECT_DIRS.iter().map(move |d| l.join(d)))
@@ -765,7 +758,7 @@ mod tests {
         std::fs::create_dir_all(ws.join(".claude/skills/broken")).unwrap();
         std::fs::write(ws.join(".claude/skills/broken/SKILL.md"), "no front matter").unwrap();
         std::fs::create_dir_all(home.join(".codex/skills/.system/x")).unwrap();
-        let roots = Roots::new(&ws, &ws.join("pkg"), Some(&home), None);
+        let roots = Roots::new(&ws, &[ws.clone(), ws.join("pkg")], Some(&home), None);
         let f = discover(&roots);
         let names: Vec<_> = f.skills.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["mine", "shared"]);
@@ -785,7 +778,12 @@ mod tests {
         assert_eq!(f.invalid.len(), 1, "{:?}", f.invalid);
         assert!(f.invalid[0].path.ends_with("broken"));
         // From the root only the root's folders count.
-        let root = discover(&Roots::new(&ws, &ws, Some(&home), None));
+        let root = discover(&Roots::new(
+            &ws,
+            std::slice::from_ref(&ws),
+            Some(&home),
+            None,
+        ));
         assert_eq!(root.get("shared").unwrap().description, "project root");
         // Used explicitly: its body, then the ask.
         let msg = invoke("$mine please", &f).unwrap().unwrap();

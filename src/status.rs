@@ -137,8 +137,7 @@ pub fn snapshot(session: &Session) -> Snapshot {
         .and_then(Result::ok)
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map(|d| d.as_secs());
-    let instructions = pinned_instructions(session, meta.as_ref());
-    let skills = crate::stats::Fixed::of(session);
+    let (instructions, skills) = pinned(session, meta.as_ref());
     door.kept = crate::sandbox::door::held_in(&session.dir).len();
     door.layer = meta
         .as_ref()
@@ -160,21 +159,35 @@ pub fn snapshot(session: &Session) -> Snapshot {
         hooks,
         children_cost,
         door,
-        skills: (skills.skills, skills.skills_bytes),
+        skills,
     }
+}
+
+/// An instruction file pinned in `system.txt`: its label, and whether it reads differently now
+/// (None: not checked).
+type Pinned = (String, Option<bool>);
+
+/// What `session` pinned in `system.txt` (read once): its instruction files and its skills
+/// catalog (skills listed, bytes).
+fn pinned(session: &Session, meta: Option<&crate::store::Meta>) -> (Vec<Pinned>, (usize, usize)) {
+    let system = session.read_text(files::SYSTEM).ok().flatten();
+    let skills = system
+        .as_deref()
+        .map_or((0, 0), crate::runtime::system::pinned_skills);
+    (pinned_instructions(system.as_deref(), meta), skills)
 }
 
 /// The instruction files `session` pinned (see [`Snapshot::instructions`]).
 fn pinned_instructions(
-    session: &Session,
+    system_txt: Option<&str>,
     meta: Option<&crate::store::Meta>,
 ) -> Vec<(String, Option<bool>)> {
     use crate::runtime::system;
-    let Ok(Some(text)) = session.read_text(files::SYSTEM) else {
+    let Some(text) = system_txt else {
         return Vec::new();
     };
     let ws = meta.map(|m| std::path::PathBuf::from(&m.cwd));
-    system::pinned_instructions(&text)
+    system::pinned_instructions(text)
         .into_iter()
         .map(|(label, pinned)| {
             let changed = ws

@@ -258,12 +258,8 @@ impl Handler {
         record: Option<&std::collections::BTreeMap<String, String>>,
     ) {
         let scan = covered::scan(&self.command, workspace);
+        let workspace_code = scan.runs_workspace_code(workspace);
         self.opaque = scan.opaque;
-        let workspace_code = scan
-            .ran
-            .iter()
-            .any(|p| crate::trust::covered::commands_can_write(p, workspace))
-            || self.opaque.is_some();
         self.jail = self.jail_asked.unwrap_or(workspace_code);
         self.covered = scan
             .named

@@ -129,12 +129,7 @@ impl Server {
         let Transport::Stdio { command, args, .. } = &self.transport else {
             return false;
         };
-        let scan = covered::scan(&command_line(command, args), workspace);
-        scan.opaque.is_some()
-            || scan
-                .ran
-                .iter()
-                .any(|p| covered::commands_can_write(p, workspace))
+        covered::scan(&command_line(command, args), workspace).runs_workspace_code(workspace)
     }
 
     /// `stdio` or `http`.

@@ -1067,6 +1067,7 @@ impl Runtime {
             Ok(text) => (crate::event::Ending::Completed, text.clone(), None, 0),
             Err(f) => (f.kind(), String::new(), Some(f.to_string()), f.exit_code()),
         };
+        let worktree = self.worktree();
         self.emit(
             ui,
             Event::Result(ResultFields {
@@ -1076,8 +1077,8 @@ impl Runtime {
                 error,
                 exit_code: code,
                 totals: Some(self.result_totals()),
-                worktree: self.worktree().map(|w| w.name),
-                branch: self.worktree().map(|w| w.branch),
+                worktree: worktree.as_ref().map(|w| w.name.clone()),
+                branch: worktree.map(|w| w.branch),
             }),
         );
         code

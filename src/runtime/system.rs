@@ -83,8 +83,9 @@ impl Lookup {
         }
     }
 
-    /// The folders read, root first: the workspace, then each folder down to `here`.
-    fn folders(&self) -> Vec<PathBuf> {
+    /// The folders read, root first: the workspace, then each folder down to `here` (where
+    /// `AGENTS.md` and the project's skill folders are looked for).
+    pub fn folders(&self) -> Vec<PathBuf> {
         let mut v = vec![self.workspace.clone()];
         if let Ok(rest) = self.here.strip_prefix(&self.workspace) {
             let mut at = self.workspace.clone();

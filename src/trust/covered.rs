@@ -73,6 +73,15 @@ pub fn commands_can_write(p: &Path, workspace: &Path) -> bool {
     p.starts_with(workspace) && !shielded.iter().flatten().any(|s| p.starts_with(s))
 }
 
+impl Scan {
+    /// Whether the command runs code the jail's commands can write: a file it runs lies where
+    /// they can write ([`commands_can_write`]), or it calls a runner whose code tern cannot name.
+    /// Such a hook or MCP server runs in a jail by default (issue 42).
+    pub fn runs_workspace_code(&self, workspace: &Path) -> bool {
+        self.opaque.is_some() || self.ran.iter().any(|p| commands_can_write(p, workspace))
+    }
+}
+
 /// What `command` (run with `bash -c` in `workspace`, with `$CLAUDE_PROJECT_DIR` and
 /// `$TERN_PROJECT_DIR` set to it) runs from the workspace: words that name a path there after
 /// expanding those two variables (absolute inside the workspace, or relative with a `/` or a
